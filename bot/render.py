@@ -1,0 +1,36 @@
+"""The one jinja2 environment: every word the bot writes comes from templates/."""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+import templates
+
+TEMPLATE_DIR = Path(templates.__file__).parent
+
+
+@lru_cache(maxsize=None)
+def environment() -> jinja2.Environment:
+    """A StrictUndefined environment over templates/ (a missing variable is an error, not blank text)."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default_for_string=False),
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return env
+
+
+def register_filter(name: str, fn: Any) -> None:
+    """Add a filter (modules that own text safety register theirs here)."""
+    environment().filters[name] = fn
+
+
+def render(name: str, **context: Any) -> str:
+    """Render templates/<name> with `context`."""
+    return environment().get_template(name).render(**context)

@@ -1,0 +1,168 @@
+"""Settings: read and validated once, into one typed object that is passed down.
+
+This is the only module that reads environment variables. Sources, later wins:
+built-in defaults < the TOML settings file (--settings or FLAGSWEEP_SETTINGS)
+< environment variables (secrets) < command-line flags (applied by the CLI).
+Each feature reads its own section; a bad value is a SettingsError naming it.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+
+class SettingsError(ValueError):
+    """The settings file or environment is wrong; the message says where."""
+
+
+def default_state_path(env: Mapping[str, str]) -> Path:
+    """Where the store lives unless told otherwise."""
+    base = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME", ".")) / ".local" / "share")
+    return Path(base) / "flagsweep" / "state.sqlite"
+
+
+@dataclass
+class SweepSettings:
+    workers: int = 0                 # 0: one per core
+    timeout: float = 300.0           # seconds per item
+    backend: str = "count"           # count | eager | aot_eager | inductor
+    device: str = "cpu"
+    max_items_per_worker: int = 50   # recycle a worker after this many items
+    max_rss_mb: int = 6000           # recycle above this RSS; hard limit is 1.5x
+    python: str | None = None        # interpreter for the workers
+    config_file: str | None = None   # extra named configs (TOML)
+    confirm_runs: int = 2            # flake confirmation re-runs
+
+
+@dataclass
+class GitHubSettings:
+    repo: str | None = None                  # OWNER/NAME
+    base_url: str = "https://api.github.com"
+    token: str | None = None                 # env FLAGSWEEP_GITHUB_TOKEN
+    app_id: int | None = None                # GitHub App auth instead of a token
+    private_key_path: str | None = None
+    private_key: str | None = None           # env FLAGSWEEP_GITHUB_APP_KEY
+    installation_id: int | None = None
+    bot_login: str = "flagsweep-bot"         # the login the bot writes as
+    mutation_interval: float = 1.0           # seconds between writes
+    max_retries: int = 5
+    max_wait: float = 300.0                  # longest single wait for a rate limit
+
+    @property
+    def has_credentials(self) -> bool:
+        return bool(self.token or (self.app_id and (self.private_key or self.private_key_path) and self.installation_id))
+
+
+@dataclass
+class IssueSettings:
+    close_after: int = 3              # nightlies without the signature before closing
+    labels: list[str] = field(default_factory=lambda: ["flagsweep"])
+    report_url: str | None = None     # where the full report is published, if anywhere
+    dry_run_out: str = "flagsweep-out"
+
+
+@dataclass
+class SchedulerSettings:
+    cron: str = "0 3 * * *"
+    timezone: str = "UTC"
+
+
+@dataclass
+class WebhookSettings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    secret: str | None = None        # env FLAGSWEEP_WEBHOOK_SECRET
+    max_body: int = 1_000_000
+
+
+@dataclass
+class CommandSettings:
+    handle: str = "@flagsweep-bot"
+    allowlist: list[str] = field(default_factory=list)
+    min_permission: str = "triage"
+    rate_limit: int = 5              # commands per user per hour
+    any_issue: bool = False          # accept commands on issues the bot does not own
+
+
+@dataclass
+class NightlySettings:
+    index_url: str = "https://download.pytorch.org/whl/nightly"
+    channel: str = "cpu"
+    venv_dir: str | None = None      # where per-version venvs are cached
+    transformers_pin: str | None = None
+    configs: list[str] = field(default_factory=lambda: ["capture_scalar_outputs", "capture_dynamic_output_shape_ops"])
+
+
+@dataclass
+class Settings:
+    state_path: Path = field(default_factory=lambda: default_state_path(os.environ))
+    sweep: SweepSettings = field(default_factory=SweepSettings)
+    github: GitHubSettings = field(default_factory=GitHubSettings)
+    issues: IssueSettings = field(default_factory=IssueSettings)
+    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
+    webhook: WebhookSettings = field(default_factory=WebhookSettings)
+    commands: CommandSettings = field(default_factory=CommandSettings)
+    nightly: NightlySettings = field(default_factory=NightlySettings)
+    routing: list[dict[str, Any]] = field(default_factory=list)   # cc rules, validated by bot.routing
+    source: str | None = None        # the settings file read, if any
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def _fill(obj: Any, data: Mapping[str, Any], where: str) -> None:
+    """Copy `data` onto dataclass `obj`, checking names and types."""
+    known = {f.name: f for f in fields(obj)}
+    for key, value in data.items():
+        if key not in known:
+            raise SettingsError(f"{where}: unknown setting {key!r} (known: {', '.join(sorted(known))})")
+        current = getattr(obj, key)
+        if is_dataclass(current):
+            if not isinstance(value, dict):
+                raise SettingsError(f"{where}.{key}: expected a table")
+            _fill(current, value, f"{where}.{key}")
+            continue
+        if current is not None and not isinstance(current, Path):
+            expected = type(current)
+            ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                value, ok = float(value), True
+            if not ok:
+                raise SettingsError(f"{where}.{key}: expected {expected.__name__}, got {type(value).__name__} {value!r}")
+        setattr(obj, key, Path(value) if isinstance(current, Path) else value)
+
+
+def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Build the Settings from a TOML file (optional) and the environment."""
+    env = os.environ if env is None else env
+    settings = Settings(state_path=default_state_path(env))
+    path = path or env.get("FLAGSWEEP_SETTINGS")
+    if path:
+        p = Path(path)
+        try:
+            data = tomllib.loads(p.read_text())
+        except FileNotFoundError:
+            raise SettingsError(f"{p}: settings file not found") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise SettingsError(f"{p}: {exc}") from None
+        settings.raw = data
+        settings.source = str(p)
+        routing = data.pop("routing", None)
+        if routing is not None:
+            rules = routing.get("rule", []) if isinstance(routing, dict) else routing
+            if not isinstance(rules, list):
+                raise SettingsError(f"{p}: [routing] must hold [[routing.rule]] tables")
+            settings.routing = rules
+        _fill(settings, data, str(p))
+    if env.get("FLAGSWEEP_STATE"):
+        settings.state_path = Path(env["FLAGSWEEP_STATE"])
+    if env.get("FLAGSWEEP_GITHUB_TOKEN"):
+        settings.github.token = env["FLAGSWEEP_GITHUB_TOKEN"]
+    if env.get("FLAGSWEEP_GITHUB_APP_KEY"):
+        settings.github.private_key = env["FLAGSWEEP_GITHUB_APP_KEY"]
+    if env.get("FLAGSWEEP_WEBHOOK_SECRET"):
+        settings.webhook.secret = env["FLAGSWEEP_WEBHOOK_SECRET"]
+    if env.get("FLAGSWEEP_REPO"):
+        settings.github.repo = env["FLAGSWEEP_REPO"]
+    return settings

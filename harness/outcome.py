@@ -1,0 +1,100 @@
+"""The plain data every part of flagsweep passes around: an item's outcome and a model's effect.
+
+These are the contracts of ../DESIGN "Words": keep field names stable, they are
+stored in SQLite and printed by `--json`.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+# How an item (one model under one config) can end.
+STATUSES = (
+    "ok",            # compiled and ran
+    "error",         # a Python exception while compiling or running
+    "timeout",       # hung: killed after --timeout
+    "killed",        # the worker died: segfault, abort, out of memory
+    "create_error",  # the model (config or class) could not be built
+    "input_error",   # inputs could not be made for it
+    "eager_error",   # the eager forward failed, so compiling says nothing
+)
+# Statuses that mean "the model itself is not testable", before any compile.
+BUILD_STATUSES = ("create_error", "input_error", "eager_error")
+# Statuses that mean "the compile under this config crashed".
+CRASH_STATUSES = ("error", "timeout", "killed")
+
+EFFECTS = (
+    "reduces_graphs",
+    "no_effect",
+    "increases_graphs",
+    "crashes",
+    "fixes_crash",
+    "both_crash",
+    "create_error",
+)
+
+STRATA = ("vl_multimodal", "decoder_llm", "encoder_decoder", "vision_other")
+
+
+@dataclass
+class Outcome:
+    """What happened to one item: one model compiled under one config."""
+
+    model: str
+    config: str
+    status: str
+    stratum: str | None = None
+    graphs: int | None = None          # calls of the counting backend
+    graph_breaks: int | None = None
+    break_reasons: list[str] = field(default_factory=list)
+    ops: int | None = None             # total ops over all graphs
+    ops_per_graph: list[int] = field(default_factory=list)
+    recompiles: int | None = None
+    compile_s: float | None = None     # compile + first run, seconds
+    build_s: float | None = None       # model + inputs build, seconds
+    peak_mem_mb: float | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    torch_frame: str | None = None     # innermost torch frame, "torch/_dynamo/x.py:fn"
+    signature: str | None = None
+    traceback: str | None = None
+    fingerprint: str | None = None     # recipe fingerprint of the model's build
+    text_only: bool = False            # a multimodal model run without its other inputs
+    attempts: int = 1                  # > 1 when flake confirmation re-ran it
+    flaky_rate: float | None = None    # set by flake confirmation when results disagree
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Outcome":
+        """Build from a dict, ignoring keys this version does not know."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def crashed(self) -> bool:
+        return self.status in CRASH_STATUSES
+
+    @property
+    def built(self) -> bool:
+        return self.status not in BUILD_STATUSES
+
+
+@dataclass
+class Effect:
+    """What one config did to one model, compared with baseline."""
+
+    model: str
+    stratum: str | None
+    config: str
+    effect: str
+    baseline_graphs: int | None
+    config_graphs: int | None
+    baseline_signature: str | None
+    config_signature: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)

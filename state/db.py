@@ -1,0 +1,74 @@
+"""Open the SQLite store: WAL mode, schema version check, migrations.
+
+A file that is not SQLite, or is SQLite but not ours, is a StoreError with a
+clear message; it is never silently reset.
+"""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from state.schema import MIGRATIONS, SCHEMA_VERSION
+
+APP_ID = 0x46535750  # "FSWP" in PRAGMA application_id marks the file as ours
+
+
+class StoreError(RuntimeError):
+    """The state file cannot be used as it is."""
+
+
+def connect(path: str | Path, *, migrate: bool = True) -> sqlite3.Connection:
+    """Open (creating if needed) and migrate the store at `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    try:
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise StoreError(f"{path}: not a flagsweep state file ({exc}); move it away or pass --state") from exc
+    if tables and app_id != APP_ID:
+        conn.close()
+        raise StoreError(f"{path}: an SQLite file that flagsweep did not create (application_id={app_id}); refusing to touch it")
+    if version > SCHEMA_VERSION:
+        conn.close()
+        raise StoreError(f"{path}: schema version {version} is newer than this flagsweep understands ({SCHEMA_VERSION}); upgrade flagsweep")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=30000")
+    if migrate:
+        migrate_to(conn, SCHEMA_VERSION)
+    return conn
+
+
+def migrate_to(conn: sqlite3.Connection, target: int) -> None:
+    """Apply migrations one at a time, each in its own transaction."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    while version < target:
+        script = MIGRATIONS[version]
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _statements(script):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA application_id={APP_ID}")
+            conn.execute(f"PRAGMA user_version={version + 1}")
+            conn.execute("COMMIT")
+        except Exception:
+            conn.execute("ROLLBACK")
+            raise
+        version += 1
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration script into statements (no ';' inside our SQL literals)."""
+    parts = []
+    for chunk in script.split(";"):
+        lines = [ln.split("--", 1)[0] for ln in chunk.splitlines()]
+        text = "\n".join(lines).strip()
+        if text:
+            parts.append(text)
+    return parts

@@ -1,0 +1,136 @@
+"""Runs, environments and outcomes: what the sweep engine writes as each item finishes."""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from harness.outcome import Outcome
+
+
+def now() -> str:
+    """UTC timestamp, ISO 8601, seconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Run:
+    """One stored run."""
+
+    id: int
+    kind: str
+    status: str
+    started_at: str
+    finished_at: str | None
+    models: list[str]
+    configs: dict[str, dict[str, Any]]
+    base_settings: dict[str, Any]
+    options: dict[str, Any]
+    environment: dict[str, Any]
+    reason: str | None = None
+    nightly: str | None = None
+    shard: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return dict(self.__dict__)
+
+
+def environment_id(conn: sqlite3.Connection, env: dict[str, Any]) -> int:
+    """Store an environment once and return its id."""
+    data = json.dumps(env, sort_keys=True)
+    key = hashlib.sha256(data.encode()).hexdigest()[:32]
+    row = conn.execute("SELECT id FROM environments WHERE key = ?", (key,)).fetchone()
+    if row:
+        return row[0]
+    cur = conn.execute(
+        "INSERT INTO environments (key, torch_version, torch_git, transformers_version, python_version,"
+        " device, cuda_version, flagsweep_version, recipe_fingerprint, data) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        (key, env.get("torch_version"), env.get("torch_git"), env.get("transformers_version"),
+         env.get("python_version"), env.get("device"), env.get("cuda_version"),
+         env.get("flagsweep_version"), env.get("recipe_fingerprint"), data),
+    )
+    return cur.lastrowid
+
+
+def create_run(conn: sqlite3.Connection, *, environment: dict[str, Any], models: list[str],
+               configs: dict[str, dict[str, Any]], base_settings: dict[str, Any] | None = None,
+               options: dict[str, Any] | None = None, kind: str = "sweep",
+               nightly: str | None = None, shard: str | None = None) -> int:
+    """Start a run; returns its id."""
+    env_id = environment_id(conn, environment)
+    cur = conn.execute(
+        "INSERT INTO runs (kind, environment_id, started_at, models, configs, base_settings, options, nightly, shard)"
+        " VALUES (?,?,?,?,?,?,?,?,?)",
+        (kind, env_id, now(), json.dumps(models), json.dumps(configs, sort_keys=True),
+         json.dumps(base_settings or {}, sort_keys=True), json.dumps(options or {}, sort_keys=True),
+         nightly, shard),
+    )
+    return cur.lastrowid
+
+
+def record_outcome(conn: sqlite3.Connection, run_id: int, outcome: Outcome) -> None:
+    """Write one finished item (replacing an earlier attempt of the same item)."""
+    conn.execute(
+        "INSERT OR REPLACE INTO outcomes (run_id, model, config, status, graphs, signature, fingerprint, data, recorded_at)"
+        " VALUES (?,?,?,?,?,?,?,?,?)",
+        (run_id, outcome.model, outcome.config, outcome.status, outcome.graphs, outcome.signature,
+         outcome.fingerprint, json.dumps(outcome.to_dict()), now()),
+    )
+
+
+def finished_items(conn: sqlite3.Connection, run_id: int) -> set[tuple[str, str]]:
+    """(model, config) pairs already recorded for a run: what --resume skips."""
+    rows = conn.execute("SELECT model, config FROM outcomes WHERE run_id = ?", (run_id,))
+    return {(r[0], r[1]) for r in rows}
+
+
+def finish_run(conn: sqlite3.Connection, run_id: int, status: str = "finished", reason: str | None = None) -> None:
+    """Mark a run finished, interrupted or failed."""
+    conn.execute("UPDATE runs SET status = ?, finished_at = ?, reason = ? WHERE id = ?",
+                 (status, now(), reason, run_id))
+
+
+def outcomes(conn: sqlite3.Connection, run_id: int) -> list[Outcome]:
+    """All outcomes of a run, in a stable order."""
+    rows = conn.execute("SELECT data FROM outcomes WHERE run_id = ? ORDER BY model, config", (run_id,))
+    return [Outcome.from_dict(json.loads(r[0])) for r in rows]
+
+
+_RUN_SQL = ("SELECT r.*, e.data AS env FROM runs r LEFT JOIN environments e ON e.id = r.environment_id")
+
+
+def _run(row: sqlite3.Row) -> Run:
+    keys = row.keys()
+    return Run(
+        id=row["id"], kind=row["kind"], status=row["status"], started_at=row["started_at"],
+        finished_at=row["finished_at"], models=json.loads(row["models"]), configs=json.loads(row["configs"]),
+        base_settings=json.loads(row["base_settings"]), options=json.loads(row["options"]),
+        environment=json.loads(row["env"]) if row["env"] else {}, reason=row["reason"],
+        nightly=row["nightly"] if "nightly" in keys else None, shard=row["shard"] if "shard" in keys else None,
+    )
+
+
+def get_run(conn: sqlite3.Connection, run_id: int) -> Run | None:
+    """One run, or None."""
+    row = conn.execute(_RUN_SQL + " WHERE r.id = ?", (run_id,)).fetchone()
+    return _run(row) if row else None
+
+
+def list_runs(conn: sqlite3.Connection, *, limit: int = 50, kinds: Iterable[str] | None = None,
+              status: str | None = None) -> list[Run]:
+    """Latest runs first."""
+    sql, args = _RUN_SQL + " WHERE 1=1", []
+    if kinds:
+        kinds = list(kinds)
+        sql += f" AND r.kind IN ({','.join('?' * len(kinds))})"
+        args += kinds
+    if status:
+        sql += " AND r.status = ?"
+        args.append(status)
+    sql += " ORDER BY r.id DESC LIMIT ?"
+    args.append(limit)
+    return [_run(r) for r in conn.execute(sql, args)]

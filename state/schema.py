@@ -1,0 +1,115 @@
+"""Schema migrations of the flagsweep store, as code.
+
+MIGRATIONS[i] takes a database from version i to version i + 1. Never edit a
+migration that has shipped: add a new one. tests/test_store_migrations.py
+builds a database at every earlier version and migrates it.
+"""
+from __future__ import annotations
+
+# v0 -> v1: what the sweep engine needs: environments, runs, outcomes.
+V1 = """
+CREATE TABLE environments (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,          -- sha of the JSON below, to dedupe
+    torch_version TEXT, torch_git TEXT, transformers_version TEXT,
+    python_version TEXT, device TEXT, cuda_version TEXT,
+    flagsweep_version TEXT, recipe_fingerprint TEXT,
+    data TEXT NOT NULL                 -- the full environment as JSON
+);
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL DEFAULT 'sweep',   -- sweep | nightly | command | confirm
+    environment_id INTEGER REFERENCES environments(id),
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL DEFAULT 'running', -- running | finished | interrupted | failed
+    reason TEXT,                            -- why a run failed
+    models TEXT NOT NULL,                   -- JSON list of model names
+    configs TEXT NOT NULL,                  -- JSON {name: {key: value}}
+    base_settings TEXT NOT NULL DEFAULT '{}',
+    options TEXT NOT NULL DEFAULT '{}'      -- backend, device, timeout, ...
+);
+CREATE TABLE outcomes (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    model TEXT NOT NULL,
+    config TEXT NOT NULL,
+    status TEXT NOT NULL,
+    graphs INTEGER,
+    signature TEXT,
+    fingerprint TEXT,
+    data TEXT NOT NULL,                     -- the whole Outcome as JSON
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (run_id, model, config)
+);
+"""
+
+# v1 -> v2: run history, issue filing and the service.
+V2 = """
+ALTER TABLE runs ADD COLUMN nightly TEXT;   -- nightly date (YYYY-MM-DD) when kind = nightly
+ALTER TABLE runs ADD COLUMN shard TEXT;     -- "i/N" for a shard of a nightly
+CREATE TABLE effects (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    model TEXT NOT NULL,
+    config TEXT NOT NULL,
+    stratum TEXT,
+    effect TEXT NOT NULL,
+    baseline_graphs INTEGER, config_graphs INTEGER,
+    baseline_signature TEXT, config_signature TEXT,
+    PRIMARY KEY (run_id, model, config)
+);
+CREATE TABLE signatures (
+    config TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    first_run INTEGER, last_run INTEGER,
+    first_seen TEXT, last_seen TEXT,       -- nightly dates or timestamps
+    nightlies_seen INTEGER NOT NULL DEFAULT 0,
+    models TEXT NOT NULL DEFAULT '[]',     -- JSON list, latest run
+    error_type TEXT, torch_frame TEXT, example_message TEXT,
+    PRIMARY KEY (config, signature)
+);
+CREATE TABLE issue_links (
+    key TEXT PRIMARY KEY,                  -- the marker key, flagsweep:key=<key>
+    repo TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    kind TEXT NOT NULL,                    -- tracking | summary
+    config TEXT, signature TEXT,
+    state TEXT NOT NULL DEFAULT 'open',    -- open | closed
+    closed_by TEXT,                        -- bot | human
+    muted INTEGER NOT NULL DEFAULT 0,
+    cc TEXT NOT NULL DEFAULT '[]',         -- extra handles added by command
+    quiet_nightlies INTEGER NOT NULL DEFAULT 0,
+    body_sha TEXT, title TEXT,
+    updated_at TEXT
+);
+CREATE TABLE outbox (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER,
+    batch TEXT NOT NULL,                   -- one publish = one batch
+    seq INTEGER NOT NULL,                  -- order inside the batch
+    key TEXT NOT NULL,                     -- issue marker key it concerns
+    action TEXT NOT NULL,                  -- create | edit | comment | close | reopen | labels | react
+    payload TEXT NOT NULL,                 -- JSON: title, body, labels, ...
+    status TEXT NOT NULL DEFAULT 'pending',-- pending | sending | done | failed
+    attempts INTEGER NOT NULL DEFAULT 0,
+    result TEXT, error TEXT,
+    created_at TEXT NOT NULL, done_at TEXT
+);
+CREATE INDEX outbox_status ON outbox(status, batch, seq);
+CREATE TABLE jobs (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,                    -- nightly | command
+    payload TEXT NOT NULL,                 -- JSON
+    status TEXT NOT NULL DEFAULT 'queued', -- queued | running | done | failed
+    created_at TEXT NOT NULL, started_at TEXT, finished_at TEXT,
+    result TEXT, error TEXT
+);
+CREATE TABLE deliveries (
+    id TEXT PRIMARY KEY,                   -- X-GitHub-Delivery
+    event TEXT NOT NULL,
+    received_at TEXT NOT NULL,
+    outcome TEXT NOT NULL                  -- queued | ignored | rejected
+);
+"""
+
+MIGRATIONS: list[str] = [V1, V2]
+SCHEMA_VERSION = len(MIGRATIONS)
