@@ -1,0 +1,110 @@
+"""Stored jobs of the service: a webhook or the scheduler queues, the job runner claims one at a time."""
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from state.runs import now
+
+JOB_STATUSES = ("queued", "running", "done", "failed")
+
+
+@dataclass
+class Job:
+    """One stored job."""
+
+    id: int
+    kind: str                 # nightly | command
+    payload: dict[str, Any]
+    status: str
+    created_at: str
+    started_at: str | None = None
+    finished_at: str | None = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return dict(self.__dict__)
+
+
+def _job(row: sqlite3.Row) -> Job:
+    return Job(id=row["id"], kind=row["kind"], payload=json.loads(row["payload"]), status=row["status"],
+               created_at=row["created_at"], started_at=row["started_at"], finished_at=row["finished_at"],
+               result=json.loads(row["result"]) if row["result"] else None, error=row["error"])
+
+
+def enqueue(conn: sqlite3.Connection, kind: str, payload: dict[str, Any]) -> int:
+    """Queue a job; returns its id."""
+    cur = conn.execute("INSERT INTO jobs (kind, payload, status, created_at) VALUES (?, ?, 'queued', ?)",
+                       (kind, json.dumps(payload, sort_keys=True), now()))
+    return cur.lastrowid
+
+
+def claim_next(conn: sqlite3.Connection) -> Job | None:
+    """Mark the oldest queued job running and return it (None when the queue is empty)."""
+    # BEGIN IMMEDIATE takes the write lock first, so two runners never claim the same job.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute("SELECT * FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1").fetchone()
+        if row is None:
+            conn.execute("COMMIT")
+            return None
+        conn.execute("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ?", (now(), row["id"]))
+        conn.execute("COMMIT")
+    except Exception:
+        conn.execute("ROLLBACK")
+        raise
+    return get(conn, row["id"])
+
+
+def finish(conn: sqlite3.Connection, job_id: int, *, result: dict[str, Any] | None = None,
+           error: str | None = None) -> None:
+    """Mark a job done (or failed when `error` is given)."""
+    conn.execute("UPDATE jobs SET status = ?, finished_at = ?, result = ?, error = ? WHERE id = ?",
+                 ("failed" if error else "done", now(), json.dumps(result) if result is not None else None,
+                  error, job_id))
+
+
+def requeue(conn: sqlite3.Connection, job_id: int) -> None:
+    """Put a running job back in the queue (graceful shutdown in the middle of it)."""
+    conn.execute("UPDATE jobs SET status = 'queued', started_at = NULL WHERE id = ? AND status = 'running'", (job_id,))
+
+
+def requeue_stale(conn: sqlite3.Connection) -> int:
+    """At start-up, put jobs left 'running' by a dead process back in the queue; returns how many."""
+    return conn.execute("UPDATE jobs SET status = 'queued', started_at = NULL WHERE status = 'running'").rowcount
+
+
+def get(conn: sqlite3.Connection, job_id: int) -> Job | None:
+    """One job, or None."""
+    row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return _job(row) if row else None
+
+
+def list_jobs(conn: sqlite3.Connection, *, status: str | None = None, kind: str | None = None,
+              limit: int = 50) -> list[Job]:
+    """Latest jobs first."""
+    sql, args = "SELECT * FROM jobs WHERE 1=1", []
+    if status:
+        sql += " AND status = ?"
+        args.append(status)
+    if kind:
+        sql += " AND kind = ?"
+        args.append(kind)
+    sql += " ORDER BY id DESC LIMIT ?"
+    args.append(limit)
+    return [_job(r) for r in conn.execute(sql, args)]
+
+
+def depth(conn: sqlite3.Connection) -> int:
+    """How many jobs are waiting."""
+    return conn.execute("SELECT count(*) FROM jobs WHERE status = 'queued'").fetchone()[0]
+
+
+def active(conn: sqlite3.Connection, kind: str) -> bool:
+    """Whether a job of this kind is queued or running (one nightly at a time)."""
+    return conn.execute("SELECT 1 FROM jobs WHERE kind = ? AND status IN ('queued', 'running') LIMIT 1",
+                        (kind,)).fetchone() is not None
