@@ -111,5 +111,13 @@ CREATE TABLE deliveries (
 );
 """
 
-MIGRATIONS: list[str] = [V1, V2]
+# v2 -> v3: indexes for history: signature history is rebuilt from outcomes by
+# (config, signature), and shards of a nightly are found by their date.
+V3 = """
+CREATE INDEX outcomes_config_signature ON outcomes(config, signature);
+CREATE INDEX runs_nightly ON runs(kind, nightly);
+CREATE INDEX effects_config ON effects(config, effect);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,248 @@
+"""Run history: effects per run, crash signatures over time, and which runs compare.
+
+A *run group* is what people think of as one run: a plain sweep is a group of
+one; the shards of one nightly (same `nightly` date, `shard` set) are one group.
+Everything here that reads "a run" reads its whole group.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, Iterable
+
+from harness.outcome import Effect, Outcome
+from state import runs as runs_mod
+from state.runs import Run
+
+# Kinds of run whose results describe the corpus; `confirm` runs only re-check items.
+HISTORY_KINDS = ("sweep", "nightly", "command")
+EXAMPLE_MESSAGE_CHARS = 4000
+
+
+def _effects_for(outcomes: list[Outcome]) -> list[Effect]:
+    """Adapter over the engine area's pure classifier (kept in one place on purpose)."""
+    from harness.effects import effects_for
+
+    return list(effects_for(outcomes))
+
+
+def run_group(conn: sqlite3.Connection, run_id: int) -> list[int]:
+    """Ids of the runs that form one logical run with `run_id` (shards of one nightly)."""
+    row = conn.execute("SELECT kind, nightly, shard FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        return []
+    if not row["nightly"] or not row["shard"]:
+        return [run_id]
+    ids = conn.execute(
+        "SELECT id FROM runs WHERE kind = ? AND nightly = ? AND shard IS NOT NULL ORDER BY id",
+        (row["kind"], row["nightly"]),
+    )
+    return [r[0] for r in ids]
+
+
+def group_outcomes(conn: sqlite3.Connection, run_id: int) -> list[Outcome]:
+    """All outcomes of the run's group, sorted by (model, config)."""
+    out: list[Outcome] = []
+    for rid in run_group(conn, run_id):
+        out.extend(runs_mod.outcomes(conn, rid))
+    out.sort(key=lambda o: (o.model, o.config))
+    return out
+
+
+def group_models(conn: sqlite3.Connection, run_id: int) -> set[str]:
+    """The model set of the run's group."""
+    models: set[str] = set()
+    for rid in run_group(conn, run_id):
+        run = runs_mod.get_run(conn, rid)
+        if run:
+            models.update(run.models)
+    return models
+
+
+def run_date(run: Run) -> str:
+    """The date a run speaks for: its nightly date when set, else its start time."""
+    return run.nightly or run.started_at
+
+
+def finalize_run(conn: sqlite3.Connection, run_id: int) -> None:
+    """Compute and store the run's effects, and fold its crashes into the signature history."""
+    run = runs_mod.get_run(conn, run_id)
+    if run is None:
+        raise KeyError(f"no run {run_id}")
+    outs = runs_mod.outcomes(conn, run_id)
+    effs = _effects_for(outs)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("DELETE FROM effects WHERE run_id = ?", (run_id,))
+        conn.executemany(
+            "INSERT INTO effects (run_id, model, config, stratum, effect, baseline_graphs, config_graphs,"
+            " baseline_signature, config_signature) VALUES (?,?,?,?,?,?,?,?,?)",
+            [(run_id, e.model, e.config, e.stratum, e.effect, e.baseline_graphs, e.config_graphs,
+              e.baseline_signature, e.config_signature) for e in effs],
+        )
+        _update_signatures(conn, run, outs)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+_CRASHED = "('error', 'timeout', 'killed')"  # harness.outcome.CRASH_STATUSES, as SQL
+
+
+def _crash_keys(outs: Iterable[Outcome]) -> set[tuple[str, str]]:
+    """(config, signature) of every crashed outcome, flaky or not."""
+    return {(o.config, o.signature) for o in outs if o.crashed and o.signature}
+
+
+def _update_signatures(conn: sqlite3.Connection, run: Run, outs: list[Outcome]) -> None:
+    """Recompute the history row of each (config, signature) this run touched.
+
+    Rows are rebuilt from the stored outcomes rather than incremented, so that
+    finalizing twice, finalizing shards in any order, or an older run finalized
+    late all give the same answer. Flaky outcomes are not believed yet.
+    """
+    for config, sig in sorted(_crash_keys(outs)):
+        refresh_signature(conn, config, sig)
+
+
+def refresh_signature(conn: sqlite3.Connection, config: str, sig: str) -> None:
+    """Rebuild one signatures row from every non-flaky crash on record (deleting it if none is left)."""
+    kinds = ",".join(f"'{k}'" for k in HISTORY_KINDS)
+    rows = conn.execute(
+        "SELECT r.id AS run_id, COALESCE(r.nightly, r.started_at) AS date, o.model, o.data FROM outcomes o"
+        f" JOIN runs r ON r.id = o.run_id WHERE o.config = ? AND o.signature = ? AND o.status IN {_CRASHED}"
+        f" AND r.kind IN ({kinds}) AND json_extract(o.data, '$.flaky_rate') IS NULL",
+        (config, sig),
+    ).fetchall()
+    if not rows:
+        conn.execute("DELETE FROM signatures WHERE config = ? AND signature = ?", (config, sig))
+        return
+    dates = sorted({r["date"] for r in rows})
+    first, last = dates[0], dates[-1]
+    first_run = min(r["run_id"] for r in rows if r["date"] == first)
+    latest = [r for r in rows if r["date"] == last]
+    last_run = max(r["run_id"] for r in latest)
+    examples = [Outcome.from_dict(json.loads(r["data"])) for r in latest]
+    # An example with a message beats one without (timeouts carry none); then the first model by name.
+    example = min(examples, key=lambda o: (not o.error_message, o.model))
+    message = (example.error_message or "")[:EXAMPLE_MESSAGE_CHARS] or None
+    conn.execute(
+        "INSERT OR REPLACE INTO signatures (config, signature, first_run, last_run, first_seen, last_seen,"
+        " nightlies_seen, models, error_type, torch_frame, example_message) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        (config, sig, first_run, last_run, first, last, len(dates), json.dumps(sorted({r["model"] for r in latest})),
+         example.error_type, example.torch_frame, message),
+    )
+
+
+def effects(conn: sqlite3.Connection, run_id: int) -> list[Effect]:
+    """Stored effects of the run's group, sorted by (config, model)."""
+    ids = run_group(conn, run_id)
+    if not ids:
+        return []
+    rows = conn.execute(
+        f"SELECT * FROM effects WHERE run_id IN ({','.join('?' * len(ids))}) ORDER BY config, model", ids)
+    return [Effect(model=r["model"], stratum=r["stratum"], config=r["config"], effect=r["effect"],
+                   baseline_graphs=r["baseline_graphs"], config_graphs=r["config_graphs"],
+                   baseline_signature=r["baseline_signature"], config_signature=r["config_signature"])
+            for r in rows]
+
+
+def signature_history(conn: sqlite3.Connection, config: str | None = None) -> list[dict[str, Any]]:
+    """Every known (config, signature) with first/last seen, nightlies seen and latest models."""
+    sql, args = "SELECT * FROM signatures", []
+    if config is not None:
+        sql += " WHERE config = ?"
+        args.append(config)
+    sql += " ORDER BY config, last_seen DESC, signature"
+    out = []
+    for r in conn.execute(sql, args):
+        d = dict(r)
+        d["models"] = json.loads(d["models"])
+        out.append(d)
+    return out
+
+
+def _is_comparable(a: Run, a_models: set[str], b: Run, b_models: set[str]) -> bool:
+    return set(a.configs) == set(b.configs) and bool(a_models & b_models)
+
+
+def _group_key(run: Run) -> tuple:
+    return ("nightly", run.kind, run.nightly) if run.nightly and run.shard else ("run", run.id)
+
+
+def previous_comparable_run(conn: sqlite3.Connection, run_id: int) -> int | None:
+    """The latest earlier finished run with the same config names and overlapping models.
+
+    Shards of one nightly count as one run (their highest id stands for the group).
+    A nightly is compared with nightlies only, so an ad-hoc sweep never hides last night.
+    """
+    run = runs_mod.get_run(conn, run_id)
+    if run is None:
+        return None
+    mine = group_models(conn, run_id)
+    own_group = set(run_group(conn, run_id))
+    kinds = ("nightly",) if run.kind == "nightly" else HISTORY_KINDS
+    earliest_own = min(own_group)
+    seen: set[tuple] = set()
+    for cand in _finished_runs(conn, kinds, before_id=earliest_own):
+        key = _group_key(cand)
+        if key in seen:
+            continue
+        seen.add(key)
+        if _is_comparable(run, mine, cand, group_models(conn, cand.id)):
+            return max(run_group(conn, cand.id))
+    return None
+
+
+def _finished_runs(conn: sqlite3.Connection, kinds: Iterable[str], before_id: int | None = None) -> Iterable[Run]:
+    """Finished runs of `kinds`, newest first, lazily."""
+    kinds = list(kinds)
+    sql = runs_mod._RUN_SQL + f" WHERE r.status = 'finished' AND r.kind IN ({','.join('?' * len(kinds))})"
+    args: list[Any] = list(kinds)
+    if before_id is not None:
+        sql += " AND r.id < ?"
+        args.append(before_id)
+    sql += " ORDER BY r.id DESC"
+    for row in conn.execute(sql, args).fetchall():
+        yield runs_mod._run(row)
+
+
+def latest_runs(conn: sqlite3.Connection, n: int, *, kinds: Iterable[str] = HISTORY_KINDS) -> list[Run]:
+    """The latest `n` finished runs, newest first, one per group (shards collapse to their highest id)."""
+    out: list[Run] = []
+    seen: set[tuple] = set()
+    for run in _finished_runs(conn, kinds):
+        key = _group_key(run)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(run)
+        if len(out) >= n:
+            break
+    return out
+
+
+def latest_comparable_pair(conn: sqlite3.Connection) -> tuple[int, int] | None:
+    """(older, newer): the newest finished run and its previous comparable run, if any."""
+    for run in latest_runs(conn, 50):
+        prev = previous_comparable_run(conn, run.id)
+        if prev is not None:
+            return prev, run.id
+    return None
+
+
+def effect_counts(conn: sqlite3.Connection, run_ids: list[int]) -> dict[int, dict[str, dict[str, int]]]:
+    """{run_id: {config: {effect: count}}} for each run group, read straight from SQL."""
+    out: dict[int, dict[str, dict[str, int]]] = {}
+    for rid in run_ids:
+        ids = run_group(conn, rid)
+        counts: dict[str, dict[str, int]] = {}
+        if ids:
+            rows = conn.execute(
+                f"SELECT config, effect, count(*) FROM effects WHERE run_id IN ({','.join('?' * len(ids))})"
+                " GROUP BY config, effect", ids)
+            for config, effect, n in rows:
+                counts.setdefault(config, {})[effect] = n
+        out[rid] = counts
+    return out
