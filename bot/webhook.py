@@ -1,0 +1,202 @@
+"""The webhook HTTP server: verify, dedupe, store a job, answer at once.
+
+Nothing slow happens on the request thread: a delivery becomes a row in `jobs`
+and the job runner picks it up. GitHub gives up on a delivery after 10 seconds
+and marks it failed, so we answer well before that.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+from bot.commands import new_command_lines
+from bot.settings import Settings
+from state import deliveries, jobs
+
+log = logging.getLogger(__name__)
+
+HANDLED_ACTIONS = {("issue_comment", "created"), ("issue_comment", "edited")}
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The X-Hub-Signature-256 value GitHub would send for `body`."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def verify_signature(secret: str | None, body: bytes, header: str | None) -> bool:
+    """Whether `header` is the HMAC-SHA256 of `body` under `secret` (constant-time compare)."""
+    if not secret or not header or not header.startswith("sha256="):
+        return False
+    return hmac.compare_digest(sign(secret, body).encode(), header.strip().encode())
+
+
+@dataclass
+class Decision:
+    """What to do with a verified delivery: queue a job, or ignore it with a reason."""
+
+    outcome: str                      # queued | ignored
+    reason: str
+    job: dict[str, Any] | None = field(default=None)
+
+
+def is_own(login: str | None, bot_login: str) -> bool:
+    """Whether a comment author is the bot itself (a GitHub App writes as `<slug>[bot]`)."""
+    if not login:
+        return False
+    login = login.lower()
+    bot = bot_login.lower()
+    return login in (bot, bot + "[bot]") or (bot.endswith("[bot]") and login == bot[:-5])
+
+
+def decide(event: str, payload: dict[str, Any], settings: Settings) -> Decision:
+    """Pure: what a verified delivery should become."""
+    if event == "ping":
+        return Decision("ignored", "pong")
+    action = payload.get("action")
+    if (event, action) not in HANDLED_ACTIONS:
+        return Decision("ignored", f"event {event}.{action} not handled")
+    comment = payload.get("comment") or {}
+    issue = payload.get("issue") or {}
+    repo = (payload.get("repository") or {}).get("full_name")
+    author = (comment.get("user") or {}).get("login")
+    # Our own comments quote commands in replies: answering them would loop.
+    if is_own(author, settings.github.bot_login):
+        return Decision("ignored", "own comment")
+    if settings.github.repo and repo and repo.lower() != settings.github.repo.lower():
+        return Decision("ignored", f"repository {repo} is not {settings.github.repo}")
+    body = comment.get("body") or ""
+    previous = None
+    if action == "edited":
+        previous = ((payload.get("changes") or {}).get("body") or {}).get("from")
+        if previous is None:
+            return Decision("ignored", "edit without a body change")
+    handle = settings.commands.handle
+    if not new_command_lines(body, previous, handle):
+        return Decision("ignored", "no new command")
+    job = {
+        "repo": repo, "issue": issue.get("number"), "comment_id": comment.get("id"),
+        "author": author, "author_association": comment.get("author_association"),
+        "body": body, "previous": previous, "is_pull_request": "pull_request" in issue,
+        "installation_id": (payload.get("installation") or {}).get("id"),
+    }
+    return Decision("queued", "command", job)
+
+
+class WebhookApp:
+    """The request logic, shared by the HTTP handler threads (one store connection behind a lock)."""
+
+    def __init__(self, conn: sqlite3.Connection, settings: Settings, *,
+                 notify: Callable[[], None] | None = None,
+                 health: Callable[[], dict[str, Any]] | None = None) -> None:
+        self.conn = conn
+        self.settings = settings
+        self.notify = notify or (lambda: None)
+        self.health = health or (lambda: {"ok": True})
+        self.lock = threading.Lock()
+
+    def handle(self, headers: Any, body: bytes) -> tuple[int, dict[str, Any]]:
+        """Process one POSTed delivery; returns (HTTP status, JSON answer)."""
+        if not verify_signature(self.settings.webhook.secret, body, headers.get("X-Hub-Signature-256")):
+            return 401, {"error": "missing or wrong X-Hub-Signature-256"}
+        event = headers.get("X-GitHub-Event")
+        delivery = headers.get("X-GitHub-Delivery")
+        if not event or not delivery:
+            return 400, {"error": "missing X-GitHub-Event or X-GitHub-Delivery"}
+        try:
+            payload = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return 400, {"error": f"malformed JSON: {exc}"}
+        if not isinstance(payload, dict):
+            return 400, {"error": "payload is not a JSON object"}
+        decision = decide(event, payload, self.settings)
+        with self.lock:
+            if not deliveries.record(self.conn, delivery, event, decision.outcome):
+                return 200, {"status": "duplicate", "delivery": delivery}
+            job_id = None
+            if decision.job is not None:
+                decision.job["delivery"] = delivery
+                job_id = jobs.enqueue(self.conn, "command", decision.job)
+        if job_id is not None:
+            self.notify()
+            log.info("delivery %s: queued job %s", delivery, job_id)
+            return 202, {"status": "queued", "job": job_id}
+        if decision.reason == "pong":
+            return 200, {"status": "pong"}
+        return 202, {"status": "ignored", "reason": decision.reason}
+
+    def healthz(self) -> tuple[int, dict[str, Any]]:
+        """The health answer."""
+        with self.lock:
+            data = self.health()
+        return 200, data
+
+
+def _handler(app: WebhookApp) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "flagsweep"
+        # A slow client must not hold a thread forever.
+        timeout = 10
+
+        def _answer(self, status: int, data: dict[str, Any]) -> None:
+            raw = json.dumps(data).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            if self.path.split("?")[0] == "/healthz":
+                self._answer(*app.healthz())
+            else:
+                self._answer(404, {"error": "not found"})
+
+        def do_POST(self) -> None:  # noqa: N802
+            if self.path.split("?")[0] not in ("/webhook", "/"):
+                self._answer(404, {"error": "not found"})
+                return
+            # Check the size before reading a byte: a huge body never reaches memory.
+            length = self.headers.get("Content-Length")
+            if length is None or not length.isdigit():
+                self.close_connection = True
+                self._answer(411, {"error": "Content-Length required"})
+                return
+            if int(length) > app.settings.webhook.max_body:
+                self.close_connection = True
+                self._answer(413, {"error": f"body over {app.settings.webhook.max_body} bytes"})
+                return
+            body = self.rfile.read(int(length))
+            try:
+                status, data = app.handle(self.headers, body)
+            except Exception:  # an internal error is logged, the sender gets a short answer
+                log.exception("webhook delivery failed")
+                status, data = 500, {"error": "internal error"}
+            self._answer(status, data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            log.debug("%s %s", self.address_string(), format % args)
+
+    return Handler
+
+
+def make_server(app: WebhookApp, host: str, port: int) -> ThreadingHTTPServer:
+    """A threading HTTP server for `app` (port 0 picks a free one: see server.server_port)."""
+    server = ThreadingHTTPServer((host, port), _handler(app))
+    server.daemon_threads = True
+    return server
+
+
+def start_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
+    """Serve in a daemon thread; stop with server.shutdown()."""
+    # A short poll interval makes shutdown() (SIGTERM, test teardown) return promptly.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              name="flagsweep-webhook", daemon=True)
+    thread.start()
+    return thread

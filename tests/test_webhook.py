@@ -1,0 +1,154 @@
+"""The webhook server over real HTTP, with real GitHub payloads signed (and mis-signed) by the test."""
+import copy
+import json
+import socket
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot.settings import Settings
+from bot.webhook import WebhookApp, decide, is_own, make_server, sign, start_in_thread, verify_signature
+from state import db, deliveries, jobs
+
+FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
+SECRET = "It's a Secret to Everybody"
+
+
+def payload(name: str) -> dict:
+    return json.loads((FIXTURES / f"{name}.payload.json").read_text())
+
+
+def comment_payload(body: str, login: str = "triager", action: str = "created", previous: str | None = None) -> dict:
+    data = payload(f"issue_comment.{action}")
+    data["comment"]["body"] = body
+    data["comment"]["user"]["login"] = login
+    if previous is not None:
+        data["changes"] = {"body": {"from": previous}}
+    return data
+
+
+@pytest.fixture
+def server(tmp_path):
+    settings = Settings(state_path=tmp_path / "state.sqlite")
+    settings.webhook.secret = SECRET
+    settings.webhook.max_body = 200_000
+    conn = db.connect(settings.state_path)
+    woken = []
+    app = WebhookApp(conn, settings, notify=lambda: woken.append(1), health=lambda: {"queue": jobs.depth(conn)})
+    srv = make_server(app, "127.0.0.1", 0)
+    start_in_thread(srv)
+    srv.conn, srv.woken, srv.url = conn, woken, f"http://127.0.0.1:{srv.server_port}"
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+    conn.close()
+
+
+def post(srv, event: str, data, delivery: str = "d-1", secret: str | None = SECRET, raw: bytes | None = None):
+    body = raw if raw is not None else json.dumps(data).encode()
+    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery, "Content-Type": "application/json"}
+    if secret is not None:
+        headers["X-Hub-Signature-256"] = sign(secret, body)
+    return httpx.post(srv.url + "/webhook", content=body, headers=headers, timeout=5)
+
+
+def test_signature_is_hmac_sha256_of_the_body():
+    # The example from GitHub's "Validating webhook deliveries" page.
+    assert sign(SECRET, b"Hello, World!") == "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    assert verify_signature(SECRET, b"x", sign(SECRET, b"x"))
+    assert not verify_signature(SECRET, b"x", sign(SECRET, b"y"))
+    assert not verify_signature(SECRET, b"x", None)
+    assert not verify_signature(None, b"x", sign(SECRET, b"x"))
+    assert not verify_signature(SECRET, b"x", "sha1=" + sign(SECRET, b"x")[7:])
+
+
+def test_signed_command_comment_is_queued_once(server):
+    data = comment_payload("@flagsweep-bot rerun")
+    r = post(server, "issue_comment", data, delivery="abc")
+    assert r.status_code == 202 and r.json()["status"] == "queued"
+    job = jobs.get(server.conn, r.json()["job"])
+    assert job.kind == "command" and job.payload["author"] == "triager"
+    assert job.payload["issue"] == data["issue"]["number"] and job.payload["repo"] == "Codertocat/Hello-World"
+    assert job.payload["delivery"] == "abc"
+    assert server.woken == [1]
+    again = post(server, "issue_comment", data, delivery="abc")
+    assert again.status_code == 200 and again.json()["status"] == "duplicate"
+    assert jobs.depth(server.conn) == 1
+
+
+def test_unsigned_and_missigned_are_rejected_and_store_nothing(server):
+    data = comment_payload("@flagsweep-bot rerun")
+    assert post(server, "issue_comment", data, secret=None).status_code == 401
+    assert post(server, "issue_comment", data, secret="wrong").status_code == 401
+    body = json.dumps(data).encode()
+    tampered = body.replace(b"triager", b"attacker")
+    r = httpx.post(server.url + "/webhook", content=tampered, timeout=5, headers={
+        "X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "t", "X-Hub-Signature-256": sign(SECRET, body)})
+    assert r.status_code == 401
+    assert jobs.depth(server.conn) == 0 and deliveries.count(server.conn) == 0
+
+
+def test_malformed_json_is_400(server):
+    r = post(server, "issue_comment", None, raw=b'{"action": "created",')
+    assert r.status_code == 400 and "malformed" in r.json()["error"]
+    assert post(server, "issue_comment", None, raw=b"[1, 2]").status_code == 400
+
+
+def test_oversized_body_is_413_before_reading(server):
+    # Announce 50 MB and send nothing: the answer must come from the header alone.
+    with socket.create_connection(("127.0.0.1", server.server_port), timeout=5) as s:
+        s.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: ping\r\n"
+                  b"X-GitHub-Delivery: big\r\nContent-Length: 50000000\r\n\r\n")
+        answer = s.recv(4096).decode()
+    assert answer.startswith("HTTP/1.0 413") or answer.startswith("HTTP/1.1 413")
+    assert deliveries.count(server.conn) == 0
+
+
+def test_ping_and_unknown_events(server):
+    r = post(server, "ping", payload("ping"), delivery="p1")
+    assert r.status_code == 200 and r.json()["status"] == "pong"
+    r = post(server, "issues", payload("issues.opened"), delivery="i1")
+    assert r.status_code == 202 and r.json()["status"] == "ignored"
+    assert deliveries.get(server.conn, "i1")["outcome"] == "ignored"
+    assert jobs.depth(server.conn) == 0
+
+
+def test_own_comments_and_comments_without_commands_are_ignored(server):
+    r = post(server, "issue_comment", comment_payload("@flagsweep-bot rerun", login="flagsweep-bot[bot]"), delivery="o1")
+    assert r.json() == {"status": "ignored", "reason": "own comment"}
+    r = post(server, "issue_comment", comment_payload("LGTM, thanks"), delivery="o2")
+    assert r.json()["reason"] == "no new command"
+    assert jobs.depth(server.conn) == 0
+
+
+def test_edited_comment_is_queued_only_with_new_commands(server):
+    same = comment_payload("@flagsweep-bot rerun\ntypo fixed", action="edited", previous="@flagsweep-bot rerun\ntpyo")
+    assert post(server, "issue_comment", same, delivery="e1").json()["status"] == "ignored"
+    new = comment_payload("@flagsweep-bot rerun\n@flagsweep-bot status", action="edited", previous="@flagsweep-bot rerun")
+    r = post(server, "issue_comment", new, delivery="e2")
+    assert r.json()["status"] == "queued"
+    assert jobs.get(server.conn, r.json()["job"]).payload["previous"] == "@flagsweep-bot rerun"
+
+
+def test_app_installation_payload_keeps_the_installation(server):
+    data = payload("issue_comment.created.with-installation")
+    data["comment"]["body"] = "@flagsweep-bot help"
+    data["comment"]["user"]["login"] = "someone"
+    r = post(server, "issue_comment", data, delivery="w1")
+    assert jobs.get(server.conn, r.json()["job"]).payload["installation_id"] == data["installation"]["id"]
+
+
+def test_healthz_and_unknown_paths(server):
+    r = httpx.get(server.url + "/healthz", timeout=5)
+    assert r.status_code == 200 and r.json() == {"queue": 0}
+    assert httpx.get(server.url + "/nope", timeout=5).status_code == 404
+
+
+def test_decide_is_pure_and_checks_the_repository():
+    s = Settings()
+    s.github.repo = "pytorch/flagsweep-triage"
+    d = decide("issue_comment", comment_payload("@flagsweep-bot rerun"), s)
+    assert d.outcome == "ignored" and "not pytorch/flagsweep-triage" in d.reason
+    assert decide("issue_comment", {**comment_payload("x"), "action": "deleted"}, Settings()).outcome == "ignored"
+    assert is_own("FlagSweep-Bot[bot]", "flagsweep-bot") and not is_own("flagsweep-bot-fan", "flagsweep-bot")
