@@ -92,8 +92,14 @@ class NightlySettings:
     index_url: str = "https://download.pytorch.org/whl/nightly"
     channel: str = "cpu"
     venv_dir: str | None = None      # where per-version venvs are cached
-    transformers_pin: str | None = None
+    transformers_pin: str | None = None   # None: the transformers version installed here; "": install none
     configs: list[str] = field(default_factory=lambda: ["capture_scalar_outputs", "capture_dynamic_output_shape_ops"])
+    models: list[str] = field(default_factory=list)    # globs; empty: the embedded default corpus
+    extra_index_url: str = "https://pypi.org/simple"   # where torch's and transformers' deps come from; "": none
+    find_links: list[str] = field(default_factory=list)
+    no_deps: bool = False             # install only the wheels named (tests, pre-provisioned runners)
+    pip_args: list[str] = field(default_factory=list)
+    install_timeout: float = 1800.0   # seconds for one venv install
 
 
 @dataclass
