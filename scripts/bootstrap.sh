@@ -14,9 +14,17 @@ if [ -f "$VENV/.flagsweep-stamp" ] && [ "$(cat "$VENV/.flagsweep-stamp")" = "$st
 fi
 echo "bootstrap: creating $VENV (torch==$TORCH_VERSION)" >&2
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
+log="$VENV/bootstrap.log"
+pip_install() {
+  if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" >>"$log" 2>&1; then
+    echo "bootstrap: pip install $* failed; last lines of $log:" >&2
+    tail -n 30 "$log" >&2
+    exit 1
+  fi
+}
+: >"$log"
 # torch first, pinned, so that nothing below can pull a CUDA build.
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==${TORCH_VERSION}"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test]"
+pip_install "torch==${TORCH_VERSION}"
+pip_install -c constraints.txt -e ".[test]"
 echo "$stamp_want" > "$VENV/.flagsweep-stamp"
 echo "bootstrap: ready" >&2
