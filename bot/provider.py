@@ -1,0 +1,303 @@
+"""Nightly PyTorch wheels: find them on a PEP 503 index, install one into a cached venv per version.
+
+The index page for a project (`<index>/<channel>/torch/`) is plain HTML with one
+`<a href>` per file; PyTorch's own nightly index serves exactly that. A nightly
+is known by its version (`2.14.0.dev20261121+cpu`), whose dev number is its date.
+"""
+from __future__ import annotations
+
+import fcntl
+import html.parser
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import venv
+from dataclasses import asdict, dataclass
+from datetime import date as date_cls
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Iterable
+from urllib.parse import unquote, urljoin, urlsplit
+
+from packaging.tags import Tag, sys_tags
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from bot.settings import NightlySettings
+
+log = logging.getLogger(__name__)
+
+READY = ".flagsweep-ready"   # written last: a venv without it is half-built and is rebuilt
+_DEV_DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})$")
+_PROBE = ("import json, torch\n"
+          "print('FLAGSWEEP_TORCH ' + json.dumps({'version': torch.__version__,"
+          " 'git': getattr(getattr(torch, 'version', None), 'git_version', None)}))\n")
+
+
+class ProviderError(RuntimeError):
+    """A nightly could not be found or installed; the message is the run's failure reason."""
+
+
+@dataclass(frozen=True)
+class Wheel:
+    """One torch wheel file on the index."""
+
+    filename: str
+    url: str
+    version: str
+    date: str | None           # YYYY-MM-DD of a dev build
+    tags: frozenset[Tag]
+
+
+@dataclass
+class Nightly:
+    """A torch build ready to run: its interpreter, version and git commit."""
+
+    version: str
+    git: str | None
+    python: str
+    date: str | None = None
+    venv: str | None = None
+    wheel_url: str | None = None
+    current: bool = False       # the torch already installed here (--torch current)
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            href = dict(attrs).get("href")
+            if href:
+                self.hrefs.append(href)
+
+
+def dev_date(version: str) -> str | None:
+    """YYYY-MM-DD from a dev version's number (`2.14.0.dev20261121+cpu` → 2026-11-21), else None."""
+    m = re.search(r"\.dev(\d{8})", version)
+    if not m:
+        return None
+    y, mo, d = _DEV_DATE.match(m.group(1)).groups()
+    try:
+        return date_cls(int(y), int(mo), int(d)).isoformat()
+    except ValueError:
+        return None
+
+
+def parse_wheel(filename: str, url: str) -> Wheel | None:
+    """A Wheel from a file name on the index, or None for anything that is not a wheel."""
+    try:
+        _name, version, _build, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename:
+        return None
+    return Wheel(filename=filename, url=url, version=str(version), date=dev_date(str(version)), tags=frozenset(tags))
+
+
+def parse_index(page: str, page_url: str, project: str = "torch") -> list[Wheel]:
+    """Wheels of `project` linked from a PEP 503 project page."""
+    links = _Links()
+    links.feed(page)
+    out = []
+    for href in links.hrefs:
+        url = urljoin(page_url, href)
+        # PEP 503 lets the URL carry a hash fragment (#sha256=...); pip checks it, we keep it.
+        filename = unquote(Path(urlsplit(url).path).name)
+        wheel = parse_wheel(filename, url)
+        if wheel and filename.lower().startswith(project.lower().replace("-", "_") + "-"):
+            out.append(wheel)
+    return out
+
+
+def project_url(settings: NightlySettings, project: str = "torch") -> str:
+    """`<index>/<channel>/<project>/`."""
+    base = settings.index_url.rstrip("/")
+    if settings.channel:
+        base += "/" + settings.channel.strip("/")
+    return f"{base}/{project}/"
+
+
+def list_wheels(settings: NightlySettings, *, client=None, project: str = "torch") -> list[Wheel]:
+    """Every torch wheel on the configured index and channel."""
+    import httpx
+
+    url = project_url(settings, project)
+    own = client is None
+    client = client or httpx.Client(timeout=60, follow_redirects=True)
+    try:
+        resp = client.get(url)
+    except httpx.HTTPError as exc:
+        raise ProviderError(f"cannot read the nightly index {url}: {exc}") from exc
+    finally:
+        if own:
+            client.close()
+    if resp.status_code != 200:
+        raise ProviderError(f"nightly index {url} answered HTTP {resp.status_code}")
+    return parse_index(resp.text, str(resp.url), project)
+
+
+def compatible(wheels: Iterable[Wheel], tags: list[Tag] | None = None) -> list[tuple[int, Wheel]]:
+    """(priority, wheel) for wheels this interpreter can install; lower priority is a better match."""
+    tags = list(sys_tags()) if tags is None else tags
+    rank = {t: i for i, t in enumerate(tags)}
+    out = []
+    for w in wheels:
+        best = min((rank[t] for t in w.tags if t in rank), default=None)
+        if best is not None:
+            out.append((best, w))
+    return out
+
+
+def available_dates(wheels: Iterable[Wheel], tags: list[Tag] | None = None) -> list[str]:
+    """Sorted dates of the nightlies installable here."""
+    return sorted({w.date for _, w in compatible(wheels, tags) if w.date})
+
+
+def pick(wheels: Iterable[Wheel], date: str | None = None, tags: list[Tag] | None = None) -> Wheel:
+    """The wheel for `date` (default: the newest nightly) that best fits this Python and platform."""
+    ok = [(p, w) for p, w in compatible(wheels, tags) if w.date]
+    if not ok:
+        raise ProviderError("no nightly wheel on the index fits this Python and platform")
+    if date is None:
+        date = max(w.date for _, w in ok)
+    same = [(p, w) for p, w in ok if w.date == date]
+    if not same:
+        near = sorted({w.date for _, w in ok})
+        raise ProviderError(f"no nightly for {date}; available: {near[0]} .. {near[-1]} ({len(near)} dates)")
+    # Best tag match first; among equals, the highest version (a re-spun nightly).
+    same.sort(key=lambda pw: (pw[0], [-int(x) if x.isdigit() else 0 for x in re.split(r"[.+]", pw[1].version)]))
+    return same[0][1]
+
+
+def _venv_root(settings: NightlySettings) -> Path:
+    if settings.venv_dir:
+        return Path(settings.venv_dir)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")  # noqa: settings has no cache dir yet
+    return Path(base) / "flagsweep" / "venvs"
+
+
+def venv_python(path: Path) -> Path:
+    """The interpreter of a venv."""
+    return path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def transformers_requirement(settings: NightlySettings) -> str | None:
+    """The transformers requirement to install beside torch: the pin, the version here, or none."""
+    pin = settings.transformers_pin
+    if pin is None:
+        try:
+            return f"transformers=={metadata.version('transformers')}"
+        except metadata.PackageNotFoundError:
+            return None
+    pin = pin.strip()
+    if pin in ("", "none"):
+        return None
+    # A bare version is a pin; anything else (a path, a URL, a requirement) goes to pip as is.
+    return f"transformers=={pin}" if re.match(r"^\d[\w.+-]*$", pin) else pin
+
+
+def probe(python: str | Path, timeout: float = 300) -> dict:
+    """Ask an interpreter for its torch version and git commit."""
+    try:
+        proc = subprocess.run([str(python), "-c", _PROBE], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ProviderError(f"cannot run {python}: {exc}") from exc
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("FLAGSWEEP_TORCH "):
+            return json.loads(line[len("FLAGSWEEP_TORCH "):])
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+    raise ProviderError(f"torch does not import in {python}: {tail[0]}")
+
+
+def _source_root() -> Path:
+    import harness
+    return Path(harness.__file__).resolve().parent.parent
+
+
+def install(wheel: Wheel, settings: NightlySettings, *, progress: bool = True) -> Nightly:
+    """Install `wheel` (and the transformers pin) into its cached venv; reuse it when already built."""
+    root = _venv_root(settings)
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / ("torch-" + re.sub(r"[^A-Za-z0-9_.+-]", "_", wheel.version))
+    # One installer per version at a time: CI shards on one runner share the cache.
+    with open(root / (path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ready = path / READY
+        if ready.exists():
+            info = json.loads(ready.read_text())
+            return Nightly(**info)
+        _build_venv(path, wheel, settings, progress)
+        info = probe(venv_python(path))
+        nightly = Nightly(version=info["version"], git=info.get("git"), python=str(venv_python(path)),
+                          date=wheel.date, venv=str(path), wheel_url=wheel.url)
+        ready.write_text(json.dumps(nightly.to_dict()))
+        return nightly
+
+
+def _build_venv(path: Path, wheel: Wheel, settings: NightlySettings, progress: bool) -> None:
+    import shutil
+
+    if path.exists():
+        shutil.rmtree(path)   # a half-built venv from an interrupted install
+    # No pip inside the venv: the pip running flagsweep installs into it with --python,
+    # which saves ensurepip's time and network.
+    venv.EnvBuilder(with_pip=False, clear=True).create(path)
+    site = next(path.glob("lib/python*/site-packages"), None) or path / "Lib" / "site-packages"
+    # Workers run `python -m harness...` in this venv: make flagsweep importable without
+    # installing it. A .pth entry is appended after the venv's own site-packages, so the
+    # nightly torch and the pinned transformers installed here still win.
+    (site / "flagsweep-source.pth").write_text(str(_source_root()) + "\n")
+    cmd = [sys.executable, "-m", "pip", "--python", str(venv_python(path)), "install",
+           "--disable-pip-version-check", "--no-input"]
+    if not progress:
+        cmd.append("--quiet")
+    index = project_url(settings, "").rstrip("/")
+    cmd += ["--index-url", index]
+    if settings.extra_index_url:
+        cmd += ["--extra-index-url", settings.extra_index_url]
+    for link in settings.find_links:
+        cmd += ["--find-links", link]
+    if settings.no_deps:
+        cmd.append("--no-deps")
+    cmd += list(settings.pip_args)
+    cmd.append(wheel.url)
+    req = transformers_requirement(settings)
+    if req:
+        cmd.append(req)
+    log.info("installing torch %s into %s", wheel.version, path)
+    try:
+        proc = subprocess.run(cmd, stdout=sys.stderr if progress else subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=settings.install_timeout)
+    except subprocess.TimeoutExpired:
+        raise ProviderError(f"installing torch {wheel.version} took over {settings.install_timeout:.0f}s") from None
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()]
+        errors = [ln for ln in lines if "ERROR" in ln] or lines[-3:] or ["no output"]
+        raise ProviderError(f"pip could not install torch {wheel.version}: {' '.join(errors[-2:]).strip()}")
+
+
+def resolve(settings: NightlySettings, date: str | None = None, *, client=None) -> Wheel:
+    """The nightly wheel for `date` (default: the newest)."""
+    return pick(list_wheels(settings, client=client), date)
+
+
+def provide(settings: NightlySettings, date: str | None = None, *, client=None, progress: bool = True) -> Nightly:
+    """Resolve and install the nightly for `date`; ProviderError on any failure."""
+    return install(resolve(settings, date, client=client), settings, progress=progress)
+
+
+def current(python: str | None = None) -> Nightly:
+    """The torch installed for `python` (default: this interpreter), as a Nightly (--torch current)."""
+    python = python or sys.executable
+    info = probe(python)
+    today = datetime.now(timezone.utc).date().isoformat()
+    return Nightly(version=info["version"], git=info.get("git"), python=python,
+                   date=dev_date(info["version"]) or today, current=True)

@@ -1,0 +1,125 @@
+"""The nightly provider against a local PEP 503 index over HTTP, installing small fake wheels into real venvs."""
+import json
+import subprocess
+import sys
+
+import pytest
+from packaging.tags import Tag
+
+from bot.provider import (ProviderError, available_dates, current, dev_date, install, list_wheels,
+                          parse_index, parse_wheel, pick, provide, resolve, transformers_requirement)
+from bot.settings import NightlySettings
+from tests.fakeindex import FakeIndex
+
+REAL_NAME = "torch-2.14.0.dev20261121+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+CP311_LINUX = [Tag("cp311", "cp311", "manylinux_2_28_x86_64"), Tag("cp311", "abi3", "manylinux_2_28_x86_64"),
+               Tag("py3", "none", "any")]
+
+
+@pytest.fixture
+def index(tmp_path):
+    idx = FakeIndex(tmp_path / "index")
+    yield idx
+    idx.close()
+
+
+def nightly_settings(idx, tmp_path, **kw) -> NightlySettings:
+    # Tests never reach the internet: no extra index, no deps, no transformers unless given.
+    return NightlySettings(index_url=idx.url, channel="cpu", venv_dir=str(tmp_path / "venvs"),
+                           transformers_pin="", extra_index_url="", no_deps=True, pip_args=["--isolated"], **kw)
+
+
+def test_wheel_names_and_dates():
+    w = parse_wheel(REAL_NAME, "https://x/" + REAL_NAME)
+    assert w.version == "2.14.0.dev20261121+cpu" and w.date == "2026-11-21"
+    assert Tag("cp311", "cp311", "manylinux_2_28_x86_64") in w.tags
+    assert parse_wheel("torch-2.14.0.tar.gz", "x") is None
+    assert dev_date("2.13.0+cpu") is None and dev_date("2.14.0.dev20261399") is None
+
+
+def test_parse_index_resolves_relative_links_and_keeps_only_torch():
+    page = (f'<a href="/whl/nightly/cpu/{REAL_NAME.replace("+", "%2B")}#sha256=ab">x</a>'
+            '<a href="torchvision-0.25.0.dev20261121+cpu-cp311-cp311-linux_x86_64.whl">v</a>'
+            '<a href="torch-2.14.0.dev20261120+cpu-cp311-cp311-win_amd64.whl">w</a>')
+    wheels = parse_index(page, "https://download.pytorch.org/whl/nightly/cpu/torch/")
+    assert [w.filename for w in wheels] == [REAL_NAME, "torch-2.14.0.dev20261120+cpu-cp311-cp311-win_amd64.whl"]
+    assert wheels[0].url.startswith("https://download.pytorch.org/whl/nightly/cpu/torch-2.14.0.dev20261121%2Bcpu")
+    assert wheels[1].url == "https://download.pytorch.org/whl/nightly/cpu/torch/torch-2.14.0.dev20261120+cpu-cp311-cp311-win_amd64.whl"
+
+
+def test_pick_matches_python_and_platform_and_date():
+    names = ["torch-2.14.0.dev20261121+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+             "torch-2.14.0.dev20261122+cpu-cp312-cp312-manylinux_2_28_x86_64.whl",   # newest, wrong Python
+             "torch-2.14.0.dev20261121+cpu-cp311-cp311-win_amd64.whl",
+             "torch-2.14.0.dev20261120+cpu-py3-none-any.whl",
+             "torch-2.14.0.dev20261120+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    wheels = [parse_wheel(n, n) for n in names]
+    assert pick(wheels, tags=CP311_LINUX).filename == names[0]
+    # Same date, two fitting wheels: the more specific tag wins.
+    assert pick(wheels, "2026-11-20", tags=CP311_LINUX).filename == names[4]
+    assert available_dates(wheels, CP311_LINUX) == ["2026-11-20", "2026-11-21"]
+    with pytest.raises(ProviderError, match="no nightly for 2026-11-01"):
+        pick(wheels, "2026-11-01", tags=CP311_LINUX)
+    with pytest.raises(ProviderError, match="fits this Python"):
+        pick(wheels[1:2], tags=CP311_LINUX)
+
+
+def test_transformers_requirement():
+    assert transformers_requirement(NightlySettings(transformers_pin="")) is None
+    assert transformers_requirement(NightlySettings(transformers_pin="5.23.0")) == "transformers==5.23.0"
+    assert transformers_requirement(NightlySettings(transformers_pin="/w/transformers-1-py3-none-any.whl")).endswith(".whl")
+    assert transformers_requirement(NightlySettings()).startswith("transformers==")
+
+
+def test_resolve_install_and_reuse_the_cached_venv(index, tmp_path):
+    index.add("2.14.0.dev20261120+cpu", "aaaa1111")
+    index.add("2.14.0.dev20261121+cpu", "bbbb2222")
+    index.add("2.14.0.dev20261122+cpu", "cccc3333", tag="cp27-cp27m-win32")   # not for us
+    s = nightly_settings(index, tmp_path)
+    assert [w.date for w in list_wheels(s)] == ["2026-11-20", "2026-11-21", "2026-11-22"]
+    assert resolve(s).date == "2026-11-21"
+    n = provide(s, progress=False)
+    assert (n.version, n.git, n.date) == ("2.14.0.dev20261121+cpu", "bbbb2222", "2026-11-21")
+    out = subprocess.run([n.python, "-c", "import torch, harness; print(torch.version.git_version)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "bbbb2222"   # the venv's torch, and flagsweep importable for workers
+    # The second call finds the ready venv and installs nothing: the wheel can even be gone.
+    (index.root / "cpu" / "torch" / "torch-2.14.0.dev20261121+cpu-py3-none-any.whl").unlink()
+    again = install(resolve(s, "2026-11-21"), s, progress=False)
+    assert again == n
+    older = provide(s, "2026-11-20", progress=False)
+    assert older.git == "aaaa1111" and older.venv != n.venv
+
+
+def test_transformers_pin_can_point_at_a_local_wheel(index, tmp_path):
+    from tests.fakeindex import build_wheel
+
+    index.add("2.14.0.dev20261121+cpu", "bbbb2222")
+    tf = build_wheel(tmp_path / "tf", "9.9.9", "n/a", project="transformers")
+    s = nightly_settings(index, tmp_path)
+    s.transformers_pin = str(tf)
+    n = provide(s, progress=False)
+    out = subprocess.run([n.python, "-c", "import transformers; print(transformers.__version__)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "9.9.9"
+
+
+def test_install_failures_are_provider_errors(index, tmp_path):
+    index.add("2.14.0.dev20261121+cpu", "bbbb2222", broken_import=True)
+    s = nightly_settings(index, tmp_path)
+    with pytest.raises(ProviderError, match="torch does not import"):
+        provide(s, progress=False)
+    corrupt = index.add("2.14.0.dev20261122+cpu", "cccc")
+    corrupt.write_bytes(b"not a zip")
+    with pytest.raises(ProviderError, match="pip could not install torch 2.14.0.dev20261122"):
+        provide(s, "2026-11-22", progress=False)
+    with pytest.raises(ProviderError, match="HTTP 404"):
+        list_wheels(NightlySettings(index_url=index.url, channel="cu999"))
+
+
+def test_current_reads_the_installed_torch():
+    n = current(sys.executable)
+    import torch
+
+    assert n.current and n.version == torch.__version__ and n.git == torch.version.git_version
+    assert n.date  # today, or the dev date
