@@ -1,0 +1,161 @@
+"""Build one tiny model and its inputs: plan (config dict, recipe) -> module + inputs."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from harness.zoo import enumerate as enum_mod
+from harness.zoo import registry
+from harness.zoo.fingerprint import digest, zoo_code_version
+from harness.zoo.recipes import apply_config, recipe_for
+from harness.zoo.shrink import shrink_dict
+from harness.zoo.strata import stratum_of
+
+SEED = 0
+# Keys of to_dict() that are bookkeeping, not configuration.
+DROP_KEYS = ("transformers_version", "architectures", "_name_or_path", "output_hidden_states", "torchscript")
+
+
+class BuildError(Exception):
+    """The model or its inputs could not be built; status is create_error or input_error."""
+
+    def __init__(self, status: str, cause: str):
+        super().__init__(f"{status}: {cause}")
+        self.status = status
+        self.cause = cause
+
+
+@dataclass
+class Built:
+    """A tiny model ready to run: module (eval, on device), inputs (kwargs), and what it is."""
+
+    module: Any
+    inputs: dict
+    text_only: bool = False
+    fingerprint: str = ""
+    stratum: str = ""
+    spec: dict = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    """Everything that determines a build, as plain data (what the reproducer embeds)."""
+
+    model: str
+    config_class: str
+    config: dict
+    recipe: dict
+    stratum: str
+
+
+def quiet_transformers() -> None:
+    """Silence transformers' config warnings (special ids out of the shrunk range are expected)."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+
+
+def _clean(d: Any) -> Any:
+    if isinstance(d, dict):
+        return {k: _clean(v) for k, v in d.items() if k not in DROP_KEYS}
+    return d
+
+
+@lru_cache(maxsize=None)
+def plan(model: str) -> Plan:
+    """The build plan for a candidate: shrunk config dict plus recipe; no weights."""
+    quiet_transformers()
+    try:
+        cls = enum_mod.model_class(model)
+    except KeyError:
+        raise BuildError("create_error", f"unknown model class {model}") from None
+    config_cls = cls.config_class
+    try:
+        base = config_cls()
+        cfg = _clean(base.to_dict())
+    except Exception as exc:
+        raise BuildError("create_error", f"default config: {type(exc).__name__}: {str(exc)[:200]}") from None
+    recipe = recipe_for(model, cfg.get("model_type"))
+    cfg = apply_config(shrink_dict(cfg), recipe)
+    return Plan(model, config_cls.__name__, cfg, recipe, stratum_of(base))
+
+
+def fingerprint(model: str) -> str:
+    """The recipe fingerprint of a model: config, recipe, transformers version, zoo code."""
+    import transformers
+
+    if model in registry.EXTRA:
+        return digest({"extra": model, "zoo": zoo_code_version()})
+    p = plan(model)
+    return digest({"model": model, "config": p.config, "recipe": p.recipe, "transformers": transformers.__version__, "zoo": zoo_code_version()})
+
+
+def make_config(p: Plan) -> Any:
+    """The transformers config object of a plan."""
+    cls = enum_mod.model_class(p.model)
+    try:
+        return cls.config_class.from_dict(p.config)
+    except Exception as exc:
+        raise BuildError("create_error", f"shrunk config: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+_MISMATCH = re.compile(r"features:?\s*(\d+)", re.I)
+
+
+def _probe_counts(module: Any, spec: dict, device: str) -> dict:
+    """Fill in unknown image-token counts by one eager forward: the model says how many features it made."""
+    import torch
+
+    from harness.zoo.inputs import make_inputs
+    from harness.zoo.specs import BATCH
+
+    ids = spec.get("input_ids", {})
+    prefix = ids.get("prefix") or []
+    if not any(count == 0 for _, count in prefix):
+        return spec
+    try:
+        with torch.no_grad():
+            module(**make_inputs(spec, SEED, device))
+        return spec
+    except Exception as exc:
+        m = _MISMATCH.search(str(exc))
+        if not m:
+            return spec
+        per_row = int(m.group(1)) // BATCH
+    new_prefix = [[tid, per_row if count == 0 else count] for tid, count in prefix]
+    grow = per_row
+    spec = dict(spec)
+    spec["input_ids"] = {**ids, "prefix": new_prefix, "shape": [ids["shape"][0], ids["shape"][1] + grow]}
+    if "attention_mask" in spec:
+        spec["attention_mask"] = {**spec["attention_mask"], "shape": [ids["shape"][0], ids["shape"][1] + grow]}
+    return spec
+
+
+def build(model: str, device: str = "cpu") -> Built:
+    """Build the tiny model (eval, on device) and its inputs; BuildError on failure."""
+    if model in registry.EXTRA:
+        return registry.EXTRA[model][1](device)
+    import torch
+
+    from harness.zoo.inputs import make_inputs
+    from harness.zoo.specs import make_spec
+
+    p = plan(model)
+    config = make_config(p)
+    cls = enum_mod.model_class(model)
+    torch.manual_seed(SEED)
+    try:
+        module = cls(config).float().eval().to(device)
+    except Exception as exc:
+        raise BuildError("create_error", f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    try:
+        spec, text_only = make_spec(cls, config, p.config, p.stratum)
+        spec = _probe_counts(module, spec, device)
+        inputs = make_inputs(spec, SEED, device)
+    except BuildError:
+        raise
+    except Exception as exc:
+        raise BuildError("input_error", f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    return Built(module, inputs, text_only, fingerprint(model), p.stratum, spec)

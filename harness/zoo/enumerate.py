@@ -1,0 +1,91 @@
+"""Enumerate candidate model classes in the installed transformers, with stated exclusions.
+
+A candidate is a public `*Model`, `*ForCausalLM` or `*ForConditionalGeneration`
+class that subclasses `PreTrainedModel`, has a config class and is registered
+in some Auto mapping (the public entry points). Everything else that matches
+the name pattern is excluded with a reason, so `zoo list` can explain itself.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+NAME_RE = re.compile(r"(Model|ForCausalLM|ForConditionalGeneration)$")
+KINDS = {"ForCausalLM": "causal_lm", "ForConditionalGeneration": "conditional_generation", "Model": "base"}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One model class the zoo can build: its name, stratum and kind."""
+
+    model: str
+    stratum: str
+    kind: str  # base | causal_lm | conditional_generation
+
+
+def kind_of(name: str) -> str:
+    """The kind of a class from its name suffix."""
+    for suffix, kind in KINDS.items():
+        if name.endswith(suffix):
+            return kind
+    return "base"
+
+
+def _auto_mapped() -> set[str]:
+    """Every class name that some Auto mapping can return."""
+    from transformers.models.auto import modeling_auto
+
+    names: set[str] = set()
+    for attr in dir(modeling_auto):
+        if not attr.endswith("_MAPPING_NAMES"):
+            continue
+        for value in getattr(modeling_auto, attr).values():
+            names.update([value] if isinstance(value, str) else value)
+    return names
+
+
+@lru_cache(maxsize=1)
+def scan() -> tuple[dict[str, type], dict[str, str]]:
+    """(name -> class) for candidates and (name -> reason) for exclusions; imports every modeling module once (~10 s)."""
+    import transformers
+    from transformers import PreTrainedModel
+
+    mapped = _auto_mapped()
+    class_to_module: dict[str, str] = getattr(transformers, "_class_to_module", {})
+    found: dict[str, type] = {}
+    excluded: dict[str, str] = {}
+    for name in sorted(class_to_module):
+        module = class_to_module[name]
+        if not NAME_RE.search(name) or ".modeling_" not in module:
+            continue
+        if name.endswith(("PreTrainedModel", "PretrainedModel")) or name.startswith("Auto"):
+            excluded[name] = "abstract: a base class, not a model"
+            continue
+        try:
+            cls = getattr(importlib.import_module(f"transformers.{module}"), name)
+        except Exception as exc:  # a missing optional dependency (torchaudio, timm, ...)
+            excluded[name] = f"needs a dependency that is not installed: {type(exc).__name__}: {str(exc)[:120]}"
+            continue
+        if not isinstance(cls, type) or not issubclass(cls, PreTrainedModel):
+            excluded[name] = "not a PreTrainedModel subclass"
+            continue
+        if getattr(cls, "config_class", None) is None:
+            excluded[name] = "no config class"
+            continue
+        if name not in mapped:
+            excluded[name] = "internal: registered in no Auto mapping (a component of a composite model)"
+            continue
+        found[name] = cls
+    return found, excluded
+
+
+def model_class(name: str) -> type:
+    """The transformers class for a candidate name."""
+    return scan()[0][name]
+
+
+def exclusions() -> dict[str, str]:
+    """Excluded class names with the reason for each."""
+    return dict(scan()[1])

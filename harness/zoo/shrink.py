@@ -1,0 +1,101 @@
+"""Shrink a config dict generically: fewer layers, narrow width, few heads and experts.
+
+Works on `config.to_dict()` (nested dicts for sub-configs) so that the result
+is plain data: it is fingerprinted and embedded verbatim in reproducers.
+Every width becomes WIDTH, so projections between sub-models (vision output
+into text width, encoder into decoder) stay consistent without per-family code.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+WIDTH = 64
+HEADS = 4
+HEAD_DIM = WIDTH // HEADS
+FFN = 128
+LAYERS = 2
+
+LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
+              "num_encoder_layers", "num_decoder_layers", "depth", "num_text_layers", "num_vision_layers",
+              "text_layers", "vision_layers", "encoder_num_layers", "decoder_num_layers")
+WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_dim", "out_hidden_size",
+              "projection_dim", "encoder_hidden_size", "decoder_hidden_size", "text_hidden_size",
+              "vision_hidden_size", "hidden_dim", "embedding_size", "d_embed", "projector_hidden_size",
+              "output_hidden_size", "mm_hidden_size", "vision_output_dim", "audio_hidden_size")
+HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads",
+             "num_heads", "encoder_num_attention_heads", "decoder_num_attention_heads")
+KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num", "encoder_num_key_value_heads")
+FFN_KEYS = ("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "n_inner", "d_ff", "d_kv_ff",
+            "moe_intermediate_size", "shared_expert_intermediate_size", "intermediate_size_mlp", "ffn_hidden_size",
+            "expert_intermediate_size", "dense_intermediate_size", "encoder_intermediate_size", "decoder_intermediate_size")
+SMALL_KEYS = {  # key -> cap
+    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4, "num_routed_experts": 4,
+    "num_experts_per_tok": 2, "top_k": 2, "moe_k": 2, "num_experts_per_token": 2, "moe_topk": 2,
+    "n_shared_experts": 1, "num_shared_experts": 1, "n_group": 1, "topk_group": 1,
+    "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
+    "first_k_dense_replace": 1, "num_dense_layers": 1,
+}
+
+
+def _cap(value: Any, cap: int) -> Any:
+    return min(value, cap) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else value
+
+
+def _scale_sections(sections: list, half: int) -> list:
+    """Rescale rotary sections (mrope) so they sum to half the new head_dim, keeping ratios."""
+    total = sum(sections) or 1
+    out = [max(1, s * half // total) for s in sections]
+    out[-1] += half - sum(out)
+    return out
+
+
+def shrink_dict(d: dict) -> dict:
+    """A shrunk copy of one config dict, recursing into sub-config dicts."""
+    d = dict(d)
+    old_layers = {k: d[k] for k in LAYER_KEYS if isinstance(d.get(k), int) and not isinstance(d.get(k), bool)}
+    for k, v in old_layers.items():
+        d[k] = _cap(v, LAYERS)
+    old_heads = next((d[k] for k in HEAD_KEYS if isinstance(d.get(k), int) and d[k] > 0), None)
+    for k in WIDTH_KEYS:
+        if isinstance(d.get(k), int) and not isinstance(d.get(k), bool) and d[k] > WIDTH:
+            d[k] = WIDTH
+    for k in HEAD_KEYS:
+        if isinstance(d.get(k), int) and not isinstance(d.get(k), bool) and d[k] > 0:
+            d[k] = min(d[k], HEADS)
+    for k in KV_KEYS:
+        if isinstance(d.get(k), int) and not isinstance(d.get(k), bool) and d[k] > 0 and old_heads:
+            ratio = max(1, old_heads // d[k])
+            d[k] = max(1, HEADS // ratio)
+    if isinstance(d.get("head_dim"), int) and d["head_dim"] > HEAD_DIM:
+        d["head_dim"] = HEAD_DIM
+    for k in FFN_KEYS:
+        if isinstance(d.get(k), int) and not isinstance(d.get(k), bool) and d[k] > FFN:
+            d[k] = FFN
+    for k, cap in SMALL_KEYS.items():
+        if k in d:
+            d[k] = _cap(d[k], cap)
+    # per-layer lists and strings whose length was the old depth: cut to the new depth
+    for k, v in list(d.items()):
+        for lk, old in old_layers.items():
+            is_seq = isinstance(v, list) or (isinstance(v, str) and any(w in k for w in ("pattern", "layer", "block")))
+            if old > d[lk] and is_seq and len(v) == old and k not in LAYER_KEYS:
+                d[k] = v[: d[lk]]
+                break
+    # layer index lists: clip to the new depth
+    depth = max(old_layers.values(), default=0)
+    new_depth = max((d[k] for k in old_layers), default=0)
+    for k, v in list(d.items()):
+        if ("layer" in k or "index" in k or "indexes" in k or "indices" in k) and isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            if depth and new_depth and max(v) >= new_depth and max(v) < depth + 1 and len(v) < depth:
+                d[k] = sorted({min(x, new_depth - 1) for x in v})
+    for k in ("rope_parameters", "rope_scaling"):
+        rope = d.get(k)
+        if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list):
+            head_dim = d.get("head_dim") or (d.get("hidden_size", WIDTH) // max(1, d.get("num_attention_heads", HEADS)))
+            d[k] = {**rope, "mrope_section": _scale_sections(rope["mrope_section"], head_dim // 2)}
+    for k, v in list(d.items()):
+        if isinstance(v, dict) and ("model_type" in v or k.endswith("_config") or k in ("encoder", "decoder")):
+            d[k] = shrink_dict(v)
+    if "dtype" in d:
+        d["dtype"] = "float32"
+    return d

@@ -1,0 +1,159 @@
+"""Derive an input spec (plain data, see inputs.py) from a model's forward signature and config."""
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+BATCH = 2
+SEQ = 16
+DEC_SEQ = 8
+AUDIO_SAMPLES = 8000
+MAX_ID = 1000
+
+
+def forward_params(cls: type) -> dict[str, inspect.Parameter]:
+    """The named parameters of cls.forward (no self, *args, **kwargs)."""
+    params = inspect.signature(cls.forward).parameters
+    return {k: p for k, p in params.items() if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+
+
+def special_ids(d: Any, out: set[int] | None = None) -> set[int]:
+    """Every integer token id named in a config dict, at any depth."""
+    out = set() if out is None else out
+    if isinstance(d, dict):
+        for k, v in d.items():
+            if not isinstance(k, str):
+                continue
+            if k.endswith(("token_id", "token_index", "token_ids", "_id")) and isinstance(v, int) and not isinstance(v, bool):
+                out.add(v)
+            elif k.endswith(("token_id", "token_ids")) and isinstance(v, list):
+                out.update(x for x in v if isinstance(x, int))
+            elif isinstance(v, dict):
+                special_ids(v, out)
+    return out
+
+
+def _get(config: Any, *names: str, default: Any = None) -> Any:
+    for n in names:
+        v = getattr(config, n, None)
+        if v is not None:
+            return v
+    return default
+
+
+def sub(config: Any, *names: str) -> Any:
+    """The first sub-config present among names, else None."""
+    for n in names:
+        v = getattr(config, n, None)
+        if v is not None and hasattr(v, "to_dict"):
+            return v
+    return None
+
+
+def text_config(config: Any) -> Any:
+    """The config that holds the vocabulary."""
+    try:
+        tc = config.get_text_config(decoder=True)
+    except Exception:
+        tc = None
+    if tc is not None and isinstance(getattr(tc, "vocab_size", None), int):
+        return tc
+    s = sub(config, "text_config", "language_config", "llm_config", "decoder", "decoder_config", "lm_config")
+    return s if s is not None else config
+
+
+def vision_config(config: Any) -> Any:
+    """The config that describes images, or None."""
+    s = sub(config, "vision_config", "visual_config", "vision_tower_config", "image_config", "vit_config", "encoder")
+    if s is not None and _get(s, "image_size", "patch_size") is not None:
+        return s
+    if _get(config, "image_size", "patch_size") is not None:
+        return config
+    return None
+
+
+def audio_config(config: Any) -> Any:
+    """The config that describes audio, or None."""
+    s = sub(config, "audio_config", "speech_config", "audio_encoder_config", "encoder")
+    if s is not None and _get(s, "num_mel_bins", "feature_size", "conv_dim", "sampling_rate") is not None:
+        return s
+    if _get(config, "num_mel_bins", "feature_size", "conv_dim") is not None:
+        return config
+    return None
+
+
+def ids_spec(config: Any, cfg_dict: dict, length: int, prefix: list | None = None) -> dict:
+    """Token ids for the text model, avoiding special ids."""
+    vocab = _get(text_config(config), "vocab_size", default=MAX_ID) or MAX_ID
+    high = max(2, min(vocab, MAX_ID))
+    spec: dict = {"kind": "ids", "shape": [BATCH, length], "high": high, "avoid": sorted(i for i in special_ids(cfg_dict) if i < high)}
+    if prefix:
+        spec["prefix"] = prefix
+    return spec
+
+
+def image_size(vc: Any) -> tuple[int, int]:
+    """(height, width) of an image for a vision config."""
+    size = _get(vc, "image_size", default=224)
+    if isinstance(size, dict):
+        size = size.get("height") or size.get("shortest_edge") or 224
+    if isinstance(size, (list, tuple)):
+        return int(size[0]), int(size[-1])
+    return int(size), int(size)
+
+
+def grid_pixels(vc: Any) -> tuple[dict, int]:
+    """Flattened patches and a (t, h, w) grid per image for grid-style VLMs (Qwen2-VL family)."""
+    patch = _get(vc, "patch_size", default=14)
+    temporal = _get(vc, "temporal_patch_size", default=2)
+    merge = _get(vc, "spatial_merge_size", default=2)
+    channels = _get(vc, "in_channels", "num_channels", default=3)
+    side = 2 * merge
+    per_image = side * side
+    pixels = {"kind": "randn", "shape": [BATCH * per_image, channels * temporal * patch * patch]}
+    return {"pixel_values": pixels, "image_grid_thw": {"kind": "tensor", "value": [[1, side, side]] * BATCH}}, per_image // (merge * merge)
+
+
+def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str) -> tuple[dict, bool]:
+    """(input spec, text_only) for one model class and its shrunk config."""
+    params = forward_params(cls)
+    spec: dict = {}
+    prefix: list = []
+    text_only = False
+    vc = vision_config(config)
+    ac = audio_config(config)
+    image_token = _get(config, "image_token_id", "image_token_index")
+    if "pixel_values" in params and vc is not None:
+        if "image_grid_thw" in params:
+            pix, n_tokens = grid_pixels(vc)
+            spec.update(pix)
+            start, end = _get(config, "vision_start_token_id"), _get(config, "vision_end_token_id")
+            prefix = ([[start, 1]] if start is not None else []) + ([[image_token, n_tokens]] if image_token is not None else []) + ([[end, 1]] if end is not None else [])
+        else:
+            h, w = image_size(vc)
+            channels = _get(vc, "num_channels", "in_channels", "in_chans", default=3)
+            spec["pixel_values"] = {"kind": "randn", "shape": [BATCH, channels, h, w]}
+            if image_token is not None:
+                prefix = [[image_token, 0]]  # the count is found by probing the forward
+    elif "pixel_values" in params and stratum == "vl_multimodal":
+        text_only = True
+    if ac is not None:
+        if "input_features" in params:
+            mels = _get(ac, "num_mel_bins", "feature_size", default=80)
+            frames = 2 * _get(ac, "max_source_positions", default=1500) if _get(ac, "max_source_positions") else 3000
+            spec["input_features"] = {"kind": "randn", "shape": [BATCH, mels, frames]}
+        elif "input_values" in params:
+            spec["input_values"] = {"kind": "randn", "shape": [BATCH, AUDIO_SAMPLES]}
+    if "input_ids" in params:
+        n_prefix = sum(c for _, c in prefix)
+        spec["input_ids"] = ids_spec(config, cfg_dict, SEQ + n_prefix, prefix or None)
+        if "attention_mask" in params:
+            spec["attention_mask"] = {"kind": "ones", "shape": [BATCH, SEQ + n_prefix]}
+    if _get(config, "is_encoder_decoder", default=False) and "decoder_input_ids" in params:
+        spec["decoder_input_ids"] = ids_spec(config, cfg_dict, DEC_SEQ)
+    if not spec:
+        # nothing recognized: fill every required tensor-looking argument with token ids
+        for name, p in params.items():
+            if p.default is inspect.Parameter.empty:
+                spec[name] = ids_spec(config, cfg_dict, SEQ)
+    return spec, text_only
