@@ -19,7 +19,7 @@ HISTORY_KINDS = ("sweep", "nightly", "command")
 EXAMPLE_MESSAGE_CHARS = 4000
 
 
-def _effects_for(outcomes: list[Outcome]) -> list[Effect]:
+def compute_effects(outcomes: list[Outcome]) -> list[Effect]:
     """Adapter over the engine area's pure classifier (kept in one place on purpose)."""
     from harness.effects import effects_for
 
@@ -70,7 +70,7 @@ def finalize_run(conn: sqlite3.Connection, run_id: int) -> None:
     if run is None:
         raise KeyError(f"no run {run_id}")
     outs = runs_mod.outcomes(conn, run_id)
-    effs = _effects_for(outs)
+    effs = compute_effects(outs)
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute("DELETE FROM effects WHERE run_id = ?", (run_id,))
