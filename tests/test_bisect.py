@@ -1,0 +1,62 @@
+"""Bisect over a fake series of nightlies whose outcome flips on a known date (no torch installs)."""
+from datetime import date, timedelta
+
+import pytest
+
+from bot.bisect import BisectError, Probe, SkipNightly, bisect, outcome_key, window
+from harness.outcome import Outcome
+
+DATES = [(date(2026, 10, 1) + timedelta(days=i)).isoformat() for i in range(40)]
+
+
+def series(flip: str, broken: set[str] = frozenset()):
+    calls = []
+
+    def probe(d: str) -> Probe:
+        calls.append(d)
+        if d in broken:
+            raise SkipNightly(d)
+        key = "error: PendingUnbackedSymbolNotFound" if d >= flip else "ok: 3 graphs"
+        return Probe(d, f"2.14.0.dev{d.replace('-', '')}", "g" + d[-2:], key)
+    return probe, calls
+
+
+@pytest.mark.parametrize("flip", [DATES[1], DATES[17], DATES[-1]])
+def test_finds_the_flip_in_log_steps(flip):
+    probe, calls = series(flip)
+    r = bisect(DATES, probe)
+    assert r.bad.date == flip
+    assert r.good.date == DATES[DATES.index(flip) - 1]
+    assert r.bad.git == "g" + flip[-2:] and r.good.key == "ok: 3 graphs"
+    assert len(calls) <= 2 + 6   # two ends + ceil(log2(40))
+    assert len(set(calls)) == len(calls)   # no nightly installed twice
+
+
+def test_uninstallable_nightlies_are_skipped():
+    flip = DATES[20]
+    probe, calls = series(flip, broken={DATES[0], DATES[19], DATES[-1]})
+    r = bisect(DATES, probe)
+    assert r.bad.date == flip and r.good.date == DATES[18]
+    assert DATES[19] in r.skipped and DATES[0] in r.skipped
+
+
+def test_no_change_and_empty_ranges_are_clear_errors():
+    probe, _ = series("2099-01-01")
+    with pytest.raises(BisectError, match="no change between 2026-10-01 and 2026-11-09"):
+        bisect(DATES, probe)
+    with pytest.raises(BisectError, match="fewer than two nightlies between 2026-12-01 and 2026-12-05"):
+        window(DATES, "2026-12-01", "2026-12-05")
+    with pytest.raises(BisectError, match="no nightly"):
+        window([], None, None)
+
+
+def test_window_defaults_to_the_last_30_days():
+    w = window(DATES, None, None)
+    assert w[-1] == DATES[-1] and w[0] == "2026-10-10" and len(w) == 31
+    assert window(DATES, DATES[3], DATES[5]) == DATES[3:6]
+
+
+def test_outcome_key():
+    assert outcome_key(Outcome("M", "c", "ok", graphs=2)) == "ok: 2 graphs"
+    assert outcome_key(Outcome("M", "c", "error", signature="X: y")) == "error: X: y"
+    assert outcome_key(Outcome("M", "c", "timeout")) == "timeout"
