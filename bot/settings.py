@@ -68,6 +68,8 @@ class IssueSettings:
 class SchedulerSettings:
     cron: str = "0 3 * * *"
     timezone: str = "UTC"
+    misfire_grace_time: int = 3600    # seconds late a nightly may still start (a restart at 03:20 still runs it)
+    shutdown_grace: float = 30.0      # seconds a job may take to finish on SIGTERM before it is requeued
 
 
 @dataclass
