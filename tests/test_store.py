@@ -1,0 +1,157 @@
+"""The store file itself: WAL and concurrent readers, bad files, where it lives by default."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from bot import settings as settings_mod
+from harness.outcome import Outcome
+from state import runs
+from state.db import StoreError, connect
+from tests import historydata as hd
+
+
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, env=full_env)
+
+
+def test_reader_sees_a_consistent_snapshot_while_a_sweep_writes(tmp_path):
+    path = tmp_path / "state.sqlite"
+    writer = connect(path)
+    rid = runs.create_run(writer, environment=hd.ENV, models=["M0"], configs=hd.CONFIGS)
+    runs.record_outcome(writer, rid, hd.ok("M0", "baseline", 1))
+    reader = connect(path)
+    reader.execute("BEGIN")  # a long read (say, a report being rendered)
+    assert reader.execute("SELECT count(*) FROM outcomes").fetchone()[0] == 1
+    # WAL: the writer is not blocked by the open read; a short busy timeout proves it does not wait.
+    writer.execute("PRAGMA busy_timeout=100")
+    for i in range(1, 6):
+        runs.record_outcome(writer, rid, hd.ok(f"M{i}", "baseline", 1))
+    assert reader.execute("SELECT count(*) FROM outcomes").fetchone()[0] == 1  # still its snapshot
+    reader.execute("COMMIT")
+    assert reader.execute("SELECT count(*) FROM outcomes").fetchone()[0] == 6
+
+
+def test_concurrent_reader_threads_never_fail_or_go_back(tmp_path):
+    path = tmp_path / "state.sqlite"
+    writer = connect(path)
+    rid = runs.create_run(writer, environment=hd.ENV, models=[], configs=hd.CONFIGS)
+    n_items, errors, seen = 300, [], {0: [], 1: []}
+    done = threading.Event()
+
+    def read(slot: int) -> None:
+        conn = connect(path)
+        try:
+            while not done.is_set():
+                seen[slot].append(len(runs.outcomes(conn, rid)))
+        except Exception as exc:  # noqa: BLE001 - any failure is what the test looks for
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for i in range(n_items):
+        runs.record_outcome(writer, rid, Outcome(model=f"M{i:04d}", config="baseline", status="ok", graphs=1))
+    done.set()
+    for t in threads:
+        t.join()
+    assert not errors
+    for counts in seen.values():
+        assert counts and counts == sorted(counts)  # never goes back
+    assert len(runs.outcomes(connect(path), rid)) == n_items
+
+
+def test_reader_in_another_process_while_writing(tmp_path):
+    path = tmp_path / "state.sqlite"
+    writer = connect(path)
+    rid = runs.create_run(writer, environment=hd.ENV, models=[], configs=hd.CONFIGS)
+    code = ("import sys, time; from state.db import connect; from state import runs\n"
+            "c = connect(sys.argv[1]); n = []\n"
+            "deadline = time.monotonic() + 60\n"
+            "while time.monotonic() < deadline:\n"
+            "    n.append(len(runs.outcomes(c, 1)))\n"
+            "    if n[-1] >= 200: break\n"
+            "assert n == sorted(n), n\nprint(n[-1], len(n))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    for i in range(200):
+        runs.record_outcome(writer, rid, Outcome(model=f"M{i:04d}", config="baseline", status="ok", graphs=1))
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.split()[0] == "200"
+
+
+def test_not_sqlite_is_a_clear_error_and_the_file_is_untouched(tmp_path):
+    path = tmp_path / "state.sqlite"
+    garbage = b"this is not a database\n" * 200
+    path.write_bytes(garbage)
+    with pytest.raises(StoreError, match="not a flagsweep state file"):
+        connect(path)
+    assert path.read_bytes() == garbage
+
+
+def test_corrupted_header_is_a_clear_error(tmp_path):
+    path = tmp_path / "state.sqlite"
+    conn = connect(path)
+    hd.store_run(conn, hd.night())
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = bytearray(path.read_bytes())
+    data[16:24] = b"\xff" * 8   # page size and format bytes of the header
+    data[100:200] = b"\x00" * 100
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError):
+        connect(path)
+
+
+def test_foreign_sqlite_file_is_refused(tmp_path):
+    path = tmp_path / "someone_elses.sqlite"
+    other = sqlite3.connect(path)
+    other.execute("CREATE TABLE notes (x TEXT)")
+    other.commit()
+    other.close()
+    with pytest.raises(StoreError, match="did not create"):
+        connect(path)
+    assert [r[0] for r in sqlite3.connect(path).execute("SELECT name FROM sqlite_master")] == ["notes"]
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "state.sqlite"
+    connect(path).execute("PRAGMA user_version=999")
+    with pytest.raises(StoreError, match="newer"):
+        connect(path)
+
+
+def test_default_location_works_out_of_the_box(tmp_path):
+    settings = settings_mod.load(env={"HOME": str(tmp_path)})
+    assert settings.state_path == tmp_path / ".local" / "share" / "flagsweep" / "state.sqlite"
+    conn = connect(settings.state_path)  # parent directories do not exist yet
+    hd.store_run(conn, hd.night())
+    assert settings.state_path.exists()
+
+
+def test_cli_honours_env_var_and_state_flag_and_reports_bad_files(tmp_path):
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    hd.store_run(connect(a), hd.night())
+    hd.store_run(connect(b), hd.night())
+    hd.store_run(connect(b), hd.night())
+    env = {"HOME": str(tmp_path / "home"), "FLAGSWEEP_STATE": str(a), "XDG_DATA_HOME": ""}
+    listed = _cli("runs", "list", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert [r["id"] for r in json.loads(listed.stdout)] == [1]
+    listed = _cli("--state", str(b), "runs", "list", "--json", env=env)
+    assert [r["id"] for r in json.loads(listed.stdout)] == [2, 1]
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("hello")
+    out = _cli("--state", str(bad), "runs", "list", env=env)
+    assert out.returncode == 2 and "not a flagsweep state file" in out.stderr and "Traceback" not in out.stderr
+    default = _cli("runs", "list", env={"HOME": str(tmp_path / "home"), "FLAGSWEEP_STATE": "", "XDG_DATA_HOME": ""})
+    assert default.returncode == 0 and "No runs" in default.stdout
+    assert (tmp_path / "home" / ".local" / "share" / "flagsweep" / "state.sqlite").exists()

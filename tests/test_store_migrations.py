@@ -1,0 +1,120 @@
+"""Migrations from every earlier schema version, each with realistic rows, to the current one."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from state import history, runs
+from state.db import connect, migrate_to
+from state.schema import MIGRATIONS, SCHEMA_VERSION
+from tests import historydata as hd
+
+OUTCOME_V1 = {"model": "LlamaForCausalLM", "config": "capture_scalar_outputs", "status": "error", "graphs": None,
+              "signature": hd.PENDING, "error_type": "PendingUnbackedSymbolNotFound", "fingerprint": "fp",
+              "error_message": hd.PENDING, "a_key_from_an_older_version": 1}
+
+
+def _fill_v1(conn: sqlite3.Connection) -> None:
+    """Rows as the engine wrote them at schema v1 (no nightly/shard columns yet)."""
+    conn.execute("INSERT INTO environments (id, key, torch_version, data) VALUES (1, 'k1', '2.12.0', ?)",
+                 (json.dumps({"torch_version": "2.12.0"}),))
+    for rid in (1, 2):
+        conn.execute("INSERT INTO runs (id, kind, environment_id, started_at, finished_at, status, models, configs)"
+                     " VALUES (?, 'sweep', 1, ?, ?, 'finished', ?, ?)",
+                     (rid, f"2026-10-0{rid}T03:00:00+00:00", f"2026-10-0{rid}T04:00:00+00:00",
+                      json.dumps(["LlamaForCausalLM"]), json.dumps(hd.CONFIGS)))
+        base = {"model": "LlamaForCausalLM", "config": "baseline", "status": "ok", "graphs": 4, "fingerprint": "fp"}
+        for o in (base, OUTCOME_V1):
+            conn.execute("INSERT INTO outcomes (run_id, model, config, status, graphs, signature, fingerprint, data,"
+                         " recorded_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                         (rid, o["model"], o["config"], o["status"], o["graphs"], o.get("signature"), "fp",
+                          json.dumps(o), "2026-10-01T03:30:00+00:00"))
+
+
+def _fill_v2(conn: sqlite3.Connection) -> None:
+    """v1 rows plus what v2 added: a nightly run, effects, a signature, an issue link and outbox row."""
+    _fill_v1(conn)
+    conn.execute("UPDATE runs SET kind = 'nightly', nightly = '2026-10-02' WHERE id = 2")
+    conn.execute("INSERT INTO effects VALUES (2, 'LlamaForCausalLM', 'capture_scalar_outputs', 'decoder_llm',"
+                 " 'crashes', 4, NULL, NULL, ?)", (hd.PENDING,))
+    conn.execute("INSERT INTO signatures (config, signature, first_run, last_run, first_seen, last_seen,"
+                 " nightlies_seen, models) VALUES ('capture_scalar_outputs', ?, 1, 2, '2026-10-01', '2026-10-02', 2, ?)",
+                 (hd.PENDING, json.dumps(["LlamaForCausalLM"])))
+    conn.execute("INSERT INTO issue_links (key, repo, number, kind, config, signature) VALUES"
+                 " ('crash:capture_scalar_outputs:abc', 'o/r', 7, 'tracking', 'capture_scalar_outputs', ?)", (hd.PENDING,))
+    conn.execute("INSERT INTO outbox (batch, seq, key, action, payload, created_at) VALUES"
+                 " ('b1', 0, 'crash:capture_scalar_outputs:abc', 'edit', '{}', '2026-10-02T05:00:00+00:00')")
+
+
+FILLERS = {1: _fill_v1, 2: _fill_v2}
+
+
+def _build_at(path, version: int) -> None:
+    conn = connect(path, migrate=False)
+    migrate_to(conn, version)
+    conn.execute("BEGIN")
+    FILLERS.get(version, lambda c: None)(conn)
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def test_every_earlier_version_has_a_builder():
+    # A new migration must come with a builder of realistic rows at the version before it.
+    assert set(FILLERS) | {0} == set(range(SCHEMA_VERSION))
+
+
+def test_v0_empty_file_is_created_at_current_version(tmp_path):
+    path = tmp_path / "state.sqlite"
+    path.write_bytes(b"")  # e.g. `touch state.sqlite`
+    conn = connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    assert {"runs", "outcomes", "effects", "signatures", "outbox", "jobs", "deliveries"} <= names
+
+
+@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
+def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
+    path = tmp_path / f"v{version}.sqlite"
+    _build_at(path, version)
+    conn = connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    # Old rows read through today's API.
+    run = runs.get_run(conn, 2)
+    assert run is not None and run.status == "finished" and run.models == ["LlamaForCausalLM"]
+    assert run.nightly == ("2026-10-02" if version >= 2 else None)
+    outs = runs.outcomes(conn, 2)
+    assert [o.status for o in outs] == ["ok", "error"] and outs[1].signature == hd.PENDING
+    # The migrated store takes new work: a run, its finalization, and history over old and new rows.
+    rid = hd.store_run(conn, hd.night(), kind="nightly" if version >= 2 else "sweep", nightly="2026-10-03")
+    assert history.previous_comparable_run(conn, rid) == 2
+    sig = {(s["config"], s["signature"]): s for s in history.signature_history(conn)}[
+        ("capture_scalar_outputs", hd.PENDING)]
+    assert sig["first_seen"] == "2026-10-01T03:00:00+00:00"  # run 1 was a plain sweep: its start time
+    assert sig["last_seen"] == "2026-10-03" and sig["nightlies_seen"] == 3
+    assert sig["models"] == ["Qwen2VLForConditionalGeneration"]
+    if version >= 2:
+        assert conn.execute("SELECT number FROM issue_links").fetchone()[0] == 7
+        assert conn.execute("SELECT count(*) FROM outbox WHERE status = 'pending'").fetchone()[0] == 1
+    indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "outcomes_config_signature" in indexes
+
+
+def test_each_migration_is_one_transaction(tmp_path):
+    # A migration that fails half-way leaves the store at the version before it, not half-migrated.
+    path = tmp_path / "s.sqlite"
+    _build_at(path, 1)
+    conn = connect(path, migrate=False)
+    MIGRATIONS.append("CREATE TABLE half (x INTEGER); THIS IS NOT SQL")
+    try:
+        migrate_to(conn, len(MIGRATIONS))
+    except sqlite3.OperationalError:
+        pass
+    else:
+        raise AssertionError("a broken migration must raise")
+    finally:
+        MIGRATIONS.pop()
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'half'").fetchone()[0] == 0
