@@ -1,8 +1,113 @@
-"""Subcommands of this area (placeholder until its issue lands)."""
+"""Subcommands of the bot service: `nightly`, `merge`, `serve`. Thin shells over bot.nightly, bot.merge, bot.service."""
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this area's subcommands."""
+    p = sub.add_parser("nightly", help="install a nightly, sweep, diff, confirm and publish (one shot, for cron/CI)",
+                       description="Install the PyTorch nightly (or use the installed torch), sweep the corpus, "
+                                   "compare with the previous comparable run, confirm changes and publish. Dry run "
+                                   "(files only) unless GitHub credentials are configured.")
+    p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub; render to files")
+    p.add_argument("--date", metavar="YYYY-MM-DD", help="the nightly of this date (default: the newest)")
+    p.add_argument("--torch", choices=["current", "nightly"], default="nightly",
+                   help="'current': the torch installed here; 'nightly': install it from the index (default)")
+    p.add_argument("--configs", metavar="NAME[,NAME]", help="configs to sweep (default: [nightly] configs)")
+    p.add_argument("--models", metavar="GLOB[,GLOB]", help="models to sweep (default: [nightly] models or the embedded corpus)")
+    p.add_argument("--force", action="store_true", help="sweep again even if this nightly was swept with these configs")
+    p.add_argument("--shard", metavar="i/N", help="sweep only the i-th of N slices of the models (CI matrix)")
+    p.add_argument("--out", metavar="DIR", help="where dry-run issues and the report go (default: [issues] dry_run_out)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (and nothing else on stdout)")
+    p.set_defaults(func=cmd_nightly)
+
+    p = sub.add_parser("merge", help="join the shard runs of one nightly into one run, then diff and publish it",
+                       description="Join shard runs (from `nightly --shard i/N`) into one run and run the rest of "
+                                   "the nightly on it: diff, confirmation, publish, report.")
+    p.add_argument("runs", nargs="+", type=int, metavar="RUN")
+    p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub")
+    p.add_argument("--out", metavar="DIR")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser("serve", help="run the scheduler, the webhook server and the job runner in one process",
+                       description="Long-running bot: nightly on the [scheduler] cron, the webhook server on "
+                                   "[webhook] host:port (GET /healthz for health), comment commands as stored jobs.")
+    p.add_argument("--host", help="override [webhook] host")
+    p.add_argument("--port", type=int, help="override [webhook] port")
+    p.add_argument("--no-schedule", action="store_true", help="do not schedule nightlies (commands only)")
+    p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub")
+    p.set_defaults(func=cmd_serve)
+
+
+def _split(text: str | None) -> list[str] | None:
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def _emit(result: Any, as_json: bool) -> None:
+    from bot.render import render
+    if as_json:
+        json.dump(result.to_dict(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render("nightly_summary.txt.j2", r=result))
+
+
+def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
+    """flagsweep nightly."""
+    from bot import nightly
+    from state import db
+    conn = db.connect(settings.state_path)
+    try:
+        result = nightly.run_nightly(conn, settings, torch=args.torch, date=args.date, configs=_split(args.configs),
+                                     models=_split(args.models), force=args.force, shard=args.shard,
+                                     dry_run=args.dry_run, out_dir=args.out)
+    except ValueError as exc:   # ConfigError, UnknownModel, NightlyError: a user error, nothing ran
+        print(f"flagsweep nightly: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        conn.close()
+    _emit(result, args.json)
+    return 1 if result.status == "failed" else 0
+
+
+def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
+    """flagsweep merge RUN..."""
+    from bot import merge, nightly
+    from state import db, runs
+    conn = db.connect(settings.state_path)
+    try:
+        try:
+            run_id = merge.merge(conn, args.runs)
+        except merge.MergeError as exc:
+            print(f"flagsweep merge: {exc}", file=sys.stderr)
+            return 2
+        run = runs.get_run(conn, run_id)
+        dry_run = (not settings.github.has_credentials) if args.dry_run is None else args.dry_run
+        out = Path(args.out or settings.issues.dry_run_out)
+        result = nightly.NightlyResult(status="swept", run_id=run_id, nightly=run.nightly, models=len(run.models),
+                                       configs=list(run.configs), dry_run=dry_run, out_dir=str(out),
+                                       torch={"version": run.environment.get("torch_version"),
+                                              "git": run.environment.get("torch_git"), "current": False})
+        steps = nightly.Steps()
+        steps.finalize(conn, run_id)
+        result = nightly.publish_stage(conn, settings, result, python=settings.sweep.python, steps=steps, out=out)
+    finally:
+        conn.close()
+    _emit(result, args.json)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, settings: Any) -> int:
+    """flagsweep serve."""
+    from bot import service
+    if args.host:
+        settings.webhook.host = args.host
+    if args.port is not None:
+        settings.webhook.port = args.port
+    return service.serve(settings, schedule=not args.no_schedule, dry_run=args.dry_run)
