@@ -87,6 +87,8 @@ class CommandSettings:
     min_permission: str = "triage"
     rate_limit: int = 5              # commands per user per hour
     any_issue: bool = False          # accept commands on issues the bot does not own
+    permission_ttl: float = 300.0    # seconds a looked-up repository role is trusted
+    max_models: int = 50             # most models one `sweep` command may start
 
 
 @dataclass
@@ -102,6 +104,7 @@ class NightlySettings:
     no_deps: bool = False             # install only the wheels named (tests, pre-provisioned runners)
     pip_args: list[str] = field(default_factory=list)
     install_timeout: float = 1800.0   # seconds for one venv install
+    torch: str = "nightly"            # what `serve` sweeps each night and on `rerun`: nightly | current
 
 
 @dataclass
