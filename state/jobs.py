@@ -63,7 +63,8 @@ def claim_next(conn: sqlite3.Connection) -> Job | None:
 def finish(conn: sqlite3.Connection, job_id: int, *, result: dict[str, Any] | None = None,
            error: str | None = None) -> None:
     """Mark a job done (or failed when `error` is given)."""
-    conn.execute("UPDATE jobs SET status = ?, finished_at = ?, result = ?, error = ? WHERE id = ?",
+    # Only a running job: one requeued by a shutdown must not be marked done by its old runner.
+    conn.execute("UPDATE jobs SET status = ?, finished_at = ?, result = ?, error = ? WHERE id = ? AND status = 'running'",
                  ("failed" if error else "done", now(), json.dumps(result) if result is not None else None,
                   error, job_id))
 
