@@ -1,0 +1,340 @@
+"""Comment-command handlers: a stored `command` job in, reactions and replies out.
+
+The flow per command: parse (pure) → permission (role ≥ triage, or the
+allowlist) → per-user rate limit → acknowledge with a reaction → do it → reply.
+User errors (bad config, unknown model, empty bisect range) are answered with
+what went wrong; internal errors are logged and answered with a short generic
+message. Every word comes from templates/reply_*.md.j2.
+"""
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from bot import commands as cmd_mod
+from bot import text as _text  # noqa: F401  (registers the escaping filters the reply templates use)
+from bot.bisect import BisectError, Probe, SkipNightly, bisect, outcome_key, window
+from bot.render import render
+from bot.settings import Settings
+
+log = logging.getLogger(__name__)
+
+ROLES = ("none", "read", "triage", "write", "maintain", "admin")
+
+
+class GitHubPort(Protocol):
+    """What the handlers need from GitHub (bot.publisher.Publisher and its dry-run twin provide it)."""
+
+    def comment(self, number: int, body: str) -> Any: ...
+    def react(self, comment_id: int, content: str) -> Any: ...
+    def user_permission(self, login: str) -> str: ...
+
+
+class UserError(ValueError):
+    """A problem with what the user asked; the message is posted back."""
+
+
+def role_at_least(role: str | None, minimum: str) -> bool:
+    """Whether a repository role (read, triage, write, maintain, admin) reaches `minimum`."""
+    role = (role or "none").lower()
+    # GitHub's legacy permission field says "read" for triage and "write" for maintain;
+    # the publisher should hand us the role name, but an unknown word counts as none.
+    rank = {r: i for i, r in enumerate(ROLES)}
+    return rank.get(role, 0) >= rank.get(minimum.lower(), rank["triage"])
+
+
+@dataclass
+class Gate:
+    """Permission (cached briefly) and per-user rate limit: state that lives as long as the service."""
+
+    ttl: float = 300.0
+    per_hour: int = 5
+    clock: Callable[[], float] = time.monotonic
+    roles: dict[str, tuple[float, str]] = field(default_factory=dict)
+    recent: dict[str, deque] = field(default_factory=dict)
+
+    def role(self, login: str, lookup: Callable[[str], str]) -> str:
+        """The user's role, from the cache when fresh."""
+        now = self.clock()
+        hit = self.roles.get(login.lower())
+        if hit and now - hit[0] < self.ttl:
+            return hit[1]
+        role = lookup(login) or "none"
+        self.roles[login.lower()] = (now, role)
+        return role
+
+    def allow(self, login: str) -> bool:
+        """Count one command for the user; False when over the hourly limit."""
+        now = self.clock()
+        q = self.recent.setdefault(login.lower(), deque())
+        while q and now - q[0] >= 3600:
+            q.popleft()
+        if len(q) >= self.per_hour:
+            return False
+        q.append(now)
+        return True
+
+
+@dataclass
+class Context:
+    """What a handler may use; the expensive actions are injectable functions."""
+
+    conn: sqlite3.Connection
+    settings: Settings
+    github: GitHubPort
+    gate: Gate
+    dry_run: bool = True
+    out_dir: Path = Path("flagsweep-out")
+    rerun: Callable[["Context", Any, list[str]], dict[str, Any]] | None = None
+    sweep: Callable[["Context", list[str], dict[str, dict], dict[str, Any]], int] | None = None
+    bisect_dates: Callable[["Context"], list[str]] | None = None
+    bisect_probe: Callable[["Context", str, str, str], Probe] | None = None
+
+
+# ---- adapters to other areas (one place each) ------------------------------------------------
+
+def _link_for(conn: sqlite3.Connection, repo: str, number: int) -> Any:
+    from state import links
+    return links.by_number(conn, repo, number)
+
+
+def _update_link(conn: sqlite3.Connection, key: str, **fields: Any) -> None:
+    from state import links
+    links.update(conn, key, **fields)
+
+
+def _signature_row(conn: sqlite3.Connection, config: str | None, signature: str | None) -> dict[str, Any] | None:
+    from state import history
+    for row in history.signature_history(conn, config):
+        if row.get("signature") == signature:
+            return row
+    return None
+
+
+def _last_nightly(conn: sqlite3.Connection) -> Any:
+    from state import runs
+    done = runs.list_runs(conn, kinds=["nightly"], status="finished", limit=1)
+    return done[0] if done else None
+
+
+def _check_configs(ctx: Context, names: list[str]) -> dict[str, dict]:
+    from bot import nightly
+    try:
+        return nightly._select_configs(ctx.settings, names)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _check_models(ctx: Context, patterns: list[str]) -> list[str]:
+    from bot import nightly
+    try:
+        names = nightly._resolve_models(patterns)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if len(names) > ctx.settings.commands.max_models:
+        raise UserError(f"{', '.join(patterns)} matches {len(names)} models; at most "
+                        f"{ctx.settings.commands.max_models} per command")
+    return names
+
+
+def _check_base_settings(ctx: Context, texts: list[str]) -> dict[str, Any]:
+    from harness import configs
+    out: dict[str, Any] = {}
+    try:
+        for text in texts:
+            key, value = configs.parse_setting(text)
+            out[key] = value
+        configs.validate(out, ctx.settings.sweep.python)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    return out
+
+
+def default_sweep(ctx: Context, models: list[str], configs: dict[str, dict], base: dict[str, Any]) -> int:
+    """An ad-hoc sweep stored as a `command` run (kept out of the nightly history)."""
+    from bot import nightly
+    return nightly._sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
+                          python=ctx.settings.sweep.python, run_id=None, resume=False, nightly=None, shard=None,
+                          kind="command", progress=False)
+
+
+def default_rerun(ctx: Context, link: Any, models: list[str]) -> dict[str, Any]:
+    """Sweep the issue's models on the newest nightly now, then publish (which updates the issue)."""
+    from bot import nightly
+    result = nightly.run_nightly(ctx.conn, ctx.settings, torch=ctx.settings.nightly.torch,
+                                 configs=[link.config] if link.config else None, models=models or None,
+                                 force=True, dry_run=ctx.dry_run, out_dir=ctx.out_dir, progress=False)
+    return result.to_dict()
+
+
+def default_bisect_dates(ctx: Context) -> list[str]:
+    """Nightly dates installable here, from the provider."""
+    from bot import provider
+    return provider.available_dates(provider.list_wheels(ctx.settings.nightly))
+
+
+def default_bisect_probe(ctx: Context, date: str, model: str, config: str) -> Probe:
+    """Install the nightly of `date` and run the one item under it."""
+    from bot import nightly, provider
+    from harness import engine
+    try:
+        built = provider.provide(ctx.settings.nightly, date, progress=False)
+    except provider.ProviderError as exc:
+        log.warning("bisect: skipping %s: %s", date, exc)
+        raise SkipNightly(date) from exc
+    chosen = nightly._select_configs(ctx.settings, [config])
+    out = engine.run_items([(model, config)], configs=chosen, base_settings={},
+                           options=nightly._sweep_options(ctx.settings, built.python))[0]
+    return Probe(date=date, version=built.version, git=built.git, key=outcome_key(out),
+                 detail=(out.error_message or "")[:300])
+
+
+# ---- the handlers ------------------------------------------------------------------------------
+
+def _reply(ctx: Context, number: int, template: str, **values: Any) -> None:
+    ctx.github.comment(number, render(template, handle=ctx.settings.commands.handle, **values))
+
+
+def do_help(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    _reply(ctx, number, "reply_help.md.j2", entries=cmd_mod.help_entries(ctx.settings.commands.handle),
+           min_permission=ctx.settings.commands.min_permission)
+    return "answered"
+
+
+def do_status(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    sig = _signature_row(ctx.conn, link.config, link.signature) if link else None
+    last = _last_nightly(ctx.conn)
+    _reply(ctx, number, "reply_status.md.j2", link=link.to_dict() if link else None, sig=sig,
+           last_nightly={"id": last.id, "nightly": last.nightly,
+                         "torch": last.environment.get("torch_version")} if last else None)
+    return "answered"
+
+
+def do_mute(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str, muted: bool = True) -> str:
+    if link is None:
+        raise UserError("this issue is not one the bot keeps, so there is nothing to mute")
+    _update_link(ctx.conn, link.key, muted=muted)
+    _reply(ctx, number, "reply_mute.md.j2", muted=muted, author=author)
+    return "muted" if muted else "unmuted"
+
+
+def do_unmute(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    return do_mute(ctx, number, link, args, author, muted=False)
+
+
+def do_cc(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    if link is None:
+        raise UserError("this issue is not one the bot keeps, so it has no cc list")
+    cc = list(link.cc)
+    for h in args["handles"]:
+        present = [c for c in cc if c.lower() == h.lower()]
+        if args["action"] == "add" and not present:
+            cc.append(h)
+        elif args["action"] == "remove":
+            cc = [c for c in cc if c.lower() != h.lower()]
+    _update_link(ctx.conn, link.key, cc=cc)
+    _reply(ctx, number, "reply_cc.md.j2", action=args["action"], handles=args["handles"], cc=cc)
+    return f"cc {args['action']}"
+
+
+def _issue_models(ctx: Context, link: Any) -> list[str]:
+    sig = _signature_row(ctx.conn, link.config, link.signature) if link and link.signature else None
+    return list(sig.get("models") or []) if sig else []
+
+
+def do_rerun(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    if link is None:
+        raise UserError("this issue is not one the bot keeps, so there is nothing to re-run")
+    models = _issue_models(ctx, link)
+    result = (ctx.rerun or default_rerun)(ctx, link, models)
+    _reply(ctx, number, "reply_rerun.md.j2", r=result, models=models)
+    return "rerun"
+
+
+def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    from state import history
+    chosen = _check_configs(ctx, [args["config"]])
+    models = _check_models(ctx, [args["models"]])
+    base = _check_base_settings(ctx, args.get("base_setting") or [])
+    run_id = (ctx.sweep or default_sweep)(ctx, models, chosen, base)
+    effects = [e.to_dict() for e in history.effects(ctx.conn, run_id) if e.config == args["config"]]
+    _reply(ctx, number, "reply_sweep.md.j2", run_id=run_id, config=args["config"], models=models,
+           base=base, effects=effects)
+    return f"swept run {run_id}"
+
+
+def do_bisect(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    _check_configs(ctx, [args["config"]])
+    model = _check_models(ctx, [args["model"]])
+    if len(model) != 1:
+        raise UserError(f"--model must name one model, {args['model']} names {len(model)}")
+    try:
+        dates = window((ctx.bisect_dates or default_bisect_dates)(ctx), args.get("good"), args.get("bad"))
+        probe = ctx.bisect_probe or default_bisect_probe
+        result = bisect(dates, lambda d: probe(ctx, d, model[0], args["config"]))
+    except BisectError as exc:
+        raise UserError(str(exc)) from None
+    _reply(ctx, number, "reply_bisect.md.j2", r=result.to_dict(), model=model[0], config=args["config"])
+    return f"bisected: {result.good.date}..{result.bad.date}"
+
+
+HANDLERS: dict[str, Callable[..., str]] = {
+    "help": do_help, "status": do_status, "rerun": do_rerun, "sweep": do_sweep, "mute": do_mute,
+    "unmute": do_unmute, "cc": do_cc, "bisect": do_bisect,
+}
+
+
+def _permitted(ctx: Context, author: str) -> bool:
+    allow = {a.lower().lstrip("@") for a in ctx.settings.commands.allowlist}
+    if author.lower() in allow:
+        return True
+    try:
+        role = ctx.gate.role(author, ctx.github.user_permission)
+    except Exception:   # GitHub down: refuse rather than run work for someone unknown
+        log.exception("permission lookup for %s failed", author)
+        return False
+    return role_at_least(role, ctx.settings.commands.min_permission)
+
+
+def handle_job(ctx: Context, payload: dict[str, Any]) -> dict[str, Any]:
+    """Run every command of one stored comment; returns what happened to each (stored as the job result)."""
+    handle = ctx.settings.commands.handle
+    number, author, comment_id = payload["issue"], payload.get("author") or "", payload.get("comment_id")
+    link = _link_for(ctx.conn, payload.get("repo") or ctx.settings.github.repo or "", number)
+    if link is None and not ctx.settings.commands.any_issue:
+        return {"ignored": "not an issue the bot keeps"}   # "not mine" is a normal answer, said quietly
+    done: list[dict[str, Any]] = []
+    for item in cmd_mod.parse_comment(payload.get("body") or "", handle, payload.get("previous")):
+        if isinstance(item, cmd_mod.Problem):
+            ctx.github.react(comment_id, "confused")
+            _reply(ctx, number, "reply_usage.md.j2", problem=item)
+            done.append({"line": item.line, "outcome": "bad command"})
+            continue
+        entry = {"line": item.line, "command": item.name}
+        done.append(entry)
+        if item.privileged and not _permitted(ctx, author):
+            _reply(ctx, number, "reply_refused.md.j2", author=author, command=item.name,
+                   min_permission=ctx.settings.commands.min_permission)
+            entry["outcome"] = "refused"
+            continue
+        if item.privileged and not ctx.gate.allow(author):
+            _reply(ctx, number, "reply_rate_limited.md.j2", author=author, per_hour=ctx.gate.per_hour)
+            entry["outcome"] = "rate limited"
+            continue
+        ctx.github.react(comment_id, "eyes")
+        try:
+            entry["outcome"] = HANDLERS[item.name](ctx, number, link, item.args, author)
+            ctx.github.react(comment_id, "+1")
+        except UserError as exc:
+            _reply(ctx, number, "reply_error.md.j2", message=str(exc), command=item.name, internal=False)
+            entry["outcome"] = f"user error: {exc}"
+        except Exception as exc:
+            log.exception("command %r on #%s failed", item.line, number)
+            _reply(ctx, number, "reply_error.md.j2", message="", command=item.name, internal=True)
+            entry["outcome"] = f"internal error: {type(exc).__name__}"
+    return {"commands": done}
