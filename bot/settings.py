@@ -108,6 +108,12 @@ class NightlySettings:
 
 
 @dataclass
+class ZooSettings:
+    cache_dir: str | None = None     # `zoo check` results cache; default: beside the state file
+    check_timeout: float = 120.0     # seconds per model for build + eager forward
+
+
+@dataclass
 class Settings:
     state_path: Path = field(default_factory=lambda: default_state_path(os.environ))
     sweep: SweepSettings = field(default_factory=SweepSettings)
@@ -117,6 +123,7 @@ class Settings:
     webhook: WebhookSettings = field(default_factory=WebhookSettings)
     commands: CommandSettings = field(default_factory=CommandSettings)
     nightly: NightlySettings = field(default_factory=NightlySettings)
+    zoo: ZooSettings = field(default_factory=ZooSettings)
     routing: list[dict[str, Any]] = field(default_factory=list)   # cc rules, validated by bot.routing
     source: str | None = None        # the settings file read, if any
     raw: dict[str, Any] = field(default_factory=dict)
