@@ -1,0 +1,210 @@
+"""`flagsweep serve`: the scheduler, the webhook server and the job runner in one process.
+
+Threads: the webhook server (answers at once, stores jobs), the APScheduler
+thread (queues a nightly job on the cron), and one job runner that executes
+stored jobs one at a time. Each thread has its own store connection (SQLite WAL).
+SIGTERM/SIGINT stop intake first, give the job in progress `shutdown_grace`
+seconds to finish, and requeue it otherwise; a restart picks it up again.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from bot import handlers, scheduler, webhook
+from bot.settings import Settings
+from state import db, jobs
+
+log = logging.getLogger(__name__)
+
+
+def github_port(settings: Settings, conn: sqlite3.Connection, dry_run: bool, out_dir: Path) -> handlers.GitHubPort:
+    """The publisher (or its dry-run twin) seen through the handlers' port. Adapter: the one call into bot.publisher."""
+    if dry_run:
+        from bot.dryrun import DryRunPublisher
+        return _Port(DryRunPublisher(settings, out_dir=out_dir), settings)
+    from bot.publisher import Publisher
+    return _Port(Publisher(settings), settings)
+
+
+class _Port:
+    """Adapts the Publisher interface to (number, body) / (comment_id, reaction) calls on the configured repo."""
+
+    def __init__(self, publisher: Any, settings: Settings) -> None:
+        self.publisher = publisher
+        self.repo = settings.github.repo
+
+    def comment(self, number: int, body: str) -> Any:
+        return self.publisher.comment(number, body)
+
+    def react(self, comment_id: int, content: str) -> Any:
+        return self.publisher.react(comment_id, content)
+
+    def user_permission(self, login: str) -> str:
+        return self.publisher.user_permission(login)
+
+
+@dataclass
+class Hooks:
+    """What the service runs; tests inject cheap twins (the nightly, the handlers' sweep)."""
+
+    nightly: Callable[[sqlite3.Connection, Settings, dict[str, Any]], dict[str, Any]] | None = None
+    port: Callable[[Settings, sqlite3.Connection, bool, Path], handlers.GitHubPort] = github_port
+    context: dict[str, Any] = field(default_factory=dict)   # extra handlers.Context fields (rerun, sweep, ...)
+
+
+def default_nightly(conn: sqlite3.Connection, settings: Settings, payload: dict[str, Any], *, dry_run: bool,
+                    out_dir: Path) -> dict[str, Any]:
+    """The scheduled nightly job."""
+    from bot import nightly
+    result = nightly.run_nightly(conn, settings, torch=settings.nightly.torch, dry_run=dry_run, out_dir=out_dir,
+                                 progress=False)
+    return result.to_dict()
+
+
+class Service:
+    """The long-running bot; `start()`, then `stop()` (or `serve()` for the signal-driven loop)."""
+
+    def __init__(self, settings: Settings, *, dry_run: bool | None = None, schedule: bool = True,
+                 trigger: Any = None, hooks: Hooks | None = None, gate: handlers.Gate | None = None) -> None:
+        self.settings = settings
+        self.dry_run = (not settings.github.has_credentials) if dry_run is None else dry_run
+        self.out_dir = Path(settings.issues.dry_run_out)
+        self.hooks = hooks or Hooks()
+        self.gate = gate or handlers.Gate(ttl=settings.commands.permission_ttl, per_hour=settings.commands.rate_limit)
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.current: int | None = None
+        self.queue_lock = threading.Lock()
+        self.conn_web = db.connect(settings.state_path)
+        self.conn_run = db.connect(settings.state_path)
+        self.conn_sched = db.connect(settings.state_path)
+        requeued = jobs.requeue_stale(self.conn_run)
+        if requeued:
+            log.info("requeued %d job(s) left running by an earlier process", requeued)
+        self.app = webhook.WebhookApp(self.conn_web, settings, notify=self.wake.set, health=self.health)
+        self.server = webhook.make_server(self.app, settings.webhook.host, settings.webhook.port)
+        self.scheduler = scheduler.from_settings(settings.scheduler, self.queue_nightly, trigger) if schedule else None
+        self.runner = threading.Thread(target=self._run_jobs, name="flagsweep-jobs", daemon=True)
+
+    @property
+    def url(self) -> str:
+        """Where the webhook server listens."""
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> None:
+        """Start the runner, the webhook server and the scheduler."""
+        self.runner.start()
+        webhook.start_in_thread(self.server)
+        if self.scheduler:
+            self.scheduler.start()
+        log.info("serving webhooks on %s/webhook (health: /healthz)%s", self.url,
+                 f"; next nightly {self.scheduler.next_run_time}" if self.scheduler else "")
+
+    def queue_nightly(self) -> int | None:
+        """The scheduler's action: queue a nightly unless one is queued or running."""
+        job_id = scheduler.queue_nightly(self.conn_sched, self.queue_lock)
+        if job_id is not None:
+            log.info("queued nightly job %s", job_id)
+            self.wake.set()
+        return job_id
+
+    def health(self) -> dict[str, Any]:
+        """GET /healthz: last nightly, queue depth, the job in progress, the next scheduled nightly."""
+        from state import runs
+        conn = self.conn_web
+        last = runs.list_runs(conn, kinds=["nightly"], limit=1)
+        nxt = self.scheduler.next_run_time if self.scheduler else None
+        return {
+            "ok": not self.stopping.is_set(),
+            "queue": jobs.depth(conn),
+            "running": self.current,
+            "last_nightly": ({"run": last[0].id, "nightly": last[0].nightly, "status": last[0].status,
+                              "finished_at": last[0].finished_at} if last else None),
+            "next_nightly": nxt.isoformat() if nxt else None,
+            "dry_run": self.dry_run,
+        }
+
+    def _run_jobs(self) -> None:
+        while not self.stopping.is_set():
+            job = jobs.claim_next(self.conn_run)
+            if job is None:
+                self.wake.wait(1.0)
+                self.wake.clear()
+                continue
+            self.current = job.id
+            try:
+                result = self.execute(job)
+                jobs.finish(self.conn_run, job.id, result=result)
+            except BaseException as exc:   # a job never takes the runner down
+                log.exception("job %s (%s) failed", job.id, job.kind)
+                jobs.finish(self.conn_run, job.id, error=f"{type(exc).__name__}: {exc}"[:1000])
+            finally:
+                self.current = None
+
+    def execute(self, job: jobs.Job) -> dict[str, Any]:
+        """Run one job to its result."""
+        if job.kind == "nightly":
+            fn = self.hooks.nightly or (lambda c, s, p: default_nightly(c, s, p, dry_run=self.dry_run,
+                                                                        out_dir=self.out_dir))
+            return fn(self.conn_run, self.settings, job.payload)
+        if job.kind == "command":
+            port = self.hooks.port(self.settings, self.conn_run, self.dry_run, self.out_dir)
+            ctx = handlers.Context(conn=self.conn_run, settings=self.settings, github=port, gate=self.gate,
+                                   dry_run=self.dry_run, out_dir=self.out_dir, **self.hooks.context)
+            return handlers.handle_job(ctx, job.payload)
+        raise ValueError(f"unknown job kind {job.kind!r}")
+
+    def stop(self, grace: float | None = None) -> bool:
+        """Stop intake, let the job in progress finish for `grace` seconds, else requeue it; True if none was cut."""
+        grace = self.settings.scheduler.shutdown_grace if grace is None else grace
+        if self.scheduler:
+            self.scheduler.shutdown()
+        self.server.shutdown()
+        self.server.server_close()
+        self.stopping.set()
+        self.wake.set()
+        self.runner.join(grace)
+        clean = not self.runner.is_alive()
+        if not clean and self.current is not None:
+            log.warning("job %s did not finish in %.0fs: requeued for the next start", self.current, grace)
+            jobs.requeue(self.conn_sched, self.current)
+        for conn in (self.conn_web, self.conn_sched):
+            conn.close()
+        if clean:
+            self.conn_run.close()
+        return clean
+
+
+def serve(settings: Settings, *, schedule: bool = True, dry_run: bool | None = None) -> int:
+    """Run until SIGTERM/SIGINT; the exit code of `flagsweep serve`."""
+    import sys
+    if not settings.webhook.secret:
+        print("flagsweep serve: no webhook secret ([webhook] secret or FLAGSWEEP_WEBHOOK_SECRET); "
+              "refusing to accept unsigned deliveries", file=sys.stderr)
+        return 2
+    try:
+        svc = Service(settings, dry_run=dry_run, schedule=schedule)
+    except scheduler.ScheduleError as exc:
+        print(f"flagsweep serve: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"flagsweep serve: cannot listen on {settings.webhook.host}:{settings.webhook.port}: {exc}",
+              file=sys.stderr)
+        return 2
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    svc.start()
+    print(f"flagsweep serve: listening on {svc.url}/webhook; health at {svc.url}/healthz"
+          f"{' (dry run)' if svc.dry_run else ''}", file=sys.stderr)
+    done.wait()
+    print("flagsweep serve: stopping", file=sys.stderr)
+    clean = svc.stop()
+    return 0 if clean else 3
