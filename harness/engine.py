@@ -1,0 +1,229 @@
+"""The sweep engine: plan items, run them in warm workers, store each outcome as it finishes.
+
+The parent never imports torch (workers do; see harness/pool.py). The store's
+connection is used only here, in the main process, so every finished item is
+committed at once and an interrupted sweep resumes where it stopped.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from harness.effects import BASELINE
+from harness.outcome import Outcome
+from harness.pool import Group, Pool, worker_env
+from harness.progress import Progress
+
+# Fields of the environment that make two runs incomparable if they differ.
+_ENV_KEYS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "recipe_fingerprint")
+
+
+class ResumeError(ValueError):
+    """The run to resume does not exist, is finished, or ran in another environment."""
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a sweep: workers stopped, finished items kept, run marked interrupted."""
+
+    def __init__(self, run_id: int):
+        super().__init__(run_id)
+        self.run_id = run_id
+
+
+@dataclass
+class SweepOptions:
+    """How to run items (not what to run)."""
+
+    workers: int = 0                  # 0: one per core
+    timeout: float = 300.0            # seconds per item (the build counts toward the first)
+    backend: str = "count"            # count | eager | aot_eager | inductor
+    device: str = "cpu"
+    python: str | None = None         # interpreter for the workers (a nightly's venv)
+    max_items_per_worker: int = 50    # recycle a worker after this many items
+    max_rss_mb: float = 6000          # recycle above this; kill the item above 1.5x
+    extra_modules: list[str] = field(default_factory=list)  # imported by each worker at start
+
+    def worker_count(self, items: int | None = None) -> int:
+        n = self.workers or os.cpu_count() or 1
+        return max(1, min(n, items) if items else n)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What is stored with a run."""
+        return asdict(self)
+
+
+def _pool(options: SweepOptions, base_settings: dict, n_groups: int, fresh: bool = False) -> Pool:
+    return Pool(workers=options.worker_count(n_groups), timeout=options.timeout, python=options.python,
+                backend=options.backend, device=options.device, max_items_per_worker=options.max_items_per_worker,
+                max_rss_mb=options.max_rss_mb, extra_modules=options.extra_modules,
+                base_settings=base_settings, fresh_workers=fresh)
+
+
+def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset(),
+                mode: str = "compile") -> list[Group]:
+    """One group per model: baseline first, then its configs, skipping items already done."""
+    names = [BASELINE] + [c for c in configs if c != BASELINE]
+    groups, index = [], 0
+    for model in models:
+        items = []
+        for name in names:
+            if (model, name) not in done:
+                items.append((index, name, configs.get(name, {})))
+            index += 1
+        if items:
+            groups.append(Group(model, items, mode))
+    return groups
+
+
+def _stratum_lookup() -> Callable[[str], str | None]:
+    """Strata for models that never built (their outcome has none); asks the zoo once, lazily."""
+    cache: dict[str, str | None] = {}
+
+    def lookup(model: str) -> str | None:
+        if model not in cache:
+            try:
+                from harness import zoo
+
+                cache.update({c.model: c.stratum for c in zoo.resolve([model])})
+            except Exception:  # an unknown name or no zoo: the stratum stays empty
+                pass
+            cache.setdefault(model, None)
+        return cache[model]
+
+    return lookup
+
+
+def _outcome(data: dict[str, Any], stratum_of: Callable[[str], str | None]) -> Outcome:
+    outcome = Outcome.from_dict(data)
+    if outcome.stratum is None:
+        outcome.stratum = stratum_of(outcome.model)
+    return outcome
+
+
+def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settings: dict,
+          options: SweepOptions, run_id: int | None = None, resume: bool = False, kind: str = "sweep",
+          nightly: str | None = None, shard: str | None = None, progress: bool = True) -> int:
+    """Run models x (baseline + configs), storing each outcome as it finishes; returns the run id."""
+    from state import runs
+
+    configs = {BASELINE: configs.get(BASELINE, {}), **{k: v for k, v in configs.items() if k != BASELINE}}
+    done: set[tuple[str, str]] = set()
+    stored = None
+    if resume:
+        if run_id is None:
+            raise ResumeError("--resume needs a run id")
+        stored = runs.get_run(conn, run_id)
+        if stored is None:
+            raise ResumeError(f"run {run_id} does not exist")
+        if stored.status == "finished":
+            raise ResumeError(f"run {run_id} is already finished")
+        models, configs, base_settings = stored.models, stored.configs, stored.base_settings
+        done = runs.finished_items(conn, run_id)
+    groups = plan_groups(models, configs, done)
+    total = len(models) * len(configs)
+    pool = _pool(options, base_settings, len(groups))
+    pool.start()  # the workers import torch while we set up the run
+    bar = Progress(total=total, done=len(done), enabled=progress, label=f"sweep {len(models)} models")
+    try:
+        env = pool.environment()
+        if stored is not None:
+            _check_same_environment(stored.environment, env, run_id)
+        else:
+            run_id = runs.create_run(conn, environment=env, models=models, configs=configs,
+                                     base_settings=base_settings, options=options.to_dict(), kind=kind,
+                                     nightly=nightly, shard=shard)
+        stratum_of = _stratum_lookup()
+        for _, data in pool.run(groups):
+            outcome = _outcome(data, stratum_of)
+            runs.record_outcome(conn, run_id, outcome)
+            bar.advance(crashed=outcome.crashed)
+        bar.close()
+        pool.close()
+        runs.finish_run(conn, run_id, "finished")
+    except KeyboardInterrupt:
+        pool.close(kill=True)
+        bar.close()
+        if run_id is None:
+            raise
+        runs.finish_run(conn, run_id, "interrupted", reason="interrupted (Ctrl-C or SIGTERM)")
+        raise SweepInterrupted(run_id) from None
+    except BaseException as exc:
+        pool.close(kill=True)
+        bar.close()
+        if run_id is not None:
+            runs.finish_run(conn, run_id, "failed", reason=f"{type(exc).__name__}: {exc}"[:500])
+        raise
+    _finalize(conn, run_id)
+    return run_id
+
+
+def _check_same_environment(old: dict, new: dict, run_id: int) -> None:
+    diffs = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in _ENV_KEYS if old.get(k) != new.get(k)]
+    if diffs:
+        raise ResumeError(f"run {run_id} ran in another environment ({'; '.join(diffs)}); start a new sweep instead")
+
+
+def _finalize(conn: Any, run_id: int) -> None:
+    """Let the history area compute effects and signature history, if it is installed."""
+    try:
+        from state import history
+    except ImportError:
+        return
+    finalize = getattr(history, "finalize_run", None)
+    if callable(finalize):
+        finalize(conn, run_id)
+
+
+def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict,
+              options: SweepOptions, fresh_workers: bool = False, mode: str = "compile",
+              progress: bool = False) -> list[Outcome]:
+    """Run (model, config) items without storing them; outcomes in the order of `items`.
+
+    fresh_workers: every item in a new worker (flake confirmation). mode="eager":
+    build and one eager forward only (zoo check); the config name may be "-".
+    """
+    settings_of = {}
+    for _, name in items:
+        if name in ("-", BASELINE):
+            settings_of[name] = configs.get(name, {})
+        elif name not in configs:
+            raise KeyError(f"config {name!r} is not in the configs given")
+        else:
+            settings_of[name] = configs[name]
+    if fresh_workers:
+        groups = [Group(model, [(i, name, settings_of[name])], mode) for i, (model, name) in enumerate(items)]
+    else:
+        by_model: dict[str, list] = {}
+        for i, (model, name) in enumerate(items):
+            by_model.setdefault(model, []).append((i, name, settings_of[name]))
+        groups = [Group(model, its, mode) for model, its in by_model.items()]
+    results: list[Outcome | None] = [None] * len(items)
+    stratum_of = _stratum_lookup()
+    bar = Progress(total=len(items), enabled=progress, label=f"{mode} {len(items)} items")
+    pool = _pool(options, base_settings, len(groups), fresh=fresh_workers)
+    try:
+        for index, data in pool.run(groups):
+            results[index] = _outcome(data, stratum_of)
+            bar.advance(crashed=results[index].crashed)
+    except BaseException:
+        pool.close(kill=True)
+        raise
+    finally:
+        bar.close()
+    pool.close()
+    return [r if r is not None else Outcome(model=m, config=c, status="killed", error_type="killed",
+                                            error_message="no result", signature="killed")
+            for r, (m, c) in zip(results, items)]
+
+
+def collect_environment(python: str | None = None, device: str = "cpu") -> dict:
+    """The run environment as seen by the interpreter that runs the workers (no torch import here)."""
+    proc = subprocess.run([python or sys.executable, "-m", "harness.environment", "--device", device],
+                          capture_output=True, text=True, env=worker_env(), timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{python or sys.executable}: cannot gather the environment: {proc.stderr.strip()[-500:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
