@@ -204,7 +204,8 @@ def serve(settings: Settings, *, schedule: bool = True, dry_run: bool | None = N
     svc.start()
     print(f"flagsweep serve: listening on {svc.url}/webhook; health at {svc.url}/healthz"
           f"{' (dry run)' if svc.dry_run else ''}", file=sys.stderr)
-    done.wait()
+    while not done.wait(1.0):   # a timed wait keeps the main thread responsive to signals
+        pass
     print("flagsweep serve: stopping", file=sys.stderr)
     clean = svc.stop()
     return 0 if clean else 3

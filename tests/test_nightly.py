@@ -1,0 +1,148 @@
+"""The nightly pipeline with a cheap sweep twin: provider failure, idempotence, diff between nights, shards and merge."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot import merge as merge_mod
+from bot import nightly
+from bot.provider import Nightly
+from bot.settings import Settings
+from harness.outcome import Outcome
+from state import db, runs
+from tests.fakeindex import FakeIndex
+
+CONFIGS = {"baseline": {}, "capture_scalar_outputs": {"torch._dynamo.config.capture_scalar_outputs": True}}
+MODELS = ["AlphaModel", "BetaForCausalLM", "GammaModel", "DeltaModel", "EpsilonModel"]
+
+
+class World:
+    """What each fake nightly does: outcome per (model, config), per torch version."""
+
+    def __init__(self):
+        self.version = "2.14.0.dev20261121+cpu"
+        self.date = "2026-11-21"
+        self.crashing: set[str] = set()     # models that crash under the flag
+        self.sweeps = []
+        self.published = []
+
+    def provide(self, settings, torch, date, progress):
+        return Nightly(version=self.version, git="g" + self.date[-2:], python=sys.executable, date=self.date)
+
+    def outcome(self, model, config):
+        if config != "baseline" and model in self.crashing:
+            return Outcome(model, config, "error", stratum="decoder_llm", error_type="RuntimeError",
+                           error_message="boom u3", signature="RuntimeError: boom uN")
+        return Outcome(model, config, "ok", stratum="decoder_llm", graphs=2 if config == "baseline" else 1)
+
+    def sweep(self, conn, *, models, configs, base_settings, settings, python, run_id, resume, nightly, shard,
+              kind="nightly", progress=True):
+        self.sweeps.append((nightly, shard, tuple(models)))
+        rid = runs.create_run(conn, environment={"torch_version": self.version, "torch_git": "g"}, models=models,
+                              configs=configs, base_settings=base_settings, kind=kind, nightly=nightly, shard=shard)
+        for m in models:
+            for c in configs:
+                runs.record_outcome(conn, rid, self.outcome(m, c))
+        runs.finish_run(conn, rid)
+        return rid
+
+    def publish(self, conn, settings, run_id, *, dry_run, out_dir):
+        self.published.append(run_id)
+        return {"run": run_id, "dry_run": dry_run}
+
+    def steps(self):
+        return nightly.Steps(provide=self.provide, resolve_models=lambda pats: list(pats or MODELS),
+                             select_configs=lambda s, names: {k: v for k, v in CONFIGS.items() if k == "baseline" or k in names},
+                             sweep=self.sweep, confirm=lambda conn, rid, result, s, py: result, publish=self.publish,
+                             report=lambda conn, rid, out: out / "report.html")
+
+
+@pytest.fixture
+def env(tmp_path):
+    settings = Settings(state_path=tmp_path / "state.sqlite")
+    settings.nightly.configs = ["capture_scalar_outputs"]
+    conn = db.connect(settings.state_path)
+    yield settings, conn, World(), tmp_path
+    conn.close()
+
+
+def test_a_nightly_is_swept_once_unless_forced(env):
+    settings, conn, world, tmp = env
+    first = nightly.run_nightly(conn, settings, out_dir=tmp / "out", steps=world.steps())
+    assert first.status == "swept" and first.nightly == "2026-11-21" and first.dry_run
+    assert first.models == 5 and first.configs == ["baseline", "capture_scalar_outputs"]
+    again = nightly.run_nightly(conn, settings, out_dir=tmp / "out", steps=world.steps())
+    assert again.status == "reused" and again.run_id == first.run_id
+    assert len(world.sweeps) == 1
+    assert world.published == [first.run_id, first.run_id]    # it still publishes what it has
+    forced = nightly.run_nightly(conn, settings, force=True, out_dir=tmp / "out", steps=world.steps())
+    assert forced.status == "swept" and forced.run_id != first.run_id and len(world.sweeps) == 2
+    # Other configs are another sweep of the same nightly.
+    other = nightly.run_nightly(conn, settings, configs=[], out_dir=tmp / "out", steps=world.steps())
+    assert other.status == "swept" and len(world.sweeps) == 3
+
+
+def test_the_next_night_is_diffed_with_the_last(env):
+    settings, conn, world, tmp = env
+    first = nightly.run_nightly(conn, settings, out_dir=tmp, steps=world.steps())
+    assert first.previous_run is None
+    world.version, world.date, world.crashing = "2.14.0.dev20261122+cpu", "2026-11-22", {"GammaModel"}
+    second = nightly.run_nightly(conn, settings, out_dir=tmp, steps=world.steps())
+    assert second.previous_run == first.run_id
+    assert second.transitions == {"new_crash": 1, "unchanged": 9}   # baseline items are compared too
+    assert second.to_dict()["published"] == {"run": second.run_id, "dry_run": True}
+    json.dumps(second.to_dict())
+
+
+def test_provider_failure_is_a_failed_run_not_a_crash(env):
+    settings, conn, world, tmp = env
+    idx = FakeIndex(tmp / "index")
+    try:
+        idx.add("2.14.0.dev20261121+cpu", "abc", tag="cp27-cp27m-win32")   # nothing for this Python
+        settings.nightly.index_url = idx.url
+        steps = world.steps()
+        steps.provide = nightly._provide        # the real provider
+        result = nightly.run_nightly(conn, settings, torch="nightly", out_dir=tmp, steps=steps)
+    finally:
+        idx.close()
+    assert result.status == "failed" and "fits this Python" in result.reason
+    run = runs.get_run(conn, result.run_id)
+    assert run.status == "failed" and run.kind == "nightly" and "fits this Python" in run.reason
+    assert world.sweeps == [] and world.published == []
+
+
+def test_shards_split_deterministically_and_merge_into_one_run(env):
+    settings, conn, world, tmp = env
+    world.crashing = {"BetaForCausalLM"}
+    r1 = nightly.run_nightly(conn, settings, shard="1/2", out_dir=tmp, steps=world.steps())
+    r2 = nightly.run_nightly(conn, settings, shard="2/2", out_dir=tmp, steps=world.steps())
+    assert r1.status == r2.status == "shard_done" and world.published == []
+    s1, s2 = set(world.sweeps[0][2]), set(world.sweeps[1][2])
+    assert not s1 & s2 and s1 | s2 == set(MODELS)
+    assert nightly.shard_slice(MODELS, (1, 2)) == sorted(s1)
+    merged = merge_mod.merge(conn, [r1.run_id, r2.run_id])
+    run = runs.get_run(conn, merged)
+    assert run.shard is None and sorted(run.models) == sorted(MODELS) and run.status == "finished"
+    assert len(runs.outcomes(conn, merged)) == 10
+    assert {runs.get_run(conn, r).status for r in (r1.run_id, r2.run_id)} == {"merged"}
+    with pytest.raises(merge_mod.MergeError, match="merged, not finished"):
+        merge_mod.merge(conn, [r1.run_id, r2.run_id])
+
+
+def test_merge_refuses_mismatched_runs(env):
+    settings, conn, world, tmp = env
+    a = nightly.run_nightly(conn, settings, shard="1/2", out_dir=tmp, steps=world.steps())
+    plain = nightly.run_nightly(conn, settings, out_dir=tmp, steps=world.steps())
+    with pytest.raises(merge_mod.MergeError, match="not a shard"):
+        merge_mod.merge(conn, [a.run_id, plain.run_id])
+    world.date = "2026-11-22"
+    b = nightly.run_nightly(conn, settings, shard="2/2", out_dir=tmp, steps=world.steps())
+    with pytest.raises(merge_mod.MergeError, match="nightly 2026-11-22"):
+        merge_mod.merge(conn, [a.run_id, b.run_id])
+
+
+def test_bad_shard_text():
+    for text in ("0/2", "3/2", "x", "1/0"):
+        with pytest.raises(nightly.NightlyError):
+            nightly.parse_shard(text)
