@@ -1,8 +1,129 @@
-"""Subcommands of this area (placeholder until its issue lands)."""
+"""`flagsweep zoo list`, `flagsweep zoo check` and `flagsweep repro`: the model zoo's commands."""
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bot.render import render
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this area's subcommands."""
+    zoo = sub.add_parser("zoo", help="the model zoo: list candidates, check that they build and run")
+    zsub = zoo.add_subparsers(dest="zoo_command", metavar="ZOO_COMMAND")
+    lst = zsub.add_parser("list", help="every candidate model class with its stratum and kind")
+    lst.add_argument("--json", action="store_true", help='print [{"model","stratum","kind"}] only')
+    lst.set_defaults(func=cmd_list)
+    chk = zsub.add_parser("check", help="build + one eager forward per model, in isolated workers")
+    chk.add_argument("--models", action="append", default=[], metavar="A,B,'Qwen*'", help="names or globs (repeatable)")
+    chk.add_argument("--sample", type=int, metavar="N", help="a stratified random sample of N")
+    chk.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    chk.add_argument("--workers", type=int, metavar="N", help="worker processes (default: settings.sweep.workers)")
+    chk.add_argument("--timeout", type=float, metavar="S", help="seconds per model (default: settings.zoo.check_timeout)")
+    chk.add_argument("--no-cache", action="store_true", help="rerun every model, ignoring cached results")
+    chk.add_argument("--json", action="store_true", help="print one JSON document only")
+    chk.set_defaults(func=cmd_check)
+    zoo.set_defaults(func=lambda args, settings: (zoo.print_help(sys.stderr), 2)[1])
+    rep = sub.add_parser("repro", help="write a standalone reproducer script for one model under one config")
+    rep.add_argument("model", help="model class name")
+    rep.add_argument("--config", default="baseline", help="config name from the catalog")
+    rep.add_argument("--config-file", help="extra named configs (TOML)")
+    rep.add_argument("--base-setting", action="append", default=[], metavar="KEY=VALUE", help="applied to every compile")
+    rep.add_argument("--backend", default="count", help="count | eager | aot_eager | inductor")
+    rep.add_argument("--device", default="cpu")
+    rep.add_argument("--run", action="store_true", help="also run it in a fresh interpreter and print its result")
+    rep.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: stdout)")
+    rep.set_defaults(func=cmd_repro)
+
+
+def _selected(args: argparse.Namespace) -> list[Any]:
+    from harness import zoo
+
+    patterns = [p for chunk in args.models for p in chunk.split(",") if p.strip()]
+    cands = zoo.resolve(patterns) if patterns else zoo.candidates()
+    if args.sample:
+        cands = zoo.sample(cands, args.sample, args.seed)
+    return cands
+
+
+def cmd_list(args: argparse.Namespace, settings: Any) -> int:
+    """Print every candidate."""
+    from harness import zoo
+    from harness.zoo.enumerate import exclusions
+
+    cands = zoo.candidates()
+    if args.json:
+        print(json.dumps([{"model": c.model, "stratum": c.stratum, "kind": c.kind} for c in cands], indent=1))
+        return 0
+    excluded = exclusions()
+    reasons = Counter(r.split(":")[0] for r in excluded.values())
+    print(render("zoo_list.txt.j2", candidates=cands, counts=dict(sorted(Counter(c.stratum for c in cands).items())),
+                 excluded=len(excluded), reasons=dict(reasons.most_common())), end="")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace, settings: Any) -> int:
+    """Build + eager forward for the selected models; coverage per stratum, failures by cause."""
+    from harness import zoo
+    from harness.zoo import check
+
+    try:
+        cands = _selected(args)
+    except zoo.UnknownModel as exc:
+        print(f"flagsweep zoo check: {exc}", file=sys.stderr)
+        return 2
+    cache_dir = Path(settings.zoo.cache_dir) if settings.zoo.cache_dir else Path(settings.state_path).parent / "zoo-cache"
+    fingerprints = {}
+    for c in cands:
+        try:
+            fingerprints[c.model] = zoo.fingerprint(c.model)
+        except zoo.BuildError:
+            pass  # no fingerprint: never cached, always rerun
+    cached = 0 if args.no_cache else sum(1 for r in check.load_cache(cache_dir).items()
+                                         if r[0] in fingerprints and r[1].get("fingerprint") == fingerprints[r[0]])
+    results = check.check([c.model for c in cands], fingerprints, cache_dir=cache_dir,
+                          workers=args.workers or settings.sweep.workers or 0,
+                          timeout=args.timeout or settings.zoo.check_timeout, use_cache=not args.no_cache,
+                          progress=sys.stderr.isatty() or not args.json)
+    strata = {c.model: c.stratum for c in cands}
+    for r in results:
+        r["stratum"] = r["stratum"] or strata.get(r["model"])
+    doc = check.summarize(results)
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print(render("zoo_check.txt.j2", doc=doc, groups=check.group_failures(doc["failures"]),
+                     cached=cached, cache_dir=str(cache_dir)), end="")
+    return 0 if doc["ok"] == doc["candidates"] else 1
+
+
+def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
+    """Write (and optionally run) a standalone reproducer."""
+    from harness import configs as configs_mod
+    from harness import repro, zoo
+
+    try:
+        zoo.resolve([args.model])
+        catalog = configs_mod.load_catalog(args.config_file or settings.sweep.config_file)
+        chosen = configs_mod.select(catalog, [args.config])
+        base = dict(configs_mod.parse_setting(s) for s in args.base_setting)
+    except (zoo.UnknownModel, configs_mod.ConfigError) as exc:
+        print(f"flagsweep repro: {exc}", file=sys.stderr)
+        return 2
+    try:
+        text = repro.render_script(args.model, chosen[args.config], base, backend=args.backend, device=args.device)
+    except zoo.BuildError as exc:
+        print(f"flagsweep repro: {args.model} cannot be built: {exc.cause}", file=sys.stderr)
+        return 1
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    elif not args.run:
+        sys.stdout.write(text)
+    if args.run:
+        print(json.dumps(repro.run_script(text)))
+    return 0

@@ -1,7 +1,6 @@
 """Build one tiny model and its inputs: plan (config dict, recipe) -> module + inputs."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -63,6 +62,23 @@ def _clean(d: Any) -> Any:
     return d
 
 
+MEDIA_TOKEN_KEYS = ("image_token_id", "image_token_index", "video_token_id", "video_token_index", "audio_token_id",
+                    "audio_token_index", "vision_start_token_id", "vision_end_token_id", "boi_token_id", "eoi_token_id",
+                    "boa_token_id", "eoa_token_id", "image_start_token_id", "image_end_token_id")
+
+
+def fit_vocab(cfg: dict) -> dict:
+    """Grow text vocabularies so that media token ids are real embeddings (defaults often sit one past vocab_size)."""
+    need = max((v for k, v in cfg.items() if k in MEDIA_TOKEN_KEYS and isinstance(v, int) and not isinstance(v, bool)), default=-1)
+    for key in ("text_config", "language_config", "llm_config", "lm_config"):
+        sub = cfg.get(key)
+        if isinstance(sub, dict) and isinstance(sub.get("vocab_size"), int) and need >= sub["vocab_size"]:
+            cfg = {**cfg, key: {**sub, "vocab_size": need + 1}}
+    if isinstance(cfg.get("vocab_size"), int) and need >= cfg["vocab_size"]:
+        cfg = {**cfg, "vocab_size": need + 1}
+    return cfg
+
+
 @lru_cache(maxsize=None)
 def plan(model: str) -> Plan:
     """The build plan for a candidate: shrunk config dict plus recipe; no weights."""
@@ -78,7 +94,7 @@ def plan(model: str) -> Plan:
     except Exception as exc:
         raise BuildError("create_error", f"default config: {type(exc).__name__}: {str(exc)[:200]}") from None
     recipe = recipe_for(model, cfg.get("model_type"))
-    cfg = apply_config(shrink_dict(cfg), recipe)
+    cfg = apply_config(fit_vocab(shrink_dict(cfg)), recipe)
     return Plan(model, config_cls.__name__, cfg, recipe, stratum_of(base))
 
 
@@ -101,7 +117,25 @@ def make_config(p: Plan) -> Any:
         raise BuildError("create_error", f"shrunk config: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-_MISMATCH = re.compile(r"features:?\s*(\d+)", re.I)
+def _capture_feature_tokens(module: Any) -> tuple[list, list]:
+    """Wrap every get_placeholder_mask so a probe forward records how many feature tokens the media produced."""
+    seen: list[int] = []
+    undo = []
+    for sub in [module, *module.modules()]:
+        fn = getattr(sub, "get_placeholder_mask", None)
+        if fn is None or "get_placeholder_mask" in vars(sub):
+            continue
+
+        def wrapper(*args: Any, _fn: Any = fn, **kwargs: Any) -> Any:
+            embeds = kwargs.get("inputs_embeds", args[1] if len(args) > 1 else None)
+            feats = kwargs.get("image_features", args[2] if len(args) > 2 else None)
+            if embeds is not None and feats is not None and hasattr(feats, "numel"):
+                seen.append(int(feats.numel()) // int(embeds.shape[-1]))
+            return _fn(*args, **kwargs)
+
+        sub.get_placeholder_mask = wrapper
+        undo.append(sub)
+    return seen, undo
 
 
 def _probe_counts(module: Any, spec: dict, device: str) -> dict:
@@ -115,21 +149,28 @@ def _probe_counts(module: Any, spec: dict, device: str) -> dict:
     prefix = ids.get("prefix") or []
     if not any(count == 0 for _, count in prefix):
         return spec
+    seen, undo = _capture_feature_tokens(module)
     try:
         with torch.no_grad():
             module(**make_inputs(spec, SEED, device))
+    except Exception:
+        pass
+    finally:
+        for sub in undo:
+            del sub.get_placeholder_mask
+    if not seen:
         return spec
-    except Exception as exc:
-        m = _MISMATCH.search(str(exc))
-        if not m:
-            return spec
-        per_row = int(m.group(1)) // BATCH
+    per_row = seen[0] // BATCH
     new_prefix = [[tid, per_row if count == 0 else count] for tid, count in prefix]
-    grow = per_row
     spec = dict(spec)
-    spec["input_ids"] = {**ids, "prefix": new_prefix, "shape": [ids["shape"][0], ids["shape"][1] + grow]}
-    if "attention_mask" in spec:
-        spec["attention_mask"] = {**spec["attention_mask"], "shape": [ids["shape"][0], ids["shape"][1] + grow]}
+    for key in ("input_ids", "attention_mask", "mm_token_type_ids", "token_type_ids"):
+        if key in spec:
+            item = dict(spec[key])
+            item["shape"] = [item["shape"][0], item["shape"][1] + per_row]
+            if "prefix" in item and key != "input_ids":
+                item["prefix"] = [[v, per_row if c == 0 else c] for v, c in item["prefix"]]
+            spec[key] = item
+    spec["input_ids"]["prefix"] = new_prefix
     return spec
 
 

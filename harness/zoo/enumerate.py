@@ -47,6 +47,23 @@ def _auto_mapped() -> set[str]:
 
 
 @lru_cache(maxsize=1)
+def auto_mapped() -> frozenset[str]:
+    """Cached set of Auto-mapped class names."""
+    return frozenset(_auto_mapped())
+
+
+def is_candidate_fast(name: str) -> bool:
+    """Whether `name` is a candidate, importing only its own module (no full scan)."""
+    if name.endswith(("PreTrainedModel", "PretrainedModel")) or name.startswith("Auto") or name not in auto_mapped():
+        return False
+    try:
+        model_class(name)
+    except Exception:
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
 def scan() -> tuple[dict[str, type], dict[str, str]]:
     """(name -> class) for candidates and (name -> reason) for exclusions; imports every modeling module once (~10 s)."""
     import transformers
@@ -82,8 +99,19 @@ def scan() -> tuple[dict[str, type], dict[str, str]]:
 
 
 def model_class(name: str) -> type:
-    """The transformers class for a candidate name."""
-    return scan()[0][name]
+    """The transformers class for a candidate name; imports only its own module (workers never scan)."""
+    import transformers
+    from transformers import PreTrainedModel
+
+    if scan.cache_info().currsize:
+        return scan()[0][name]
+    module = getattr(transformers, "_class_to_module", {}).get(name)
+    if not module or not NAME_RE.search(name) or ".modeling_" not in module:
+        raise KeyError(name)
+    cls = getattr(importlib.import_module(f"transformers.{module}"), name)
+    if not isinstance(cls, type) or not issubclass(cls, PreTrainedModel) or cls.config_class is None:
+        raise KeyError(name)
+    return cls
 
 
 def exclusions() -> dict[str, str]:

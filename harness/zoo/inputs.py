@@ -14,6 +14,7 @@ A spec maps a forward argument name to one of:
   {"kind": "arange", "shape": [B, S], "dtype": "long"}   (positions per row)
   {"kind": "value", "value": any JSON value}            (passed through)
   {"kind": "list", "items": [spec, ...]}                 (a Python list of tensors)
+  {"kind": "typed", "shape": [B, S], "prefix": [[value, n], ...]}  (per-token type ids: prefix, then zeros)
 """
 from __future__ import annotations
 
@@ -60,6 +61,13 @@ def make_one(spec: dict, gen: torch.Generator, device: str) -> object:
     elif kind == "arange":
         batch, length = spec["shape"]
         out = torch.arange(length, dtype=dtype).expand(batch, length).contiguous()
+    elif kind == "typed":
+        batch, length = spec["shape"]
+        out = torch.zeros(batch, length, dtype=dtype)
+        at = 0
+        for value, count in spec["prefix"]:
+            out[:, at : at + count] = value
+            at += count
     elif kind == "value":
         return spec["value"]
     elif kind == "list":

@@ -7,7 +7,7 @@ import random
 from collections import defaultdict
 
 from harness.zoo import registry
-from harness.zoo.enumerate import Candidate, kind_of, scan
+from harness.zoo.enumerate import Candidate, is_candidate_fast, kind_of, scan
 
 
 class UnknownModel(ValueError):
@@ -40,7 +40,23 @@ def _extras() -> list[Candidate]:
 def resolve(patterns: list[str]) -> list[Candidate]:
     """Candidates matching exact names or shell globs, in order, without duplicates; UnknownModel if one matches nothing."""
     extras = _extras()
-    pool = extras + candidates() if any(not p in {e.model for e in extras} for p in patterns) else extras
+    names = {e.model for e in extras}
+    if all(p in names or (not any(ch in p for ch in "*?[") and is_candidate_fast(p)) for p in patterns):
+        # exact names only: no need to import every modeling module (that scan takes ~10 s)
+        from harness.zoo.build import BuildError, plan
+
+        out = []
+        for p in dict.fromkeys(patterns):
+            if p in names:
+                out.append(next(e for e in extras if e.model == p))
+                continue
+            try:
+                stratum = plan(p).stratum
+            except BuildError:
+                stratum = _stratum_fallback(p)
+            out.append(Candidate(p, stratum, kind_of(p)))
+        return out
+    pool = extras + candidates()
     by_name = {c.model: c for c in pool}
     out: dict[str, Candidate] = {}
     for pattern in patterns:

@@ -149,6 +149,10 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str) -> tuple[dic
         spec["input_ids"] = ids_spec(config, cfg_dict, SEQ + n_prefix, prefix or None)
         if "attention_mask" in params:
             spec["attention_mask"] = {"kind": "ones", "shape": [BATCH, SEQ + n_prefix]}
+        if "mm_token_type_ids" in params and prefix:
+            # M-RoPE needs to know which tokens are image tokens: 1 for image, 0 for text
+            types = [[1 if tid == image_token else 0, count] for tid, count in prefix]
+            spec["mm_token_type_ids"] = {"kind": "typed", "shape": [BATCH, SEQ + n_prefix], "prefix": types}
     if _get(config, "is_encoder_decoder", default=False) and "decoder_input_ids" in params:
         spec["decoder_input_ids"] = ids_spec(config, cfg_dict, DEC_SEQ)
     if not spec:
