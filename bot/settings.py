@@ -50,6 +50,8 @@ class GitHubSettings:
     mutation_interval: float = 1.0           # seconds between writes
     max_retries: int = 5
     max_wait: float = 300.0                  # longest single wait for a rate limit
+    retry_backoff: float = 2.0               # first backoff after a 5xx or a dropped connection (doubles)
+    request_timeout: int = 30                # seconds per HTTP request
 
     @property
     def has_credentials(self) -> bool:
@@ -62,6 +64,8 @@ class IssueSettings:
     labels: list[str] = field(default_factory=lambda: ["flagsweep"])
     report_url: str | None = None     # where the full report is published, if anywhere
     dry_run_out: str = "flagsweep-out"
+    verify_reproducers: bool = True   # run each tracking issue's reproducer in a fresh interpreter
+    repro_timeout: float = 600.0      # seconds per reproducer run
 
 
 @dataclass

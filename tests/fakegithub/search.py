@@ -47,7 +47,9 @@ def search_issues(state: FakeState, q: str) -> list[tuple[str, Issue]]:
                     continue
                 if "state" in quals and issue.state not in quals["state"]:
                     continue
-                if "author" in quals and issue.user.lower() not in {a.lower() for a in quals["author"]}:
+                # GitHub spells an App's author as "app/<slug>"; its login is "<slug>[bot]".
+                authors = {a.lower()[4:] + "[bot]" if a.lower().startswith("app/") else a.lower() for a in quals.get("author", [])}
+                if "author" in quals and issue.user.lower() not in authors:
                     continue
                 if "label" in quals and not set(quals["label"]) <= set(issue.labels):
                     continue

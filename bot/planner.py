@@ -1,0 +1,365 @@
+"""The issue planner (pure): the latest run + its diff + history + known links → GitHub actions with rendered text.
+
+One tracking issue per (config, signature) of a crash the flag causes (effect
+`crashes`), one summary issue per config. Each issue's *material* content (title,
+signature, crashing models, reproducer verdict, cc, labels) is hashed: when the
+hash equals the one stored with the link, nothing is written. Volatile parts
+(environment, last seen, the config-wide tables) are refreshed whenever the
+issue is rewritten for a material reason, so a quiet nightly writes nothing.
+
+Lifecycle: a bot-closed issue reopens when its signature returns; a
+human-closed one is left alone unless the signature went away after the close
+and came back (a regression). After `close_after` nightlies without the
+signature the bot comments and closes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bot import render, text
+from bot.routing import Rule, route
+from harness.outcome import EFFECTS, Effect, Outcome
+
+REF = "[[flagsweep-ref:{key}]]"          # resolved to "#N" at send time (the number may not exist yet)
+ROW_LIMITS = (200, 100, 50, 20, 5)       # table rows tried, largest first, until the body fits
+ENV_FIELDS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "cuda_version",
+              "flagsweep_version", "recipe_fingerprint")
+
+
+@dataclass
+class PlanInputs:
+    """Everything the planner reads, as plain data (built by bot.plan_inputs)."""
+
+    run: dict[str, Any]                        # id, date, environment, configs, base_settings, options, models
+    effects: list[Effect]
+    outcomes: list[Outcome]
+    transitions: list[dict[str, Any]] = field(default_factory=list)   # bot.diff Transition.to_dict() + "flaky"
+    previous: dict[str, Any] | None = None     # id, date of the previous comparable run
+    signatures: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (config, sig) -> history row
+    quiet: dict[tuple[str, str], int] = field(default_factory=dict)  # (config, sig) -> nightlies since last seen
+    links: dict[str, dict[str, Any]] = field(default_factory=dict)   # key -> state.links.Link as dict
+    trend: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # config -> [{date, counts}] oldest first
+    reproducers: dict[str, dict[str, Any]] = field(default_factory=dict)  # tracking key -> verdict
+
+
+@dataclass
+class PlanSettings:
+    close_after: int = 3
+    labels: list[str] = field(default_factory=lambda: ["flagsweep"])
+    rules: list[Rule] = field(default_factory=list)
+    report_url: str | None = None
+
+
+@dataclass
+class Action:
+    """One GitHub write the planner wants, with its rendered text."""
+
+    action: str                  # create | edit | comment | close | reopen | labels
+    key: str
+    number: int | None           # None for create
+    kind: str                    # tracking | summary
+    title: str | None = None
+    body: str | None = None
+    labels: list[str] | None = None
+    material: str | None = None  # stored with the link once done
+    config: str | None = None
+    signature: str | None = None
+    reason: str = ""
+
+    def payload(self) -> dict[str, Any]:
+        """What the outbox stores."""
+        return {k: v for k, v in asdict(self).items() if k not in ("action", "key")}
+
+
+@dataclass
+class Plan:
+    actions: list[Action]
+    notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (key, link fields) store-only updates
+
+
+def tracking_key(config: str, signature: str) -> str:
+    """Stable key of a (config, signature) tracking issue."""
+    return "t" + hashlib.sha256(f"{config}\n{signature}".encode()).hexdigest()[:16]
+
+
+def summary_key(config: str) -> str:
+    """Stable key of a config's summary issue."""
+    return "s" + hashlib.sha256(config.encode()).hexdigest()[:16]
+
+
+def material_sha(data: Any) -> str:
+    """Hash of what matters in an issue; equal hashes mean nothing to write."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def config_display(name: str, settings: dict[str, Any]) -> str:
+    """`capture_scalar_outputs=True` for a one-flag config, else its name."""
+    if len(settings) == 1:
+        (key, value), = settings.items()
+        return f"{key.rsplit('.', 1)[-1]}={value!r}"
+    return name
+
+
+def _crash_sig(o: Outcome | None, e: Effect) -> str:
+    # Timeouts and kills often carry no message: their status is their signature (as in bot.diff).
+    return e.config_signature or (o.signature if o else None) or (o.status if o else "error")
+
+
+def _render_fitting(template: str, ctx: dict[str, Any]) -> str:
+    """Render with the largest table size that keeps the body under GitHub's limit."""
+    for limit in ROW_LIMITS:
+        body = render.render(template, limit=limit, **ctx)
+        if text.fits(body):
+            return body
+    cut = body[: text.MAX_BODY - 200]
+    return cut + "\n\n… (truncated)\n" + text.END + "\n"
+
+
+def _effects_table(effects: list[Effect]) -> tuple[list[dict[str, Any]], int]:
+    counts = Counter(e.effect for e in effects)
+    testable = sum(n for eff, n in counts.items() if eff not in ("create_error", "both_crash"))
+    rows = []
+    for eff in EFFECTS:
+        pct = "" if eff in ("create_error", "both_crash") or not testable else f"{100 * counts[eff] / testable:.0f}%"
+        rows.append({"effect": eff, "count": counts[eff], "pct": pct})
+    return rows, testable
+
+
+def tracking_groups(effects: list[Effect], outcomes: list[Outcome]) -> dict[str, tuple[str, str, list[Effect]]]:
+    """{tracking key: (config, signature, effects)} for every crash the flag causes; flaky crashes are not believed."""
+    out = {(o.model, o.config): o for o in outcomes}
+    groups: dict[tuple[str, str], list[Effect]] = {}
+    for e in effects:
+        o = out.get((e.model, e.config))
+        if e.effect == "crashes" and not (o and o.flaky_rate is not None):
+            groups.setdefault((e.config, _crash_sig(o, e)), []).append(e)
+    return {tracking_key(c, s): (c, s, effs) for (c, s), effs in sorted(groups.items())}
+
+
+class _Planner:
+    def __init__(self, inputs: PlanInputs, settings: PlanSettings) -> None:
+        self.i, self.s = inputs, settings
+        self.actions: list[Action] = []
+        self.notes: list[tuple[str, dict[str, Any]]] = []
+        self.out = {(o.model, o.config): o for o in inputs.outcomes}
+        self.by_config: dict[str, list[Effect]] = {}
+        for e in inputs.effects:
+            self.by_config.setdefault(e.config, []).append(e)
+        self.date = inputs.run.get("date") or ""
+        self.prev_date = (inputs.previous or {}).get("date") or "the previous nightly"
+
+    # -- shared context ----------------------------------------------------
+    def common(self, config: str) -> dict[str, Any]:
+        run = self.i.run
+        env = run.get("environment") or {}
+        effects = self.by_config.get(config, [])
+        table, testable = _effects_table(effects)
+        strata = Counter(o.stratum or "unknown" for o in self.i.outcomes if o.config == "baseline")
+        configs = run.get("configs") or {}
+        return {
+            "config": config, "config_display": config_display(config, configs.get(config, {})),
+            "environment": [(k, env[k]) for k in ENV_FIELDS if env.get(k)],
+            "n_models": len(run.get("models") or strata), "strata": sorted(strata.items()),
+            "configs": [(n, json.dumps(v, sort_keys=True)) for n, v in sorted(configs.items())],
+            "backend": (run.get("options") or {}).get("backend", "count"),
+            "device": (run.get("options") or {}).get("device", "cpu"),
+            "effects_table": table, "testable": testable, "report_url": self.s.report_url,
+            "begin": text.BEGIN, "end": text.END, "date": self.date,
+        }
+
+    def news(self, config: str, signature: str) -> tuple[list[str], list[str]]:
+        """(models newly crashing with it, models no longer crashing with it) per the believed diff."""
+        new, gone = set(), set()
+        for t in self.i.transitions:
+            if t["config"] != config or t.get("flaky"):
+                continue
+            before, after = t.get("before") or {}, t.get("after") or {}
+            if after.get("signature") == signature and before.get("signature") != signature and after.get("effect") == "crashes":
+                new.add(t["model"])
+            if before.get("signature") == signature and after.get("signature") != signature:
+                gone.add(t["model"])
+        return sorted(new), sorted(gone)
+
+    def comment_marker(self, key: str, what: str) -> str:
+        return f"<!-- flagsweep:comment={key}/{self.i.run.get('id')}/{what} -->"
+
+    # -- tracking issues ---------------------------------------------------
+    def tracking(self) -> dict[str, tuple[str, str, list[str]]]:
+        active_keys: dict[str, tuple[str, str, list[str]]] = {}
+        for key, (config, sig, effs) in tracking_groups(self.i.effects, self.i.outcomes).items():
+            active_keys[key] = (config, sig, [e.model for e in effs])
+            self.active(config, sig, key, effs)
+        for key, link in sorted(self.i.links.items()):
+            if link["kind"] == "tracking" and key not in active_keys and link.get("config") in self.by_config:
+                self.inactive(key, link)
+        return active_keys
+
+    def active(self, config: str, sig: str, key: str, effs: list[Effect]) -> None:
+        link = self.i.links.get(key)
+        ctx = self.common(config)
+        crashing = []
+        for e in sorted(effs, key=lambda e: e.model):
+            o = self.out.get((e.model, e.config))
+            crashing.append({"model": e.model, "stratum": e.stratum, "baseline": e.baseline_graphs,
+                             "status": o.status if o else "error", "error_type": o.error_type if o else None,
+                             "message": (o.error_message if o else None) or (o.status if o else "")})
+        examples = [self.out.get((e.model, config)) for e in effs]
+        examples = [o for o in examples if o is not None]
+        example = min(examples, key=lambda o: (not o.error_message, o.model)) if examples else None
+        hist = self.i.signatures.get((config, sig), {})
+        error_type = (example.error_type if example else None) or hist.get("error_type") or sig.split(":", 1)[0]
+        frame = (example.torch_frame if example else None) or hist.get("torch_frame")
+        routed = route(self.s.rules, sig, error_type, frame)
+        cc = list(dict.fromkeys(routed.cc + list((link or {}).get("cc") or [])))
+        labels = list(dict.fromkeys(self.s.labels + routed.labels))
+        helps = sorted(({"model": e.model, "baseline": e.baseline_graphs, "flagged": e.config_graphs,
+                         "reduction": (e.baseline_graphs or 0) - (e.config_graphs or 0)}
+                        for e in self.by_config.get(config, []) if e.effect == "reduces_graphs"),
+                       key=lambda r: (-r["reduction"], r["model"]))
+        crash_models = {c["model"] for c in crashing}
+        overlap = Counter(e.config for c, effs2 in self.by_config.items() if c != config for e in effs2
+                          if e.effect == "crashes" and e.model in crash_models)
+        all_crashes = sum(1 for e in self.by_config.get(config, []) if e.effect == "crashes")
+        repro = self.i.reproducers.get(key) or {"status": "skipped", "model": None, "reason": "", "script": ""}
+        same_type = {_crash_sig(self.out.get((e.model, e.config)), e) for e in self.by_config.get(config, [])
+                     if e.effect == "crashes"}
+        short = error_type
+        if sum(1 for s in same_type if s.split(":", 1)[0] == error_type) > 1:
+            short = sig[:100]
+        title = text.title(f"{ctx['config_display']} crashes {len(crashing)}/{ctx['testable']} models with {short}")
+        tb = example.traceback if example and example.traceback else ""
+        ctx.update(
+            key=key, marker=text.marker(key), meta=text.meta_marker({"kind": "tracking", "config": config, "signature": sig}),
+            signature=sig, error_type=error_type, crashing=crashing,
+            example={"model": example.model if example else "", "message": (example.error_message if example else None)
+                     or hist.get("example_message") or sig, "traceback": tb,
+                     "traceback_lines": tb.count("\n") + 1, "torch_frame": frame},
+            helps=helps, overlap=sorted(overlap.items()), repro=repro,
+            first_seen=hist.get("first_seen") or self.date, last_seen=hist.get("last_seen") or self.date,
+            nightlies_seen=hist.get("nightlies_seen") or 1,
+            ratio=f"{all_crashes} : {len(helps)} (this signature: {len(crashing)})", cc=cc,
+        )
+        body = _render_fitting("issue_tracking.md.j2", ctx)
+        material = material_sha({"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"])
+                                 for c in crashing], "repro": [repro.get("status"), repro.get("model")], "cc": cc})
+        labels_sha = material_sha(sorted(labels))
+        base = dict(key=key, kind="tracking", config=config, signature=sig)
+        if link is None:
+            self.actions.append(Action("create", title=title, body=body, labels=labels, number=None,
+                                       material=f"{material}.{labels_sha}", reason="new signature", **base))
+            return
+        number = link["number"]
+        if link.get("muted"):
+            return
+        old_material, _, old_labels = (link.get("body_sha") or "").partition(".")
+        state, closed_by = link.get("state"), link.get("closed_by")
+        new, gone = self.news(config, sig)
+        if state == "closed":
+            if closed_by == "human":
+                return                     # a person closed it while it still crashes: do not fight them
+            regression = closed_by == "human-fixed"
+            self.actions.append(Action("reopen", number=number, reason="signature is back", **base))
+            self.actions.append(Action("comment", number=number, reason="reopen", body=render.render(
+                "comment_reopen.md.j2", comment_marker=self.comment_marker(key, "reopen"), date=self.date,
+                count=len(crashing), models=[c["model"] for c in crashing], regression=regression), **base))
+            old_material = ""              # refresh the body whatever it was
+        if old_material != material:
+            self.actions.append(Action("edit", number=number, title=title, body=body,
+                                       material=f"{material}.{labels_sha}", reason="results changed", **base))
+            if state != "closed" and (new or gone):
+                self.actions.append(Action("comment", number=number, reason="what changed", body=self.changes(
+                    key, new, gone, [], quiet=False), **base))
+        if old_labels != labels_sha:
+            self.actions.append(Action("labels", number=number, labels=labels, material=f"{material}.{labels_sha}",
+                                       reason="routing labels changed", **base))
+
+    def inactive(self, key: str, link: dict[str, Any]) -> None:
+        config, sig = link.get("config") or "", link.get("signature") or ""
+        quiet = self.i.quiet.get((config, sig), self.s.close_after)
+        base = dict(key=key, kind="tracking", config=config, signature=sig)
+        if link.get("state") == "closed":
+            if link.get("closed_by") == "human" and quiet >= 1:
+                self.notes.append((key, {"closed_by": "human-fixed"}))
+            return
+        if link.get("muted"):
+            return
+        if link.get("quiet_nightlies") != quiet:
+            self.notes.append((key, {"quiet_nightlies": quiet}))
+        number = link["number"]
+        if quiet >= self.s.close_after:
+            hist = self.i.signatures.get((config, sig), {})
+            self.actions.append(Action("comment", number=number, reason="closing", body=render.render(
+                "comment_close.md.j2", comment_marker=self.comment_marker(key, "close"), config=config, quiet=quiet,
+                last_seen=hist.get("last_seen") or "earlier"), **base))
+            self.actions.append(Action("close", number=number, reason=f"quiet for {quiet} nightlies", **base))
+            return
+        new, gone = self.news(config, sig)
+        if gone:
+            self.actions.append(Action("comment", number=number, reason="signature gone", body=self.changes(
+                key, [], gone, [], quiet=True), **base))
+
+    def changes(self, key: str, new: list[str], fixed: list[str], other: list[tuple[str, int]], *, quiet: bool) -> str:
+        return render.render("comment_changes.md.j2", comment_marker=self.comment_marker(key, "changes"),
+                             date=self.date, previous_date=self.prev_date, new=new, fixed=fixed, other=other,
+                             quiet=quiet, close_after=self.s.close_after, limit=50)
+
+    # -- summary issues ----------------------------------------------------
+    def summary(self, config: str, active: dict[str, tuple[str, str, list[str]]]) -> None:
+        key = summary_key(config)
+        link = self.i.links.get(key)
+        ctx = self.common(config)
+        effects = self.by_config.get(config, [])
+        counts = Counter(e.effect for e in effects)
+        rows = [{"model": e.model, "stratum": e.stratum, "effect": e.effect, "baseline": e.baseline_graphs,
+                 "flagged": e.config_graphs, "signature": e.config_signature} for e in effects]
+        tracking = []
+        for tkey, (tconfig, sig, models) in active.items():
+            if tconfig == config:
+                tracking.append({"ref": REF.format(key=tkey), "key": tkey, "signature": sig, "count": len(models)})
+        tracking.sort(key=lambda r: (-r["count"], r["signature"]))
+        trend = []
+        for point in self.i.trend.get(config, []):
+            c = point.get("counts") or {}
+            p = {"date": str(point.get("date", ""))[:10], "crashes": c.get("crashes", 0),
+                 "reduces": c.get("reduces_graphs", 0)}
+            if not trend or (trend[-1]["crashes"], trend[-1]["reduces"]) != (p["crashes"], p["reduces"]):
+                trend.append(p)
+        if not trend:
+            trend = [{"date": self.date[:10], "crashes": counts["crashes"], "reduces": counts["reduces_graphs"]}]
+        title = text.title(f"flagsweep summary: {ctx['config_display']}: {counts['crashes']} crash, "
+                           f"{counts['reduces_graphs']} fewer graphs, of {ctx['testable']} testable models")
+        ctx.update(key=key, marker=text.marker(key), meta=text.meta_marker({"kind": "summary", "config": config}), crashes=counts["crashes"], reduces=counts["reduces_graphs"],
+                   rows=rows, tracking=tracking, trend=trend,
+                   torch_version=(self.i.run.get("environment") or {}).get("torch_version") or "unknown")
+        body = _render_fitting("issue_summary.md.j2", ctx)
+        material = material_sha({"title": title, "rows": rows, "trend": [(p["crashes"], p["reduces"]) for p in trend],
+                                 "tracking": [(r["key"], r["count"]) for r in tracking]})
+        labels = list(self.s.labels)
+        base = dict(key=key, kind="summary", config=config, signature=None)
+        if link is None:
+            self.actions.append(Action("create", number=None, title=title, body=body, labels=labels,
+                                       material=f"{material}.{material_sha(sorted(labels))}", reason="new config", **base))
+            return
+        if link.get("state") == "closed" or link.get("muted"):
+            return                          # closed by a person: leave it be
+        if (link.get("body_sha") or "").partition(".")[0] != material:
+            self.actions.append(Action("edit", number=link["number"], title=title, body=body,
+                                       material=f"{material}.{material_sha(sorted(labels))}", reason="results changed", **base))
+            other = Counter(t["transition"] for t in self.i.transitions
+                            if t["config"] == config and not t.get("flaky") and t["transition"] not in ("unchanged", "still_crashing"))
+            if other:
+                self.actions.append(Action("comment", number=link["number"], reason="what changed", body=self.changes(
+                    key, [], [], sorted(other.items()), quiet=False), **base))
+
+
+def plan(inputs: PlanInputs, settings: PlanSettings) -> Plan:
+    """All the actions for one run: tracking issues first (their numbers feed the summaries), then summaries."""
+    p = _Planner(inputs, settings)
+    active = p.tracking()
+    for config in sorted(p.by_config):
+        p.summary(config, active)
+    return Plan(actions=p.actions, notes=p.notes)

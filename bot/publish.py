@@ -1,0 +1,267 @@
+"""Glue: plan → outbox → publisher, for one run. The entry point of the nightly pipeline's last step.
+
+Real publish, in order: (1) send what an earlier publish left in the outbox,
+(2) fold GitHub's view of the bot's issues into the links (human closes,
+lost store), (3) plan, (4) store the whole plan in the outbox, (5) send it one
+action at a time, marking each done together with its link update. When GitHub
+stays down the rest stays pending and the summary says so. A dry run plans
+against the stored links and renders to files; it writes nothing to the store.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from bot import planner, plan_inputs, render, reproducers, routing
+from bot.dryrun import DryRunPublisher
+from bot.publisher import ActionRefused, GitHubUnavailable, Publisher
+from bot.settings import Settings
+from state import links as links_mod, outbox
+
+log = logging.getLogger(__name__)
+_REF = re.compile(r"\[\[flagsweep-ref:([A-Za-z0-9]+)\]\]")
+
+
+@dataclass
+class PublishSummary:
+    """What one publish did."""
+
+    run_id: int
+    dry_run: bool
+    repo: str | None
+    actions: int = 0              # actions planned by this publish
+    done: int = 0                 # actions sent (or found already there), this publish and resumed ones
+    unchanged: int = 0            # sent as no-ops: GitHub already had that text
+    pending: int = 0              # left in the outbox for the next publish
+    failed: int = 0               # refused by GitHub for good
+    resumed: int = 0              # left over by an earlier publish and sent now
+    out_dir: str | None = None
+    plan_file: str | None = None
+    stopped: str | None = None    # why sending stopped early
+    synced: dict[str, int] = field(default_factory=dict)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+    def render(self) -> str:
+        """The terminal summary table."""
+        return render.render("summary_publish.md.j2", rows=self.rows, total=len(self.rows), dry_run=self.dry_run,
+                             done=self.done, pending=self.pending, failed=self.failed, out_dir=self.out_dir,
+                             stopped=self.stopped)
+
+
+def plan_settings(settings: Settings) -> planner.PlanSettings:
+    """The planner's view of the settings (routing validated here: a bad rule fails before anything runs)."""
+    return planner.PlanSettings(close_after=settings.issues.close_after, labels=list(settings.issues.labels),
+                                rules=routing.compile_rules(settings.routing, settings.source),
+                                report_url=settings.issues.report_url)
+
+
+def resolve_refs(body: str, numbers: dict[str, int | None]) -> str:
+    """Turn `[[flagsweep-ref:KEY]]` into `#N` (or "a pending issue" when it has no number yet)."""
+    return _REF.sub(lambda m: f"#{numbers[m.group(1)]}" if numbers.get(m.group(1)) else "(issue pending)", body)
+
+
+def _progress(enabled: bool) -> Callable[[str], None]:
+    def say(msg: str) -> None:
+        if enabled:
+            print(f"flagsweep publish: {msg}", file=sys.stderr, flush=True)
+    return say
+
+
+def _make_plan(conn: sqlite3.Connection, settings: Settings, run_id: int, repo: str | None, verify: bool,
+               say: Callable[[str], None]) -> planner.Plan:
+    inputs = plan_inputs.gather(conn, run_id, repo)
+    if verify:
+        groups = planner.tracking_groups(inputs.effects, inputs.outcomes)
+        inputs.reproducers = reproducers.verify_all(
+            groups, inputs.outcomes, inputs.run, cache_path=Path(settings.state_path).with_name("repro-cache.json"),
+            python=settings.sweep.python, timeout=settings.issues.repro_timeout, progress=say)
+    return planner.plan(inputs, plan_settings(settings))
+
+
+def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dry_run: bool, out_dir: str | None,
+                publisher: Publisher | None = None, verify_repros: bool | None = None,
+                progress: bool = False) -> PublishSummary:
+    """Plan the issues for `run_id` and publish them (or render them, in a dry run)."""
+    repo = settings.github.repo
+    verify = settings.issues.verify_reproducers if verify_repros is None else verify_repros
+    say = _progress(progress)
+    summary = PublishSummary(run_id=run_id, dry_run=dry_run, repo=repo)
+    if dry_run:
+        out = out_dir or settings.issues.dry_run_out
+        pub = publisher or DryRunPublisher(out)
+        plan = _make_plan(conn, settings, run_id, repo, verify, say)
+        numbers = {k: l.number for k, l in links_mod.all_links(conn, repo).items()} if repo else {}
+        for action in plan.actions:
+            _dry_send(pub, action, numbers)
+            summary.rows.append(_row(action.action, action.key, action.number or numbers.get(action.key), action.title))
+        summary.actions = summary.done = len(plan.actions)
+        if isinstance(pub, DryRunPublisher):
+            path = pub.finish({"run_id": run_id, "repo": repo})
+            summary.out_dir, summary.plan_file = (str(pub.out_dir) if pub.out_dir else None), (str(path) if path else None)
+        return summary
+    if publisher is None:
+        from bot.publisher import GitHubPublisher
+        publisher = GitHubPublisher(settings.github)
+    pub = publisher
+    if not repo:
+        raise ActionRefused("no repository: set github.repo or pass --repo OWNER/NAME")
+    # (1) an earlier publish may have left work behind: finish it before planning anew.
+    leftovers = outbox.unfinished(conn)
+    if leftovers:
+        say(f"resuming {len(leftovers)} action(s) left in the outbox")
+        summary.resumed = len(leftovers)
+        if _drain(conn, pub, repo, summary, say):
+            return _finish(conn, summary)
+    # (2) what GitHub says now: human closes, and links lost with the store.
+    try:
+        seen = [{"key": r.key, "number": r.number, "state": r.state, "title": r.title, **_meta(r.body)}
+                for r in pub.list_own_issues()]
+    except GitHubUnavailable as exc:
+        summary.stopped = str(exc)
+        return _finish(conn, summary)
+    summary.synced = links_mod.sync(conn, repo, seen)
+    # (3) plan, (4) store, (5) send.
+    plan = _make_plan(conn, settings, run_id, repo, verify, say)
+    for key, changes in plan.notes:
+        links_mod.update(conn, key, **changes)
+    summary.actions = len(plan.actions)
+    if plan.actions:
+        outbox.enqueue(conn, outbox.new_batch(), run_id, [(a.key, a.action, a.payload()) for a in plan.actions])
+        _drain(conn, pub, repo, summary, say)
+    return _finish(conn, summary)
+
+
+def _meta(body: str) -> dict[str, Any]:
+    from bot.text import marker_meta
+    data = marker_meta(body)
+    return {k: data.get(k) for k in ("kind", "config", "signature")}
+
+
+def _finish(conn: sqlite3.Connection, summary: PublishSummary) -> PublishSummary:
+    counts = outbox.counts(conn)
+    summary.pending = counts.get("pending", 0) + counts.get("sending", 0)
+    return summary
+
+
+def _row(action: str, key: str, number: int | None, title: str | None) -> dict[str, Any]:
+    return {"action": action, "key": key, "where": f"#{number}" if number else "new", "title": title or ""}
+
+
+def _dry_send(pub: Publisher, action: planner.Action, numbers: dict[str, int | None]) -> None:
+    body = resolve_refs(action.body, numbers) if action.body else action.body
+    if action.action == "create":
+        numbers[action.key] = pub.create_issue(action.key, action.title or "", body or "", action.labels or [])
+    elif action.action == "edit":
+        pub.edit_issue(action.number or 0, title=action.title, body=body)
+    elif action.action == "comment":
+        pub.comment(action.number or 0, body or "")
+    elif action.action == "close":
+        pub.close(action.number or 0)
+    elif action.action == "reopen":
+        pub.reopen(action.number or 0)
+    elif action.action == "labels":
+        pub.set_labels(action.number or 0, action.labels or [])
+
+
+def _drain(conn: sqlite3.Connection, pub: Publisher, repo: str, summary: PublishSummary,
+           say: Callable[[str], None]) -> bool:
+    """Send every unfinished outbox entry in order; True when GitHub stopped us."""
+    entries = outbox.unfinished(conn)
+    for n, entry in enumerate(entries, 1):
+        if len(entries) > 5 and n % 5 == 1:
+            say(f"sending {n}/{len(entries)}")
+        uncertain = entry.uncertain
+        outbox.mark_sending(conn, entry.id)
+        try:
+            result, changed = _execute(conn, pub, repo, entry, uncertain)
+        except GitHubUnavailable as exc:
+            outbox.mark_pending(conn, entry.id, str(exc))
+            summary.stopped = str(exc)
+            say(f"GitHub unavailable, {len(entries) - n + 1} action(s) left for the next publish: {exc}")
+            return True
+        except ActionRefused as exc:
+            outbox.mark_failed(conn, entry.id, str(exc))
+            summary.failed += 1
+            log.error("%s %s refused: %s", entry.action, entry.key, exc)
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            _apply(conn, repo, entry, result)
+            outbox.mark_done(conn, entry.id, result)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        summary.done += 1
+        summary.unchanged += 0 if changed else 1
+        summary.rows.append(_row(entry.action, entry.key, result.get("number"), entry.payload.get("title")))
+    return False
+
+
+def _number(conn: sqlite3.Connection, repo: str, entry: outbox.Entry) -> int:
+    number = entry.payload.get("number")
+    if number:
+        return int(number)
+    link = links_mod.get(conn, entry.key, repo)
+    if link is None:
+        raise ActionRefused(f"{entry.action} {entry.key}: no issue number known")
+    return link.number
+
+
+def _execute(conn: sqlite3.Connection, pub: Publisher, repo: str, entry: outbox.Entry,
+             uncertain: bool) -> tuple[dict[str, Any], bool]:
+    """Send one entry; returns (result to store, whether GitHub changed)."""
+    p = entry.payload
+    numbers = {k: l.number for k, l in links_mod.all_links(conn, repo).items()} if p.get("body") and "[[flagsweep-ref:" in p["body"] else {}
+    body = resolve_refs(p["body"], numbers) if p.get("body") else p.get("body")
+    if entry.action == "create":
+        link = links_mod.get(conn, entry.key, repo)
+        if link is not None:              # filed by an earlier publish (or adopted by the sync): edit instead
+            changed = pub.edit_issue(link.number, title=p.get("title"), body=body)
+            return {"number": link.number, "adopted": True}, changed
+        number = pub.create_issue(entry.key, p["title"], body or "", p.get("labels") or [], look=uncertain)
+        return {"number": number}, True
+    number = _number(conn, repo, entry)
+    if entry.action == "edit":
+        return {"number": number}, pub.edit_issue(number, title=p.get("title"), body=body)
+    if entry.action == "comment":
+        return {"number": number, "comment": pub.comment(number, body or "", look=uncertain)}, True
+    if entry.action == "close":
+        return {"number": number}, pub.close(number)
+    if entry.action == "reopen":
+        return {"number": number}, pub.reopen(number)
+    if entry.action == "labels":
+        return {"number": number}, pub.set_labels(number, p.get("labels") or [])
+    if entry.action == "react":
+        pub.react(int(p["comment_id"]), p["content"])
+        return {}, True
+    raise ActionRefused(f"unknown action {entry.action}")
+
+
+def _apply(conn: sqlite3.Connection, repo: str, entry: outbox.Entry, result: dict[str, Any]) -> None:
+    """The link update that goes with a done action (same transaction as marking it done)."""
+    p = entry.payload
+    if entry.action == "create":
+        existing = links_mod.get(conn, entry.key, repo)
+        links_mod.upsert(conn, links_mod.Link(
+            key=entry.key, repo=repo, number=result["number"], kind=p.get("kind") or "tracking", config=p.get("config"),
+            signature=p.get("signature"), state="open", body_sha=p.get("material"), title=p.get("title"),
+            cc=existing.cc if existing else [], muted=existing.muted if existing else False))
+    elif entry.action in ("edit", "labels"):
+        fields: dict[str, Any] = {"body_sha": p.get("material")}
+        if entry.action == "edit" and p.get("title"):
+            fields["title"] = p["title"]
+        links_mod.update(conn, entry.key, **fields)
+    elif entry.action == "close":
+        links_mod.update(conn, entry.key, state="closed", closed_by="bot")
+    elif entry.action == "reopen":
+        links_mod.update(conn, entry.key, state="open", closed_by=None, quiet_nightlies=0)

@@ -1,0 +1,115 @@
+"""The outbox: every GitHub action is stored before it is sent and marked done after.
+
+A crash mid-publish leaves entries `pending` or `sending`; the next publish
+sends them first. `sending` means "may have reached GitHub": the publisher then
+looks before it writes again (by marker), so nothing is doubled.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from state.runs import now
+
+ACTIONS = ("create", "edit", "comment", "close", "reopen", "labels", "react")
+
+
+@dataclass
+class Entry:
+    id: int
+    run_id: int | None
+    batch: str
+    seq: int
+    key: str
+    action: str
+    payload: dict[str, Any]
+    status: str
+    attempts: int
+    result: dict[str, Any] | None
+    error: str | None
+
+    @property
+    def uncertain(self) -> bool:
+        """It may have been sent before (a crash or a lost answer)."""
+        return self.status == "sending" or self.attempts > 0
+
+
+def _entry(row: sqlite3.Row) -> Entry:
+    return Entry(id=row["id"], run_id=row["run_id"], batch=row["batch"], seq=row["seq"], key=row["key"],
+                 action=row["action"], payload=json.loads(row["payload"]), status=row["status"],
+                 attempts=row["attempts"], result=json.loads(row["result"]) if row["result"] else None,
+                 error=row["error"])
+
+
+def new_batch() -> str:
+    """A fresh batch id (one publish)."""
+    return uuid.uuid4().hex[:12]
+
+
+def enqueue(conn: sqlite3.Connection, batch: str, run_id: int | None,
+            actions: Iterable[tuple[str, str, dict[str, Any]]]) -> list[int]:
+    """Store (key, action, payload) triples, in order, in one transaction."""
+    ids = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for seq, (key, action, payload) in enumerate(actions):
+            if action not in ACTIONS:
+                raise ValueError(f"unknown outbox action {action!r}")
+            cur = conn.execute(
+                "INSERT INTO outbox (run_id, batch, seq, key, action, payload, created_at) VALUES (?,?,?,?,?,?,?)",
+                (run_id, batch, seq, key, action, json.dumps(payload, sort_keys=True), now()))
+            ids.append(cur.lastrowid)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return ids
+
+
+def unfinished(conn: sqlite3.Connection) -> list[Entry]:
+    """Entries still to send (pending or interrupted while sending), oldest first."""
+    rows = conn.execute("SELECT * FROM outbox WHERE status IN ('pending', 'sending') ORDER BY id")
+    return [_entry(r) for r in rows]
+
+
+def mark_sending(conn: sqlite3.Connection, entry_id: int) -> None:
+    """About to send: from now on it may reach GitHub."""
+    conn.execute("UPDATE outbox SET status = 'sending', attempts = attempts + 1 WHERE id = ?", (entry_id,))
+
+
+def mark_done(conn: sqlite3.Connection, entry_id: int, result: dict[str, Any] | None = None) -> None:
+    """Sent (or found already there)."""
+    conn.execute("UPDATE outbox SET status = 'done', result = ?, error = NULL, done_at = ? WHERE id = ?",
+                 (json.dumps(result or {}, sort_keys=True), now(), entry_id))
+
+
+def mark_pending(conn: sqlite3.Connection, entry_id: int, error: str) -> None:
+    """Could not send now (GitHub down): try again next time."""
+    conn.execute("UPDATE outbox SET status = 'pending', error = ? WHERE id = ?", (error[:2000], entry_id))
+
+
+def mark_failed(conn: sqlite3.Connection, entry_id: int, error: str) -> None:
+    """GitHub refused it for good (4xx): do not retry."""
+    conn.execute("UPDATE outbox SET status = 'failed', error = ?, done_at = ? WHERE id = ?",
+                 (error[:2000], now(), entry_id))
+
+
+def entries(conn: sqlite3.Connection, batch: str | None = None) -> list[Entry]:
+    """All entries (of one batch), in order."""
+    sql, args = "SELECT * FROM outbox", []
+    if batch:
+        sql += " WHERE batch = ?"
+        args.append(batch)
+    return [_entry(r) for r in conn.execute(sql + " ORDER BY id", args)]
+
+
+def counts(conn: sqlite3.Connection, batch: str | None = None) -> dict[str, int]:
+    """{status: count} (of one batch)."""
+    sql, args = "SELECT status, count(*) FROM outbox", []
+    if batch:
+        sql += " WHERE batch = ?"
+        args.append(batch)
+    return {s: n for s, n in conn.execute(sql + " GROUP BY status", args)}
