@@ -123,8 +123,9 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
             return _finish(conn, summary)
     # (2) what GitHub says now: human closes, and links lost with the store.
     try:
-        seen = [{"key": r.key, "number": r.number, "state": r.state, "title": r.title, **_meta(r.body)}
-                for r in pub.list_own_issues()]
+        # A rebuilt link knows the labels GitHub has (so they are not re-sent) but no body hash (so it is refreshed).
+        seen = [{"key": r.key, "number": r.number, "state": r.state, "title": r.title, **_meta(r.body),
+                 "body_sha": "." + planner.material_sha(sorted(r.labels))} for r in pub.list_own_issues()]
     except GitHubUnavailable as exc:
         summary.stopped = str(exc)
         return _finish(conn, summary)

@@ -105,7 +105,8 @@ def sync(conn: sqlite3.Connection, repo: str, seen: Iterable[dict[str, Any]]) ->
         if link is None:
             upsert(conn, Link(key=item["key"], repo=repo, number=item["number"], kind=item.get("kind") or "tracking",
                               config=item.get("config"), signature=item.get("signature"), state=item["state"],
-                              closed_by="human" if item["state"] == "closed" else None, title=item.get("title")))
+                              closed_by="human" if item["state"] == "closed" else None, title=item.get("title"),
+                              body_sha=item.get("body_sha")))
             counts["rebuilt"] += 1
             continue
         if link.number != item["number"]:
