@@ -116,6 +116,11 @@ def _signature_row(conn: sqlite3.Connection, config: str | None, signature: str 
     return None
 
 
+def _finalize(conn: sqlite3.Connection, run_id: int) -> None:
+    from state import history
+    history.finalize_run(conn, run_id)
+
+
 def _last_nightly(conn: sqlite3.Connection) -> Any:
     from state import runs
     done = runs.list_runs(conn, kinds=["nightly"], status="finished", limit=1)
@@ -262,6 +267,7 @@ def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author:
     models = _check_models(ctx, [args["models"]])
     base = _check_base_settings(ctx, args.get("base_setting") or [])
     run_id = (ctx.sweep or default_sweep)(ctx, models, chosen, base)
+    _finalize(ctx.conn, run_id)   # idempotent: the engine may have done it already
     effects = [e.to_dict() for e in history.effects(ctx.conn, run_id) if e.config == args["config"]]
     _reply(ctx, number, "reply_sweep.md.j2", run_id=run_id, config=args["config"], models=models,
            base=base, effects=effects)

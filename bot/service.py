@@ -24,29 +24,13 @@ log = logging.getLogger(__name__)
 
 
 def github_port(settings: Settings, conn: sqlite3.Connection, dry_run: bool, out_dir: Path) -> handlers.GitHubPort:
-    """The publisher (or its dry-run twin) seen through the handlers' port. Adapter: the one call into bot.publisher."""
+    """The publisher (or its dry-run twin): the handlers' way to GitHub. Adapter: the one call into bot.publisher."""
     if dry_run:
         from bot.dryrun import DryRunPublisher
-        return _Port(DryRunPublisher(settings, out_dir=out_dir), settings)
-    from bot.publisher import Publisher
-    return _Port(Publisher(settings), settings)
-
-
-class _Port:
-    """Adapts the Publisher interface to (number, body) / (comment_id, reaction) calls on the configured repo."""
-
-    def __init__(self, publisher: Any, settings: Settings) -> None:
-        self.publisher = publisher
-        self.repo = settings.github.repo
-
-    def comment(self, number: int, body: str) -> Any:
-        return self.publisher.comment(number, body)
-
-    def react(self, comment_id: int, content: str) -> Any:
-        return self.publisher.react(comment_id, content)
-
-    def user_permission(self, login: str) -> str:
-        return self.publisher.user_permission(login)
+        # No GitHub to ask for roles in a dry run: only the allowlist may start work.
+        return DryRunPublisher(out_dir / "commands")
+    from bot.publisher import GitHubPublisher
+    return GitHubPublisher(settings.github)
 
 
 @dataclass
@@ -158,7 +142,12 @@ class Service:
             port = self.hooks.port(self.settings, self.conn_run, self.dry_run, self.out_dir)
             ctx = handlers.Context(conn=self.conn_run, settings=self.settings, github=port, gate=self.gate,
                                    dry_run=self.dry_run, out_dir=self.out_dir, **self.hooks.context)
-            return handlers.handle_job(ctx, job.payload)
+            try:
+                return handlers.handle_job(ctx, job.payload)
+            finally:
+                finish = getattr(port, "finish", None)   # the dry-run twin writes its plan.json here
+                if callable(finish):
+                    finish()
         raise ValueError(f"unknown job kind {job.kind!r}")
 
     def stop(self, grace: float | None = None) -> bool:

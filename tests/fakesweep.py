@@ -1,0 +1,59 @@
+"""A cheap twin of the nightly's expensive steps: a "torch" whose outcomes the test sets, stored like a real sweep."""
+from __future__ import annotations
+
+import sys
+
+from bot import nightly
+from bot.provider import Nightly
+from harness.outcome import Outcome
+from state import runs
+
+CONFIGS = {"baseline": {}, "capture_scalar_outputs": {"torch._dynamo.config.capture_scalar_outputs": True}}
+MODELS = ["AlphaModel", "BetaForCausalLM", "GammaModel", "DeltaModel", "EpsilonModel"]
+
+
+class World:
+    """What each fake nightly does: outcome per (model, config), per torch version."""
+
+    def __init__(self):
+        self.version = "2.14.0.dev20261121+cpu"
+        self.date = "2026-11-21"
+        self.crashing: set[str] = set()     # models that crash under the flag
+        self.sweeps = []
+        self.published = []
+
+    def provide(self, settings, torch, date, progress):
+        return Nightly(version=self.version, git="g" + self.date[-2:], python=sys.executable, date=self.date)
+
+    def outcome(self, model, config):
+        if config != "baseline" and model in self.crashing:
+            return Outcome(model, config, "error", stratum="decoder_llm", error_type="RuntimeError",
+                           error_message="boom u3", signature="RuntimeError: boom uN")
+        return Outcome(model, config, "ok", stratum="decoder_llm", graphs=2 if config == "baseline" else 1)
+
+    def sweep(self, conn, *, models, configs, base_settings, settings, python, run_id, resume, nightly, shard,
+              kind="nightly", progress=True):
+        self.sweeps.append((nightly, shard, tuple(models)))
+        rid = runs.create_run(conn, environment={"torch_version": self.version, "torch_git": "g"}, models=models,
+                              configs=configs, base_settings=base_settings, kind=kind, nightly=nightly, shard=shard)
+        for m in models:
+            for c in configs:
+                runs.record_outcome(conn, rid, self.outcome(m, c))
+        runs.finish_run(conn, rid)
+        return rid
+
+    def publish(self, conn, settings, run_id, *, dry_run, out_dir):
+        self.published.append(run_id)
+        return {"run": run_id, "dry_run": dry_run}
+
+    def steps(self, real_publish: bool = False):
+        """Pipeline steps with this world's provider and sweep (and the real publisher when asked)."""
+        return nightly.Steps(provide=self.provide, resolve_models=lambda pats: list(pats or MODELS),
+                             select_configs=lambda s, names: {k: v for k, v in CONFIGS.items() if k == "baseline" or k in names},
+                             sweep=self.sweep, confirm=lambda conn, rid, result, s, py: result, publish=nightly._publish if real_publish else self.publish,
+                             report=lambda conn, rid, out: out / "report.html")
+
+    def command_sweep(self, ctx, models, configs, base):
+        """The handlers' `sweep` command twin: a stored `command` run."""
+        return self.sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
+                          python=None, run_id=None, resume=False, nightly=None, shard=None, kind="command")

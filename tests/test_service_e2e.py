@@ -1,0 +1,252 @@
+"""The service end to end: signed deliveries through the real webhook server, stored jobs, every command
+answered on the fake GitHub through the real publisher. Only the sweep and bisect's installs are twins."""
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot import nightly
+from bot.bisect import Probe
+from bot.handlers import Gate
+from bot.service import Hooks, Service
+from bot.settings import Settings
+from bot.webhook import sign
+from harness.zoo import registry
+from state import db, jobs, links
+from tests.fakesweep import MODELS, World
+from tests.test_scheduler import ListTrigger
+
+FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
+SECRET = "e2e-secret"
+CONFIG = "capture_scalar_outputs"
+SIGNATURE = "RuntimeError: boom uN"
+TRIAGER, STRANGER = "tina-triage", "sam-stranger"
+
+
+def wait_for(cond, limit=20.0):
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.02)
+    return cond()
+
+
+class Bot:
+    """A started Service on a temp store, talking to the fake GitHub, with one tracking issue seeded."""
+
+    def __init__(self, tmp: Path, fake, *, trigger=None, per_hour: int = 10, real_publish: bool = False,
+                 nightly_hook=None) -> None:
+        self.fake, self.repo, self.world = fake, fake.repo, World()
+        s = Settings(state_path=tmp / "state.sqlite")
+        s.github = fake.settings()
+        s.webhook.secret, s.webhook.port = SECRET, 0
+        s.issues.dry_run_out = str(tmp / "out")
+        s.nightly.configs = [CONFIG]
+        s.nightly.torch = "current"
+        self.settings = s
+        fake.state.set_role(self.repo, TRIAGER, "triage")
+        fake.state.add_user(STRANGER)
+        # The night before: GammaModel crashes under the flag; that is the issue's signature.
+        self.conn = db.connect(s.state_path)
+        self.world.crashing = {"GammaModel"}
+        first = nightly.run_nightly(self.conn, s, steps=self.world.steps(), dry_run=True, out_dir=tmp / "out")
+        self.first_run = first.run_id
+        issue = fake.state.create_issue(self.repo, f"{CONFIG}=True crashes 1/5 models with RuntimeError",
+                                        body="<!-- flagsweep:key=seeded -->\nold body", user=fake.bot_login)
+        self.number = issue.number
+        links.upsert(self.conn, links.Link(key="seeded", repo=self.repo, number=self.number, kind="tracking",
+                                           config=CONFIG, signature=SIGNATURE))
+        self.reruns: list[list[str]] = []
+        self.probes: list[str] = []
+
+        def rerun(ctx, link, models):
+            self.reruns.append(models)
+            return nightly.run_nightly(ctx.conn, ctx.settings, torch="current", configs=[link.config], models=models,
+                                       force=True, dry_run=ctx.dry_run, out_dir=ctx.out_dir, progress=False,
+                                       steps=self.world.steps(real_publish=real_publish)).to_dict()
+
+        def probe(ctx, date, model, config):
+            self.probes.append(date)
+            key = "error: RuntimeError: boom uN" if date >= "2026-11-14" else "ok: 2 graphs"
+            return Probe(date, f"2.14.0.dev{date.replace('-', '')}+cpu", f"{date.replace('-', '')}cafe", key)
+
+        context = {"rerun": rerun, "sweep": self.world.command_sweep, "bisect_probe": probe,
+                   "bisect_dates": lambda ctx: [f"2026-11-{d:02d}" for d in range(1, 21) if d != 7]}
+        for m in MODELS:   # test-only names: resolve() answers without scanning transformers
+            registry.register(m, "decoder_llm", lambda device: None)
+        self.service = Service(s, dry_run=False, schedule=trigger is not None, trigger=trigger,
+                               hooks=Hooks(context=context, nightly=nightly_hook), gate=Gate(per_hour=per_hour))
+        self.service.start()
+
+    def close(self) -> None:
+        self.service.stop(grace=5)
+        self.conn.close()
+        for m in MODELS:
+            registry.EXTRA.pop(m, None)
+
+    def post(self, body: str, user: str, *, action: str = "created", previous: str | None = None,
+             delivery: str | None = None, number: int | None = None) -> httpx.Response:
+        number = number or self.number
+        c = self.fake.state.add_comment(self.repo, number, body, user=user)
+        data = json.loads((FIXTURES / f"issue_comment.{action}.payload.json").read_text())
+        data["comment"].update(id=c.id, body=body)
+        data["comment"]["user"]["login"] = user
+        data["issue"]["number"] = number
+        data["repository"]["full_name"] = self.repo
+        if previous is not None:
+            data["changes"] = {"body": {"from": previous}}
+        raw = json.dumps(data).encode()
+        self.last_comment = c
+        return httpx.post(self.service.url + "/webhook", content=raw, timeout=5, headers={
+            "X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": delivery or f"d-{c.id}",
+            "X-Hub-Signature-256": sign(SECRET, raw), "Content-Type": "application/json"})
+
+    def command(self, body: str, user: str = TRIAGER, **kw) -> tuple[jobs.Job, list[str]]:
+        """Post a comment, wait for its job, return the job and the bot's new replies."""
+        before = len(self.replies())
+        r = self.post(body, user, **kw)
+        assert r.status_code == 202 and r.json()["status"] == "queued", r.text
+        job = wait_for(lambda: (j := jobs.get(self.conn, r.json()["job"])) and j.status in ("done", "failed") and j)
+        assert job and job.status == "done", job
+        return job, self.replies()[before:]
+
+    def replies(self) -> list[str]:
+        return [c.body for c in self.fake.state.comments(self.repo, self.number) if c.user == self.fake.bot_login]
+
+    def reactions(self) -> list[str]:
+        return [r.content for r in self.last_comment.reactions]
+
+
+@pytest.fixture
+def bot(tmp_path, fake_github):
+    b = Bot(tmp_path, fake_github)
+    yield b
+    b.close()
+
+
+def test_help_and_status_are_open_to_everyone(bot):
+    job, replies = bot.command("@flagsweep-bot help", user=STRANGER)
+    assert len(replies) == 1 and "Commands I understand" in replies[0]
+    assert "`@flagsweep-bot sweep --config CONFIG --models MODELS [--base-setting K=V]`" in replies[0]
+    assert bot.reactions() == ["eyes", "+1"]
+    job, replies = bot.command("@flagsweep-bot status", user=STRANGER)
+    assert SIGNATURE in replies[0] and "first seen: 2026-11-21" in replies[0] and "GammaModel" in replies[0]
+    assert "last nightly: 2026-11-21" in replies[0]
+
+
+def test_rerun_from_a_stranger_is_refused_and_nothing_runs(bot):
+    job, replies = bot.command("@flagsweep-bot rerun", user=STRANGER)
+    assert job.result["commands"][0]["outcome"] == "refused"
+    assert "needs triage permission" in replies[0] and "Nothing was run" in replies[0]
+    assert bot.reruns == [] and bot.reactions() == []
+
+
+def test_rerun_from_a_triager_sweeps_the_issue_models(bot):
+    bot.world.version, bot.world.date = "2.14.0.dev20261122+cpu", "2026-11-22"
+    bot.world.crashing = set()   # fixed on the new nightly
+    job, replies = bot.command("@flagsweep-bot rerun")
+    assert bot.reruns == [["GammaModel"]]
+    assert "Re-ran 1 model on torch `2.14.0.dev20261122+cpu`" in replies[0] and "fixed 1" in replies[0]
+    assert bot.reactions() == ["eyes", "+1"]
+
+
+def test_sweep_command_replies_with_the_effects_table(bot):
+    job, replies = bot.command(f"@flagsweep-bot sweep --config {CONFIG} --models 'Gamma*'")
+    assert "| GammaModel | crashes | 2 | — |" in replies[0] and "RuntimeError: boom uN" in replies[0]
+    assert bot.world.sweeps[-1][2] == ("GammaModel",)
+
+
+def test_bad_and_hostile_commands_get_usage_or_errors_and_run_nothing(bot):
+    sweeps = len(bot.world.sweeps)
+    job, replies = bot.command("@flagsweep-bot sweep --config x --models '$(reboot)'")
+    assert "not a valid model glob" in replies[0] and "usage:" in replies[0] and bot.reactions() == ["confused"]
+    job, replies = bot.command("@flagsweep-bot sweep --config no_such_flag --models Gamma*")
+    assert "unknown config 'no\\_such\\_flag'" in replies[0]   # foreign text is escaped for Markdown
+    job, replies = bot.command(f"@flagsweep-bot sweep --config {CONFIG} --models NoSuchModel")
+    assert "unknown model 'NoSuchModel'" in replies[0]
+    job, replies = bot.command(f"@flagsweep-bot sweep --config {CONFIG} --models Gamma* "
+                               "--base-setting torch._dynamo.config.no_such_key=1")
+    assert "could not run: unknown setting" in replies[0] and "no\\_such\\_key" in replies[0]
+    assert len(bot.world.sweeps) == sweeps
+
+
+def test_mute_unmute_and_cc(bot):
+    bot.command("@flagsweep-bot mute")
+    assert links.get(bot.conn, "seeded").muted
+    job, replies = bot.command("@flagsweep-bot unmute\n@flagsweep-bot cc add @alice bob")
+    assert not links.get(bot.conn, "seeded").muted
+    assert links.get(bot.conn, "seeded").cc == ["@alice", "@bob"]
+    # Echoed handles are defused (a zero-width joiner after "@"): the confirmation pings nobody.
+    assert "Unmuted" in replies[0] and "`@\u200dalice`" in replies[1] and "@alice" not in replies[1]
+    bot.command("@flagsweep-bot cc remove @ALICE")
+    assert links.get(bot.conn, "seeded").cc == ["@bob"]
+
+
+def test_bisect_finds_the_pair_and_explains_an_empty_range(bot):
+    job, replies = bot.command(f"@flagsweep-bot bisect --config {CONFIG} --model GammaModel "
+                               "--good 2026-11-01 --bad 2026-11-20")
+    assert "| last as before | 2026-11-13 |" in replies[0] and "`20261113cafe`" in replies[0]
+    assert "| first changed | 2026-11-14 |" in replies[0] and "`20261114cafe`" in replies[0]
+    assert len(bot.probes) <= 2 + 5
+    job, replies = bot.command(f"@flagsweep-bot bisect --config {CONFIG} --model GammaModel "
+                               "--good 2026-12-01 --bad 2026-12-09")
+    assert "fewer than two nightlies between 2026-12-01 and 2026-12-09" in replies[0]
+
+
+def test_edited_comment_runs_only_new_commands(bot):
+    job, replies = bot.command("@flagsweep-bot mute\n@flagsweep-bot status", action="edited",
+                               previous="@flagsweep-bot mute")
+    assert [c["command"] for c in job.result["commands"]] == ["status"]
+    assert not links.get(bot.conn, "seeded").muted
+
+
+def test_rate_limit_per_user(tmp_path, fake_github):
+    b = Bot(tmp_path, fake_github, per_hour=2)
+    try:
+        b.command("@flagsweep-bot mute")
+        b.command("@flagsweep-bot unmute")
+        job, replies = b.command("@flagsweep-bot mute")
+        assert job.result["commands"][0]["outcome"] == "rate limited" and "limit" in replies[0]
+        assert not links.get(b.conn, "seeded").muted
+        job, replies = b.command("@flagsweep-bot help")   # answering questions is not rate limited
+        assert "Commands I understand" in replies[0]
+    finally:
+        b.close()
+
+
+def test_comments_on_issues_the_bot_does_not_keep_are_left_alone(bot):
+    other = bot.fake.state.create_issue(bot.repo, "a human's issue", user="alice")
+    r = bot.post("@flagsweep-bot help", TRIAGER, number=other.number)
+    job = wait_for(lambda: (j := jobs.get(bot.conn, r.json()["job"])) and j.status == "done" and j)
+    assert job.result == {"ignored": "not an issue the bot keeps"}
+    assert [c.user for c in bot.fake.state.comments(bot.repo, other.number)] == [TRIAGER]
+
+
+def test_done_when_serve_takes_a_triagers_rerun_refuses_a_stranger_and_fires_the_nightly(tmp_path, fake_github):
+    fired = []
+    soon = datetime.now(timezone.utc) + timedelta(seconds=1)
+    b = Bot(tmp_path, fake_github, trigger=ListTrigger([soon]),
+            nightly_hook=lambda conn, settings, payload: fired.append(payload) or {"ok": True})
+    try:
+        health = httpx.get(b.service.url + "/healthz", timeout=5).json()
+        assert health["last_nightly"]["nightly"] == "2026-11-21" and health["queue"] == 0
+        assert health["next_nightly"].startswith(soon.isoformat()[:19])
+        b.world.version, b.world.date = "2.14.0.dev20261122+cpu", "2026-11-22"
+        b.world.crashing = {"GammaModel", "DeltaModel"}
+        job, replies = b.command("@flagsweep-bot rerun", user=TRIAGER)
+        assert job.result["commands"][0]["outcome"] == "rerun" and "Re-ran" in replies[0]
+        job, replies = b.command("@flagsweep-bot rerun", user=STRANGER)
+        assert job.result["commands"][0]["outcome"] == "refused" and len(b.reruns) == 1
+        assert wait_for(lambda: fired)
+        nightly_jobs = jobs.list_jobs(b.conn, kind="nightly")
+        assert wait_for(lambda: jobs.list_jobs(b.conn, kind="nightly")[0].status == "done")
+        assert len(nightly_jobs) == 1 and fired == [{"source": "schedule"}]
+    finally:
+        b.close()
