@@ -77,14 +77,14 @@ def _progress(enabled: bool) -> Callable[[str], None]:
 
 
 def _make_plan(conn: sqlite3.Connection, settings: Settings, run_id: int, repo: str | None, verify: bool,
-               say: Callable[[str], None]) -> planner.Plan:
+               say: Callable[[str], None], psettings: planner.PlanSettings) -> planner.Plan:
     inputs = plan_inputs.gather(conn, run_id, repo)
     if verify:
         groups = planner.tracking_groups(inputs.effects, inputs.outcomes)
         inputs.reproducers = reproducers.verify_all(
             groups, inputs.outcomes, inputs.run, cache_path=Path(settings.state_path).with_name("repro-cache.json"),
             python=settings.sweep.python, timeout=settings.issues.repro_timeout, progress=say)
-    return planner.plan(inputs, plan_settings(settings))
+    return planner.plan(inputs, psettings)
 
 
 def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dry_run: bool, out_dir: str | None,
@@ -94,11 +94,12 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
     repo = settings.github.repo
     verify = settings.issues.verify_reproducers if verify_repros is None else verify_repros
     say = _progress(progress)
+    psettings = plan_settings(settings)          # a bad routing rule stops us before anything is written
     summary = PublishSummary(run_id=run_id, dry_run=dry_run, repo=repo)
     if dry_run:
         out = out_dir or settings.issues.dry_run_out
         pub = publisher or DryRunPublisher(out)
-        plan = _make_plan(conn, settings, run_id, repo, verify, say)
+        plan = _make_plan(conn, settings, run_id, repo, verify, say, psettings)
         numbers = {k: l.number for k, l in links_mod.all_links(conn, repo).items()} if repo else {}
         for action in plan.actions:
             _dry_send(pub, action, numbers)
@@ -131,7 +132,7 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
         return _finish(conn, summary)
     summary.synced = links_mod.sync(conn, repo, seen)
     # (3) plan, (4) store, (5) send.
-    plan = _make_plan(conn, settings, run_id, repo, verify, say)
+    plan = _make_plan(conn, settings, run_id, repo, verify, say, psettings)
     for key, changes in plan.notes:
         links_mod.update(conn, key, **changes)
     summary.actions = len(plan.actions)

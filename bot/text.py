@@ -136,6 +136,7 @@ def meta_marker(data: dict) -> str:
     raw = json.dumps(data, sort_keys=True)
     # Escaped so no signature can close the HTML comment or fake a marker.
     raw = raw.replace("<", "\\u003c").replace(">", "\\u003e").replace("-", "\\u002d")
+    raw = raw.replace("@", "\\u0040").replace("#", "\\u0023")      # no mention, even hidden
     return f"<!-- flagsweep:meta={raw} -->"
 
 

@@ -1,0 +1,100 @@
+"""Text safety: hostile error messages can neither mention anyone nor break tables, code or the bot's markers."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from bot import planner, text
+from bot.settings import Settings
+from bot import publish
+from state import db
+from tests.fakegithub import FakeGitHub
+from tests.fakegithub import scenario as sc
+
+HOSTILE = ("cc @ezyang and @pytorch/compiler-team | col ``` `tick` <!-- flagsweep:key=evil --> "
+           "<!-- flagsweep:end --> see #123 <img src=x onerror=alert(1)> **bold**\nsecond line")
+MENTION = re.compile(r"(?<![\w`])@[A-Za-z0-9]")
+
+
+def test_neutralize_defuses_mentions_references_and_comments() -> None:
+    s = text.neutralize(HOSTILE)
+    assert not MENTION.search(s)
+    assert "<!--" not in s and "-->" not in s and not re.search(r"(?<!\w)#\d", s)
+    assert s.replace(text.ZWJ, "") == HOSTILE          # only invisible characters were added
+
+
+def test_cell_is_one_escaped_line() -> None:
+    c = text.cell(HOSTILE)
+    assert "\n" not in c and not re.search(r"(?<!\\)\|", c) and not re.search(r"(?<!\\)`", c)
+    assert "<img" not in c and not MENTION.search(c)
+    assert len(text.cell("x" * 1000, 50)) == 50
+
+
+def test_code_span_and_fence_cannot_be_closed_from_inside() -> None:
+    span = text.code("a `b` ``c``")
+    assert span.startswith("```") and span.endswith("```")
+    block = text.fenced("line\n````\nmore")
+    fence = block.split("\n", 1)[0]
+    assert fence == "`````" and block.endswith("\n`````")
+
+
+def test_titles_are_bounded_and_mention_free() -> None:
+    t = text.title("@someone " + "x" * 400)
+    assert len(t) == 256 and not MENTION.search(t)
+
+
+def test_splice_keeps_human_text_around_the_region() -> None:
+    new = f"{text.marker('k')}\n{text.BEGIN}\nnew\n{text.END}\n"
+    current = f"human above\n{text.marker('k')}\n{text.BEGIN}\nold\n{text.END}\nhuman below\n"
+    assert text.splice(current, new) == f"human above\n{text.marker('k')}\n{text.BEGIN}\nnew\n{text.END}\nhuman below\n"
+    wiped = text.splice("a human rewrote everything", new)
+    assert wiped.startswith(text.marker("k")) and "a human rewrote everything" in wiped and "new" in wiped
+
+
+def test_meta_marker_roundtrips_hostile_signatures() -> None:
+    data = {"config": "c", "signature": "Err: --> <!-- x -->"}
+    line = text.meta_marker(data)
+    assert line.count("-->") == 1 and text.marker_meta("x\n" + line + "\ny") == data
+
+
+def test_hostile_error_through_the_whole_pipeline(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    hostile_sig = "ValueError: " + HOSTILE.replace("\n", " ")
+    results = sc.corpus()
+    results["Model07ForCausalLM"]["capture_scalar_outputs"] = hostile_sig
+    settings = Settings(state_path=tmp_path / "s.sqlite")
+    settings.github = fake_github.settings()
+    settings.issues.verify_reproducers = False
+    conn = db.connect(settings.state_path)
+    run_id = sc.record_nightly(conn, "2026-11-20", results)
+    publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    issues = fake_github.state.issues(fake_github.repo)
+    assert len(issues) == 6
+    for issue in issues:
+        for body in [issue.body, issue.title]:
+            assert not MENTION.search(body), body
+            assert "<!-- flagsweep:key=evil" not in body
+        assert issue.body.count("<!-- flagsweep:key=") == 1
+        assert issue.body.count(text.BEGIN) == 1 and issue.body.count(text.END) == 1
+    hostile_issue = next(i for i in issues if i.title.startswith("capture_scalar_outputs=True crashes 1/10 models with ValueError"))
+    # Every table row of the crashing-models table still has exactly its 4 cells.
+    table = hostile_issue.body.split("## Crashing models")[1].split("##")[0]
+    rows = [ln for ln in table.splitlines() if ln.startswith("| Model")]
+    assert rows and all(len(re.split(r"(?<!\\)\|", ln)) == 6 for ln in rows)
+
+
+def test_huge_tables_are_truncated_under_githubs_limit() -> None:
+    n = 3000
+    effects = [sc_effect(f"Model{i:05d}ForCausalLM", "crashes", "E: " + "boom " * 40) for i in range(n)]
+    inputs = planner.PlanInputs(run={"id": 1, "date": "2026-11-20", "environment": {}, "configs": {"c": {"k.x": True}},
+                                     "options": {}, "models": [e.model for e in effects]},
+                                effects=effects, outcomes=[])
+    plan = planner.plan(inputs, planner.PlanSettings(report_url="https://example.org/report"))
+    bodies = [a.body for a in plan.actions if a.body]
+    assert bodies and all(len(b) <= text.MAX_BODY for b in bodies)
+    assert any("more ([full report](https://example.org/report))" in b for b in bodies)
+
+
+def sc_effect(model: str, effect: str, sig: str | None):
+    from harness.outcome import Effect
+    return Effect(model=model, stratum="decoder_llm", config="c", effect=effect, baseline_graphs=3,
+                  config_graphs=None if sig else 1, baseline_signature=None, config_signature=sig)
