@@ -38,7 +38,8 @@ class FakeGitHub:
         self.state.add_user(self.human, token=self.human_token)
         self._server = FakeServer(self.state, self.faults, self.requests)
         self.base_url = self._server.base_url
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fakegithub", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fakegithub", daemon=True)
 
     @classmethod
     def start(cls) -> "FakeGitHub":
