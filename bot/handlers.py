@@ -169,12 +169,25 @@ def default_sweep(ctx: Context, models: list[str], configs: dict[str, dict], bas
 
 
 def default_rerun(ctx: Context, link: Any, models: list[str]) -> dict[str, Any]:
-    """Sweep the issue's models on the newest nightly now, then publish (which updates the issue)."""
+    """Sweep on the newest nightly now (forced), then publish, which updates this issue.
+
+    The whole nightly set is swept, not only this issue's models: the planner reads a
+    run as the corpus, so a run of one model would retitle the issue "1/1 models".
+    """
     from bot import nightly
-    result = nightly.run_nightly(ctx.conn, ctx.settings, torch=ctx.settings.nightly.torch,
-                                 configs=[link.config] if link.config else None, models=models or None,
-                                 force=True, dry_run=ctx.dry_run, out_dir=ctx.out_dir, progress=False)
+    result = nightly.run_nightly(ctx.conn, ctx.settings, torch=ctx.settings.nightly.torch, force=True,
+                                 dry_run=ctx.dry_run, out_dir=ctx.out_dir, progress=False)
     return result.to_dict()
+
+
+def _model_rows(conn: sqlite3.Connection, run_id: int | None, config: str | None, models: list[str]) -> list[dict]:
+    """This issue's models under its config in a run, for the reply."""
+    from state import runs
+    if run_id is None:
+        return []
+    wanted = set(models)
+    return [{"model": o.model, "status": o.status, "graphs": o.graphs, "signature": o.signature}
+            for o in runs.outcomes(conn, run_id) if o.model in wanted and o.config == config]
 
 
 def default_bisect_dates(ctx: Context) -> list[str]:
@@ -257,7 +270,8 @@ def do_rerun(ctx: Context, number: int, link: Any, args: dict[str, Any], author:
         raise UserError("this issue is not one the bot keeps, so there is nothing to re-run")
     models = _issue_models(ctx, link)
     result = (ctx.rerun or default_rerun)(ctx, link, models)
-    _reply(ctx, number, "reply_rerun.md.j2", r=result, models=models)
+    _reply(ctx, number, "reply_rerun.md.j2", r=result, models=models, config=link.config,
+           rows=_model_rows(ctx.conn, result.get("run_id"), link.config, models))
     return "rerun"
 
 

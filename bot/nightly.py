@@ -95,9 +95,10 @@ def _confirm(conn: sqlite3.Connection, run_id: int, result: Any, settings: Setti
     return confirmed or result
 
 
-def _publish(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dry_run: bool, out_dir: Path) -> Any:
+def _publish(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dry_run: bool, out_dir: Path,
+             progress: bool = False) -> Any:
     from bot import publish
-    return publish.publish_run(conn, settings, run_id, dry_run=dry_run, out_dir=out_dir)
+    return publish.publish_run(conn, settings, run_id, dry_run=dry_run, out_dir=str(out_dir), progress=progress)
 
 
 def _report(conn: sqlite3.Connection, run_id: int, out_dir: Path) -> Path:

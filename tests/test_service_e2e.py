@@ -28,7 +28,8 @@ SIGNATURE = "RuntimeError: boom uN"
 TRIAGER, STRANGER = "tina-triage", "sam-stranger"
 
 
-def wait_for(cond, limit=20.0):
+def wait_for(cond, limit=120.0):
+    # The limit only stops a hung test: the first zoo scan alone can take 20 s on a busy machine.
     end = time.monotonic() + limit
     while time.monotonic() < end:
         value = cond()
@@ -54,22 +55,29 @@ class Bot:
         fake.state.set_role(self.repo, TRIAGER, "triage")
         fake.state.add_user(STRANGER)
         # The night before: GammaModel crashes under the flag; that is the issue's signature.
+        s.issues.verify_reproducers = False   # the twin's models have no real reproducer to run
         self.conn = db.connect(s.state_path)
         self.world.crashing = {"GammaModel"}
-        first = nightly.run_nightly(self.conn, s, steps=self.world.steps(), dry_run=True, out_dir=tmp / "out")
+        first = nightly.run_nightly(self.conn, s, steps=self.world.steps(real_publish=real_publish),
+                                    dry_run=not real_publish, out_dir=tmp / "out")
         self.first_run = first.run_id
-        issue = fake.state.create_issue(self.repo, f"{CONFIG}=True crashes 1/5 models with RuntimeError",
-                                        body="<!-- flagsweep:key=seeded -->\nold body", user=fake.bot_login)
-        self.number = issue.number
-        links.upsert(self.conn, links.Link(key="seeded", repo=self.repo, number=self.number, kind="tracking",
-                                           config=CONFIG, signature=SIGNATURE))
+        if real_publish:
+            # The real publisher filed the tracking issue: the commands go to it.
+            link = next(l for l in links.all_links(self.conn, self.repo).values() if l.signature == SIGNATURE)
+            self.number, self.key = link.number, link.key
+        else:
+            issue = fake.state.create_issue(self.repo, f"{CONFIG}=True crashes 1/5 models with RuntimeError",
+                                            body="<!-- flagsweep:key=seeded -->\nold body", user=fake.bot_login)
+            self.number, self.key = issue.number, "seeded"
+            links.upsert(self.conn, links.Link(key="seeded", repo=self.repo, number=self.number, kind="tracking",
+                                               config=CONFIG, signature=SIGNATURE))
         self.reruns: list[list[str]] = []
         self.probes: list[str] = []
 
         def rerun(ctx, link, models):
             self.reruns.append(models)
-            return nightly.run_nightly(ctx.conn, ctx.settings, torch="current", configs=[link.config], models=models,
-                                       force=True, dry_run=ctx.dry_run, out_dir=ctx.out_dir, progress=False,
+            return nightly.run_nightly(ctx.conn, ctx.settings, torch="current", force=True, dry_run=ctx.dry_run,
+                                       out_dir=ctx.out_dir, progress=False,
                                        steps=self.world.steps(real_publish=real_publish)).to_dict()
 
         def probe(ctx, date, model, config):
@@ -153,7 +161,8 @@ def test_rerun_from_a_triager_sweeps_the_issue_models(bot):
     bot.world.crashing = set()   # fixed on the new nightly
     job, replies = bot.command("@flagsweep-bot rerun")
     assert bot.reruns == [["GammaModel"]]
-    assert "Re-ran 1 model on torch `2.14.0.dev20261122+cpu`" in replies[0] and "fixed 1" in replies[0]
+    assert "Re-ran the nightly set (5 models) on torch `2.14.0.dev20261122+cpu`" in replies[0]
+    assert "| GammaModel | ok | 1 |" in replies[0] and "fixed 1" in replies[0]
     assert bot.reactions() == ["eyes", "+1"]
 
 
@@ -232,16 +241,24 @@ def test_comments_on_issues_the_bot_does_not_keep_are_left_alone(bot):
 def test_done_when_serve_takes_a_triagers_rerun_refuses_a_stranger_and_fires_the_nightly(tmp_path, fake_github):
     fired = []
     soon = datetime.now(timezone.utc) + timedelta(seconds=1)
-    b = Bot(tmp_path, fake_github, trigger=ListTrigger([soon]),
+    b = Bot(tmp_path, fake_github, trigger=ListTrigger([soon]), real_publish=True,
             nightly_hook=lambda conn, settings, payload: fired.append(payload) or {"ok": True})
     try:
+        issue = fake_github.state.repo(b.repo).issues[b.number]
+        assert "1/5" in issue.title
+        body_before = issue.body
         health = httpx.get(b.service.url + "/healthz", timeout=5).json()
         assert health["last_nightly"]["nightly"] == "2026-11-21" and health["queue"] == 0
         assert health["next_nightly"].startswith(soon.isoformat()[:19])
         b.world.version, b.world.date = "2.14.0.dev20261122+cpu", "2026-11-22"
         b.world.crashing = {"GammaModel", "DeltaModel"}
         job, replies = b.command("@flagsweep-bot rerun", user=TRIAGER)
-        assert job.result["commands"][0]["outcome"] == "rerun" and "Re-ran" in replies[0]
+        assert job.result["commands"][0]["outcome"] == "rerun"
+        # Two comments: the publisher's "what changed" on the issue, then the command's answer.
+        assert "newly crashing (1): `DeltaModel`" in replies[0]
+        assert "Re-ran" in replies[1] and "The issue body is updated" in replies[1]
+        # The real publisher rewrote the tracking issue: DeltaModel now crashes too.
+        assert "2/5" in issue.title and issue.body != body_before
         job, replies = b.command("@flagsweep-bot rerun", user=STRANGER)
         assert job.result["commands"][0]["outcome"] == "refused" and len(b.reruns) == 1
         assert wait_for(lambda: fired)
