@@ -95,7 +95,9 @@ def plan(model: str) -> Plan:
         raise BuildError("create_error", f"default config: {type(exc).__name__}: {str(exc)[:200]}") from None
     recipe = recipe_for(model, cfg.get("model_type"))
     cfg = apply_config(fit_vocab(shrink_dict(cfg)), recipe)
-    return Plan(model, config_cls.__name__, cfg, recipe, stratum_of(base))
+    from harness.zoo.specs import forward_params
+
+    return Plan(model, config_cls.__name__, cfg, recipe, stratum_of(base, forward_params(cls)))
 
 
 def fingerprint(model: str) -> str:
@@ -192,7 +194,7 @@ def build(model: str, device: str = "cpu") -> Built:
     except Exception as exc:
         raise BuildError("create_error", f"{type(exc).__name__}: {str(exc)[:200]}") from None
     try:
-        spec, text_only = make_spec(cls, config, p.config, p.stratum)
+        spec, text_only = make_spec(cls, config, p.config, p.stratum, p.recipe.get("inputs"))
         spec = _probe_counts(module, spec, device)
         inputs = make_inputs(spec, SEED, device)
     except BuildError:

@@ -15,6 +15,7 @@ A spec maps a forward argument name to one of:
   {"kind": "value", "value": any JSON value}            (passed through)
   {"kind": "list", "items": [spec, ...]}                 (a Python list of tensors)
   {"kind": "typed", "shape": [B, S], "prefix": [[value, n], ...]}  (per-token type ids: prefix, then zeros)
+  {"kind": "bbox", "shape": [B, S, 4], "high": H}       (boxes with x0 <= x1, y0 <= y1)
 """
 from __future__ import annotations
 
@@ -68,6 +69,9 @@ def make_one(spec: dict, gen: torch.Generator, device: str) -> object:
         for value, count in spec["prefix"]:
             out[:, at : at + count] = value
             at += count
+    elif kind == "bbox":
+        a = torch.randint(0, spec.get("high", 1000) // 2, spec["shape"], generator=gen)
+        out = torch.cat([a[..., :2], a[..., :2] + a[..., 2:]], dim=-1).to(dtype)
     elif kind == "value":
         return spec["value"]
     elif kind == "list":

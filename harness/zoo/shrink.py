@@ -51,6 +51,7 @@ def _scale_sections(sections: list, half: int) -> list:
 
 def shrink_dict(d: dict) -> dict:
     """A shrunk copy of one config dict, recursing into sub-config dicts."""
+    orig = d
     d = dict(d)
     old_layers = {k: d[k] for k in LAYER_KEYS if isinstance(d.get(k), int) and not isinstance(d.get(k), bool)}
     for k, v in old_layers.items():
@@ -74,13 +75,35 @@ def shrink_dict(d: dict) -> dict:
     for k, cap in SMALL_KEYS.items():
         if k in d:
             d[k] = _cap(d[k], cap)
-    # per-layer lists and strings whose length was the old depth: cut to the new depth
-    for k, v in list(d.items()):
-        for lk, old in old_layers.items():
-            is_seq = isinstance(v, list) or (isinstance(v, str) and any(w in k for w in ("pattern", "layer", "block")))
-            if old > d[lk] and is_seq and len(v) == old and k not in LAYER_KEYS:
-                d[k] = v[: d[lk]]
+    # per-layer lists and strings whose length was the old depth: keep one layer of each kind
+    # (a hybrid cut to its first two layers may have no attention layer at all), in order
+    for lk, old in old_layers.items():
+        per_layer = [k for k, v in d.items() if k not in LAYER_KEYS and old > d[lk] and len(v if isinstance(v, (list, str)) else ()) == old
+                     and (isinstance(v, list) or any(w in k for w in ("pattern", "layer", "block")))]
+        if not per_layer:
+            continue
+        keep: list[int] = []
+        for k in per_layer:
+            if not all(isinstance(x, str) for x in d[k]):
+                continue
+            firsts = {}
+            for i, x in enumerate(d[k]):
+                firsts.setdefault(json_key(x), i)
+            if len(firsts) > len(keep):
+                keep = sorted(firsts.values())
+        keep = keep[:4]
+        n = max(d[lk], len(keep))
+        for i in range(old):
+            if len(keep) >= n:
                 break
+            if i not in keep:
+                keep.append(i)
+        keep = sorted(keep)
+        d[lk] = n
+        for k in per_layer:
+            v = d[k]
+            picked = [v[i] for i in keep]
+            d[k] = "".join(picked) if isinstance(v, str) else picked
     # layer index lists: clip to the new depth
     depth = max(old_layers.values(), default=0)
     new_depth = max((d[k] for k in old_layers), default=0)
@@ -93,9 +116,68 @@ def shrink_dict(d: dict) -> dict:
         if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list):
             head_dim = d.get("head_dim") or (d.get("hidden_size", WIDTH) // max(1, d.get("num_attention_heads", HEADS)))
             d[k] = {**rope, "mrope_section": _scale_sections(rope["mrope_section"], head_dim // 2)}
+    _keep_identities(orig, d)
+    # dicts keyed by layer index (per_layer_config): keep the layers that still exist, or move the first to the top
+    for k, v in list(d.items()):
+        if isinstance(v, dict) and v and all(str(x).isdigit() for x in v) and old_layers:
+            n = max(d[lk] for lk in old_layers)
+            kept = {x: y for x, y in v.items() if int(x) < n}
+            if not kept:
+                first = min(v, key=lambda x: int(x))
+                kept = {type(first)(n - 1) if isinstance(first, int) else str(n - 1): v[first]}
+            d[k] = kept
     for k, v in list(d.items()):
         if isinstance(v, dict) and ("model_type" in v or k.endswith("_config") or k in ("encoder", "decoder")):
             d[k] = shrink_dict(v)
     if "dtype" in d:
         d["dtype"] = "float32"
     return d
+
+
+def json_key(x: Any) -> str:
+    """A hashable key for a per-layer entry (entries may be lists or dicts)."""
+    return repr(x)
+
+
+def _is_dim(key: str, value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 8 and any(
+        w in key for w in ("dim", "size", "rank", "width")) and "vocab" not in key and "position" not in key
+
+
+def _keep_identities(orig: dict, d: dict) -> None:
+    """Keep relations the default config had: equal dims stay equal, sums stay sums, rotary fits the head."""
+    dims = [k for k, v in orig.items() if _is_dim(k, v) and k in d]
+    for i, a in enumerate(dims):
+        for b in dims[i + 1:]:
+            if orig[a] == orig[b] and d[a] != d[b] and (d[a] != orig[a] or d[b] != orig[b]):
+                d[a] = d[b] = min(d[a], d[b])
+    # multi-head latent attention (DeepSeek family): the q/k head is nope + rope
+    if isinstance(d.get("qk_head_dim"), int) and isinstance(d.get("qk_rope_head_dim"), int):
+        d["qk_head_dim"] = d["qk_rope_head_dim"] + d.get("qk_nope_head_dim", 0)
+    head_dim = d.get("head_dim") if isinstance(d.get("head_dim"), int) else None
+    width = next((d[k] for k in WIDTH_KEYS if isinstance(d.get(k), int)), None)
+    heads = next((d[k] for k in HEAD_KEYS if isinstance(d.get(k), int) and d[k] > 0), None)
+    if head_dim is None and width and heads:
+        head_dim = width // heads
+    if head_dim and isinstance(d.get("rotary_dim"), int) and d["rotary_dim"] > head_dim:
+        d["rotary_dim"] = head_dim
+    # Mamba-2 style blocks: heads x head_dim must equal expand x hidden
+    for heads, hdim, expand in (("mamba_n_heads", "mamba_d_head", "mamba_expand"), ("num_heads", "head_dim", "expand")):
+        if isinstance(d.get(heads), int) and isinstance(d.get(hdim), int) and (heads.startswith("mamba") or "n_groups" in d):
+            inner = int(d.get(expand, 2) * d.get("hidden_size", WIDTH))
+            d[hdim] = min(d[hdim], HEAD_DIM)
+            d[heads] = max(1, inner // d[hdim])
+    # timm is not installed (and must not be needed): use the transformers backbone
+    if d.get("use_timm_backbone"):
+        d["use_timm_backbone"] = False
+    if d.get("use_pretrained_backbone"):
+        d["use_pretrained_backbone"] = False
+    # hierarchical vision models list heads per stage; 2 heads divide every stage width
+    for k in HEAD_KEYS + ("depths",):
+        if isinstance(d.get(k), list) and all(isinstance(x, int) for x in d[k]):
+            d[k] = [min(x, 2) for x in d[k]]
+    # backbones name their outputs by stage; the old last stage no longer exists
+    if isinstance(d.get("out_features"), list) or isinstance(d.get("out_indices"), list):
+        d.pop("stage_names", None)
+        d["out_features"] = None
+        d["out_indices"] = None

@@ -114,37 +114,51 @@ def grid_pixels(vc: Any) -> tuple[dict, int]:
     return {"pixel_values": pixels, "image_grid_thw": {"kind": "tensor", "value": [[1, side, side]] * BATCH}}, per_image // (merge * merge)
 
 
-def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str) -> tuple[dict, bool]:
-    """(input spec, text_only) for one model class and its shrunk config."""
+FEATURE_MASKS = ("input_features_mask", "feature_attention_mask", "input_features_attention_mask",
+                 "audio_attention_mask", "audio_feature_attention_mask")
+
+
+def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: dict | None = None) -> tuple[dict, bool]:
+    """(input spec, text_only) for one model class and its shrunk config; recipe `inputs` override by name."""
     params = forward_params(cls)
+    overrides = dict(overrides or {})
     spec: dict = {}
     prefix: list = []
     text_only = False
     vc = vision_config(config)
     ac = audio_config(config)
     image_token = _get(config, "image_token_id", "image_token_index")
-    if "pixel_values" in params and vc is not None:
-        if "image_grid_thw" in params:
+    if "pixel_values" in params and "pixel_values" not in overrides:
+        if vc is not None and "image_grid_thw" in params:
             pix, n_tokens = grid_pixels(vc)
             spec.update(pix)
             start, end = _get(config, "vision_start_token_id"), _get(config, "vision_end_token_id")
             prefix = ([[start, 1]] if start is not None else []) + ([[image_token, n_tokens]] if image_token is not None else []) + ([[end, 1]] if end is not None else [])
         else:
-            h, w = image_size(vc)
-            channels = _get(vc, "num_channels", "in_channels", "in_chans", default=3)
+            # no image_size anywhere (CvT, ResNet-likes): a 224 square image is what their defaults expect
+            h, w = image_size(vc) if vc is not None else (224, 224)
+            src = vc if vc is not None else config
+            channels = _get(src, "num_channels", "in_channels", "in_chans", default=3)
             spec["pixel_values"] = {"kind": "randn", "shape": [BATCH, channels, h, w]}
-            if image_token is not None:
+            if image_token is not None and "input_ids" in params:
                 prefix = [[image_token, 0]]  # the count is found by probing the forward
-    elif "pixel_values" in params and stratum == "vl_multimodal":
-        text_only = True
-    if ac is not None:
-        if "input_features" in params:
-            mels = _get(ac, "num_mel_bins", "feature_size", default=80)
-            frames = 2 * _get(ac, "max_source_positions", default=1500) if _get(ac, "max_source_positions") else 3000
+            if "pixel_mask" in params:
+                spec["pixel_mask"] = {"kind": "ones", "shape": [BATCH, h, w]}
+    frames = None
+    if ac is not None or "input_features" in params or "input_values" in params:
+        src = ac if ac is not None else config
+        if "input_features" in params and "input_features" not in overrides:
+            mels = _get(src, "num_mel_bins", "feature_size", "n_mels", default=80)
+            frames = 2 * _get(src, "max_source_positions") if _get(src, "max_source_positions") else 3000
             spec["input_features"] = {"kind": "randn", "shape": [BATCH, mels, frames]}
-        elif "input_values" in params:
+        elif "input_values" in params and "input_values" not in overrides and "pixel_values" not in params:
+            frames = AUDIO_SAMPLES
             spec["input_values"] = {"kind": "randn", "shape": [BATCH, AUDIO_SAMPLES]}
-    if "input_ids" in params:
+    if frames is not None:
+        for name in FEATURE_MASKS:
+            if name in params:
+                spec[name] = {"kind": "ones", "shape": [BATCH, frames]}
+    if "input_ids" in params and "input_ids" not in overrides:
         n_prefix = sum(c for _, c in prefix)
         spec["input_ids"] = ids_spec(config, cfg_dict, SEQ + n_prefix, prefix or None)
         if "attention_mask" in params:
@@ -153,10 +167,19 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str) -> tuple[dic
             # M-RoPE needs to know which tokens are image tokens: 1 for image, 0 for text
             types = [[1 if tid == image_token else 0, count] for tid, count in prefix]
             spec["mm_token_type_ids"] = {"kind": "typed", "shape": [BATCH, SEQ + n_prefix], "prefix": types}
-    if _get(config, "is_encoder_decoder", default=False) and "decoder_input_ids" in params:
+        if "bbox" in params:
+            spec["bbox"] = {"kind": "bbox", "shape": [BATCH, SEQ + n_prefix, 4], "high": 1000}
+    elif "attention_mask" in params and frames is not None and "attention_mask" not in overrides:
+        # speech encoders: the mask is over feature frames (or samples), not tokens
+        spec["attention_mask"] = {"kind": "ones", "shape": [BATCH, frames]}
+    if (_get(config, "is_encoder_decoder", default=False) or stratum == "encoder_decoder" or spec.get("input_features")) \
+            and "decoder_input_ids" in params and "decoder_input_ids" not in overrides:
         spec["decoder_input_ids"] = ids_spec(config, cfg_dict, DEC_SEQ)
+    spec.update(overrides)
+    if "pixel_values" in params and "pixel_values" not in spec and stratum == "vl_multimodal":
+        text_only = True
     if not spec:
-        # nothing recognized: fill every required tensor-looking argument with token ids
+        # nothing recognized: fill every required argument with token ids
         for name, p in params.items():
             if p.default is inspect.Parameter.empty:
                 spec[name] = ids_spec(config, cfg_dict, SEQ)

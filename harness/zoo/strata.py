@@ -25,20 +25,34 @@ def has_text(config: Any) -> bool:
     return any(has_text(sub) for key, sub in sub_configs(config).items() if any(t in key for t in TEXT_KEYS))
 
 
-def stratum_of(config: Any) -> str:
-    """One of STRATA for a config: vl_multimodal, encoder_decoder, vision_other or decoder_llm."""
+TEXT_INPUTS = ("input_ids", "decoder_input_ids")
+OTHER_INPUTS = ("pixel_values", "input_features", "input_values", "past_values", "pixel_values_videos",
+                "audio_values", "input_points", "spectrogram", "flattened_patches", "bbox", "image")
+
+
+def stratum_of(config: Any, params: Any = ()) -> str:
+    """One of STRATA for a config (and, if given, the forward's parameter names).
+
+    vl_multimodal: a vision/audio sub-config next to text, or a forward that takes
+    token ids and another modality; encoder_decoder: is_encoder_decoder or
+    encoder+decoder sub-configs; vision_other: no token-id input (ViT, wav2vec2,
+    time series: a vocabulary used only for output does not make a text model);
+    decoder_llm: the rest (decoders and text encoders).
+    """
     subs = sub_configs(config)
     other = [k for k in subs if any(v in k for v in VISION_KEYS)]
     text = has_text(config)
+    params = set(params)
     if other and text:
         return "vl_multimodal"
     if getattr(config, "is_encoder_decoder", False) or ("encoder" in subs and "decoder" in subs):
         return "encoder_decoder"
-    if not text:
-        return "vision_other"
-    modality_attrs = ("image_size", "num_mel_bins", "sampling_rate", "num_channels", "patch_size", "prediction_length")
-    if any(getattr(config, a, None) is not None for a in modality_attrs) and not any(k in subs for k in ("text_config",)):
-        # a token vocabulary next to a non-text input (ViT with a vocab field, speech CTC): not a plain LLM
-        if getattr(config, "image_size", None) is not None or getattr(config, "num_mel_bins", None) is not None or getattr(config, "prediction_length", None) is not None:
+    if params:
+        takes_text = any(p in params for p in TEXT_INPUTS)
+        takes_other = any(p in params for p in OTHER_INPUTS)
+        if takes_text and takes_other and text:
+            return "vl_multimodal"
+        if not takes_text:
             return "vision_other"
-    return "decoder_llm"
+        return "decoder_llm"
+    return "decoder_llm" if text else "vision_other"
