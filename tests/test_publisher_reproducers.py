@@ -1,0 +1,59 @@
+"""Verified reproducers: smallest model chosen, embedded only on the same signature, verdicts cached."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot import planner, reproducers
+from harness.effects import effects_for
+from tests.fakegithub import scenario as sc
+
+CSO = "capture_scalar_outputs"
+
+
+def setup():
+    outs = [sc.outcome(m, c, spec.get(c, spec.get("baseline", 3)), "decoder_llm")
+            for m, spec in sorted(sc.corpus().items()) for c in sc.CONFIGS]
+    outs[0].ops = 500                    # Model00 baseline is big: Model01 is the smallest crashing with A
+    groups = planner.tracking_groups(effects_for(outs), outs)
+    run = {"configs": sc.CONFIGS, "base_settings": {}, "options": {"backend": "count", "device": "cpu"}}
+    return outs, groups, run
+
+
+def test_same_signature_confirms_other_does_not_and_verdicts_are_cached(tmp_path: Path) -> None:
+    outs, groups, run = setup()
+    calls = []
+
+    def runner(model, config_settings, base_settings, backend, device, python, timeout):
+        calls.append(model)
+        if model == "Model01ForCausalLM":
+            return "print('repro A')\n", {"status": "error", "signature": sc.SIG_A}
+        if model == "Model02ForCausalLM":
+            return "print('repro B')\n", {"status": "ok", "graphs": 1, "signature": None}
+        return "x", {"status": "error", "signature": "SomethingElse: entirely"}
+
+    cache = tmp_path / "repro-cache.json"
+    v = reproducers.verify_all(groups, outs, run, cache_path=cache, runner=runner)
+    a, b, c = (v[planner.tracking_key(CSO, sc.SIG_A)], v[planner.tracking_key(CSO, sc.SIG_B)],
+               v[planner.tracking_key("capture_dynamic_output_shape_ops", sc.SIG_C)])
+    assert a == {"status": "confirmed", "model": "Model01ForCausalLM", "reason": "", "script": "print('repro A')\n"}
+    assert b["status"] == "unconfirmed" and "without crashing" in b["reason"] and b["script"] == ""
+    assert c["status"] == "unconfirmed" and "another signature" in c["reason"]
+    assert sorted(calls) == ["Model00ForCausalLM", "Model01ForCausalLM", "Model02ForCausalLM"]
+    again = reproducers.verify_all(groups, outs, run, cache_path=cache, runner=runner)
+    assert again == v and len(calls) == 3                     # nothing re-run: all from the cache
+
+
+def test_a_broken_generator_is_reported_not_cached(tmp_path: Path) -> None:
+    outs, groups, run = setup()
+
+    def broken(*args):
+        raise RuntimeError("no such model in this transformers")
+
+    v = reproducers.verify_all(groups, outs, run, cache_path=tmp_path / "c.json", runner=broken)
+    assert all(x["status"] == "unconfirmed" and "could not be generated" in x["reason"] for x in v.values())
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_verdict_rules() -> None:
+    assert reproducers.verdict({"status": "timeout", "signature": None}, "timeout") == ("confirmed", "")
+    assert reproducers.verdict({}, "x")[0] == "unconfirmed"
