@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bot import render, text
-from bot.routing import Rule, route
+from bot.routing import Rule, route, valid_handle
 from harness.outcome import EFFECTS, Effect, Outcome
 
 REF = "[[flagsweep-ref:{key}]]"          # resolved to "#N" at send time (the number may not exist yet)
@@ -214,7 +214,9 @@ class _Planner:
         error_type = (example.error_type if example else None) or hist.get("error_type") or sig.split(":", 1)[0]
         frame = (example.torch_frame if example else None) or hist.get("torch_frame")
         routed = route(self.s.rules, sig, error_type, frame)
-        cc = list(dict.fromkeys(routed.cc + list((link or {}).get("cc") or [])))
+        # Handles added by the `cc` command are stored as typed ("@alice"); only valid handles are mentioned.
+        extra = [h.lstrip("@") for h in (link or {}).get("cc") or [] if valid_handle(h)]
+        cc = list(dict.fromkeys(routed.cc + extra))
         labels = list(dict.fromkeys(self.s.labels + routed.labels))
         helps = sorted(({"model": e.model, "baseline": e.baseline_graphs, "flagged": e.config_graphs,
                          "reduction": (e.baseline_graphs or 0) - (e.config_graphs or 0)}

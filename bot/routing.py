@@ -116,6 +116,11 @@ def compile_rules(raw: list[dict[str, Any]], source: str | None = None) -> list[
     return rules
 
 
+def valid_handle(handle: str) -> bool:
+    """A GitHub user or org/team handle (with or without the leading @)."""
+    return bool(_HANDLE.match(handle.lstrip("@")))
+
+
 def route(rules: list[Rule], signature: str | None, exception: str | None, torch_frame: str | None) -> Route:
     """The union of every matching rule's handles and labels, in rule order."""
     out = Route()

@@ -166,3 +166,14 @@ def test_verified_reproducer_is_embedded_and_unconfirmed_is_said() -> None:
     b = next(x for x in plan.actions if x.key == key_b).body
     assert "Verified" in a and "```python\nimport torch" in a and "<details><summary>repro.py" in a
     assert "No reproducer was confirmed" in b and "ran without crashing" in b and "```python" not in b
+
+
+def test_command_cc_handles_join_routing_without_repeats() -> None:
+    rules = compile_rules([{"signature": "^PendingUnbacked", "cc": ["ezyang"]}])
+    first = planner.plan(inputs(sc.corpus()), planner.PlanSettings(rules=rules))
+    links = links_after(first)
+    key = planner.tracking_key(CSO, sc.SIG_A)
+    links[key]["cc"] = ["@ezyang", "@alice", "not a handle!"]
+    plan = planner.plan(inputs(sc.corpus(), links=links), planner.PlanSettings(rules=rules))
+    [edit] = [a for a in plan.actions if a.key == key]
+    assert "cc @ezyang @alice\n" in edit.body and "not a handle" not in edit.body
