@@ -289,3 +289,28 @@ def test_dry_run_renders_files_and_touches_nothing(fake_github: FakeGitHub, tmp_
     assert fake_github.requests == [] and links.all_links(conn) == {} and outbox.entries(conn) == []
     tracking = (out / files[0]).read_text()
     assert tracking.startswith("# capture_") and "<!-- flagsweep:key=" in tracking
+
+
+def test_cli_publish_json_dry_run_then_real(fake_github: FakeGitHub, tmp_path: Path, capsys, monkeypatch) -> None:
+    from bot.cli import main
+    state = tmp_path / "state.sqlite"
+    conn = db.connect(state)
+    sc.record_nightly(conn, "2026-11-20", sc.corpus())
+    toml = tmp_path / "flagsweep.toml"
+    toml.write_text(f'[github]\nbase_url = "{fake_github.base_url}"\nmutation_interval = 0\nretry_backoff = 0.0\n'
+                    '[issues]\nverify_reproducers = false\n')
+    monkeypatch.delenv("FLAGSWEEP_GITHUB_TOKEN", raising=False)
+    # No credentials: a dry run, said on stderr; stdout holds only the JSON.
+    code = main(["--settings", str(toml), "--state", str(state), "publish", "--out", str(tmp_path / "out"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0 and "dry run" in captured.err
+    data = json.loads(captured.out)
+    assert data["dry_run"] is True and data["actions"] == 5 and data["out_dir"] == str(tmp_path / "out")
+    assert fake_github.requests == []
+    # With a token and a repo: the real thing, through the fake.
+    monkeypatch.setenv("FLAGSWEEP_GITHUB_TOKEN", fake_github.token)
+    code = main(["--settings", str(toml), "--state", str(state), "publish", "1", "--repo", fake_github.repo])
+    out = capsys.readouterr().out
+    assert code == 0 and "5 actions; done 5, pending 0, failed 0." in out
+    assert len(fake_github.state.issues(fake_github.repo)) == 5
+    assert main(["--settings", str(toml), "--state", str(state), "publish", "--repo", "nonsense"]) == 2
