@@ -45,18 +45,31 @@ def gather(conn: sqlite3.Connection, run_id: int, repo: str | None) -> PlanInput
         transitions = _diff(conn, prev_id, run_id)
     configs = {e.config for e in effects}
     # Runs up to this one, oldest first, one per group: the axis for quiet counts and trends.
+    # A nightly is measured against nightlies only: an ad-hoc sweep of three models is not a quiet night.
+    kinds = ("nightly",) if run.kind == "nightly" else history.HISTORY_KINDS
     me = max(history.run_group(conn, run_id))
-    groups = {r.id: history.run_group(conn, r.id) or [r.id] for r in history.latest_runs(conn, 500)}
-    timeline = [r for r in reversed(history.latest_runs(conn, 500)) if max(groups[r.id]) <= me]
+    latest = history.latest_runs(conn, 500, kinds=kinds)
+    groups = {r.id: history.run_group(conn, r.id) or [r.id] for r in latest}
+    timeline = [r for r in reversed(latest) if max(groups[r.id]) <= me]
     if not any(max(groups[r.id]) == me for r in timeline):
         groups[run.id] = history.run_group(conn, run_id)
         timeline.append(run)
+    model_sets: dict[int, set[str]] = {}
+
+    def models_of(rid: int) -> set[str]:
+        if rid not in model_sets:
+            model_sets[rid] = history.group_models(conn, rid)
+        return model_sets[rid]
+
     sigs = {(row["config"], row["signature"]): row for row in history.signature_history(conn) if row["config"] in configs}
     quiet: dict[tuple[str, str], int] = {}
     for (config, sig), row in sigs.items():
         # Nightlies (run groups) that had this config and started after the group that last saw the signature.
         last = max(history.run_group(conn, row["last_run"]) or [row["last_run"] or 0])
-        quiet[(config, sig)] = sum(1 for r in timeline if config in r.configs and min(groups[r.id]) > last)
+        # ...that also swept at least one of the models it was last seen on.
+        seen_on = set(row.get("models") or [])
+        quiet[(config, sig)] = sum(1 for r in timeline if config in r.configs and min(groups[r.id]) > last
+                                   and (not seen_on or seen_on & models_of(r.id)))
     recent = timeline[-TREND_RUNS:]
     counts = history.effect_counts(conn, [r.id for r in recent])
     trend = {c: [{"date": _run_dict(r, set())["date"], "counts": counts[r.id].get(c, {})} for r in recent

@@ -314,3 +314,17 @@ def test_cli_publish_json_dry_run_then_real(fake_github: FakeGitHub, tmp_path: P
     assert code == 0 and "5 actions; done 5, pending 0, failed 0." in out
     assert len(fake_github.state.issues(fake_github.repo)) == 5
     assert main(["--settings", str(toml), "--state", str(state), "publish", "--repo", "nonsense"]) == 2
+
+
+def test_ad_hoc_runs_do_not_count_as_quiet_nightlies(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    fake, settings = fake_github, make_settings(fake_github, tmp_path)
+    conn = db.connect(settings.state_path)
+    run(conn, settings, "2026-11-20", sc.corpus())
+    c_number = next(i.number for i in fake.state.issues(fake.repo) if i.title.endswith("with Unsupported"))
+    few = {m: r for m, r in quiet_c(sc.corpus()).items() if m in (M[6], M[7])}
+    for _ in range(3):                                   # e.g. comment-command sweeps of two other models
+        sc.record_nightly(conn, "", few, kind="command")
+    run(conn, settings, "2026-11-21", quiet_c(sc.corpus()))
+    assert fake.state.repo(fake.repo).issues[c_number].state == "open"      # one quiet nightly, not four
+    run(conn, settings, "2026-11-22", quiet_c(sc.corpus()))
+    assert fake.state.repo(fake.repo).issues[c_number].state == "closed"
