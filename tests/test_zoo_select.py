@@ -1,0 +1,99 @@
+"""Enumeration, stratum rules, resolve/sample and the generic shrink, on the installed transformers."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from harness import zoo
+from harness.outcome import STRATA
+from harness.zoo.enumerate import exclusions
+from harness.zoo.shrink import shrink_dict
+
+
+@pytest.fixture(scope="module")
+def cands() -> list[zoo.Candidate]:
+    return zoo.candidates()
+
+
+def test_enumeration_finds_the_public_classes_with_strata_and_kinds(cands):
+    by_name = {c.model: c for c in cands}
+    assert len(cands) > 500
+    assert by_name["LlamaForCausalLM"] == zoo.Candidate("LlamaForCausalLM", "decoder_llm", "causal_lm")
+    assert by_name["Qwen2VLForConditionalGeneration"].stratum == "vl_multimodal"
+    assert by_name["Qwen2VLForConditionalGeneration"].kind == "conditional_generation"
+    assert by_name["T5ForConditionalGeneration"].stratum == "encoder_decoder"
+    assert by_name["WhisperModel"].stratum == "encoder_decoder"
+    assert by_name["ViTModel"] == zoo.Candidate("ViTModel", "vision_other", "base")
+    # a CTC vocabulary is output only: wav2vec2 takes audio, so it is not a text model
+    assert by_name["Wav2Vec2Model"].stratum == "vision_other"
+    assert by_name["LayoutLMv3Model"].stratum == "vl_multimodal"
+    assert set(Counter(c.stratum for c in cands)) == set(STRATA)
+    assert [c.model for c in cands] == sorted(c.model for c in cands)
+
+
+def test_exclusions_each_have_a_reason(cands):
+    excluded = exclusions()
+    names = {c.model for c in cands}
+    assert excluded["LlamaPreTrainedModel"].startswith("abstract")
+    assert excluded["Blip2VisionModel"].startswith("internal")
+    assert not names & set(excluded)
+    assert all(reason.strip() for reason in excluded.values())
+
+
+def test_resolve_exact_glob_dedup_and_close_matches(cands):
+    got = zoo.resolve(["GPT2Model", "Qwen2VL*", "GPT2Model"])
+    names = [c.model for c in got]
+    assert names[0] == "GPT2Model" and names.count("GPT2Model") == 1
+    assert {"Qwen2VLForConditionalGeneration", "Qwen2VLModel"} <= set(names)
+    assert all(n == "GPT2Model" or n.startswith("Qwen2VL") for n in names)
+    with pytest.raises(zoo.UnknownModel, match="GPT2Model"):
+        zoo.resolve(["GPT2Modle"])
+    with pytest.raises(ValueError):
+        zoo.resolve(["NoSuchThing*"])
+    assert zoo.resolve(["LlamaForCausalLM"])[0].stratum == "decoder_llm"
+
+
+def test_registered_models_are_visible_to_resolve_and_build():
+    built = object()
+    zoo.register("ZooTestOnlyModel", "decoder_llm", lambda device: built)
+    assert zoo.resolve(["ZooTestOnly*"]) == [zoo.Candidate("ZooTestOnlyModel", "decoder_llm", "extra")]
+    assert zoo.build("ZooTestOnlyModel") is built
+
+
+def test_sample_is_stratified_and_deterministic(cands):
+    a = zoo.sample(cands, 40, seed=7)
+    assert a == zoo.sample(cands, 40, seed=7)
+    assert a != zoo.sample(cands, 40, seed=8)
+    assert len(a) == 40 and len({c.model for c in a}) == 40
+    have = Counter(c.stratum for c in cands)
+    got = Counter(c.stratum for c in a)
+    for stratum in STRATA:  # proportional within rounding, never an empty stratum
+        assert got[stratum] >= 1
+        assert abs(got[stratum] - 40 * have[stratum] / len(cands)) <= 1.5
+    assert zoo.sample(cands[:5], 10, seed=1) == cands[:5]
+
+
+def test_shrink_keeps_heads_ratios_layer_kinds_and_rotary_sections():
+    d = shrink_dict({
+        "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 6,
+        "intermediate_size": 11008, "layer_types": ["linear", "linear", "full", "linear", "linear", "full"],
+        "num_local_experts": 64, "num_experts_per_tok": 8, "vocab_size": 32000,
+        "rope_parameters": {"rope_type": "default", "mrope_section": [16, 24, 24]}, "head_dim": 128,
+        "vision_config": {"model_type": "v", "hidden_size": 1280, "depth": 32, "num_heads": 16, "deepstack_visual_indexes": [8, 16, 24]},
+    })
+    assert d["hidden_size"] == 64 and d["num_attention_heads"] == 4 and d["head_dim"] == 16
+    assert d["num_key_value_heads"] == 1  # 32/8 = 4 query heads per kv head, kept
+    assert d["layer_types"] == ["linear", "full"] and d["num_hidden_layers"] == 2
+    assert d["num_local_experts"] == 4 and d["num_experts_per_tok"] == 2
+    assert sum(d["rope_parameters"]["mrope_section"]) == 8
+    assert d["vocab_size"] == 32000
+    v = d["vision_config"]
+    assert v["hidden_size"] == 64 and v["depth"] == 2 and v["deepstack_visual_indexes"] == [1]
+
+
+def test_fingerprint_is_cheap_stable_and_per_model():
+    a = zoo.fingerprint("LlamaForCausalLM")
+    assert a == zoo.fingerprint("LlamaForCausalLM")
+    assert a != zoo.fingerprint("MistralForCausalLM")
+    assert len(a) == 16
