@@ -304,7 +304,7 @@ class _Planner:
             self.actions.append(Action("comment", number=number, reason="signature gone", body=self.changes(
                 key, [], gone, [], quiet=True), **base))
 
-    def changes(self, key: str, new: list[str], fixed: list[str], other: list[tuple[str, int]], *, quiet: bool) -> str:
+    def changes(self, key: str, new: list[str], fixed: list[str], other: list[tuple[str, list[str]]], *, quiet: bool) -> str:
         return render.render("comment_changes.md.j2", comment_marker=self.comment_marker(key, "changes"),
                              date=self.date, previous_date=self.prev_date, new=new, fixed=fixed, other=other,
                              quiet=quiet, close_after=self.s.close_after, limit=50)
@@ -332,7 +332,8 @@ class _Planner:
                 trend.append(p)
         if not trend:
             trend = [{"date": self.date[:10], "crashes": counts["crashes"], "reduces": counts["reduces_graphs"]}]
-        title = text.title(f"flagsweep summary: {ctx['config_display']}: {counts['crashes']} crash, "
+        crash_word = "crash" if counts["crashes"] == 1 else "crashes"
+        title = text.title(f"flagsweep summary: {ctx['config_display']}: {counts['crashes']} {crash_word}, "
                            f"{counts['reduces_graphs']} fewer graphs, of {ctx['testable']} testable models")
         ctx.update(key=key, marker=text.marker(key), meta=text.meta_marker({"kind": "summary", "config": config}), crashes=counts["crashes"], reduces=counts["reduces_graphs"],
                    rows=rows, tracking=tracking, trend=trend,
@@ -351,8 +352,10 @@ class _Planner:
         if (link.get("body_sha") or "").partition(".")[0] != material:
             self.actions.append(Action("edit", number=link["number"], title=title, body=body,
                                        material=f"{material}.{material_sha(sorted(labels))}", reason="results changed", **base))
-            other = Counter(t["transition"] for t in self.i.transitions
-                            if t["config"] == config and not t.get("flaky") and t["transition"] not in ("unchanged", "still_crashing"))
+            other: dict[str, list[str]] = {}
+            for t in self.i.transitions:
+                if t["config"] == config and not t.get("flaky") and t["transition"] not in ("unchanged", "still_crashing"):
+                    other.setdefault(t["transition"].replace("_", " "), []).append(t["model"])
             if other:
                 self.actions.append(Action("comment", number=link["number"], reason="what changed", body=self.changes(
                     key, [], [], sorted(other.items()), quiet=False), **base))

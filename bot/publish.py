@@ -103,7 +103,8 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
         numbers = {k: l.number for k, l in links_mod.all_links(conn, repo).items()} if repo else {}
         for action in plan.actions:
             _dry_send(pub, action, numbers)
-            summary.rows.append(_row(action.action, action.key, action.number or numbers.get(action.key), action.title))
+            summary.rows.append(_row(action.action, action.key, action.number or numbers.get(action.key),
+                                     action.title or f"({action.reason or action.action})"))
         summary.actions = summary.done = len(plan.actions)
         if isinstance(pub, DryRunPublisher):
             path = pub.finish({"run_id": run_id, "repo": repo})
@@ -205,7 +206,8 @@ def _drain(conn: sqlite3.Connection, pub: Publisher, repo: str, summary: Publish
             raise
         summary.done += 1
         summary.unchanged += 0 if changed else 1
-        summary.rows.append(_row(entry.action, entry.key, result.get("number"), entry.payload.get("title")))
+        summary.rows.append(_row(entry.action, entry.key, result.get("number"),
+                                 entry.payload.get("title") or f"({entry.payload.get('reason') or entry.action})"))
     return False
 
 

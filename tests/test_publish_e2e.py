@@ -68,7 +68,7 @@ def test_nightly_story_files_updates_closes_and_reopens(fake_github: FakeGitHub,
         "capture_scalar_outputs=True crashes 1/10 models with GuardOnDataDependentSymNode",
         "capture_scalar_outputs=True crashes 2/10 models with PendingUnbackedSymbolNotFound",
         "flagsweep summary: capture_dynamic_output_shape_ops=True: 1 crash, 0 fewer graphs, of 10 testable models",
-        "flagsweep summary: capture_scalar_outputs=True: 3 crash, 2 fewer graphs, of 10 testable models",
+        "flagsweep summary: capture_scalar_outputs=True: 3 crashes, 2 fewer graphs, of 10 testable models",
     ]
     assert (s1.actions, s1.done, s1.pending) == (5, 5, 0)
     for issue in fake.state.issues(repo):
