@@ -35,20 +35,26 @@ class DryRunPublisher:
 
     dry_run = True
 
-    def __init__(self, out_dir: str | Path | None = None, *, permissions: dict[str, str] | None = None) -> None:
+    def __init__(self, out_dir: str | Path | None = None, *, permissions: dict[str, str] | None = None,
+                 clean: bool = True) -> None:
+        """`clean`: remove an earlier dry run's files first (a publish); False appends (a service's replies)."""
         self.out_dir = Path(out_dir) if out_dir else None
         self.records: list[Recorded] = []
         self.permissions = permissions or {}
         self._keys: dict[int, str] = {}
+        self._offset = 0
         if self.out_dir:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             for old in self.out_dir.iterdir():          # only files an earlier dry run wrote
                 if _OURS.match(old.name) or old.name == "plan.json":
-                    old.unlink()
+                    if clean:
+                        old.unlink()
+                    elif old.name != "plan.json":
+                        self._offset = max(self._offset, int(old.name.split("-", 1)[0]))
 
     def _record(self, action: str, number: int | None, *, key: str | None = None, title: str | None = None,
                 body: str | None = None, labels: list[str] | None = None, **extra: Any) -> Recorded:
-        seq = len(self.records) + 1
+        seq = self._offset + len(self.records) + 1
         key = key or self._keys.get(number or -1)
         rec = Recorded(seq, action, number, key, title, labels, extra=extra)
         if self.out_dir is not None:

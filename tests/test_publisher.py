@@ -176,3 +176,20 @@ def test_github_app_auth(fake_github: FakeGitHub) -> None:
     assert fake_github.state.repo(fake_github.repo).issues[n].user == "flagsweep[bot]"
     found = pub.find_by_marker("kapp")
     assert found is not None and found.number == n
+
+
+def test_dry_run_twin_records_and_can_append(tmp_path) -> None:
+    from bot.dryrun import DryRunPublisher
+    out = tmp_path / "out"
+    pub = DryRunPublisher(out)
+    n = pub.create_issue("k", "Title", body("k"), ["flagsweep"])
+    pub.comment(n, "hello")
+    pub.close(n)
+    pub.finish()
+    assert sorted(p.name for p in out.iterdir()) == ["001-create-k.md", "002-comment-k.md", "003-close-k.md", "plan.json"]
+    assert (out / "001-create-k.md").read_text().startswith("# Title\n\n<!-- flagsweep:key=k -->")
+    more = DryRunPublisher(out, clean=False)
+    more.comment(5, "reply")
+    assert (out / "004-comment-5.md").read_text() == "reply" and (out / "001-create-k.md").exists()
+    assert DryRunPublisher(out, permissions={"alice": "triage"}).user_permission("alice") == "triage"
+    assert sorted(p.name for p in out.iterdir()) == []
