@@ -1,0 +1,84 @@
+"""Real tiny builds with their real inputs, one eager forward each, per stratum."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness import zoo
+
+
+def forward(built: zoo.Built) -> object:
+    with torch.no_grad():
+        return built.module(**built.inputs)
+
+
+@pytest.mark.parametrize("model, stratum", [
+    ("LlamaForCausalLM", "decoder_llm"),
+    ("T5ForConditionalGeneration", "encoder_decoder"),
+    ("ViTModel", "vision_other"),
+])
+def test_text_encoder_decoder_and_vision_builds_run(model, stratum):
+    built = zoo.build(model)
+    assert built.stratum == stratum and not built.text_only
+    assert not built.module.training
+    assert sum(p.numel() for p in built.module.parameters()) < 50_000_000
+    ids = built.inputs.get("input_ids")
+    if ids is not None:
+        assert ids.shape[0] == 2  # batch 2: sizes must not specialize to 1
+    out = forward(built)
+    assert out is not None
+    if model == "T5ForConditionalGeneration":
+        assert built.inputs["decoder_input_ids"].shape[0] == 2
+        assert out.logits.shape[:2] == built.inputs["decoder_input_ids"].shape
+
+
+def test_grid_vision_language_model_gets_patches_grid_and_matching_image_tokens():
+    built = zoo.build("Qwen2VLForConditionalGeneration")
+    cfg = built.module.config
+    assert built.stratum == "vl_multimodal" and not built.text_only
+    grid = built.inputs["image_grid_thw"]
+    pixels = built.inputs["pixel_values"]
+    assert grid.shape == (2, 3)
+    assert pixels.shape[0] == int(grid.prod(dim=1).sum())  # one row per patch
+    merge = cfg.vision_config.spatial_merge_size
+    per_image = int(grid[0].prod()) // (merge * merge)
+    ids = built.inputs["input_ids"]
+    assert ((ids == cfg.image_token_id).sum(dim=1) == per_image).all()
+    assert ((ids == cfg.vision_start_token_id).sum(dim=1) == 1).all()
+    out = forward(built)
+    assert out.logits.shape[:2] == ids.shape
+
+
+def test_patch_vision_language_model_probes_its_image_token_count():
+    built = zoo.build("LlavaForConditionalGeneration")
+    cfg = built.module.config
+    n_image = (built.inputs["input_ids"] == cfg.image_token_id).sum(dim=1)
+    assert (n_image > 0).all() and (n_image == n_image[0]).all()
+    assert built.inputs["pixel_values"].dim() == 4
+    forward(built)
+
+
+def test_audio_models_get_features_or_waveforms():
+    whisper = zoo.build("WhisperForConditionalGeneration")
+    feats = whisper.inputs["input_features"]
+    cfg = whisper.module.config
+    assert feats.shape == (2, cfg.num_mel_bins, 2 * cfg.max_source_positions)
+    assert "decoder_input_ids" in whisper.inputs
+    forward(whisper)
+    w2v = zoo.build("Wav2Vec2Model")
+    assert w2v.inputs["input_values"].dim() == 2 and w2v.inputs["input_values"].shape[0] == 2
+    assert w2v.stratum == "vision_other"
+    forward(w2v)
+
+
+def test_builds_are_deterministic():
+    a, b = zoo.build("GPT2Model"), zoo.build("GPT2Model")
+    assert torch.equal(a.inputs["input_ids"], b.inputs["input_ids"])
+    assert all(torch.equal(x, y) for x, y in zip(a.module.state_dict().values(), b.module.state_dict().values()))
+    assert a.fingerprint == b.fingerprint == zoo.fingerprint("GPT2Model")
+
+
+def test_a_model_that_cannot_be_built_is_a_build_error_with_a_cause():
+    with pytest.raises(zoo.BuildError) as info:
+        zoo.build("NoSuchModelAnywhere")
+    assert info.value.status == "create_error" and "NoSuchModelAnywhere" in info.value.cause
