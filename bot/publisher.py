@@ -136,6 +136,9 @@ class GitHubPublisher:
                 return result
             except GithubException as exc:
                 wait = _rate_wait(exc, self._wall())
+                if exc.status == 401:
+                    # Bad or expired credentials fail every action alike: stop and keep them all for later.
+                    raise GitHubUnavailable(f"{what}: GitHub rejected the credentials (401)") from exc
                 if wait is None and exc.status < 500:
                     raise ActionRefused(f"{what}: GitHub answered {exc.status}: {exc.data}", exc.status) from exc
                 why = "rate limit" if wait is not None else f"HTTP {exc.status}"

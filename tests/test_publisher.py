@@ -193,3 +193,9 @@ def test_dry_run_twin_records_and_can_append(tmp_path) -> None:
     assert (out / "004-comment-5.md").read_text() == "reply" and (out / "001-create-k.md").exists()
     assert DryRunPublisher(out, permissions={"alice": "triage"}).user_permission("alice") == "triage"
     assert sorted(p.name for p in out.iterdir()) == []
+
+
+def test_bad_credentials_stop_instead_of_failing_each_action(fake_github: FakeGitHub) -> None:
+    pub = GitHubPublisher(fake_github.settings(token="expired"), sleep=lambda s: None)
+    with pytest.raises(GitHubUnavailable, match="credentials"):
+        pub.create_issue("k", "t", body("k"), [], look=False)
