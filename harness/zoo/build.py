@@ -1,6 +1,8 @@
 """Build one tiny model and its inputs: plan (config dict, recipe) -> module + inputs."""
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -119,20 +121,24 @@ def make_config(p: Plan) -> Any:
         raise BuildError("create_error", f"shrunk config: {type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-def _capture_feature_tokens(module: Any) -> tuple[list, list]:
-    """Wrap every get_placeholder_mask so a probe forward records how many feature tokens the media produced."""
-    seen: list[int] = []
+def _capture_feature_tokens(module: Any) -> tuple[dict, list]:
+    """Wrap every get_placeholder_mask so a probe forward records how many feature tokens each medium produced."""
+    import inspect
+
+    seen: dict[str, int] = {}
     undo = []
     for sub in [module, *module.modules()]:
         fn = getattr(sub, "get_placeholder_mask", None)
         if fn is None or "get_placeholder_mask" in vars(sub):
             continue
+        names = list(inspect.signature(fn).parameters)
 
-        def wrapper(*args: Any, _fn: Any = fn, **kwargs: Any) -> Any:
-            embeds = kwargs.get("inputs_embeds", args[1] if len(args) > 1 else None)
-            feats = kwargs.get("image_features", args[2] if len(args) > 2 else None)
-            if embeds is not None and feats is not None and hasattr(feats, "numel"):
-                seen.append(int(feats.numel()) // int(embeds.shape[-1]))
+        def wrapper(*args: Any, _fn: Any = fn, _names: list = names, **kwargs: Any) -> Any:
+            bound = {**dict(zip(_names, args)), **kwargs}
+            embeds = bound.get("inputs_embeds")
+            for key, feats in bound.items():
+                if key.endswith("_features") and embeds is not None and hasattr(feats, "numel"):
+                    seen.setdefault(key.split("_")[0], int(feats.numel()) // int(embeds.shape[-1]))
             return _fn(*args, **kwargs)
 
         sub.get_placeholder_mask = wrapper
@@ -140,8 +146,11 @@ def _capture_feature_tokens(module: Any) -> tuple[list, list]:
     return seen, undo
 
 
-def _probe_counts(module: Any, spec: dict, device: str) -> dict:
-    """Fill in unknown image-token counts by one eager forward: the model says how many features it made."""
+_MISMATCH = re.compile(r"(image|audio|video)\w* features and \w+ tokens do not match.*?features:?\s*(\d+)", re.I | re.S)
+
+
+def _probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) -> dict:
+    """Fill in unknown media-token counts by one eager forward: the model says how many features it made."""
     import torch
 
     from harness.zoo.inputs import make_inputs
@@ -155,25 +164,38 @@ def _probe_counts(module: Any, spec: dict, device: str) -> dict:
     try:
         with torch.no_grad():
             module(**make_inputs(spec, SEED, device))
-    except Exception:
-        pass
+    except Exception as exc:
+        m = _MISMATCH.search(str(exc))
+        if m:  # models that merge media by hand say the count in their error
+            seen.setdefault(m.group(1).lower(), int(m.group(2)))
     finally:
         for sub in undo:
             del sub.get_placeholder_mask
-    if not seen:
+    counts = {tid: seen[media[tid]] // BATCH for tid, count in prefix if count == 0 and media.get(tid) in seen}
+    if not counts:
         return spec
-    per_row = seen[0] // BATCH
-    new_prefix = [[tid, per_row if count == 0 else count] for tid, count in prefix]
+    grow = sum(counts.values())
     spec = dict(spec)
     for key in ("input_ids", "attention_mask", "mm_token_type_ids", "token_type_ids"):
         if key in spec:
             item = dict(spec[key])
-            item["shape"] = [item["shape"][0], item["shape"][1] + per_row]
-            if "prefix" in item and key != "input_ids":
-                item["prefix"] = [[v, per_row if c == 0 else c] for v, c in item["prefix"]]
+            item["shape"] = [item["shape"][0], item["shape"][1] + grow]
             spec[key] = item
-    spec["input_ids"]["prefix"] = new_prefix
+    spec["input_ids"]["prefix"] = [[tid, counts.get(tid, count) if count == 0 else count] for tid, count in prefix]
+    if "prefix" in spec.get("mm_token_type_ids", {}):
+        spec["mm_token_type_ids"]["prefix"] = [[v, n] for (v, _), (_, n) in zip(spec["mm_token_type_ids"]["prefix"], spec["input_ids"]["prefix"])]
     return spec
+
+
+def media_tokens(config: Any) -> dict[int, str]:
+    """Token id -> medium ("image", "audio", "video") for the placeholder tokens a config names."""
+    out = {}
+    for medium in ("image", "audio", "video"):
+        for key in (f"{medium}_token_id", f"{medium}_token_index"):
+            tid = getattr(config, key, None)
+            if isinstance(tid, int) and not isinstance(tid, bool):
+                out.setdefault(tid, medium)
+    return out
 
 
 def build(model: str, device: str = "cpu") -> Built:
@@ -195,7 +217,7 @@ def build(model: str, device: str = "cpu") -> Built:
         raise BuildError("create_error", f"{type(exc).__name__}: {str(exc)[:200]}") from None
     try:
         spec, text_only = make_spec(cls, config, p.config, p.stratum, p.recipe.get("inputs"))
-        spec = _probe_counts(module, spec, device)
+        spec = _probe_counts(module, spec, media_tokens(config), device)
         inputs = make_inputs(spec, SEED, device)
     except BuildError:
         raise

@@ -154,6 +154,9 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         elif "input_values" in params and "input_values" not in overrides and "pixel_values" not in params:
             frames = AUDIO_SAMPLES
             spec["input_values"] = {"kind": "randn", "shape": [BATCH, AUDIO_SAMPLES]}
+    audio_token = _get(config, "audio_token_id", "audio_token_index")
+    if frames is not None and audio_token is not None and "input_ids" in params:
+        prefix = prefix + [[audio_token, 0]]  # the count is found by probing the forward
     if frames is not None:
         for name in FEATURE_MASKS:
             if name in params:
