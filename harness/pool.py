@@ -266,8 +266,13 @@ class Pool:
             for w, event in self._wait_events():
                 if event.get("event") == "env" and w is asked:
                     return event["env"]
+                for _ in self._on_event(w, event, collections.deque()):
+                    pass  # only "ready" can come before any work is assigned
+            for _ in self._check_limits(collections.deque()):
+                pass  # reaps workers that died starting (PoolError after repeated failures)
             if asked is not None and asked not in self.workers:
                 asked = None  # it died answering; ask another
+            self._top_up_to(self.size if asked is None and not self.workers else 0)
 
     def run(self, groups: list[Group]) -> Iterator[tuple[int, dict]]:
         """Run every item of `groups`; yield (index, outcome dict) in finishing order."""
@@ -342,6 +347,10 @@ class Pool:
         busy = sum(1 for w in self.workers if w.group)
         wanted = min(self.size, busy + len(queue))
         while len(self.workers) < wanted:
+            self.workers.append(self._spawn())
+
+    def _top_up_to(self, n: int) -> None:
+        while len(self.workers) < n:
             self.workers.append(self._spawn())
 
     def _wait_events(self) -> Iterator[tuple[Worker, dict]]:
