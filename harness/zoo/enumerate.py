@@ -91,11 +91,21 @@ def scan() -> tuple[dict[str, type], dict[str, str]]:
         if getattr(cls, "config_class", None) is None:
             excluded[name] = "no config class"
             continue
+        if getattr(cls, "forward", None) is nn_module().forward:
+            excluded[name] = "abstract: no forward of its own (a container of sub-models)"
+            continue
         if name not in mapped:
             excluded[name] = "internal: registered in no Auto mapping (a component of a composite model)"
             continue
         found[name] = cls
     return found, excluded
+
+
+def nn_module() -> type:
+    """torch.nn.Module, imported late (the CLI parent must stay torch-free until it scans)."""
+    import torch
+
+    return torch.nn.Module
 
 
 def model_class(name: str) -> type:
