@@ -1,8 +1,193 @@
-"""Subcommands of this area (placeholder until its issue lands)."""
+"""`flagsweep sweep`: compile models under a baseline and under flags, store and show the effects.
+
+No torch import at module import time (`flagsweep --help` stays instant); the
+engine imports it only in its workers, and config validation only when run.
+"""
 from __future__ import annotations
 
 import argparse
+import collections
+import json
+import signal
+import sys
+from typing import Any
+
+from bot.settings import Settings
+
+BACKENDS = ("count", "eager", "aot_eager", "inductor")
+NOT_TESTABLE = ("create_error", "both_crash")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this area's subcommands."""
+    """Add `sweep`."""
+    p = sub.add_parser("sweep", help="compile models under baseline and flag configs; classify each flag's effect",
+                       description="Compile each model once under baseline and once per config, count Dynamo graphs, "
+                                   "classify each flag's effect, and store the run (resumable).")
+    p.add_argument("--models", metavar="A,B,GLOB", help="model class names or globs (default: the embedded corpus)")
+    p.add_argument("--configs", metavar="A,B", help="config names from the catalog (default: all of them); baseline always runs")
+    p.add_argument("--config-file", metavar="FILE", help="TOML file with more named configs ([configs.NAME] tables)")
+    p.add_argument("--base-setting", metavar="KEY=VALUE", action="append", default=[],
+                   help="apply to every compile, baseline included (repeatable)")
+    p.add_argument("--sample", type=int, metavar="N", help="a stratified random sample of N of the models")
+    p.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
+    p.add_argument("--workers", type=int, metavar="N", help="worker processes (default: settings, else one per core)")
+    p.add_argument("--timeout", type=float, metavar="S", help="seconds per item before it is killed (default: settings)")
+    p.add_argument("--backend", choices=BACKENDS, help="backend behind the graph counter (default: count only)")
+    p.add_argument("--device", help="cpu or cuda[:N] (default: settings)")
+    p.add_argument("--python", metavar="PATH", help="run the workers under this interpreter (its own torch)")
+    p.add_argument("--resume", nargs="?", const="latest", metavar="RUN",
+                   help="continue an interrupted run (default: the latest unfinished one) without redoing finished items")
+    p.add_argument("--import", dest="extra_modules", action="append", default=[], metavar="MODULE",
+                   help="import MODULE in the sweep and in every worker (registers extra models, e.g. tests.fault_models)")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
+    p.set_defaults(func=cmd_sweep)
+
+
+def _fail(msg: str) -> int:
+    print(f"flagsweep sweep: {msg}", file=sys.stderr)
+    return 2
+
+
+def _models(args: argparse.Namespace) -> list[str]:
+    """Model names from --models (or the corpus), resolved and optionally sampled through the zoo."""
+    from harness import zoo
+
+    if args.models:
+        patterns = [m.strip() for m in args.models.split(",") if m.strip()]
+    else:
+        from harness.corpus import DEFAULT_CORPUS
+
+        patterns = [getattr(m, "model", m) for m in DEFAULT_CORPUS]
+    cands = zoo.resolve(patterns)
+    if args.sample:
+        cands = zoo.sample(cands, args.sample, args.seed)
+    return [c.model for c in cands]
+
+
+def _resume_id(conn: Any, value: str) -> int | None:
+    from state import runs
+
+    if value != "latest":
+        if not value.isdigit():
+            raise ValueError(f"--resume takes a run id, got {value!r}")
+        return int(value)
+    for run in runs.list_runs(conn, kinds=["sweep"], limit=50):
+        if run.status in ("running", "interrupted"):
+            return run.id
+    return None
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    # SIGTERM (a CI cancel, `kill`) ends a sweep the way Ctrl-C does: stored and resumable.
+    raise KeyboardInterrupt
+
+
+def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
+    """Handler of `flagsweep sweep`."""
+    import importlib
+
+    from harness import configs as cfg
+    from harness.engine import ResumeError, SweepInterrupted, SweepOptions, sweep
+    from state import db
+
+    s = settings.sweep
+    if args.extra_modules:
+        from harness.pool import PROJECT_ROOT
+
+        # The workers get the project root on PYTHONPATH; the parent resolves the same names.
+        if str(PROJECT_ROOT) not in sys.path:
+            sys.path.append(str(PROJECT_ROOT))
+        for name in args.extra_modules:
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:
+                return _fail(f"--import {name}: {exc}")
+    options = SweepOptions(
+        workers=args.workers if args.workers is not None else s.workers,
+        timeout=args.timeout if args.timeout is not None else s.timeout,
+        backend=args.backend or s.backend, device=args.device or s.device,
+        python=args.python or s.python, max_items_per_worker=s.max_items_per_worker,
+        max_rss_mb=s.max_rss_mb, extra_modules=list(args.extra_modules),
+    )
+    conn = db.connect(settings.state_path)
+    run_id = None
+    models: list[str] = []
+    configs: dict[str, dict] = {}
+    base: dict[str, Any] = {}
+    try:
+        if args.resume:
+            run_id = _resume_id(conn, args.resume)
+            if run_id is None:
+                return _fail("nothing to resume: no unfinished sweep in the store")
+        else:
+            catalog = cfg.load_catalog(args.config_file or s.config_file)
+            names = args.configs.split(",") if args.configs else [n for n in catalog if n != "baseline"]
+            configs = cfg.select(catalog, names)
+            base = dict(cfg.parse_setting(text) for text in args.base_setting)
+            try:
+                models = _models(args)
+            except Exception as exc:  # the zoo's UnknownModel: a user error with close matches
+                if type(exc).__name__ != "UnknownModel":
+                    raise
+                return _fail(str(exc))
+            if not models:
+                return _fail("no models selected")
+            cfg.validate_all(configs, base, options.python)
+    except cfg.ConfigError as exc:
+        return _fail(str(exc))
+    except ValueError as exc:  # a bad --resume value
+        return _fail(str(exc))
+
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        run_id = sweep(conn, models=models, configs=configs, base_settings=base, options=options,
+                       run_id=run_id, resume=bool(args.resume), progress=True)
+    except ResumeError as exc:
+        return _fail(str(exc))
+    except SweepInterrupted as exc:
+        print(f"flagsweep sweep: interrupted; finished items are stored. Continue with: flagsweep sweep --resume {exc.run_id}",
+              file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    _show(conn, run_id, options, as_json=args.json)
+    return 0
+
+
+def summary(run: Any, outcomes: list, effects: list, backend: str) -> dict[str, Any]:
+    """The context of templates/sweep_effects.txt.j2: counts and % of testable models per config."""
+    by_config: dict[str, list] = collections.defaultdict(list)
+    for e in effects:
+        by_config[e.config].append(e)
+    from harness.outcome import EFFECTS
+
+    configs = []
+    for name in [c for c in run.configs if c != "baseline"]:
+        rows = by_config.get(name, [])
+        counts = collections.Counter(e.effect for e in rows)
+        testable = sum(n for eff, n in counts.items() if eff not in NOT_TESTABLE)
+        configs.append({
+            "name": name, "testable": testable,
+            "counts": [(eff, counts[eff], (100.0 * counts[eff] / testable if testable and eff not in NOT_TESTABLE else None))
+                       for eff in EFFECTS if counts[eff]],
+        })
+    statuses = collections.Counter(o.status for o in outcomes)
+    return {"run": run, "env": run.environment, "n_models": len(run.models), "configs": configs,
+            "statuses": sorted(statuses.items()), "effects": effects, "backend": backend}
+
+
+def _show(conn: Any, run_id: int, options: Any, as_json: bool) -> None:
+    from bot.render import render
+    from harness.effects import effects_for
+    from state import runs
+
+    run = runs.get_run(conn, run_id)
+    outcomes = runs.outcomes(conn, run_id)
+    effects = effects_for(outcomes)
+    if as_json:
+        doc = {"run": run.to_dict(), "environment": run.environment, "outcomes": [o.to_dict() for o in outcomes],
+               "effects": [e.to_dict() for e in effects]}
+        json.dump(doc, sys.stdout, indent=1, sort_keys=False)
+        sys.stdout.write("\n")
+        return
+    sys.stdout.write(render("sweep_effects.txt.j2", **summary(run, outcomes, effects, run.options.get("backend", options.backend))))
