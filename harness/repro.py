@@ -45,7 +45,7 @@ def render_script(model: str, config_settings: dict, base_settings: dict, backen
         settings_text=", ".join(f"{k}={v!r}" for k, v in settings.items()) or "baseline (no settings)",
         backend=backend, device=device, seed=SEED, fingerprint=zoo.fingerprint(model),
         transformers_version=transformers.__version__,
-        config_json=_json_literal(p.config), spec_json=_json_literal(built.spec),
+        config_json=_json_literal(built.config or p.config), spec_json=_json_literal(built.spec),
         inputs_source=_module_source(HERE / "zoo" / "inputs.py"),
         signature_source=_module_source(HERE / "signature.py"),
     )

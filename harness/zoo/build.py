@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -38,6 +39,7 @@ class Built:
     fingerprint: str = ""
     stratum: str = ""
     spec: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)   # the config dict it was built from (what a reproducer embeds)
 
 
 @dataclass
@@ -69,6 +71,16 @@ MEDIA_TOKEN_KEYS = ("image_token_id", "image_token_index", "video_token_id", "vi
                     "boa_token_id", "eoa_token_id", "image_start_token_id", "image_end_token_id")
 
 
+def name_image_token(cfg: dict) -> dict:
+    """A placeholder image token where the default leaves it None (checkpoints add it): the last text id."""
+    for key in ("image_token_index", "image_token_id"):
+        if key in cfg and cfg[key] is None:
+            text = next((cfg[k] for k in ("text_config", "language_config", "llm_config") if isinstance(cfg.get(k), dict)), cfg)
+            if isinstance(text.get("vocab_size"), int):
+                return {**cfg, key: text["vocab_size"] - 1}
+    return cfg
+
+
 def fit_vocab(cfg: dict) -> dict:
     """Grow text vocabularies so that media token ids are real embeddings (defaults often sit one past vocab_size)."""
     need = max((v for k, v in cfg.items() if k in MEDIA_TOKEN_KEYS and isinstance(v, int) and not isinstance(v, bool)), default=-1)
@@ -79,6 +91,44 @@ def fit_vocab(cfg: dict) -> dict:
     if isinstance(cfg.get("vocab_size"), int) and need >= cfg["vocab_size"]:
         cfg = {**cfg, "vocab_size": need + 1}
     return cfg
+
+
+_MROPE_DEFAULT = re.compile(r"""mrope_section["']\s*,\s*\[([\d,\s]+)\]""")
+
+
+def _head_dim(c: Any) -> int | None:
+    get = c.get if isinstance(c, dict) else (lambda k, d=None: getattr(c, k, d))
+    if isinstance(get("head_dim"), int):
+        return get("head_dim")
+    width, heads = get("hidden_size"), get("num_attention_heads")
+    return width // heads if isinstance(width, int) and isinstance(heads, int) and heads else None
+
+
+def code_default_mrope(cls: type, base: Any, cfg: dict) -> dict:
+    """M-RoPE sections that live only as a default in the modeling code ([16, 24, 24] for a 128 head):
+    write them into the config, scaled to the shrunk head, so they still sum to its rotary half."""
+    import inspect
+
+    try:
+        source = Path(inspect.getsourcefile(cls) or "").read_text()
+    except (OSError, TypeError):
+        return cfg
+    m = _MROPE_DEFAULT.search(source)
+    if not m:
+        return cfg
+    default = [int(x) for x in m.group(1).split(",") if x.strip()]
+    key = "text_config" if isinstance(cfg.get("text_config"), dict) else None
+    text = cfg[key] if key else cfg
+    base_text = getattr(base, "text_config", None) if key else base
+    rope = text.get("rope_parameters")
+    old, new = _head_dim(base_text), _head_dim(text)
+    if not isinstance(rope, dict) or "mrope_section" in rope or not old or not new:
+        return cfg
+    from harness.zoo.shrink import _scale_sections
+
+    half = max(len(default), sum(default) * new // old)
+    text = {**text, "rope_parameters": {**rope, "mrope_section": _scale_sections(default, half)}}
+    return {**cfg, key: text} if key else text
 
 
 @lru_cache(maxsize=None)
@@ -96,7 +146,7 @@ def plan(model: str) -> Plan:
     except Exception as exc:
         raise BuildError("create_error", f"default config: {type(exc).__name__}: {str(exc)[:200]}") from None
     recipe = recipe_for(model, cfg.get("model_type"))
-    cfg = apply_config(fit_vocab(shrink_dict(cfg)), recipe)
+    cfg = apply_config(code_default_mrope(cls, base, fit_vocab(name_image_token(shrink_dict(cfg)))), recipe)
     from harness.zoo.specs import forward_params
 
     return Plan(model, config_cls.__name__, cfg, recipe, stratum_of(base, forward_params(cls)))
@@ -208,19 +258,42 @@ def build(model: str, device: str = "cpu") -> Built:
     from harness.zoo.specs import make_spec
 
     p = plan(model)
-    config = make_config(p)
     cls = enum_mod.model_class(model)
-    torch.manual_seed(SEED)
+    cfg_dict = p.config
+    for attempt in range(2):
+        config = make_config(Plan(p.model, p.config_class, cfg_dict, p.recipe, p.stratum))
+        torch.manual_seed(SEED)
+        try:
+            module = cls(config).float().eval().to(device)
+        except Exception as exc:
+            raise BuildError("create_error", f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        fixed = _fit_mrope(module, cfg_dict)
+        if fixed is None:
+            break
+        cfg_dict = fixed  # built once more with sections that fit (deterministic: same seed)
     try:
-        module = cls(config).float().eval().to(device)
-    except Exception as exc:
-        raise BuildError("create_error", f"{type(exc).__name__}: {str(exc)[:200]}") from None
-    try:
-        spec, text_only = make_spec(cls, config, p.config, p.stratum, p.recipe.get("inputs"))
+        spec, text_only = make_spec(cls, config, cfg_dict, p.stratum, p.recipe.get("inputs"))
         spec = _probe_counts(module, spec, media_tokens(config), device)
         inputs = make_inputs(spec, SEED, device)
     except BuildError:
         raise
     except Exception as exc:
         raise BuildError("input_error", f"{type(exc).__name__}: {str(exc)[:200]}") from None
-    return Built(module, inputs, text_only, fingerprint(model), p.stratum, spec)
+    return Built(module, inputs, text_only, fingerprint(model), p.stratum, spec, cfg_dict)
+
+
+def _fit_mrope(module: Any, cfg: dict) -> dict | None:
+    """If a rotary module's M-RoPE sections do not sum to its frequency count, a config dict whose sections do."""
+    from harness.zoo.shrink import _scale_sections
+
+    for sub in module.modules():
+        sections, inv_freq = getattr(sub, "mrope_section", None), getattr(sub, "inv_freq", None)
+        if isinstance(sections, list) and inv_freq is not None and sum(sections) != inv_freq.shape[-1]:
+            new = _scale_sections(sections, int(inv_freq.shape[-1]))
+            key = "text_config" if isinstance(cfg.get("text_config"), dict) else None
+            text = cfg[key] if key else cfg
+            rope = dict(text.get("rope_parameters") or {})
+            rope["mrope_section"] = new
+            text = {**text, "rope_parameters": rope}
+            return {**cfg, key: text} if key else text
+    return None

@@ -21,7 +21,8 @@ LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder
 WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_dim", "out_hidden_size",
               "projection_dim", "encoder_hidden_size", "decoder_hidden_size", "text_hidden_size",
               "vision_hidden_size", "hidden_dim", "embedding_size", "d_embed", "projector_hidden_size",
-              "output_hidden_size", "mm_hidden_size", "vision_output_dim", "audio_hidden_size")
+              "output_hidden_size", "mm_hidden_size", "vision_output_dim", "audio_hidden_size", "condition_dim",
+              "text_embed_dim", "vision_embed_dim", "audio_embed_dim", "hidden_dim_vision", "cross_attention_hidden_size")
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads",
              "num_heads", "encoder_num_attention_heads", "decoder_num_attention_heads")
 KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num", "encoder_num_key_value_heads")
@@ -34,6 +35,7 @@ SMALL_KEYS = {  # key -> cap
     "n_shared_experts": 1, "num_shared_experts": 1, "n_group": 1, "topk_group": 1,
     "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
     "first_k_dense_replace": 1, "num_dense_layers": 1,
+    "mamba_d_state": 16, "ssm_state_size": 16, "state_size": 16, "time_step_rank": 8,
 }
 
 
@@ -167,6 +169,8 @@ def _keep_identities(orig: dict, d: dict) -> None:
             inner = int(d.get(expand, 2) * d.get("hidden_size", WIDTH))
             d[hdim] = min(d[hdim], HEAD_DIM)
             d[heads] = max(1, inner // d[hdim])
+            if isinstance(d.get("mamba_d_ssm"), int):
+                d["mamba_d_ssm"] = inner
     # timm is not installed (and must not be needed): use the transformers backbone
     if d.get("use_timm_backbone"):
         d["use_timm_backbone"] = False

@@ -128,8 +128,15 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     vc = vision_config(config)
     ac = audio_config(config)
     image_token = _get(config, "image_token_id", "image_token_index")
-    if "pixel_values" in params and "pixel_values" not in overrides:
-        if vc is not None and "image_grid_thw" in params:
+    grid_arg = "image_grid_thw" if "image_grid_thw" in params else ("grid_thw" if "grid_thw" in params else None)
+    first = next(iter(params), None)
+    if grid_arg == "grid_thw" and first in ("pixel_values", "hidden_states") and first not in overrides:
+        # a grid-style vision tower on its own: flattened patches + their grid
+        pix, _ = grid_pixels(vc if vc is not None else config)
+        spec[first] = pix["pixel_values"]
+        spec["grid_thw"] = pix["image_grid_thw"]
+    elif "pixel_values" in params and "pixel_values" not in overrides:
+        if vc is not None and grid_arg == "image_grid_thw":
             pix, n_tokens = grid_pixels(vc)
             spec.update(pix)
             start, end = _get(config, "vision_start_token_id"), _get(config, "vision_end_token_id")
@@ -141,9 +148,12 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             channels = _get(src, "num_channels", "in_channels", "in_chans", default=3)
             spec["pixel_values"] = {"kind": "randn", "shape": [BATCH, channels, h, w]}
             if image_token is not None and "input_ids" in params:
-                prefix = [[image_token, 0]]  # the count is found by probing the forward
+                # a Q-Former hands over a fixed number of query tokens; otherwise probe the forward for the count
+                prefix = [[image_token, _get(config, "num_query_tokens", default=0)]]
             if "pixel_mask" in params:
                 spec["pixel_mask"] = {"kind": "ones", "shape": [BATCH, h, w]}
+            if "image_sizes" in params:
+                spec["image_sizes"] = {"kind": "tensor", "value": [[h, w]] * BATCH}
     frames = None
     if ac is not None or "input_features" in params or "input_values" in params:
         src = ac if ac is not None else config
@@ -178,6 +188,14 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     if (_get(config, "is_encoder_decoder", default=False) or stratum == "encoder_decoder" or spec.get("input_features")) \
             and "decoder_input_ids" in params and "decoder_input_ids" not in overrides:
         spec["decoder_input_ids"] = ids_spec(config, cfg_dict, DEC_SEQ)
+    for name, p in params.items():
+        # other required token inputs (a Q-Former's own ids, a second tokenizer's ids)
+        if name in spec or name in overrides or p.default is not inspect.Parameter.empty or "input_ids" not in spec:
+            continue
+        if name.endswith("input_ids"):
+            spec[name] = ids_spec(config, cfg_dict, SEQ)
+        elif name.endswith("attention_mask"):
+            spec[name] = {"kind": "ones", "shape": [BATCH, SEQ]}
     spec.update(overrides)
     if "pixel_values" in params and "pixel_values" not in spec and stratum == "vl_multimodal":
         text_only = True
