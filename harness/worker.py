@@ -95,13 +95,15 @@ def _error_fields(exc: BaseException) -> dict[str, Any]:
     from harness.signature import innermost_torch_frame, signature
 
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    error_type = type(exc).__name__
     message = str(exc)
+    sig = signature(f"{type(exc).__module__}.{type(exc).__qualname__}", message, tb)
     return {
-        "error_type": error_type,
+        # The type the signature names: Dynamo's wrappers (InternalTorchDynamoError,
+        # BackendCompilerFailed) peeled off, so titles say what actually failed.
+        "error_type": sig.split(":", 1)[0],
         "error_message": _clip(message, 8000),
         "torch_frame": innermost_torch_frame(tb),
-        "signature": signature(f"{type(exc).__module__}.{type(exc).__qualname__}", message, tb),
+        "signature": sig,
         "traceback": _clip(tb),
     }
 

@@ -1,0 +1,142 @@
+"""The sweep engine over real workers: real compiles of tiny models and injected faults, in one stored sweep.
+
+One module-scoped sweep (2 workers) holds every case, so the workers' torch
+import is paid once; the tests then read the stored run. The fault models are in
+tests/fault_models.py and misbehave only under capture_scalar_outputs.
+"""
+import os
+import sys
+
+import pytest
+
+from harness.configs import BUILTIN
+from harness.engine import SweepOptions, collect_environment, run_items, sweep
+from harness.effects import effects_for
+from harness.pool import Group, Pool
+from state import db, runs
+
+MODELS = ["TinyItemModel", "TinyDynamicOutputModel", "Fault_raise", "Fault_segfault", "Fault_abort", "Fault_hang",
+          "Fault_oom", "Fault_sigkill", "BrokenCreateModel", "BrokenEagerModel"]
+FAULTS = {"Fault_raise": "error", "Fault_segfault": "killed", "Fault_abort": "killed", "Fault_hang": "timeout",
+          "Fault_oom": "killed", "Fault_sigkill": "killed"}
+OPTIONS = SweepOptions(workers=2, timeout=15, max_rss_mb=1000, extra_modules=["tests.fault_models"])
+
+pytestmark = pytest.mark.compile
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    conn = db.connect(tmp_path_factory.mktemp("engine") / "state.sqlite")
+    run_id = sweep(conn, models=MODELS, configs=dict(BUILTIN), base_settings={}, options=OPTIONS, progress=False)
+    outs = {(o.model, o.config): o for o in runs.outcomes(conn, run_id)}
+    return conn, run_id, outs
+
+
+def test_every_item_is_stored_and_the_run_finished(stored):
+    conn, run_id, outs = stored
+    assert set(outs) == {(m, c) for m in MODELS for c in BUILTIN}
+    run = runs.get_run(conn, run_id)
+    assert run.status == "finished"
+    assert run.environment["torch_version"].startswith("2.") and run.environment["torch_git"]
+    assert run.environment["python_version"] == ".".join(map(str, sys.version_info[:3]))
+
+
+def test_real_graph_break_reduction_under_capture_scalar_outputs(stored):
+    _, _, outs = stored
+    base, flag = outs["TinyItemModel", "baseline"], outs["TinyItemModel", "capture_scalar_outputs"]
+    assert (base.status, base.graphs, base.graph_breaks) == ("ok", 2, 1)
+    assert any("item" in r.lower() or "scalar" in r.lower() for r in base.break_reasons), base.break_reasons
+    assert (flag.status, flag.graphs, flag.graph_breaks) == ("ok", 1, 0)
+    assert flag.ops and flag.ops_per_graph == [flag.ops]
+    assert base.compile_s > 0 and base.build_s is not None and flag.peak_mem_mb > 0
+    assert base.stratum == "decoder_llm" and base.fingerprint
+
+
+def test_real_crash_under_capture_dynamic_output_shape_ops(stored):
+    _, _, outs = stored
+    base = outs["TinyDynamicOutputModel", "baseline"]
+    crash = outs["TinyDynamicOutputModel", "capture_dynamic_output_shape_ops"]
+    assert base.status == "ok" and base.graph_breaks >= 1
+    assert crash.status == "error"
+    assert crash.error_type == "PendingUnbackedSymbolNotFound"
+    assert crash.signature == "PendingUnbackedSymbolNotFound: Pending unbacked symbols {uN} not in returned outputs"
+    assert crash.torch_frame and crash.torch_frame.startswith("torch/")
+    assert "Traceback" in crash.traceback
+
+
+@pytest.mark.parametrize("model,status", sorted(FAULTS.items()))
+def test_each_fault_gets_its_status_and_the_models_other_items_are_correct(stored, model, status):
+    _, _, outs = stored
+    hit = outs[model, "capture_scalar_outputs"]
+    assert hit.status == status, (hit.error_message, hit.traceback)
+    assert hit.signature
+    for config in ("baseline", "capture_dynamic_output_shape_ops"):
+        other = outs[model, config]
+        assert (other.status, other.graphs, other.graph_breaks) == ("ok", 2, 1), (config, other)
+
+
+def test_fault_signatures(stored):
+    _, _, outs = stored
+    sig = {m: outs[m, "capture_scalar_outputs"].signature for m in FAULTS}
+    assert sig["Fault_raise"] == "RuntimeError: injected fault at 0xADDR in layer 3"
+    assert sig["Fault_segfault"] == "killed: SIGSEGV"
+    assert sig["Fault_abort"] == "killed: SIGABRT"
+    assert sig["Fault_sigkill"] == "killed: SIGKILL"
+    assert sig["Fault_oom"] == "killed: memory limit"
+    assert sig["Fault_hang"] == "timeout"
+    # faulthandler's dump of the dying worker is kept as its traceback.
+    assert "Segmentation fault" in (outs["Fault_segfault", "capture_scalar_outputs"].traceback or "")
+    # A killed item keeps what the worker said about its model.
+    assert outs["Fault_segfault", "capture_scalar_outputs"].stratum == "decoder_llm"
+
+
+def test_build_failures(stored):
+    _, _, outs = stored
+    for config in BUILTIN:
+        created = outs["BrokenCreateModel", config]
+        assert created.status == "create_error" and "hidden_size" in created.error_message
+        eager = outs["BrokenEagerModel", config]
+        assert eager.status == "eager_error" and eager.error_type == "RuntimeError"
+        assert eager.stratum == "vl_multimodal"
+
+
+def test_effects_of_the_stored_run(stored):
+    _, _, outs = stored
+    effects = {(e.model, e.config): e.effect for e in effects_for(list(outs.values()))}
+    assert effects["TinyItemModel", "capture_scalar_outputs"] == "reduces_graphs"
+    assert effects["TinyItemModel", "capture_dynamic_output_shape_ops"] == "no_effect"
+    assert effects["TinyDynamicOutputModel", "capture_dynamic_output_shape_ops"] == "crashes"
+    assert all(effects[m, "capture_scalar_outputs"] == "crashes" for m in FAULTS)
+    assert effects["BrokenCreateModel", "capture_scalar_outputs"] == "create_error"
+    assert effects["BrokenEagerModel", "capture_scalar_outputs"] == "create_error"
+
+
+def test_base_settings_apply_to_baseline_too_and_fresh_workers():
+    # capture_scalar_outputs as a base setting: the baseline itself has one graph.
+    items = [("TinyItemModel", "baseline"), ("TinyItemModel", "baseline")]
+    outs = run_items(items, configs=dict(BUILTIN), base_settings={"torch._dynamo.config.capture_scalar_outputs": True},
+                     options=SweepOptions(workers=1, timeout=60, extra_modules=["tests.fault_models"]),
+                     fresh_workers=True)
+    assert [(o.model, o.config, o.status, o.graphs) for o in outs] == [("TinyItemModel", "baseline", "ok", 1)] * 2
+    # A fresh worker per item: both paid their own build.
+    assert all(o.build_s > 0 for o in outs)
+
+
+def test_eager_mode_and_recycling():
+    pool = Pool(workers=1, timeout=60, max_items_per_worker=1, extra_modules=["tests.fault_models"])
+    try:
+        groups = [Group("TinyItemModel", [(0, "-", {})], "eager"), Group("BrokenEagerModel", [(1, "-", {})], "eager")]
+        got = dict(pool.run(groups))
+    finally:
+        pool.close()
+    assert got[0]["status"] == "ok" and got[0].get("graphs") is None
+    assert got[1]["status"] == "eager_error"
+    assert pool.stats["spawned"] == 2 and pool.stats["recycled"] == 2
+
+
+def test_collect_environment_in_a_worker_interpreter():
+    env = collect_environment(sys.executable)
+    import transformers
+
+    assert env["transformers_version"] == transformers.__version__
+    assert env["device"] == "cpu" and env["recipe_fingerprint"]
