@@ -211,9 +211,12 @@ def _probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) -
     if not any(count == 0 for _, count in prefix):
         return spec
     seen, undo = _capture_feature_tokens(module)
+    # probe with two adjacent placeholders per medium: some models take a lone placeholder
+    # for the legacy "expand me" form and then never say how many features they made
+    trial = _grow(spec, {tid: 2 for tid, count in prefix if count == 0})
     try:
         with torch.no_grad():
-            module(**make_inputs(spec, SEED, device))
+            module(**make_inputs(trial, SEED, device))
     except Exception as exc:
         m = _MISMATCH.search(str(exc))
         if m:  # models that merge media by hand say the count in their error
@@ -224,6 +227,12 @@ def _probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) -
     counts = {tid: seen[media[tid]] // BATCH for tid, count in prefix if count == 0 and media.get(tid) in seen}
     if not counts:
         return spec
+    return _grow(spec, counts)
+
+
+def _grow(spec: dict, counts: dict[int, int]) -> dict:
+    """spec with the zero-count placeholders of `counts` set to their counts, every per-token input grown to match."""
+    ids = spec["input_ids"]
     grow = sum(counts.values())
     spec = dict(spec)
     for key in ("input_ids", "attention_mask", "mm_token_type_ids", "token_type_ids"):
@@ -231,7 +240,7 @@ def _probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) -
             item = dict(spec[key])
             item["shape"] = [item["shape"][0], item["shape"][1] + grow]
             spec[key] = item
-    spec["input_ids"]["prefix"] = [[tid, counts.get(tid, count) if count == 0 else count] for tid, count in prefix]
+    spec["input_ids"]["prefix"] = [[tid, counts.get(tid, count) if count == 0 else count] for tid, count in ids["prefix"]]
     if "prefix" in spec.get("mm_token_type_ids", {}):
         spec["mm_token_type_ids"]["prefix"] = [[v, n] for (v, _), (_, n) in zip(spec["mm_token_type_ids"]["prefix"], spec["input_ids"]["prefix"])]
     return spec

@@ -152,7 +152,7 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
                 prefix = [[image_token, _get(config, "num_query_tokens", default=0)]]
             if "pixel_mask" in params:
                 spec["pixel_mask"] = {"kind": "ones", "shape": [BATCH, h, w]}
-            if "image_sizes" in params:
+            if "image_sizes" in params and params["image_sizes"].default is inspect.Parameter.empty:
                 spec["image_sizes"] = {"kind": "tensor", "value": [[h, w]] * BATCH}
     frames = None
     if ac is not None or "input_features" in params or "input_values" in params:
