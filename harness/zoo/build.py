@@ -73,7 +73,10 @@ MEDIA_TOKEN_KEYS = ("image_token_id", "image_token_index", "video_token_id", "vi
 
 def name_image_token(cfg: dict) -> dict:
     """A placeholder image token where the default leaves it None (checkpoints add it): the last text id."""
-    for key in ("image_token_index", "image_token_id"):
+    keys = ("image_token_index", "image_token_id")
+    if not any(k in cfg for k in keys):
+        keys = ("video_token_index", "video_token_id")
+    for key in keys:
         if key in cfg and cfg[key] is None:
             text = next((cfg[k] for k in ("text_config", "language_config", "llm_config") if isinstance(cfg.get(k), dict)), cfg)
             if isinstance(text.get("vocab_size"), int):
@@ -246,6 +249,45 @@ def _grow(spec: dict, counts: dict[int, int]) -> dict:
     return spec
 
 
+def _add_image_axis(spec: dict) -> dict | None:
+    """(B, C, H, W) -> (B, 1, C, H, W): models that take several images per sample."""
+    pix = spec.get("pixel_values")
+    if not pix or len(pix["shape"]) != 4:
+        return None
+    b, c, h, w = pix["shape"]
+    return {**spec, "pixel_values": {**pix, "shape": [b, 1, c, h, w]}}
+
+
+# (what the model's own error says, how the inputs change): tried once each, in order.
+INPUT_REPAIRS = (
+    (re.compile(r"expected 5, got 4"), _add_image_axis),
+)
+
+
+def _repair_inputs(module: Any, spec: dict, device: str) -> dict:
+    """One eager forward; if it fails with an error an input repair knows, apply it and try again."""
+    if "pixel_values" not in spec:
+        return spec  # the repairs are all about images; text and audio models skip the extra forward
+    import torch
+
+    from harness.zoo.inputs import make_inputs
+
+    used = set()
+    for _ in range(len(INPUT_REPAIRS)):
+        try:
+            with torch.no_grad():
+                module(**make_inputs(spec, SEED, device))
+            return spec
+        except Exception as exc:
+            fix = next((f for pattern, f in INPUT_REPAIRS if f not in used and pattern.search(str(exc))), None)
+            new = fix(spec) if fix else None
+            if new is None:
+                return spec
+            used.add(fix)
+            spec = new
+    return spec
+
+
 def media_tokens(config: Any) -> dict[int, str]:
     """Token id -> medium ("image", "audio", "video") for the placeholder tokens a config names."""
     out = {}
@@ -282,6 +324,7 @@ def build(model: str, device: str = "cpu") -> Built:
         cfg_dict = fixed  # built once more with sections that fit (deterministic: same seed)
     try:
         spec, text_only = make_spec(cls, config, cfg_dict, p.stratum, p.recipe.get("inputs"))
+        spec = _repair_inputs(module, spec, device)
         spec = _probe_counts(module, spec, media_tokens(config), device)
         inputs = make_inputs(spec, SEED, device)
     except BuildError:

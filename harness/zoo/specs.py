@@ -127,7 +127,7 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     text_only = False
     vc = vision_config(config)
     ac = audio_config(config)
-    image_token = _get(config, "image_token_id", "image_token_index")
+    image_token = _get(config, "image_token_id", "image_token_index", "video_token_index", "video_token_id")
     grid_arg = "image_grid_thw" if "image_grid_thw" in params else ("grid_thw" if "grid_thw" in params else None)
     first = next(iter(params), None)
     if grid_arg == "grid_thw" and first in ("pixel_values", "hidden_states") and first not in overrides:
