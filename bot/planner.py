@@ -109,6 +109,17 @@ def _crash_sig(o: Outcome | None, e: Effect) -> str:
     return e.config_signature or (o.signature if o else None) or (o.status if o else "error")
 
 
+def _when(stamp: str) -> str:
+    """'nightly 2026-11-20' for a nightly date, '2026-11-20 13:47 UTC' for a run's start time."""
+    stamp = str(stamp)
+    return f"in nightly {stamp}" if len(stamp) <= 10 else f"on {stamp[:16].replace('T', ' ')} UTC"
+
+
+def _short(stamp: str) -> str:
+    """A date, or a run's start time to the minute."""
+    return str(stamp)[:16].replace("T", " ")
+
+
 def _render_fitting(template: str, ctx: dict[str, Any]) -> str:
     """Render with the largest table size that keeps the body under GitHub's limit."""
     for limit in ROW_LIMITS:
@@ -241,7 +252,8 @@ class _Planner:
                      or hist.get("example_message") or sig, "traceback": tb,
                      "traceback_lines": tb.count("\n") + 1, "torch_frame": frame},
             helps=helps, overlap=sorted(overlap.items()), repro=repro,
-            first_seen=hist.get("first_seen") or self.date, last_seen=hist.get("last_seen") or self.date,
+            first_seen=_short(hist.get("first_seen") or self.date), last_seen=_short(hist.get("last_seen") or self.date),
+            first_seen_text=_when(hist.get("first_seen") or self.date), last_seen_text=_when(hist.get("last_seen") or self.date),
             nightlies_seen=hist.get("nightlies_seen") or 1,
             ratio=f"{all_crashes} : {len(helps)} (this signature: {len(crashing)})", cc=cc,
         )
@@ -296,7 +308,7 @@ class _Planner:
             hist = self.i.signatures.get((config, sig), {})
             self.actions.append(Action("comment", number=number, reason="closing", body=render.render(
                 "comment_close.md.j2", comment_marker=self.comment_marker(key, "close"), config=config, quiet=quiet,
-                last_seen=hist.get("last_seen") or "earlier"), **base))
+                last_seen=_short(hist.get("last_seen") or "earlier")), **base))
             self.actions.append(Action("close", number=number, reason=f"quiet for {quiet} nightlies", **base))
             return
         new, gone = self.news(config, sig)

@@ -98,3 +98,10 @@ def sc_effect(model: str, effect: str, sig: str | None):
     from harness.outcome import Effect
     return Effect(model=model, stratum="decoder_llm", config="c", effect=effect, baseline_graphs=3,
                   config_graphs=None if sig else 1, baseline_signature=None, config_signature=sig)
+
+
+def test_scripts_stay_runnable_but_cannot_fake_markers() -> None:
+    code = "@contextlib.contextmanager\ndef f():\n    s = '<!-- flagsweep:end -->'\n"
+    block = text.script(code)
+    assert "@contextlib.contextmanager" in block and "<!-- flagsweep:end" not in block
+    assert block.startswith("```python\n") and block.endswith("\n```")
