@@ -328,3 +328,14 @@ def test_ad_hoc_runs_do_not_count_as_quiet_nightlies(fake_github: FakeGitHub, tm
     assert fake.state.repo(fake.repo).issues[c_number].state == "open"      # one quiet nightly, not four
     run(conn, settings, "2026-11-22", quiet_c(sc.corpus()))
     assert fake.state.repo(fake.repo).issues[c_number].state == "closed"
+
+
+@pytest.mark.parametrize("n_models", [10, 200])
+def test_quiet_nightly_reads_do_not_grow_with_models(fake_github: FakeGitHub, tmp_path: Path, n_models: int) -> None:
+    settings = make_settings(fake_github, tmp_path)
+    conn = db.connect(settings.state_path)
+    results = sc.corpus(n_models)
+    run(conn, settings, "2026-11-20", results)
+    mark = len(fake_github.requests)
+    run(conn, settings, "2026-11-21", results)
+    assert [(r.method, r.path) for r in fake_github.requests[mark:]] == [("GET", f"/repos/{fake_github.repo}/issues")]
