@@ -1,7 +1,6 @@
 """The fake GitHub itself, driven by PyGithub 2.10 over real HTTP."""
 from __future__ import annotations
 
-import time
 
 import github
 import pytest
