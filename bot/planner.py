@@ -161,7 +161,8 @@ class _Planner:
         for e in inputs.effects:
             self.by_config.setdefault(e.config, []).append(e)
         self.date = inputs.run.get("date") or ""
-        self.prev_date = (inputs.previous or {}).get("date") or "the previous nightly"
+        prev = (inputs.previous or {}).get("date")
+        self.prev_text = _short(prev) if prev else "the previous run"
 
     # -- shared context ----------------------------------------------------
     def common(self, config: str) -> dict[str, Any]:
@@ -179,7 +180,7 @@ class _Planner:
             "backend": (run.get("options") or {}).get("backend", "count"),
             "device": (run.get("options") or {}).get("device", "cpu"),
             "effects_table": table, "testable": testable, "report_url": self.s.report_url,
-            "begin": text.BEGIN, "end": text.END, "date": self.date,
+            "begin": text.BEGIN, "end": text.END, "date": self.date, "date_text": _when(self.date),
         }
 
     def news(self, config: str, signature: str) -> tuple[list[str], list[str]]:
@@ -278,7 +279,7 @@ class _Planner:
             regression = closed_by == "human-fixed"
             self.actions.append(Action("reopen", number=number, reason="signature is back", **base))
             self.actions.append(Action("comment", number=number, reason="reopen", body=render.render(
-                "comment_reopen.md.j2", comment_marker=self.comment_marker(key, "reopen"), date=self.date,
+                "comment_reopen.md.j2", comment_marker=self.comment_marker(key, "reopen"), date_text=_when(self.date),
                 count=len(crashing), models=[c["model"] for c in crashing], regression=regression), **base))
             old_material = ""              # refresh the body whatever it was
         if old_material != material:
@@ -318,7 +319,7 @@ class _Planner:
 
     def changes(self, key: str, new: list[str], fixed: list[str], other: list[tuple[str, list[str]]], *, quiet: bool) -> str:
         return render.render("comment_changes.md.j2", comment_marker=self.comment_marker(key, "changes"),
-                             date=self.date, previous_date=self.prev_date, new=new, fixed=fixed, other=other,
+                             date_text=_when(self.date), previous_text=self.prev_text, new=new, fixed=fixed, other=other,
                              quiet=quiet, close_after=self.s.close_after, limit=50)
 
     # -- summary issues ----------------------------------------------------
