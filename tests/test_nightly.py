@@ -100,3 +100,51 @@ def test_bad_shard_text():
     for text in ("0/2", "3/2", "x", "1/0"):
         with pytest.raises(nightly.NightlyError):
             nightly.parse_shard(text)
+
+
+@pytest.mark.compile
+def test_a_real_tiny_nightly_end_to_end_in_dry_run(env):
+    """The installed torch, the real engine on two test models, finalize, plan, dry-run publish and report."""
+    import tests.fault_models  # noqa: F401  (registers the test models here; workers import it too)
+    from harness import engine
+
+    settings, conn, world, tmp = env
+    settings.issues.verify_reproducers = False   # test models exist only where tests.fault_models is imported
+
+    def real_sweep(conn, *, models, configs, base_settings, settings, python, run_id, resume, nightly, shard,
+                   kind="nightly", progress=True):
+        options = engine.SweepOptions(workers=1, timeout=120, python=python, extra_modules=["tests.fault_models"])
+        return engine.sweep(conn, models=models, configs=configs, base_settings=base_settings, options=options,
+                            run_id=run_id, resume=resume, kind=kind, nightly=nightly, shard=shard, progress=False)
+
+    steps = nightly.Steps(sweep=real_sweep)
+    result = nightly.run_nightly(conn, settings, torch="current", models=["TinyItemModel", "Fault_raise"],
+                                 dry_run=True, out_dir=tmp / "out", progress=False, steps=steps)
+    import torch
+
+    assert result.status == "swept" and result.torch["version"] == torch.__version__ and result.torch["current"]
+    outs = {(o.model, o.config): o for o in runs.outcomes(conn, result.run_id)}
+    assert outs[("TinyItemModel", "baseline")].status == "ok" and outs[("TinyItemModel", "baseline")].graphs >= 1
+    assert outs[("Fault_raise", "capture_scalar_outputs")].status == "error"
+    assert Path(result.report).is_file() and "Fault_raise" in Path(result.report).read_text()
+    assert (tmp / "out" / "plan.json").is_file()
+    plan = json.loads((tmp / "out" / "plan.json").read_text())
+    tracking = [a for a in plan["actions"] if a["action"] == "create" and "crashes 1/2 models" in a["title"]]
+    assert len(tracking) == 1 and "Fault_raise" in (tmp / "out" / tracking[0]["file"]).read_text()
+    again = nightly.run_nightly(conn, settings, torch="current", models=["TinyItemModel", "Fault_raise"],
+                                dry_run=True, out_dir=tmp / "out", progress=False, steps=steps)
+    assert again.status == "reused" and again.run_id == result.run_id
+
+
+def test_the_summary_ends_by_saying_where_the_issues_and_report_are(env):
+    from bot.render import render
+
+    settings, conn, world, tmp = env
+    result = nightly.run_nightly(conn, settings, out_dir=tmp / "out", steps=world.steps())
+    text = render("nightly_summary.txt.j2", r=result)
+    lines = text.strip().splitlines()
+    assert lines[0] == "flagsweep nightly 2026-11-21: torch 2.14.0.dev20261121+cpu (g21)"
+    assert f"rendered issues are in {tmp / 'out'}/" in lines[-2] and lines[-1].strip() == f"report: {tmp / 'out' / 'report.html'}"
+    failed = nightly.NightlyResult(status="failed", run_id=7, nightly="2026-11-30", reason="no nightly for 2026-11-30")
+    assert render("nightly_summary.txt.j2", r=failed).strip() == \
+        "flagsweep nightly: FAILED for 2026-11-30 (run 7): no nightly for 2026-11-30"
