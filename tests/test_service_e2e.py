@@ -267,3 +267,96 @@ def test_done_when_serve_takes_a_triagers_rerun_refuses_a_stranger_and_fires_the
         assert len(nightly_jobs) == 1 and fired == [{"source": "schedule"}]
     finally:
         b.close()
+
+
+def test_permission_cache_and_rate_window_follow_an_injected_clock():
+    now = [1000.0]
+    lookups = []
+    gate = Gate(ttl=300, per_hour=2, clock=lambda: now[0])
+
+    def lookup(login):
+        lookups.append(login)
+        return "triage"
+    assert gate.role("Tina", lookup) == "triage" and gate.role("tina", lookup) == "triage"
+    assert lookups == ["Tina"]                     # cached, case-insensitively
+    now[0] += 301
+    gate.role("tina", lookup)
+    assert len(lookups) == 2                       # expired after the TTL
+    assert gate.allow("u") and gate.allow("u") and not gate.allow("u")
+    now[0] += 3600
+    assert gate.allow("u")                         # the hour has passed
+
+
+def test_shutdown_requeues_a_job_that_outlives_the_grace(tmp_path):
+    import threading
+
+    s = Settings(state_path=tmp_path / "state.sqlite")
+    s.webhook.secret, s.webhook.port = SECRET, 0
+    started, release = threading.Event(), threading.Event()
+
+    def slow_nightly(conn, settings, payload):
+        started.set()
+        release.wait(30)
+        return {"ok": True}
+    svc = Service(s, dry_run=True, schedule=False, hooks=Hooks(nightly=slow_nightly))
+    svc.start()
+    job_id = svc.queue_nightly()
+    assert started.wait(30)
+    assert svc.health()["running"] == job_id
+    assert svc.stop(grace=0.2) is False
+    conn = db.connect(s.state_path)
+    try:
+        assert jobs.get(conn, job_id).status == "queued"     # a restart will run it again
+        release.set()
+        svc.runner.join(10)
+        assert jobs.get(conn, job_id).status == "queued"     # the cut-off runner did not mark it done
+        # The next start finds it queued and runs it to the end.
+        svc2 = Service(s, dry_run=True, schedule=False, hooks=Hooks(nightly=lambda c, st, p: {"second": True}))
+        svc2.start()
+        assert wait_for(lambda: jobs.get(conn, job_id).status == "done")
+        assert jobs.get(conn, job_id).result == {"second": True}
+        assert svc2.stop(grace=5) is True
+    finally:
+        conn.close()
+
+
+def test_flagsweep_serve_answers_health_and_stops_on_sigterm(tmp_path):
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    settings_file = tmp_path / "flagsweep.toml"
+    settings_file.write_text('[webhook]\nport = 0\n[scheduler]\ncron = "0 3 * * *"\ntimezone = "Europe/Berlin"\n'
+                             '[github]\nbase_url = "http://127.0.0.1:9"\n')
+    env = dict(os.environ, FLAGSWEEP_WEBHOOK_SECRET=SECRET, FLAGSWEEP_STATE=str(tmp_path / "s.sqlite"))
+    env.pop("FLAGSWEEP_GITHUB_TOKEN", None)
+    proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "--settings", str(settings_file), "serve"],
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        url = None
+        for line in proc.stderr:
+            m = re.search(r"listening on (http://[\d.]+:\d+)/webhook", line)
+            if m:
+                url = m.group(1)
+                break
+        assert url, "serve did not start"
+        health = httpx.get(url + "/healthz", timeout=5).json()
+        assert health["ok"] and health["queue"] == 0 and health["dry_run"] is True
+        assert health["next_nightly"].endswith(("+01:00", "+02:00")) and "T03:00:00" in health["next_nightly"]
+        r = httpx.post(url + "/webhook", content=b"{}", timeout=5, headers={"X-GitHub-Event": "ping"})
+        assert r.status_code == 401
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_refuses_to_start_without_a_webhook_secret(tmp_path):
+    from bot.service import serve
+
+    s = Settings(state_path=tmp_path / "s.sqlite")
+    assert serve(s) == 2
