@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from tests.fakegithub import search as search_mod
 from tests.fakegithub.faults import Faults
+from tests.fakegithub.shapes import Shapes
 from tests.fakegithub.state import REACTIONS, ROLE_TO_PERMISSION, Comment, FakeState, Issue, Reaction, Repo, iso
 
 WRITE_METHODS = ("POST", "PATCH", "PUT", "DELETE")
@@ -169,7 +170,7 @@ def _seg(value: str) -> str:
     return urllib.parse.unquote(value)
 
 
-class Api:
+class Api(Shapes):
     """Route table and handlers; each returns a Reply or raises HttpError."""
 
     def __init__(self, server: FakeServer) -> None:
@@ -296,50 +297,6 @@ class Api:
             q = dict(query, page=str(page - 1), per_page=str(per_page))
             links.append(f'<{self.url(path)}?{urllib.parse.urlencode(q)}>; rel="prev"')
         return Reply(200, chunk, {"Link": ", ".join(links)} if links else {})
-
-    # -- JSON shapes -----------------------------------------------------
-    def user_json(self, login: str) -> dict[str, Any]:
-        user = self.state.users.get(login) or {"login": login, "id": 0, "type": "User"}
-        return {"login": user["login"], "id": user["id"], "type": user["type"],
-                "url": self.url(f"/users/{urllib.parse.quote(login)}"), "html_url": f"https://github.example/{login}"}
-
-    def label_json(self, repo: Repo, name: str) -> dict[str, Any]:
-        meta = self.state.ensure_label(repo, name)
-        return {"id": meta["id"], "name": name, "color": meta["color"], "description": meta["description"],
-                "default": False, "url": self.url(f"/repos/{repo.full_name}/labels/{urllib.parse.quote(name, safe='')}")}
-
-    def reactions_json(self, reactions: list[Reaction], url: str) -> dict[str, Any]:
-        counts = {c: sum(1 for r in reactions if r.content == c) for c in REACTIONS}
-        return {"url": url, "total_count": len(reactions), **counts}
-
-    def issue_json(self, repo: Repo, issue: Issue) -> dict[str, Any]:
-        url = self.url(f"/repos/{repo.full_name}/issues/{issue.number}")
-        return {
-            "id": issue.id, "node_id": f"I_{issue.id}", "number": issue.number, "title": issue.title, "body": issue.body,
-            "state": issue.state, "state_reason": issue.state_reason, "locked": False,
-            "labels": [self.label_json(repo, n) for n in issue.labels], "user": self.user_json(issue.user),
-            "assignee": None, "assignees": [], "milestone": None, "comments": len(issue.comments),
-            "created_at": iso(issue.created), "updated_at": iso(issue.updated),
-            "closed_at": iso(issue.closed) if issue.closed else None,
-            "closed_by": self.user_json(issue.closed_by) if issue.closed_by else None,
-            "author_association": "OWNER" if issue.user == repo.owner else "NONE",
-            "url": url, "html_url": f"https://github.example/{repo.full_name}/issues/{issue.number}",
-            "comments_url": url + "/comments", "labels_url": url + "/labels{/name}", "events_url": url + "/events",
-            "repository_url": self.url(f"/repos/{repo.full_name}"),
-            "reactions": self.reactions_json(issue.reactions, url + "/reactions"),
-        }
-
-    def comment_json(self, repo: Repo, comment: Comment) -> dict[str, Any]:
-        url = self.url(f"/repos/{repo.full_name}/issues/comments/{comment.id}")
-        return {"id": comment.id, "node_id": f"IC_{comment.id}", "body": comment.body, "user": self.user_json(comment.user),
-                "created_at": iso(comment.created), "updated_at": iso(comment.updated), "url": url,
-                "html_url": f"https://github.example/{repo.full_name}/issues/{comment.issue}#issuecomment-{comment.id}",
-                "issue_url": self.url(f"/repos/{repo.full_name}/issues/{comment.issue}"),
-                "author_association": "NONE", "reactions": self.reactions_json(comment.reactions, url + "/reactions")}
-
-    def reaction_json(self, reaction: Reaction) -> dict[str, Any]:
-        return {"id": reaction.id, "node_id": f"R_{reaction.id}", "content": reaction.content,
-                "user": self.user_json(reaction.user), "created_at": iso(reaction.created)}
 
     # -- users, limits, apps ---------------------------------------------
     def get_user(self, *, query: Any, body: Any, login: Any) -> Reply:
