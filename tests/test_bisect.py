@@ -60,3 +60,27 @@ def test_outcome_key():
     assert outcome_key(Outcome("M", "c", "ok", graphs=2)) == "ok: 2 graphs"
     assert outcome_key(Outcome("M", "c", "error", signature="X: y")) == "error: X: y"
     assert outcome_key(Outcome("M", "c", "timeout")) == "timeout"
+
+
+def test_bisect_dates_come_from_the_provider_index(tmp_path):
+    """The handlers' real date source: a PEP 503 index over HTTP, only wheels this Python can install."""
+    from bot.handlers import default_bisect_dates
+    from bot.settings import Settings
+    from tests.fakeindex import FakeIndex
+
+    idx = FakeIndex(tmp_path / "index")
+    try:
+        for day in (3, 1, 2):
+            idx.add(f"2.14.0.dev202611{day:02d}+cpu", f"g{day}")
+        idx.add("2.14.0.dev20261104+cpu", "g4", tag="cp27-cp27m-win32")
+        s = Settings(state_path=tmp_path / "s.sqlite")
+        s.nightly.index_url = idx.url
+
+        class Ctx:
+            settings = s
+        dates = default_bisect_dates(Ctx())
+    finally:
+        idx.close()
+    assert dates == ["2026-11-01", "2026-11-02", "2026-11-03"]
+    with pytest.raises(BisectError, match="fewer than two nightlies between 2026-11-03 and 2026-11-09"):
+        window(dates, "2026-11-03", "2026-11-09")
