@@ -199,3 +199,12 @@ def test_bad_credentials_stop_instead_of_failing_each_action(fake_github: FakeGi
     pub = GitHubPublisher(fake_github.settings(token="expired"), sleep=lambda s: None)
     with pytest.raises(GitHubUnavailable, match="credentials"):
         pub.create_issue("k", "t", body("k"), [], look=False)
+
+
+def test_a_write_answered_too_late_is_found_not_resent(fake_github: FakeGitHub) -> None:
+    pub, slept = publisher(fake_github, request_timeout=1)
+    fake_github.faults.slow(2.5, 1, method="POST", path="/comments")     # stored, answer after the client gave up
+    issue = fake_github.state.create_issue(fake_github.repo, "t", body("k9"), user=fake_github.bot_login)
+    cid = pub.comment(issue.number, "<!-- flagsweep:comment=k9/1/changes -->\nnews")
+    assert [c.id for c in fake_github.state.comments(fake_github.repo, issue.number)] == [cid]
+    assert len(slept) == 1
