@@ -177,38 +177,29 @@ def check_here(settings: dict[str, Any]) -> list[str]:
 
 def validate(settings: dict[str, Any], python: str | None = None) -> None:
     """Raise ConfigError unless every key exists in torch's config modules with a value of the right type."""
-    if not settings:
+    if settings:
+        validate_all({"settings": settings}, {}, python, label=False)
+
+
+def validate_all(configs: dict[str, dict], base_settings: dict[str, Any], python: str | None = None,
+                 label: bool = True) -> None:
+    """Validate every config and the base settings, each on its own, in one interpreter start for --python."""
+    named = [("--base-setting", base_settings), *configs.items()]
+    named = [(name, settings) for name, settings in named if settings]
+    if not named:
         return
-    if python is None:
-        problems = check_here(settings)
-    else:
-        problems = _check_in(python, settings)
-    if problems:
-        raise ConfigError("; ".join(problems))
+    batches = [settings for _, settings in named]
+    results = [check_here(b) for b in batches] if python is None else _check_in(python, batches)
+    for (name, _), problems in zip(named, results):
+        if problems:
+            raise ConfigError(f"{name}: {'; '.join(problems)}" if label else "; ".join(problems))
 
 
-def validate_all(configs: dict[str, dict], base_settings: dict[str, Any], python: str | None = None) -> None:
-    """Validate every config and the base settings at once (one interpreter start for --python)."""
-    merged: dict[str, Any] = dict(base_settings)
-    for settings in configs.values():
-        merged.update(settings)
-    try:
-        validate(merged, python)
-    except ConfigError:
-        # Say which config the bad key came from.
-        for name, settings in [("--base-setting", base_settings), *configs.items()]:
-            try:
-                validate(settings, python)
-            except ConfigError as exc:
-                raise ConfigError(f"{name}: {exc}") from None
-        raise
-
-
-def _check_in(python: str, settings: dict[str, Any]) -> list[str]:
+def _check_in(python: str, batches: list[dict[str, Any]]) -> list[list[str]]:
     """Run check_here inside another interpreter (one with the torch under test)."""
     from harness.pool import worker_env  # the same PYTHONPATH the workers get
 
-    proc = subprocess.run([python, "-m", "harness.configs"], input=json.dumps(settings), capture_output=True,
+    proc = subprocess.run([python, "-m", "harness.configs"], input=json.dumps(batches), capture_output=True,
                           text=True, env=worker_env(), timeout=300)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
@@ -217,4 +208,4 @@ def _check_in(python: str, settings: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(check_here(json.loads(sys.stdin.read()))))
+    print(json.dumps([check_here(batch) for batch in json.loads(sys.stdin.read())]))
