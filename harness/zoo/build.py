@@ -258,9 +258,19 @@ def _add_image_axis(spec: dict) -> dict | None:
     return {**spec, "pixel_values": {**pix, "shape": [b, 1, c, h, w]}}
 
 
+def _add_image_sizes(spec: dict) -> dict | None:
+    """Give (height, width) per image: any-resolution models need it though the argument is optional."""
+    pix = spec.get("pixel_values")
+    if not pix or "image_sizes" in spec:
+        return None
+    h, w = pix["shape"][-2:]
+    return {**spec, "image_sizes": {"kind": "tensor", "value": [[h, w]] * pix["shape"][0]}}
+
+
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
+    (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
 )
 
 

@@ -22,7 +22,8 @@ WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_
               "projection_dim", "encoder_hidden_size", "decoder_hidden_size", "text_hidden_size",
               "vision_hidden_size", "hidden_dim", "embedding_size", "d_embed", "projector_hidden_size",
               "output_hidden_size", "mm_hidden_size", "vision_output_dim", "audio_hidden_size", "condition_dim",
-              "text_embed_dim", "vision_embed_dim", "audio_embed_dim", "hidden_dim_vision", "cross_attention_hidden_size")
+              "text_embed_dim", "vision_embed_dim", "audio_embed_dim", "hidden_dim_vision", "cross_attention_hidden_size",
+              "input_embedding_size", "output_embedding_size")
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads",
              "num_heads", "encoder_num_attention_heads", "decoder_num_attention_heads")
 KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num", "encoder_num_key_value_heads")
@@ -71,6 +72,12 @@ def shrink_dict(d: dict) -> dict:
             d[k] = max(1, HEADS // ratio)
     if isinstance(d.get("head_dim"), int) and d["head_dim"] > HEAD_DIM:
         d["head_dim"] = HEAD_DIM
+    heads_now = next((d[k] for k in HEAD_KEYS if isinstance(d.get(k), int) and d[k] > 0), None)
+    if "head_dim" in d and d["head_dim"] is None and heads_now and isinstance(d.get("hidden_size"), int):
+        d["head_dim"] = d["hidden_size"] // heads_now  # an explicit None some models do not derive
+    for k in KV_KEYS[:1]:
+        if k in d and d[k] is None and heads_now:
+            d[k] = heads_now
     for k in FFN_KEYS:
         if isinstance(d.get(k), int) and not isinstance(d.get(k), bool) and d[k] > FFN:
             d[k] = FFN
@@ -118,7 +125,7 @@ def shrink_dict(d: dict) -> dict:
         if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list):
             head_dim = d.get("head_dim") or (d.get("hidden_size", WIDTH) // max(1, d.get("num_attention_heads", HEADS)))
             d[k] = {**rope, "mrope_section": _scale_sections(rope["mrope_section"], head_dim // 2)}
-    _keep_identities(orig, d)
+    _keep_identities(orig, d, old_layers)
     # dicts keyed by layer index (per_layer_config): keep the layers that still exist, or move the first to the top
     for k, v in list(d.items()):
         if isinstance(v, dict) and v and all(str(x).isdigit() for x in v) and old_layers:
@@ -146,7 +153,7 @@ def _is_dim(key: str, value: Any) -> bool:
         w in key for w in ("dim", "size", "rank", "width")) and "vocab" not in key and "position" not in key
 
 
-def _keep_identities(orig: dict, d: dict) -> None:
+def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
     """Keep relations the default config had: equal dims stay equal, sums stay sums, rotary fits the head."""
     dims = [k for k, v in orig.items() if _is_dim(k, v) and k in d]
     for i, a in enumerate(dims):
@@ -181,7 +188,11 @@ def _keep_identities(orig: dict, d: dict) -> None:
         if isinstance(d.get(k), list) and all(isinstance(x, int) for x in d[k]):
             d[k] = [min(x, 2) for x in d[k]]
     # backbones name their outputs by stage; the old last stage no longer exists
-    if isinstance(d.get("out_features"), list) or isinstance(d.get("out_indices"), list):
+    # (only when the depth itself shrank: stage-list backbones like ResNet keep their stages)
+    shrunk_depth = any(d[k] != v for k, v in old_layers.items())
+    if shrunk_depth and (isinstance(d.get("out_features"), list) or isinstance(d.get("out_indices"), list)):
+        n = max(d[k] for k in old_layers)
         d.pop("stage_names", None)
         d["out_features"] = None
-        d["out_indices"] = None
+        if isinstance(d.get("out_indices"), list):
+            d["out_indices"] = sorted({min(i, n) for i in d["out_indices"] if isinstance(i, int)}) or None

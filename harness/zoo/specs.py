@@ -188,6 +188,17 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     if (_get(config, "is_encoder_decoder", default=False) or stratum == "encoder_decoder" or spec.get("input_features")) \
             and "decoder_input_ids" in params and "decoder_input_ids" not in overrides:
         spec["decoder_input_ids"] = ids_spec(config, cfg_dict, DEC_SEQ)
+    codebooks = _get(config, "num_codebooks") or _get(sub(config, "decoder") or config, "num_codebooks")
+    if isinstance(codebooks, int) and codebooks > 1:
+        # audio-codebook decoders (MusicGen) take one row of codes per codebook: (batch * codebooks, length)
+        key = "decoder_input_ids" if "decoder_input_ids" in spec else "input_ids"
+        if key in spec:
+            spec[key] = {**spec[key], "shape": [BATCH * codebooks, spec[key]["shape"][1]]}
+    if "past_values" in params and "past_values" not in overrides:
+        # time series (PatchTST, PatchTSMixer): (batch, context length, channels)
+        length = _get(config, "context_length", default=32)
+        channels = _get(config, "num_input_channels", "input_size", default=1)
+        spec["past_values"] = {"kind": "randn", "shape": [BATCH, length, channels]}
     for name, p in params.items():
         # other required token inputs (a Q-Former's own ids, a second tokenizer's ids)
         if name in spec or name in overrides or p.default is not inspect.Parameter.empty or "input_ids" not in spec:
