@@ -72,16 +72,20 @@ MEDIA_TOKEN_KEYS = ("image_token_id", "image_token_index", "video_token_id", "vi
 
 
 def name_image_token(cfg: dict) -> dict:
-    """A placeholder image token where the default leaves it None (checkpoints add it): the last text id."""
-    keys = ("image_token_index", "image_token_id")
-    if not any(k in cfg for k in keys):
-        keys = ("video_token_index", "video_token_id")
-    for key in keys:
-        if key in cfg and cfg[key] is None:
-            text = next((cfg[k] for k in ("text_config", "language_config", "llm_config") if isinstance(cfg.get(k), dict)), cfg)
-            if isinstance(text.get("vocab_size"), int):
-                return {**cfg, key: text["vocab_size"] - 1}
-    return cfg
+    """Placeholder media tokens where the default leaves them None (checkpoints add them): the last text ids."""
+    text = next((cfg[k] for k in ("text_config", "language_config", "llm_config") if isinstance(cfg.get(k), dict)), cfg)
+    if not isinstance(text.get("vocab_size"), int):
+        return cfg
+    out, next_id = dict(cfg), text["vocab_size"] - 1
+    groups = (("image_token_index", "image_token_id"), ("audio_token_id", "audio_token_index"))
+    if not any(k in cfg for k in groups[0]):
+        groups = (("video_token_index", "video_token_id"),) + groups[1:]
+    for keys in groups:
+        for key in keys:
+            if key in out and out[key] is None:
+                out[key], next_id = next_id, next_id - 1
+                break
+    return out
 
 
 def fit_vocab(cfg: dict) -> dict:

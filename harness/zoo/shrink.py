@@ -15,6 +15,7 @@ HEAD_DIM = WIDTH // HEADS
 FFN = 128
 LAYERS = 2
 MAX_IMAGE = 448
+MAX_AUDIO_POSITIONS = 64
 
 LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
               "num_encoder_layers", "num_decoder_layers", "depth", "num_text_layers", "num_vision_layers",
@@ -179,6 +180,9 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
             d[heads] = max(1, inner // d[hdim])
             if isinstance(d.get("mamba_d_ssm"), int):
                 d["mamba_d_ssm"] = inner
+    # Whisper-style encoders want exactly 2 x max_source_positions mel frames: 128 frames, not 3000
+    if isinstance(d.get("max_source_positions"), int) and d["max_source_positions"] > MAX_AUDIO_POSITIONS and "num_mel_bins" in d:
+        d["max_source_positions"] = MAX_AUDIO_POSITIONS
     # big default images (Pixtral 1540, SigLIP-896) mean thousands of patches: 224 keeps the forward tiny
     if isinstance(d.get("image_size"), int) and isinstance(d.get("patch_size"), int) and d["image_size"] > MAX_IMAGE:
         d["image_size"] = max(2 * d["patch_size"], MAX_IMAGE // 2 // d["patch_size"] * d["patch_size"])
