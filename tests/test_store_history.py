@@ -103,3 +103,20 @@ def test_flaky_crashes_are_not_believed_in_signature_history(conn):
     runs.record_outcome(conn, 1, flaky)
     history.finalize_run(conn, 1)
     assert _sig(conn)["models"] == ["BertModel"]
+
+
+def test_merged_nightly_stands_for_its_shards(conn):
+    from bot.merge import merge
+
+    out = hd.night(b_crashes=True)
+    s1 = hd.store_run(conn, out[:2], kind="nightly", nightly="2026-11-01", shard="1/2")
+    s2 = hd.store_run(conn, out[2:], kind="nightly", nightly="2026-11-01", shard="2/2")
+    merged = merge(conn, [s1, s2])
+    history.finalize_run(conn, merged)
+    assert [r.id for r in history.latest_runs(conn, 5)] == [merged]
+    assert history.run_group(conn, merged) == [merged]
+    assert len(history.effects(conn, merged)) == 3
+    n2 = hd.store_run(conn, hd.night(), kind="nightly", nightly="2026-11-02")
+    assert history.previous_comparable_run(conn, n2) == merged
+    s = _sig(conn)
+    assert s["nightlies_seen"] == 2 and s["first_seen"] == "2026-11-01"   # shards and merged run: one night
