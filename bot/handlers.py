@@ -161,10 +161,14 @@ def _check_base_settings(ctx: Context, texts: list[str]) -> dict[str, Any]:
 
 
 def default_sweep(ctx: Context, models: list[str], configs: dict[str, dict], base: dict[str, Any]) -> int:
-    """An ad-hoc sweep stored as a `command` run (kept out of the nightly history)."""
-    from bot import nightly
+    """An ad-hoc sweep on the torch the nightly uses, stored as a `command` run (kept out of the nightly history)."""
+    from bot import nightly, provider
+    try:
+        built = nightly._provide(ctx.settings, ctx.settings.nightly.torch, None, False)
+    except provider.ProviderError as exc:
+        raise UserError(f"no torch to sweep with: {exc}") from None
     return nightly._sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
-                          python=ctx.settings.sweep.python, run_id=None, resume=False, nightly=None, shard=None,
+                          python=built.python, run_id=None, resume=False, nightly=None, shard=None,
                           kind="command", progress=False)
 
 

@@ -178,10 +178,10 @@ def pick(wheels: Iterable[Wheel], date: str | None = None, tags: list[Tag] | Non
 
 
 def _venv_root(settings: NightlySettings) -> Path:
+    """Where the per-version venvs are cached ([nightly] venv_dir, else ~/.cache/flagsweep/venvs)."""
     if settings.venv_dir:
         return Path(settings.venv_dir)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")  # noqa: settings has no cache dir yet
-    return Path(base) / "flagsweep" / "venvs"
+    return Path.home() / ".cache" / "flagsweep" / "venvs"
 
 
 def venv_python(path: Path) -> Path:
