@@ -84,12 +84,7 @@ def confirm(conn: sqlite3.Connection, run_id: int, transitions: list[Transition]
             marked[key] = rate
     for config, sig in sorted(touched):
         # A crash now known to be flaky leaves the signature history (or re-enters it once confirmed).
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with history.transaction(conn):
             history.refresh_signature(conn, config, sig)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
     return [dataclasses.replace(t, flaky_rate=marked[(t.model, t.config)]) if (t.model, t.config) in marked else t
             for t in transitions]

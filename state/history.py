@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any, Iterable
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
 
 from harness.outcome import Effect, Outcome
 from state import runs as runs_mod
@@ -71,8 +72,7 @@ def finalize_run(conn: sqlite3.Connection, run_id: int) -> None:
         raise KeyError(f"no run {run_id}")
     outs = runs_mod.outcomes(conn, run_id)
     effs = compute_effects(outs)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         conn.execute("DELETE FROM effects WHERE run_id = ?", (run_id,))
         conn.executemany(
             "INSERT INTO effects (run_id, model, config, stratum, effect, baseline_graphs, config_graphs,"
@@ -81,10 +81,28 @@ def finalize_run(conn: sqlite3.Connection, run_id: int) -> None:
               e.baseline_signature, e.config_signature) for e in effs],
         )
         _update_signatures(conn, run, outs)
-        conn.execute("COMMIT")
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """All or nothing: BEGIN IMMEDIATE (take the write lock first), or a savepoint inside a caller's transaction."""
+    if conn.in_transaction:
+        conn.execute("SAVEPOINT flagsweep_history")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK TO flagsweep_history")
+            conn.execute("RELEASE flagsweep_history")
+            raise
+        conn.execute("RELEASE flagsweep_history")
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    conn.execute("COMMIT")
 
 
 _CRASHED = "('error', 'timeout', 'killed')"  # harness.outcome.CRASH_STATUSES, as SQL

@@ -120,3 +120,13 @@ def test_merged_nightly_stands_for_its_shards(conn):
     assert history.previous_comparable_run(conn, n2) == merged
     s = _sig(conn)
     assert s["nightlies_seen"] == 2 and s["first_seen"] == "2026-11-01"   # shards and merged run: one night
+
+
+def test_finalize_inside_a_callers_transaction_is_all_or_nothing(conn):
+    rid = hd.store_run(conn, hd.night(b_crashes=True), finish=False)
+    conn.execute("BEGIN IMMEDIATE")
+    history.finalize_run(conn, rid)          # nests as a savepoint
+    conn.execute("ROLLBACK")
+    assert history.effects(conn, rid) == [] and _sig(conn) is None
+    history.finalize_run(conn, rid)
+    assert len(history.effects(conn, rid)) == 3 and _sig(conn)["models"] == ["BertModel", "Qwen2VLForConditionalGeneration"]
