@@ -129,12 +129,14 @@ def code_default_mrope(cls: type, base: Any, cfg: dict) -> dict:
     base_text = getattr(base, "text_config", None) if key else base
     rope = text.get("rope_parameters")
     old, new = _head_dim(base_text), _head_dim(text)
-    if not isinstance(rope, dict) or "mrope_section" in rope or not old or not new:
+    if not isinstance(rope, dict) or not rope or "mrope_section" in rope or not old or not new \
+            or any(isinstance(v, dict) for v in rope.values()):  # per-layer-type rope tables are left alone
         return cfg
     from harness.zoo.shrink import _scale_sections
 
     half = max(len(default), sum(default) * new // old)
-    text = {**text, "rope_parameters": {**rope, "mrope_section": _scale_sections(default, half)}}
+    base_rope = {} if rope.get("rope_type") else {"rope_type": "default", "rope_theta": 10000.0}
+    text = {**text, "rope_parameters": {**base_rope, **rope, "mrope_section": _scale_sections(default, half)}}
     return {**cfg, key: text} if key else text
 
 
@@ -271,17 +273,27 @@ def _add_image_sizes(spec: dict) -> dict | None:
     return {**spec, "image_sizes": {"kind": "tensor", "value": [[h, w]] * pix["shape"][0]}}
 
 
+def _features_last(spec: dict) -> dict | None:
+    """(B, mel, frames) -> (B, frames, mel): speech encoders that project each frame's features."""
+    feats = spec.get("input_features")
+    if not feats or len(feats["shape"]) != 3:
+        return None
+    b, mel, frames = feats["shape"]
+    return {**spec, "input_features": {**feats, "shape": [b, frames, mel]}}
+
+
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
+    (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D"), _features_last),
 )
 
 
 def _repair_inputs(module: Any, spec: dict, device: str) -> dict:
     """One eager forward; if it fails with an error an input repair knows, apply it and try again."""
-    if "pixel_values" not in spec:
-        return spec  # the repairs are all about images; text and audio models skip the extra forward
+    if "pixel_values" not in spec and "input_features" not in spec:
+        return spec  # the repairs are about images and audio features; text models skip the extra forward
     import torch
 
     from harness.zoo.inputs import make_inputs
@@ -359,6 +371,10 @@ def _fit_mrope(module: Any, cfg: dict) -> dict | None:
             key = "text_config" if isinstance(cfg.get("text_config"), dict) else None
             text = cfg[key] if key else cfg
             rope = dict(text.get("rope_parameters") or {})
+            if any(isinstance(v, dict) for v in rope.values()):
+                return None
+            if not rope.get("rope_type"):
+                rope = {"rope_type": "default", "rope_theta": 10000.0, **rope}
             rope["mrope_section"] = new
             text = {**text, "rope_parameters": rope}
             return {**cfg, key: text} if key else text

@@ -75,7 +75,7 @@ def vision_config(config: Any) -> Any:
 def audio_config(config: Any) -> Any:
     """The config that describes audio, or None."""
     s = sub(config, "audio_config", "speech_config", "audio_encoder_config", "encoder")
-    if s is not None and _get(s, "num_mel_bins", "feature_size", "conv_dim", "sampling_rate") is not None:
+    if s is not None and _get(s, "num_mel_bins", "feature_size", "conv_dim", "sampling_rate", "input_dim") is not None:
         return s
     if _get(config, "num_mel_bins", "feature_size", "conv_dim") is not None:
         return config
@@ -158,7 +158,7 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     if ac is not None or "input_features" in params or "input_values" in params:
         src = ac if ac is not None else config
         if "input_features" in params and "input_features" not in overrides:
-            mels = _get(src, "num_mel_bins", "feature_size", "n_mels", default=80)
+            mels = _get(src, "num_mel_bins", "feature_size", "n_mels", "input_dim", default=80)
             frames = 2 * _get(src, "max_source_positions") if _get(src, "max_source_positions") else 3000
             spec["input_features"] = {"kind": "randn", "shape": [BATCH, mels, frames]}
         elif "input_values" in params and "input_values" not in overrides and "pixel_values" not in params:
