@@ -88,7 +88,7 @@ def cmd_check(args: argparse.Namespace, settings: Any) -> int:
     results = check.check([c.model for c in cands], fingerprints, cache_dir=cache_dir,
                           workers=args.workers or settings.sweep.workers or 0,
                           timeout=args.timeout or settings.zoo.check_timeout, use_cache=not args.no_cache,
-                          progress=sys.stderr.isatty() or not args.json)
+                          progress=True)  # stderr only: --json keeps stdout to the document
     strata = {c.model: c.stratum for c in cands}
     for r in results:
         r["stratum"] = r["stratum"] or strata.get(r["model"])
