@@ -282,17 +282,26 @@ def _features_last(spec: dict) -> dict | None:
     return {**spec, "input_features": {**feats, "shape": [b, frames, mel]}}
 
 
+def _mono_channel(spec: dict) -> dict | None:
+    """(B, T) -> (B, 1, T): audio codecs convolve over a channel axis."""
+    vals = spec.get("input_values")
+    if not vals or len(vals["shape"]) != 2:
+        return None
+    return {**spec, "input_values": {**vals, "shape": [vals["shape"][0], 1, vals["shape"][1]]}}
+
+
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
     (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D"), _features_last),
+    (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D"), _mono_channel),
 )
 
 
 def _repair_inputs(module: Any, spec: dict, device: str) -> dict:
     """One eager forward; if it fails with an error an input repair knows, apply it and try again."""
-    if "pixel_values" not in spec and "input_features" not in spec:
+    if not any(k in spec for k in ("pixel_values", "input_features", "input_values")):
         return spec  # the repairs are about images and audio features; text models skip the extra forward
     import torch
 
