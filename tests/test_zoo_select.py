@@ -97,3 +97,23 @@ def test_fingerprint_is_cheap_stable_and_per_model():
     assert a == zoo.fingerprint("LlamaForCausalLM")
     assert a != zoo.fingerprint("MistralForCausalLM")
     assert len(a) == 16
+
+
+def test_shrink_keeps_architecture_identities():
+    mla = shrink_dict({"hidden_size": 7168, "num_attention_heads": 128, "num_hidden_layers": 61, "head_dim": 64,
+                       "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "qk_head_dim": 192, "v_head_dim": 128})
+    assert mla["head_dim"] == mla["qk_rope_head_dim"]  # equal in the default, equal after
+    assert mla["qk_head_dim"] == mla["qk_rope_head_dim"] + mla["qk_nope_head_dim"]
+    mamba = shrink_dict({"hidden_size": 4096, "num_hidden_layers": 32, "mamba_n_heads": 128, "mamba_d_head": 64,
+                         "mamba_expand": 2, "mamba_d_ssm": 8192})
+    assert mamba["mamba_n_heads"] * mamba["mamba_d_head"] == mamba["mamba_expand"] * mamba["hidden_size"] == mamba["mamba_d_ssm"]
+    per_layer = shrink_dict({"num_hidden_layers": 24, "per_layer_config": {"5": {"x": 1}, "11": {"x": 2}}})
+    assert per_layer["per_layer_config"] == {"1": {"x": 1}}  # the special layer still exists
+    backbone = shrink_dict({"num_hidden_layers": 12, "hidden_size": 768, "out_features": ["stage12"], "out_indices": [12],
+                            "stage_names": ["stem"] + [f"stage{i}" for i in range(1, 13)], "use_timm_backbone": True})
+    assert "stage_names" not in backbone and backbone["out_features"] is None and backbone["out_indices"] == [2]
+    assert backbone["use_timm_backbone"] is False
+    resnet = shrink_dict({"depths": [3, 4, 6, 3], "out_features": ["stage2", "stage4"], "out_indices": [2, 4]})
+    assert resnet["out_features"] == ["stage2", "stage4"] and resnet["depths"] == [2, 2, 2, 2]
+    whisper = shrink_dict({"num_mel_bins": 80, "max_source_positions": 1500, "encoder_layers": 4, "activation_function": "gelu"})
+    assert whisper["max_source_positions"] == 64 and whisper["activation_function"] == "gelu"

@@ -119,7 +119,7 @@ def shrink_dict(d: dict) -> dict:
     depth = max(old_layers.values(), default=0)
     new_depth = max((d[k] for k in old_layers), default=0)
     for k, v in list(d.items()):
-        if ("layer" in k or "index" in k or "indexes" in k or "indices" in k) and isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        if k != "out_indices" and ("layer" in k or "index" in k or "indexes" in k or "indices" in k) and isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
             if depth and new_depth and max(v) >= new_depth and max(v) < depth + 1 and len(v) < depth:
                 d[k] = sorted({min(x, new_depth - 1) for x in v})
     for k in ("rope_parameters", "rope_scaling"):
