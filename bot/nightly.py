@@ -198,7 +198,10 @@ def find_existing(conn: sqlite3.Connection, *, nightly: str, shard: str | None, 
 def record_failure(conn: sqlite3.Connection, *, reason: str, nightly: str | None, configs: dict[str, dict],
                    models: list[str], shard: str | None, torch: dict[str, Any] | None = None) -> int:
     """A nightly that could not start (no wheel, install failed) is a failed run with its reason."""
-    env = {"torch_version": (torch or {}).get("version"), "torch_git": (torch or {}).get("git")}
+    # The same keys as a swept run's environment, so reports and listings can show a failed run too.
+    env = {"torch_version": (torch or {}).get("version"), "torch_git": (torch or {}).get("git"),
+           "transformers_version": None, "python_version": None, "device": None, "cuda_version": None,
+           "flagsweep_version": None, "recipe_fingerprint": None}
     run_id = runs_mod.create_run(conn, environment=env, models=models, configs=configs, kind="nightly",
                                  nightly=nightly, shard=shard)
     runs_mod.finish_run(conn, run_id, status="failed", reason=reason)

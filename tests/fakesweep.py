@@ -34,7 +34,9 @@ class World:
     def sweep(self, conn, *, models, configs, base_settings, settings, python, run_id, resume, nightly, shard,
               kind="nightly", progress=True):
         self.sweeps.append((nightly, shard, tuple(models)))
-        rid = runs.create_run(conn, environment={"torch_version": self.version, "torch_git": "g"}, models=models,
+        rid = runs.create_run(conn, environment={"torch_version": self.version, "torch_git": "g", "transformers_version": "5.23.0",
+                                           "python_version": "3.11", "device": "cpu", "cuda_version": None,
+                                           "flagsweep_version": "0.1.0", "recipe_fingerprint": "f"}, models=models,
                               configs=configs, base_settings=base_settings, kind=kind, nightly=nightly, shard=shard)
         for m in models:
             for c in configs:

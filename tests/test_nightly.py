@@ -148,3 +148,22 @@ def test_the_summary_ends_by_saying_where_the_issues_and_report_are(env):
     failed = nightly.NightlyResult(status="failed", run_id=7, nightly="2026-11-30", reason="no nightly for 2026-11-30")
     assert render("nightly_summary.txt.j2", r=failed).strip() == \
         "flagsweep nightly: FAILED for 2026-11-30 (run 7): no nightly for 2026-11-30"
+
+
+def test_merge_cli_joins_shards_and_publishes_once_as_json(env, capsys):
+    from bot.cli import main
+
+    settings, conn, world, tmp = env
+    world.crashing = {"GammaModel"}
+    ids = [nightly.run_nightly(conn, settings, shard=f"{i}/2", out_dir=tmp, steps=world.steps()).run_id for i in (1, 2)]
+    conf = tmp / "flagsweep.toml"
+    conf.write_text('[issues]\nverify_reproducers = false\n')
+    code = main(["--settings", str(conf), "--state", str(settings.state_path), "merge", *map(str, ids),
+                 "--dry-run", "--out", str(tmp / "merged-out"), "--json"])
+    out = capsys.readouterr().out
+    assert code == 0
+    data = json.loads(out)                      # nothing but JSON on stdout
+    assert data["status"] == "swept" and data["models"] == 5 and data["nightly"] == "2026-11-21"
+    assert any("crashes 1/5 models" in row["title"] for row in data["published"]["rows"])
+    assert Path(data["report"]).is_file()
+    assert main(["--state", str(settings.state_path), "merge", *map(str, ids)]) == 2   # already merged
