@@ -294,7 +294,7 @@ def _mono_channel(spec: dict) -> dict | None:
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
-    (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D"), _features_last),
+    (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D|to have \d+ channels"), _features_last),
     (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D"), _mono_channel),
 )
 

@@ -8,6 +8,7 @@ BATCH = 2
 SEQ = 16
 DEC_SEQ = 8
 AUDIO_SAMPLES = 8000
+MAX_FRAMES = 256
 MAX_ID = 1000
 
 
@@ -158,8 +159,10 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     if ac is not None or "input_features" in params or "input_values" in params:
         src = ac if ac is not None else config
         if "input_features" in params and "input_features" not in overrides:
-            mels = _get(src, "num_mel_bins", "feature_size", "n_mels", "input_dim", default=80)
-            frames = 2 * _get(src, "max_source_positions") if _get(src, "max_source_positions") else 3000
+            mels = _get(src, "num_mel_bins", "feature_size", "n_mels", "input_feat_per_channel", "input_dim", default=80)
+            # Whisper-style encoders need exactly 2 x max_source_positions frames (shrunk to 128);
+            # others take any length: 256 frames keeps them quick
+            frames = min(2 * _get(src, "max_source_positions"), MAX_FRAMES) if _get(src, "max_source_positions") else MAX_FRAMES
             spec["input_features"] = {"kind": "randn", "shape": [BATCH, mels, frames]}
         elif "input_values" in params and "input_values" not in overrides and "pixel_values" not in params:
             frames = AUDIO_SAMPLES
