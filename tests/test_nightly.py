@@ -1,6 +1,5 @@
 """The nightly pipeline with a cheap sweep twin: provider failure, idempotence, diff between nights, shards and merge."""
 import json
-import sys
 from pathlib import Path
 
 import pytest

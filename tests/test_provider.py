@@ -1,5 +1,4 @@
 """The nightly provider against a local PEP 503 index over HTTP, installing small fake wheels into real venvs."""
-import json
 import subprocess
 import sys
 

@@ -1,5 +1,4 @@
 """The webhook server over real HTTP, with real GitHub payloads signed (and mis-signed) by the test."""
-import copy
 import json
 import socket
 from pathlib import Path
