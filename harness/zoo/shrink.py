@@ -137,6 +137,13 @@ def shrink_dict(d: dict) -> dict:
                 first = min(v, key=lambda x: int(x))
                 kept = {type(first)(n - 1) if isinstance(first, int) else str(n - 1): v[first]}
             d[k] = kept
+    # timm backbones (DETR family) become the transformers ResNet with the same stages
+    if isinstance(d.get("backbone_config"), dict) and d["backbone_config"].get("model_type") in ("timm_backbone", "timm_wrapper"):
+        levels = d.get("num_feature_levels", 1)
+        stages = ["stage2", "stage3", "stage4"] if isinstance(levels, int) and levels > 1 else ["stage4"]
+        d["backbone_config"] = {"model_type": "resnet", "out_features": stages, "depths": [1, 1, 1, 1],
+                                "hidden_sizes": [64, 128, 256, 512], "embedding_size": 32}
+        d.pop("backbone", None)
     for k, v in list(d.items()):
         if isinstance(v, dict) and ("model_type" in v or k.endswith("_config") or k in ("encoder", "decoder")):
             d[k] = shrink_dict(v)

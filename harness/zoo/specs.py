@@ -75,7 +75,7 @@ def vision_config(config: Any) -> Any:
 
 def audio_config(config: Any) -> Any:
     """The config that describes audio, or None."""
-    s = sub(config, "audio_config", "speech_config", "audio_encoder_config", "encoder")
+    s = sub(config, "audio_config", "speech_config", "audio_encoder_config", "encoder", "encoder_config")
     if s is not None and _get(s, "num_mel_bins", "feature_size", "conv_dim", "sampling_rate", "input_dim") is not None:
         return s
     if _get(config, "num_mel_bins", "feature_size", "conv_dim") is not None:
@@ -106,7 +106,7 @@ def image_size(vc: Any) -> tuple[int, int]:
 def grid_pixels(vc: Any) -> tuple[dict, int]:
     """Flattened patches and a (t, h, w) grid per image for grid-style VLMs (Qwen2-VL family)."""
     patch = _get(vc, "patch_size", default=14)
-    temporal = _get(vc, "temporal_patch_size", default=2)
+    temporal = _get(vc, "temporal_patch_size", default=1)
     merge = _get(vc, "spatial_merge_size", default=2)
     channels = _get(vc, "in_channels", "num_channels", default=3)
     side = 2 * merge
