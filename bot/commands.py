@@ -16,6 +16,8 @@ from typing import Any
 COMMANDS = ("help", "status", "rerun", "sweep", "mute", "unmute", "cc", "bisect")
 # Commands that start work or change what the bot writes: they need permission.
 PRIVILEGED = ("rerun", "sweep", "mute", "unmute", "cc", "bisect")
+# Commands that answer at once (no sweep, no install): the service runs them in its quick lane.
+QUICK = ("help", "status", "mute", "unmute", "cc")
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 _GLOB = re.compile(r"^[A-Za-z0-9_*?\[\]!,.-]{1,200}$")

@@ -1,8 +1,11 @@
 """`flagsweep serve`: the scheduler, the webhook server and the job runner in one process.
 
 Threads: the webhook server (answers at once, stores jobs), the APScheduler
-thread (queues a nightly job on the cron), and one job runner that executes
-stored jobs one at a time. Each thread has its own store connection (SQLite WAL).
+thread (queues a nightly job on the cron), and two job runners, each taking its
+jobs one at a time: the *work* lane (nightlies, and comments that sweep, re-run
+or bisect) and the *quick* lane (help, status, mute, cc), so a question is not
+answered an hour late behind a nightly. Each thread has its own store connection
+(SQLite WAL).
 SIGTERM/SIGINT stop intake first, give the job in progress `shutdown_grace`
 seconds to finish, and requeue it otherwise; a restart picks it up again.
 """
@@ -12,6 +15,7 @@ import logging
 import signal
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -61,20 +65,21 @@ class Service:
         self.out_dir = Path(settings.issues.dry_run_out)
         self.hooks = hooks or Hooks()
         self.gate = gate or handlers.Gate(ttl=settings.commands.permission_ttl, per_hour=settings.commands.rate_limit)
-        self.wake = threading.Event()
         self.stopping = threading.Event()
-        self.current: int | None = None
         self.queue_lock = threading.Lock()
         self.conn_web = db.connect(settings.state_path)
-        self.conn_run = db.connect(settings.state_path)
         self.conn_sched = db.connect(settings.state_path)
-        requeued = jobs.requeue_stale(self.conn_run)
+        requeued = jobs.requeue_stale(self.conn_sched)
         if requeued:
             log.info("requeued %d job(s) left running by an earlier process", requeued)
-        self.app = webhook.WebhookApp(self.conn_web, settings, notify=self.wake.set, health=self.health)
+        self.lanes = [Lane("work", ("nightly", "command"), db.connect(settings.state_path)),
+                      Lane("quick", ("quick",), db.connect(settings.state_path))]
+        self.app = webhook.WebhookApp(self.conn_web, settings, notify=self.notify, health=self.health)
         self.server = webhook.make_server(self.app, settings.webhook.host, settings.webhook.port)
         self.scheduler = scheduler.from_settings(settings.scheduler, self.queue_nightly, trigger) if schedule else None
-        self.runner = threading.Thread(target=self._run_jobs, name="flagsweep-jobs", daemon=True)
+        for lane in self.lanes:
+            lane.thread = threading.Thread(target=self._run_jobs, args=(lane,), name=f"flagsweep-{lane.name}",
+                                           daemon=True)
 
     @property
     def url(self) -> str:
@@ -83,20 +88,26 @@ class Service:
         return f"http://{host}:{port}"
 
     def start(self) -> None:
-        """Start the runner, the webhook server and the scheduler."""
-        self.runner.start()
+        """Start the runners, the webhook server and the scheduler."""
+        for lane in self.lanes:
+            lane.thread.start()
         webhook.start_in_thread(self.server)
         if self.scheduler:
             self.scheduler.start()
         log.info("serving webhooks on %s/webhook (health: /healthz)%s", self.url,
                  f"; next nightly {self.scheduler.next_run_time}" if self.scheduler else "")
 
+    def notify(self) -> None:
+        """Wake the runners: a job was stored (or it is time to stop)."""
+        for lane in self.lanes:
+            lane.wake.set()
+
     def queue_nightly(self) -> int | None:
         """The scheduler's action: queue a nightly unless one is queued or running."""
         job_id = scheduler.queue_nightly(self.conn_sched, self.queue_lock)
         if job_id is not None:
             log.info("queued nightly job %s", job_id)
-            self.wake.set()
+            self.notify()
         return job_id
 
     def health(self) -> dict[str, Any]:
@@ -108,39 +119,44 @@ class Service:
         return {
             "ok": not self.stopping.is_set(),
             "queue": jobs.depth(conn),
-            "running": self.current,
+            "running": [lane.current for lane in self.lanes if lane.current is not None],
             "last_nightly": ({"run": last[0].id, "nightly": last[0].nightly, "status": last[0].status,
                               "finished_at": last[0].finished_at} if last else None),
             "next_nightly": nxt.isoformat() if nxt else None,
             "dry_run": self.dry_run,
         }
 
-    def _run_jobs(self) -> None:
+    @property
+    def runner(self) -> threading.Thread:
+        """The work lane's thread (the one that runs nightlies)."""
+        return self.lanes[0].thread
+
+    def _run_jobs(self, lane: "Lane") -> None:
         while not self.stopping.is_set():
-            job = jobs.claim_next(self.conn_run)
+            lane.wake.clear()   # before claiming: a job stored after the claim still wakes us
+            job = jobs.claim_next(lane.conn, kinds=lane.kinds)
             if job is None:
-                self.wake.wait(1.0)
-                self.wake.clear()
+                lane.wake.wait(1.0)
                 continue
-            self.current = job.id
+            lane.current = job.id
             try:
-                result = self.execute(job)
-                jobs.finish(self.conn_run, job.id, result=result)
+                result = self.execute(job, lane.conn)
+                jobs.finish(lane.conn, job.id, result=result)
             except BaseException as exc:   # a job never takes the runner down
                 log.exception("job %s (%s) failed", job.id, job.kind)
-                jobs.finish(self.conn_run, job.id, error=f"{type(exc).__name__}: {exc}"[:1000])
+                jobs.finish(lane.conn, job.id, error=f"{type(exc).__name__}: {exc}"[:1000])
             finally:
-                self.current = None
+                lane.current = None
 
-    def execute(self, job: jobs.Job) -> dict[str, Any]:
+    def execute(self, job: jobs.Job, conn: sqlite3.Connection) -> dict[str, Any]:
         """Run one job to its result."""
         if job.kind == "nightly":
             fn = self.hooks.nightly or (lambda c, s, p: default_nightly(c, s, p, dry_run=self.dry_run,
                                                                         out_dir=self.out_dir))
-            return fn(self.conn_run, self.settings, job.payload)
-        if job.kind == "command":
-            port = self.hooks.port(self.settings, self.conn_run, self.dry_run, self.out_dir)
-            ctx = handlers.Context(conn=self.conn_run, settings=self.settings, github=port, gate=self.gate,
+            return fn(conn, self.settings, job.payload)
+        if job.kind in ("command", "quick"):
+            port = self.hooks.port(self.settings, conn, self.dry_run, self.out_dir)
+            ctx = handlers.Context(conn=conn, settings=self.settings, github=port, gate=self.gate,
                                    dry_run=self.dry_run, out_dir=self.out_dir, **self.hooks.context)
             try:
                 return handlers.handle_job(ctx, job.payload)
@@ -158,17 +174,34 @@ class Service:
         self.server.shutdown()
         self.server.server_close()
         self.stopping.set()
-        self.wake.set()
-        self.runner.join(grace)
-        clean = not self.runner.is_alive()
-        if not clean and self.current is not None:
-            log.warning("job %s did not finish in %.0fs: requeued for the next start", self.current, grace)
-            jobs.requeue(self.conn_sched, self.current)
+        self.notify()
+        end = time.monotonic() + grace
+        for lane in self.lanes:
+            lane.thread.join(max(0.0, end - time.monotonic()))
+        clean = True
+        for lane in self.lanes:
+            if lane.thread.is_alive():
+                clean = False
+                if lane.current is not None:
+                    log.warning("job %s did not finish in %.0fs: requeued for the next start", lane.current, grace)
+                    jobs.requeue(self.conn_sched, lane.current)
+            else:
+                lane.conn.close()
         for conn in (self.conn_web, self.conn_sched):
             conn.close()
-        if clean:
-            self.conn_run.close()
         return clean
+
+
+@dataclass
+class Lane:
+    """One job runner: the kinds it takes, its store connection, the job it is on."""
+
+    name: str
+    kinds: tuple[str, ...]
+    conn: sqlite3.Connection
+    current: int | None = None
+    thread: Any = None
+    wake: threading.Event = field(default_factory=threading.Event)
 
 
 def serve(settings: Settings, *, schedule: bool = True, dry_run: bool | None = None) -> int:

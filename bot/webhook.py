@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from bot.commands import new_command_lines
+from bot.commands import QUICK, Command, parse_comment
 from bot.settings import Settings
 from state import deliveries, jobs
 
@@ -44,6 +44,7 @@ class Decision:
     outcome: str                      # queued | ignored
     reason: str
     job: dict[str, Any] | None = field(default=None)
+    kind: str = "command"             # the job kind: command (work lane) | quick (quick lane)
 
 
 def is_own(login: str | None, bot_login: str) -> bool:
@@ -78,15 +79,18 @@ def decide(event: str, payload: dict[str, Any], settings: Settings) -> Decision:
         if previous is None:
             return Decision("ignored", "edit without a body change")
     handle = settings.commands.handle
-    if not new_command_lines(body, previous, handle):
+    parsed = parse_comment(body, previous=previous, handle=handle)
+    if not parsed:
         return Decision("ignored", "no new command")
+    # Questions and bookkeeping go to the quick lane; anything that sweeps waits its turn.
+    quick = all(not isinstance(c, Command) or c.name in QUICK for c in parsed)
     job = {
         "repo": repo, "issue": issue.get("number"), "comment_id": comment.get("id"),
         "author": author, "author_association": comment.get("author_association"),
         "body": body, "previous": previous, "is_pull_request": "pull_request" in issue,
         "installation_id": (payload.get("installation") or {}).get("id"),
     }
-    return Decision("queued", "command", job)
+    return Decision("queued", "command", job, kind="quick" if quick else "command")
 
 
 class WebhookApp:
@@ -122,7 +126,7 @@ class WebhookApp:
             job_id = None
             if decision.job is not None:
                 decision.job["delivery"] = delivery
-                job_id = jobs.enqueue(self.conn, "command", decision.job)
+                job_id = jobs.enqueue(self.conn, decision.kind, decision.job)
         if job_id is not None:
             self.notify()
             log.info("delivery %s: queued job %s", delivery, job_id)

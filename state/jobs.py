@@ -16,7 +16,7 @@ class Job:
     """One stored job."""
 
     id: int
-    kind: str                 # nightly | command
+    kind: str                 # nightly | command | quick (a comment with only help/status/mute/cc)
     payload: dict[str, Any]
     status: str
     created_at: str
@@ -43,12 +43,16 @@ def enqueue(conn: sqlite3.Connection, kind: str, payload: dict[str, Any]) -> int
     return cur.lastrowid
 
 
-def claim_next(conn: sqlite3.Connection) -> Job | None:
-    """Mark the oldest queued job running and return it (None when the queue is empty)."""
+def claim_next(conn: sqlite3.Connection, kinds: tuple[str, ...] | None = None) -> Job | None:
+    """Mark the oldest queued job (of `kinds`) running and return it (None when there is none)."""
+    sql, args = "SELECT * FROM jobs WHERE status = 'queued'", []
+    if kinds:
+        sql += f" AND kind IN ({','.join('?' * len(kinds))})"
+        args = list(kinds)
     # BEGIN IMMEDIATE takes the write lock first, so two runners never claim the same job.
     conn.execute("BEGIN IMMEDIATE")
     try:
-        row = conn.execute("SELECT * FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1").fetchone()
+        row = conn.execute(sql + " ORDER BY id LIMIT 1", args).fetchone()
         if row is None:
             conn.execute("COMMIT")
             return None

@@ -287,6 +287,34 @@ def test_permission_cache_and_rate_window_follow_an_injected_clock():
     assert gate.allow("u")                         # the hour has passed
 
 
+def test_questions_are_answered_while_a_nightly_runs(tmp_path, fake_github):
+    """The quick lane: `help` and `mute` do not wait behind a long job in the work lane."""
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+
+    def long_nightly(conn, settings, payload):
+        started.set()
+        release.wait(60)
+        return {"ok": True}
+    b = Bot(tmp_path, fake_github, nightly_hook=long_nightly)
+    try:
+        nightly_job = b.service.queue_nightly()
+        assert started.wait(30)
+        job, replies = b.command("@flagsweep-bot help\n@flagsweep-bot mute")
+        assert job.kind == "quick" and "Commands I understand" in replies[0] and links.get(b.conn, b.key).muted
+        assert jobs.get(b.conn, nightly_job).status == "running"
+        r = b.post("@flagsweep-bot rerun", TRIAGER)
+        assert jobs.get(b.conn, r.json()["job"]).kind == "command"   # a sweep waits in the work lane
+        time.sleep(0.3)
+        assert jobs.get(b.conn, r.json()["job"]).status == "queued"
+        release.set()
+        assert wait_for(lambda: jobs.get(b.conn, r.json()["job"]).status == "done")
+    finally:
+        release.set()
+        b.close()
+
+
 def test_shutdown_requeues_a_job_that_outlives_the_grace(tmp_path):
     import threading
 
@@ -302,7 +330,7 @@ def test_shutdown_requeues_a_job_that_outlives_the_grace(tmp_path):
     svc.start()
     job_id = svc.queue_nightly()
     assert started.wait(30)
-    assert svc.health()["running"] == job_id
+    assert svc.health()["running"] == [job_id]
     assert svc.stop(grace=0.2) is False
     conn = db.connect(s.state_path)
     try:

@@ -67,13 +67,21 @@ def test_signed_command_comment_is_queued_once(server):
     r = post(server, "issue_comment", data, delivery="abc")
     assert r.status_code == 202 and r.json()["status"] == "queued"
     job = jobs.get(server.conn, r.json()["job"])
-    assert job.kind == "command" and job.payload["author"] == "triager"
+    assert job.kind == "command" and job.payload["author"] == "triager"   # a sweep: the work lane
     assert job.payload["issue"] == data["issue"]["number"] and job.payload["repo"] == "Codertocat/Hello-World"
     assert job.payload["delivery"] == "abc"
     assert server.woken == [1]
     again = post(server, "issue_comment", data, delivery="abc")
     assert again.status_code == 200 and again.json()["status"] == "duplicate"
     assert jobs.depth(server.conn) == 1
+
+
+def test_questions_go_to_the_quick_lane(server):
+    r = post(server, "issue_comment", comment_payload("@flagsweep-bot help\n@flagsweep-bot cc add @a"), delivery="q")
+    assert jobs.get(server.conn, r.json()["job"]).kind == "quick"
+    r = post(server, "issue_comment", comment_payload("@flagsweep-bot status\n@flagsweep-bot bisect --config a --model B"),
+             delivery="q2")
+    assert jobs.get(server.conn, r.json()["job"]).kind == "command"
 
 
 def test_unsigned_and_missigned_are_rejected_and_store_nothing(server):
