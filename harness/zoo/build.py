@@ -290,12 +290,38 @@ def _mono_channel(spec: dict) -> dict | None:
     return {**spec, "input_values": {**vals, "shape": [vals["shape"][0], 1, vals["shape"][1]]}}
 
 
+_SPLIT = re.compile(r"split_sizes to sum exactly to \d+ \(input tensor's size at dimension 0\), but got split_sizes=\[(\d+)")
+
+
+def _patches_per_image(spec: dict, error: str) -> dict | None:
+    """(B, C, H, W) -> (B, n, C, H, W): any-resolution models (LLaVA-NeXT) cut each image into n tiles."""
+    pix, m = spec.get("pixel_values"), _SPLIT.search(error)
+    if not pix or not m or len(pix["shape"]) != 4:
+        return None
+    b, c, h, w = pix["shape"]
+    return {**spec, "pixel_values": {**pix, "shape": [b, int(m.group(1)), c, h, w]}}
+
+
+def _patches_as_images(spec: dict) -> dict | None:
+    """Flattened patches (N, C*p*p) -> (N, C, p, p): grid-style towers that convolve each patch."""
+    key = next((k for k in ("pixel_values", "hidden_states") if k in spec and len(spec[k]["shape"]) == 2), None)
+    if key is None:
+        return None
+    n, d = spec[key]["shape"]
+    p = int(round((d / 3) ** 0.5))
+    if 3 * p * p != d:
+        return None
+    return {**spec, key: {**spec[key], "shape": [n, 3, p, p]}}
+
+
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
     (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D|to have \d+ channels"), _features_last),
     (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D"), _mono_channel),
+    (_SPLIT, _patches_per_image),
+    (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),
 )
 
 
@@ -314,11 +340,16 @@ def _repair_inputs(module: Any, spec: dict, device: str) -> dict:
                 module(**make_inputs(spec, SEED, device))
             return spec
         except Exception as exc:
-            fix = next((f for pattern, f in INPUT_REPAIRS if f not in used and pattern.search(str(exc))), None)
-            new = fix(spec) if fix else None
+            new = None
+            for pattern, fix in INPUT_REPAIRS:
+                if fix in used or not pattern.search(str(exc)):
+                    continue
+                new = fix(spec, str(exc)) if fix.__code__.co_argcount == 2 else fix(spec)
+                if new is not None:
+                    used.add(fix)
+                    break
             if new is None:
                 return spec
-            used.add(fix)
             spec = new
     return spec
 

@@ -204,10 +204,13 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         spec["past_values"] = {"kind": "randn", "shape": [BATCH, length, channels]}
     for name, p in params.items():
         # other required token inputs (a Q-Former's own ids, a second tokenizer's ids)
-        if name in spec or name in overrides or p.default is not inspect.Parameter.empty or "input_ids" not in spec:
+        if name in spec or name in overrides or p.default is not inspect.Parameter.empty:
             continue
         if name.endswith("input_ids"):
             spec[name] = ids_spec(config, cfg_dict, SEQ)
+        elif name.endswith("embeds"):  # e.g. a Q-Former's query embeddings
+            width = _get(config, "hidden_size", "d_model", default=64)
+            spec[name] = {"kind": "randn", "shape": [BATCH, SEQ, width]}
         elif name.endswith("attention_mask"):
             spec[name] = {"kind": "ones", "shape": [BATCH, SEQ]}
     spec.update(overrides)
