@@ -314,6 +314,22 @@ def _patches_as_images(spec: dict) -> dict | None:
     return {**spec, key: {**spec[key], "shape": [n, 3, p, p]}}
 
 
+_MATMUL = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x\d+\)")
+
+
+def _patch_width(spec: dict, error: str) -> dict | None:
+    """Flattened patches of the width the patch embedding wants (a temporal axis of 1 or 2 is not in every config)."""
+    m = _MATMUL.search(error)
+    key = next((k for k in ("pixel_values", "hidden_states") if k in spec and len(spec[k]["shape"]) == 2), None)
+    if not m or key is None:
+        return None
+    rows, width, want = (int(g) for g in m.groups())
+    n, d = spec[key]["shape"]
+    if (rows, width) != (n, d) or want == d or (n * d) % want:
+        return None
+    return {**spec, key: {**spec[key], "shape": [n, want]}}
+
+
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
@@ -321,6 +337,7 @@ INPUT_REPAIRS = (
     (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D|to have \d+ channels"), _features_last),
     (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D"), _mono_channel),
     (_SPLIT, _patches_per_image),
+    (_MATMUL, _patch_width),
     (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),
 )
 

@@ -136,6 +136,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         pix, _ = grid_pixels(vc if vc is not None else config)
         spec[first] = pix["pixel_values"]
         spec["grid_thw"] = pix["image_grid_thw"]
+    elif "pixel_values" in params and "vision_config" in cfg_dict and cfg_dict["vision_config"] is None:
+        pass  # built without a vision tower (its default): text only, and said so below
     elif "pixel_values" in params and "pixel_values" not in overrides:
         if vc is not None and grid_arg == "image_grid_thw":
             pix, n_tokens = grid_pixels(vc)
@@ -156,7 +158,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             if "image_sizes" in params and params["image_sizes"].default is inspect.Parameter.empty:
                 spec["image_sizes"] = {"kind": "tensor", "value": [[h, w]] * BATCH}
     frames = None
-    if ac is not None or "input_features" in params or "input_values" in params:
+    no_audio_tower = "audio_config" in cfg_dict and cfg_dict["audio_config"] is None
+    if (ac is not None or "input_features" in params or "input_values" in params) and not no_audio_tower:
         src = ac if ac is not None else config
         if "input_features" in params and "input_features" not in overrides:
             mels = _get(src, "num_mel_bins", "feature_size", "n_mels", "input_feat_per_channel", "input_dim", default=80)
@@ -214,8 +217,9 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         elif name.endswith("attention_mask"):
             spec[name] = {"kind": "ones", "shape": [BATCH, SEQ]}
     spec.update(overrides)
-    if "pixel_values" in params and "pixel_values" not in spec and stratum == "vl_multimodal":
-        text_only = True
+    media_in = ("pixel_values", "input_features", "input_values")
+    if stratum == "vl_multimodal" and not any(k in spec for k in media_in) and any(k in params for k in media_in):
+        text_only = True  # it accepts media but none could be made for it: reported, never silent
     if not spec:
         # nothing recognized: fill every required argument with token ids
         for name, p in params.items():
