@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 
 # The zoo sources whose change changes what a build means.
-SOURCES = ("shrink.py", "specs.py", "inputs.py", "build.py", "recipes.py", "recipes.toml")
+SOURCES = ("shrink.py", "specs.py", "inputs.py", "build.py", "fixups.py", "probe.py", "recipes.py", "recipes.toml")
 
 
 @lru_cache(maxsize=1)

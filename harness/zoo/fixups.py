@@ -1,0 +1,106 @@
+"""Config fix-ups after the generic shrink: media token ids, vocabulary size, M-RoPE sections.
+
+Each one restores a relation that the shrink or the default config broke, by a
+rule (never per family): ids that sit past the vocabulary, rotary sections that
+live only as a code default, sections that must sum to the built rotary's size.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+MEDIA_TOKEN_KEYS = ("image_token_id", "image_token_index", "video_token_id", "video_token_index", "audio_token_id",
+                    "audio_token_index", "vision_start_token_id", "vision_end_token_id", "boi_token_id", "eoi_token_id",
+                    "boa_token_id", "eoa_token_id", "image_start_token_id", "image_end_token_id")
+
+
+def name_image_token(cfg: dict) -> dict:
+    """Placeholder media tokens where the default leaves them None (checkpoints add them): the last text ids."""
+    text = next((cfg[k] for k in ("text_config", "language_config", "llm_config") if isinstance(cfg.get(k), dict)), cfg)
+    if not isinstance(text.get("vocab_size"), int):
+        return cfg
+    out, next_id = dict(cfg), text["vocab_size"] - 1
+    groups = (("image_token_index", "image_token_id"), ("audio_token_id", "audio_token_index"))
+    if not any(k in cfg for k in groups[0]):
+        groups = (("video_token_index", "video_token_id"),) + groups[1:]
+    for keys in groups:
+        for key in keys:
+            if key in out and out[key] is None:
+                out[key], next_id = next_id, next_id - 1
+                break
+    return out
+
+
+def fit_vocab(cfg: dict) -> dict:
+    """Grow text vocabularies so that media token ids are real embeddings (defaults often sit one past vocab_size)."""
+    need = max((v for k, v in cfg.items() if k in MEDIA_TOKEN_KEYS and isinstance(v, int) and not isinstance(v, bool)), default=-1)
+    for key in ("text_config", "language_config", "llm_config", "lm_config"):
+        sub = cfg.get(key)
+        if isinstance(sub, dict) and isinstance(sub.get("vocab_size"), int) and need >= sub["vocab_size"]:
+            cfg = {**cfg, key: {**sub, "vocab_size": need + 1}}
+    if isinstance(cfg.get("vocab_size"), int) and need >= cfg["vocab_size"]:
+        cfg = {**cfg, "vocab_size": need + 1}
+    return cfg
+
+
+_MROPE_DEFAULT = re.compile(r"""mrope_section["']\s*,\s*\[([\d,\s]+)\]""")
+
+
+def _head_dim(c: Any) -> int | None:
+    get = c.get if isinstance(c, dict) else (lambda k, d=None: getattr(c, k, d))
+    if isinstance(get("head_dim"), int):
+        return get("head_dim")
+    width, heads = get("hidden_size"), get("num_attention_heads")
+    return width // heads if isinstance(width, int) and isinstance(heads, int) and heads else None
+
+
+def code_default_mrope(cls: type, base: Any, cfg: dict) -> dict:
+    """M-RoPE sections that live only as a default in the modeling code ([16, 24, 24] for a 128 head):
+    write them into the config, scaled to the shrunk head, so they still sum to its rotary half."""
+    import inspect
+
+    try:
+        source = Path(inspect.getsourcefile(cls) or "").read_text()
+    except (OSError, TypeError):
+        return cfg
+    m = _MROPE_DEFAULT.search(source)
+    if not m:
+        return cfg
+    default = [int(x) for x in m.group(1).split(",") if x.strip()]
+    key = "text_config" if isinstance(cfg.get("text_config"), dict) else None
+    text = cfg[key] if key else cfg
+    base_text = getattr(base, "text_config", None) if key else base
+    rope = text.get("rope_parameters")
+    old, new = _head_dim(base_text), _head_dim(text)
+    if not isinstance(rope, dict) or not rope or "mrope_section" in rope or not old or not new \
+            or any(isinstance(v, dict) for v in rope.values()):  # per-layer-type rope tables are left alone
+        return cfg
+    from harness.zoo.shrink import _scale_sections
+
+    half = max(len(default), sum(default) * new // old)
+    base_rope = {} if rope.get("rope_type") else {"rope_type": "default", "rope_theta": 10000.0}
+    text = {**text, "rope_parameters": {**base_rope, **rope, "mrope_section": _scale_sections(default, half)}}
+    return {**cfg, key: text} if key else text
+
+
+
+def fit_mrope(module: Any, cfg: dict) -> dict | None:
+    """If a rotary module's M-RoPE sections do not sum to its frequency count, a config dict whose sections do."""
+    from harness.zoo.shrink import _scale_sections
+
+    for sub in module.modules():
+        sections, inv_freq = getattr(sub, "mrope_section", None), getattr(sub, "inv_freq", None)
+        if isinstance(sections, list) and inv_freq is not None and sum(sections) != inv_freq.shape[-1]:
+            new = _scale_sections(sections, int(inv_freq.shape[-1]))
+            key = "text_config" if isinstance(cfg.get("text_config"), dict) else None
+            text = cfg[key] if key else cfg
+            rope = dict(text.get("rope_parameters") or {})
+            if any(isinstance(v, dict) for v in rope.values()):
+                return None
+            if not rope.get("rope_type"):
+                rope = {"rope_type": "default", "rope_theta": 10000.0, **rope}
+            rope["mrope_section"] = new
+            text = {**text, "rope_parameters": rope}
+            return {**cfg, key: text} if key else text
+    return None
