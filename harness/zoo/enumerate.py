@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from pathlib import Path
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -69,6 +70,9 @@ def scan() -> tuple[dict[str, type], dict[str, str]]:
     import transformers
     from transformers import PreTrainedModel
 
+    from harness.zoo.build import quiet_transformers
+
+    quiet_transformers()
     mapped = _auto_mapped()
     class_to_module: dict[str, str] = getattr(transformers, "_class_to_module", {})
     found: dict[str, type] = {}
@@ -94,6 +98,10 @@ def scan() -> tuple[dict[str, type], dict[str, str]]:
         if getattr(cls, "forward", None) is nn_module().forward:
             excluded[name] = "abstract: no forward of its own (a container of sub-models)"
             continue
+        missing = missing_dependencies(name, cls)
+        if missing:
+            excluded[name] = f"needs a dependency that is not installed: {', '.join(missing)}"
+            continue
         if name not in mapped:
             excluded[name] = "internal: registered in no Auto mapping (a component of a composite model)"
             continue
@@ -106,6 +114,62 @@ def nn_module() -> type:
     import torch
 
     return torch.nn.Module
+
+
+# requires_backends() names -> the module that must import
+BACKEND_MODULES = {"vision": "PIL", "speech": "torchaudio", "sentencepiece": "sentencepiece"}
+_REQUIRES = re.compile(r"requires_backends\(\s*\w+\s*,\s*\[?([^\])]+)")
+
+
+_CLASS = re.compile(r"^class (\w+)", re.M)
+TRAINING_ONLY = ("Matcher", "Loss")  # requirements of training-only classes do not stop a forward
+
+
+@lru_cache(maxsize=None)
+def _source_needs(path: Path) -> frozenset[str]:
+    """Backends that classes in a modeling file require (requires_backends), minus training-only classes."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return frozenset()
+    starts = [(m.start(), m.group(1)) for m in _CLASS.finditer(text)]
+    needs = set()
+    for m in _REQUIRES.finditer(text):
+        owner = next((name for pos, name in reversed(starts) if pos < m.start()), "")
+        if any(word in owner for word in TRAINING_ONLY):
+            continue
+        needs.update(BACKEND_MODULES.get(b, b) for b in re.findall(r"\w+", m.group(1)))
+    return frozenset(needs)
+
+
+def _model_types(d: object) -> set[str]:
+    if isinstance(d, dict):
+        out = {d["model_type"]} if isinstance(d.get("model_type"), str) else set()
+        for v in d.values():
+            out |= _model_types(v)
+        return out
+    return set()
+
+
+def missing_dependencies(name: str, cls: type) -> list[str]:
+    """Optional packages the class (or a sub-model its shrunk config still names) requires and this environment lacks."""
+    import importlib.util
+    import inspect
+
+    import transformers
+
+    models_dir = Path(transformers.__file__).parent / "models"
+    needs = set(_source_needs(Path(inspect.getsourcefile(cls) or "")))
+    from harness.zoo.build import BuildError, plan  # late: build imports this module
+
+    try:
+        cfg = plan(name).config  # after the shrink: a timm backbone there is already a ResNet
+    except BuildError:
+        cfg = {}
+    for model_type in _model_types(cfg):
+        folder = model_type.replace("-", "_")
+        needs |= _source_needs(models_dir / folder / f"modeling_{folder}.py")
+    return sorted(n for n in needs if importlib.util.find_spec(n) is None)
 
 
 def model_class(name: str) -> type:
