@@ -104,3 +104,25 @@ def fit_mrope(module: Any, cfg: dict) -> dict | None:
             text = {**text, "rope_parameters": rope}
             return {**cfg, key: text} if key else text
     return None
+
+
+def clip_feature_layers(cfg: dict) -> dict:
+    """Vision feature layer indices (LLaVA family, -2 or [-2, -5, -8, -11, 6]) clipped to the shrunk tower's depth."""
+    vision = cfg.get("vision_config")
+    n = vision.get("num_hidden_layers") if isinstance(vision, dict) else None
+    if not isinstance(n, int) or n <= 0:
+        return cfg
+
+    def clip(x: Any) -> Any:
+        if not isinstance(x, int) or isinstance(x, bool):
+            return x
+        return max(x, -(n + 1)) if x < 0 else min(x, n)
+
+    out = dict(cfg)
+    for key in ("vision_feature_layer", "vision_feature_layers"):
+        value = cfg.get(key)
+        if isinstance(value, list):
+            out[key] = [clip(x) for x in value]
+        elif isinstance(value, int):
+            out[key] = clip(value)
+    return out

@@ -38,6 +38,7 @@ SMALL_KEYS = {  # key -> cap
     "n_shared_experts": 1, "num_shared_experts": 1, "n_group": 1, "topk_group": 1,
     "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
     "first_k_dense_replace": 1, "num_dense_layers": 1,
+    "num_frames": 4,  # video models: 4 frames (a multiple of the usual tubelet of 2)
     "mamba_d_state": 16, "ssm_state_size": 16, "state_size": 16, "time_step_rank": 8,
 }
 

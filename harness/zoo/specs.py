@@ -149,7 +149,12 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             h, w = image_size(vc) if vc is not None else (224, 224)
             src = vc if vc is not None else config
             channels = _get(src, "num_channels", "in_channels", "in_chans", default=3)
-            spec["pixel_values"] = {"kind": "randn", "shape": [BATCH, channels, h, w]}
+            frames = _get(src, "num_frames")
+            if isinstance(frames, int) and frames > 1 and _get(src, "tubelet_size") is not None:
+                # video transformers (VideoMAE, ViViT): (batch, frames, channels, height, width)
+                spec["pixel_values"] = {"kind": "randn", "shape": [BATCH, frames, channels, h, w]}
+            else:
+                spec["pixel_values"] = {"kind": "randn", "shape": [BATCH, channels, h, w]}
             if image_token is not None and "input_ids" in params:
                 # a Q-Former hands over a fixed number of query tokens; otherwise probe the forward for the count
                 prefix = [[image_token, _get(config, "num_query_tokens", default=0)]]
