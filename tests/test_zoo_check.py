@@ -57,3 +57,23 @@ def test_check_runs_in_engine_workers_and_reuses_only_matching_fingerprints(tmp_
     assert again[0]["cause"] == "from-cache"
     fresh = check.check(["GPT2Model"], {"GPT2Model": "changed"}, cache_dir=tmp_path, workers=1, timeout=120, progress=False)
     assert fresh[0]["cause"] is None and fresh[0]["status"] == "ok"
+
+
+def test_cli_zoo_list_json_is_only_the_document(capsys):
+    from bot.cli import main
+
+    assert main(["zoo", "list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {"model": "GPT2Model", "stratum": "decoder_llm", "kind": "base"} in rows
+    assert all(set(r) == {"model", "stratum", "kind"} for r in rows)
+
+
+def test_cli_repro_writes_a_standalone_script(tmp_path, capsys):
+    from bot.cli import main
+
+    out = tmp_path / "repro.py"
+    assert main(["repro", "GPT2Model", "--config", "capture_scalar_outputs", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "capture_scalar_outputs" in text and "FLAGSWEEP_RESULT" in text and "GPT2Config" in text
+    assert main(["repro", "GPT2Modle", "--config", "baseline"]) == 2
+    assert "GPT2Model" in capsys.readouterr().err
