@@ -140,3 +140,12 @@ def test_collect_environment_in_a_worker_interpreter():
 
     assert env["transformers_version"] == transformers.__version__
     assert env["device"] == "cpu" and env["recipe_fingerprint"]
+
+
+def test_the_parent_side_never_imports_torch():
+    # Workers own torch (and CUDA); the parent only plans, times and stores.
+    import subprocess
+
+    code = "import sys, harness.engine, harness.configs, harness.pool; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
