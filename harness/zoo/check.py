@@ -31,7 +31,10 @@ def result_of(outcome: Any, fingerprint: str | None) -> dict:
 
 def short_cause(error_type: str | None, message: str | None) -> str:
     """A one-line cause: error type and the first line of the message, clipped."""
-    first = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
+    lines = [ln.strip() for ln in (message or "").strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if first.endswith(":") and len(lines) > 1:  # "validation error for ...:" says what only on the next line
+        first = f"{first} {lines[1]}"
     etype = (error_type or "").rsplit(".", 1)[-1]
     text = first if first.startswith(etype) or etype in ("create_error", "input_error") else f"{etype}: {first}"
     return text[:200]

@@ -160,6 +160,10 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
                 prefix = [[image_token, _get(config, "num_query_tokens", default=0)]]
             if "pixel_mask" in params:
                 spec["pixel_mask"] = {"kind": "ones", "shape": [BATCH, h, w]}
+            if "target_sizes" in params and _get(src, "patch_size"):
+                # patch-grid size per image (MiniCPM-V): (rows, columns) of patches
+                p = _get(src, "patch_size")
+                spec["target_sizes"] = {"kind": "tensor", "value": [[h // p, w // p]] * BATCH}
             if "image_sizes" in params and params["image_sizes"].default is inspect.Parameter.empty:
                 spec["image_sizes"] = {"kind": "tensor", "value": [[h, w]] * BATCH}
     frames = None
