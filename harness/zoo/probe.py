@@ -167,7 +167,7 @@ INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
     (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D|to have \d+ channels"), _features_last),
-    (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D"), _mono_channel),
+    (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D|must be mono"), _mono_channel),
     (_SPLIT, _patches_per_image),
     (_MATMUL, _patch_width),
     (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),

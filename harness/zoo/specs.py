@@ -150,7 +150,7 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             src = vc if vc is not None else config
             channels = _get(src, "num_channels", "in_channels", "in_chans", default=3)
             frames = _get(src, "num_frames")
-            if isinstance(frames, int) and frames > 1 and _get(src, "tubelet_size") is not None:
+            if isinstance(frames, int) and frames > 1:
                 # video transformers (VideoMAE, ViViT): (batch, frames, channels, height, width)
                 spec["pixel_values"] = {"kind": "randn", "shape": [BATCH, frames, channels, h, w]}
             else:
@@ -171,7 +171,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     if (ac is not None or "input_features" in params or "input_values" in params) and not no_audio_tower:
         src = ac if ac is not None else config
         if "input_features" in params and "input_features" not in overrides:
-            mels = _get(src, "num_mel_bins", "feature_size", "n_mels", "input_feat_per_channel", "input_dim", default=80)
+            mels = _get(src, "num_mel_bins", "feature_projection_input_dim", "feature_size", "n_mels",
+                        "input_feat_per_channel", "input_dim", default=80)
             # Whisper-style encoders need exactly 2 x max_source_positions frames (shrunk to 128);
             # others take any length: 256 frames keeps them quick
             frames = min(2 * _get(src, "max_source_positions"), MAX_FRAMES) if _get(src, "max_source_positions") else MAX_FRAMES
@@ -182,6 +183,9 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     audio_token = _get(config, "audio_token_id", "audio_token_index")
     if frames is not None and audio_token is not None and "input_ids" in params:
         prefix = prefix + [[audio_token, 0]]  # the count is found by probing the forward
+    if "input_values" in params and "input_values" not in spec and "input_values" not in overrides \
+            and params["input_values"].default is inspect.Parameter.empty and not no_audio_tower:
+        spec["input_values"] = {"kind": "randn", "shape": [BATCH, AUDIO_SAMPLES]}  # codecs that take both
     if frames is not None:
         for name in FEATURE_MASKS:
             if name in params:
