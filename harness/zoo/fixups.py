@@ -126,3 +126,15 @@ def clip_feature_layers(cfg: dict) -> dict:
         elif isinstance(value, int):
             out[key] = clip(value)
     return out
+
+
+def fit_pixel_shuffle(cfg: dict) -> dict:
+    """A pixel shuffle folds scale_factor x scale_factor patches: make the patch grid's side divisible by it."""
+    sf, vision = cfg.get("scale_factor"), cfg.get("vision_config")
+    if not isinstance(sf, int) or sf < 2 or not isinstance(vision, dict):
+        return cfg
+    size, patch = vision.get("image_size"), vision.get("patch_size")
+    if not isinstance(size, int) or not isinstance(patch, int) or (size // patch) % sf == 0:
+        return cfg
+    side = -(-(size // patch) // sf) * sf
+    return {**cfg, "vision_config": {**vision, "image_size": side * patch}}

@@ -162,6 +162,25 @@ def _patch_width(spec: dict, error: str) -> dict | None:
     return {**spec, key: {**spec[key], "shape": [n, want]}}
 
 
+_MULTIPLE = re.compile(r"multiple of [^(\n]*\((\d+)\)")
+
+
+def _frames_multiple(spec: dict, error: str) -> dict | None:
+    """Feature frames rounded up to the window the encoder chunks by (Qwen3-ASR: a multiple of 100)."""
+    feats, m = spec.get("input_features"), _MULTIPLE.search(error)
+    if not feats or not m or len(feats["shape"]) != 3:
+        return None
+    n, frames = int(m.group(1)), feats["shape"][-1]
+    if frames % n == 0:
+        return None
+    new = -(-frames // n) * n
+    out = {**spec, "input_features": {**feats, "shape": [*feats["shape"][:-1], new]}}
+    for key, item in spec.items():
+        if key != "input_features" and "mask" in key and item.get("shape", [None])[-1] == frames:
+            out[key] = {**item, "shape": [*item["shape"][:-1], new]}
+    return out
+
+
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
@@ -170,6 +189,7 @@ INPUT_REPAIRS = (
     (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D|must be mono"), _mono_channel),
     (_SPLIT, _patches_per_image),
     (_MATMUL, _patch_width),
+    (_MULTIPLE, _frames_multiple),
     (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),
 )
 

@@ -188,6 +188,9 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
             d[heads] = max(1, inner // d[hdim])
             if isinstance(d.get("mamba_d_ssm"), int):
                 d["mamba_d_ssm"] = inner
+    # sliding-window layers with no window in the default (set per checkpoint)
+    if "sliding_window" in d and d["sliding_window"] is None and any("sliding" in str(t) for t in d.get("layer_types") or []):
+        d["sliding_window"] = 64
     # Whisper-style encoders want exactly 2 x max_source_positions mel frames: 128 frames, not 3000
     if isinstance(d.get("max_source_positions"), int) and d["max_source_positions"] > MAX_AUDIO_POSITIONS and "num_mel_bins" in d:
         d["max_source_positions"] = MAX_AUDIO_POSITIONS
