@@ -71,14 +71,12 @@ def _finalize(conn: sqlite3.Connection, run_id: int) -> None:
 
 
 def _diff_with_previous(conn: sqlite3.Connection, run_id: int) -> tuple[int | None, Any]:
-    from bot import diff as diff_mod
+    from bot.stored_diff import diff_stored
     from state import history
     prev = history.previous_comparable_run(conn, run_id)
     if prev is None:
         return None, None
-    before = history.group_outcomes(conn, prev)
-    after = history.group_outcomes(conn, run_id)
-    return prev, diff_mod.diff(before, after)
+    return prev, diff_stored(conn, prev, run_id)
 
 
 def _confirm(conn: sqlite3.Connection, run_id: int, result: Any, settings: Settings, python: str | None) -> Any:

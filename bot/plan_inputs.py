@@ -11,13 +11,10 @@ TREND_RUNS = 60
 
 
 def _diff(conn: sqlite3.Connection, prev_id: int, run_id: int) -> list[dict[str, Any]]:
-    """Adapter over the history area's pure diff (one place to fix if its API moves)."""
-    from bot.diff import diff
+    """The transitions prev_id → run_id as plain dicts for the planner."""
+    from bot.stored_diff import diff_stored
 
-    before, after = history.group_outcomes(conn, prev_id), history.group_outcomes(conn, run_id)
-    prev_run, run = runs_mod.get_run(conn, prev_id), runs_mod.get_run(conn, run_id)
-    result = diff(before, after, before_effects=history.effects(conn, prev_id), after_effects=history.effects(conn, run_id),
-                  before_configs=prev_run.configs if prev_run else None, after_configs=run.configs if run else None)
+    result = diff_stored(conn, prev_id, run_id)
     return [dict(t.to_dict(), flaky=t.flaky) for t in result.transitions]
 
 

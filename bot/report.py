@@ -11,7 +11,8 @@ import sqlite3
 from collections import Counter
 from typing import Any
 
-from bot.diff import TRANSITIONS, diff
+from bot.diff import TRANSITIONS
+from bot.stored_diff import diff_stored
 from bot.render import register_filter, render
 from harness.outcome import EFFECTS, Outcome
 from state import history
@@ -83,9 +84,7 @@ def _changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[st
 def diff_runs(conn: sqlite3.Connection, run_a: int, run_b: int) -> dict[str, Any]:
     """The diff of two stored runs as the JSON-ready dict `flagsweep diff --json` prints."""
     a, b = _run_or_raise(conn, run_a), _run_or_raise(conn, run_b)
-    result = diff(history.group_outcomes(conn, run_a), history.group_outcomes(conn, run_b),
-                  before_effects=history.effects(conn, run_a), after_effects=history.effects(conn, run_b),
-                  before_configs=a.configs, after_configs=b.configs)
+    result = diff_stored(conn, run_a, run_b)
     models_a, models_b = history.group_models(conn, run_a), history.group_models(conn, run_b)
     return {
         "from": run_a, "to": run_b,

@@ -32,7 +32,7 @@ def github_port(settings: Settings, conn: sqlite3.Connection, dry_run: bool, out
     if dry_run:
         from bot.dryrun import DryRunPublisher
         # No GitHub to ask for roles in a dry run: only the allowlist may start work.
-        return DryRunPublisher(out_dir / "commands")
+        return DryRunPublisher(out_dir / "commands", clean=False)  # replies accumulate
     from bot.publisher import GitHubPublisher
     return GitHubPublisher(settings.github)
 

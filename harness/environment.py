@@ -48,10 +48,8 @@ def gather(device: str = "cpu") -> dict[str, Any]:
 def _recipe_fingerprint() -> str | None:
     """The zoo's hash of its build code and recipes (the zoo engineer owns it; adapter kept here)."""
     try:
-        import importlib
-
-        # importlib: `harness.zoo.fingerprint` the attribute is a function that shadows the module.
-        return importlib.import_module("harness.zoo.fingerprint").zoo_code_version()
+        from harness.zoo import zoo_code_version
+        return zoo_code_version()
     except Exception:  # an older zoo, or none: the environment still says what it can
         return None
 

@@ -261,3 +261,17 @@ def test_report_screenshot_in_headless_browser(store, tmp_path):
 
 def test_markdown_cells_cannot_break_tables_or_mention_anyone():
     assert report._md_cell("Eq(u0, 0) | x\n@pytorch/team") == "Eq(u0, 0) \\| x @\u200dpytorch/team"
+
+
+def test_report_of_a_failed_run_with_a_sparse_environment(tmp_path):
+    """A nightly whose install failed has no torch/transformers keys: the report still renders and says so."""
+    from state import runs as runs_mod
+
+    conn = connect(tmp_path / "state.sqlite")
+    run_id = runs_mod.create_run(conn, environment={"python_version": "3.11.7"}, models=[], configs={"baseline": {}},
+                                 kind="nightly", nightly="2026-11-04")
+    runs_mod.finish_run(conn, run_id, "failed", reason="no wheel for cp311")
+    context = report.build_context(conn, run_id)
+    html = report.render_html(context)
+    assert "torch ?" in html and "transformers ?" in html
+    assert "torch ?" in report.render_md(context)

@@ -1,0 +1,15 @@
+"""The diff of two stored runs: the I/O shell that loads what bot.diff compares."""
+from __future__ import annotations
+
+import sqlite3
+
+from bot.diff import DiffResult, diff
+from state import history, runs as runs_mod
+
+
+def diff_stored(conn: sqlite3.Connection, run_a: int, run_b: int) -> DiffResult:
+    """Diff run_a → run_b with their outcomes, effects and config settings (shards of a nightly count as one run)."""
+    a, b = runs_mod.get_run(conn, run_a), runs_mod.get_run(conn, run_b)
+    return diff(history.group_outcomes(conn, run_a), history.group_outcomes(conn, run_b),
+                before_effects=history.effects(conn, run_a), after_effects=history.effects(conn, run_b),
+                before_configs=a.configs if a else None, after_configs=b.configs if b else None)
