@@ -130,7 +130,8 @@ def clip_feature_layers(cfg: dict) -> dict:
 
 def fit_pixel_shuffle(cfg: dict) -> dict:
     """A pixel shuffle folds scale_factor x scale_factor patches: make the patch grid's side divisible by it."""
-    sf, vision = cfg.get("scale_factor"), cfg.get("vision_config")
+    sf = next((cfg[k] for k in ("scale_factor", "pixel_shuffle_factor") if isinstance(cfg.get(k), int)), None)
+    vision = cfg.get("vision_config")
     if not isinstance(sf, int) or sf < 2 or not isinstance(vision, dict):
         return cfg
     size, patch = vision.get("image_size"), vision.get("patch_size")
@@ -138,3 +139,29 @@ def fit_pixel_shuffle(cfg: dict) -> dict:
         return cfg
     side = -(-(size // patch) // sf) * sf
     return {**cfg, "vision_config": {**vision, "image_size": side * patch}}
+
+
+_CODE_TOKEN = re.compile(r"self\.config\.(\w+_token_id)\b(?!\s*=[^=])")
+
+
+def code_token_ids(cls: type, cfg: dict) -> dict:
+    """Token ids the modeling code reads straight off the config but the config class never defines
+    (checkpoints add them, e.g. a thinker's vision_start_token_id): unused ids from the top of the vocabulary."""
+    import inspect
+
+    try:
+        source = Path(inspect.getsourcefile(cls) or "").read_text()
+    except (OSError, TypeError):
+        return cfg
+    missing = sorted({k for k in _CODE_TOKEN.findall(source) if k not in cfg} - {k for v in cfg.values() if isinstance(v, dict) for k in v})
+    text = next((cfg[k] for k in ("text_config", "language_config", "llm_config") if isinstance(cfg.get(k), dict)), cfg)
+    if not missing or not isinstance(text.get("vocab_size"), int):
+        return cfg
+    from harness.zoo.specs import special_ids
+
+    used, out, tid = special_ids(cfg), dict(cfg), text["vocab_size"] - 1
+    for key in missing:
+        while tid in used:
+            tid -= 1
+        out[key], tid = tid, tid - 1
+    return out

@@ -12,7 +12,7 @@ from typing import Any
 
 SEED = 0  # the same seed as build.SEED: probes see the inputs the build will make
 
-def _capture_feature_tokens(module: Any) -> tuple[dict, list]:
+def _capture_feature_tokens(module: Any, media: dict[int, str] | None = None) -> tuple[dict, list]:
     """Wrap every get_placeholder_mask so a probe forward records how many feature tokens each medium produced."""
     import inspect
 
@@ -30,6 +30,9 @@ def _capture_feature_tokens(module: Any) -> tuple[dict, list]:
             for key, feats in bound.items():
                 if key.endswith("_features") and embeds is not None and hasattr(feats, "numel"):
                     seen.setdefault(key.split("_")[0], int(feats.numel()) // int(embeds.shape[-1]))
+            feats, tid = bound.get("features"), bound.get("token_id")  # one mask helper for every medium
+            if embeds is not None and hasattr(feats, "numel") and (media or {}).get(tid):
+                seen.setdefault(media[tid], int(feats.numel()) // int(embeds.shape[-1]))
             return _fn(*args, **kwargs)
 
         sub.get_placeholder_mask = wrapper
@@ -51,7 +54,7 @@ def probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) ->
     prefix = ids.get("prefix") or []
     if not any(count == 0 for _, count in prefix):
         return spec
-    seen, undo = _capture_feature_tokens(module)
+    seen, undo = _capture_feature_tokens(module, media)
     # probe with two adjacent placeholders per medium: some models take a lone placeholder
     # for the legacy "expand me" form and then never say how many features they made
     trial = _grow(spec, {tid: 2 for tid, count in prefix if count == 0})
@@ -181,6 +184,17 @@ def _frames_multiple(spec: dict, error: str) -> dict | None:
     return out
 
 
+_SIZES = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
+
+
+def _features_last_by_size(spec: dict, error: str) -> dict | None:
+    """Features last when the model's error pits the mel-bin count against the frame count."""
+    feats, m = spec.get("input_features"), _SIZES.search(error)
+    if not feats or not m or len(feats["shape"]) != 3 or {int(m.group(1)), int(m.group(2))} != set(feats["shape"][1:]):
+        return None
+    return _features_last(spec)
+
+
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
@@ -190,6 +204,7 @@ INPUT_REPAIRS = (
     (_SPLIT, _patches_per_image),
     (_MATMUL, _patch_width),
     (_MULTIPLE, _frames_multiple),
+    (_SIZES, _features_last_by_size),
     (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),
 )
 

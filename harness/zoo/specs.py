@@ -10,6 +10,7 @@ DEC_SEQ = 8
 AUDIO_SAMPLES = 8000
 MAX_FRAMES = 256
 MAX_ID = 1000
+NAFLEX_SIDE = 8  # patches per side of a native-resolution image (divisible by 2 and 4 for pixel unshuffles)
 
 
 def forward_params(cls: type) -> dict[str, inspect.Parameter]:
@@ -40,6 +41,18 @@ def _get(config: Any, *names: str, default: Any = None) -> Any:
         if v is not None:
             return v
     return default
+
+
+def _deep_get(config: Any, *names: str) -> Any:
+    """The first of names set on a config or, breadth first, on its nested sub-configs (an ASR encoder's mel bins)."""
+    queue = [config]
+    while queue:
+        c = queue.pop(0)
+        v = _get(c, *names)
+        if v is not None:
+            return v
+        queue += [x for x in vars(c).values() if hasattr(x, "to_dict") and not isinstance(x, type)]
+    return None
 
 
 def sub(config: Any, *names: str) -> Any:
@@ -138,6 +151,27 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         spec["grid_thw"] = pix["image_grid_thw"]
     elif "pixel_values" in params and "vision_config" in cfg_dict and cfg_dict["vision_config"] is None:
         pass  # built without a vision tower (its default): text only, and said so below
+    elif "pixel_values" in params and "pixel_values" not in overrides and "spatial_shapes" in params:
+        # native-resolution patches (SigLIP-2 NaFlex): (B, patches, C*p*p) with each image's patch grid
+        src = vc if vc is not None else config
+        p, channels = _get(src, "patch_size", default=16), _get(src, "num_channels", default=3)
+        spec["pixel_values"] = {"kind": "randn", "shape": [BATCH, NAFLEX_SIDE ** 2, channels * p * p]}
+        spec["spatial_shapes"] = {"kind": "tensor", "value": [[NAFLEX_SIDE, NAFLEX_SIDE]] * BATCH}
+        if "pixel_attention_mask" in params:
+            spec["pixel_attention_mask"] = {"kind": "ones", "shape": [BATCH, NAFLEX_SIDE ** 2]}
+        if image_token is not None and "input_ids" in params:
+            prefix = [[image_token, 0]]  # the count is found by probing the forward
+    elif "pixel_values" in params and "pixel_values" not in overrides and "aspect_ratio_ids" in params:
+        # tiled images (Mllama): (B, images, tiles, C, H, W), one image of one tile each
+        h, w = image_size(vc) if vc is not None else (224, 224)
+        channels = _get(vc if vc is not None else config, "num_channels", default=3)
+        spec["pixel_values"] = {"kind": "randn", "shape": [BATCH, 1, 1, channels, h, w]}
+        spec["aspect_ratio_ids"] = {"kind": "ones", "shape": [BATCH, 1]}
+        spec["aspect_ratio_mask"] = {"kind": "ones", "shape": [BATCH, 1, 1]}
+        if image_token is not None and "input_ids" in params:
+            prefix = [[image_token, 1]]
+            if "cross_attention_mask" in params:
+                spec["cross_attention_mask"] = {"kind": "ones", "shape": [BATCH, SEQ + 1, 1, 1]}
     elif "pixel_values" in params and "pixel_values" not in overrides:
         if vc is not None and grid_arg == "image_grid_thw":
             pix, n_tokens = grid_pixels(vc)
@@ -162,8 +196,12 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
                 spec["pixel_mask"] = {"kind": "ones", "shape": [BATCH, h, w]}
             if "target_sizes" in params and _get(src, "patch_size"):
                 # patch-grid size per image (MiniCPM-V): (rows, columns) of patches
+                # the images come packed side by side as one row of patches: (1, C, p, patches * p)
+                # (two 2 x 2 merges downstream: a side of patches divisible by 4)
                 p = _get(src, "patch_size")
-                spec["target_sizes"] = {"kind": "tensor", "value": [[h // p, w // p]] * BATCH}
+                side = -(-(h // p) // 4) * 4
+                spec["target_sizes"] = {"kind": "tensor", "value": [[side, side]] * BATCH}
+                spec["pixel_values"] = {"kind": "randn", "shape": [1, channels, p, BATCH * side * side * p]}
             if "image_sizes" in params and params["image_sizes"].default is inspect.Parameter.empty:
                 spec["image_sizes"] = {"kind": "tensor", "value": [[h, w]] * BATCH}
     frames = None
@@ -171,8 +209,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     if (ac is not None or "input_features" in params or "input_values" in params) and not no_audio_tower:
         src = ac if ac is not None else config
         if "input_features" in params and "input_features" not in overrides:
-            mels = _get(src, "num_mel_bins", "feature_projection_input_dim", "feature_size", "n_mels",
-                        "input_feat_per_channel", "input_dim", default=80)
+            names = ("num_mel_bins", "feature_projection_input_dim", "feature_size", "n_mels", "input_feat_per_channel", "input_dim")
+            mels = _get(src, *names) or _deep_get(src, *names) or 80
             # Whisper-style encoders need exactly 2 x max_source_positions frames (shrunk to 128);
             # others take any length: 256 frames keeps them quick
             frames = min(2 * _get(src, "max_source_positions"), MAX_FRAMES) if _get(src, "max_source_positions") else MAX_FRAMES
