@@ -165,3 +165,25 @@ def code_token_ids(cls: type, cfg: dict) -> dict:
             tid -= 1
         out[key], tid = tid, tid - 1
     return out
+
+
+def rope_per_layer_type(cls: type, cfg: dict) -> dict:
+    """Rotary tables keyed by layer type that the default leaves empty ({}) while the modeling code
+    looks each layer type up (checkpoints fill them): a default rotary for every layer type."""
+    import inspect
+
+    try:
+        source = Path(inspect.getsourcefile(cls) or "").read_text()
+    except (OSError, TypeError):
+        return cfg
+    if "rope_parameters[layer_type]" not in source:
+        return cfg
+
+    def fill(c: dict) -> dict:
+        if c.get("rope_parameters") == {} and isinstance(c.get("layer_types"), list):
+            default = {"rope_type": "default", "rope_theta": 10000.0}
+            return {**c, "rope_parameters": {t: dict(default) for t in dict.fromkeys(c["layer_types"])}}
+        return c
+
+    out = fill(cfg)
+    return {k: fill(v) if isinstance(v, dict) else v for k, v in out.items()}

@@ -165,13 +165,14 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         # tiled images (Mllama): (B, images, tiles, C, H, W), one image of one tile each
         h, w = image_size(vc) if vc is not None else (224, 224)
         channels = _get(vc if vc is not None else config, "num_channels", default=3)
-        spec["pixel_values"] = {"kind": "randn", "shape": [BATCH, 1, 1, channels, h, w]}
+        tiles = _get(vc if vc is not None else config, "max_num_tiles", default=1)  # tile embeddings span them all
+        spec["pixel_values"] = {"kind": "randn", "shape": [BATCH, 1, tiles, channels, h, w]}
         spec["aspect_ratio_ids"] = {"kind": "ones", "shape": [BATCH, 1]}
-        spec["aspect_ratio_mask"] = {"kind": "ones", "shape": [BATCH, 1, 1]}
+        spec["aspect_ratio_mask"] = {"kind": "ones", "shape": [BATCH, 1, tiles]}
         if image_token is not None and "input_ids" in params:
             prefix = [[image_token, 1]]
             if "cross_attention_mask" in params:
-                spec["cross_attention_mask"] = {"kind": "ones", "shape": [BATCH, SEQ + 1, 1, 1]}
+                spec["cross_attention_mask"] = {"kind": "ones", "shape": [BATCH, SEQ + 1, 1, tiles]}
     elif "pixel_values" in params and "pixel_values" not in overrides:
         if vc is not None and grid_arg == "image_grid_thw":
             pix, n_tokens = grid_pixels(vc)
