@@ -25,7 +25,7 @@ WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_
               "vision_hidden_size", "hidden_dim", "embedding_size", "d_embed", "projector_hidden_size",
               "output_hidden_size", "mm_hidden_size", "vision_output_dim", "audio_hidden_size", "condition_dim",
               "text_embed_dim", "vision_embed_dim", "audio_embed_dim", "hidden_dim_vision", "cross_attention_hidden_size",
-              "input_embedding_size", "output_embedding_size")
+              "input_embedding_size", "output_embedding_size", "adapter_out_dim")
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads",
              "num_heads", "encoder_num_attention_heads", "decoder_num_attention_heads")
 KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num", "encoder_num_key_value_heads")
@@ -94,16 +94,16 @@ def shrink_dict(d: dict) -> dict:
                      and (isinstance(v, list) or any(w in k for w in ("pattern", "layer", "block")))]
         if not per_layer:
             continue
-        keep: list[int] = []
+        # the first layer of every kind in every list (attention kinds and MLP kinds may differ)
+        keep_set: set[int] = set()
         for k in per_layer:
             if not all(isinstance(x, str) for x in d[k]):
                 continue
             firsts = {}
             for i, x in enumerate(d[k]):
                 firsts.setdefault(json_key(x), i)
-            if len(firsts) > len(keep):
-                keep = sorted(firsts.values())
-        keep = keep[:4]
+            keep_set.update(firsts.values())
+        keep = sorted(keep_set)[:4]
         n = max(d[lk], len(keep))
         for i in range(old):
             if len(keep) >= n:
@@ -137,7 +137,7 @@ def shrink_dict(d: dict) -> dict:
             if not kept:
                 first = min(v, key=lambda x: int(x))
                 kept = {type(first)(n - 1) if isinstance(first, int) else str(n - 1): v[first]}
-            d[k] = kept
+            d[k] = {x: shrink_dict(y) if isinstance(y, dict) else y for x, y in kept.items()}
     # timm backbones (DETR family) become the transformers ResNet with the same stages
     if isinstance(d.get("backbone_config"), dict) and d["backbone_config"].get("model_type") in ("timm_backbone", "timm_wrapper"):
         levels = d.get("num_feature_levels", 1)
@@ -170,6 +170,12 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
         for b in dims[i + 1:]:
             if orig[a] == orig[b] and d[a] != d[b] and (d[a] != orig[a] or d[b] != orig[b]):
                 d[a] = d[b] = min(d[a], d[b])
+    # grouped convolutions with one group per channel of a width (Mimi's upsampling): follow that width
+    for k, v in orig.items():
+        if k.endswith("groups") and isinstance(v, int) and not isinstance(v, bool) and v > 1:
+            w = next((wk for wk in WIDTH_KEYS if orig.get(wk) == v and d.get(wk) != v), None)
+            if w:
+                d[k] = d[w]
     # multi-head latent attention (DeepSeek family): the q/k head is nope + rope
     if isinstance(d.get("qk_head_dim"), int) and isinstance(d.get("qk_rope_head_dim"), int):
         d["qk_head_dim"] = d["qk_rope_head_dim"] + d.get("qk_nope_head_dim", 0)

@@ -263,6 +263,9 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             continue
         if name.endswith("input_ids"):
             spec[name] = ids_spec(config, cfg_dict, SEQ)
+        elif name.endswith("latents"):  # a codec decoder on its own: (batch, channels, frames)
+            width = _get(config, "hidden_size", "d_model", default=64)
+            spec[name] = {"kind": "randn", "shape": [BATCH, width, SEQ]}
         elif name.endswith("embeds"):  # e.g. a Q-Former's query embeddings
             width = _get(config, "hidden_size", "d_model", default=64)
             spec[name] = {"kind": "randn", "shape": [BATCH, SEQ, width]}
