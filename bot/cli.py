@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from bot import settings as settings_mod
+from state.db import StoreError
 
 AREAS = ("bot.cli_sweep", "bot.cli_zoo", "bot.cli_history", "bot.cli_publish", "bot.cli_service")
 
@@ -49,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         settings.state_path = Path(args.state)
     try:
         return int(args.func(args, settings) or 0)
+    except StoreError as exc:
+        # A corrupted, foreign or newer state file: say so, never reset it.
+        print(f"flagsweep: state: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("flagsweep: interrupted", file=sys.stderr)
         return 130

@@ -59,14 +59,10 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _open(settings: Any):
-    """Open the store or say clearly why not (StoreError carries the path and the reason)."""
-    from state.db import StoreError, connect
+    """Open the store (a StoreError is reported by bot.cli.main)."""
+    from state.db import connect
 
-    try:
-        return connect(settings.state_path)
-    except StoreError as exc:
-        print(f"flagsweep: {exc}", file=sys.stderr)
-        return None
+    return connect(settings.state_path)
 
 
 def _fail(message: str) -> int:
@@ -80,8 +76,6 @@ def cmd_diff(args: argparse.Namespace, settings: Any) -> int:
     from state import history
 
     conn = _open(settings)
-    if conn is None:
-        return 2
     if args.run_a is not None and args.run_b is not None:
         pair = (args.run_a, args.run_b)
     elif args.run_a is not None:
@@ -110,8 +104,6 @@ def cmd_report(args: argparse.Namespace, settings: Any) -> int:
     from bot import report
 
     conn = _open(settings)
-    if conn is None:
-        return 2
     fmt = args.format or ("md" if args.output and args.output.endswith(".md") else "html")
     out = Path(args.output or f"report.{fmt}")
     try:
@@ -130,8 +122,6 @@ def cmd_export(args: argparse.Namespace, settings: Any) -> int:
     from bot import report
 
     conn = _open(settings)
-    if conn is None:
-        return 2
     rows = report.export_rows(conn, args.run)
     if rows is None:
         return _fail(f"no run {args.run}")
@@ -148,8 +138,6 @@ def cmd_runs_list(args: argparse.Namespace, settings: Any) -> int:
     from bot import report
 
     conn = _open(settings)
-    if conn is None:
-        return 2
     rows = report.runs_summary(conn, limit=args.limit)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -163,8 +151,6 @@ def cmd_runs_show(args: argparse.Namespace, settings: Any) -> int:
     from bot import report
 
     conn = _open(settings)
-    if conn is None:
-        return 2
     data = report.run_detail(conn, args.run)
     if data is None:
         return _fail(f"no run {args.run}")
