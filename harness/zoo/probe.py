@@ -165,6 +165,19 @@ def _patch_width(spec: dict, error: str) -> dict | None:
     return {**spec, key: {**spec[key], "shape": [n, want]}}
 
 
+def _image_as_patches(spec: dict, error: str) -> dict | None:
+    """(B, C, H, W) -> (B, patches, C*p*p): models whose patch embedding is a linear layer over flattened patches (Fuyu)."""
+    m, pix = _MATMUL.search(error), spec.get("pixel_values")
+    if not m or not pix or len(pix["shape"]) != 4:
+        return None
+    b, c, h, w = pix["shape"]
+    want = int(m.group(3))
+    p = int(round((want / c) ** 0.5))
+    if c * p * p != want or int(m.group(2)) != w:
+        return None
+    return {**spec, "pixel_values": {**pix, "shape": [b, -(-h // p) * -(-w // p), want]}}
+
+
 _MULTIPLE = re.compile(r"multiple of [^(\n]*\((\d+)\)")
 
 
@@ -203,6 +216,7 @@ INPUT_REPAIRS = (
     (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D|must be mono"), _mono_channel),
     (_SPLIT, _patches_per_image),
     (_MATMUL, _patch_width),
+    (_MATMUL, _image_as_patches),
     (_MULTIPLE, _frames_multiple),
     (_SIZES, _features_last_by_size),
     (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),

@@ -145,12 +145,27 @@ def shrink_dict(d: dict) -> dict:
         d["backbone_config"] = {"model_type": "resnet", "out_features": stages, "depths": [1, 1, 1, 1],
                                 "hidden_sizes": [64, 128, 256, 512], "embedding_size": 32}
         d.pop("backbone", None)
-    for k, v in list(d.items()):
+    for k, v in list(d.items()):  # sub-configs, then the widths derived from theirs
         if isinstance(v, dict) and ("model_type" in v or k.endswith("_config") or k in ("encoder", "decoder")):
             d[k] = shrink_dict(v)
+    _merged_widths(orig, d)
     if "dtype" in d:
         d["dtype"] = "float32"
     return d
+
+
+def _merged_widths(orig: dict, d: dict) -> None:
+    """A width that was a vision tower's width times its merge area (hidden x merge^2 after a patch merger)
+    stays that product of the shrunk tower's width."""
+    for sk, sv in orig.items():
+        if not isinstance(sv, dict) or not isinstance(d.get(sk), dict) or not isinstance(sv.get("hidden_size"), int):
+            continue
+        m = next((sv[k] for k in ("spatial_merge_size", "merge_size") if isinstance(sv.get(k), int)), None)
+        if not m or m < 2:
+            continue
+        for k in WIDTH_KEYS:
+            if orig.get(k) == sv["hidden_size"] * m * m and isinstance(d[sk].get("hidden_size"), int):
+                d[k] = d[sk]["hidden_size"] * m * m
 
 
 def json_key(x: Any) -> str:
@@ -194,8 +209,14 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
             d[heads] = max(1, inner // d[hdim])
             if isinstance(d.get("mamba_d_ssm"), int):
                 d["mamba_d_ssm"] = inner
+    # forecasters whose horizon is set per checkpoint: 8 steps ahead, from 16 steps of context
+    if "prediction_length" in d and d["prediction_length"] is None:
+        d["prediction_length"] = 8
+        if "context_length" in d and d["context_length"] is None:
+            d["context_length"] = 16
     # sliding-window layers with no window in the default (set per checkpoint)
-    if "sliding_window" in d and d["sliding_window"] is None and any("sliding" in str(t) for t in d.get("layer_types") or []):
+    if "sliding_window" in d and d["sliding_window"] is None and (any("sliding" in str(t) for t in d.get("layer_types") or [])
+                                                                  or any("sliding" in k and k != "sliding_window" and d[k] for k in d)):
         d["sliding_window"] = 64
     # Whisper-style encoders want exactly 2 x max_source_positions mel frames: 128 frames, not 3000
     if isinstance(d.get("max_source_positions"), int) and d["max_source_positions"] > MAX_AUDIO_POSITIONS and "num_mel_bins" in d:

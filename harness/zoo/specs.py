@@ -257,6 +257,17 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         length = _get(config, "context_length", default=32)
         channels = _get(config, "num_input_channels", "input_size", default=1)
         spec["past_values"] = {"kind": "randn", "shape": [BATCH, length, channels]}
+        lags = _get(config, "lags_sequence")
+        if isinstance(lags, list) and lags:
+            # lagged probabilistic forecasters (TimeSeriesTransformer, Informer): context plus the largest lag,
+            # one row of time features per step, univariate series without a channel axis
+            length = length + max(lags)
+            shape = [BATCH, length] if channels == 1 else [BATCH, length, channels]
+            spec["past_values"] = {"kind": "randn", "shape": shape}
+            if "past_time_features" in params:
+                spec["past_time_features"] = {"kind": "randn", "shape": [BATCH, length, _get(config, "num_time_features", default=0)]}
+            if "past_observed_mask" in params:
+                spec["past_observed_mask"] = {"kind": "ones", "shape": shape, "dtype": "bool"}
     for name, p in params.items():
         # other required token inputs (a Q-Former's own ids, a second tokenizer's ids)
         if name in spec or name in overrides or p.default is not inspect.Parameter.empty:
