@@ -205,6 +205,16 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
                 spec["pixel_values"] = {"kind": "randn", "shape": [1, channels, p, BATCH * side * side * p]}
             if "image_sizes" in params and params["image_sizes"].default is inspect.Parameter.empty:
                 spec["image_sizes"] = {"kind": "tensor", "value": [[h, w]] * BATCH}
+    for name in ("merge_sizes", "image_merge_sizes"):
+        if name in params and name not in overrides and ("grid_thw" in spec or "image_grid_thw" in spec):
+            # per-image merge factor next to each grid (VideoLLaMA 3)
+            merge = _get(vc if vc is not None else config, "spatial_merge_size", "merge_size", default=2)
+            spec[name] = {"kind": "tensor", "value": [merge] * BATCH}
+    if "high_res_pixel_values" in params and "pixel_values" in spec and "high_res_pixel_values" not in overrides:
+        # hybrid towers (DeepSeek-VL hybrid): the same image again at the high-resolution tower's size
+        hc = sub(config, "high_res_vision_config")
+        h, w = image_size(hc) if hc is not None else spec["pixel_values"]["shape"][-2:]
+        spec["high_res_pixel_values"] = {"kind": "randn", "shape": [*spec["pixel_values"]["shape"][:-2], h, w]}
     frames = None
     no_audio_tower = "audio_config" in cfg_dict and cfg_dict["audio_config"] is None
     if (ac is not None or "input_features" in params or "input_values" in params) and not no_audio_tower:
@@ -238,6 +248,14 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             # M-RoPE needs to know which tokens are image tokens: 1 for image, 0 for text
             types = [[1 if tid == image_token else 0, count] for tid, count in prefix]
             spec["mm_token_type_ids"] = {"kind": "typed", "shape": [BATCH, SEQ + n_prefix], "prefix": types}
+        queries = _get(config, "latent_query_num")
+        if "image_embeds_position_mask" in params and "pixel_values" in spec and isinstance(queries, int):
+            # Kosmos-2: the image's query embeddings replace the tokens right after the first one
+            length = max(SEQ + n_prefix, queries + 2)
+            spec["input_ids"] = {**spec["input_ids"], "shape": [BATCH, length]}
+            spec["image_embeds_position_mask"] = {"kind": "typed", "shape": [BATCH, length], "prefix": [[0, 1], [1, queries]]}
+            if "attention_mask" in spec:
+                spec["attention_mask"] = {"kind": "ones", "shape": [BATCH, length]}
         if "bbox" in params:
             spec["bbox"] = {"kind": "bbox", "shape": [BATCH, SEQ + n_prefix, 4], "high": 1000}
     elif "attention_mask" in params and frames is not None and "attention_mask" not in overrides:
