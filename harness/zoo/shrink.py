@@ -209,6 +209,10 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
             d[heads] = max(1, inner // d[hdim])
             if isinstance(d.get("mamba_d_ssm"), int):
                 d["mamba_d_ssm"] = inner
+    # a per-head width stored beside the width and head count (XLNet's d_head)
+    if isinstance(d.get("d_head"), int) and isinstance(d.get("d_model"), int) and isinstance(d.get("n_head"), int) \
+            and orig.get("d_head") == orig.get("d_model", 0) // max(1, orig.get("n_head", 1)):
+        d["d_head"] = d["d_model"] // d["n_head"]
     # forecasters whose horizon is set per checkpoint: 8 steps ahead, from 16 steps of context
     if "prediction_length" in d and d["prediction_length"] is None:
         d["prediction_length"] = 8

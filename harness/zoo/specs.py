@@ -205,6 +205,14 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
                 spec["pixel_values"] = {"kind": "randn", "shape": [1, channels, p, BATCH * side * side * p]}
             if "image_sizes" in params and params["image_sizes"].default is inspect.Parameter.empty:
                 spec["image_sizes"] = {"kind": "tensor", "value": [[h, w]] * BATCH}
+    if "flattened_patches" in params and "flattened_patches" not in overrides:
+        # Pix2Struct: (B, patches, 2 + C*p*p), the first two columns the patch's row and column (0 here)
+        src = vc if vc is not None else config
+        p, channels = _get(src, "patch_size", default=16), _get(src, "num_channels", default=3)
+        width = _get(src, "patch_embed_hidden_size") or _deep_get(src, "patch_embed_hidden_size") or channels * p * p
+        spec["flattened_patches"] = {"kind": "rand", "shape": [BATCH, SEQ, 2 + width]}
+        if "attention_mask" in params:
+            spec["attention_mask"] = {"kind": "ones", "shape": [BATCH, SEQ]}
     for name in ("merge_sizes", "image_merge_sizes"):
         if name in params and name not in overrides and ("grid_thw" in spec or "image_grid_thw" in spec):
             # per-image merge factor next to each grid (VideoLLaMA 3)
