@@ -208,6 +208,23 @@ def _features_last_by_size(spec: dict, error: str) -> dict | None:
     return _features_last(spec)
 
 
+_SAMPLES_MULTIPLE = re.compile(r"input_values` length \d+ is not a multiple of (\d+)")
+
+
+def _samples_multiple(spec: dict, error: str) -> dict | None:
+    """Waveform samples rounded up to the hop the codec frames by (Muse Spark audio: a multiple of 96)."""
+    vals, m = spec.get("input_values"), _SAMPLES_MULTIPLE.search(error)
+    if not vals or not m:
+        return None
+    n = int(m.group(1))
+    new = -(-vals["shape"][-1] // n) * n
+    out = {**spec, "input_values": {**vals, "shape": [*vals["shape"][:-1], new]}}
+    for key, item in spec.items():
+        if key != "input_values" and "mask" in key and item.get("shape", [None])[-1] == vals["shape"][-1]:
+            out[key] = {**item, "shape": [*item["shape"][:-1], new]}
+    return out
+
+
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
@@ -220,6 +237,7 @@ INPUT_REPAIRS = (
     (_MATMUL, _image_as_patches),
     (_MULTIPLE, _frames_multiple),
     (_SIZES, _features_last_by_size),
+    (_SAMPLES_MULTIPLE, _samples_multiple),
     (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),
 )
 

@@ -213,6 +213,13 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         spec["flattened_patches"] = {"kind": "rand", "shape": [BATCH, SEQ, 2 + width]}
         if "attention_mask" in params:
             spec["attention_mask"] = {"kind": "ones", "shape": [BATCH, SEQ]}
+    if "pixel_values_videos" in params and "pixel_values" not in params and "pixel_values_videos" not in overrides:
+        # video-only towers (VideoPrism): (batch, frames, channels, height, width)
+        src = vc if vc is not None else config
+        h, w = image_size(src)
+        frames = _get(src, "num_frames", default=4)
+        frames = min(frames, 4) if isinstance(frames, int) else 4
+        spec["pixel_values_videos"] = {"kind": "randn", "shape": [BATCH, frames, _get(src, "num_channels", default=3), h, w]}
     for name in ("merge_sizes", "image_merge_sizes"):
         if name in params and name not in overrides and ("grid_thw" in spec or "image_grid_thw" in spec):
             # per-image merge factor next to each grid (VideoLLaMA 3)
@@ -300,6 +307,11 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             continue
         if name.endswith("input_ids"):
             spec[name] = ids_spec(config, cfg_dict, SEQ)
+        elif name.endswith("hidden_states") and name != first:  # context from another model (an assistant's)
+            width = _get(config, "hidden_size", "d_model", default=64)
+            spec[name] = {"kind": "randn", "shape": [BATCH, SEQ, width]}
+        elif name.endswith("task_inputs"):  # OneFormer: the task prompt's token ids
+            spec[name] = {**ids_spec(config, cfg_dict, _get(config, "task_seq_len", default=SEQ)), "high": 2}
         elif name.endswith("latents"):  # a codec decoder on its own: (batch, channels, frames)
             width = _get(config, "hidden_size", "d_model", default=64)
             spec[name] = {"kind": "randn", "shape": [BATCH, width, SEQ]}
