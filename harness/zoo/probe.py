@@ -99,6 +99,18 @@ def _add_image_axis(spec: dict) -> dict | None:
     return {**spec, "pixel_values": {**pix, "shape": [b, 1, c, h, w]}}
 
 
+_PAIR = re.compile(r"5D tensor of shape \(batch_size, (\d+), num_channels")
+
+
+def _image_group(spec: dict, error: str) -> dict | None:
+    """(B, C, H, W) -> (B, n, C, H, W): matchers that take n images at once (EfficientLoFTR: pairs)."""
+    pix, m = spec.get("pixel_values"), _PAIR.search(error)
+    if not pix or not m or len(pix["shape"]) != 4:
+        return None
+    b, c, h, w = pix["shape"]
+    return {**spec, "pixel_values": {**pix, "shape": [b, int(m.group(1)), c, h, w]}}
+
+
 def _add_image_sizes(spec: dict) -> dict | None:
     """Give (height, width) per image: any-resolution models need it though the argument is optional."""
     pix = spec.get("pixel_values")
@@ -228,6 +240,7 @@ def _samples_multiple(spec: dict, error: str) -> dict | None:
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
+    (_PAIR, _image_group),
     (re.compile(r"expected 5, got 3"), _patches_as_images),  # the tower adds the sequence axis itself (PaddleOCR-VL)
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
     (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D|to have \d+ channels"), _features_last),

@@ -161,6 +161,14 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             spec["pixel_attention_mask"] = {"kind": "ones", "shape": [BATCH, NAFLEX_SIDE ** 2]}
         if image_token is not None and "input_ids" in params:
             prefix = [[image_token, 0]]  # the count is found by probing the forward
+    elif "pixel_values" in params and "pixel_values" not in overrides and "pixel_position_ids" in params:
+        # patches with their (x, y) grid positions (Gemma 4 vision): a square grid that the pooling kernel tiles
+        src = vc if vc is not None else config
+        p, channels = _get(src, "patch_size", default=16), _get(src, "num_channels", default=3)
+        k = _get(src, "pooling_kernel_size", default=1)
+        side = -(-NAFLEX_SIDE // k) * k
+        spec["pixel_values"] = {"kind": "rand", "shape": [BATCH, side * side, channels * p * p]}
+        spec["pixel_position_ids"] = {"kind": "tensor", "value": [[[x, y] for y in range(side) for x in range(side)]] * BATCH}
     elif "pixel_values" in params and "pixel_values" not in overrides and "aspect_ratio_ids" in params:
         # tiled images (Mllama): (B, images, tiles, C, H, W), one image of one tile each
         h, w = image_size(vc) if vc is not None else (224, 224)
@@ -310,6 +318,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         elif name.endswith("hidden_states") and name != first:  # context from another model (an assistant's)
             width = _get(config, "hidden_size", "d_model", default=64)
             spec[name] = {"kind": "randn", "shape": [BATCH, SEQ, width]}
+        elif name.startswith("prompt_") and "pixel_values" in spec:  # in-context segmentation (SegGPT): prompt image and mask
+            spec[name] = dict(spec["pixel_values"])
         elif name.endswith("task_inputs"):  # OneFormer: the task prompt's token ids
             spec[name] = {**ids_spec(config, cfg_dict, _get(config, "task_seq_len", default=SEQ)), "high": 2}
         elif name.endswith("latents"):  # a codec decoder on its own: (batch, channels, frames)
