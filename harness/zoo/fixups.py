@@ -132,6 +132,10 @@ def fit_pixel_shuffle(cfg: dict) -> dict:
     """A pixel shuffle folds scale_factor x scale_factor patches: make the patch grid's side divisible by it."""
     sf = next((cfg[k] for k in ("scale_factor", "pixel_shuffle_factor") if isinstance(cfg.get(k), int)), None)
     vision = cfg.get("vision_config")
+    if isinstance(sf, int) and "image_size" in cfg and "patch_size" in cfg and not isinstance(vision, dict):
+        return fit_pixel_shuffle({"scale_factor": sf, "vision_config": cfg})["vision_config"]  # a tower on its own
+    if isinstance(vision, dict) and sf is None and isinstance(vision.get("scale_factor"), int):
+        sf = vision["scale_factor"]  # the shuffle's factor kept in the tower's config (Granite Docling)
     if not isinstance(sf, int) or sf < 2 or not isinstance(vision, dict):
         return cfg
     size, patch = vision.get("image_size"), vision.get("patch_size")
