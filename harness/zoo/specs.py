@@ -318,6 +318,9 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         elif name.endswith("hidden_states") and name != first:  # context from another model (an assistant's)
             width = _get(config, "hidden_size", "d_model", default=64)
             spec[name] = {"kind": "randn", "shape": [BATCH, SEQ, width]}
+        elif name == "inputs":  # Perceiver without a preprocessor: embeddings of d_model
+            width = _get(config, "d_model", "hidden_size", default=64)
+            spec[name] = {"kind": "randn", "shape": [BATCH, SEQ, width]}
         elif name.startswith("prompt_") and "pixel_values" in spec:  # in-context segmentation (SegGPT): prompt image and mask
             spec[name] = dict(spec["pixel_values"])
         elif name.endswith("task_inputs"):  # OneFormer: the task prompt's token ids
@@ -330,6 +333,10 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             spec[name] = {"kind": "randn", "shape": [BATCH, SEQ, width]}
         elif name.endswith("attention_mask"):
             spec[name] = {"kind": "ones", "shape": [BATCH, SEQ]}
+    if "encoder_hidden_states" in params and "encoder_hidden_states" not in overrides and spec \
+            and isinstance(_get(config, "encoder_hidden_size"), int) and _get(config, "cross_attention_frequency"):
+        # a Q-Former on its own cross-attends to image features of encoder_hidden_size
+        spec["encoder_hidden_states"] = {"kind": "randn", "shape": [BATCH, SEQ, _get(config, "encoder_hidden_size")]}
     spec.update(overrides)
     media_in = ("pixel_values", "input_features", "input_values")
     if stratum == "vl_multimodal" and not any(k in spec for k in media_in) and any(k in params for k in media_in):
