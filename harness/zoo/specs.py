@@ -298,6 +298,12 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         length = _get(config, "context_length", default=32)
         channels = _get(config, "num_input_channels", "input_size", default=1)
         spec["past_values"] = {"kind": "randn", "shape": [BATCH, length, channels]}
+        if _get(config, "num_input_channels", "input_size") is None and "past_values_padding" in params:
+            # univariate foundation forecasters (TimesFM): (batch, length), a padding flag per step, a frequency id
+            spec["past_values"] = {"kind": "randn", "shape": [BATCH, length]}
+            spec["past_values_padding"] = {"kind": "zeros", "shape": [BATCH, length]}
+            if "freq" in params:
+                spec["freq"] = {"kind": "zeros", "shape": [BATCH, 1]}
         lags = _get(config, "lags_sequence")
         if isinstance(lags, list) and lags:
             # lagged probabilistic forecasters (TimeSeriesTransformer, Informer): context plus the largest lag,
