@@ -237,6 +237,32 @@ def _samples_multiple(spec: dict, error: str) -> dict | None:
     return out
 
 
+_TOKENS_FEATURES = re.compile(r"features and image tokens do not match: tokens: (\d+), features (\d+)")
+
+
+def _image_token_count(spec: dict, error: str) -> dict | None:
+    """A grid model that makes more features per image than the grid's merged patches (extra row/boundary
+    features, HunYuan-VL): as many image tokens per sample as its error says it made features."""
+    ids, m = spec.get("input_ids", {}), _TOKENS_FEATURES.search(error)
+    prefix = ids.get("prefix") or []
+    tokens, feats = (int(g) for g in m.groups()) if m else (0, 0)
+    batch = ids.get("shape", [1])[0]
+    hit = [i for i, (_, n) in enumerate(prefix) if n * batch == tokens]
+    if not m or len(hit) != 1 or feats % batch or feats <= tokens:
+        return None
+    i, want = hit[0], feats // batch
+    tid = prefix[i][0]
+    spec = {**spec, "input_ids": {**ids, "prefix": [*prefix[:i], [tid, 0], *prefix[i + 1:]]}}
+    shrink = prefix[i][1]
+    for key in ("input_ids", "attention_mask", "mm_token_type_ids", "token_type_ids"):
+        if key in spec:
+            spec[key] = {**spec[key], "shape": [spec[key]["shape"][0], spec[key]["shape"][1] - shrink]}
+    if "prefix" in spec.get("mm_token_type_ids", {}):
+        types = spec["mm_token_type_ids"]["prefix"]
+        spec["mm_token_type_ids"] = {**spec["mm_token_type_ids"], "prefix": [[v, 0 if j == i else n] for j, (v, n) in enumerate(types)]}
+    return _grow(spec, {tid: want})
+
+
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
@@ -251,6 +277,7 @@ INPUT_REPAIRS = (
     (_MULTIPLE, _frames_multiple),
     (_SIZES, _features_last_by_size),
     (_SAMPLES_MULTIPLE, _samples_multiple),
+    (_TOKENS_FEATURES, _image_token_count),
     (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),
 )
 
