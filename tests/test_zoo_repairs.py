@@ -1,0 +1,99 @@
+"""Input repairs: the model's own error says how its inputs must change (pure spec edits, tiny torch modules)."""
+from __future__ import annotations
+
+import torch
+
+from harness.zoo import probe
+from harness.zoo.inputs import make_inputs
+
+
+class FramesLast(torch.nn.Module):
+    """A speech encoder that projects each frame's mel features: wants (batch, frames, mel)."""
+
+    def __init__(self, mel: int):
+        super().__init__()
+        self.proj = torch.nn.Linear(mel, 4)
+
+    def forward(self, input_features: torch.Tensor) -> torch.Tensor:
+        return self.proj(input_features)
+
+
+class ChunkedFrames(torch.nn.Module):
+    """An encoder that cuts its frames into windows of 100 (the error text is the model's own)."""
+
+    def forward(self, input_features: torch.Tensor, input_features_mask: torch.Tensor) -> torch.Tensor:
+        if input_features.shape[-1] % 100:
+            raise ValueError("The number of frames must be a multiple of the chunk size (100)")
+        assert input_features_mask.shape[-1] == input_features.shape[-1]
+        return input_features.sum()
+
+
+class NeverHappy(torch.nn.Module):
+    """An error that no repair knows: the spec comes back as it was."""
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("something no repair knows about")
+
+
+def test_features_last_from_a_real_matmul_error():
+    spec = {"input_features": {"kind": "randn", "shape": [2, 80, 256]}}
+    fixed = probe.repair_inputs(FramesLast(80), spec, "cpu")
+    assert fixed["input_features"]["shape"] == [2, 256, 80]
+    FramesLast(80)(**make_inputs(fixed))  # and the repaired inputs really run
+
+
+def test_frames_rounded_up_to_the_chunk_with_their_mask():
+    spec = {"input_features": {"kind": "randn", "shape": [2, 80, 256]},
+            "input_features_mask": {"kind": "ones", "shape": [2, 256]}}
+    fixed = probe.repair_inputs(ChunkedFrames(), spec, "cpu")
+    assert fixed["input_features"]["shape"] == [2, 80, 300]
+    assert fixed["input_features_mask"]["shape"] == [2, 300]
+
+
+def test_an_unknown_error_leaves_the_spec_alone():
+    spec = {"pixel_values": {"kind": "randn", "shape": [2, 3, 8, 8]}}
+    assert probe.repair_inputs(NeverHappy(), spec, "cpu") == spec
+
+
+def test_text_only_specs_skip_the_probe_forward():
+    spec = {"input_ids": {"kind": "ids", "shape": [2, 16], "high": 100}}
+    assert probe.repair_inputs(NeverHappy(), spec, "cpu") is spec
+
+
+def test_image_token_count_follows_the_features_the_model_made():
+    spec = {"input_ids": {"kind": "ids", "shape": [2, 20], "high": 100, "prefix": [[7, 1], [5, 4]]},
+            "attention_mask": {"kind": "ones", "shape": [2, 20]},
+            "mm_token_type_ids": {"kind": "typed", "shape": [2, 20], "prefix": [[0, 1], [1, 4]]}}
+    error = "Image features and image tokens do not match: tokens: 8, features 12"
+    fixed = probe._image_token_count(spec, error)
+    assert fixed["input_ids"]["prefix"] == [[7, 1], [5, 6]]
+    assert fixed["input_ids"]["shape"] == fixed["attention_mask"]["shape"] == [2, 22]
+    assert fixed["mm_token_type_ids"]["prefix"] == [[0, 1], [1, 6]]
+    ids = make_inputs(fixed)["input_ids"]
+    assert ((ids == 5).sum(dim=1) >= 6).all()
+    # fewer features than tokens, or a count no placeholder explains: not this repair's business
+    assert probe._image_token_count(spec, "features and image tokens do not match: tokens: 8, features 6") is None
+    assert probe._image_token_count(spec, "features and image tokens do not match: tokens: 9, features 12") is None
+
+
+def test_waveform_samples_rounded_up_to_the_codec_hop():
+    spec = {"input_values": {"kind": "randn", "shape": [2, 1, 8000]},
+            "padding_mask": {"kind": "ones", "shape": [2, 8000]}}
+    fixed = probe._samples_multiple(spec, "`input_values` length 8000 is not a multiple of 96")
+    assert fixed["input_values"]["shape"] == [2, 1, 8064] and fixed["padding_mask"]["shape"] == [2, 8064]
+    assert probe._samples_multiple(spec, "unrelated") is None
+
+
+def test_pixel_layout_repairs():
+    pix = {"pixel_values": {"kind": "randn", "shape": [2, 3, 32, 32]}}
+    assert probe._add_image_axis(pix)["pixel_values"]["shape"] == [2, 1, 3, 32, 32]
+    pair = "expects a 5D tensor of shape (batch_size, 2, num_channels, height, width)"
+    assert probe._image_group(pix, pair)["pixel_values"]["shape"] == [2, 2, 3, 32, 32]
+    tiles = "split_with_sizes expects split_sizes to sum exactly to 2 (input tensor's size at dimension 0), but got split_sizes=[5, 5]"
+    assert probe._patches_per_image(pix, tiles)["pixel_values"]["shape"] == [2, 5, 3, 32, 32]
+    flat = {"pixel_values": {"kind": "randn", "shape": [16, 3 * 14 * 14]}}
+    assert probe._patches_as_images(flat)["pixel_values"]["shape"] == [16, 3, 14, 14]
+    assert probe._patch_width(flat, "mat1 and mat2 shapes cannot be multiplied (16x588 and 1176x64)")["pixel_values"]["shape"] == [16, 1176]
+    # a linear patch embedding over flattened 8x8 patches of a 32x32 image: 16 patches of 192
+    fuyu = probe._image_as_patches(pix, "mat1 and mat2 shapes cannot be multiplied (192x32 and 192x64)")
+    assert fuyu["pixel_values"]["shape"] == [2, 16, 192]
