@@ -35,7 +35,7 @@ FFN_KEYS = ("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim"
 SMALL_KEYS = {  # key -> cap
     "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4, "num_routed_experts": 4,
     "num_experts_per_tok": 2, "top_k": 2, "moe_k": 2, "num_experts_per_token": 2, "moe_topk": 2,
-    "n_shared_experts": 1, "num_shared_experts": 1, "n_group": 1, "topk_group": 1,
+    "n_shared_experts": 1, "num_shared_experts": 1, "n_group": 1, "topk_group": 1, "num_expert_group": 1,
     "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
     "first_k_dense_replace": 1, "num_dense_layers": 1,
     "num_frames": 4,  # video models: 4 frames (a multiple of the usual tubelet of 2)
@@ -87,6 +87,7 @@ def shrink_dict(d: dict) -> dict:
     for k, cap in SMALL_KEYS.items():
         if k in d:
             d[k] = _cap(d[k], cap)
+    _unset_routing(d)
     # per-layer lists and strings whose length was the old depth: keep one layer of each kind
     # (a hybrid cut to its first two layers may have no attention layer at all), in order
     for lk, old in old_layers.items():
@@ -152,6 +153,18 @@ def shrink_dict(d: dict) -> dict:
     if "dtype" in d:
         d["dtype"] = "float32"
     return d
+
+
+PER_TOKEN_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_k", "moe_topk")
+
+
+def _unset_routing(d: dict) -> None:
+    """MoE routing the default leaves unset (None experts per token: checkpoints set it, Dots1, DeepSeek-V2):
+    every unset expert count gets its cap. A None expert count alone means a dense model and is kept."""
+    if any(k in d and d[k] is None for k in PER_TOKEN_KEYS):
+        for k, cap in SMALL_KEYS.items():
+            if "expert" in k and k in d and d[k] is None:
+                d[k] = cap
 
 
 def _merged_widths(orig: dict, d: dict) -> None:
