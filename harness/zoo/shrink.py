@@ -85,6 +85,8 @@ def shrink_dict(d: dict) -> dict:
     for k in FFN_KEYS:
         if isinstance(d.get(k), int) and not isinstance(d.get(k), bool) and d[k] > FFN:
             d[k] = FFN
+        elif isinstance(d.get(k), list) and d[k] and all(isinstance(x, int) and not isinstance(x, bool) for x in d[k]):
+            d[k] = [min(x, FFN) for x in d[k]]  # one width per layer (Gemma 3n)
     for k, cap in SMALL_KEYS.items():
         if k in d:
             d[k] = _cap(d[k], cap)
@@ -96,14 +98,18 @@ def shrink_dict(d: dict) -> dict:
                      and (isinstance(v, list) or any(w in k for w in ("pattern", "layer", "block")))]
         if not per_layer:
             continue
-        # the first layer of every kind in every list (attention kinds and MLP kinds may differ)
+        # the first layer of every kind in every list (attention kinds and MLP kinds may differ);
+        # with KV sharing (Gemma 3n: the last layers reuse the caches of earlier ones of their kind)
+        # that is among the producers and among the consumers, so every consumer still has a producer
+        shared = orig.get("num_kv_shared_layers") if lk == "num_hidden_layers" else None
+        first_consumer = old - shared if isinstance(shared, int) and 0 < shared < old else old
         keep_set: set[int] = set()
         for k in per_layer:
             if not all(isinstance(x, str) for x in d[k]):
                 continue
             firsts = {}
             for i, x in enumerate(d[k]):
-                firsts.setdefault(json_key(x), i)
+                firsts.setdefault((json_key(x), i >= first_consumer), i)
             keep_set.update(firsts.values())
         keep = sorted(keep_set)[:4]
         n = max(d[lk], len(keep))
@@ -114,6 +120,8 @@ def shrink_dict(d: dict) -> dict:
                 keep.append(i)
         keep = sorted(keep)
         d[lk] = n
+        if first_consumer < old:
+            d["num_kv_shared_layers"] = sum(i >= first_consumer for i in keep)
         for k in per_layer:
             v = d[k]
             picked = [v[i] for i in keep]
