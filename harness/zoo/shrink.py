@@ -207,6 +207,12 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
         for b in dims[i + 1:]:
             if orig[a] == orig[b] and d[a] != d[b] and (d[a] != orig[a] or d[b] != orig[b]):
                 d[a] = d[b] = min(d[a], d[b])
+    # per-part dims that split a width between them (Reformer's axial position embeddings): split the new width alike
+    for k, v in orig.items():
+        if _is_dim(k, 8) and isinstance(v, list) and len(v) > 1 and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
+            w = next((wk for wk in WIDTH_KEYS if orig.get(wk) == sum(v) and isinstance(d.get(wk), int) and d[wk] != sum(v)), None)
+            if w:
+                d[k] = _scale_sections(v, d[w])
     # grouped convolutions with one group per channel of a width (Mimi's upsampling): follow that width
     for k, v in orig.items():
         if k.endswith("groups") and isinstance(v, int) and not isinstance(v, bool) and v > 1:
