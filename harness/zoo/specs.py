@@ -235,6 +235,10 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         spec["visual_feats"] = {"kind": "randn", "shape": [BATCH, REGIONS, feat_dim]}
         if "visual_pos" in params:
             spec["visual_pos"] = {"kind": "rand", "shape": [BATCH, REGIONS, _get(config, "visual_pos_dim", default=4)]}
+    languages = _get(config, "languages")
+    if "lang_ids" in params and isinstance(languages, (list, tuple)) and languages and "lang_ids" not in overrides:
+        # per-language adapters (X-MOD): one language index per sample, among the config's languages
+        spec["lang_ids"] = {"kind": "randint", "shape": [BATCH], "high": len(languages)}
     for name in ("merge_sizes", "image_merge_sizes"):
         if name in params and name not in overrides and ("grid_thw" in spec or "image_grid_thw" in spec):
             # per-image merge factor next to each grid (VideoLLaMA 3)
