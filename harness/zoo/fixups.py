@@ -191,3 +191,28 @@ def rope_per_layer_type(cls: type, cfg: dict) -> dict:
 
     out = fill(cfg)
     return {k: fill(v) if isinstance(v, dict) else v for k, v in out.items()}
+
+
+def rederive(config_cls: type, orig: dict, cfg: dict) -> dict:
+    """Attributes a config derives in its post-init but also serialises (Zamba2's mamba_headdim from the width):
+    from_dict would set the stale copy back over the derivation, so where the shrink left one unchanged
+    it takes the value the config derives from the shrunk dict."""
+    import dataclasses
+
+    if not dataclasses.is_dataclass(config_cls):
+        return cfg
+    fields = {f.name for f in dataclasses.fields(config_cls)}
+    stale = [k for k, v in cfg.items() if k not in fields and isinstance(v, int) and not isinstance(v, bool) and orig.get(k) == v]
+    if not stale:
+        return cfg
+    try:
+        derived = config_cls.from_dict({k: v for k, v in cfg.items() if k not in stale})
+    except Exception:
+        return cfg
+    def fresh(k: str, v: Any) -> Any:
+        new = getattr(derived, k, None)
+        # a derivation that comes out 0 on the shrunk depth (Switch's sparse step: no sparse layer) is not taken
+        return new if k in stale and isinstance(new, int) and not isinstance(new, bool) and new > 0 else v
+
+    return {k: fresh(k, v) for k, v in cfg.items()}
+

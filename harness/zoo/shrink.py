@@ -25,7 +25,8 @@ WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_
               "vision_hidden_size", "hidden_dim", "embedding_size", "d_embed", "projector_hidden_size",
               "output_hidden_size", "mm_hidden_size", "vision_output_dim", "audio_hidden_size", "condition_dim",
               "text_embed_dim", "vision_embed_dim", "audio_embed_dim", "hidden_dim_vision", "cross_attention_hidden_size",
-              "input_embedding_size", "output_embedding_size", "adapter_out_dim", "projection_hidden_size")
+              "input_embedding_size", "output_embedding_size", "adapter_out_dim", "projection_hidden_size",
+              "hidden_size_global")
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads",
              "num_heads", "encoder_num_attention_heads", "decoder_num_attention_heads")
 KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num", "encoder_num_key_value_heads")
@@ -35,7 +36,7 @@ FFN_KEYS = ("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim"
 SMALL_KEYS = {  # key -> cap
     "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4, "num_routed_experts": 4,
     "num_experts_per_tok": 2, "top_k": 2, "moe_k": 2, "num_experts_per_token": 2, "moe_topk": 2,
-    "n_shared_experts": 1, "num_shared_experts": 1, "n_group": 1, "topk_group": 1,
+    "n_shared_experts": 1, "num_shared_experts": 1, "n_group": 1, "topk_group": 1, "num_expert_group": 1,
     "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
     "first_k_dense_replace": 1, "num_dense_layers": 1,
     "num_frames": 4,  # video models: 4 frames (a multiple of the usual tubelet of 2)
@@ -84,9 +85,12 @@ def shrink_dict(d: dict) -> dict:
     for k in FFN_KEYS:
         if isinstance(d.get(k), int) and not isinstance(d.get(k), bool) and d[k] > FFN:
             d[k] = FFN
+        elif isinstance(d.get(k), list) and d[k] and all(isinstance(x, int) and not isinstance(x, bool) for x in d[k]):
+            d[k] = [min(x, FFN) for x in d[k]]  # one width per layer (Gemma 3n)
     for k, cap in SMALL_KEYS.items():
         if k in d:
             d[k] = _cap(d[k], cap)
+    _unset_routing(d)
     # per-layer lists and strings whose length was the old depth: keep one layer of each kind
     # (a hybrid cut to its first two layers may have no attention layer at all), in order
     for lk, old in old_layers.items():
@@ -94,14 +98,18 @@ def shrink_dict(d: dict) -> dict:
                      and (isinstance(v, list) or any(w in k for w in ("pattern", "layer", "block")))]
         if not per_layer:
             continue
-        # the first layer of every kind in every list (attention kinds and MLP kinds may differ)
+        # the first layer of every kind in every list (attention kinds and MLP kinds may differ);
+        # with KV sharing (Gemma 3n: the last layers reuse the caches of earlier ones of their kind)
+        # that is among the producers and among the consumers, so every consumer still has a producer
+        shared = orig.get("num_kv_shared_layers") if lk == "num_hidden_layers" else None
+        first_consumer = old - shared if isinstance(shared, int) and 0 < shared < old else old
         keep_set: set[int] = set()
         for k in per_layer:
             if not all(isinstance(x, str) for x in d[k]):
                 continue
             firsts = {}
             for i, x in enumerate(d[k]):
-                firsts.setdefault(json_key(x), i)
+                firsts.setdefault((json_key(x), i >= first_consumer), i)
             keep_set.update(firsts.values())
         keep = sorted(keep_set)[:4]
         n = max(d[lk], len(keep))
@@ -112,6 +120,8 @@ def shrink_dict(d: dict) -> dict:
                 keep.append(i)
         keep = sorted(keep)
         d[lk] = n
+        if first_consumer < old:
+            d["num_kv_shared_layers"] = sum(i >= first_consumer for i in keep)
         for k in per_layer:
             v = d[k]
             picked = [v[i] for i in keep]
@@ -154,6 +164,18 @@ def shrink_dict(d: dict) -> dict:
     return d
 
 
+PER_TOKEN_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_k", "moe_topk")
+
+
+def _unset_routing(d: dict) -> None:
+    """MoE routing the default leaves unset (None experts per token: checkpoints set it, Dots1, DeepSeek-V2):
+    every unset expert count gets its cap. A None expert count alone means a dense model and is kept."""
+    if any(k in d and d[k] is None for k in PER_TOKEN_KEYS):
+        for k, cap in SMALL_KEYS.items():
+            if "expert" in k and k in d and d[k] is None:
+                d[k] = cap
+
+
 def _merged_widths(orig: dict, d: dict) -> None:
     """A width that was a vision tower's width times its merge area (hidden x merge^2 after a patch merger)
     stays that product of the shrunk tower's width."""
@@ -185,6 +207,12 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
         for b in dims[i + 1:]:
             if orig[a] == orig[b] and d[a] != d[b] and (d[a] != orig[a] or d[b] != orig[b]):
                 d[a] = d[b] = min(d[a], d[b])
+    # per-part dims that split a width between them (Reformer's axial position embeddings): split the new width alike
+    for k, v in orig.items():
+        if _is_dim(k, 8) and isinstance(v, list) and len(v) > 1 and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
+            w = next((wk for wk in WIDTH_KEYS if orig.get(wk) == sum(v) and isinstance(d.get(wk), int) and d[wk] != sum(v)), None)
+            if w:
+                d[k] = _scale_sections(v, d[w])
     # grouped convolutions with one group per channel of a width (Mimi's upsampling): follow that width
     for k, v in orig.items():
         if k.endswith("groups") and isinstance(v, int) and not isinstance(v, bool) and v > 1:

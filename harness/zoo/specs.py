@@ -10,6 +10,7 @@ DEC_SEQ = 8
 AUDIO_SAMPLES = 8000
 MAX_FRAMES = 256
 MAX_ID = 1000
+REGIONS = 8  # detected regions per image for region-feature models
 NAFLEX_SIDE = 8  # patches per side of a native-resolution image (divisible by 2 and 4 for pixel unshuffles)
 
 
@@ -228,6 +229,16 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         frames = _get(src, "num_frames", default=4)
         frames = min(frames, 4) if isinstance(frames, int) else 4
         spec["pixel_values_videos"] = {"kind": "randn", "shape": [BATCH, frames, _get(src, "num_channels", default=3), h, w]}
+    feat_dim = _get(config, "visual_feat_dim")
+    if "visual_feats" in params and isinstance(feat_dim, int) and "visual_feats" not in overrides:
+        # detected-region features (LXMERT): (batch, regions, feature width), and each region's box
+        spec["visual_feats"] = {"kind": "randn", "shape": [BATCH, REGIONS, feat_dim]}
+        if "visual_pos" in params:
+            spec["visual_pos"] = {"kind": "rand", "shape": [BATCH, REGIONS, _get(config, "visual_pos_dim", default=4)]}
+    languages = _get(config, "languages")
+    if "lang_ids" in params and isinstance(languages, (list, tuple)) and languages and "lang_ids" not in overrides:
+        # per-language adapters (X-MOD): one language index per sample, among the config's languages
+        spec["lang_ids"] = {"kind": "randint", "shape": [BATCH], "high": len(languages)}
     for name in ("merge_sizes", "image_merge_sizes"):
         if name in params and name not in overrides and ("grid_thw" in spec or "image_grid_thw" in spec):
             # per-image merge factor next to each grid (VideoLLaMA 3)
