@@ -129,6 +129,15 @@ def _features_last(spec: dict) -> dict | None:
     return {**spec, "input_features": {**feats, "shape": [b, frames, mel]}}
 
 
+def _spectrogram_image(spec: dict) -> dict | None:
+    """(B, mel, frames) -> (B, 1, frames, mel): spectrograms read as one-channel images, time by frequency (CLAP)."""
+    feats = spec.get("input_features")
+    if not feats or len(feats["shape"]) != 3:
+        return None
+    b, mel, frames = feats["shape"]
+    return {**spec, "input_features": {**feats, "shape": [b, 1, frames, mel]}}
+
+
 def _mono_channel(spec: dict) -> dict | None:
     """(B, T) -> (B, 1, T): audio codecs convolve over a channel axis."""
     vals = spec.get("input_values")
@@ -271,6 +280,7 @@ INPUT_REPAIRS = (
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
     (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D|to have \d+ channels"), _features_last),
     (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D|must be mono"), _mono_channel),
+    (re.compile(r"Dimension out of range \(expected to be in range of \[-3, 2\], but got 3\)"), _spectrogram_image),
     (_SPLIT, _patches_per_image),
     (_MATMUL, _patch_width),
     (_MATMUL, _image_as_patches),

@@ -168,6 +168,19 @@ def _merged_widths(orig: dict, d: dict) -> None:
                 d[k] = d[sk]["hidden_size"] * m * m
 
 
+def _stage_doubled_width(orig: dict, d: dict) -> None:
+    """Hierarchical (Swin-style) towers double a stem width per stage: a width that was stem x 2^(stages-1)
+    stays that product of the shrunk stem over the stages left (CLAP's audio hidden_size feeds its projection)."""
+    if not isinstance(orig.get("depths"), list) or not isinstance(d.get("depths"), list) or not orig["depths"]:
+        return
+    grow, now = 2 ** (len(orig["depths"]) - 1), 2 ** (len(d["depths"]) - 1)
+    stems = [k for k, v in orig.items() if _is_dim(k, v) and isinstance(d.get(k), int)]
+    for w in WIDTH_KEYS:
+        stem = next((s for s in stems if s != w and orig[s] * grow == orig.get(w)), None)
+        if stem and grow > 1 and isinstance(d.get(w), int):
+            d[w] = d[stem] * now
+
+
 def json_key(x: Any) -> str:
     """A hashable key for a per-layer entry (entries may be lists or dicts)."""
     return repr(x)
@@ -191,6 +204,7 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
             w = next((wk for wk in WIDTH_KEYS if orig.get(wk) == v and d.get(wk) != v), None)
             if w:
                 d[k] = d[w]
+    _stage_doubled_width(orig, d)
     # multi-head latent attention (DeepSeek family): the q/k head is nope + rope
     if isinstance(d.get("qk_head_dim"), int) and isinstance(d.get("qk_rope_head_dim"), int):
         d["qk_head_dim"] = d["qk_rope_head_dim"] + d.get("qk_nope_head_dim", 0)
