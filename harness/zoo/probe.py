@@ -36,7 +36,33 @@ def _capture_feature_tokens(module: Any, media: dict[int, str] | None = None) ->
             return _fn(*args, **kwargs)
 
         sub.get_placeholder_mask = wrapper
-        undo.append(sub)
+        undo.append((sub, "get_placeholder_mask"))
+    return seen, undo
+
+
+def _capture_media_features(module: Any) -> tuple[dict, list]:
+    """Wrap every get_<medium>_features so a probe forward records how many text-width feature rows each
+    medium made: models that masked_scatter by hand (VibeVoice ASR) neither check nor say the count."""
+    emb = module.get_input_embeddings() if hasattr(module, "get_input_embeddings") else None
+    width = getattr(emb, "embedding_dim", None)
+    seen: dict[str, int] = {}
+    undo = []
+    for sub in [module, *module.modules()]:
+        for medium in ("image", "audio", "video"):
+            name = f"get_{medium}_features"
+            fn = getattr(sub, name, None)
+            if fn is None or name in vars(sub) or not width:
+                continue
+
+            def wrapper(*args: Any, _fn: Any = fn, _medium: str = medium, **kwargs: Any) -> Any:
+                out = _fn(*args, **kwargs)
+                feats = getattr(out, "pooler_output", out)
+                if hasattr(feats, "numel") and feats.dim() >= 2 and feats.shape[-1] == width:
+                    seen.setdefault(_medium, int(feats.numel()) // width)
+                return out
+
+            setattr(sub, name, wrapper)
+            undo.append((sub, name))
     return seen, undo
 
 
@@ -55,6 +81,7 @@ def probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) ->
     if not any(count == 0 for _, count in prefix):
         return spec
     seen, undo = _capture_feature_tokens(module, media)
+    made, undo_made = _capture_media_features(module)
     # probe with two adjacent placeholders per medium: some models take a lone placeholder
     # for the legacy "expand me" form and then never say how many features they made
     trial = _grow(spec, {tid: 2 for tid, count in prefix if count == 0})
@@ -66,8 +93,9 @@ def probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) ->
         if m:  # models that merge media by hand say the count in their error
             seen.setdefault(m.group(1).lower(), int(m.group(2)))
     finally:
-        for sub in undo:
-            del sub.get_placeholder_mask
+        for sub, name in undo + undo_made:
+            delattr(sub, name)
+    seen = {**made, **seen}  # the placeholder check's count first; the features made where nothing checks
     counts = {tid: seen[media[tid]] // BATCH for tid, count in prefix if count == 0 and media.get(tid) in seen}
     if not counts:
         return spec
@@ -144,6 +172,14 @@ def _mono_channel(spec: dict) -> dict | None:
     if not vals or len(vals["shape"]) != 2:
         return None
     return {**spec, "input_values": {**vals, "shape": [vals["shape"][0], 1, vals["shape"][1]]}}
+
+
+def _samples_padding_mask(spec: dict) -> dict | None:
+    """A padding mask over the waveform's samples, all real: models that count the samples it keeps (VibeVoice)."""
+    vals = spec.get("input_values")
+    if not vals or "padding_mask" in spec:
+        return None
+    return {**spec, "padding_mask": {"kind": "ones", "shape": [vals["shape"][0], vals["shape"][-1]], "dtype": "bool"}}
 
 
 _SPLIT = re.compile(r"split_sizes to sum exactly to \d+ \(input tensor's size at dimension 0\), but got split_sizes=\[(\d+)")
@@ -279,8 +315,9 @@ INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 3"), _patches_as_images),  # the tower adds the sequence axis itself (PaddleOCR-VL)
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
     (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D|to have \d+ channels"), _features_last),
-    (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D|must be mono"), _mono_channel),
+    (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D|must be mono|too many indices for tensor of dimension 2"), _mono_channel),
     (re.compile(r"Dimension out of range \(expected to be in range of \[-3, 2\], but got 3\)"), _spectrogram_image),
+    (re.compile(r"'NoneType' object has no attribute 'sum'"), _samples_padding_mask),
     (_SPLIT, _patches_per_image),
     (_MATMUL, _patch_width),
     (_MATMUL, _image_as_patches),
