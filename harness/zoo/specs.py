@@ -243,7 +243,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     if (ac is not None or "input_features" in params or "input_values" in params) and not no_audio_tower:
         src = ac if ac is not None else config
         if "input_features" in params and "input_features" not in overrides:
-            names = ("num_mel_bins", "feature_projection_input_dim", "feature_size", "n_mels", "input_feat_per_channel", "input_dim")
+            names = ("num_mel_bins", "feature_projection_input_dim", "feature_size", "n_mels", "input_feat_per_channel", "input_dim",
+                     "num_chroma")  # chroma bins: a melody conditioner (MusicGen Melody)
             mels = _get(src, *names) or _deep_get(src, *names) or 80
             # Whisper-style encoders need exactly 2 x max_source_positions frames (shrunk to 128);
             # others take any length: 256 frames keeps them quick
