@@ -265,6 +265,19 @@ def _features_last_by_size(spec: dict, error: str) -> dict | None:
     return _features_last(spec)
 
 
+def _stacked_features(spec: dict, error: str) -> dict | None:
+    """(B, mel, frames) -> (B, frames, k x mel) when the model's error pits the frame count against a multiple
+    of the mel bins: low-frame-rate encoders read k stacked frames per step (Fun-ASR-Nano: 7 x 80)."""
+    feats, m = spec.get("input_features"), _SIZES.search(error)
+    if not feats or not m or len(feats["shape"]) != 3:
+        return None
+    b, mel, frames = feats["shape"]
+    a, want = int(m.group(1)), int(m.group(2))
+    if a != frames or want == mel or want % mel:
+        return None
+    return {**spec, "input_features": {**feats, "shape": [b, frames, want]}}
+
+
 _SAMPLES_MULTIPLE = re.compile(r"input_values` length \d+ is not a multiple of (\d+)")
 
 
@@ -323,6 +336,7 @@ INPUT_REPAIRS = (
     (_MATMUL, _image_as_patches),
     (_MULTIPLE, _frames_multiple),
     (_SIZES, _features_last_by_size),
+    (_SIZES, _stacked_features),
     (_SAMPLES_MULTIPLE, _samples_multiple),
     (_TOKENS_FEATURES, _image_token_count),
     (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),
