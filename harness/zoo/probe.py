@@ -278,6 +278,22 @@ def _stacked_features(spec: dict, error: str) -> dict | None:
     return {**spec, "input_features": {**feats, "shape": [b, frames, want]}}
 
 
+def _text_per_frame(spec: dict, error: str) -> dict | None:
+    """As many text tokens as audio frames when the model's error pits the text length against another count:
+    streaming speech models add one audio frame's embedding to each token (Voxtral Realtime)."""
+    ids, m = spec.get("input_ids"), _SIZES.search(error)
+    if not ids or not m or not any(k in spec for k in ("input_features", "input_values")) or ids.get("prefix"):
+        return None
+    length, want = int(m.group(1)), int(m.group(2))
+    if ids["shape"][1] != length or want <= 0:
+        return None
+    spec = dict(spec)
+    for key in ("input_ids", "attention_mask", "token_type_ids"):
+        if key in spec and spec[key].get("shape", [None, None])[1:2] == [length]:
+            spec[key] = {**spec[key], "shape": [spec[key]["shape"][0], want, *spec[key]["shape"][2:]]}
+    return spec
+
+
 _SAMPLES_MULTIPLE = re.compile(r"input_values` length \d+ is not a multiple of (\d+)")
 
 
@@ -337,6 +353,7 @@ INPUT_REPAIRS = (
     (_MULTIPLE, _frames_multiple),
     (_SIZES, _features_last_by_size),
     (_SIZES, _stacked_features),
+    (_SIZES, _text_per_frame),
     (_SAMPLES_MULTIPLE, _samples_multiple),
     (_TOKENS_FEATURES, _image_token_count),
     (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),
