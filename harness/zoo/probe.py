@@ -294,6 +294,17 @@ def _text_per_frame(spec: dict, error: str) -> dict | None:
     return spec
 
 
+def _codebook_axis(spec: dict, error: str) -> dict | None:
+    """Codes as a last axis, (B * codebooks, S) -> (B, S, K), when the model's error pits the length against K:
+    models that embed a text stream and every codebook at each step and sum them (Kyutai STT)."""
+    from harness.zoo.specs import BATCH
+
+    ids, m = spec.get("input_ids"), _SIZES.search(error)
+    if not ids or not m or len(ids["shape"]) != 2 or ids["shape"][0] <= BATCH or ids["shape"][1] != int(m.group(1)):
+        return None
+    return {**spec, "input_ids": {"kind": "randint", "shape": [BATCH, ids["shape"][1], int(m.group(2))], "high": ids["high"]}}
+
+
 _SAMPLES_MULTIPLE = re.compile(r"input_values` length \d+ is not a multiple of (\d+)")
 
 
@@ -354,6 +365,7 @@ INPUT_REPAIRS = (
     (_SIZES, _features_last_by_size),
     (_SIZES, _stacked_features),
     (_SIZES, _text_per_frame),
+    (_SIZES, _codebook_axis),
     (_SAMPLES_MULTIPLE, _samples_multiple),
     (_TOKENS_FEATURES, _image_token_count),
     (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),
@@ -362,8 +374,11 @@ INPUT_REPAIRS = (
 
 def repair_inputs(module: Any, spec: dict, device: str) -> dict:
     """One eager forward; if it fails with an error an input repair knows, apply it and try again."""
-    if not any(k in spec for k in ("pixel_values", "input_features", "input_values")):
-        return spec  # the repairs are about images and audio features; text models skip the extra forward
+    from harness.zoo.specs import BATCH
+
+    codes = spec.get("input_ids", {}).get("shape", [BATCH])[0] > BATCH  # one row per codebook: audio codes
+    if not codes and not any(k in spec for k in ("pixel_values", "input_features", "input_values")):
+        return spec  # the repairs are about images, audio features and codes; text models skip the extra forward
     import torch
 
     from harness.zoo.inputs import make_inputs
