@@ -69,6 +69,9 @@ def _capture_media_features(module: Any) -> tuple[dict, list]:
 _MISMATCH = re.compile(r"(image|audio|video)\w* features and \w+ tokens do not match.*?features:?\s*(\d+)", re.I | re.S)
 
 
+_SCATTER = re.compile(r"value tensor of shape \[(\d+), \d+\] cannot be broadcast to indexing result of shape \[\d+, \d+\]")
+
+
 def probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) -> dict:
     """Fill in unknown media-token counts by one eager forward: the model says how many features it made."""
     import torch
@@ -92,6 +95,10 @@ def probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) ->
         m = _MISMATCH.search(str(exc))
         if m:  # models that merge media by hand say the count in their error
             seen.setdefault(m.group(1).lower(), int(m.group(2)))
+        zero = [media.get(tid) for tid, count in prefix if count == 0]
+        m = _SCATTER.search(str(exc))
+        if m and len(zero) == 1 and zero[0]:  # an indexed assignment of one medium's rows: the rows it made
+            seen.setdefault(zero[0], int(m.group(1)))
     finally:
         for sub, name in undo + undo_made:
             delattr(sub, name)

@@ -25,7 +25,8 @@ WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_
               "vision_hidden_size", "hidden_dim", "embedding_size", "d_embed", "projector_hidden_size",
               "output_hidden_size", "mm_hidden_size", "vision_output_dim", "audio_hidden_size", "condition_dim",
               "text_embed_dim", "vision_embed_dim", "audio_embed_dim", "hidden_dim_vision", "cross_attention_hidden_size",
-              "input_embedding_size", "output_embedding_size", "adapter_out_dim", "projection_hidden_size")
+              "input_embedding_size", "output_embedding_size", "adapter_out_dim", "projection_hidden_size",
+              "backbone_hidden_size")
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads",
              "num_heads", "encoder_num_attention_heads", "decoder_num_attention_heads")
 KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num", "encoder_num_key_value_heads")

@@ -259,6 +259,9 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     if "input_values" in params and "input_values" not in spec and "input_values" not in overrides \
             and params["input_values"].default is inspect.Parameter.empty and not no_audio_tower:
         spec["input_values"] = {"kind": "randn", "shape": [BATCH, AUDIO_SAMPLES]}  # codecs that take both
+    if "input_values_cutoffs" in params and "input_values" in spec:
+        # where each sample's audio segments end in its waveform: one segment of all the samples (CSM)
+        spec["input_values_cutoffs"] = {"kind": "tensor", "value": [[spec["input_values"]["shape"][-1]]] * BATCH}
     if frames is not None:
         for name in FEATURE_MASKS:
             if name in params:
@@ -292,7 +295,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     if isinstance(codebooks, int) and codebooks > 1:
         # audio-codebook decoders (MusicGen) take one row of codes per codebook: (batch * codebooks, length)
         key = "decoder_input_ids" if "decoder_input_ids" in spec else "input_ids"
-        if key in spec:
+        # ids with audio placeholders are text: the codes come from the waveform merged into them (CSM)
+        if key in spec and not (audio_token is not None and [audio_token, 0] in (spec[key].get("prefix") or [])):
             spec[key] = {**spec[key], "shape": [BATCH * codebooks, spec[key]["shape"][1]]}
     if "past_values" in params and "past_values" not in overrides:
         # time series (PatchTST, PatchTSMixer): (batch, context length, channels)
