@@ -39,8 +39,10 @@ def fit_vocab(cfg: dict) -> dict:
         sub = cfg.get(key)
         if isinstance(sub, dict) and isinstance(sub.get("vocab_size"), int) and need >= sub["vocab_size"]:
             cfg = {**cfg, key: {**sub, "vocab_size": need + 1}}
-    if isinstance(cfg.get("vocab_size"), int) and need >= cfg["vocab_size"]:
-        cfg = {**cfg, "vocab_size": need + 1}
+    # a config with a text_vocab_size keeps its media ids there; its vocab_size counts codebook entries (CSM)
+    key = "text_vocab_size" if isinstance(cfg.get("text_vocab_size"), int) else "vocab_size"
+    if isinstance(cfg.get(key), int) and need >= cfg[key]:
+        cfg = {**cfg, key: need + 1}
     return cfg
 
 

@@ -36,11 +36,40 @@ def _capture_feature_tokens(module: Any, media: dict[int, str] | None = None) ->
             return _fn(*args, **kwargs)
 
         sub.get_placeholder_mask = wrapper
-        undo.append(sub)
+        undo.append((sub, "get_placeholder_mask"))
+    return seen, undo
+
+
+def _capture_media_features(module: Any) -> tuple[dict, list]:
+    """Wrap every get_<medium>_features so a probe forward records how many text-width feature rows each
+    medium made: models that masked_scatter by hand (VibeVoice ASR) neither check nor say the count."""
+    emb = module.get_input_embeddings() if hasattr(module, "get_input_embeddings") else None
+    width = getattr(emb, "embedding_dim", None)
+    seen: dict[str, int] = {}
+    undo = []
+    for sub in [module, *module.modules()]:
+        for medium in ("image", "audio", "video"):
+            name = f"get_{medium}_features"
+            fn = getattr(sub, name, None)
+            if fn is None or name in vars(sub) or not width:
+                continue
+
+            def wrapper(*args: Any, _fn: Any = fn, _medium: str = medium, **kwargs: Any) -> Any:
+                out = _fn(*args, **kwargs)
+                feats = getattr(out, "pooler_output", out)
+                if hasattr(feats, "numel") and feats.dim() >= 2 and feats.shape[-1] == width:
+                    seen.setdefault(_medium, int(feats.numel()) // width)
+                return out
+
+            setattr(sub, name, wrapper)
+            undo.append((sub, name))
     return seen, undo
 
 
 _MISMATCH = re.compile(r"(image|audio|video)\w* features and \w+ tokens do not match.*?features:?\s*(\d+)", re.I | re.S)
+
+
+_SCATTER = re.compile(r"value tensor of shape \[(\d+), \d+\] cannot be broadcast to indexing result of shape \[\d+, \d+\]")
 
 
 def probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) -> dict:
@@ -55,6 +84,7 @@ def probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) ->
     if not any(count == 0 for _, count in prefix):
         return spec
     seen, undo = _capture_feature_tokens(module, media)
+    made, undo_made = _capture_media_features(module)
     # probe with two adjacent placeholders per medium: some models take a lone placeholder
     # for the legacy "expand me" form and then never say how many features they made
     trial = _grow(spec, {tid: 2 for tid, count in prefix if count == 0})
@@ -65,9 +95,14 @@ def probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) ->
         m = _MISMATCH.search(str(exc))
         if m:  # models that merge media by hand say the count in their error
             seen.setdefault(m.group(1).lower(), int(m.group(2)))
+        zero = [media.get(tid) for tid, count in prefix if count == 0]
+        m = _SCATTER.search(str(exc))
+        if m and len(zero) == 1 and zero[0]:  # an indexed assignment of one medium's rows: the rows it made
+            seen.setdefault(zero[0], int(m.group(1)))
     finally:
-        for sub in undo:
-            del sub.get_placeholder_mask
+        for sub, name in undo + undo_made:
+            delattr(sub, name)
+    seen = {**made, **seen}  # the placeholder check's count first; the features made where nothing checks
     counts = {tid: seen[media[tid]] // BATCH for tid, count in prefix if count == 0 and media.get(tid) in seen}
     if not counts:
         return spec
@@ -129,12 +164,29 @@ def _features_last(spec: dict) -> dict | None:
     return {**spec, "input_features": {**feats, "shape": [b, frames, mel]}}
 
 
+def _spectrogram_image(spec: dict) -> dict | None:
+    """(B, mel, frames) -> (B, 1, frames, mel): spectrograms read as one-channel images, time by frequency (CLAP)."""
+    feats = spec.get("input_features")
+    if not feats or len(feats["shape"]) != 3:
+        return None
+    b, mel, frames = feats["shape"]
+    return {**spec, "input_features": {**feats, "shape": [b, 1, frames, mel]}}
+
+
 def _mono_channel(spec: dict) -> dict | None:
     """(B, T) -> (B, 1, T): audio codecs convolve over a channel axis."""
     vals = spec.get("input_values")
     if not vals or len(vals["shape"]) != 2:
         return None
     return {**spec, "input_values": {**vals, "shape": [vals["shape"][0], 1, vals["shape"][1]]}}
+
+
+def _samples_padding_mask(spec: dict) -> dict | None:
+    """A padding mask over the waveform's samples, all real: models that count the samples it keeps (VibeVoice)."""
+    vals = spec.get("input_values")
+    if not vals or "padding_mask" in spec:
+        return None
+    return {**spec, "padding_mask": {"kind": "ones", "shape": [vals["shape"][0], vals["shape"][-1]], "dtype": "bool"}}
 
 
 _SPLIT = re.compile(r"split_sizes to sum exactly to \d+ \(input tensor's size at dimension 0\), but got split_sizes=\[(\d+)")
@@ -220,6 +272,46 @@ def _features_last_by_size(spec: dict, error: str) -> dict | None:
     return _features_last(spec)
 
 
+def _stacked_features(spec: dict, error: str) -> dict | None:
+    """(B, mel, frames) -> (B, frames, k x mel) when the model's error pits the frame count against a multiple
+    of the mel bins: low-frame-rate encoders read k stacked frames per step (Fun-ASR-Nano: 7 x 80)."""
+    feats, m = spec.get("input_features"), _SIZES.search(error)
+    if not feats or not m or len(feats["shape"]) != 3:
+        return None
+    b, mel, frames = feats["shape"]
+    a, want = int(m.group(1)), int(m.group(2))
+    if a != frames or want == mel or want % mel:
+        return None
+    return {**spec, "input_features": {**feats, "shape": [b, frames, want]}}
+
+
+def _text_per_frame(spec: dict, error: str) -> dict | None:
+    """As many text tokens as audio frames when the model's error pits the text length against another count:
+    streaming speech models add one audio frame's embedding to each token (Voxtral Realtime)."""
+    ids, m = spec.get("input_ids"), _SIZES.search(error)
+    if not ids or not m or not any(k in spec for k in ("input_features", "input_values")) or ids.get("prefix"):
+        return None
+    length, want = int(m.group(1)), int(m.group(2))
+    if ids["shape"][1] != length or want <= 0:
+        return None
+    spec = dict(spec)
+    for key in ("input_ids", "attention_mask", "token_type_ids"):
+        if key in spec and spec[key].get("shape", [None, None])[1:2] == [length]:
+            spec[key] = {**spec[key], "shape": [spec[key]["shape"][0], want, *spec[key]["shape"][2:]]}
+    return spec
+
+
+def _codebook_axis(spec: dict, error: str) -> dict | None:
+    """Codes as a last axis, (B * codebooks, S) -> (B, S, K), when the model's error pits the length against K:
+    models that embed a text stream and every codebook at each step and sum them (Kyutai STT)."""
+    from harness.zoo.specs import BATCH
+
+    ids, m = spec.get("input_ids"), _SIZES.search(error)
+    if not ids or not m or len(ids["shape"]) != 2 or ids["shape"][0] <= BATCH or ids["shape"][1] != int(m.group(1)):
+        return None
+    return {**spec, "input_ids": {"kind": "randint", "shape": [BATCH, ids["shape"][1], int(m.group(2))], "high": ids["high"]}}
+
+
 _SAMPLES_MULTIPLE = re.compile(r"input_values` length \d+ is not a multiple of (\d+)")
 
 
@@ -270,12 +362,17 @@ INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 3"), _patches_as_images),  # the tower adds the sequence axis itself (PaddleOCR-VL)
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
     (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D|to have \d+ channels"), _features_last),
-    (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D|must be mono"), _mono_channel),
+    (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D|must be mono|too many indices for tensor of dimension 2"), _mono_channel),
+    (re.compile(r"Dimension out of range \(expected to be in range of \[-3, 2\], but got 3\)"), _spectrogram_image),
+    (re.compile(r"'NoneType' object has no attribute 'sum'"), _samples_padding_mask),
     (_SPLIT, _patches_per_image),
     (_MATMUL, _patch_width),
     (_MATMUL, _image_as_patches),
     (_MULTIPLE, _frames_multiple),
     (_SIZES, _features_last_by_size),
+    (_SIZES, _stacked_features),
+    (_SIZES, _text_per_frame),
+    (_SIZES, _codebook_axis),
     (_SAMPLES_MULTIPLE, _samples_multiple),
     (_TOKENS_FEATURES, _image_token_count),
     (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),
@@ -284,8 +381,11 @@ INPUT_REPAIRS = (
 
 def repair_inputs(module: Any, spec: dict, device: str) -> dict:
     """One eager forward; if it fails with an error an input repair knows, apply it and try again."""
-    if not any(k in spec for k in ("pixel_values", "input_features", "input_values")):
-        return spec  # the repairs are about images and audio features; text models skip the extra forward
+    from harness.zoo.specs import BATCH
+
+    codes = spec.get("input_ids", {}).get("shape", [BATCH])[0] > BATCH  # one row per codebook: audio codes
+    if not codes and not any(k in spec for k in ("pixel_values", "input_features", "input_values")):
+        return spec  # the repairs are about images, audio features and codes; text models skip the extra forward
     import torch
 
     from harness.zoo.inputs import make_inputs

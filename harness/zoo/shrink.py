@@ -26,7 +26,7 @@ WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_
               "output_hidden_size", "mm_hidden_size", "vision_output_dim", "audio_hidden_size", "condition_dim",
               "text_embed_dim", "vision_embed_dim", "audio_embed_dim", "hidden_dim_vision", "cross_attention_hidden_size",
               "input_embedding_size", "output_embedding_size", "adapter_out_dim", "projection_hidden_size",
-              "hidden_size_global")
+              "hidden_size_global", "backbone_hidden_size")
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads",
              "num_heads", "encoder_num_attention_heads", "decoder_num_attention_heads")
 KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num", "encoder_num_key_value_heads")
@@ -190,6 +190,19 @@ def _merged_widths(orig: dict, d: dict) -> None:
                 d[k] = d[sk]["hidden_size"] * m * m
 
 
+def _stage_doubled_width(orig: dict, d: dict) -> None:
+    """Hierarchical (Swin-style) towers double a stem width per stage: a width that was stem x 2^(stages-1)
+    stays that product of the shrunk stem over the stages left (CLAP's audio hidden_size feeds its projection)."""
+    if not isinstance(orig.get("depths"), list) or not isinstance(d.get("depths"), list) or not orig["depths"]:
+        return
+    grow, now = 2 ** (len(orig["depths"]) - 1), 2 ** (len(d["depths"]) - 1)
+    stems = [k for k, v in orig.items() if _is_dim(k, v) and isinstance(d.get(k), int)]
+    for w in WIDTH_KEYS:
+        stem = next((s for s in stems if s != w and orig[s] * grow == orig.get(w)), None)
+        if stem and grow > 1 and isinstance(d.get(w), int):
+            d[w] = d[stem] * now
+
+
 def json_key(x: Any) -> str:
     """A hashable key for a per-layer entry (entries may be lists or dicts)."""
     return repr(x)
@@ -219,6 +232,7 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
             w = next((wk for wk in WIDTH_KEYS if orig.get(wk) == v and d.get(wk) != v), None)
             if w:
                 d[k] = d[w]
+    _stage_doubled_width(orig, d)
     # multi-head latent attention (DeepSeek family): the q/k head is nope + rope
     if isinstance(d.get("qk_head_dim"), int) and isinstance(d.get("qk_rope_head_dim"), int):
         d["qk_head_dim"] = d["qk_rope_head_dim"] + d.get("qk_nope_head_dim", 0)

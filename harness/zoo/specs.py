@@ -254,7 +254,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     if (ac is not None or "input_features" in params or "input_values" in params) and not no_audio_tower:
         src = ac if ac is not None else config
         if "input_features" in params and "input_features" not in overrides:
-            names = ("num_mel_bins", "feature_projection_input_dim", "feature_size", "n_mels", "input_feat_per_channel", "input_dim")
+            names = ("num_mel_bins", "feature_projection_input_dim", "feature_size", "n_mels", "input_feat_per_channel", "input_dim",
+                     "num_chroma")  # chroma bins: a melody conditioner (MusicGen Melody)
             mels = _get(src, *names) or _deep_get(src, *names) or 80
             # Whisper-style encoders need exactly 2 x max_source_positions frames (shrunk to 128);
             # others take any length: 256 frames keeps them quick
@@ -269,6 +270,9 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     if "input_values" in params and "input_values" not in spec and "input_values" not in overrides \
             and params["input_values"].default is inspect.Parameter.empty and not no_audio_tower:
         spec["input_values"] = {"kind": "randn", "shape": [BATCH, AUDIO_SAMPLES]}  # codecs that take both
+    if "input_values_cutoffs" in params and "input_values" in spec:
+        # where each sample's audio segments end in its waveform: one segment of all the samples (CSM)
+        spec["input_values_cutoffs"] = {"kind": "tensor", "value": [[spec["input_values"]["shape"][-1]]] * BATCH}
     if frames is not None:
         for name in FEATURE_MASKS:
             if name in params:
@@ -302,7 +306,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     if isinstance(codebooks, int) and codebooks > 1:
         # audio-codebook decoders (MusicGen) take one row of codes per codebook: (batch * codebooks, length)
         key = "decoder_input_ids" if "decoder_input_ids" in spec else "input_ids"
-        if key in spec:
+        # ids with audio placeholders are text: the codes come from the waveform merged into them (CSM)
+        if key in spec and not (audio_token is not None and [audio_token, 0] in (spec[key].get("prefix") or [])):
             spec[key] = {**spec[key], "shape": [BATCH * codebooks, spec[key]["shape"][1]]}
     if "past_values" in params and "past_values" not in overrides:
         # time series (PatchTST, PatchTSMixer): (batch, context length, channels)
