@@ -191,3 +191,40 @@ def rope_per_layer_type(cls: type, cfg: dict) -> dict:
 
     out = fill(cfg)
     return {k: fill(v) if isinstance(v, dict) else v for k, v in out.items()}
+
+
+_VOCAB_GET = re.compile(r"""vocab_map\.get\(["']([^"']+)["']\)""")
+_VOCAB_PREFIX = re.compile(r"""vocab_map\.items\(\)[^\n]*startswith\(["']([^"']+)["']\)""")
+CODEBOOK = 512  # codes of a VQ image tokenizer: each one needs its own named token in the map
+
+
+def vocabulary_map(cls: type, cfg: dict) -> dict:
+    """A tokenizer vocabulary map where the default leaves it None (checkpoints take it from their tokenizer):
+    the names the modeling code looks up (<image>, end of line) and one image token per VQ code, at the top
+    of the text vocabulary, named with the prefix the code filters on."""
+    import inspect
+
+    if "vocabulary_map" not in cfg or cfg["vocabulary_map"] is not None:
+        return cfg
+    try:
+        source = Path(inspect.getsourcefile(cls) or "").read_text()
+    except (OSError, TypeError):
+        return cfg
+    prefix = _VOCAB_PREFIX.search(source)
+    vq_key = next((k for k, v in cfg.items() if isinstance(v, dict) and any(isinstance(v.get(c), int) for c in ("num_embeddings", "codebook_size"))), None)
+    text = next((cfg[k] for k in ("text_config", "language_config") if isinstance(cfg.get(k), dict)), cfg)
+    if not prefix or vq_key is None or not isinstance(text.get("vocab_size"), int):
+        return cfg
+    vq = dict(cfg[vq_key])
+    size_key = "num_embeddings" if isinstance(vq.get("num_embeddings"), int) else "codebook_size"
+    vq[size_key] = n = min(vq[size_key], CODEBOOK)
+    tid = text["vocab_size"] - 1
+    vocab: dict[str, int] = {}
+    for name in dict.fromkeys(_VOCAB_GET.findall(source)):
+        vocab[name] = cfg.get("image_token_id") if name == "<image>" and isinstance(cfg.get("image_token_id"), int) else tid
+        tid = min(tid, vocab[name]) - 1
+    # code i is named prefix + "%06d" + " >": one name both decoders read back (Chameleon ints name[len(prefix):-1],
+    # whitespace allowed; Emu3 ints name[-8:-2])
+    for i in range(n):
+        vocab[f"{prefix.group(1)}{i:06d} >"] = tid - n + 1 + i
+    return {**cfg, vq_key: vq, "vocabulary_map": vocab}

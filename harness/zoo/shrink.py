@@ -16,6 +16,7 @@ FFN = 128
 LAYERS = 2
 MAX_IMAGE = 448
 MAX_AUDIO_POSITIONS = 64
+VQ_BASE = 32  # GroupNorm in VQ-GAN convs takes 32 groups
 
 LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
               "num_encoder_layers", "num_decoder_layers", "depth", "num_text_layers", "num_vision_layers",
@@ -191,6 +192,14 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
             w = next((wk for wk in WIDTH_KEYS if orig.get(wk) == v and d.get(wk) != v), None)
             if w:
                 d[k] = d[w]
+    # VQ-GAN image tokenizers (Chameleon, Emu3): convs of base_channels x multiplier, GroupNorm of 32 groups;
+    # an attention width that was base x the deepest multiplier follows it
+    if isinstance(orig.get("base_channels"), int) and orig["base_channels"] > VQ_BASE:
+        d["base_channels"] = VQ_BASE
+        mult = orig.get("channel_multiplier")
+        for k in WIDTH_KEYS:
+            if isinstance(mult, list) and mult and orig.get(k) == orig["base_channels"] * mult[-1]:
+                d[k] = VQ_BASE * mult[-1]
     # multi-head latent attention (DeepSeek family): the q/k head is nope + rope
     if isinstance(d.get("qk_head_dim"), int) and isinstance(d.get("qk_rope_head_dim"), int):
         d["qk_head_dim"] = d["qk_rope_head_dim"] + d.get("qk_nope_head_dim", 0)
