@@ -262,6 +262,11 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         for name in FEATURE_MASKS:
             if name in params:
                 spec[name] = {"kind": "ones", "shape": [BATCH, frames]}
+        hop = _get(ac if ac is not None else config, "hop_length")
+        for name in params:
+            if name.endswith("sample_lengths") and "input_features" in spec and isinstance(hop, int) and name not in overrides:
+                # waveform samples behind each chunk of feature frames (Dots3Note): frames x hop
+                spec[name] = {"kind": "tensor", "value": [frames * hop] * BATCH}
     if "input_ids" in params and "input_ids" not in overrides:
         n_prefix = sum(c for _, c in prefix)
         spec["input_ids"] = ids_spec(config, cfg_dict, SEQ + n_prefix, prefix or None)
