@@ -228,3 +228,19 @@ def vocabulary_map(cls: type, cfg: dict) -> dict:
     for i in range(n):
         vocab[f"{prefix.group(1)}{i:06d} >"] = tid - n + 1 + i
     return {**cfg, vq_key: vq, "vocabulary_map": vocab}
+
+
+def fit_pinpoints(cfg: dict) -> dict:
+    """Any-resolution grids (LLaVA-NeXT family) are whole tiles of the vision tower's image size: pinpoints
+    written for another tile (336 while the tower is 224 or 256) are rescaled to whole tiles of the tower."""
+    import math
+
+    points, vision = cfg.get("image_grid_pinpoints"), cfg.get("vision_config")
+    tile = vision.get("image_size") if isinstance(vision, dict) else None
+    if not isinstance(points, list) or not points or not isinstance(tile, int) \
+            or not all(isinstance(p, list) and all(isinstance(x, int) and x > 0 for x in p) for p in points):
+        return cfg
+    unit = math.gcd(*(x for p in points for x in p))
+    if unit == tile or unit % tile == 0:
+        return cfg
+    return {**cfg, "image_grid_pinpoints": [[x // unit * tile for x in p] for p in points]}
