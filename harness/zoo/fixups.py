@@ -118,14 +118,22 @@ def clip_feature_layers(cfg: dict) -> dict:
             return x
         return max(x, -(n + 1)) if x < 0 else min(x, n)
 
-    out = dict(cfg)
-    for key in ("vision_feature_layer", "vision_feature_layers"):
-        value = cfg.get(key)
-        if isinstance(value, list):
-            out[key] = [clip(x) for x in value]
-        elif isinstance(value, int):
-            out[key] = clip(value)
-    return out
+    def clip_layer(x: Any) -> Any:  # an index into the layers themselves (validated as -n <= x < n)
+        return x if not isinstance(x, int) or isinstance(x, bool) else max(-n, min(clip(x), n - 1))
+
+    def clip_in(d: dict, fn: Any) -> dict:
+        out = dict(d)
+        for key in ("vision_feature_layer", "vision_feature_layers"):
+            value = d.get(key)
+            if isinstance(value, list):
+                out[key] = [fn(x) for x in value]
+            elif isinstance(value, int):
+                out[key] = fn(value)
+        return out
+
+    out = clip_in(cfg, clip)
+    # the indices may sit in a sibling adapter's config (Molmo 2), which indexes the tower's layers
+    return {k: clip_in(v, clip_layer) if isinstance(v, dict) and k != "vision_config" else v for k, v in out.items()}
 
 
 def fit_pixel_shuffle(cfg: dict) -> dict:
