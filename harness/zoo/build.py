@@ -9,7 +9,7 @@ from harness.zoo import enumerate as enum_mod
 from harness.zoo import registry
 from harness.zoo.fingerprint import digest, zoo_code_version
 from harness.zoo.fixups import (clip_feature_layers, code_default_mrope, code_token_ids, rope_per_layer_type, fit_mrope, fit_pixel_shuffle, fit_vocab,
-                                 name_image_token, rederive)
+                                 name_image_token, rederive, vocabulary_map, fit_pinpoints)
 from harness.zoo.probe import probe_counts, repair_inputs, media_tokens
 from harness.zoo.recipes import apply_config, recipe_for
 from harness.zoo.shrink import shrink_dict
@@ -83,6 +83,7 @@ def plan(model: str) -> Plan:
     recipe = recipe_for(model, cfg.get("model_type"))
     shrunk = rederive(config_cls, cfg, shrink_dict(cfg))
     cfg = apply_config(rope_per_layer_type(cls, code_token_ids(cls, code_default_mrope(cls, base, fit_pixel_shuffle(clip_feature_layers(fit_vocab(name_image_token(shrunk))))))), recipe)
+    cfg = fit_pinpoints(vocabulary_map(cls, cfg))
     from harness.zoo.specs import forward_params
 
     return Plan(model, config_cls.__name__, cfg, recipe, stratum_of(base, forward_params(cls)))

@@ -120,14 +120,22 @@ def clip_feature_layers(cfg: dict) -> dict:
             return x
         return max(x, -(n + 1)) if x < 0 else min(x, n)
 
-    out = dict(cfg)
-    for key in ("vision_feature_layer", "vision_feature_layers"):
-        value = cfg.get(key)
-        if isinstance(value, list):
-            out[key] = [clip(x) for x in value]
-        elif isinstance(value, int):
-            out[key] = clip(value)
-    return out
+    def clip_layer(x: Any) -> Any:  # an index into the layers themselves (validated as -n <= x < n)
+        return x if not isinstance(x, int) or isinstance(x, bool) else max(-n, min(clip(x), n - 1))
+
+    def clip_in(d: dict, fn: Any) -> dict:
+        out = dict(d)
+        for key in ("vision_feature_layer", "vision_feature_layers"):
+            value = d.get(key)
+            if isinstance(value, list):
+                out[key] = [fn(x) for x in value]
+            elif isinstance(value, int):
+                out[key] = fn(value)
+        return out
+
+    out = clip_in(cfg, clip)
+    # the indices may sit in a sibling adapter's config (Molmo 2), which indexes the tower's layers
+    return {k: clip_in(v, clip_layer) if isinstance(v, dict) and k != "vision_config" else v for k, v in out.items()}
 
 
 def fit_pixel_shuffle(cfg: dict) -> dict:
@@ -218,3 +226,55 @@ def rederive(config_cls: type, orig: dict, cfg: dict) -> dict:
 
     return {k: fresh(k, v) for k, v in cfg.items()}
 
+
+_VOCAB_GET = re.compile(r"""vocab_map\.get\(["']([^"']+)["']\)""")
+_VOCAB_PREFIX = re.compile(r"""vocab_map\.items\(\)[^\n]*startswith\(["']([^"']+)["']\)""")
+CODEBOOK = 512  # codes of a VQ image tokenizer: each one needs its own named token in the map
+
+
+def vocabulary_map(cls: type, cfg: dict) -> dict:
+    """A tokenizer vocabulary map where the default leaves it None (checkpoints take it from their tokenizer):
+    the names the modeling code looks up (<image>, end of line) and one image token per VQ code, at the top
+    of the text vocabulary, named with the prefix the code filters on."""
+    import inspect
+
+    if "vocabulary_map" not in cfg or cfg["vocabulary_map"] is not None:
+        return cfg
+    try:
+        source = Path(inspect.getsourcefile(cls) or "").read_text()
+    except (OSError, TypeError):
+        return cfg
+    prefix = _VOCAB_PREFIX.search(source)
+    vq_key = next((k for k, v in cfg.items() if isinstance(v, dict) and any(isinstance(v.get(c), int) for c in ("num_embeddings", "codebook_size"))), None)
+    text = next((cfg[k] for k in ("text_config", "language_config") if isinstance(cfg.get(k), dict)), cfg)
+    if not prefix or vq_key is None or not isinstance(text.get("vocab_size"), int):
+        return cfg
+    vq = dict(cfg[vq_key])
+    size_key = "num_embeddings" if isinstance(vq.get("num_embeddings"), int) else "codebook_size"
+    vq[size_key] = n = min(vq[size_key], CODEBOOK)
+    tid = text["vocab_size"] - 1
+    vocab: dict[str, int] = {}
+    for name in dict.fromkeys(_VOCAB_GET.findall(source)):
+        vocab[name] = cfg.get("image_token_id") if name == "<image>" and isinstance(cfg.get("image_token_id"), int) else tid
+        tid = min(tid, vocab[name]) - 1
+    # code i is named prefix + "%06d" + " >": one name both decoders read back (Chameleon ints name[len(prefix):-1],
+    # whitespace allowed; Emu3 ints name[-8:-2])
+    for i in range(n):
+        vocab[f"{prefix.group(1)}{i:06d} >"] = tid - n + 1 + i
+    return {**cfg, vq_key: vq, "vocabulary_map": vocab}
+
+
+def fit_pinpoints(cfg: dict) -> dict:
+    """Any-resolution grids (LLaVA-NeXT family) are whole tiles of the vision tower's image size: pinpoints
+    written for another tile (336 while the tower is 224 or 256) are rescaled to whole tiles of the tower."""
+    import math
+
+    points, vision = cfg.get("image_grid_pinpoints"), cfg.get("vision_config")
+    tile = vision.get("image_size") if isinstance(vision, dict) else None
+    if not isinstance(points, list) or not points or not isinstance(tile, int) \
+            or not all(isinstance(p, list) and all(isinstance(x, int) and x > 0 for x in p) for p in points):
+        return cfg
+    unit = math.gcd(*(x for p in points for x in p))
+    if unit == tile or unit % tile == 0:
+        return cfg
+    return {**cfg, "image_grid_pinpoints": [[x // unit * tile for x in p] for p in points]}

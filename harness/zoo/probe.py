@@ -155,6 +155,17 @@ def _add_image_sizes(spec: dict) -> dict | None:
     return {**spec, "image_sizes": {"kind": "tensor", "value": [[h, w]] * pix["shape"][0]}}
 
 
+def _tile_mask(spec: dict) -> dict | None:
+    """(B, C, H, W) -> (B, 1, C, H, W) with a (B, tiles) mask of real tiles: tiled towers that count tiles
+    off the mask they require though the argument is optional (Granite Docling)."""
+    pix = spec.get("pixel_values")
+    if not pix or "pixel_attention_mask" in spec or len(pix["shape"]) not in (4, 5):
+        return None
+    shape = pix["shape"] if len(pix["shape"]) == 5 else [pix["shape"][0], 1, *pix["shape"][1:]]
+    return {**spec, "pixel_values": {**pix, "shape": shape},
+            "pixel_attention_mask": {"kind": "ones", "shape": shape[:2], "dtype": "bool"}}
+
+
 def _features_last(spec: dict) -> dict | None:
     """(B, mel, frames) -> (B, frames, mel): speech encoders that project each frame's features."""
     feats = spec.get("input_features")
@@ -361,6 +372,7 @@ INPUT_REPAIRS = (
     (_PAIR, _image_group),
     (re.compile(r"expected 5, got 3"), _patches_as_images),  # the tower adds the sequence axis itself (PaddleOCR-VL)
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
+    (re.compile(r"'NoneType' object has no attribute 'sum'"), _tile_mask),
     (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D|to have \d+ channels"), _features_last),
     (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D|must be mono|too many indices for tensor of dimension 2"), _mono_channel),
     (re.compile(r"Dimension out of range \(expected to be in range of \[-3, 2\], but got 3\)"), _spectrogram_image),

@@ -16,6 +16,7 @@ FFN = 128
 LAYERS = 2
 MAX_IMAGE = 448
 MAX_AUDIO_POSITIONS = 64
+VQ_BASE = 32  # GroupNorm in VQ-GAN convs takes 32 groups
 
 LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
               "num_encoder_layers", "num_decoder_layers", "depth", "num_text_layers", "num_vision_layers",
@@ -27,6 +28,7 @@ WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_
               "text_embed_dim", "vision_embed_dim", "audio_embed_dim", "hidden_dim_vision", "cross_attention_hidden_size",
               "input_embedding_size", "output_embedding_size", "adapter_out_dim", "projection_hidden_size",
               "hidden_size_global", "backbone_hidden_size")
+WIDTH_LIST_KEYS = ("downsample_channels",)  # SAM necks in OCR towers (DeepSeek-OCR 2, Unlimited OCR)
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads",
              "num_heads", "encoder_num_attention_heads", "decoder_num_attention_heads")
 KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num", "encoder_num_key_value_heads")
@@ -67,6 +69,9 @@ def shrink_dict(d: dict) -> dict:
     for k in WIDTH_KEYS:
         if isinstance(d.get(k), int) and not isinstance(d.get(k), bool) and d[k] > WIDTH:
             d[k] = WIDTH
+    for k in WIDTH_LIST_KEYS:  # a neck's channel steps; the last is the width of the tower it feeds
+        if isinstance(d.get(k), list) and all(isinstance(x, int) for x in d[k]):
+            d[k] = [min(x, WIDTH) for x in d[k]]
     for k in HEAD_KEYS:
         if isinstance(d.get(k), int) and not isinstance(d.get(k), bool) and d[k] > 0:
             d[k] = min(d[k], HEADS)
@@ -233,6 +238,14 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
             if w:
                 d[k] = d[w]
     _stage_doubled_width(orig, d)
+    # VQ-GAN image tokenizers (Chameleon, Emu3): convs of base_channels x multiplier, GroupNorm of 32 groups;
+    # an attention width that was base x the deepest multiplier follows it
+    if isinstance(orig.get("base_channels"), int) and orig["base_channels"] > VQ_BASE:
+        d["base_channels"] = VQ_BASE
+        mult = orig.get("channel_multiplier")
+        for k in WIDTH_KEYS:
+            if isinstance(mult, list) and mult and orig.get(k) == orig["base_channels"] * mult[-1]:
+                d[k] = VQ_BASE * mult[-1]
     # multi-head latent attention (DeepSeek family): the q/k head is nope + rope
     if isinstance(d.get("qk_head_dim"), int) and isinstance(d.get("qk_rope_head_dim"), int):
         d["qk_head_dim"] = d["qk_rope_head_dim"] + d.get("qk_nope_head_dim", 0)
@@ -264,6 +277,14 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
     if "sliding_window" in d and d["sliding_window"] is None and (any("sliding" in str(t) for t in d.get("layer_types") or [])
                                                                   or any("sliding" in k and k != "sliding_window" and d[k] for k in d)):
         d["sliding_window"] = 64
+    # MoE layer kinds and routing the default leaves unset (checkpoints set them) while the code indexes/uses them:
+    # the usual first-dense-then-sparse layout, two experts per token
+    n = next((d[k] for k in LAYER_KEYS if isinstance(d.get(k), int)), None)
+    if "mlp_layer_types" in d and d["mlp_layer_types"] is None and n:
+        d["mlp_layer_types"] = ["dense"] + ["sparse"] * (n - 1)
+    if "num_experts_per_tok" in d and d["num_experts_per_tok"] is None and any(
+            isinstance(d.get(k), int) and d[k] > 1 for k in ("n_routed_experts", "num_experts", "num_local_experts")):
+        d["num_experts_per_tok"] = SMALL_KEYS["num_experts_per_tok"]
     # Whisper-style encoders want exactly 2 x max_source_positions mel frames: 128 frames, not 3000
     if isinstance(d.get("max_source_positions"), int) and d["max_source_positions"] > MAX_AUDIO_POSITIONS and "num_mel_bins" in d:
         d["max_source_positions"] = MAX_AUDIO_POSITIONS

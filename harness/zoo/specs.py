@@ -129,6 +129,16 @@ def grid_pixels(vc: Any) -> tuple[dict, int]:
     return {"pixel_values": pixels, "image_grid_thw": {"kind": "tensor", "value": [[1, side, side]] * BATCH}}, per_image // (merge * merge)
 
 
+def token_pooling(vc: Any, pixel_shape: list) -> dict:
+    """Image tokens that each pool a 2 x 2 window of patches (Molmo 2): per token the indices of its patches in
+    the flattened crops (one crop per image), and per image its (rows, cols, 0, 0) token grid."""
+    side = pixel_shape[-1] // _get(vc, "patch_size", default=14)
+    pooling = [[b * side * side + (2 * r + i) * side + 2 * c + j for i in (0, 1) for j in (0, 1)]
+               for b in range(BATCH) for r in range(2) for c in range(2)]
+    return {"image_token_pooling": {"kind": "tensor", "value": pooling},
+            "image_grids": {"kind": "tensor", "value": [[2, 2, 0, 0]] * BATCH}}
+
+
 FEATURE_MASKS = ("input_features_mask", "feature_attention_mask", "input_features_attention_mask",
                  "audio_attention_mask", "audio_feature_attention_mask")
 
@@ -244,6 +254,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             # per-image merge factor next to each grid (VideoLLaMA 3)
             merge = _get(vc if vc is not None else config, "spatial_merge_size", "merge_size", default=2)
             spec[name] = {"kind": "tensor", "value": [merge] * BATCH}
+    if "image_token_pooling" in params and "image_grids" in params and "pixel_values" in spec and "image_token_pooling" not in overrides:
+        spec.update(token_pooling(vc if vc is not None else config, spec["pixel_values"]["shape"]))
     if "high_res_pixel_values" in params and "pixel_values" in spec and "high_res_pixel_values" not in overrides:
         # hybrid towers (DeepSeek-VL hybrid): the same image again at the high-resolution tower's size
         hc = sub(config, "high_res_vision_config")
@@ -277,6 +289,11 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         for name in FEATURE_MASKS:
             if name in params:
                 spec[name] = {"kind": "ones", "shape": [BATCH, frames]}
+        hop = _get(ac if ac is not None else config, "hop_length")
+        for name in params:
+            if name.endswith("sample_lengths") and "input_features" in spec and isinstance(hop, int) and name not in overrides:
+                # waveform samples behind each chunk of feature frames (Dots3Note): frames x hop
+                spec[name] = {"kind": "tensor", "value": [frames * hop] * BATCH}
     if "input_ids" in params and "input_ids" not in overrides:
         n_prefix = sum(c for _, c in prefix)
         spec["input_ids"] = ids_spec(config, cfg_dict, SEQ + n_prefix, prefix or None)
