@@ -219,7 +219,9 @@ def rederive(config_cls: type, orig: dict, cfg: dict) -> dict:
         derived = config_cls.from_dict({k: v for k, v in cfg.items() if k not in stale})
     except Exception:
         return cfg
+
     def fresh(k: str, v: Any) -> Any:
+        """The derived value of a stale attribute, else the value as it is."""
         new = getattr(derived, k, None)
         # a derivation that comes out 0 on the shrunk depth (Switch's sparse step: no sparse layer) is not taken
         return new if k in stale and isinstance(new, int) and not isinstance(new, bool) and new > 0 else v
