@@ -263,12 +263,73 @@ def _image_token_count(spec: dict, error: str) -> dict | None:
     return _grow(spec, {tid: want})
 
 
+_CAT = re.compile(r"Sizes of tensors must match except in dimension \d+\. Expected size (\d+) but got size (\d+)")
+
+
+def _frames_per_waveform(spec: dict, error: str) -> dict | None:
+    """Feature frames cut to the waveform's frame count: codecs that concatenate a semantic branch (over
+    features) with an acoustic one (over samples) want one feature frame per hop of samples (X-Codec 2)."""
+    feats, m = spec.get("input_features"), _CAT.search(error)
+    if not feats or "input_values" not in spec or not m or len(feats["shape"]) != 3:
+        return None
+    frames, want = int(m.group(1)), int(m.group(2))
+    axes = [i for i, n in enumerate(feats["shape"]) if i and n == frames]
+    if len(axes) != 1:
+        return None
+    shape = list(feats["shape"])
+    shape[axes[0]] = want
+    out = {**spec, "input_features": {**feats, "shape": shape}}
+    for key, item in spec.items():
+        if key != "input_features" and "mask" in key and item.get("shape", [None])[-1] == frames:
+            out[key] = {**item, "shape": [*item["shape"][:-1], want]}
+    return out
+
+
+_CHANNELS = re.compile(r"expected input\[\d+, 1, \d+\] to have (\d+) channels, but got 1 channels")
+
+
+def _waveform_as_latents(spec: dict, error: str) -> dict | None:
+    """(B, 1, samples) -> (B, width, frames): a codec's decoder stage takes latents of the width its first
+    conv says, under the same waveform name as its encoder (VibeVoice's tokenizer decoder)."""
+    m = _CHANNELS.search(error)
+    key = next((k for k in ("input_values", "hidden_states") if len(spec.get(k, {}).get("shape", ())) == 3), None)
+    if not m or key is None or int(m.group(1)) < 8:  # a few channels are stereo audio, not latents
+        return None
+    from harness.zoo.specs import SEQ
+
+    return {**spec, key: {**spec[key], "shape": [spec[key]["shape"][0], int(m.group(1)), SEQ]}}
+
+
+def _drop_ones_mask(spec: dict) -> dict | None:
+    """No attention_mask where the model hands it as-is to attention (an audio tower that says it does not
+    support masking, MOSS): an all-ones mask over frames means no masking anyway."""
+    if spec.get("attention_mask", {}).get("kind") != "ones":
+        return None
+    return {k: v for k, v in spec.items() if k != "attention_mask"}
+
+
+def _mel_bins_by_projection(spec: dict, error: str) -> dict | None:
+    """Mel bins scaled so a conv subsampler's output fits the projection after it: the projection's width is
+    (bins / stride) x channels, with bins fixed by the checkpoint, not the config (Gemma 4 audio: 128)."""
+    feats, m = spec.get("input_features"), _MATMUL.search(error)
+    if not feats or not m or len(feats["shape"]) != 3:
+        return None
+    rows, got, want = (int(g) for g in m.groups())
+    b, frames, mel = feats["shape"]
+    # rows are the subsampled frames (b x frames / stride) only when the features are already last;
+    # a plain per-frame projection (got is mel or frames) wants the features' orientation changed, not their count
+    if got in (mel, frames) or rows in (b * mel, b * frames) or (b * frames) % rows or (mel * want) % got:
+        return None
+    return {**spec, "input_features": {**feats, "shape": [b, frames, mel * want // got]}}
+
+
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
     (_PAIR, _image_group),
     (re.compile(r"expected 5, got 3"), _patches_as_images),  # the tower adds the sequence axis itself (PaddleOCR-VL)
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
+    (_MATMUL, _mel_bins_by_projection),  # before the features-last swap, which would undo an earlier one
     (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D|to have \d+ channels"), _features_last),
     (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D|must be mono"), _mono_channel),
     (_SPLIT, _patches_per_image),
@@ -279,12 +340,15 @@ INPUT_REPAIRS = (
     (_SAMPLES_MULTIPLE, _samples_multiple),
     (_TOKENS_FEATURES, _image_token_count),
     (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),
+    (_CAT, _frames_per_waveform),
+    (_CHANNELS, _waveform_as_latents),
+    (re.compile(r"Expected attn_mask dtype to be bool or float"), _drop_ones_mask),
 )
 
 
 def repair_inputs(module: Any, spec: dict, device: str) -> dict:
     """One eager forward; if it fails with an error an input repair knows, apply it and try again."""
-    if not any(k in spec for k in ("pixel_values", "input_features", "input_values")):
+    if not any(k in spec for k in ("pixel_values", "input_features", "input_values", "hidden_states")):
         return spec  # the repairs are about images and audio features; text models skip the extra forward
     import torch
 
