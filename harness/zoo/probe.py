@@ -220,6 +220,20 @@ def _features_last_by_size(spec: dict, error: str) -> dict | None:
     return _features_last(spec)
 
 
+def _features_of_width(spec: dict, error: str) -> dict | None:
+    """Features as wide as the model where they go in as the encoder's embeddings (Pop2Piano: mel bins
+    are d_model): the size clash pits the model's width against the features' last axis."""
+    feats, m = spec.get("input_features"), _SIZES.search(error)
+    if not feats or not m or len(feats["shape"]) != 3:
+        return None
+    a, b = int(m.group(1)), int(m.group(2))
+    last = feats["shape"][-1]
+    width = a if b == last else b if a == last else None
+    if width is None or width in feats["shape"]:
+        return None
+    return {**spec, "input_features": {**feats, "shape": [*feats["shape"][:-1], width]}}
+
+
 _SAMPLES_MULTIPLE = re.compile(r"input_values` length \d+ is not a multiple of (\d+)")
 
 
@@ -300,6 +314,42 @@ def _waveform_as_latents(spec: dict, error: str) -> dict | None:
     return {**spec, key: {**spec[key], "shape": [spec[key]["shape"][0], int(m.group(1)), SEQ]}}
 
 
+_NORM = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[\*, \d+\], but got input of size\[(\d+), (\d+)\]")
+
+
+def _values_as_hidden_states(spec: dict, error: str) -> dict | None:
+    """(B, samples) -> (B, SEQ, width): a model built without its pre-nets (SpeechT5Model) takes hidden
+    states under the waveform's name; its decoder values get the same width."""
+    vals, m = spec.get("input_values"), _NORM.search(error)
+    if not vals or not m or vals["shape"] != [int(m.group(2)), int(m.group(3))]:
+        return None
+    from harness.zoo.specs import SEQ
+
+    width, (b, samples) = int(m.group(1)), vals["shape"]
+    out = {**spec, "input_values": {**vals, "shape": [b, SEQ, width]}}
+    for key, item in spec.items():
+        if "mask" in key and item.get("shape") == [b, samples]:
+            out[key] = {**item, "shape": [b, SEQ]}
+    dec = spec.get("decoder_input_values")
+    if dec and len(dec["shape"]) == 3:
+        out["decoder_input_values"] = {**dec, "shape": [*dec["shape"][:2], width]}
+    return out
+
+
+_EITHER = re.compile(r"cannot specify both input_ids and inputs_embeds|size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
+
+
+def _audio_instead_of_text(spec: dict, error: str) -> dict | None:
+    """The audio alone where an encoder-decoder's encoder reads text or audio, not both (Pop2Piano takes
+    features as the encoder's embeddings, SeamlessM4T masks the speech by the text's mask): no ids, no token mask."""
+    m, ids = _EITHER.search(error), spec.get("input_ids")
+    if not m or not ids or "decoder_input_ids" not in spec or not any(k in spec for k in ("input_features", "input_values")):
+        return None
+    if m.group(1) and ids["shape"][1] not in (int(m.group(1)), int(m.group(2))):
+        return None  # a size clash that is not the token sequence's
+    return {k: v for k, v in spec.items() if k != "input_ids" and not (k == "attention_mask" and v.get("kind") == "ones")}
+
+
 def _drop_ones_mask(spec: dict) -> dict | None:
     """No attention_mask where the model hands it as-is to attention (an audio tower that says it does not
     support masking, MOSS): an all-ones mask over frames means no masking anyway."""
@@ -337,10 +387,13 @@ INPUT_REPAIRS = (
     (_MATMUL, _image_as_patches),
     (_MULTIPLE, _frames_multiple),
     (_SIZES, _features_last_by_size),
+    (_SIZES, _features_of_width),
     (_SAMPLES_MULTIPLE, _samples_multiple),
     (_TOKENS_FEATURES, _image_token_count),
     (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),
     (_CAT, _frames_per_waveform),
+    (_NORM, _values_as_hidden_states),
+    (_EITHER, _audio_instead_of_text),
     (_CHANNELS, _waveform_as_latents),
     (re.compile(r"Expected attn_mask dtype to be bool or float"), _drop_ones_mask),
 )

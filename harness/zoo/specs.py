@@ -293,6 +293,9 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     if (_get(config, "is_encoder_decoder", default=False) or stratum == "encoder_decoder" or spec.get("input_features")) \
             and "decoder_input_ids" in params and "decoder_input_ids" not in overrides:
         spec["decoder_input_ids"] = ids_spec(config, cfg_dict, DEC_SEQ)
+    if "decoder_input_values" in params and "input_values" in spec and "decoder_input_values" not in overrides:
+        # speech decoders that take spectrogram frames (SpeechT5): (batch, frames, mel bins)
+        spec["decoder_input_values"] = {"kind": "randn", "shape": [BATCH, DEC_SEQ, _get(config, "num_mel_bins", default=80)]}
     codebooks = _get(config, "num_codebooks") or _get(sub(config, "decoder") or config, "num_codebooks")
     if isinstance(codebooks, int) and codebooks > 1:
         # audio-codebook decoders (MusicGen) take one row of codes per codebook: (batch * codebooks, length)
