@@ -191,3 +191,15 @@ def rope_per_layer_type(cls: type, cfg: dict) -> dict:
 
     out = fill(cfg)
     return {k: fill(v) if isinstance(v, dict) else v for k, v in out.items()}
+
+
+_NO_ATTR = re.compile(r"object has no attribute '(num_key_value_heads)'")
+
+
+def missing_kv_heads(cfg: dict, error: str) -> dict | None:
+    """Key-value heads where the modeling code reads them off a config class that never defines them
+    (checkpoints carry the key; MoonshineStreaming's decoder): as many as the query heads."""
+    m = _NO_ATTR.search(error)
+    if not m or m.group(1) in cfg or not isinstance(cfg.get("num_attention_heads"), int):
+        return None
+    return {**cfg, m.group(1): cfg["num_attention_heads"]}
