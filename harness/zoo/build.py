@@ -9,7 +9,7 @@ from harness.zoo import enumerate as enum_mod
 from harness.zoo import registry
 from harness.zoo.fingerprint import digest, zoo_code_version
 from harness.zoo.fixups import (clip_feature_layers, code_default_mrope, code_token_ids, rope_per_layer_type, fit_mrope, fit_pixel_shuffle, fit_vocab,
-                                 name_image_token, rederive, vocabulary_map, fit_pinpoints)
+                                 missing_kv_heads, name_image_token, rederive, vocabulary_map, fit_pinpoints)
 from harness.zoo.probe import probe_counts, repair_inputs, media_tokens
 from harness.zoo.recipes import apply_config, recipe_for
 from harness.zoo.shrink import shrink_dict
@@ -119,13 +119,17 @@ def build(model: str, device: str = "cpu") -> Built:
     p = plan(model)
     cls = enum_mod.model_class(model)
     cfg_dict = p.config
-    for attempt in range(2):
+    for attempt in range(3):
         config = make_config(Plan(p.model, p.config_class, cfg_dict, p.recipe, p.stratum))
         torch.manual_seed(SEED)
         try:
             module = cls(config).float().eval().to(device)
         except Exception as exc:
-            raise BuildError("create_error", f"{type(exc).__name__}: {str(exc)[:200]}") from None
+            fixed = missing_kv_heads(cfg_dict, str(exc))
+            if fixed is None:
+                raise BuildError("create_error", f"{type(exc).__name__}: {str(exc)[:200]}") from None
+            cfg_dict = fixed  # a key the code reads but the config class lacks: built once more with it
+            continue
         fixed = fit_mrope(module, cfg_dict)
         if fixed is None:
             break

@@ -280,3 +280,15 @@ def fit_pinpoints(cfg: dict) -> dict:
     if unit == tile or unit % tile == 0:
         return cfg
     return {**cfg, "image_grid_pinpoints": [[x // unit * tile for x in p] for p in points]}
+
+
+_NO_ATTR = re.compile(r"object has no attribute '(num_key_value_heads)'")
+
+
+def missing_kv_heads(cfg: dict, error: str) -> dict | None:
+    """Key-value heads where the modeling code reads them off a config class that never defines them
+    (checkpoints carry the key; MoonshineStreaming's decoder): as many as the query heads."""
+    m = _NO_ATTR.search(error)
+    if not m or m.group(1) in cfg or not isinstance(cfg.get("num_attention_heads"), int):
+        return None
+    return {**cfg, m.group(1): cfg["num_attention_heads"]}

@@ -323,6 +323,20 @@ def _codebook_axis(spec: dict, error: str) -> dict | None:
     return {**spec, "input_ids": {"kind": "randint", "shape": [BATCH, ids["shape"][1], int(m.group(2))], "high": ids["high"]}}
 
 
+def _features_of_width(spec: dict, error: str) -> dict | None:
+    """Features as wide as the model where they go in as the encoder's embeddings (Pop2Piano: mel bins
+    are d_model): the size clash pits the model's width against the features' last axis."""
+    feats, m = spec.get("input_features"), _SIZES.search(error)
+    if not feats or not m or len(feats["shape"]) != 3:
+        return None
+    a, b = int(m.group(1)), int(m.group(2))
+    last = feats["shape"][-1]
+    width = a if b == last else b if a == last else None
+    if width is None or width in feats["shape"]:
+        return None
+    return {**spec, "input_features": {**feats, "shape": [*feats["shape"][:-1], width]}}
+
+
 _SAMPLES_MULTIPLE = re.compile(r"input_values` length \d+ is not a multiple of (\d+)")
 
 
@@ -366,6 +380,102 @@ def _image_token_count(spec: dict, error: str) -> dict | None:
     return _grow(spec, {tid: want})
 
 
+_CAT = re.compile(r"Sizes of tensors must match except in dimension \d+\. Expected size (\d+) but got size (\d+)")
+
+
+def _frames_per_waveform(spec: dict, error: str) -> dict | None:
+    """Feature frames cut to the waveform's frame count: codecs that concatenate a semantic branch (over
+    features) with an acoustic one (over samples) want one feature frame per hop of samples (X-Codec 2)."""
+    feats, m = spec.get("input_features"), _CAT.search(error)
+    if not feats or "input_values" not in spec or not m or len(feats["shape"]) != 3:
+        return None
+    frames, want = int(m.group(1)), int(m.group(2))
+    axes = [i for i, n in enumerate(feats["shape"]) if i and n == frames]
+    if len(axes) != 1:
+        return None
+    shape = list(feats["shape"])
+    shape[axes[0]] = want
+    out = {**spec, "input_features": {**feats, "shape": shape}}
+    for key, item in spec.items():
+        if key != "input_features" and "mask" in key and item.get("shape", [None])[-1] == frames:
+            out[key] = {**item, "shape": [*item["shape"][:-1], want]}
+    return out
+
+
+_CHANNELS = re.compile(r"expected input\[\d+, 1, \d+\] to have (\d+) channels, but got 1 channels")
+
+
+def _waveform_as_latents(spec: dict, error: str) -> dict | None:
+    """(B, 1, samples) -> (B, width, frames): a codec's decoder stage takes latents of the width its first
+    conv says, under the same waveform name as its encoder (VibeVoice's tokenizer decoder)."""
+    m = _CHANNELS.search(error)
+    key = next((k for k in ("input_values", "hidden_states") if len(spec.get(k, {}).get("shape", ())) == 3), None)
+    if not m or key is None or int(m.group(1)) < 8:  # a few channels are stereo audio, not latents
+        return None
+    from harness.zoo.specs import SEQ
+
+    return {**spec, key: {**spec[key], "shape": [spec[key]["shape"][0], int(m.group(1)), SEQ]}}
+
+
+_NORM = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[\*, \d+\], but got input of size\[(\d+), (\d+)\]")
+
+
+def _values_as_hidden_states(spec: dict, error: str) -> dict | None:
+    """(B, samples) -> (B, SEQ, width): a model built without its pre-nets (SpeechT5Model) takes hidden
+    states under the waveform's name; its decoder values get the same width."""
+    vals, m = spec.get("input_values"), _NORM.search(error)
+    if not vals or not m or vals["shape"] != [int(m.group(2)), int(m.group(3))]:
+        return None
+    from harness.zoo.specs import SEQ
+
+    width, (b, samples) = int(m.group(1)), vals["shape"]
+    out = {**spec, "input_values": {**vals, "shape": [b, SEQ, width]}}
+    for key, item in spec.items():
+        if "mask" in key and item.get("shape") == [b, samples]:
+            out[key] = {**item, "shape": [b, SEQ]}
+    dec = spec.get("decoder_input_values")
+    if dec and len(dec["shape"]) == 3:
+        out["decoder_input_values"] = {**dec, "shape": [*dec["shape"][:2], width]}
+    return out
+
+
+_EITHER = re.compile(r"cannot specify both input_ids and inputs_embeds|size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
+
+
+def _audio_instead_of_text(spec: dict, error: str) -> dict | None:
+    """The audio alone where an encoder-decoder's encoder reads text or audio, not both (Pop2Piano takes
+    features as the encoder's embeddings, SeamlessM4T masks the speech by the text's mask): no ids, no token mask."""
+    m, ids = _EITHER.search(error), spec.get("input_ids")
+    if not m or not ids or "decoder_input_ids" not in spec or not any(k in spec for k in ("input_features", "input_values")):
+        return None
+    if m.group(1) and ids["shape"][1] not in (int(m.group(1)), int(m.group(2))):
+        return None  # a size clash that is not the token sequence's
+    return {k: v for k, v in spec.items() if k != "input_ids" and not (k == "attention_mask" and v.get("kind") == "ones")}
+
+
+def _drop_ones_mask(spec: dict) -> dict | None:
+    """No attention_mask where the model hands it as-is to attention (an audio tower that says it does not
+    support masking, MOSS): an all-ones mask over frames means no masking anyway."""
+    if spec.get("attention_mask", {}).get("kind") != "ones":
+        return None
+    return {k: v for k, v in spec.items() if k != "attention_mask"}
+
+
+def _mel_bins_by_projection(spec: dict, error: str) -> dict | None:
+    """Mel bins scaled so a conv subsampler's output fits the projection after it: the projection's width is
+    (bins / stride) x channels, with bins fixed by the checkpoint, not the config (Gemma 4 audio: 128)."""
+    feats, m = spec.get("input_features"), _MATMUL.search(error)
+    if not feats or not m or len(feats["shape"]) != 3:
+        return None
+    rows, got, want = (int(g) for g in m.groups())
+    b, frames, mel = feats["shape"]
+    # rows are the subsampled frames (b x frames / stride) only when the features are already last;
+    # a plain per-frame projection (got is mel or frames) wants the features' orientation changed, not their count
+    if got in (mel, frames) or rows in (b * mel, b * frames) or (b * frames) % rows or (mel * want) % got:
+        return None
+    return {**spec, "input_features": {**feats, "shape": [b, frames, mel * want // got]}}
+
+
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
@@ -373,6 +483,7 @@ INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 3"), _patches_as_images),  # the tower adds the sequence axis itself (PaddleOCR-VL)
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
     (re.compile(r"'NoneType' object has no attribute 'sum'"), _tile_mask),
+    (_MATMUL, _mel_bins_by_projection),  # before the features-last swap, which would undo an earlier one
     (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D|to have \d+ channels"), _features_last),
     (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D|must be mono|too many indices for tensor of dimension 2"), _mono_channel),
     (re.compile(r"Dimension out of range \(expected to be in range of \[-3, 2\], but got 3\)"), _spectrogram_image),
@@ -385,9 +496,15 @@ INPUT_REPAIRS = (
     (_SIZES, _stacked_features),
     (_SIZES, _text_per_frame),
     (_SIZES, _codebook_axis),
+    (_SIZES, _features_of_width),
     (_SAMPLES_MULTIPLE, _samples_multiple),
     (_TOKENS_FEATURES, _image_token_count),
     (re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d"), _patches_as_images),
+    (_CAT, _frames_per_waveform),
+    (_NORM, _values_as_hidden_states),
+    (_EITHER, _audio_instead_of_text),
+    (_CHANNELS, _waveform_as_latents),
+    (re.compile(r"Expected attn_mask dtype to be bool or float"), _drop_ones_mask),
 )
 
 
@@ -396,7 +513,7 @@ def repair_inputs(module: Any, spec: dict, device: str) -> dict:
     from harness.zoo.specs import BATCH
 
     codes = spec.get("input_ids", {}).get("shape", [BATCH])[0] > BATCH  # one row per codebook: audio codes
-    if not codes and not any(k in spec for k in ("pixel_values", "input_features", "input_values")):
+    if not codes and not any(k in spec for k in ("pixel_values", "input_features", "input_values", "hidden_states")):
         return spec  # the repairs are about images, audio features and codes; text models skip the extra forward
     import torch
 

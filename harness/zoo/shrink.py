@@ -25,7 +25,7 @@ WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_
               "projection_dim", "encoder_hidden_size", "decoder_hidden_size", "text_hidden_size",
               "vision_hidden_size", "hidden_dim", "embedding_size", "d_embed", "projector_hidden_size",
               "output_hidden_size", "mm_hidden_size", "vision_output_dim", "audio_hidden_size", "condition_dim",
-              "text_embed_dim", "vision_embed_dim", "audio_embed_dim", "hidden_dim_vision", "cross_attention_hidden_size",
+              "text_embed_dim", "vision_embed_dim", "audio_embed_dim", "hidden_dim_vision", "cross_attention_hidden_size", "cross_hidden_size",
               "input_embedding_size", "output_embedding_size", "adapter_out_dim", "projection_hidden_size",
               "hidden_size_global", "backbone_hidden_size")
 WIDTH_LIST_KEYS = ("downsample_channels",)  # SAM necks in OCR towers (DeepSeek-OCR 2, Unlimited OCR)
@@ -193,6 +193,26 @@ def _merged_widths(orig: dict, d: dict) -> None:
         for k in WIDTH_KEYS:
             if orig.get(k) == sv["hidden_size"] * m * m and isinstance(d[sk].get("hidden_size"), int):
                 d[k] = d[sk]["hidden_size"] * m * m
+    _summed_widths(orig, d)
+
+
+def _summed_widths(orig: dict, d: dict) -> None:
+    """A dim the shrink left alone that was the sum of two widths, one a sub-model's (codecs concatenate
+    semantic and acoustic features: NeuCodec's quantization_dim, X-Codec's codebook_dim) stays their sum."""
+    widths = [((k,), orig[k]) for k in WIDTH_KEYS if isinstance(orig.get(k), int) and isinstance(d.get(k), int)]
+    widths += [((sk, "hidden_size"), sv["hidden_size"]) for sk, sv in orig.items()  # sub-models, not sub-blocks
+               if isinstance(sv, dict) and sv.get("model_type") and isinstance(sv.get("hidden_size"), int) and isinstance(d.get(sk), dict)]
+
+    def now(path: tuple) -> int:
+        return d[path[0]] if len(path) == 1 else d[path[0]][path[1]]
+
+    for k, v in orig.items():
+        if not _is_dim(k, v) or d.get(k) != v or k in FFN_KEYS or "feedforward" in k or "codebook_size" in k:  # counts, FFNs
+            continue
+        pair = next(((a, b) for i, (a, x) in enumerate(widths) for b, y in widths[i + 1:]
+                     if x + y == v and len(a) + len(b) > 2), None)
+        if pair:
+            d[k] = now(pair[0]) + now(pair[1])
 
 
 def _stage_doubled_width(orig: dict, d: dict) -> None:

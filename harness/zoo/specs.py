@@ -97,9 +97,9 @@ def audio_config(config: Any) -> Any:
     return None
 
 
-def ids_spec(config: Any, cfg_dict: dict, length: int, prefix: list | None = None) -> dict:
-    """Token ids for the text model, avoiding special ids."""
-    vocab = _get(text_config(config), "vocab_size", default=MAX_ID) or MAX_ID
+def ids_spec(config: Any, cfg_dict: dict, length: int, prefix: list | None = None, vocab_config: Any = None) -> dict:
+    """Token ids for the text model (or vocab_config's), avoiding special ids."""
+    vocab = _get(vocab_config or text_config(config), "vocab_size", default=MAX_ID) or MAX_ID
     high = max(2, min(vocab, MAX_ID))
     spec: dict = {"kind": "ids", "shape": [BATCH, length], "high": high, "avoid": sorted(i for i in special_ids(cfg_dict) if i < high)}
     if prefix:
@@ -265,9 +265,12 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     no_audio_tower = "audio_config" in cfg_dict and cfg_dict["audio_config"] is None
     if (ac is not None or "input_features" in params or "input_values" in params) and not no_audio_tower:
         src = ac if ac is not None else config
-        if "input_features" in params and "input_features" not in overrides:
-            names = ("num_mel_bins", "feature_projection_input_dim", "feature_size", "n_mels", "input_feat_per_channel", "input_dim",
-                     "num_chroma")  # chroma bins: a melody conditioner (MusicGen Melody)
+        names = ("num_mel_bins", "feature_projection_input_dim", "feature_size", "n_mels", "input_feat_per_channel", "input_dim",
+                 "num_chroma")  # chroma bins: a melody conditioner (MusicGen Melody)
+        # an encoder with a conv feature extractor and no feature count reads the waveform (wav2vec2 under a
+        # speech encoder-decoder that takes either)
+        waveform = "input_values" in params and _get(src, "conv_dim") is not None and _get(src, *names) is None
+        if "input_features" in params and "input_features" not in overrides and not waveform:
             mels = _get(src, *names) or _deep_get(src, *names) or 80
             # Whisper-style encoders need exactly 2 x max_source_positions frames (shrunk to 128);
             # others take any length: 256 frames keeps them quick
@@ -296,7 +299,10 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
                 spec[name] = {"kind": "tensor", "value": [frames * hop] * BATCH}
     if "input_ids" in params and "input_ids" not in overrides:
         n_prefix = sum(c for _, c in prefix)
-        spec["input_ids"] = ids_spec(config, cfg_dict, SEQ + n_prefix, prefix or None)
+        # an encoder-decoder's input ids are the encoder's tokens (Dia: 256 bytes in, audio codes out)
+        encoder = sub(config, "encoder_config", "encoder")
+        encoder = encoder if isinstance(getattr(encoder, "vocab_size", None), int) else None
+        spec["input_ids"] = ids_spec(config, cfg_dict, SEQ + n_prefix, prefix or None, encoder)
         if "attention_mask" in params:
             spec["attention_mask"] = {"kind": "ones", "shape": [BATCH, SEQ + n_prefix]}
         if "mm_token_type_ids" in params and prefix:
@@ -319,6 +325,9 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     if (_get(config, "is_encoder_decoder", default=False) or stratum == "encoder_decoder" or spec.get("input_features")) \
             and "decoder_input_ids" in params and "decoder_input_ids" not in overrides:
         spec["decoder_input_ids"] = ids_spec(config, cfg_dict, DEC_SEQ)
+    if "decoder_input_values" in params and "input_values" in spec and "decoder_input_values" not in overrides:
+        # speech decoders that take spectrogram frames (SpeechT5): (batch, frames, mel bins)
+        spec["decoder_input_values"] = {"kind": "randn", "shape": [BATCH, DEC_SEQ, _get(config, "num_mel_bins", default=80)]}
     codebooks = _get(config, "num_codebooks") or _get(sub(config, "decoder") or config, "num_codebooks")
     if isinstance(codebooks, int) and codebooks > 1:
         # audio-codebook decoders (MusicGen) take one row of codes per codebook: (batch * codebooks, length)
@@ -354,6 +363,9 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             continue
         if name.endswith("input_ids"):
             spec[name] = ids_spec(config, cfg_dict, SEQ)
+        elif name == first and getattr(cls, "main_input_name", None) == "input_values":
+            # a codec stage whose forward names its waveform otherwise (VibeVoice's tokenizer): (batch, channels, samples)
+            spec[name] = {"kind": "randn", "shape": [BATCH, _get(config, "channels", "audio_channels", default=1), AUDIO_SAMPLES]}
         elif name.endswith("hidden_states") and name != first:  # context from another model (an assistant's)
             width = _get(config, "hidden_size", "d_model", default=64)
             spec[name] = {"kind": "randn", "shape": [BATCH, SEQ, width]}
