@@ -7,6 +7,7 @@ axis, flattened patch width). Repairs are data: (pattern, function) pairs.
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -190,6 +191,24 @@ def _image_as_patches(spec: dict, error: str) -> dict | None:
     return {**spec, "pixel_values": {**pix, "shape": [b, -(-h // p) * -(-w // p), want]}}
 
 
+_RESHAPE_LAST = re.compile(r"shape '\[-1, ([\d, ]+)\]' is invalid for input of size (\d+)")
+
+
+def _patch_squares(spec: dict, error: str) -> dict | None:
+    """Flattened rows (N, C*p*p) -> (N, s, s, 3): towers that read each row as a channels-last square of pixels
+    and cut it themselves (Inkling 2: reshape(-1, merge, patch, merge, patch, channels), channels = the last axis)."""
+    m, pix = _RESHAPE_LAST.search(error), spec.get("pixel_values")
+    if not m or not pix or len(pix["shape"]) != 2:
+        return None
+    dims = [int(x) for x in m.group(1).split(",")]
+    n, d = pix["shape"]
+    inner = math.prod(dims[:-1])
+    side = math.isqrt(inner)
+    if dims[-1] != d or int(m.group(2)) != n * d or side * side != inner or d % 3:
+        return None
+    return {**spec, "pixel_values": {**pix, "shape": [n, side, side, 3]}}
+
+
 _MULTIPLE = re.compile(r"multiple of [^(\n]*\((\d+)\)")
 
 
@@ -237,7 +256,7 @@ def _samples_multiple(spec: dict, error: str) -> dict | None:
     return out
 
 
-_TOKENS_FEATURES = re.compile(r"features and image tokens do not match: tokens: (\d+), features (\d+)")
+_TOKENS_FEATURES = re.compile(r"features and (?:image|placeholder) tokens do not match[:,] tokens: (\d+), features:? (\d+)")
 
 
 def _image_token_count(spec: dict, error: str) -> dict | None:
@@ -274,6 +293,7 @@ INPUT_REPAIRS = (
     (_SPLIT, _patches_per_image),
     (_MATMUL, _patch_width),
     (_MATMUL, _image_as_patches),
+    (_RESHAPE_LAST, _patch_squares),
     (_MULTIPLE, _frames_multiple),
     (_SIZES, _features_last_by_size),
     (_SAMPLES_MULTIPLE, _samples_multiple),

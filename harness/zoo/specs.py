@@ -181,6 +181,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             prefix = [[image_token, 1]]
             if "cross_attention_mask" in params:
                 spec["cross_attention_mask"] = {"kind": "ones", "shape": [BATCH, SEQ + 1, 1, tiles]}
+    elif "pixel_values" in overrides and image_token is not None and "input_ids" in params:
+        prefix = [[image_token, 0]]  # a recipe's images still need their placeholders: the count is probed
     elif "pixel_values" in params and "pixel_values" not in overrides:
         if vc is not None and grid_arg == "image_grid_thw":
             pix, n_tokens = grid_pixels(vc)
