@@ -42,6 +42,8 @@ def _capture_feature_tokens(module: Any, media: dict[int, str] | None = None) ->
 
 
 _MISMATCH = re.compile(r"(image|audio|video)\w* features and \w+ tokens do not match.*?features:?\s*(\d+)", re.I | re.S)
+# models that count rows rather than features: "Got 98 image patches for 4 image placeholder tokens"
+_ROWS_FOR_TOKENS = re.compile(r"Got (\d+) (image|audio|video) \w+ for \d+ \w+ placeholder tokens")
 
 
 def probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) -> dict:
@@ -66,6 +68,9 @@ def probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) ->
         m = _MISMATCH.search(str(exc))
         if m:  # models that merge media by hand say the count in their error
             seen.setdefault(m.group(1).lower(), int(m.group(2)))
+        m = _ROWS_FOR_TOKENS.search(str(exc))
+        if m:
+            seen.setdefault(m.group(2), int(m.group(1)))
     finally:
         for sub in undo:
             del sub.get_placeholder_mask
@@ -209,6 +214,22 @@ def _patch_squares(spec: dict, error: str) -> dict | None:
     return {**spec, "pixel_values": {**pix, "shape": [n, side, side, 3]}}
 
 
+_PATCH_WIDTH = re.compile(r"patch width \d+ but the model expects (\d+)")
+
+
+def _image_as_patch_rows(spec: dict, error: str) -> dict | None:
+    """(B, C, H, W) -> (B * patches, C*p*p): models that embed every patch of the batch as one row (NeoMME)."""
+    m, pix = _PATCH_WIDTH.search(error), spec.get("pixel_values")
+    if not m or not pix or len(pix["shape"]) != 4:
+        return None
+    b, c, h, w = pix["shape"]
+    want = int(m.group(1))
+    p = math.isqrt(want // c)
+    if c * p * p != want:
+        return None
+    return {**spec, "pixel_values": {**pix, "shape": [b * -(-h // p) * -(-w // p), want]}}
+
+
 _MULTIPLE = re.compile(r"multiple of [^(\n]*\((\d+)\)")
 
 
@@ -294,6 +315,7 @@ INPUT_REPAIRS = (
     (_MATMUL, _patch_width),
     (_MATMUL, _image_as_patches),
     (_RESHAPE_LAST, _patch_squares),
+    (_PATCH_WIDTH, _image_as_patch_rows),
     (_MULTIPLE, _frames_multiple),
     (_SIZES, _features_last_by_size),
     (_SAMPLES_MULTIPLE, _samples_multiple),
