@@ -306,6 +306,7 @@ def _image_token_count(spec: dict, error: str) -> dict | None:
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
+    (re.compile(r"expected 4, got 3"), _add_image_axis),  # the tower gets (B * images, C, H, W) off a 4-D input (IDEFICS)
     (_PAIR, _image_group),
     (re.compile(r"expected 5, got 3"), _patches_as_images),  # the tower adds the sequence axis itself (PaddleOCR-VL)
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
