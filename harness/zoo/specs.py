@@ -190,8 +190,10 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             start, end = _get(config, "vision_start_token_id"), _get(config, "vision_end_token_id")
             prefix = ([[start, 1]] if start is not None else []) + ([[image_token, n_tokens]] if image_token is not None else []) + ([[end, 1]] if end is not None else [])
         else:
-            # no image_size anywhere (CvT, ResNet-likes): a 224 square image is what their defaults expect
-            h, w = image_size(vc) if vc is not None else (224, 224)
+            # no image_size anywhere (CvT, ResNet-likes): a 224 square image is what their defaults expect,
+            # unless the config caps it (TVP pads every frame's prompt to max_img_size)
+            side = _get(config, "max_img_size", default=224)
+            h, w = image_size(vc) if vc is not None else (side, side)
             src = vc if vc is not None else config
             channels = _get(src, "num_channels", "in_channels", "in_chans", default=3)
             frames = _get(src, "num_frames")
