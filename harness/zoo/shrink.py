@@ -87,6 +87,7 @@ def shrink_dict(d: dict) -> dict:
     for k, cap in SMALL_KEYS.items():
         if k in d:
             d[k] = _cap(d[k], cap)
+    _unset_experts(d)
     # per-layer lists and strings whose length was the old depth: keep one layer of each kind
     # (a hybrid cut to its first two layers may have no attention layer at all), in order
     for lk, old in old_layers.items():
@@ -152,6 +153,18 @@ def shrink_dict(d: dict) -> dict:
     if "dtype" in d:
         d["dtype"] = "float32"
     return d
+
+
+def _unset_experts(d: dict) -> None:
+    """Expert counts and sizes left None with no switch to turn the MoE off (set per checkpoint,
+    DiffusionGemma builds its router regardless): a small MoE."""
+    if "num_experts" not in d or d["num_experts"] is not None or d.get("moe_intermediate_size", 0) is not None \
+            or any("moe" in k and isinstance(v, bool) for k, v in d.items()):
+        return
+    d.update(num_experts=SMALL_KEYS["num_experts"], moe_intermediate_size=FFN)
+    for k in ("top_k_experts", "num_experts_per_tok"):
+        if k in d and d[k] is None:
+            d[k] = SMALL_KEYS["num_experts_per_tok"]
 
 
 def _merged_widths(orig: dict, d: dict) -> None:
