@@ -343,6 +343,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             spec[name] = {"kind": "randn", "shape": [BATCH, SEQ, width]}
         elif name.endswith("attention_mask"):
             spec[name] = {"kind": "ones", "shape": [BATCH, SEQ]}
+        elif name == "state" and isinstance(_get(config, "max_state_dim", "state_dim"), int):  # robot policies (PI0)
+            spec[name] = {"kind": "randn", "shape": [BATCH, _get(config, "max_state_dim", "state_dim")]}
     if "encoder_hidden_states" in params and "encoder_hidden_states" not in overrides and spec \
             and isinstance(_get(config, "encoder_hidden_size"), int) and _get(config, "cross_attention_frequency"):
         # a Q-Former on its own cross-attends to image features of encoder_hidden_size
