@@ -191,3 +191,21 @@ def rope_per_layer_type(cls: type, cfg: dict) -> dict:
 
     out = fill(cfg)
     return {k: fill(v) if isinstance(v, dict) else v for k, v in out.items()}
+
+
+MEDIA_TOWERS = ("vision_config",)  # audio towers stay as the default has them (Gemma 4 audio wants 128 mel bins its config never names)
+
+
+def default_towers(config_cls: type, cfg: dict) -> dict:
+    """Media towers a default config leaves None (Gemma 4: checkpoints bring them): the tower config
+    class's own default, so a multimodal model is built with the towers its forward takes media for."""
+    subs = getattr(config_cls, "sub_configs", None) or {}
+    out = dict(cfg)
+    for key in MEDIA_TOWERS:
+        tower = subs.get(key)
+        if key in cfg and cfg[key] is None and tower is not None and getattr(tower, "model_type", "") not in ("", None):
+            try:
+                out[key] = {k: v for k, v in tower().to_dict().items() if k not in ("transformers_version", "architectures", "_name_or_path")}
+            except Exception:
+                continue  # a tower that has no usable default stays off
+    return out

@@ -230,6 +230,21 @@ def _image_as_patch_rows(spec: dict, error: str) -> dict | None:
     return {**spec, "pixel_values": {**pix, "shape": [b * -(-h // p) * -(-w // p), want]}}
 
 
+_NORM_WIDTH = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[\*, \d+\], but got input of size\s*\[(\d+), (\d+), (\d+)\]")
+
+
+def _patch_row_width(spec: dict, error: str) -> dict | None:
+    """Patch rows (B, n, C*p*p) as wide as the layer norm over them wants: towers that embed merged
+    patches of (patch x pooling kernel) pixels (Gemma 4 unified: 48 x 48 x 3)."""
+    m, pix = _NORM_WIDTH.search(error), spec.get("pixel_values")
+    if not m or not pix or len(pix["shape"]) != 3:
+        return None
+    want, got = int(m.group(1)), [int(g) for g in m.groups()[1:]]
+    if got != pix["shape"] or want % 3 or want == got[-1]:
+        return None
+    return {**spec, "pixel_values": {**pix, "shape": [*got[:2], want]}}
+
+
 _MULTIPLE = re.compile(r"multiple of [^(\n]*\((\d+)\)")
 
 
@@ -310,6 +325,7 @@ INPUT_REPAIRS = (
     (_PAIR, _image_group),
     (re.compile(r"expected 5, got 3"), _patches_as_images),  # the tower adds the sequence axis itself (PaddleOCR-VL)
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
+    (_NORM_WIDTH, _patch_row_width),
     (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D|to have \d+ channels"), _features_last),
     (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D|must be mono"), _mono_channel),
     (_SPLIT, _patches_per_image),

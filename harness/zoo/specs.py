@@ -144,6 +144,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     image_token = _get(config, "image_token_id", "image_token_index", "video_token_index", "video_token_id")
     grid_arg = "image_grid_thw" if "image_grid_thw" in params else ("grid_thw" if "grid_thw" in params else None)
     first = next(iter(params), None)
+    # patch (x, y) positions: the tower's own name, or the multimodal model's (Gemma 4)
+    pos_arg = "pixel_position_ids" if "pixel_position_ids" in params else "image_position_ids"
     if grid_arg == "grid_thw" and first in ("pixel_values", "hidden_states") and first not in overrides:
         # a grid-style vision tower on its own: flattened patches + their grid
         pix, _ = grid_pixels(vc if vc is not None else config)
@@ -161,14 +163,16 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             spec["pixel_attention_mask"] = {"kind": "ones", "shape": [BATCH, NAFLEX_SIDE ** 2]}
         if image_token is not None and "input_ids" in params:
             prefix = [[image_token, 0]]  # the count is found by probing the forward
-    elif "pixel_values" in params and "pixel_values" not in overrides and "pixel_position_ids" in params:
+    elif "pixel_values" in params and "pixel_values" not in overrides and pos_arg in params:
         # patches with their (x, y) grid positions (Gemma 4 vision): a square grid that the pooling kernel tiles
         src = vc if vc is not None else config
         p, channels = _get(src, "patch_size", default=16), _get(src, "num_channels", default=3)
         k = _get(src, "pooling_kernel_size", default=1)
         side = -(-NAFLEX_SIDE // k) * k
         spec["pixel_values"] = {"kind": "rand", "shape": [BATCH, side * side, channels * p * p]}
-        spec["pixel_position_ids"] = {"kind": "tensor", "value": [[[x, y] for y in range(side) for x in range(side)]] * BATCH}
+        spec[pos_arg] = {"kind": "tensor", "value": [[[x, y] for y in range(side) for x in range(side)]] * BATCH}
+        if image_token is not None and "input_ids" in params:
+            prefix = [[image_token, 0]]  # the count is found by probing the forward
     elif "pixel_values" in params and "pixel_values" not in overrides and "aspect_ratio_ids" in params:
         # tiled images (Mllama): (B, images, tiles, C, H, W), one image of one tile each
         h, w = image_size(vc) if vc is not None else (224, 224)
