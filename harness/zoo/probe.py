@@ -292,7 +292,9 @@ def _samples_multiple(spec: dict, error: str) -> dict | None:
     return out
 
 
-_TOKENS_FEATURES = re.compile(r"features and (?:image|placeholder) tokens do not match[:,] tokens: (\d+), features:? (\d+)")
+# HunYuan-VL's "image tokens do not match: tokens: N, features M" and Inkling 2's "placeholder tokens do not
+# match, tokens: N, features: M" count tokens; LLaVA-style "image tokens do not match, ..." count elements
+_TOKENS_FEATURES = re.compile(r"features and (?:image tokens do not match:|placeholder tokens do not match,) tokens: (\d+), features:? (\d+)")
 
 
 def _image_token_count(spec: dict, error: str) -> dict | None:
