@@ -8,7 +8,7 @@ from typing import Any
 from harness.zoo import enumerate as enum_mod
 from harness.zoo import registry
 from harness.zoo.fingerprint import digest, zoo_code_version
-from harness.zoo.fixups import (clip_feature_layers, code_default_mrope, code_token_ids, rope_per_layer_type, fit_mrope, fit_pixel_shuffle, fit_vocab,
+from harness.zoo.fixups import (clip_feature_layers, code_default_mrope, code_token_ids, default_towers, rope_per_layer_type, fit_mrope, fit_pixel_shuffle, fit_vocab,
                                  missing_kv_heads, name_image_token, rederive, vocabulary_map, fit_pinpoints)
 from harness.zoo.probe import probe_counts, repair_inputs, media_tokens
 from harness.zoo.recipes import apply_config, recipe_for
@@ -81,7 +81,7 @@ def plan(model: str) -> Plan:
     except Exception as exc:
         raise BuildError("create_error", f"default config: {type(exc).__name__}: {str(exc)[:200]}") from None
     recipe = recipe_for(model, cfg.get("model_type"))
-    shrunk = rederive(config_cls, cfg, shrink_dict(cfg))
+    shrunk = rederive(config_cls, cfg, shrink_dict(default_towers(config_cls, cfg)))
     cfg = apply_config(rope_per_layer_type(cls, code_token_ids(cls, code_default_mrope(cls, base, fit_pixel_shuffle(clip_feature_layers(fit_vocab(name_image_token(shrunk))))))), recipe)
     cfg = fit_pinpoints(vocabulary_map(cls, cfg))
     from harness.zoo.specs import forward_params
@@ -137,7 +137,12 @@ def build(model: str, device: str = "cpu") -> Built:
     try:
         spec, text_only = make_spec(cls, config, cfg_dict, p.stratum, p.recipe.get("inputs"))
         spec = repair_inputs(module, spec, device)
-        spec = probe_counts(module, spec, media_tokens(config), device)
+        counted = probe_counts(module, spec, media_tokens(config), device)
+        if counted != spec:
+            # once one medium's tokens are counted the forward gets further: repair and count what follows
+            # (Gemma 4: its audio features are repaired only after its image tokens are in place)
+            counted = probe_counts(module, repair_inputs(module, counted, device), media_tokens(config), device)
+        spec = counted
         inputs = make_inputs(spec, SEED, device)
     except BuildError:
         raise

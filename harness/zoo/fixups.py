@@ -292,3 +292,27 @@ def missing_kv_heads(cfg: dict, error: str) -> dict | None:
     if not m or m.group(1) in cfg or not isinstance(cfg.get("num_attention_heads"), int):
         return None
     return {**cfg, m.group(1): cfg["num_attention_heads"]}
+
+
+MEDIA_TOWERS = ("vision_config",)  # audio towers stay as the default has them (Gemma 4 audio wants 128 mel bins its config never names)
+
+
+def default_towers(config_cls: type, cfg: dict) -> dict:
+    """Media towers a default config leaves None (Gemma 4: checkpoints bring them): the tower config
+    class's own default, so a multimodal model is built with the towers its forward takes media for."""
+    subs = getattr(config_cls, "sub_configs", None) or {}
+    specs = getattr(config_cls, "sub_configs_defaults", None) or {}
+    out = dict(cfg)
+    for key in MEDIA_TOWERS:
+        tower = subs.get(key)
+        named = getattr(specs.get(key), "model_type", None)
+        if named and not getattr(tower, "model_type", ""):  # an AutoConfig slot that names its tower's model_type
+            from transformers import CONFIG_MAPPING
+
+            tower = CONFIG_MAPPING[named] if named in CONFIG_MAPPING else None
+        if key in cfg and cfg[key] is None and tower is not None and getattr(tower, "model_type", "") not in ("", None):
+            try:
+                out[key] = {k: v for k, v in tower().to_dict().items() if k not in ("transformers_version", "architectures", "_name_or_path")}
+            except Exception:
+                continue  # a tower that has no usable default stays off
+    return out

@@ -7,6 +7,7 @@ axis, flattened patch width). Repairs are data: (pattern, function) pairs.
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -67,6 +68,8 @@ def _capture_media_features(module: Any) -> tuple[dict, list]:
 
 
 _MISMATCH = re.compile(r"(image|audio|video)\w* features and \w+ tokens do not match.*?features:?\s*(\d+)", re.I | re.S)
+# models that count rows rather than features: "Got 98 image patches for 4 image placeholder tokens"
+_ROWS_FOR_TOKENS = re.compile(r"Got (\d+) (image|audio|video) \w+ for \d+ \w+ placeholder tokens")
 
 
 _SCATTER = re.compile(r"value tensor of shape \[(\d+), \d+\] cannot be broadcast to indexing result of shape \[\d+, \d+\]")
@@ -99,6 +102,9 @@ def probe_counts(module: Any, spec: dict, media: dict[int, str], device: str) ->
         m = _SCATTER.search(str(exc))
         if m and len(zero) == 1 and zero[0]:  # an indexed assignment of one medium's rows: the rows it made
             seen.setdefault(zero[0], int(m.group(1)))
+        m = _ROWS_FOR_TOKENS.search(str(exc))
+        if m:
+            seen.setdefault(m.group(2), int(m.group(1)))
     finally:
         for sub, name in undo + undo_made:
             delattr(sub, name)
@@ -253,6 +259,55 @@ def _image_as_patches(spec: dict, error: str) -> dict | None:
     return {**spec, "pixel_values": {**pix, "shape": [b, -(-h // p) * -(-w // p), want]}}
 
 
+_RESHAPE_LAST = re.compile(r"shape '\[-1, ([\d, ]+)\]' is invalid for input of size (\d+)")
+
+
+def _patch_squares(spec: dict, error: str) -> dict | None:
+    """Flattened rows (N, C*p*p) -> (N, s, s, 3): towers that read each row as a channels-last square of pixels
+    and cut it themselves (Inkling 2: reshape(-1, merge, patch, merge, patch, channels), channels = the last axis)."""
+    m, pix = _RESHAPE_LAST.search(error), spec.get("pixel_values")
+    if not m or not pix or len(pix["shape"]) != 2:
+        return None
+    dims = [int(x) for x in m.group(1).split(",")]
+    n, d = pix["shape"]
+    inner = math.prod(dims[:-1])
+    side = math.isqrt(inner)
+    if dims[-1] != d or int(m.group(2)) != n * d or side * side != inner or d % 3:
+        return None
+    return {**spec, "pixel_values": {**pix, "shape": [n, side, side, 3]}}
+
+
+_PATCH_WIDTH = re.compile(r"patch width \d+ but the model expects (\d+)")
+
+
+def _image_as_patch_rows(spec: dict, error: str) -> dict | None:
+    """(B, C, H, W) -> (B * patches, C*p*p): models that embed every patch of the batch as one row (NeoMME)."""
+    m, pix = _PATCH_WIDTH.search(error), spec.get("pixel_values")
+    if not m or not pix or len(pix["shape"]) != 4:
+        return None
+    b, c, h, w = pix["shape"]
+    want = int(m.group(1))
+    p = math.isqrt(want // c)
+    if c * p * p != want:
+        return None
+    return {**spec, "pixel_values": {**pix, "shape": [b * -(-h // p) * -(-w // p), want]}}
+
+
+_NORM_WIDTH = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[\*, \d+\], but got input of size\s*\[(\d+), (\d+), (\d+)\]")
+
+
+def _patch_row_width(spec: dict, error: str) -> dict | None:
+    """Patch rows (B, n, C*p*p) as wide as the layer norm over them wants: towers that embed merged
+    patches of (patch x pooling kernel) pixels (Gemma 4 unified: 48 x 48 x 3)."""
+    m, pix = _NORM_WIDTH.search(error), spec.get("pixel_values")
+    if not m or not pix or len(pix["shape"]) != 3:
+        return None
+    want, got = int(m.group(1)), [int(g) for g in m.groups()[1:]]
+    if got != pix["shape"] or want % 3 or want == got[-1]:
+        return None
+    return {**spec, "pixel_values": {**pix, "shape": [*got[:2], want]}}
+
+
 _MULTIPLE = re.compile(r"multiple of [^(\n]*\((\d+)\)")
 
 
@@ -354,7 +409,9 @@ def _samples_multiple(spec: dict, error: str) -> dict | None:
     return out
 
 
-_TOKENS_FEATURES = re.compile(r"features and image tokens do not match: tokens: (\d+), features (\d+)")
+# HunYuan-VL's "image tokens do not match: tokens: N, features M" and Inkling 2's "placeholder tokens do not
+# match, tokens: N, features: M" count tokens; LLaVA-style "image tokens do not match, ..." count elements
+_TOKENS_FEATURES = re.compile(r"features and (?:image tokens do not match:|placeholder tokens do not match,) tokens: (\d+), features:? (\d+)")
 
 
 def _image_token_count(spec: dict, error: str) -> dict | None:
@@ -479,11 +536,13 @@ def _mel_bins_by_projection(spec: dict, error: str) -> dict | None:
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
+    (re.compile(r"expected 4, got 3"), _add_image_axis),  # the tower gets (B * images, C, H, W) off a 4-D input (IDEFICS)
     (_PAIR, _image_group),
     (re.compile(r"expected 5, got 3"), _patches_as_images),  # the tower adds the sequence axis itself (PaddleOCR-VL)
     (re.compile(r"'NoneType' object is not (iterable|subscriptable)|has no len|image_sizes"), _add_image_sizes),
     (re.compile(r"'NoneType' object has no attribute 'sum'"), _tile_mask),
     (_MATMUL, _mel_bins_by_projection),  # before the features-last swap, which would undo an earlier one
+    (_NORM_WIDTH, _patch_row_width),
     (re.compile(r"mat1 and mat2 shapes cannot be multiplied|normalized_shape|Expected \d+D|to have \d+ channels"), _features_last),
     (re.compile(r"to have 1 channels|expected 3, got 2|Expected 3D|must be mono|too many indices for tensor of dimension 2"), _mono_channel),
     (re.compile(r"Dimension out of range \(expected to be in range of \[-3, 2\], but got 3\)"), _spectrogram_image),
@@ -491,6 +550,8 @@ INPUT_REPAIRS = (
     (_SPLIT, _patches_per_image),
     (_MATMUL, _patch_width),
     (_MATMUL, _image_as_patches),
+    (_RESHAPE_LAST, _patch_squares),
+    (_PATCH_WIDTH, _image_as_patch_rows),
     (_MULTIPLE, _frames_multiple),
     (_SIZES, _features_last_by_size),
     (_SIZES, _stacked_features),

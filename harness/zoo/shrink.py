@@ -95,6 +95,7 @@ def shrink_dict(d: dict) -> dict:
     for k, cap in SMALL_KEYS.items():
         if k in d:
             d[k] = _cap(d[k], cap)
+    _unset_experts(d)
     _unset_routing(d)
     # per-layer lists and strings whose length was the old depth: keep one layer of each kind
     # (a hybrid cut to its first two layers may have no attention layer at all), in order
@@ -179,6 +180,18 @@ def _unset_routing(d: dict) -> None:
         for k, cap in SMALL_KEYS.items():
             if "expert" in k and k in d and d[k] is None:
                 d[k] = cap
+
+
+def _unset_experts(d: dict) -> None:
+    """Expert counts and sizes left None with no switch to turn the MoE off (set per checkpoint,
+    DiffusionGemma builds its router regardless): a small MoE."""
+    if "num_experts" not in d or d["num_experts"] is not None or d.get("moe_intermediate_size", 0) is not None \
+            or any("moe" in k and isinstance(v, bool) for k, v in d.items()):
+        return
+    d.update(num_experts=SMALL_KEYS["num_experts"], moe_intermediate_size=FFN)
+    for k in ("top_k_experts", "num_experts_per_tok"):
+        if k in d and d[k] is None:
+            d[k] = SMALL_KEYS["num_experts_per_tok"]
 
 
 def _merged_widths(orig: dict, d: dict) -> None:
@@ -284,10 +297,12 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
             d[heads] = max(1, inner // d[hdim])
             if isinstance(d.get("mamba_d_ssm"), int):
                 d["mamba_d_ssm"] = inner
-    # a per-head width stored beside the width and head count (XLNet's d_head)
-    if isinstance(d.get("d_head"), int) and isinstance(d.get("d_model"), int) and isinstance(d.get("n_head"), int) \
-            and orig.get("d_head") == orig.get("d_model", 0) // max(1, orig.get("n_head", 1)):
-        d["d_head"] = d["d_model"] // d["n_head"]
+    # a per-head width stored beside the width and head count (XLNet's d_head; Pix2Struct's d_kv, which its
+    # text attention divides the width by to count heads): it stays width / heads
+    for hdim, width_key, heads_key in (("d_head", "d_model", "n_head"), ("d_kv", "hidden_size", "num_heads")):
+        if isinstance(d.get(hdim), int) and isinstance(d.get(width_key), int) and isinstance(d.get(heads_key), int) \
+                and orig.get(hdim) == orig.get(width_key, 0) // max(1, orig.get(heads_key, 1)):
+            d[hdim] = d[width_key] // d[heads_key]
     # forecasters whose horizon is set per checkpoint: 8 steps ahead, from 16 steps of context
     if "prediction_length" in d and d["prediction_length"] is None:
         d["prediction_length"] = 8

@@ -155,6 +155,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
     image_token = _get(config, "image_token_id", "image_token_index", "video_token_index", "video_token_id")
     grid_arg = "image_grid_thw" if "image_grid_thw" in params else ("grid_thw" if "grid_thw" in params else None)
     first = next(iter(params), None)
+    # patch (x, y) positions: the tower's own name, or the multimodal model's (Gemma 4)
+    pos_arg = "pixel_position_ids" if "pixel_position_ids" in params else "image_position_ids"
     if grid_arg == "grid_thw" and first in ("pixel_values", "hidden_states") and first not in overrides:
         # a grid-style vision tower on its own: flattened patches + their grid
         pix, _ = grid_pixels(vc if vc is not None else config)
@@ -172,14 +174,16 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             spec["pixel_attention_mask"] = {"kind": "ones", "shape": [BATCH, NAFLEX_SIDE ** 2]}
         if image_token is not None and "input_ids" in params:
             prefix = [[image_token, 0]]  # the count is found by probing the forward
-    elif "pixel_values" in params and "pixel_values" not in overrides and "pixel_position_ids" in params:
+    elif "pixel_values" in params and "pixel_values" not in overrides and pos_arg in params:
         # patches with their (x, y) grid positions (Gemma 4 vision): a square grid that the pooling kernel tiles
         src = vc if vc is not None else config
         p, channels = _get(src, "patch_size", default=16), _get(src, "num_channels", default=3)
         k = _get(src, "pooling_kernel_size", default=1)
         side = -(-NAFLEX_SIDE // k) * k
         spec["pixel_values"] = {"kind": "rand", "shape": [BATCH, side * side, channels * p * p]}
-        spec["pixel_position_ids"] = {"kind": "tensor", "value": [[[x, y] for y in range(side) for x in range(side)]] * BATCH}
+        spec[pos_arg] = {"kind": "tensor", "value": [[[x, y] for y in range(side) for x in range(side)]] * BATCH}
+        if image_token is not None and "input_ids" in params:
+            prefix = [[image_token, 0]]  # the count is found by probing the forward
     elif "pixel_values" in params and "pixel_values" not in overrides and "aspect_ratio_ids" in params:
         # tiled images (Mllama): (B, images, tiles, C, H, W), one image of one tile each
         h, w = image_size(vc) if vc is not None else (224, 224)
@@ -192,6 +196,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             prefix = [[image_token, 1]]
             if "cross_attention_mask" in params:
                 spec["cross_attention_mask"] = {"kind": "ones", "shape": [BATCH, SEQ + 1, 1, tiles]}
+    elif "pixel_values" in overrides and image_token is not None and "input_ids" in params:
+        prefix = [[image_token, 0]]  # a recipe's images still need their placeholders: the count is probed
     elif "pixel_values" in params and "pixel_values" not in overrides:
         if vc is not None and grid_arg == "image_grid_thw":
             pix, n_tokens = grid_pixels(vc)
@@ -199,8 +205,10 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             start, end = _get(config, "vision_start_token_id"), _get(config, "vision_end_token_id")
             prefix = ([[start, 1]] if start is not None else []) + ([[image_token, n_tokens]] if image_token is not None else []) + ([[end, 1]] if end is not None else [])
         else:
-            # no image_size anywhere (CvT, ResNet-likes): a 224 square image is what their defaults expect
-            h, w = image_size(vc) if vc is not None else (224, 224)
+            # no image_size anywhere (CvT, ResNet-likes): a 224 square image is what their defaults expect,
+            # unless the config caps it (TVP pads every frame's prompt to max_img_size)
+            side = _get(config, "max_img_size", default=224)
+            h, w = image_size(vc) if vc is not None else (side, side)
             src = vc if vc is not None else config
             channels = _get(src, "num_channels", "in_channels", "in_chans", default=3)
             frames = _get(src, "num_frames")
@@ -384,6 +392,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             spec[name] = {"kind": "randn", "shape": [BATCH, SEQ, width]}
         elif name.endswith("attention_mask"):
             spec[name] = {"kind": "ones", "shape": [BATCH, SEQ]}
+        elif name == "state" and isinstance(_get(config, "max_state_dim", "state_dim"), int):  # robot policies (PI0)
+            spec[name] = {"kind": "randn", "shape": [BATCH, _get(config, "max_state_dim", "state_dim")]}
     if "encoder_hidden_states" in params and "encoder_hidden_states" not in overrides and spec \
             and isinstance(_get(config, "encoder_hidden_size"), int) and _get(config, "cross_attention_frequency"):
         # a Q-Former on its own cross-attends to image features of encoder_hidden_size
