@@ -25,7 +25,8 @@ WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_
               "vision_hidden_size", "hidden_dim", "embedding_size", "d_embed", "projector_hidden_size",
               "output_hidden_size", "mm_hidden_size", "vision_output_dim", "audio_hidden_size", "condition_dim",
               "text_embed_dim", "vision_embed_dim", "audio_embed_dim", "hidden_dim_vision", "cross_attention_hidden_size",
-              "input_embedding_size", "output_embedding_size", "adapter_out_dim", "projection_hidden_size")
+              "input_embedding_size", "output_embedding_size", "adapter_out_dim", "projection_hidden_size",
+              "output_channels", "fpn_hidden_size", "vit_dim")
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads",
              "num_heads", "encoder_num_attention_heads", "decoder_num_attention_heads")
 KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num", "encoder_num_key_value_heads")
@@ -178,6 +179,12 @@ def _is_dim(key: str, value: Any) -> bool:
         w in key for w in ("dim", "size", "rank", "width")) and "vocab" not in key and "position" not in key
 
 
+def _is_stage_list(key: str, value: Any) -> bool:
+    """A list of per-stage channel counts (embed_dim_per_stage, out_features of a CNN, hidden_sizes)."""
+    return isinstance(value, list) and len(value) > 1 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 8 for x in value) \
+        and any(w in key for w in ("dim", "channel", "features", "sizes"))
+
+
 def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
     """Keep relations the default config had: equal dims stay equal, sums stay sums, rotary fits the head."""
     dims = [k for k, v in orig.items() if _is_dim(k, v) and k in d]
@@ -185,6 +192,25 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
         for b in dims[i + 1:]:
             if orig[a] == orig[b] and d[a] != d[b] and (d[a] != orig[a] or d[b] != orig[b]):
                 d[a] = d[b] = min(d[a], d[b])
+    # a width that is the first or last stage of a per-stage channel list (Hiera's first stage, a CNN's
+    # last) feeds or is fed by that stage, and the list is not shrunk: the width keeps its value
+    for k in WIDTH_KEYS:
+        if isinstance(orig.get(k), int) and d.get(k) != orig[k] and any(
+                _is_stage_list(sk, sv) and orig[k] in (sv[0], sv[-1]) and d.get(sk) == sv for sk, sv in orig.items()):
+            d[k] = orig[k]
+    # a rotary "partial" factor above 1 is a multiple of the head (EfficientLoFTR's 2D rope spans half the
+    # width): the rotary keeps its share of the width when the head count changes
+    rope, old_heads = d.get("rope_parameters"), next((orig[k] for k in HEAD_KEYS if isinstance(orig.get(k), int) and orig[k] > 0), None)
+    factor = rope.get("partial_rotary_factor") if isinstance(rope, dict) else None
+    if isinstance(factor, (int, float)) and factor > 1 and old_heads:
+        heads = next((d[k] for k in HEAD_KEYS if isinstance(d.get(k), int) and d[k] > 0), old_heads)
+        d["rope_parameters"] = {**rope, "partial_rotary_factor": factor * heads / old_heads}
+    # sinusoidal position features are half a width (SAM's num_pos_feats, sine and cosine side by side)
+    for k, v in orig.items():
+        if "pos_feat" in k and isinstance(v, int) and k in d:
+            w = next((wk for wk in WIDTH_KEYS if orig.get(wk) == 2 * v and d.get(wk) != orig[wk]), None)
+            if w:
+                d[k] = d[w] // 2
     # grouped convolutions with one group per channel of a width (Mimi's upsampling): follow that width
     for k, v in orig.items():
         if k.endswith("groups") and isinstance(v, int) and not isinstance(v, bool) and v > 1:
@@ -228,6 +254,12 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
     # big default images (Pixtral 1540, SigLIP-896) mean thousands of patches: 224 keeps the forward tiny
     if isinstance(d.get("image_size"), int) and isinstance(d.get("patch_size"), int) and d["image_size"] > MAX_IMAGE:
         d["image_size"] = max(2 * d["patch_size"], MAX_IMAGE // 2 // d["patch_size"] * d["patch_size"])
+        # a patch-grid side stored beside them (SAM's image_embedding_size) is kept by to_dict over
+        # the one __post_init__ derives: it follows the new grid
+        side = orig["image_size"] // orig["patch_size"]
+        for k, v in orig.items():
+            if k != "image_size" and "size" in k and v == side and k in d and k not in WIDTH_KEYS:
+                d[k] = d["image_size"] // d["patch_size"]
     # timm is not installed (and must not be needed): use the transformers backbone
     if d.get("use_timm_backbone"):
         d["use_timm_backbone"] = False
