@@ -150,6 +150,7 @@ def shrink_dict(d: dict) -> dict:
         if isinstance(v, dict) and ("model_type" in v or k.endswith("_config") or k in ("encoder", "decoder")):
             d[k] = shrink_dict(v)
     _merged_widths(orig, d)
+    _follow_image(orig, d)
     if "dtype" in d:
         d["dtype"] = "float32"
     return d
@@ -167,6 +168,28 @@ def _merged_widths(orig: dict, d: dict) -> None:
         for k in WIDTH_KEYS:
             if orig.get(k) == sv["hidden_size"] * m * m and isinstance(d[sk].get("hidden_size"), int):
                 d[k] = d[sk]["hidden_size"] * m * m
+
+
+def _side(size: Any) -> int | None:
+    """The side of a square image size (an int or [h, h])."""
+    if isinstance(size, list) and len(set(size)) == 1:
+        size = size[0]
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def _follow_image(orig: dict, d: dict) -> None:
+    """Feature-map sizes listed beside a backbone whose image shrank (SAM 2's backbone_feature_sizes,
+    image / 4, / 8, / 16) shrink by the same ratio."""
+    subs = [(orig.get(k), d.get(k)) for k in d if isinstance(d.get(k), dict) and isinstance(orig.get(k), dict)]
+    pair = next(((_side(o.get("image_size")), _side(n.get("image_size"))) for o, n in [(orig, d), *subs]
+                 if _side(o.get("image_size")) and _side(n.get("image_size")) and _side(o.get("image_size")) != _side(n.get("image_size"))), None)
+    if pair is None:
+        return
+    old, new = pair
+    for k, v in orig.items():
+        flat = [x for e in v for x in (e if isinstance(e, list) else [e])] if isinstance(v, list) and "size" in k and k != "image_size" else []
+        if flat and all(isinstance(x, int) and x > 1 and old % x == 0 and (old // x) & (old // x - 1) == 0 and new % (old // x) == 0 for x in flat):
+            d[k] = [[x * new // old for x in e] if isinstance(e, list) else e * new // old for e in v]
 
 
 def json_key(x: Any) -> str:
@@ -260,6 +283,10 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
         for k, v in orig.items():
             if k != "image_size" and "size" in k and v == side and k in d and k not in WIDTH_KEYS:
                 d[k] = d["image_size"] // d["patch_size"]
+    # square images given as [h, w] with a convolutional stem's stride instead of a patch size (SAM 2's Hiera)
+    size, stride = d.get("image_size"), d.get("patch_size") or (d.get("patch_stride") or [None])[0]
+    if isinstance(size, list) and len(set(size)) == 1 and isinstance(size[0], int) and isinstance(stride, int) and size[0] > MAX_IMAGE:
+        d["image_size"] = [max(2 * stride, MAX_IMAGE // 2 // stride * stride)] * 2
     # timm is not installed (and must not be needed): use the transformers backbone
     if d.get("use_timm_backbone"):
         d["use_timm_backbone"] = False
