@@ -179,7 +179,7 @@ def _side(size: Any) -> int | None:
 
 def _follow_image(orig: dict, d: dict) -> None:
     """Feature-map sizes listed beside a backbone whose image shrank (SAM 2's backbone_feature_sizes,
-    image / 4, / 8, / 16) shrink by the same ratio."""
+    image / 4, / 8, / 16; SAM 3's grid x 4, x 2, x 1) shrink by the same ratio."""
     subs = [(orig.get(k), d.get(k)) for k in d if isinstance(d.get(k), dict) and isinstance(orig.get(k), dict)]
     pair = next(((_side(o.get("image_size")), _side(n.get("image_size"))) for o, n in [(orig, d), *subs]
                  if _side(o.get("image_size")) and _side(n.get("image_size")) and _side(o.get("image_size")) != _side(n.get("image_size"))), None)
@@ -188,7 +188,7 @@ def _follow_image(orig: dict, d: dict) -> None:
     old, new = pair
     for k, v in orig.items():
         flat = [x for e in v for x in (e if isinstance(e, list) else [e])] if isinstance(v, list) and "size" in k and k != "image_size" else []
-        if flat and all(isinstance(x, int) and x > 1 and old % x == 0 and (old // x) & (old // x - 1) == 0 and new % (old // x) == 0 for x in flat):
+        if flat and all(isinstance(x, int) and 1 < x < old and x * new % old == 0 for x in flat):
             d[k] = [[x * new // old for x in e] if isinstance(e, list) else e * new // old for e in v]
 
 
