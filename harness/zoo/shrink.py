@@ -7,6 +7,7 @@ into text width, encoder into decoder) stay consistent without per-family code.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 WIDTH = 64
@@ -151,6 +152,7 @@ def shrink_dict(d: dict) -> dict:
             d[k] = shrink_dict(v)
     _merged_widths(orig, d)
     _follow_image(orig, d)
+    _fit_queries(d)
     if "dtype" in d:
         d["dtype"] = "float32"
     return d
@@ -190,6 +192,17 @@ def _follow_image(orig: dict, d: dict) -> None:
         flat = [x for e in v for x in (e if isinstance(e, list) else [e])] if isinstance(v, list) and "size" in k and k != "image_size" else []
         if flat and all(isinstance(x, int) and 1 < x < old and x * new % old == 0 for x in flat):
             d[k] = [[x * new // old for x in e] if isinstance(e, list) else e * new // old for e in v]
+
+
+def _fit_queries(d: dict) -> None:
+    """Two-stage detectors pick their queries top-k from the backbone's patch proposals (LW-DETR):
+    no more queries than the shrunk ViT backbone has patches."""
+    bb = d.get("backbone_config")
+    if not isinstance(d.get("num_queries"), int) or not isinstance(bb, dict):
+        return
+    side, patch = _side(bb.get("image_size")), bb.get("patch_size")
+    if side and isinstance(patch, int) and patch > 0:
+        d["num_queries"] = min(d["num_queries"], (side // patch) ** 2)
 
 
 def json_key(x: Any) -> str:
@@ -276,7 +289,10 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
         d["max_source_positions"] = MAX_AUDIO_POSITIONS
     # big default images (Pixtral 1540, SigLIP-896) mean thousands of patches: 224 keeps the forward tiny
     if isinstance(d.get("image_size"), int) and isinstance(d.get("patch_size"), int) and d["image_size"] > MAX_IMAGE:
-        d["image_size"] = max(2 * d["patch_size"], MAX_IMAGE // 2 // d["patch_size"] * d["patch_size"])
+        # windowed towers cut the patch grid into sqrt(num_windows) windows per side (LW-DETR's ViT)
+        windows = d.get("num_windows") if isinstance(d.get("num_windows"), int) and d["num_windows"] > 0 else 1
+        step = d["patch_size"] * (math.isqrt(windows) if math.isqrt(windows) ** 2 == windows else 1)
+        d["image_size"] = max(2 * step, MAX_IMAGE // 2 // step * step)
         # a patch-grid side stored beside them (SAM's image_embedding_size) is kept by to_dict over
         # the one __post_init__ derives: it follows the new grid
         side = orig["image_size"] // orig["patch_size"]

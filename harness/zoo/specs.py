@@ -83,6 +83,10 @@ def vision_config(config: Any) -> Any:
         return s
     if _get(config, "image_size", "patch_size") is not None:
         return config
+    # the size lives on the backbone only (LW-DETR's windowed ViT, which takes no other size)
+    bb = sub(config, "backbone_config")
+    if bb is not None and _get(bb, "image_size") is not None:
+        return bb
     return None
 
 
