@@ -216,9 +216,10 @@ def _is_dim(key: str, value: Any) -> bool:
 
 
 def _is_stage_list(key: str, value: Any) -> bool:
-    """A list of per-stage channel counts (embed_dim_per_stage, out_features of a CNN, hidden_sizes)."""
+    """A list of per-stage channel counts the stages are built from (Hiera's embed_dim_per_stage,
+    EfficientLoFTR's out_features); other lists of sizes sit behind their own projections."""
     return isinstance(value, list) and len(value) > 1 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 8 for x in value) \
-        and any(w in key for w in ("dim", "channel", "features", "sizes"))
+        and ("per_stage" in key or key == "out_features")
 
 
 def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
@@ -300,7 +301,8 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
             if k != "image_size" and "size" in k and v == side and k in d and k not in WIDTH_KEYS:
                 d[k] = d["image_size"] // d["patch_size"]
     # square images given as [h, w] with a convolutional stem's stride instead of a patch size (SAM 2's Hiera)
-    size, stride = d.get("image_size"), d.get("patch_size") or (d.get("patch_stride") or [None])[0]
+    size, stride = d.get("image_size"), d.get("patch_size") or d.get("patch_stride")
+    stride = stride[0] if isinstance(stride, list) and stride else stride
     if isinstance(size, list) and len(set(size)) == 1 and isinstance(size[0], int) and isinstance(stride, int) and size[0] > MAX_IMAGE:
         d["image_size"] = [max(2 * stride, MAX_IMAGE // 2 // stride * stride)] * 2
     # timm is not installed (and must not be needed): use the transformers backbone
