@@ -327,6 +327,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             spec[name] = ids_spec(config, cfg_dict, SEQ)
         elif name.endswith("hidden_states") and name != first:  # context from another model (an assistant's)
             width = _get(config, "hidden_size", "d_model", default=64)
+            layers = _get(config, "target_layer_ids")  # the target's chosen layers, concatenated on the width
+            width *= len(layers) if isinstance(layers, (list, tuple)) and layers else 1
             spec[name] = {"kind": "randn", "shape": [BATCH, SEQ, width]}
         elif name == "inputs":  # Perceiver without a preprocessor: embeddings of d_model
             width = _get(config, "d_model", "hidden_size", default=64)
