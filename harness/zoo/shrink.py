@@ -153,6 +153,7 @@ def shrink_dict(d: dict) -> dict:
     _merged_widths(orig, d)
     _follow_image(orig, d)
     _fit_queries(d)
+    _tile_towers(d)
     if "dtype" in d:
         d["dtype"] = "float32"
     return d
@@ -203,6 +204,26 @@ def _fit_queries(d: dict) -> None:
     side, patch = _side(bb.get("image_size")), bb.get("patch_size")
     if side and isinstance(patch, int) and patch > 0:
         d["num_queries"] = min(d["num_queries"], (side // patch) ** 2)
+
+
+TILE_PATCHES = 8  # patches per side of a tile that a sub-tower sees as its whole image
+
+
+def _tile_towers(d: dict) -> None:
+    """Towers fed image tiles (DepthPro: patch_size 384 = each sub-ViT's image_size, images 4 tiles wide):
+    smaller tiles, and hook layer ids clipped to the sub-towers' shrunk depth (one id per hook kept)."""
+    tile = d.get("patch_size")
+    towers = [v for v in d.values() if isinstance(v, dict) and v.get("image_size") == tile and isinstance(v.get("patch_size"), int)]
+    if not isinstance(tile, int) or not towers:
+        return
+    new = TILE_PATCHES * towers[0]["patch_size"]
+    d["patch_size"] = new
+    for v in towers:
+        v["image_size"] = new
+    depth = min((v.get("num_hidden_layers") for v in towers if isinstance(v.get("num_hidden_layers"), int)), default=None)
+    for k, v in d.items():
+        if depth and "hook" in k and isinstance(v, list) and all(isinstance(x, int) for x in v):
+            d[k] = [min(x, depth - 1) for x in v]
 
 
 def json_key(x: Any) -> str:
