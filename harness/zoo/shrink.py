@@ -263,15 +263,12 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
     if isinstance(factor, (int, float)) and factor > 1 and old_heads:
         heads = next((d[k] for k in HEAD_KEYS if isinstance(d.get(k), int) and d[k] > 0), old_heads)
         d["rope_parameters"] = {**rope, "partial_rotary_factor": factor * heads / old_heads}
-    # a convolution's input channels equal to a width it reads (PP-FormulaNet's post_conv_in_channels,
-    # PP-DocLayout-V4's decoder_in_channels per level) follow it
+    # a convolution's input channels equal to a width it reads (PP-FormulaNet's post_conv_in_channels) follow it
     for k, v in orig.items():
-        if not k.endswith("in_channels") or k not in d:
-            continue
-        for x in (v if isinstance(v, list) else [v]):
-            w = next((wk for wk in WIDTH_KEYS if orig.get(wk) == x and d.get(wk) != x), None) if isinstance(x, int) and not isinstance(x, bool) else None
+        if k.endswith("in_channels") and isinstance(v, int) and not isinstance(v, bool) and k in d:
+            w = next((wk for wk in WIDTH_KEYS if orig.get(wk) == v and d.get(wk) != v), None)
             if w:
-                d[k] = [d[w] if y == x else y for y in d[k]] if isinstance(v, list) else d[w]
+                d[k] = d[w]
     # sinusoidal position features are half a width (SAM's num_pos_feats, sine and cosine side by side)
     for k, v in orig.items():
         if "pos_feat" in k and isinstance(v, int) and k in d:
