@@ -533,6 +533,22 @@ def _mel_bins_by_projection(spec: dict, error: str) -> dict | None:
     return {**spec, "input_features": {**feats, "shape": [b, frames, mel * want // got]}}
 
 
+_TOO_SMALL = re.compile(r"Image size \d+x\d+ is too small to be scaled with \w+=\[([\d.,\s]+)\] when patch_size=(\d+)")
+
+
+def _image_scaled_to_patch(spec: dict, error: str) -> dict | None:
+    """Images large enough that their smallest rescaled copy still holds one patch (DepthPro: 4 x 112 px)."""
+    pix, m = spec.get("pixel_values"), _TOO_SMALL.search(error)
+    if not pix or not m:
+        return None
+    ratio = min(float(x) for x in m.group(1).split(",") if x.strip())
+    side = int(-(-int(m.group(2)) // ratio))
+    out = {**spec, "pixel_values": {**pix, "shape": [*pix["shape"][:-2], side, side]}}
+    if "pixel_mask" in spec:
+        out["pixel_mask"] = {**spec["pixel_mask"], "shape": [*spec["pixel_mask"]["shape"][:-2], side, side]}
+    return out
+
+
 # (what the model's own error says, how the inputs change): tried once each, in order.
 INPUT_REPAIRS = (
     (re.compile(r"expected 5, got 4"), _add_image_axis),
@@ -566,6 +582,7 @@ INPUT_REPAIRS = (
     (_EITHER, _audio_instead_of_text),
     (_CHANNELS, _waveform_as_latents),
     (re.compile(r"Expected attn_mask dtype to be bool or float"), _drop_ones_mask),
+    (_TOO_SMALL, _image_scaled_to_patch),
 )
 
 

@@ -7,6 +7,7 @@ into text width, encoder into decoder) stay consistent without per-family code.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 WIDTH = 64
@@ -27,7 +28,7 @@ WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_
               "output_hidden_size", "mm_hidden_size", "vision_output_dim", "audio_hidden_size", "condition_dim",
               "text_embed_dim", "vision_embed_dim", "audio_embed_dim", "hidden_dim_vision", "cross_attention_hidden_size", "cross_hidden_size",
               "input_embedding_size", "output_embedding_size", "adapter_out_dim", "projection_hidden_size",
-              "hidden_size_global", "backbone_hidden_size")
+              "hidden_size_global", "backbone_hidden_size", "output_channels", "fpn_hidden_size", "vit_dim")
 WIDTH_LIST_KEYS = ("downsample_channels",)  # SAM necks in OCR towers (DeepSeek-OCR 2, Unlimited OCR)
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads",
              "num_heads", "encoder_num_attention_heads", "decoder_num_attention_heads")
@@ -165,6 +166,9 @@ def shrink_dict(d: dict) -> dict:
         if isinstance(v, dict) and ("model_type" in v or k.endswith("_config") or k in ("encoder", "decoder")):
             d[k] = shrink_dict(v)
     _merged_widths(orig, d)
+    _follow_image(orig, d)
+    _fit_queries(d)
+    _tile_towers(d)
     if "dtype" in d:
         d["dtype"] = "float32"
     return d
@@ -241,6 +245,59 @@ def _stage_doubled_width(orig: dict, d: dict) -> None:
             d[w] = d[stem] * now
 
 
+def _side(size: Any) -> int | None:
+    """The side of a square image size (an int or [h, h])."""
+    if isinstance(size, list) and len(set(size)) == 1:
+        size = size[0]
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def _follow_image(orig: dict, d: dict) -> None:
+    """Feature-map sizes listed beside a backbone whose image shrank (SAM 2's backbone_feature_sizes,
+    image / 4, / 8, / 16; SAM 3's grid x 4, x 2, x 1) shrink by the same ratio."""
+    subs = [(orig.get(k), d.get(k)) for k in d if isinstance(d.get(k), dict) and isinstance(orig.get(k), dict)]
+    pair = next(((_side(o.get("image_size")), _side(n.get("image_size"))) for o, n in [(orig, d), *subs]
+                 if _side(o.get("image_size")) and _side(n.get("image_size")) and _side(o.get("image_size")) != _side(n.get("image_size"))), None)
+    if pair is None:
+        return
+    old, new = pair
+    for k, v in orig.items():
+        flat = [x for e in v for x in (e if isinstance(e, list) else [e])] if isinstance(v, list) and "size" in k and k != "image_size" else []
+        if flat and all(isinstance(x, int) and 1 < x < old and x * new % old == 0 for x in flat):
+            d[k] = [[x * new // old for x in e] if isinstance(e, list) else e * new // old for e in v]
+
+
+def _fit_queries(d: dict) -> None:
+    """Two-stage detectors pick their queries top-k from the backbone's patch proposals (LW-DETR):
+    no more queries than the shrunk ViT backbone has patches."""
+    bb = d.get("backbone_config")
+    if not isinstance(d.get("num_queries"), int) or not isinstance(bb, dict):
+        return
+    side, patch = _side(bb.get("image_size")), bb.get("patch_size")
+    if side and isinstance(patch, int) and patch > 0:
+        d["num_queries"] = min(d["num_queries"], (side // patch) ** 2)
+
+
+TILE_PATCHES = 8  # patches per side of a tile that a sub-tower sees as its whole image
+
+
+def _tile_towers(d: dict) -> None:
+    """Towers fed image tiles (DepthPro: patch_size 384 = each sub-ViT's image_size, images 4 tiles wide):
+    smaller tiles, and hook layer ids clipped to the sub-towers' shrunk depth (one id per hook kept)."""
+    tile = d.get("patch_size")
+    towers = [v for v in d.values() if isinstance(v, dict) and v.get("image_size") == tile and isinstance(v.get("patch_size"), int)]
+    if not isinstance(tile, int) or not towers:
+        return
+    new = TILE_PATCHES * towers[0]["patch_size"]
+    d["patch_size"] = new
+    for v in towers:
+        v["image_size"] = new
+    depth = min((v.get("num_hidden_layers") for v in towers if isinstance(v.get("num_hidden_layers"), int)), default=None)
+    for k, v in d.items():
+        if depth and "hook" in k and isinstance(v, list) and all(isinstance(x, int) for x in v):
+            d[k] = [min(x, depth - 1) for x in v]
+
+
 def json_key(x: Any) -> str:
     """A hashable key for a per-layer entry (entries may be lists or dicts)."""
     return repr(x)
@@ -249,6 +306,13 @@ def json_key(x: Any) -> str:
 def _is_dim(key: str, value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 8 and any(
         w in key for w in ("dim", "size", "rank", "width")) and "vocab" not in key and "position" not in key
+
+
+def _is_stage_list(key: str, value: Any) -> bool:
+    """A list of per-stage channel counts the stages are built from (Hiera's embed_dim_per_stage,
+    EfficientLoFTR's out_features); other lists of sizes sit behind their own projections."""
+    return isinstance(value, list) and len(value) > 1 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 8 for x in value) \
+        and ("per_stage" in key or key == "out_features")
 
 
 def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
@@ -264,6 +328,31 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
             w = next((wk for wk in WIDTH_KEYS if orig.get(wk) == sum(v) and isinstance(d.get(wk), int) and d[wk] != sum(v)), None)
             if w:
                 d[k] = _scale_sections(v, d[w])
+    # a width that is the first or last stage of a per-stage channel list (Hiera's first stage, a CNN's
+    # last) feeds or is fed by that stage, and the list is not shrunk: the width keeps its value
+    for k in WIDTH_KEYS:
+        if isinstance(orig.get(k), int) and d.get(k) != orig[k] and any(
+                _is_stage_list(sk, sv) and orig[k] in (sv[0], sv[-1]) and d.get(sk) == sv for sk, sv in orig.items()):
+            d[k] = orig[k]
+    # a rotary "partial" factor above 1 is a multiple of the head (EfficientLoFTR's 2D rope spans half the
+    # width): the rotary keeps its share of the width when the head count changes
+    rope, old_heads = d.get("rope_parameters"), next((orig[k] for k in HEAD_KEYS if isinstance(orig.get(k), int) and orig[k] > 0), None)
+    factor = rope.get("partial_rotary_factor") if isinstance(rope, dict) else None
+    if isinstance(factor, (int, float)) and factor > 1 and old_heads:
+        heads = next((d[k] for k in HEAD_KEYS if isinstance(d.get(k), int) and d[k] > 0), old_heads)
+        d["rope_parameters"] = {**rope, "partial_rotary_factor": factor * heads / old_heads}
+    # a convolution's input channels equal to a width it reads (PP-FormulaNet's post_conv_in_channels) follow it
+    for k, v in orig.items():
+        if k.endswith("in_channels") and isinstance(v, int) and not isinstance(v, bool) and k in d:
+            w = next((wk for wk in WIDTH_KEYS if orig.get(wk) == v and d.get(wk) != v), None)
+            if w:
+                d[k] = d[w]
+    # sinusoidal position features are half a width (SAM's num_pos_feats, sine and cosine side by side)
+    for k, v in orig.items():
+        if "pos_feat" in k and isinstance(v, int) and k in d:
+            w = next((wk for wk in WIDTH_KEYS if orig.get(wk) == 2 * v and d.get(wk) != orig[wk]), None)
+            if w:
+                d[k] = d[w] // 2
     # grouped convolutions with one group per channel of a width (Mimi's upsampling): follow that width
     for k, v in orig.items():
         if k.endswith("groups") and isinstance(v, int) and not isinstance(v, bool) and v > 1:
@@ -325,7 +414,21 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
         d["max_source_positions"] = MAX_AUDIO_POSITIONS
     # big default images (Pixtral 1540, SigLIP-896) mean thousands of patches: 224 keeps the forward tiny
     if isinstance(d.get("image_size"), int) and isinstance(d.get("patch_size"), int) and d["image_size"] > MAX_IMAGE:
-        d["image_size"] = max(2 * d["patch_size"], MAX_IMAGE // 2 // d["patch_size"] * d["patch_size"])
+        # windowed towers cut the patch grid into sqrt(num_windows) windows per side (LW-DETR's ViT)
+        windows = d.get("num_windows") if isinstance(d.get("num_windows"), int) and d["num_windows"] > 0 else 1
+        step = d["patch_size"] * (math.isqrt(windows) if math.isqrt(windows) ** 2 == windows else 1)
+        d["image_size"] = max(2 * step, MAX_IMAGE // 2 // step * step)
+        # a patch-grid side stored beside them (SAM's image_embedding_size) is kept by to_dict over
+        # the one __post_init__ derives: it follows the new grid
+        side = orig["image_size"] // orig["patch_size"]
+        for k, v in orig.items():
+            if k != "image_size" and "size" in k and v == side and k in d and k not in WIDTH_KEYS:
+                d[k] = d["image_size"] // d["patch_size"]
+    # square images given as [h, w] with a convolutional stem's stride instead of a patch size (SAM 2's Hiera)
+    size, stride = d.get("image_size"), d.get("patch_size") or d.get("patch_stride")
+    stride = stride[0] if isinstance(stride, list) and stride else stride
+    if isinstance(size, list) and len(set(size)) == 1 and isinstance(size[0], int) and isinstance(stride, int) and size[0] > MAX_IMAGE:
+        d["image_size"] = [max(2 * stride, MAX_IMAGE // 2 // stride * stride)] * 2
     # timm is not installed (and must not be needed): use the transformers backbone
     if d.get("use_timm_backbone"):
         d["use_timm_backbone"] = False

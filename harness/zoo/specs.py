@@ -84,6 +84,10 @@ def vision_config(config: Any) -> Any:
         return s
     if _get(config, "image_size", "patch_size") is not None:
         return config
+    # the size lives on the backbone only (LW-DETR's windowed ViT, which takes no other size)
+    bb = sub(config, "backbone_config")
+    if bb is not None and _get(bb, "image_size") is not None:
+        return bb
     return None
 
 
@@ -376,6 +380,8 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
             spec[name] = {"kind": "randn", "shape": [BATCH, _get(config, "channels", "audio_channels", default=1), AUDIO_SAMPLES]}
         elif name.endswith("hidden_states") and name != first:  # context from another model (an assistant's)
             width = _get(config, "hidden_size", "d_model", default=64)
+            layers = _get(config, "target_layer_ids")  # the target's chosen layers, concatenated on the width
+            width *= len(layers) if isinstance(layers, (list, tuple)) and layers else 1
             spec[name] = {"kind": "randn", "shape": [BATCH, SEQ, width]}
         elif name == "inputs":  # Perceiver without a preprocessor: embeddings of d_model
             width = _get(config, "d_model", "hidden_size", default=64)
