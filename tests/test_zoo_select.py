@@ -117,3 +117,29 @@ def test_shrink_keeps_architecture_identities():
     assert resnet["out_features"] == ["stage2", "stage4"] and resnet["depths"] == [2, 2, 2, 2]
     whisper = shrink_dict({"num_mel_bins": 80, "max_source_positions": 1500, "encoder_layers": 4, "activation_function": "gelu"})
     assert whisper["max_source_positions"] == 64 and whisper["activation_function"] == "gelu"
+
+
+def test_shrink_keeps_relations_the_code_derives():
+    # per-part dims that split a width keep splitting it (Reformer's axial position embeddings)
+    reformer = shrink_dict({"hidden_size": 256, "num_attention_heads": 8, "num_hidden_layers": 6, "axial_pos_embds_dim": [64, 192]})
+    assert sum(reformer["axial_pos_embds_dim"]) == reformer["hidden_size"] == 64
+    # a dim that was two models' widths side by side stays their sum (codecs: semantic + acoustic)
+    codec = shrink_dict({"hidden_size": 1024, "num_hidden_layers": 4, "quantization_dim": 2048,
+                         "semantic_model_config": {"model_type": "x", "hidden_size": 1024, "num_hidden_layers": 4}})
+    assert codec["quantization_dim"] == codec["hidden_size"] + codec["semantic_model_config"]["hidden_size"] == 128
+    # routing left unset by the default gets the caps; an unset expert count alone means a dense model
+    moe = shrink_dict({"hidden_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 16,
+                       "n_routed_experts": None, "num_experts_per_tok": None})
+    assert (moe["n_routed_experts"], moe["num_experts_per_tok"]) == (4, 2)
+    dense = shrink_dict({"hidden_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 16, "num_experts": None})
+    assert dense["num_experts"] is None
+    # a per-head width that was width / heads stays so (Pix2Struct's text attention counts heads by it)
+    p2s = shrink_dict({"hidden_size": 768, "num_heads": 12, "d_kv": 64, "num_layers": 12})
+    assert p2s["d_kv"] * p2s["num_heads"] == p2s["hidden_size"]
+    # layers that reuse earlier layers' caches: a producer and a consumer of every kind survive (Gemma 3n)
+    kinds = (["sliding_attention"] * 4 + ["full_attention"]) * 6
+    shared = shrink_dict({"hidden_size": 2048, "num_attention_heads": 8, "num_hidden_layers": 30,
+                          "num_kv_shared_layers": 10, "layer_types": kinds})
+    n, k = shared["num_hidden_layers"], shared["num_kv_shared_layers"]
+    assert 0 < k < n == len(shared["layer_types"])
+    assert set(shared["layer_types"][: n - k]) == set(shared["layer_types"][n - k:]) == set(kinds)
