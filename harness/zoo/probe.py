@@ -320,11 +320,14 @@ def _frames_multiple(spec: dict, error: str) -> dict | None:
     if frames % n == 0:
         return None
     new = -(-frames // n) * n
-    out = {**spec, "input_features": {**feats, "shape": [*feats["shape"][:-1], new]}}
-    for key, item in spec.items():
-        if key != "input_features" and "mask" in key and item.get("shape", [None])[-1] == frames:
-            out[key] = {**item, "shape": [*item["shape"][:-1], new]}
-    return out
+    return _masks_follow({**spec, "input_features": {**feats, "shape": [*feats["shape"][:-1], new]}}, "input_features", frames, new)
+
+
+def _masks_follow(spec: dict, media: str, old: int, new: int) -> dict:
+    """spec with every mask whose last axis ran along the media input's old length (old) resized to new."""
+    return {key: {**item, "shape": [*item["shape"][:-1], new]}
+            if key != media and "mask" in key and item.get("shape", [None])[-1] == old else item
+            for key, item in spec.items()}
 
 
 _SIZES = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
@@ -402,11 +405,7 @@ def _samples_multiple(spec: dict, error: str) -> dict | None:
         return None
     n = int(m.group(1))
     new = -(-vals["shape"][-1] // n) * n
-    out = {**spec, "input_values": {**vals, "shape": [*vals["shape"][:-1], new]}}
-    for key, item in spec.items():
-        if key != "input_values" and "mask" in key and item.get("shape", [None])[-1] == vals["shape"][-1]:
-            out[key] = {**item, "shape": [*item["shape"][:-1], new]}
-    return out
+    return _masks_follow({**spec, "input_values": {**vals, "shape": [*vals["shape"][:-1], new]}}, "input_values", vals["shape"][-1], new)
 
 
 # HunYuan-VL's "image tokens do not match: tokens: N, features M" and Inkling 2's "placeholder tokens do not
@@ -452,11 +451,7 @@ def _frames_per_waveform(spec: dict, error: str) -> dict | None:
         return None
     shape = list(feats["shape"])
     shape[axes[0]] = want
-    out = {**spec, "input_features": {**feats, "shape": shape}}
-    for key, item in spec.items():
-        if key != "input_features" and "mask" in key and item.get("shape", [None])[-1] == frames:
-            out[key] = {**item, "shape": [*item["shape"][:-1], want]}
-    return out
+    return _masks_follow({**spec, "input_features": {**feats, "shape": shape}}, "input_features", frames, want)
 
 
 _CHANNELS = re.compile(r"expected input\[\d+, 1, \d+\] to have (\d+) channels, but got 1 channels")
