@@ -74,6 +74,7 @@ class SchedulerSettings:
     timezone: str = "UTC"
     misfire_grace_time: int = 3600    # seconds late a nightly may still start (a restart at 03:20 still runs it)
     shutdown_grace: float = 30.0      # seconds a job may take to finish on SIGTERM before it is requeued
+    stuck_after: float = 3600.0       # seconds a ready job may wait untaken before /healthz calls it stuck
 
 
 @dataclass
@@ -81,7 +82,11 @@ class WebhookSettings:
     host: str = "127.0.0.1"
     port: int = 8080
     secret: str | None = None        # env FLAGSWEEP_WEBHOOK_SECRET
-    max_body: int = 1_000_000
+    max_body: int = 1_000_000        # bytes; a larger delivery gets 413
+    drain_limit: int = 16_000_000    # bytes of an oversize body read and discarded so the sender reads its 413
+    max_headers: int = 100           # more header fields than this: 431
+    read_timeout: float = 10.0       # seconds a sender may pause while sending a body (then 408)
+    access_log: bool = True          # one line per request on the `flagsweep.access` logger
 
 
 @dataclass
@@ -93,6 +98,8 @@ class CommandSettings:
     any_issue: bool = False          # accept commands on issues the bot does not own
     permission_ttl: float = 300.0    # seconds a looked-up repository role is trusted
     max_models: int = 50             # most models one `sweep` command may start
+    retry_for: float = 3600.0        # seconds a command keeps being retried while GitHub is unavailable
+    retry_backoff: float = 30.0      # first wait before a retry (doubles, at most 10 minutes)
 
 
 @dataclass
@@ -155,6 +162,19 @@ def _fill(obj: Any, data: Mapping[str, Any], where: str) -> None:
         setattr(obj, key, Path(value) if isinstance(current, Path) else value)
 
 
+def _check_service(settings: Settings, where: str) -> None:
+    """Ranges of the service's numbers (types are checked by _fill)."""
+    checks = [("commands.retry_for", settings.commands.retry_for, 0), ("commands.retry_backoff",
+              settings.commands.retry_backoff, 1e-9), ("scheduler.stuck_after", settings.scheduler.stuck_after, 1e-9),
+              ("webhook.max_body", settings.webhook.max_body, 1), ("webhook.drain_limit", settings.webhook.drain_limit, 0),
+              ("webhook.max_headers", settings.webhook.max_headers, 1),
+              ("webhook.read_timeout", settings.webhook.read_timeout, 1e-9)]
+    for name, value, least in checks:
+        if value < least:
+            bound = "positive" if least > 0 else "zero or more"
+            raise SettingsError(f"{where}: {name} must be {bound}, got {value!r}")
+
+
 def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
     """Build the Settings from a TOML file (optional) and the environment."""
     env = os.environ if env is None else env
@@ -177,6 +197,7 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
                 raise SettingsError(f"{p}: [routing] must hold [[routing.rule]] tables")
             settings.routing = rules
         _fill(settings, data, str(p))
+        _check_service(settings, str(p))
     if env.get("FLAGSWEEP_STATE"):
         settings.state_path = Path(env["FLAGSWEEP_STATE"])
     if env.get("FLAGSWEEP_GITHUB_TOKEN"):

@@ -119,5 +119,14 @@ CREATE INDEX runs_nightly ON runs(kind, nightly);
 CREATE INDEX effects_config ON effects(config, effect);
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3]
+# v3 -> v4: a command job that failed because GitHub was down waits in the queue
+# for its next attempt (retry_at, epoch seconds) until retry_until, then fails.
+V4 = """
+ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN retry_at REAL;
+ALTER TABLE jobs ADD COLUMN retry_until REAL;
+CREATE INDEX jobs_status ON jobs(status, kind, id);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -9,7 +9,10 @@ import threading
 from dataclasses import dataclass
 
 
-@dataclass
+OUTAGE = 10 ** 9    # firings of an outage: more than any test sends before ending it
+
+
+@dataclass(eq=False)
 class Fault:
     kind: str                 # status | secondary | primary | slow | drop
     count: int
@@ -57,6 +60,16 @@ class Faults:
     def drop_after_write(self, n: int = 1, *, method: str | None = "POST", path: str | None = None) -> Fault:
         """The write is stored, then the connection is closed without an answer (PyGithub's re-send trap)."""
         return self._add(Fault("drop", n, method, path))
+
+    def outage(self, *, status: int = 500, method: str | None = None, path: str | None = None) -> Fault:
+        """Every matching request answers `status` until `end(fault)`: an endpoint that is down for a while."""
+        return self._add(Fault("status", OUTAGE, method, path, status=status))
+
+    def end(self, fault: Fault) -> None:
+        """Lift one fault (an outage is over); requests after this reach the state again."""
+        with self._lock:
+            if fault in self._rules:
+                self._rules.remove(fault)
 
     def clear(self) -> None:
         """Remove every pending fault."""
