@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from state import history, runs
+from state import history, jobs, runs
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 from tests import historydata as hd
@@ -48,7 +48,17 @@ def _fill_v2(conn: sqlite3.Connection) -> None:
                  " ('b1', 0, 'crash:capture_scalar_outputs:abc', 'edit', '{}', '2026-10-02T05:00:00+00:00')")
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2}
+def _fill_v3(conn: sqlite3.Connection) -> None:
+    """v2 rows plus jobs as the service stored them at v3 (no retry columns yet): one done, one queued."""
+    _fill_v2(conn)
+    conn.execute("INSERT INTO jobs (id, kind, payload, status, created_at, finished_at, result) VALUES"
+                 " (1, 'quick', '{\"issue\": 7}', 'done', '2026-10-02T05:00:00+00:00', '2026-10-02T05:00:02+00:00',"
+                 " '{\"commands\": []}')")
+    conn.execute("INSERT INTO jobs (id, kind, payload, status, created_at) VALUES"
+                 " (2, 'command', '{\"issue\": 7}', 'queued', '2026-10-02T05:01:00+00:00')")
+
+
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3}
 
 
 def _build_at(path, version: int) -> None:
@@ -100,6 +110,11 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
         assert conn.execute("SELECT count(*) FROM outbox WHERE status = 'pending'").fetchone()[0] == 1
     indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "outcomes_config_signature" in indexes
+    if version >= 3:
+        # Stored jobs read back with no outage behind them, and the queued one is still claimed.
+        assert jobs.get(conn, 1).attempts == 0 and jobs.get(conn, 1).result == {"commands": []}
+        claimed = jobs.claim_next(conn)
+        assert claimed.id == 2 and claimed.retry_at is None and claimed.payload == {"issue": 7}
 
 
 def test_each_migration_is_one_transaction(tmp_path):
