@@ -450,6 +450,9 @@ def test_flagsweep_serve_answers_health_and_stops_on_sigterm(tmp_path):
         assert r.status_code == 401
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
+        rest = proc.stderr.read()
+        # The access log: one line per request, the refused delivery included.
+        assert '"GET /healthz" 200' in rest and '"POST /webhook" 401' in rest and "flagsweep serve: stopping" in rest
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -37,3 +37,17 @@ def test_secrets_and_state_come_from_the_environment(tmp_path):
     assert s.webhook.secret == "s3"
     assert s.state_path == tmp_path / "x.sqlite"
     assert not settings.load(None, env={"HOME": str(tmp_path)}).github.has_credentials
+
+
+def test_service_retry_and_webhook_limits_are_checked(tmp_path):
+    s = settings.load(ROOT / "flagsweep.example.toml", env={"HOME": "/nonexistent"})
+    assert s.commands.retry_for == 3600.0 and s.commands.retry_backoff == 30.0 and s.webhook.max_body == 1_000_000
+    bad = tmp_path / "s.toml"
+    for text, named in [("[commands]\nretry_for = -1\n", r"commands\.retry_for must be zero or more, got -1\.0"),
+                        ("[commands]\nretry_backoff = 0\n", r"commands\.retry_backoff must be positive"),
+                        ('[commands]\nretry_for = "1h"\n', r"commands\.retry_for: expected float"),
+                        ("[webhook]\nmax_body = 0\n", r"webhook\.max_body must be positive"),
+                        ("[webhook]\nread_timeout = 0\n", r"webhook\.read_timeout must be positive")]:
+        bad.write_text(text)
+        with pytest.raises(settings.SettingsError, match=named):
+            settings.load(bad, env={})
