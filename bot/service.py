@@ -263,7 +263,7 @@ def serve(settings: Settings, *, schedule: bool = True, dry_run: bool | None = N
     except scheduler.ScheduleError as exc:
         print(f"flagsweep serve: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
+    except (OSError, OverflowError) as exc:   # OverflowError: a port outside 0-65535
         print(f"flagsweep serve: cannot listen on {settings.webhook.host}:{settings.webhook.port}: {exc}",
               file=sys.stderr)
         return 2

@@ -464,3 +464,36 @@ def test_serve_refuses_to_start_without_a_webhook_secret(tmp_path):
 
     s = Settings(state_path=tmp_path / "s.sqlite")
     assert serve(s) == 2
+
+
+def test_healthz_names_stuck_jobs(tmp_path):
+    """A job marked running that no runner holds (another process's, or one lost), and one nothing takes."""
+    s = Settings(state_path=tmp_path / "state.sqlite")
+    s.webhook.secret, s.webhook.port = SECRET, 0
+    s.scheduler.stuck_after = 1.0
+    svc = Service(s, dry_run=True, schedule=False)
+    svc.start()
+    conn = db.connect(s.state_path)
+    try:
+        assert httpx.get(svc.url + "/healthz", timeout=5).json()["jobs"]["stuck"] == []
+        orphan = jobs.enqueue(conn, "nightly-of-another-process", {})
+        assert jobs.claim_next(conn, kinds=("nightly-of-another-process",)).id == orphan
+        waiting = jobs.enqueue(conn, "kind-no-lane-takes", {})
+        time.sleep(2.1)                       # past stuck_after (timestamps are whole seconds)
+        health = httpx.get(svc.url + "/healthz", timeout=5).json()
+        stuck = {j["id"]: j["why"] for j in health["jobs"]["stuck"]}
+        assert health["ok"] is False and set(stuck) == {orphan, waiting}
+        assert "no runner of this service holds it" in stuck[orphan] and "nothing took it" in stuck[waiting]
+    finally:
+        svc.stop(grace=5)
+        conn.close()
+
+
+def test_serve_with_a_port_out_of_range_is_one_line(tmp_path, capsys):
+    from bot.service import serve
+
+    s = Settings(state_path=tmp_path / "s.sqlite")
+    s.webhook.secret, s.webhook.port = SECRET, 99999
+    assert serve(s, schedule=False) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flagsweep serve: cannot listen on 127.0.0.1:99999") and "Traceback" not in err
