@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from bot import commands as cmd_mod
+from bot import steps
 from bot import text as _text  # noqa: F401  (registers the escaping filters the reply templates use)
 from bot.bisect import BisectError, Probe, SkipNightly, bisect, outcome_key, window
 from bot.render import render
@@ -116,11 +117,6 @@ def _signature_row(conn: sqlite3.Connection, config: str | None, signature: str 
     return None
 
 
-def _finalize(conn: sqlite3.Connection, run_id: int) -> None:
-    from state import history
-    history.finalize_run(conn, run_id)
-
-
 def _last_nightly(conn: sqlite3.Connection) -> Any:
     from state import runs
     done = runs.list_runs(conn, kinds=["nightly"], status="finished", limit=1)
@@ -128,17 +124,15 @@ def _last_nightly(conn: sqlite3.Connection) -> Any:
 
 
 def _check_configs(ctx: Context, names: list[str]) -> dict[str, dict]:
-    from bot import nightly
     try:
-        return nightly._select_configs(ctx.settings, names)
+        return steps.select_configs(ctx.settings, names)
     except ValueError as exc:
         raise UserError(str(exc)) from None
 
 
 def _check_models(ctx: Context, patterns: list[str]) -> list[str]:
-    from bot import nightly
     try:
-        names = nightly._resolve_models(patterns)
+        names = steps.resolve_models(patterns)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     if len(names) > ctx.settings.commands.max_models:
@@ -162,12 +156,12 @@ def _check_base_settings(ctx: Context, texts: list[str]) -> dict[str, Any]:
 
 def default_sweep(ctx: Context, models: list[str], configs: dict[str, dict], base: dict[str, Any]) -> int:
     """An ad-hoc sweep on the torch the nightly uses, stored as a `command` run (kept out of the nightly history)."""
-    from bot import nightly, provider
+    from bot import provider
     try:
-        built = nightly._provide(ctx.settings, ctx.settings.nightly.torch, None, False)
+        built = steps.provide(ctx.settings, ctx.settings.nightly.torch, None, False)
     except provider.ProviderError as exc:
         raise UserError(f"no torch to sweep with: {exc}") from None
-    return nightly._sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
+    return steps.sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
                           python=built.python, run_id=None, resume=False, nightly=None, shard=None,
                           kind="command", progress=False)
 
@@ -202,16 +196,16 @@ def default_bisect_dates(ctx: Context) -> list[str]:
 
 def default_bisect_probe(ctx: Context, date: str, model: str, config: str) -> Probe:
     """Install the nightly of `date` and run the one item under it."""
-    from bot import nightly, provider
+    from bot import provider
     from harness import engine
     try:
         built = provider.provide(ctx.settings.nightly, date, progress=False)
     except provider.ProviderError as exc:
         log.warning("bisect: skipping %s: %s", date, exc)
         raise SkipNightly(date) from exc
-    chosen = nightly._select_configs(ctx.settings, [config])
+    chosen = steps.select_configs(ctx.settings, [config])
     out = engine.run_items([(model, config)], configs=chosen, base_settings={},
-                           options=nightly._sweep_options(ctx.settings, built.python))[0]
+                           options=ctx.settings.sweep.options(built.python))[0]
     return Probe(date=date, version=built.version, git=built.git, key=outcome_key(out),
                  detail=(out.error_message or "")[:300])
 
@@ -284,8 +278,7 @@ def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author:
     chosen = _check_configs(ctx, [args["config"]])
     models = _check_models(ctx, [args["models"]])
     base = _check_base_settings(ctx, args.get("base_setting") or [])
-    run_id = (ctx.sweep or default_sweep)(ctx, models, chosen, base)
-    _finalize(ctx.conn, run_id)   # idempotent: the engine may have done it already
+    run_id = (ctx.sweep or default_sweep)(ctx, models, chosen, base)   # the sweep finalizes the run it ends
     effects = [e.to_dict() for e in history.effects(ctx.conn, run_id) if e.config == args["config"]]
     _reply(ctx, number, "reply_sweep.md.j2", run_id=run_id, config=args["config"], models=models,
            base=base, effects=effects)

@@ -22,7 +22,8 @@ from typing import Any
 
 from bot import render, text
 from bot.routing import Rule, route, valid_handle
-from harness.outcome import EFFECTS, Effect, Outcome
+from harness.effects import effect_table
+from harness.outcome import Effect, Outcome
 
 REF = "[[flagsweep-ref:{key}]]"          # resolved to "#N" at send time (the number may not exist yet)
 ROW_LIMITS = (200, 100, 50, 20, 5)       # table rows tried, largest first, until the body fits
@@ -105,8 +106,7 @@ def config_display(name: str, settings: dict[str, Any]) -> str:
 
 
 def _crash_sig(o: Outcome | None, e: Effect) -> str:
-    # Timeouts and kills often carry no message: their status is their signature (as in bot.diff).
-    return e.config_signature or (o.signature if o else None) or (o.status if o else "error")
+    return e.config_signature or (o.crash_signature if o else "error")
 
 
 def _when(stamp: str) -> str:
@@ -128,16 +128,6 @@ def _render_fitting(template: str, ctx: dict[str, Any]) -> str:
             return body
     cut = body[: text.MAX_BODY - 200]
     return cut + "\n\n… (truncated)\n" + text.END + "\n"
-
-
-def _effects_table(effects: list[Effect]) -> tuple[list[dict[str, Any]], int]:
-    counts = Counter(e.effect for e in effects)
-    testable = sum(n for eff, n in counts.items() if eff not in ("create_error", "both_crash"))
-    rows = []
-    for eff in EFFECTS:
-        pct = "" if eff in ("create_error", "both_crash") or not testable else f"{100 * counts[eff] / testable:.0f}%"
-        rows.append({"effect": eff, "count": counts[eff], "pct": pct})
-    return rows, testable
 
 
 def tracking_groups(effects: list[Effect], outcomes: list[Outcome]) -> dict[str, tuple[str, str, list[Effect]]]:
@@ -168,8 +158,7 @@ class _Planner:
     def common(self, config: str) -> dict[str, Any]:
         run = self.i.run
         env = run.get("environment") or {}
-        effects = self.by_config.get(config, [])
-        table, testable = _effects_table(effects)
+        table = effect_table(self.by_config.get(config, []), config)
         strata = Counter(o.stratum or "unknown" for o in self.i.outcomes if o.config == "baseline")
         configs = run.get("configs") or {}
         return {
@@ -179,7 +168,7 @@ class _Planner:
             "configs": [(n, json.dumps(v, sort_keys=True)) for n, v in sorted(configs.items())],
             "backend": (run.get("options") or {}).get("backend", "count"),
             "device": (run.get("options") or {}).get("device", "cpu"),
-            "effects_table": table, "testable": testable, "report_url": self.s.report_url,
+            "effects_table": table.rows, "testable": table.testable, "report_url": self.s.report_url,
             "begin": text.BEGIN, "end": text.END, "date": self.date, "date_text": _when(self.date),
         }
 

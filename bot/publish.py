@@ -22,6 +22,7 @@ from bot.dryrun import DryRunPublisher
 from bot.publisher import ActionRefused, GitHubUnavailable, Publisher
 from bot.settings import Settings
 from state import links as links_mod, outbox
+from state.db import transaction
 
 log = logging.getLogger(__name__)
 _REF = re.compile(r"\[\[flagsweep-ref:([A-Za-z0-9]+)\]\]")
@@ -196,14 +197,9 @@ def _drain(conn: sqlite3.Connection, pub: Publisher, repo: str, summary: Publish
             summary.failed += 1
             log.error("%s %s refused: %s", entry.action, entry.key, exc)
             continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             _apply(conn, repo, entry, result)
             outbox.mark_done(conn, entry.id, result)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         summary.done += 1
         summary.unchanged += 0 if changed else 1
         summary.rows.append(_row(entry.action, entry.key, result.get("number"),

@@ -8,33 +8,23 @@ import csv
 import io
 import json
 import sqlite3
-from collections import Counter
 from typing import Any
 
-from bot.diff import TRANSITIONS
+from bot.diff import NEWS, TRANSITIONS
 from bot.stored_diff import diff_stored
-from bot.render import register_filter, render
+from bot import text as _text  # noqa: F401  (registers the escaping filters the templates use)
+from bot.render import render
+from harness.effects import effect_table, effects_for
 from harness.outcome import EFFECTS, Outcome
 from state import history
 from state import runs as runs_mod
 
 BASELINE = "baseline"
-# Effects that count as a model being testable under a flag (DESIGN "Words").
-UNTESTABLE = ("create_error", "both_crash")
 # The three lines of the trend chart: (effect, label key used by the template).
 TREND_EFFECTS = ("crashes", "reduces_graphs", "no_effect")
 EXAMPLE_CHARS = 600
 
 
-def _md_cell(value: Any) -> str:
-    """Make foreign text safe inside a Markdown table cell: no pipes, newlines or mentions."""
-    text = "" if value is None else str(value)
-    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
-    # Text from errors or models must never ping anyone: break "@name" with a zero-width joiner.
-    return text.replace("@", "@\u200d").replace("`", "'")
-
-
-register_filter("md_cell", _md_cell)
 
 
 def _run_or_raise(conn: sqlite3.Connection, run_id: int) -> runs_mod.Run:
@@ -48,9 +38,7 @@ def _run_summary(conn: sqlite3.Connection, run: runs_mod.Run) -> dict[str, Any]:
     """The few facts about a run every listing shows."""
     env = run.environment
     ids = history.run_group(conn, run.id)
-    marks = ",".join("?" * len(ids))
-    by_status = dict(conn.execute(
-        f"SELECT status, count(*) FROM outcomes WHERE run_id IN ({marks}) GROUP BY status", ids).fetchall())
+    by_status = runs_mod.status_counts(conn, ids)
     return {
         "id": run.id, "kind": run.kind, "status": run.status, "started_at": run.started_at,
         "finished_at": run.finished_at, "nightly": run.nightly, "shard": run.shard, "group": ids,
@@ -106,21 +94,6 @@ def diff_runs(conn: sqlite3.Connection, run_a: int, run_b: int) -> dict[str, Any
     }
 
 
-def _effect_table(effs: list, configs: list[str]) -> list[dict[str, Any]]:
-    """Per flag config: each effect's count and share of testable models."""
-    table = []
-    for config in configs:
-        counts = Counter(e.effect for e in effs if e.config == config)
-        total = sum(counts.values())
-        testable = total - sum(counts[u] for u in UNTESTABLE)
-        rows = [{"effect": eff, "count": counts[eff],
-                 "pct": None if eff in UNTESTABLE or not testable else round(100.0 * counts[eff] / testable, 1)}
-                for eff in EFFECTS]
-        table.append({"config": config, "total": total, "testable": testable, "rows": rows,
-                      "by_effect": {r["effect"]: r for r in rows}})
-    return table
-
-
 def _cell_text(o: Outcome | None, effect: Any | None) -> str:
     if o is None:
         return "–"
@@ -156,7 +129,7 @@ def _signatures(conn: sqlite3.Connection, outs: list[Outcome]) -> list[dict[str,
     groups: dict[tuple[str, str], list[Outcome]] = {}
     for o in outs:
         if o.crashed:
-            groups.setdefault((o.config, o.signature or o.status), []).append(o)
+            groups.setdefault((o.config, o.crash_signature), []).append(o)
     known = {(s["config"], s["signature"]): s for s in history.signature_history(conn)}
     out = []
     for (config, sig), items in groups.items():
@@ -222,20 +195,19 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
     run = _run_or_raise(conn, run_id)
     outs = history.group_outcomes(conn, run_id)
     # A run that was never finalized (interrupted) still gets a report: classify on the fly.
-    effs = history.effects(conn, run_id) or history.compute_effects(outs)
+    effs = history.effects(conn, run_id) or effects_for(outs)
     configs = [c for c in run.configs if c != BASELINE] or sorted({o.config for o in outs} - {BASELINE})
     models = sorted({o.model for o in outs} | history.group_models(conn, run_id))
     prev = history.previous_comparable_run(conn, run_id)
     changes = diff_runs(conn, prev, run_id) if prev is not None else None
     if changes is not None:
-        news = [t for t in changes["transitions"]
-                if t["transition"] not in ("unchanged", "still_crashing") and t["flaky_rate"] is None]
+        news = [t for t in changes["transitions"] if t["transition"] in NEWS and t["flaky_rate"] is None]
         changes["news"] = news
         changes["nonzero"] = [{"name": n, "count": c} for n, c in changes["counts"].items() if c]
     return {
         "run": _run_summary(conn, run), "environment": run.environment, "base_settings": run.base_settings,
         "config_settings": run.configs, "configs": configs, "models": models,
-        "effect_table": _effect_table(effs, configs), "effects_list": list(EFFECTS),
+        "effect_table": [effect_table(effs, c) for c in configs], "effects_list": list(EFFECTS),
         "matrix": _matrix(outs, effs, models, configs), "signatures": _signatures(conn, outs),
         "previous": prev, "changes": changes, "transition_names": list(TRANSITIONS),
         "trend": _trend(conn, run, configs, trend_runs), "trend_effects": list(TREND_EFFECTS),

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from harness.options import SweepOptions
 from harness.signature import innermost_torch_frame, signature
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -182,19 +183,18 @@ def _signal_name(returncode: int | None) -> str:
 class Pool:
     """A set of warm workers fed with Groups; `run` yields (index, outcome dict) as items finish."""
 
-    def __init__(self, *, workers: int, timeout: float, python: str | None = None, backend: str = "count",
-                 device: str = "cpu", max_items_per_worker: int = 50, max_rss_mb: float = 6000,
-                 extra_modules: list[str] | None = None, base_settings: dict | None = None,
+    def __init__(self, options: SweepOptions, *, workers: int | None = None, base_settings: dict | None = None,
                  fresh_workers: bool = False):
-        self.size = max(1, workers)
-        self.timeout = timeout
-        self.python = python or sys.executable
-        self.backend, self.device = backend, device
-        self.max_items = 1 if fresh_workers else max(1, max_items_per_worker)
+        """`workers`: how many to start (default: what the options say); fresh: one item per worker."""
+        self.size = max(1, workers if workers is not None else options.worker_count())
+        self.timeout = options.timeout
+        self.python = options.python or sys.executable
+        self.backend, self.device = options.backend, options.device
+        self.max_items = 1 if fresh_workers else max(1, options.max_items_per_worker)
         self.fresh = fresh_workers
-        self.max_rss_mb = max_rss_mb
-        self.hard_rss_mb = max_rss_mb * HARD_RSS_FACTOR
-        self.extra_modules = list(extra_modules or [])
+        self.max_rss_mb = options.max_rss_mb
+        self.hard_rss_mb = options.max_rss_mb * HARD_RSS_FACTOR
+        self.extra_modules = list(options.extra_modules)
         self.base_settings = dict(base_settings or {})
         self.threads = max(1, (os.cpu_count() or 1) // self.size)
         self.logdir = tempfile.TemporaryDirectory(prefix="flagsweep-workers-")

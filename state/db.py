@@ -6,7 +6,9 @@ clear message; it is never silently reset.
 from __future__ import annotations
 
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -49,18 +51,34 @@ def migrate_to(conn: sqlite3.Connection, target: int) -> None:
     """Apply migrations one at a time, each in its own transaction."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     while version < target:
-        script = MIGRATIONS[version]
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _statements(script):
+        with transaction(conn):
+            for statement in _statements(MIGRATIONS[version]):
                 conn.execute(statement)
             conn.execute(f"PRAGMA application_id={APP_ID}")
             conn.execute(f"PRAGMA user_version={version + 1}")
-            conn.execute("COMMIT")
-        except Exception:
-            conn.execute("ROLLBACK")
-            raise
         version += 1
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """All or nothing: BEGIN IMMEDIATE (take the write lock first), or a savepoint inside a caller's transaction."""
+    if conn.in_transaction:
+        conn.execute("SAVEPOINT flagsweep_tx")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK TO flagsweep_tx")
+            conn.execute("RELEASE flagsweep_tx")
+            raise
+        conn.execute("RELEASE flagsweep_tx")
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def _statements(script: str) -> list[str]:

@@ -8,23 +8,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
-from harness.outcome import Effect, Outcome
+from harness.effects import effects_for
+from harness.outcome import CRASH_STATUSES, Effect, Outcome
 from state import runs as runs_mod
+from state.db import transaction
 from state.runs import Run
 
 # Kinds of run whose results describe the corpus; `confirm` runs only re-check items.
 HISTORY_KINDS = ("sweep", "nightly", "command")
 EXAMPLE_MESSAGE_CHARS = 4000
-
-
-def compute_effects(outcomes: list[Outcome]) -> list[Effect]:
-    """Adapter over the engine area's pure classifier (kept in one place on purpose)."""
-    from harness.effects import effects_for
-
-    return list(effects_for(outcomes))
 
 
 def run_group(conn: sqlite3.Connection, run_id: int) -> list[int]:
@@ -71,7 +65,7 @@ def finalize_run(conn: sqlite3.Connection, run_id: int) -> None:
     if run is None:
         raise KeyError(f"no run {run_id}")
     outs = runs_mod.outcomes(conn, run_id)
-    effs = compute_effects(outs)
+    effs = effects_for(outs)
     with transaction(conn):
         conn.execute("DELETE FROM effects WHERE run_id = ?", (run_id,))
         conn.executemany(
@@ -83,29 +77,7 @@ def finalize_run(conn: sqlite3.Connection, run_id: int) -> None:
         _update_signatures(conn, run, outs)
 
 
-@contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """All or nothing: BEGIN IMMEDIATE (take the write lock first), or a savepoint inside a caller's transaction."""
-    if conn.in_transaction:
-        conn.execute("SAVEPOINT flagsweep_history")
-        try:
-            yield
-        except BaseException:
-            conn.execute("ROLLBACK TO flagsweep_history")
-            conn.execute("RELEASE flagsweep_history")
-            raise
-        conn.execute("RELEASE flagsweep_history")
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-_CRASHED = "('error', 'timeout', 'killed')"  # harness.outcome.CRASH_STATUSES, as SQL
+_CRASHED = "(" + ",".join(f"'{s}'" for s in CRASH_STATUSES) + ")"  # as SQL
 
 
 def _crash_keys(outs: Iterable[Outcome]) -> set[tuple[str, str]]:
@@ -203,7 +175,7 @@ def previous_comparable_run(conn: sqlite3.Connection, run_id: int) -> int | None
     kinds = ("nightly",) if run.kind == "nightly" else HISTORY_KINDS
     earliest_own = min(own_group)
     seen: set[tuple] = set()
-    for cand in _finished_runs(conn, kinds, before_id=earliest_own):
+    for cand in runs_mod.finished_runs(conn, kinds, before_id=earliest_own):
         key = _group_key(cand)
         if key in seen:
             continue
@@ -213,24 +185,11 @@ def previous_comparable_run(conn: sqlite3.Connection, run_id: int) -> int | None
     return None
 
 
-def _finished_runs(conn: sqlite3.Connection, kinds: Iterable[str], before_id: int | None = None) -> Iterable[Run]:
-    """Finished runs of `kinds`, newest first, lazily."""
-    kinds = list(kinds)
-    sql = runs_mod._RUN_SQL + f" WHERE r.status = 'finished' AND r.kind IN ({','.join('?' * len(kinds))})"
-    args: list[Any] = list(kinds)
-    if before_id is not None:
-        sql += " AND r.id < ?"
-        args.append(before_id)
-    sql += " ORDER BY r.id DESC"
-    for row in conn.execute(sql, args).fetchall():
-        yield runs_mod._run(row)
-
-
 def latest_runs(conn: sqlite3.Connection, n: int, *, kinds: Iterable[str] = HISTORY_KINDS) -> list[Run]:
     """The latest `n` finished runs, newest first, one per group (shards collapse to their highest id)."""
     out: list[Run] = []
     seen: set[tuple] = set()
-    for run in _finished_runs(conn, kinds):
+    for run in runs_mod.finished_runs(conn, kinds):
         key = _group_key(run)
         if key in seen:
             continue

@@ -6,6 +6,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from state.db import transaction
 from state.runs import now
 
 JOB_STATUSES = ("queued", "running", "done", "failed")
@@ -50,17 +51,11 @@ def claim_next(conn: sqlite3.Connection, kinds: tuple[str, ...] | None = None) -
         sql += f" AND kind IN ({','.join('?' * len(kinds))})"
         args = list(kinds)
     # BEGIN IMMEDIATE takes the write lock first, so two runners never claim the same job.
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         row = conn.execute(sql + " ORDER BY id LIMIT 1", args).fetchone()
         if row is None:
-            conn.execute("COMMIT")
             return None
         conn.execute("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ?", (now(), row["id"]))
-        conn.execute("COMMIT")
-    except Exception:
-        conn.execute("ROLLBACK")
-        raise
     return get(conn, row["id"])
 
 
