@@ -17,7 +17,7 @@ from typing import Any
 from bot import provider
 from bot.publish import PublishSummary
 from bot.settings import Settings
-from bot.steps import Steps
+from bot.steps import Steps, load_view
 from state import runs as runs_mod
 
 log = logging.getLogger(__name__)
@@ -149,6 +149,7 @@ def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyR
     result.previous_run = prev
     if diff_result is not None:
         result.transitions = {k: v for k, v in diff_result.counts().items() if v}
-    result.published = steps.publish(conn, settings, result.run_id, dry_run=result.dry_run, out_dir=out)
-    result.report = str(steps.report(conn, result.run_id, out))
+    view = load_view(conn, result.run_id, settings)     # read once: the publisher and the report share it
+    result.published = steps.publish(conn, settings, view, dry_run=result.dry_run, out_dir=out)
+    result.report = str(steps.report(conn, view, out))
     return result

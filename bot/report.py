@@ -8,13 +8,15 @@ import csv
 import io
 import json
 import sqlite3
-from typing import Any
+from typing import Any, Iterable
 
-from bot.diff import NEWS, TRANSITIONS
+from bot import run_view
+from bot.diff import NEWS, TRANSITIONS, DiffResult
+from bot.run_view import RunView
 from bot.stored_diff import diff_stored
 from bot import text as _text  # noqa: F401  (registers the escaping filters the templates use)
 from bot.render import render
-from harness.effects import effect_table, effects_for
+from harness.effects import effect_table
 from harness.outcome import EFFECTS, Outcome
 from state import history
 from state import runs as runs_mod
@@ -42,7 +44,7 @@ def _run_summary(conn: sqlite3.Connection, run: runs_mod.Run) -> dict[str, Any]:
     return {
         "id": run.id, "kind": run.kind, "status": run.status, "started_at": run.started_at,
         "finished_at": run.finished_at, "nightly": run.nightly, "shard": run.shard, "group": ids,
-        "models": len(history.group_models(conn, run.id)), "configs": list(run.configs),
+        "models": len(history.models_of(conn, run)), "configs": list(run.configs),
         "n_items": sum(by_status.values()), "by_status": by_status,
         "torch_version": env.get("torch_version"), "device": env.get("device"),
     }
@@ -72,10 +74,13 @@ def _changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[st
 def diff_runs(conn: sqlite3.Connection, run_a: int, run_b: int) -> dict[str, Any]:
     """The diff of two stored runs as the JSON-ready dict `flagsweep diff --json` prints."""
     a, b = _run_or_raise(conn, run_a), _run_or_raise(conn, run_b)
-    result = diff_stored(conn, run_a, run_b)
-    models_a, models_b = history.group_models(conn, run_a), history.group_models(conn, run_b)
+    return _diff_dict(conn, a, b, diff_stored(conn, run_a, run_b))
+
+
+def _diff_dict(conn: sqlite3.Connection, a: runs_mod.Run, b: runs_mod.Run, result: DiffResult) -> dict[str, Any]:
+    models_a, models_b = history.models_of(conn, a), history.models_of(conn, b)
     return {
-        "from": run_a, "to": run_b,
+        "from": a.id, "to": b.id,
         "transitions": [t.to_dict() for t in result.transitions],
         "counts": result.counts(),
         "counts_by_config": result.counts_by_config(),
@@ -124,13 +129,13 @@ def _matrix(outs: list[Outcome], effs: list, models: list[str], configs: list[st
     return rows
 
 
-def _signatures(conn: sqlite3.Connection, outs: list[Outcome]) -> list[dict[str, Any]]:
+def _signatures(history_rows: Iterable[dict[str, Any]], outs: Iterable[Outcome]) -> list[dict[str, Any]]:
     """Crash signatures of this run with their models, most models first."""
     groups: dict[tuple[str, str], list[Outcome]] = {}
     for o in outs:
         if o.crashed:
             groups.setdefault((o.config, o.crash_signature), []).append(o)
-    known = {(s["config"], s["signature"]): s for s in history.signature_history(conn)}
+    known = {(s["config"], s["signature"]): s for s in history_rows}
     out = []
     for (config, sig), items in groups.items():
         ex = min(items, key=lambda o: (not o.error_message, o.model))
@@ -185,21 +190,20 @@ def _trend(conn: sqlite3.Connection, run: runs_mod.Run, configs: list[str], n: i
     return charts
 
 
-def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_runs: int = 14) -> dict[str, Any]:
-    """Everything the report templates show, for one run (default: the latest finished run)."""
-    if run_id is None:
-        latest = history.latest_runs(conn, 1)
-        if not latest:
-            raise LookupError("no finished run in the store yet")
-        run_id = latest[0].id
-    run = _run_or_raise(conn, run_id)
-    outs = history.group_outcomes(conn, run_id)
-    # A run that was never finalized (interrupted) still gets a report: classify on the fly.
-    effs = history.effects(conn, run_id) or effects_for(outs)
+def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_runs: int = 14,
+                  view: RunView | None = None) -> dict[str, Any]:
+    """Everything the report templates show, for one run (default: the latest finished run, or the `view` given)."""
+    if view is None:
+        if run_id is None:
+            latest = history.latest_runs(conn, 1)
+            if not latest:
+                raise LookupError("no finished run in the store yet")
+            run_id = latest[0].id
+        view = run_view.load(conn, run_id)
+    run, outs, effs = view.run, list(view.outcomes), list(view.effects)
     configs = [c for c in run.configs if c != BASELINE] or sorted({o.config for o in outs} - {BASELINE})
-    models = sorted({o.model for o in outs} | history.group_models(conn, run_id))
-    prev = history.previous_comparable_run(conn, run_id)
-    changes = diff_runs(conn, prev, run_id) if prev is not None else None
+    models = sorted({o.model for o in outs} | view.models)
+    changes = _diff_dict(conn, view.previous, run, view.diff) if view.previous is not None else None
     if changes is not None:
         news = [t for t in changes["transitions"] if t["transition"] in NEWS and t["flaky_rate"] is None]
         changes["news"] = news
@@ -208,8 +212,9 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         "run": _run_summary(conn, run), "environment": run.environment, "base_settings": run.base_settings,
         "config_settings": run.configs, "configs": configs, "models": models,
         "effect_table": [effect_table(effs, c) for c in configs], "effects_list": list(EFFECTS),
-        "matrix": _matrix(outs, effs, models, configs), "signatures": _signatures(conn, outs),
-        "previous": prev, "changes": changes, "transition_names": list(TRANSITIONS),
+        "matrix": _matrix(outs, effs, models, configs), "signatures": _signatures(view.signatures, outs),
+        "previous": view.previous.id if view.previous else None, "changes": changes,
+        "transition_names": list(TRANSITIONS),
         "trend": _trend(conn, run, configs, trend_runs), "trend_effects": list(TREND_EFFECTS),
     }
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from bot import provider
+from bot import provider, run_view
 from bot.diff import DiffResult
 from bot.publish import PublishSummary
+from bot.run_view import RunView
 from bot.settings import Settings
 
 
@@ -69,19 +70,24 @@ def confirm(conn: sqlite3.Connection, run_id: int, result: DiffResult | None, se
     return dataclasses.replace(result, transitions=transitions)
 
 
-def publish(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dry_run: bool,
+def load_view(conn: sqlite3.Connection, run_id: int, settings: Settings) -> RunView:
+    """The run as publishing sees it, read once (after flake confirmation has marked what it re-ran)."""
+    return run_view.load(conn, run_id, settings.github.repo)
+
+
+def publish(conn: sqlite3.Connection, settings: Settings, view: RunView, *, dry_run: bool,
             out_dir: Path) -> PublishSummary:
-    """Plan and publish (or, in a dry run, render to files) the issues of one run."""
+    """Plan and publish (or, in a dry run, render to files) the issues of the viewed run."""
     from bot import publish as publish_mod
-    return publish_mod.publish_run(conn, settings, run_id, dry_run=dry_run, out_dir=str(out_dir))
+    return publish_mod.publish_run(conn, settings, view.id, dry_run=dry_run, out_dir=str(out_dir), view=view)
 
 
-def report(conn: sqlite3.Connection, run_id: int, out_dir: Path) -> Path:
-    """Write the run's HTML report into `out_dir`; returns its path."""
+def report(conn: sqlite3.Connection, view: RunView, out_dir: Path) -> Path:
+    """Write the viewed run's HTML report into `out_dir`; returns its path."""
     from bot import report as report_mod
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "report.html"
-    path.write_text(report_mod.render_html(report_mod.build_context(conn, run_id)))
+    path.write_text(report_mod.render_html(report_mod.build_context(conn, view=view)))
     return path
 
 
@@ -123,12 +129,12 @@ class ConfirmStep(Protocol):
 
 
 class PublishStep(Protocol):
-    def __call__(self, conn: sqlite3.Connection, settings: Settings, run_id: int, *, dry_run: bool,
+    def __call__(self, conn: sqlite3.Connection, settings: Settings, view: RunView, *, dry_run: bool,
                  out_dir: Path) -> PublishSummary: ...
 
 
 class ReportStep(Protocol):
-    def __call__(self, conn: sqlite3.Connection, run_id: int, out_dir: Path) -> Path: ...
+    def __call__(self, conn: sqlite3.Connection, view: RunView, out_dir: Path) -> Path: ...
 
 
 @dataclass

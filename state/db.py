@@ -47,6 +47,15 @@ def connect(path: str | Path, *, migrate: bool = True) -> sqlite3.Connection:
     return conn
 
 
+def scratch_copy(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """An in-memory copy of the store: a dry run goes through the real publish steps here, leaving the file as it was."""
+    copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    conn.backup(copy)
+    copy.row_factory = sqlite3.Row
+    copy.execute("PRAGMA foreign_keys=ON")
+    return copy
+
+
 def migrate_to(conn: sqlite3.Connection, target: int) -> None:
     """Apply migrations one at a time, each in its own transaction."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]

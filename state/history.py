@@ -44,6 +44,13 @@ def group_outcomes(conn: sqlite3.Connection, run_id: int) -> list[Outcome]:
     return out
 
 
+def models_of(conn: sqlite3.Connection, run: Run) -> set[str]:
+    """The model set of a loaded run's group (no read at all for a run that is its own group)."""
+    if not (run.nightly and run.shard):
+        return set(run.models)
+    return group_models(conn, run.id)
+
+
 def group_models(conn: sqlite3.Connection, run_id: int) -> set[str]:
     """The model set of the run's group."""
     models: set[str] = set()
@@ -162,26 +169,31 @@ def _group_key(run: Run) -> tuple:
 
 
 def previous_comparable_run(conn: sqlite3.Connection, run_id: int) -> int | None:
+    """The latest earlier finished run with the same config names and overlapping models (see `previous_comparable`)."""
+    run = runs_mod.get_run(conn, run_id)
+    if run is None:
+        return None
+    prev = previous_comparable(conn, run, models_of(conn, run))
+    return prev.id if prev else None
+
+
+def previous_comparable(conn: sqlite3.Connection, run: Run, models: set[str]) -> Run | None:
     """The latest earlier finished run with the same config names and overlapping models.
 
     Shards of one nightly count as one run (their highest id stands for the group).
     A nightly is compared with nightlies only, so an ad-hoc sweep never hides last night.
     """
-    run = runs_mod.get_run(conn, run_id)
-    if run is None:
-        return None
-    mine = group_models(conn, run_id)
-    own_group = set(run_group(conn, run_id))
     kinds = ("nightly",) if run.kind == "nightly" else HISTORY_KINDS
-    earliest_own = min(own_group)
+    earliest_own = min(run_group(conn, run.id))
     seen: set[tuple] = set()
     for cand in runs_mod.finished_runs(conn, kinds, before_id=earliest_own):
         key = _group_key(cand)
         if key in seen:
             continue
         seen.add(key)
-        if _is_comparable(run, mine, cand, group_models(conn, cand.id)):
-            return max(run_group(conn, cand.id))
+        if _is_comparable(run, models, cand, models_of(conn, cand)):
+            stand_in = max(run_group(conn, cand.id))
+            return cand if stand_in == cand.id else runs_mod.get_run(conn, stand_in)
     return None
 
 

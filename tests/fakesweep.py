@@ -22,6 +22,7 @@ class World:
         self.crashing: set[str] = set()     # models that crash under the flag
         self.sweeps = []
         self.published = []
+        self.views = []                     # the run views handed to publish and report, in order
 
     def provide(self, settings, torch, date, progress):
         return Nightly(version=self.version, git="g" + self.date[-2:], python=sys.executable, date=self.date)
@@ -46,9 +47,10 @@ class World:
         history.finalize_run(conn, rid)     # whoever ends a run finalizes it, as the engine does
         return rid
 
-    def publish(self, conn, settings, run_id, *, dry_run, out_dir) -> PublishSummary:
-        self.published.append(run_id)
-        return PublishSummary(run_id=run_id, dry_run=dry_run, repo=None)
+    def publish(self, conn, settings, view, *, dry_run, out_dir) -> PublishSummary:
+        self.published.append(view.id)
+        self.views.append(view)
+        return PublishSummary(run_id=view.id, dry_run=dry_run, repo=None)
 
     def steps(self, real_publish: bool = False):
         """Pipeline steps with this world's provider and sweep (and the real publisher when asked)."""
@@ -62,7 +64,8 @@ class World:
     def confirm(self, conn, run_id, result, settings, python):
         return result
 
-    def report(self, conn, run_id, out_dir):
+    def report(self, conn, view, out_dir):
+        self.views.append(view)
         return out_dir / "report.html"
 
     def command_sweep(self, ctx, models, configs, base):
