@@ -54,9 +54,9 @@ def test_resolve_exact_glob_dedup_and_close_matches(cands):
     assert zoo.resolve(["LlamaForCausalLM"])[0].stratum == "decoder_llm"
 
 
-def test_registered_models_are_visible_to_resolve_and_build():
+def test_registered_models_are_visible_to_resolve_and_build(register_model):
     built = object()
-    zoo.register("ZooTestOnlyModel", "decoder_llm", lambda device: built)
+    register_model("ZooTestOnlyModel", "decoder_llm", lambda device: built)
     assert zoo.resolve(["ZooTestOnly*"]) == [zoo.Candidate("ZooTestOnlyModel", "decoder_llm", "extra")]
     assert zoo.build("ZooTestOnlyModel") is built
 
