@@ -70,21 +70,19 @@ def _peak_mb(device: str) -> float | None:
 
     if device.startswith("cuda"):
         return round(torch.cuda.max_memory_allocated() / 2**20, 1)
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
+    return _status_mb("VmHWM:")
 
 
 def _rss_mb() -> float | None:
+    return _status_mb("VmRSS:")
+
+
+def _status_mb(field: str) -> float | None:
+    """One memory line of /proc/self/status (VmRSS, VmHWM) in MiB; None where there is no /proc."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field):
                     return round(int(line.split()[1]) / 1024, 1)
     except OSError:
         pass

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -45,6 +45,15 @@ def connect(path: str | Path, *, migrate: bool = True) -> sqlite3.Connection:
     if migrate:
         migrate_to(conn, SCHEMA_VERSION)
     return conn
+
+
+def latest_rows(conn: sqlite3.Connection, sql: str, conditions: list[tuple[str, list[Any]]], limit: int,
+                order: str = "id") -> list[sqlite3.Row]:
+    """Rows of `sql` that meet each condition given values (one without values is left out), newest first."""
+    used = [(clause, values) for clause, values in conditions if values]
+    where = " WHERE " + " AND ".join(clause for clause, _ in used) if used else ""
+    args = [v for _, values in used for v in values]
+    return conn.execute(f"{sql}{where} ORDER BY {order} DESC LIMIT ?", [*args, limit]).fetchall()
 
 
 def scratch_copy(conn: sqlite3.Connection) -> sqlite3.Connection:

@@ -6,7 +6,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from state.db import transaction
+from state.db import latest_rows, transaction
 from state.runs import now
 
 JOB_STATUSES = ("queued", "running", "done", "failed")
@@ -87,16 +87,9 @@ def get(conn: sqlite3.Connection, job_id: int) -> Job | None:
 def list_jobs(conn: sqlite3.Connection, *, status: str | None = None, kind: str | None = None,
               limit: int = 50) -> list[Job]:
     """Latest jobs first."""
-    sql, args = "SELECT * FROM jobs WHERE 1=1", []
-    if status:
-        sql += " AND status = ?"
-        args.append(status)
-    if kind:
-        sql += " AND kind = ?"
-        args.append(kind)
-    sql += " ORDER BY id DESC LIMIT ?"
-    args.append(limit)
-    return [_job(r) for r in conn.execute(sql, args)]
+    rows = latest_rows(conn, "SELECT * FROM jobs", [("status = ?", [status] if status else []),
+                                                    ("kind = ?", [kind] if kind else [])], limit)
+    return [_job(r) for r in rows]
 
 
 def depth(conn: sqlite3.Connection) -> int:

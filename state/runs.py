@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator
 
 from harness.outcome import Outcome
+from state.db import latest_rows
 
 
 def now() -> str:
@@ -147,17 +148,10 @@ def get_run(conn: sqlite3.Connection, run_id: int) -> Run | None:
 def list_runs(conn: sqlite3.Connection, *, limit: int = 50, kinds: Iterable[str] | None = None,
               status: str | None = None) -> list[Run]:
     """Latest runs first."""
-    sql, args = _RUN_SQL + " WHERE 1=1", []
-    if kinds:
-        kinds = list(kinds)
-        sql += f" AND r.kind IN ({','.join('?' * len(kinds))})"
-        args += kinds
-    if status:
-        sql += " AND r.status = ?"
-        args.append(status)
-    sql += " ORDER BY r.id DESC LIMIT ?"
-    args.append(limit)
-    return [_run(r) for r in conn.execute(sql, args)]
+    kinds = list(kinds or [])
+    rows = latest_rows(conn, _RUN_SQL, [(f"r.kind IN ({','.join('?' * len(kinds))})", kinds),
+                                        ("r.status = ?", [status] if status else [])], limit, order="r.id")
+    return [_run(r) for r in rows]
 
 
 def finished_runs(conn: sqlite3.Connection, kinds: Iterable[str], before_id: int | None = None) -> Iterator[Run]:
