@@ -10,91 +10,18 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import time
-from collections import deque
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from bot import commands as cmd_mod
 from bot import steps
 from bot import text as _text  # noqa: F401  (registers the escaping filters the reply templates use)
 from bot.bisect import BisectError, Probe, SkipNightly, bisect, outcome_key, window
+from bot.command_context import ROLES, Context, Gate, GitHubPort, UserError, role_at_least
 from bot.render import render
-from bot.settings import Settings
+
+__all__ = ["ROLES", "Context", "Gate", "GitHubPort", "UserError", "handle_job", "role_at_least"]
 
 log = logging.getLogger(__name__)
-
-ROLES = ("none", "read", "triage", "write", "maintain", "admin")
-
-
-class GitHubPort(Protocol):
-    """What the handlers need from GitHub (bot.publisher.Publisher and its dry-run twin provide it)."""
-
-    def comment(self, number: int, body: str) -> Any: ...
-    def react(self, comment_id: int, content: str) -> Any: ...
-    def user_permission(self, login: str) -> str: ...
-
-
-class UserError(ValueError):
-    """A problem with what the user asked; the message is posted back."""
-
-
-def role_at_least(role: str | None, minimum: str) -> bool:
-    """Whether a repository role (read, triage, write, maintain, admin) reaches `minimum`."""
-    role = (role or "none").lower()
-    # GitHub's legacy permission field says "read" for triage and "write" for maintain;
-    # the publisher should hand us the role name, but an unknown word counts as none.
-    rank = {r: i for i, r in enumerate(ROLES)}
-    return rank.get(role, 0) >= rank.get(minimum.lower(), rank["triage"])
-
-
-@dataclass
-class Gate:
-    """Permission (cached briefly) and per-user rate limit: state that lives as long as the service."""
-
-    ttl: float = 300.0
-    per_hour: int = 5
-    clock: Callable[[], float] = time.monotonic
-    roles: dict[str, tuple[float, str]] = field(default_factory=dict)
-    recent: dict[str, deque] = field(default_factory=dict)
-
-    def role(self, login: str, lookup: Callable[[str], str]) -> str:
-        """The user's role, from the cache when fresh."""
-        now = self.clock()
-        hit = self.roles.get(login.lower())
-        if hit and now - hit[0] < self.ttl:
-            return hit[1]
-        role = lookup(login) or "none"
-        self.roles[login.lower()] = (now, role)
-        return role
-
-    def allow(self, login: str) -> bool:
-        """Count one command for the user; False when over the hourly limit."""
-        now = self.clock()
-        q = self.recent.setdefault(login.lower(), deque())
-        while q and now - q[0] >= 3600:
-            q.popleft()
-        if len(q) >= self.per_hour:
-            return False
-        q.append(now)
-        return True
-
-
-@dataclass
-class Context:
-    """What a handler may use; the expensive actions are injectable functions."""
-
-    conn: sqlite3.Connection
-    settings: Settings
-    github: GitHubPort
-    gate: Gate
-    dry_run: bool = True
-    out_dir: Path = Path("flagsweep-out")
-    rerun: Callable[["Context", Any, list[str]], dict[str, Any]] | None = None
-    sweep: Callable[["Context", list[str], dict[str, dict], dict[str, Any]], int] | None = None
-    bisect_dates: Callable[["Context"], list[str]] | None = None
-    bisect_probe: Callable[["Context", str, str, str], Probe] | None = None
 
 
 # ---- adapters to other areas (one place each) ------------------------------------------------
