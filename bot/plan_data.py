@@ -13,6 +13,10 @@ from typing import Any
 from bot.routing import Rule
 from harness.outcome import Effect, Outcome
 
+REF = "[[flagsweep-ref:{key}]]"          # resolved to "#N" at send time (the number may not exist yet)
+# The environment fields an issue shows, in this order.
+ENV_FIELDS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "cuda_version",
+              "flagsweep_version", "recipe_fingerprint")
 
 @dataclass
 class PlanInputs:

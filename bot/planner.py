@@ -19,16 +19,13 @@ from collections import Counter
 from typing import Any
 
 from bot import render, text
-from bot.plan_data import (Action, Plan, PlanInputs, PlanSettings, config_display, material_sha, summary_key,
-                           tracking_key)
+from bot.plan_data import (ENV_FIELDS, REF, Action, Plan, PlanInputs, PlanSettings, config_display, material_sha,
+                           summary_key, tracking_key)
 from bot.routing import route, valid_handle
 from harness.effects import effect_table
 from harness.outcome import Effect, Outcome
 
-REF = "[[flagsweep-ref:{key}]]"          # resolved to "#N" at send time (the number may not exist yet)
 ROW_LIMITS = (200, 100, 50, 20, 5)       # table rows tried, largest first, until the body fits
-ENV_FIELDS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "cuda_version",
-              "flagsweep_version", "recipe_fingerprint")
 
 
 def _crash_sig(o: Outcome | None, e: Effect) -> str:
@@ -36,9 +33,13 @@ def _crash_sig(o: Outcome | None, e: Effect) -> str:
 
 
 def _when(stamp: str) -> str:
-    """'nightly 2026-11-20' for a nightly date, '2026-11-20 13:47 UTC' for a run's start time."""
-    stamp = str(stamp)
-    return f"in nightly {stamp}" if len(stamp) <= 10 else f"on {stamp[:16].replace('T', ' ')} UTC"
+    """'in nightly 2026-11-20' for a nightly date, 'on 2026-11-20 13:47 UTC' for a run's start time."""
+    return _line("date_phrase.txt.j2", stamp=str(stamp))
+
+
+def _line(template: str, **values: Any) -> str:
+    """A one-line template (a title, a date phrase) rendered without its trailing newline."""
+    return render.render(template, **values).strip("\n")
 
 
 def _short(stamp: str) -> str:
@@ -159,7 +160,8 @@ class _Planner:
         short = error_type
         if sum(1 for s in same_type if s.split(":", 1)[0] == error_type) > 1:
             short = sig[:100]
-        title = text.title(f"{ctx['config_display']} crashes {len(crashing)}/{ctx['testable']} models with {short}")
+        title = text.title(_line("title_tracking.txt.j2", config_display=ctx["config_display"], crashing=len(crashing),
+                                 testable=ctx["testable"], error=short))
         tb = example.traceback if example and example.traceback else ""
         ctx.update(
             key=key, marker=text.marker(key), meta=text.meta_marker({"kind": "tracking", "config": config, "signature": sig}),
@@ -260,9 +262,8 @@ class _Planner:
                 trend.append(p)
         if not trend:
             trend = [{"date": self.date[:10], "crashes": counts["crashes"], "reduces": counts["reduces_graphs"]}]
-        crash_word = "crash" if counts["crashes"] == 1 else "crashes"
-        title = text.title(f"flagsweep summary: {ctx['config_display']}: {counts['crashes']} {crash_word}, "
-                           f"{counts['reduces_graphs']} fewer graphs, of {ctx['testable']} testable models")
+        title = text.title(_line("title_summary.txt.j2", config_display=ctx["config_display"], crashes=counts["crashes"],
+                                 reduces=counts["reduces_graphs"], testable=ctx["testable"]))
         ctx.update(key=key, marker=text.marker(key), meta=text.meta_marker({"kind": "summary", "config": config}), crashes=counts["crashes"], reduces=counts["reduces_graphs"],
                    rows=rows, tracking=tracking, trend=trend,
                    torch_version=(self.i.run.get("environment") or {}).get("torch_version") or "unknown")
