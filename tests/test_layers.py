@@ -57,3 +57,18 @@ def test_the_contract_fails_when_the_engine_imports_the_bot(tmp_path):
     res = _lint(tmp_path)
     assert res.returncode != 0
     assert "BROKEN" in res.stdout and "harness.engine -> bot.publish" in res.stdout, res.stdout
+
+
+def test_the_store_is_the_only_sql():
+    """No SQL statement is written outside state/: the bot and the engine read and write through store functions."""
+    import ast
+    import re
+
+    sql = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|CREATE|PRAGMA)\b")
+    found = []
+    for pkg in ("bot", "harness"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and sql.match(node.value):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []
