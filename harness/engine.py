@@ -60,11 +60,11 @@ def _stratum_lookup() -> Callable[[str], str | None]:
 
     def lookup(model: str) -> str | None:
         if model not in cache:
-            try:
-                from harness import zoo
+            from harness import zoo   # late: scanning transformers is slow, and most outcomes carry their stratum
 
+            try:
                 cache.update({c.model: c.stratum for c in zoo.resolve([model])})
-            except Exception:  # an unknown name or no zoo: the stratum stays empty
+            except ValueError:  # zoo.UnknownModel, or a name that is no model glob: the stratum stays empty
                 pass
             cache.setdefault(model, None)
         return cache[model]
