@@ -581,8 +581,8 @@ INPUT_REPAIRS = (
 )
 
 
-def repair_inputs(module: Any, spec: dict, device: str) -> dict:
-    """One eager forward; if it fails with an error an input repair knows, apply it and try again."""
+def repair_inputs(module: Any, spec: dict, device: str, applied: list[str] | None = None) -> dict:
+    """One eager forward; if it fails with an error an input repair knows, apply it and try again (names into applied)."""
     from harness.zoo.specs import BATCH
 
     codes = spec.get("input_ids", {}).get("shape", [BATCH])[0] > BATCH  # one row per codebook: audio codes
@@ -606,6 +606,8 @@ def repair_inputs(module: Any, spec: dict, device: str) -> dict:
                 new = fix(spec, str(exc)) if fix.__code__.co_argcount == 2 else fix(spec)
                 if new is not None:
                     used.add(fix)
+                    if applied is not None:
+                        applied.append(fix.__name__.lstrip("_"))
                     break
             if new is None:
                 return spec
