@@ -14,6 +14,11 @@ REGIONS = 8  # detected regions per image for region-feature models
 NAFLEX_SIDE = 8  # patches per side of a native-resolution image (divisible by 2 and 4 for pixel unshuffles)
 
 
+# feature widths of an audio tower's input frames, and how many frames it gets
+TOWER_WIDTHS = ("input_size", "num_mel_bins", "n_mels", "input_feat_per_channel")
+TOWER_FRAMES = 64
+
+
 def forward_params(cls: type) -> dict[str, inspect.Parameter]:
     """The named parameters of cls.forward (no self, *args, **kwargs)."""
     params = inspect.signature(cls.forward).parameters
@@ -378,6 +383,11 @@ def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: d
         elif name == first and getattr(cls, "main_input_name", None) == "input_values":
             # a codec stage whose forward names its waveform otherwise (VibeVoice's tokenizer): (batch, channels, samples)
             spec[name] = {"kind": "randn", "shape": [BATCH, _get(config, "channels", "audio_channels", default=1), AUDIO_SAMPLES]}
+        elif name == first == "hidden_states" and isinstance(_get(config, *TOWER_WIDTHS), int):
+            # an audio tower on its own (Phi-4 multimodal's conformer): feature frames of its input width
+            spec[name] = {"kind": "randn", "shape": [BATCH, TOWER_FRAMES, _get(config, *TOWER_WIDTHS)]}
+        elif name == "mask" and first == "hidden_states" and spec.get(first, {}).get("kind") == "randn":
+            spec[name] = {"kind": "ones", "shape": spec[first]["shape"][:2], "dtype": "bool"}  # every frame real
         elif name.endswith("hidden_states") and name != first:  # context from another model (an assistant's)
             width = _get(config, "hidden_size", "d_model", default=64)
             layers = _get(config, "target_layer_ids")  # the target's chosen layers, concatenated on the width
