@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 SEED = 0  # the same seed as build.SEED: probes see the inputs the build will make
+EVIDENCE: list[dict] | None = None  # set by scripts/zoo_repair_cases.py to record (repair, error text, spec before/after)
 
 def _capture_feature_tokens(module: Any, media: dict[int, str] | None = None) -> tuple[dict, list]:
     """Wrap every get_placeholder_mask so a probe forward records how many feature tokens each medium produced."""
@@ -608,6 +609,8 @@ def repair_inputs(module: Any, spec: dict, device: str, applied: list[str] | Non
                     used.add(fix)
                     if applied is not None:
                         applied.append(fix.__name__.lstrip("_"))
+                    if EVIDENCE is not None:  # scripts/zoo_repair_cases.py: the real error text each repair handled
+                        EVIDENCE.append({"repair": fix.__name__, "error": str(exc)[:2000], "before": spec, "after": new})
                     break
             if new is None:
                 return spec
