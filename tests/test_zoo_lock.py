@@ -176,3 +176,11 @@ def test_default_corpus_is_a_subset_of_the_lock_that_builds():
     assert corpus("default") == list(DEFAULT_CORPUS)
     with pytest.raises(zoo.LockError, match="unknown corpus"):
         corpus("nope")
+
+
+def test_zoo_lock_refuses_a_bad_sample_in_one_line(capsys):
+    from bot.cli import main
+
+    assert main(["zoo", "lock", "--sample", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--sample" in err[0] and "0" in err[0]
