@@ -470,6 +470,10 @@ def _width(config: Any) -> int:
 def _other(c: _Ctx, name: str) -> dict | None:
     """A spec for one more required argument by its name (None: nothing known for it)."""
     config, spec = c.config, c.spec
+    mels, mel_vocab = _get(config, "n_mel_bins", "num_mel_bins"), _get(config, "mel_vocab_size")
+    if name == "audio_input_ids" and isinstance(mels, int) and isinstance(mel_vocab, int):
+        # quantized mel frames (Inkling's audio tower): (audios, frames, mel bins) of mel-vocabulary ids
+        return {"kind": "randint", "shape": [BATCH, SEQ, mels], "high": mel_vocab}
     if name.endswith("input_ids"):  # a Q-Former's own ids, a second tokenizer's ids
         return ids_spec(config, c.cfg_dict, SEQ)
     if name == c.first and getattr(c.cls, "main_input_name", None) == "input_values":
