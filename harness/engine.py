@@ -108,11 +108,12 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
           options: SweepOptions, run_id: int | None = None, resume: bool = False, kind: str = "sweep",
           nightly: str | None = None, shard: str | None = None, progress: bool = True) -> int:
     """Run models x (baseline + configs), storing each outcome as it finishes; returns the run id."""
-    from state import runs
+    from state import leases, runs
 
     configs = {BASELINE: configs.get(BASELINE, {}), **{k: v for k, v in configs.items() if k != BASELINE}}
     done: set[tuple[str, str]] = set()
     stored = None
+    lease = None
     if resume:
         if run_id is None:
             raise ResumeError("--resume needs a run id")
@@ -122,13 +123,19 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         if stored.status == "finished":
             raise ResumeError(f"run {run_id} is already finished")
         models, configs, base_settings = stored.models, stored.configs, stored.base_settings
+        try:
+            lease = leases.acquire(conn, run_id)   # before any worker starts: a live holder is refused at once
+        except leases.LeaseHeld as exc:
+            raise ResumeError(str(exc)) from None
+        lease.keep_alive()
         done = runs.finished_items(conn, run_id)
     groups = plan_groups(models, configs, done)
     total = len(models) * len(configs)
     pool = _pool(options, base_settings, len(groups))
-    pool.start()  # the workers import torch while we set up the run
-    bar = Progress(total=total, done=len(done), enabled=progress, label=f"sweep {len(models)} models")
+    bar = None
     try:
+        pool.start()  # the workers import torch while we set up the run
+        bar = Progress(total=total, done=len(done), enabled=progress, label=f"sweep {len(models)} models")
         env = pool.environment()
         if stored is not None:
             _check_same_environment(stored.environment, env, run_id)
@@ -136,6 +143,8 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
             run_id = runs.create_run(conn, environment=env, models=models, configs=configs,
                                      base_settings=base_settings, options=options.to_dict(), kind=kind,
                                      nightly=nightly, shard=shard)
+            lease = leases.acquire(conn, run_id)
+            lease.keep_alive()
         stratum_of = _stratum_lookup()
         for _, data in pool.run(groups):
             outcome = _outcome(data, stratum_of)
@@ -146,17 +155,22 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         runs.finish_run(conn, run_id, "finished")
     except KeyboardInterrupt:
         pool.close(kill=True)
-        bar.close()
+        if bar is not None:
+            bar.close()
         if run_id is None:
             raise
         runs.finish_run(conn, run_id, "interrupted", reason="interrupted (Ctrl-C or SIGTERM)")
         raise SweepInterrupted(run_id) from None
     except BaseException as exc:
         pool.close(kill=True)
-        bar.close()
-        if run_id is not None:
+        if bar is not None:
+            bar.close()
+        if run_id is not None and not isinstance(exc, ResumeError):
             runs.finish_run(conn, run_id, "failed", reason=f"{type(exc).__name__}: {exc}"[:500])
         raise
+    finally:
+        if lease is not None:
+            lease.release(conn)
     _finalize(conn, run_id)
     return run_id
 
