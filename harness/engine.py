@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from harness.effects import BASELINE
 from harness.outcome import Outcome
-from harness.pool import Group, Pool, worker_env
+from harness.pool import Group, Pool, PoolError, worker_env
 from harness.progress import Progress
 
 # Fields of the environment that make two runs incomparable if they differ.
@@ -165,7 +165,10 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         pool.close(kill=True)
         if bar is not None:
             bar.close()
-        if run_id is not None and not isinstance(exc, ResumeError):
+        if run_id is not None and isinstance(exc, PoolError):
+            # The interpreter, not the run, is broken: keep the run resumable with a working --python.
+            runs.finish_run(conn, run_id, "interrupted", reason=str(exc).splitlines()[0][:500])
+        elif run_id is not None and not isinstance(exc, ResumeError):
             runs.finish_run(conn, run_id, "failed", reason=f"{type(exc).__name__}: {exc}"[:500])
         raise
     finally:
