@@ -289,7 +289,10 @@ class GitHubPublisher:
         return True
 
     def set_labels(self, number: int, labels: list[str]) -> bool:
-        """Replace the labels (PUT: one request, and names with "/" work, unlike remove_from_labels)."""
+        """Replace the labels (PUT: one request, and names with "/" work, unlike remove_from_labels); False if equal."""
+        current = self._call(f"read #{number}", lambda: [l.name for l in self._fresh(number).labels], write=False)
+        if sorted(set(current)) == sorted(set(labels)):
+            return False
         self._call(f"labels #{number}", lambda: self.repo.get_issue(number).set_labels(*labels), write=True)
         return True
 
