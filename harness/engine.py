@@ -140,10 +140,10 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         if stored is not None:
             _check_same_environment(stored.environment, env, run_id)
         else:
-            run_id = runs.create_run(conn, environment=env, models=models, configs=configs,
-                                     base_settings=base_settings, options=options.to_dict(), kind=kind,
-                                     nightly=nightly, shard=shard)
-            lease = leases.acquire(conn, run_id)
+            lease = leases.create_held(conn, lambda: runs.create_run(
+                conn, environment=env, models=models, configs=configs, base_settings=base_settings,
+                options=options.to_dict(), kind=kind, nightly=nightly, shard=shard))
+            run_id = lease.run_id
             lease.keep_alive()
         stratum_of = _stratum_lookup()
         for _, data in pool.run(groups):

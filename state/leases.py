@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 from state.runs import now
 
@@ -98,21 +99,38 @@ def _alive(row: sqlite3.Row | tuple, host: str, at: float) -> bool:
 
 def acquire(conn: sqlite3.Connection, run_id: int, *, ttl: float = TTL_S) -> Lease:
     """Claim `run_id` for this process; LeaseHeld if a live process holds it (a dead holder's lease is taken over)."""
-    host, pid, at = socket.gethostname(), os.getpid(), time.time()
-    lease = Lease(run_id=run_id, holder=uuid.uuid4().hex, pid=pid, host=host, path=_path(conn), ttl=ttl)
     conn.execute("BEGIN IMMEDIATE")
     try:
-        row = conn.execute("SELECT run_id, holder, pid, host, pid_started, acquired_at, heartbeat, expires"
-                           " FROM run_leases WHERE run_id = ?", (run_id,)).fetchone()
-        if row is not None and _alive(tuple(row), host, at):
-            raise LeaseHeld(run_id, row[2], row[3], at - row[6])
-        conn.execute("INSERT OR REPLACE INTO run_leases (run_id, holder, pid, host, pid_started, acquired_at,"
-                     " heartbeat, expires) VALUES (?,?,?,?,?,?,?,?)",
-                     (run_id, lease.holder, pid, host, _started(pid), now(), at, at + ttl))
+        lease = _claim(conn, run_id, ttl)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+    return lease
+
+
+def create_held(conn: sqlite3.Connection, create: Callable[[], int], *, ttl: float = TTL_S) -> Lease:
+    """Create a run with `create()` and claim it in the same transaction: no other process sees it unclaimed."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        lease = _claim(conn, create(), ttl)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return lease
+
+
+def _claim(conn: sqlite3.Connection, run_id: int, ttl: float) -> Lease:
+    host, pid, at = socket.gethostname(), os.getpid(), time.time()
+    row = conn.execute("SELECT run_id, holder, pid, host, pid_started, acquired_at, heartbeat, expires"
+                       " FROM run_leases WHERE run_id = ?", (run_id,)).fetchone()
+    if row is not None and _alive(tuple(row), host, at):
+        raise LeaseHeld(run_id, row[2], row[3], at - row[6])
+    lease = Lease(run_id=run_id, holder=uuid.uuid4().hex, pid=pid, host=host, path=_path(conn), ttl=ttl)
+    conn.execute("INSERT OR REPLACE INTO run_leases (run_id, holder, pid, host, pid_started, acquired_at,"
+                 " heartbeat, expires) VALUES (?,?,?,?,?,?,?,?)",
+                 (run_id, lease.holder, pid, host, _started(pid), now(), at, at + ttl))
     return lease
 
 

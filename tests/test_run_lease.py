@@ -201,3 +201,17 @@ def test_sigterm_to_nightly_marks_the_run_interrupted_stops_workers_and_frees_th
              and "harness.worker" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")]
     _kill_groups(alive)
     assert alive == []
+
+
+def test_a_new_run_is_created_already_claimed(tmp_path):
+    conn = db.connect(tmp_path / "s.sqlite")
+    lease = leases.create_held(conn, lambda: runs.create_run(conn, environment=hd.ENV, models=["M"],
+                                                             configs={"baseline": {}}))
+    assert runs.get_run(conn, lease.run_id).status == "running"
+    assert leases.holder(conn, lease.run_id)["pid"] == os.getpid()
+    with pytest.raises(leases.LeaseHeld):
+        leases.acquire(db.connect(tmp_path / "s.sqlite"), lease.run_id)
+    with pytest.raises(ZeroDivisionError):            # a failed create leaves neither run nor lease
+        leases.create_held(conn, lambda: (runs.create_run(conn, environment=hd.ENV, models=["N"],
+                                                          configs={"baseline": {}}), 1 / 0)[0])
+    assert [r.id for r in runs.list_runs(conn)] == [lease.run_id]
