@@ -13,61 +13,21 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, TypeVar
 
 import github
 import requests
 from github import Auth, Github, GithubException
 
 from bot import text
+from bot.publisher_api import ActionRefused, GitHubUnavailable, IssueRef, Publisher
 from bot.settings import GitHubSettings
+
+__all__ = ["ActionRefused", "GitHubPublisher", "GitHubUnavailable", "IssueRef", "Publisher"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class GitHubUnavailable(RuntimeError):
-    """GitHub kept failing or asked us to wait longer than allowed: stop, keep the rest for later."""
-
-
-class ActionRefused(RuntimeError):
-    """GitHub refused the request for good (404, 422, a permission 403): do not retry it."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass
-class IssueRef:
-    """What the bot knows of one issue on GitHub."""
-
-    number: int
-    title: str
-    body: str
-    state: str
-    author: str
-    key: str | None = None
-    labels: list[str] = field(default_factory=list)
-
-
-class Publisher(Protocol):
-    """Every GitHub write goes through this interface; bot.dryrun.DryRunPublisher is the twin."""
-
-    dry_run: bool
-
-    def create_issue(self, key: str, title: str, body: str, labels: list[str], *, look: bool = True) -> int: ...
-    def edit_issue(self, number: int, *, title: str | None = None, body: str | None = None) -> bool: ...
-    def comment(self, number: int, body: str, *, look: bool = False) -> int | None: ...
-    def close(self, number: int, reason: str = "completed") -> bool: ...
-    def reopen(self, number: int) -> bool: ...
-    def set_labels(self, number: int, labels: list[str]) -> bool: ...
-    def react(self, comment_id: int, content: str) -> None: ...
-    def find_by_marker(self, key: str) -> IssueRef | None: ...
-    def user_permission(self, login: str) -> str: ...
-    def list_own_issues(self) -> list[IssueRef]: ...
 
 
 def _auth(settings: GitHubSettings) -> Auth.Auth:
@@ -77,6 +37,11 @@ def _auth(settings: GitHubSettings) -> Auth.Auth:
     if not (settings.app_id and key and settings.installation_id):
         raise ActionRefused("no GitHub credentials: set a token, or app_id + private key + installation_id")
     return Auth.AppAuth(settings.app_id, key).get_installation_auth(settings.installation_id)
+
+
+def _lf(text: str | None) -> str:
+    """Body text compared without line-ending differences (GitHub stores what browsers send: CRLF)."""
+    return (text or "").replace("\r\n", "\n")
 
 
 def _rate_wait(exc: GithubException, now: float) -> float | None:
@@ -240,8 +205,18 @@ class GitHubPublisher:
             changes["body"] = new_body
         if not changes:
             return False
-        self._call(f"edit #{number}", lambda: self.repo.get_issue(number).edit(**changes), write=True)
+        self._call(f"edit #{number}", lambda: self.repo.get_issue(number).edit(**changes), write=True,
+                   look=self._looks_like(number, changes))
         return True
+
+    def _looks_like(self, number: int, wanted: dict[str, Any]) -> Callable[[], bool | None]:
+        """A look-first check for a PATCH whose answer was lost: True when the issue already reads as `wanted`."""
+        def landed() -> bool | None:
+            issue = self._fresh(number)
+            have = {"title": issue.title, "body": _lf(issue.body), "state": issue.state}
+            return True if all(have[k] == (_lf(v) if k == "body" else v) for k, v in wanted.items()
+                               if k in have) else None
+        return lambda: self._call(f"look at #{number}", landed, write=False)
 
     def _fresh(self, number: int) -> Any:
         issue = self.repo.get_issue(number)
@@ -262,18 +237,22 @@ class GitHubPublisher:
                           write=True, look=lambda: self._call(f"look on #{number}", find, write=False), uncertain=look)
 
     def close(self, number: int, reason: str = "completed") -> bool:
-        """Close (PATCH is idempotent, so no look first)."""
+        """Close; after a lost answer, look whether it is closed before sending again."""
         self._call(f"close #{number}", lambda: self.repo.get_issue(number).edit(state="closed", state_reason=reason),
-                   write=True)
+                   write=True, look=self._looks_like(number, {"state": "closed"}))
         return True
 
     def reopen(self, number: int) -> bool:
         """Reopen."""
-        self._call(f"reopen #{number}", lambda: self.repo.get_issue(number).edit(state="open"), write=True)
+        self._call(f"reopen #{number}", lambda: self.repo.get_issue(number).edit(state="open"), write=True,
+                   look=self._looks_like(number, {"state": "open"}))
         return True
 
     def set_labels(self, number: int, labels: list[str]) -> bool:
-        """Replace the labels (PUT: one request, and names with "/" work, unlike remove_from_labels)."""
+        """Replace the labels (PUT: one request, and names with "/" work, unlike remove_from_labels); False if equal."""
+        current = self._call(f"read #{number}", lambda: [l.name for l in self._fresh(number).labels], write=False)
+        if sorted(set(current)) == sorted(set(labels)):
+            return False
         self._call(f"labels #{number}", lambda: self.repo.get_issue(number).set_labels(*labels), write=True)
         return True
 

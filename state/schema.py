@@ -119,14 +119,30 @@ CREATE INDEX runs_nightly ON runs(kind, nightly);
 CREATE INDEX effects_config ON effects(config, effect);
 """
 
-# v3 -> v4: a command job that failed because GitHub was down waits in the queue
-# for its next attempt (retry_at, epoch seconds) until retry_until, then fails.
+# v3 -> v4: one exclusive claim per run being executed (state/leases.py). A
+# second process may resume a run only when the holder is gone: its pid no
+# longer exists on this host, or its heartbeat stopped before `expires`.
 V4 = """
+CREATE TABLE run_leases (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+    holder TEXT NOT NULL,                  -- random token of the holding process
+    pid INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    pid_started TEXT,                      -- the holder's start time (/proc), so a reused pid is not taken for it
+    acquired_at TEXT NOT NULL,
+    heartbeat REAL NOT NULL,               -- unix time of the last heartbeat
+    expires REAL NOT NULL                  -- unix time after which the lease is free
+);
+"""
+
+# v4 -> v5: a command job that failed because GitHub was down waits in the queue
+# for its next attempt (retry_at, epoch seconds) until retry_until, then fails.
+V5 = """
 ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN retry_at REAL;
 ALTER TABLE jobs ADD COLUMN retry_until REAL;
 CREATE INDEX jobs_status ON jobs(status, kind, id);
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4]
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from state import history, jobs, runs
+from state import history, jobs, leases, runs
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 from tests import historydata as hd
@@ -49,8 +49,13 @@ def _fill_v2(conn: sqlite3.Connection) -> None:
 
 
 def _fill_v3(conn: sqlite3.Connection) -> None:
-    """v2 rows plus jobs as the service stored them at v3 (no retry columns yet): one done, one queued."""
+    """v3 added only indexes: v2's rows, read through them."""
     _fill_v2(conn)
+
+
+def _fill_v4(conn: sqlite3.Connection) -> None:
+    """v3 rows plus jobs as the service stored them at v4 (no retry columns yet): one done, one queued."""
+    _fill_v3(conn)
     conn.execute("INSERT INTO jobs (id, kind, payload, status, created_at, finished_at, result) VALUES"
                  " (1, 'quick', '{\"issue\": 7}', 'done', '2026-10-02T05:00:00+00:00', '2026-10-02T05:00:02+00:00',"
                  " '{\"commands\": []}')")
@@ -58,7 +63,7 @@ def _fill_v3(conn: sqlite3.Connection) -> None:
                  " (2, 'command', '{\"issue\": 7}', 'queued', '2026-10-02T05:01:00+00:00')")
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3}
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4}
 
 
 def _build_at(path, version: int) -> None:
@@ -110,7 +115,10 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
         assert conn.execute("SELECT count(*) FROM outbox WHERE status = 'pending'").fetchone()[0] == 1
     indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "outcomes_config_signature" in indexes
-    if version >= 3:
+    # v4: no run of an older store is held by anyone; a lease can be taken on it.
+    assert conn.execute("SELECT count(*) FROM run_leases").fetchone()[0] == 0
+    leases.acquire(conn, 2).release(conn)
+    if version >= 4:
         # Stored jobs read back with no outage behind them, and the queued one is still claimed.
         assert jobs.get(conn, 1).attempts == 0 and jobs.get(conn, 1).result == {"commands": []}
         claimed = jobs.claim_next(conn)
