@@ -3,6 +3,7 @@ answered on the fake GitHub through the real publisher. Only the sweep and bisec
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
