@@ -21,6 +21,7 @@ from bot import text as _text  # noqa: F401  (registers the escaping filters the
 from bot.bisect import BisectError, Probe, SkipNightly, bisect, outcome_key, window
 from bot.render import render
 from bot.settings import Settings
+from harness.configs import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,12 @@ def _finalize(conn: sqlite3.Connection, run_id: int) -> None:
     history.finalize_run(conn, run_id)
 
 
+def _unavailable(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
+    from state import runs
+    run = runs.get_run(conn, run_id)
+    return run.unavailable if run else {}
+
+
 def _last_nightly(conn: sqlite3.Connection) -> Any:
     from state import runs
     done = runs.list_runs(conn, kinds=["nightly"], status="finished", limit=1)
@@ -152,9 +159,8 @@ def _check_base_settings(ctx: Context, texts: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         for text in texts:
-            key, value = configs.parse_setting(text)
+            key, value = configs.parse_setting(text)   # syntax here; types in the torch that runs it
             out[key] = value
-        configs.validate(out, ctx.settings.sweep.python)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     return out
@@ -167,9 +173,12 @@ def default_sweep(ctx: Context, models: list[str], configs: dict[str, dict], bas
         built = nightly._provide(ctx.settings, ctx.settings.nightly.torch, None, False)
     except provider.ProviderError as exc:
         raise UserError(f"no torch to sweep with: {exc}") from None
-    return nightly._sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
-                          python=built.python, run_id=None, resume=False, nightly=None, shard=None,
-                          kind="command", progress=False)
+    try:
+        return nightly._sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
+                              python=built.python, run_id=None, resume=False, nightly=None, shard=None,
+                              kind="command", progress=False)
+    except ConfigError as exc:   # checked in that torch before anything ran
+        raise UserError(str(exc)) from None
 
 
 def default_rerun(ctx: Context, link: Any, models: list[str]) -> dict[str, Any]:
@@ -210,8 +219,11 @@ def default_bisect_probe(ctx: Context, date: str, model: str, config: str) -> Pr
         log.warning("bisect: skipping %s: %s", date, exc)
         raise SkipNightly(date) from exc
     chosen = nightly._select_configs(ctx.settings, [config])
-    out = engine.run_items([(model, config)], configs=chosen, base_settings={},
-                           options=nightly._sweep_options(ctx.settings, built.python))[0]
+    try:
+        out = engine.run_items([(model, config)], configs=chosen, base_settings={},
+                               options=nightly._sweep_options(ctx.settings, built.python))[0]
+    except engine.ConfigUnavailable as exc:   # a key this build lacks is an outcome of its own
+        return Probe(date=date, version=built.version, git=built.git, key="unavailable", detail=str(exc)[:300])
     return Probe(date=date, version=built.version, git=built.git, key=outcome_key(out),
                  detail=(out.error_message or "")[:300])
 
@@ -287,8 +299,9 @@ def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author:
     run_id = (ctx.sweep or default_sweep)(ctx, models, chosen, base)
     _finalize(ctx.conn, run_id)   # idempotent: the engine may have done it already
     effects = [e.to_dict() for e in history.effects(ctx.conn, run_id) if e.config == args["config"]]
+    unavailable = _unavailable(ctx.conn, run_id)
     _reply(ctx, number, "reply_sweep.md.j2", run_id=run_id, config=args["config"], models=models,
-           base=base, effects=effects)
+           base=base, effects=effects, unavailable=unavailable.get(args["config"]))
     return f"swept run {run_id}"
 
 

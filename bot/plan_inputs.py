@@ -21,7 +21,7 @@ def _diff(conn: sqlite3.Connection, prev_id: int, run_id: int) -> list[dict[str,
 def _run_dict(run: runs_mod.Run, models: set[str]) -> dict[str, Any]:
     return {"id": run.id, "date": history.run_date(run)[:10] if run.nightly else history.run_date(run)[:16],
             "environment": run.environment, "configs": run.configs, "base_settings": run.base_settings,
-            "options": run.options, "models": sorted(models), "kind": run.kind}
+            "options": run.options, "models": sorted(models), "kind": run.kind, "unavailable": run.unavailable}
 
 
 def gather(conn: sqlite3.Connection, run_id: int, repo: str | None) -> PlanInputs:

@@ -234,7 +234,7 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         changes["nonzero"] = [{"name": n, "count": c} for n, c in changes["counts"].items() if c]
     return {
         "run": _run_summary(conn, run), "environment": run.environment, "base_settings": run.base_settings,
-        "config_settings": run.configs, "configs": configs, "models": models,
+        "config_settings": run.configs, "configs": configs, "models": models, "unavailable": run.unavailable,
         "effect_table": _effect_table(effs, configs), "effects_list": list(EFFECTS),
         "matrix": _matrix(outs, effs, models, configs), "signatures": _signatures(conn, outs),
         "previous": prev, "changes": changes, "transition_names": list(TRANSITIONS),

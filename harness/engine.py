@@ -7,16 +7,24 @@ committed at once and an interrupted sweep resumes where it stopped.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from harness.configs import Checked, ConfigError
+from harness.configs import check as config_check
 from harness.effects import BASELINE
 from harness.outcome import Outcome
 from harness.pool import Group, Pool, worker_env
 from harness.progress import Progress
+from harness.scrub import scrub
+
+log = logging.getLogger(__name__)
+
+_PATH_FIELDS = ("error_message", "traceback", "torch_frame")  # outcome text that may carry machine paths
 
 # Fields of the environment that make two runs incomparable if they differ.
 _ENV_KEYS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "recipe_fingerprint")
@@ -24,6 +32,10 @@ _ENV_KEYS = ("torch_version", "torch_git", "transformers_version", "python_versi
 
 class ResumeError(ValueError):
     """The run to resume does not exist, is finished, or ran in another environment."""
+
+
+class ConfigUnavailable(ConfigError):
+    """run_items was asked for a config whose key the torch under test lacks."""
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -98,6 +110,8 @@ def _stratum_lookup() -> Callable[[str], str | None]:
 
 
 def _outcome(data: dict[str, Any], stratum_of: Callable[[str], str | None]) -> Outcome:
+    # Stored without machine paths (the signature, made from the raw text, keeps only file names).
+    data = {**data, **{k: scrub(data.get(k)) for k in _PATH_FIELDS if data.get(k)}}
     outcome = Outcome.from_dict(data)
     if outcome.stratum is None:
         outcome.stratum = stratum_of(outcome.model)
@@ -112,7 +126,11 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
 
     configs = {BASELINE: configs.get(BASELINE, {}), **{k: v for k, v in configs.items() if k != BASELINE}}
     done: set[tuple[str, str]] = set()
-    stored = None
+    stored, unavailable = None, {}
+    if not resume:
+        # Checked in the interpreter under test, before any model runs (ConfigError on a wrong type).
+        checked = check_configs(configs, base_settings, options.python)
+        configs, unavailable = checked.configs, checked.unavailable
     if resume:
         if run_id is None:
             raise ResumeError("--resume needs a run id")
@@ -135,7 +153,7 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         else:
             run_id = runs.create_run(conn, environment=env, models=models, configs=configs,
                                      base_settings=base_settings, options=options.to_dict(), kind=kind,
-                                     nightly=nightly, shard=shard)
+                                     nightly=nightly, shard=shard, unavailable=unavailable)
         stratum_of = _stratum_lookup()
         for _, data in pool.run(groups):
             outcome = _outcome(data, stratum_of)
@@ -159,6 +177,14 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         raise
     _finalize(conn, run_id)
     return run_id
+
+
+def check_configs(configs: dict[str, dict], base_settings: dict, python: str | None) -> Checked:
+    """The configs checked in `python`'s torch (a subprocess): runnable ones and unavailable ones."""
+    checked = config_check(configs, base_settings, python)
+    for line in checked.describe():
+        log.warning("%s", line)
+    return checked
 
 
 def _check_same_environment(old: dict, new: dict, run_id: int) -> None:
@@ -186,6 +212,9 @@ def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_se
     fresh_workers: every item in a new worker (flake confirmation). mode="eager":
     build and one eager forward only (zoo check); the config name may be "-".
     """
+    checked = check_configs({name: configs.get(name, {}) for _, name in items}, base_settings, options.python)
+    if checked.unavailable:
+        raise ConfigUnavailable(checked.describe()[0])
     settings_of = {}
     for _, name in items:
         if name in ("-", BASELINE):
