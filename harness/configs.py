@@ -210,8 +210,8 @@ def probe_here(keys: list[str]) -> dict[str, dict[str, Any]]:
         elif any(name.startswith(attr + ".") for name in table):
             found[key] = {"status": "malformed", "reason": f"{key!r} is a group of settings, not one setting"}
         else:
-            names = [f"{m}.{a}" for m, t in entries.items() for a in t]
-            found[key] = {"status": "missing", "close": difflib.get_close_matches(key, names, n=3, cutoff=0.75)}
+            close = difflib.get_close_matches(attr, list(table), n=3, cutoff=0.8)
+            found[key] = {"status": "missing", "close": [f"{module_name}.{a}" for a in close]}
     return found
 
 
@@ -254,7 +254,11 @@ def check(configs: dict[str, dict], base_settings: dict[str, Any], python: str |
     for name, settings in configs.items():
         check_syntax(settings, f"config {name!r}")
     keys = [k for s in [base_settings, *configs.values()] for k in s]
-    reports = probe(keys, python) if keys else {}
+    return judge(configs, base_settings, probe(keys, python) if keys else {})
+
+
+def judge(configs: dict[str, dict], base_settings: dict[str, Any], reports: dict[str, dict[str, Any]]) -> Checked:
+    """Pure: the verdict of `check` from the probe's reports (one per key)."""
     for where, settings in [("--base-setting", base_settings), *configs.items()]:
         for key, value in settings.items():
             if reports[key]["status"] == "missing" and where != "--base-setting":
