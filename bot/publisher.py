@@ -159,7 +159,12 @@ class GitHubPublisher:
         """Who the credentials write as, asked once per process, checked against (or adopted as) bot_login."""
         key = (self.settings.base_url, self.settings.token, self.settings.app_id, self.settings.installation_id)
         if key not in _LOGINS:
-            _LOGINS[key] = self._call("who am I", lambda: _ask_login(self.gh, self.settings), write=False)
+            try:
+                _LOGINS[key] = self._call("who am I", lambda: _ask_login(self.gh, self.settings), write=False)
+            except GitHubUnavailable as exc:
+                if getattr(exc.__cause__, "status", None) == 401:   # at start-up, rejected credentials are a refusal
+                    raise ActionRefused(str(exc), 401) from None
+                raise
         return check_identity(self.settings, _LOGINS[key])
 
     # -- the one retry loop --------------------------------------------------
