@@ -1,10 +1,12 @@
 """Named flag configurations: the built-in catalog, TOML files, and validation against torch.
 
 A config is a flat dict {"torch._dynamo.config.capture_scalar_outputs": True}.
-Validation looks each key up in the real torch config modules of the
-interpreter that will run the workers, so a typo or a wrongly typed value is a
-ConfigError before any model runs. `python -m harness.configs` is that check
-run inside another interpreter (--python).
+Keys are dotted identifiers under CONFIG_MODULES and values TOML/JSON scalars
+or lists (check_syntax, wherever a config enters). `check` then asks the
+interpreter that will run the workers (`python -m harness.configs`, a
+subprocess: the caller never imports torch) about every key: a wrongly typed
+value is a ConfigError before any model runs, and a config whose key that torch
+lacks is set aside as unavailable.
 """
 from __future__ import annotations
 
@@ -191,6 +193,8 @@ def probe_here(keys: list[str]) -> dict[str, dict[str, Any]]:
     """Each key in this interpreter's torch: {"status": "present", "type": T}, "missing" (+ "close") or "malformed"."""
     import importlib
 
+    import torch  # noqa: F401  (no torch here is an error of its own, not "every key missing")
+
     found: dict[str, dict[str, Any]] = {}
     entries: dict[str, dict[str, Any]] = {}
     for key in keys:
@@ -275,11 +279,6 @@ def judge(configs: dict[str, dict], base_settings: dict[str, Any], reports: dict
         else:
             result.configs[name] = settings
     return result
-
-
-def validate(settings: dict[str, Any], python: str | None = None) -> None:
-    """Raise ConfigError unless every key exists in `python`'s torch with a value of the right type."""
-    validate_all({}, settings, python)
 
 
 def validate_all(configs: dict[str, dict], base_settings: dict[str, Any], python: str | None = None) -> None:

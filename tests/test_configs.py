@@ -191,3 +191,9 @@ def test_a_nested_key_is_applied_by_the_workers_patch():
     with patched({"torch._inductor.config.triton.cudagraphs": not before}):
         assert inductor.triton.cudagraphs is (not before)
     assert inductor.triton.cudagraphs is before
+
+
+def test_an_interpreter_without_torch_is_a_clear_error_not_every_key_missing(tmp_path):
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    with pytest.raises(ConfigError, match="could not check settings there: .*No module named 'torch'"):
+        check({"a": {"torch._dynamo.config.verbose": True}}, {}, str(tmp_path / "bare" / "bin" / "python"))
