@@ -248,15 +248,20 @@ def _problem(key: str, value: Any, report: dict[str, Any]) -> str | None:
     return None
 
 
+def check_all_syntax(configs: dict[str, dict], base_settings: dict[str, Any]) -> None:
+    """check_syntax on the base settings and every config (cheap: no torch)."""
+    check_syntax(base_settings, "--base-setting")
+    for name, settings in configs.items():
+        check_syntax(settings, f"config {name!r}")
+
+
 def check(configs: dict[str, dict], base_settings: dict[str, Any], python: str | None = None) -> Checked:
     """Check every config and the base settings in `python`'s torch before anything runs.
 
     A wrong type or malformed key anywhere, or a base setting that torch lacks, is a
     ConfigError; a config whose key that torch lacks is set aside as unavailable.
     """
-    check_syntax(base_settings, "--base-setting")
-    for name, settings in configs.items():
-        check_syntax(settings, f"config {name!r}")
+    check_all_syntax(configs, base_settings)
     keys = [k for s in [base_settings, *configs.values()] for k in s]
     return judge(configs, base_settings, probe(keys, python) if keys else {})
 

@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from harness.configs import Checked, ConfigError
+from harness.configs import Checked, ConfigError, check_all_syntax
 from harness.configs import check as config_check
 from harness.effects import BASELINE
 from harness.outcome import Outcome
@@ -128,9 +128,7 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
     done: set[tuple[str, str]] = set()
     stored, unavailable = None, {}
     if not resume:
-        # Checked in the interpreter under test, before any model runs (ConfigError on a wrong type).
-        checked = check_configs(configs, base_settings, options.python)
-        configs, unavailable = checked.configs, checked.unavailable
+        check_all_syntax(configs, base_settings)   # malformed keys stop us before a worker starts
     if resume:
         if run_id is None:
             raise ResumeError("--resume needs a run id")
@@ -142,9 +140,19 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         models, configs, base_settings = stored.models, stored.configs, stored.base_settings
         done = runs.finished_items(conn, run_id)
     groups = plan_groups(models, configs, done)
-    total = len(models) * len(configs)
     pool = _pool(options, base_settings, len(groups))
-    pool.start()  # the workers import torch while we set up the run
+    pool.start()  # the workers import torch while we set up the run and check the configs
+    if not resume:
+        try:
+            # In the interpreter under test, before any model runs: ConfigError on a wrong type,
+            # a config whose key that torch lacks set aside.
+            checked = check_configs(configs, base_settings, options.python)
+        except BaseException:
+            pool.close(kill=True)
+            raise
+        configs, unavailable = checked.configs, checked.unavailable
+        groups = plan_groups(models, configs, done)
+    total = len(models) * len(configs)
     bar = Progress(total=total, done=len(done), enabled=progress, label=f"sweep {len(models)} models")
     try:
         env = pool.environment()
