@@ -136,3 +136,18 @@ def test_a_command_sweep_checks_in_the_torch_it_runs_on(tmp_path, stand_in):
     with pytest.raises(handlers.UserError, match=f"^--base-setting: unknown setting '{GONE}'"):
         handlers.default_sweep(ctx, [MODEL], {"baseline": {}}, {GONE: 0.3})
     assert runs.list_runs(ctx.conn) == []
+
+
+def test_a_bisect_probe_on_a_build_without_the_key_reports_it_unavailable(tmp_path, stand_in, monkeypatch):
+    """Bisecting a flag across builds: a build that lacks its key is an outcome of its own, not a crash."""
+    from bot import handlers, provider
+    from bot.settings import Settings
+
+    settings = Settings(state_path=tmp_path / "s.sqlite")
+    (tmp_path / "configs.toml").write_text(CONFIGS)
+    settings.sweep.config_file = str(tmp_path / "configs.toml")
+    # The install of that day's build is the provider's business (tests/test_provider.py); here it is the stand-in.
+    monkeypatch.setattr(provider, "provide", lambda nightly, date, progress=False: provider.current(str(stand_in)))
+    ctx = handlers.Context(conn=db.connect(settings.state_path), settings=settings, github=None, gate=None)
+    probe = handlers.default_bisect_probe(ctx, "2026-11-01", MODEL, "budget")
+    assert probe.key == "unavailable" and GONE in probe.detail
