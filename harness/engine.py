@@ -141,7 +141,11 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         done = runs.finished_items(conn, run_id)
     groups = plan_groups(models, configs, done)
     pool = _pool(options, base_settings, len(groups))
-    pool.start()  # the workers import torch while we set up the run and check the configs
+    try:
+        pool.start()  # the workers import torch while we set up the run and check the configs
+    except OSError as exc:   # no such interpreter: a bad --python, said in one line
+        pool.close(kill=True)
+        raise ConfigError(f"{options.python or sys.executable}: cannot start the workers ({exc.strerror})") from None
     if not resume:
         try:
             # In the interpreter under test, before any model runs: ConfigError on a wrong type,

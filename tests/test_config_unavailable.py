@@ -151,3 +151,10 @@ def test_a_bisect_probe_on_a_build_without_the_key_reports_it_unavailable(tmp_pa
     ctx = handlers.Context(conn=db.connect(settings.state_path), settings=settings, github=None, gate=None)
     probe = handlers.default_bisect_probe(ctx, "2026-11-01", MODEL, "budget")
     assert probe.key == "unavailable" and GONE in probe.detail
+
+
+def test_a_python_that_does_not_exist_is_exit_2_in_one_line(tmp_path, capsys):
+    rc = main(["--state", str(tmp_path / "s.sqlite"), "sweep", "--python", str(tmp_path / "nope"),
+               "--models", MODEL, "--configs", "capture_scalar_outputs"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "nope: cannot start the workers" in err
