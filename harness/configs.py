@@ -11,6 +11,7 @@ lacks is set aside as unavailable.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 import subprocess
@@ -190,7 +191,8 @@ def _entry_type(entry: Any) -> str:
 
 
 def probe_here(keys: list[str]) -> dict[str, dict[str, Any]]:
-    """Each key in this interpreter's torch: {"status": "present", "type": T}, "missing" (+ "close") or "malformed"."""
+    """Each key in this interpreter's torch: "present" (declared type, type of the current value),
+    "missing" (with close matches) or "malformed" (with the reason)."""
     import importlib
 
     import torch  # noqa: F401  (no torch here is an error of its own, not "every key missing")
@@ -210,7 +212,8 @@ def probe_here(keys: list[str]) -> dict[str, dict[str, Any]]:
                 entries[module_name] = {}   # this torch has no such config module: every key is missing
         table = entries[module_name]
         if attr in table:
-            found[key] = {"status": "present", "type": _entry_type(table[attr])}
+            current = functools.reduce(getattr, attr.split("."), importlib.import_module(module_name))
+            found[key] = {"status": "present", "type": _entry_type(table[attr]), "current": type(current).__name__}
         elif any(name.startswith(attr + ".") for name in table):
             found[key] = {"status": "malformed", "reason": f"{key!r} is a group of settings, not one setting"}
         else:

@@ -74,14 +74,16 @@ def reports():
 
 
 def test_probe_reports_present_with_type_missing_with_hints_and_groups_as_malformed(reports):
-    assert reports["torch._dynamo.config.capture_scalar_outputs"] == {"status": "present", "type": "bool"}
-    assert reports["torch._dynamo.config.recompile_limit"] == {"status": "present", "type": "int"}
-    assert reports["torch._inductor.config.triton.cudagraphs"]["status"] == "present"
+    assert reports["torch._dynamo.config.capture_scalar_outputs"] == {"status": "present", "type": "bool",
+                                                                      "current": "bool"}
+    assert reports["torch._dynamo.config.recompile_limit"] == {"status": "present", "type": "int", "current": "int"}
+    assert reports["torch._inductor.config.triton.cudagraphs"] == {"status": "present", "type": "bool",
+                                                                   "current": "bool"}
     assert reports["torch._dynamo.config.no_such_flag"] == {"status": "missing", "close": []}
     assert "torch._dynamo.config.capture_scalar_outputs" in reports["torch._dynamo.config.capture_scalar_output"]["close"]
     assert reports["torch._inductor.config.triton"]["status"] == "malformed"
     # Gone in 2.14.1; tests/test_config_unavailable.py removes it from a stand-in torch.
-    assert reports["torch._inductor.config.partitioned_scatter_memory_budget"] == {"status": "present", "type": "float"}
+    assert reports["torch._inductor.config.partitioned_scatter_memory_budget"]["type"] == "float"
 
 
 def test_a_missing_key_makes_its_config_unavailable_not_an_error(reports):
