@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import keyword
 import re
 import subprocess
 import sys
@@ -45,7 +46,7 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 def split_key(key: str) -> tuple[str, str]:
     """'torch._inductor.config.triton.cudagraphs' -> ('torch._inductor.config', 'triton.cudagraphs')."""
-    if not isinstance(key, str) or not all(_IDENT.match(part) for part in key.split(".")):
+    if not isinstance(key, str) or not all(_IDENT.match(p) and not keyword.iskeyword(p) for p in key.split(".")):
         raise ConfigError(f"{key!r}: a key is dotted Python identifiers, e.g. torch._dynamo.config.verbose")
     for module in sorted(CONFIG_MODULES, key=len, reverse=True):
         if key.startswith(module + ".") and len(key) > len(module) + 1:

@@ -133,6 +133,8 @@ def test_key_outside_the_allowed_modules():
     "torch._dynamo.config.__import__('os')",
     "torch._dynamo.config..verbose",
     "torch._dynamo.config.1verbose",
+    "torch._dynamo.config.import",
+    "torch._dynamo.config.vérbose",
 ])
 def test_keys_that_are_not_dotted_identifiers_are_refused_everywhere(tmp_path, key):
     with pytest.raises(ConfigError, match="dotted Python identifiers"):
