@@ -1,6 +1,6 @@
 """Machine paths out of text: what the runner's disk looks like never reaches GitHub or a report.
 
-Stdlib only. `scrub(text)` makes installed files package-relative
+`scrub(text)` makes installed files package-relative
 (`.../site-packages/transformers/models/x.py` -> `transformers/models/x.py`),
 standard-library files bare (`contextlib.py`), and drops the checkout, the
 interpreter's prefix, the home directory and temporary directories from any
@@ -14,9 +14,8 @@ import re
 import sys
 import tempfile
 from functools import lru_cache
-from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from harness.pool import PROJECT_ROOT
 
 _SEG = r"[\w.~+@%=-]+"
 _START = r"(?<![\w.~+@%=/\\-])"  # a path starts here, not in the middle of a word or another path
