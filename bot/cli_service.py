@@ -114,9 +114,8 @@ def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
                                        configs=list(run.configs), dry_run=dry_run, out_dir=str(out),
                                        torch={"version": run.environment.get("torch_version"),
                                               "git": run.environment.get("torch_git"), "current": False})
-        steps = nightly.Steps()
-        steps.finalize(conn, run_id)
-        result = nightly.publish_stage(conn, settings, result, python=settings.sweep.python, steps=steps, out=out)
+        result = nightly.publish_stage(conn, settings, result, python=settings.sweep.python, steps=nightly.Steps(),
+                                       out=out)
     finally:
         conn.close()
     _emit(result, args.json)

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import sqlite3
 
+from state import history
 from state import runs as runs_mod
+from state.db import transaction
 
 
 class MergeError(ValueError):
@@ -37,7 +39,7 @@ def check(shards: list[runs_mod.Run]) -> None:
 
 
 def merge(conn: sqlite3.Connection, run_ids: list[int]) -> int:
-    """A new finished nightly run holding every shard's outcomes; the shards are marked `merged`.
+    """A new finished, finalized nightly run holding every shard's outcomes; the shards are marked `merged`.
 
     Marking them keeps run history from comparing the merged night with its own shards.
     """
@@ -52,8 +54,7 @@ def merge(conn: sqlite3.Connection, run_ids: list[int]) -> int:
     n = int(first.shard.split("/")[1])
     missing = sorted(set(range(1, n + 1)) - {int(r.shard.split("/")[0]) for r in shards})
     models = sorted({m for r in shards for m in r.models})
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         options = dict(first.options)
         options["merged_from"] = [r.id for r in shards]
         if missing:
@@ -64,10 +65,7 @@ def merge(conn: sqlite3.Connection, run_ids: list[int]) -> int:
         for r in shards:
             for outcome in runs_mod.outcomes(conn, r.id):
                 runs_mod.record_outcome(conn, new_id, outcome)
-            conn.execute("UPDATE runs SET status = 'merged', reason = ? WHERE id = ?", (f"merged into run {new_id}", r.id))
+            runs_mod.mark_merged(conn, r.id, new_id)
         runs_mod.finish_run(conn, new_id)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+        history.finalize_run(conn, new_id)      # merge ends the merged run, so merge finalizes it
     return new_id
