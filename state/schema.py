@@ -119,5 +119,21 @@ CREATE INDEX runs_nightly ON runs(kind, nightly);
 CREATE INDEX effects_config ON effects(config, effect);
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3]
+# v3 -> v4: one exclusive claim per run being executed (state/leases.py). A
+# second process may resume a run only when the holder is gone: its pid no
+# longer exists on this host, or its heartbeat stopped before `expires`.
+V4 = """
+CREATE TABLE run_leases (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+    holder TEXT NOT NULL,                  -- random token of the holding process
+    pid INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    pid_started TEXT,                      -- the holder's start time (/proc), so a reused pid is not taken for it
+    acquired_at TEXT NOT NULL,
+    heartbeat REAL NOT NULL,               -- unix time of the last heartbeat
+    expires REAL NOT NULL                  -- unix time after which the lease is free
+);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4]
 SCHEMA_VERSION = len(MIGRATIONS)

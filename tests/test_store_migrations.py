@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from state import history, runs
+from state import history, leases, runs
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 from tests import historydata as hd
@@ -48,7 +48,12 @@ def _fill_v2(conn: sqlite3.Connection) -> None:
                  " ('b1', 0, 'crash:capture_scalar_outputs:abc', 'edit', '{}', '2026-10-02T05:00:00+00:00')")
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2}
+def _fill_v3(conn: sqlite3.Connection) -> None:
+    """v3 added only indexes: v2's rows, read through them."""
+    _fill_v2(conn)
+
+
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3}
 
 
 def _build_at(path, version: int) -> None:
@@ -100,6 +105,9 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
         assert conn.execute("SELECT count(*) FROM outbox WHERE status = 'pending'").fetchone()[0] == 1
     indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "outcomes_config_signature" in indexes
+    # v4: no run of an older store is held by anyone; a lease can be taken on it.
+    assert conn.execute("SELECT count(*) FROM run_leases").fetchone()[0] == 0
+    leases.acquire(conn, 2).release(conn)
 
 
 def test_each_migration_is_one_transaction(tmp_path):
