@@ -58,11 +58,11 @@ def _sweep_options(settings: Settings, python: str | None) -> Any:
 
 def _sweep(conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict], base_settings: dict[str, Any],
            settings: Settings, python: str | None, run_id: int | None, resume: bool, nightly: str | None,
-           shard: str | None, kind: str = "nightly", progress: bool = True) -> int:
+           shard: str | None, kind: str = "nightly", progress: bool = True, build: dict | None = None) -> int:
     from harness import engine
     return engine.sweep(conn, models=models, configs=configs, base_settings=base_settings,
                         options=_sweep_options(settings, python), run_id=run_id, resume=resume, kind=kind,
-                        nightly=nightly, shard=shard, progress=progress)
+                        nightly=nightly, shard=shard, progress=progress, extra_environment=build)
 
 
 def _finalize(conn: sqlite3.Connection, run_id: int) -> None:
@@ -108,10 +108,20 @@ def _report(conn: sqlite3.Connection, run_id: int, out_dir: Path) -> Path:
 
 
 def _provide(settings: Settings, torch: str, date: str | None, progress: bool) -> provider.Nightly:
-    """The torch to sweep: the one installed here, or the nightly for `date` in its cached venv."""
-    if torch == "current":
+    """The torch to sweep, named the way people name builds (provider.parse_spec), ready in its venv.
+
+    `--date D` with `--torch nightly` is the nightly of D. SpecError (bad input) for a
+    name that is none of the forms or an interpreter without torch; ProviderError when
+    the index is down or has no such build.
+    """
+    spec = provider.parse_spec(torch)
+    if spec.kind == "current":
         return provider.current(settings.sweep.python)
-    return provider.provide(settings.nightly, date, progress=progress)
+    if spec.kind == "nightly" and date:
+        spec = provider.parse_spec(date)
+        if spec.kind != "date":
+            raise provider.SpecError(f"--date {date!r}: expected YYYY-MM-DD")
+    return provider.provide_spec(settings.nightly, spec, progress=progress)
 
 
 @dataclass
@@ -212,6 +222,7 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
                 progress: bool = True, steps: Steps | None = None) -> NightlyResult:
     """The whole nightly; a provider failure is a failed run in the store, never an exception."""
     steps = steps or Steps()
+    provider.parse_spec(torch)       # a build name that is none of the forms: SpecError before anything runs
     dry_run = (not settings.github.has_credentials) if dry_run is None else dry_run
     out = Path(out_dir or settings.issues.dry_run_out)
     shard_t = parse_shard(shard)
@@ -238,7 +249,7 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         resume = bool(existing and existing.status in ("running", "interrupted") and not force)
         result.run_id = steps.sweep(conn, models=names, configs=chosen, base_settings={}, settings=settings,
                                     python=built.python, run_id=existing.id if resume else None, resume=resume,
-                                    nightly=built.date, shard=shard, progress=progress)
+                                    nightly=built.date, shard=shard, progress=progress, build=built.environment())
     steps.finalize(conn, result.run_id)
     if shard:
         # A shard stops here: `flagsweep merge` joins the shards and publishes once.

@@ -21,7 +21,7 @@ from bot import planner, plan_inputs, render, reproducers, routing
 from bot.dryrun import DryRunPublisher
 from bot.publisher import ActionRefused, GitHubUnavailable, Publisher
 from bot.settings import Settings
-from state import links as links_mod, outbox
+from state import history, links as links_mod, outbox, runs as runs_mod
 
 log = logging.getLogger(__name__)
 _REF = re.compile(r"\[\[flagsweep-ref:([A-Za-z0-9]+)\]\]")
@@ -81,9 +81,11 @@ def _make_plan(conn: sqlite3.Connection, settings: Settings, run_id: int, repo: 
     inputs = plan_inputs.gather(conn, run_id, repo)
     if verify:
         groups = planner.tracking_groups(inputs.effects, inputs.outcomes)
+        # Verified on the run's own interpreter (its environment records it), from what the run stored.
         inputs.reproducers = reproducers.verify_all(
-            groups, inputs.outcomes, inputs.run, cache_path=Path(settings.state_path).with_name("repro-cache.json"),
-            python=settings.sweep.python, timeout=settings.issues.repro_timeout, progress=say)
+            groups, inputs.outcomes, inputs.run, runs_mod.group_model_data(conn, history.run_group(conn, run_id)),
+            cache_path=Path(settings.state_path).with_name("repro-cache.json"),
+            timeout=settings.issues.repro_timeout, progress=say)
     return planner.plan(inputs, psettings)
 
 

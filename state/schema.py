@@ -119,5 +119,17 @@ CREATE INDEX runs_nightly ON runs(kind, nightly);
 CREATE INDEX effects_config ON effects(config, effect);
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3]
+# v3 -> v4: what a reproducer needs, per model of a run, as plain data (built config,
+# input spec, config class, fingerprint, transformers version), stored by the engine
+# so the bot renders reproducers without building models or importing torch.
+V4 = """
+CREATE TABLE run_models (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    model TEXT NOT NULL,
+    data TEXT NOT NULL,                     -- JSON: config_class, config, spec, fingerprint, ...
+    PRIMARY KEY (run_id, model)
+);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4]
 SCHEMA_VERSION = len(MIGRATIONS)

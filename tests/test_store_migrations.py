@@ -48,7 +48,7 @@ def _fill_v2(conn: sqlite3.Connection) -> None:
                  " ('b1', 0, 'crash:capture_scalar_outputs:abc', 'edit', '{}', '2026-10-02T05:00:00+00:00')")
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2}
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v2}   # v3 added only indexes: v2 rows are v3 rows
 
 
 def _build_at(path, version: int) -> None:
@@ -100,6 +100,10 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
         assert conn.execute("SELECT count(*) FROM outbox WHERE status = 'pending'").fetchone()[0] == 1
     indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "outcomes_config_signature" in indexes
+    # v4: per-model build data of a run, what reproducers are rendered from.
+    assert runs.model_data(conn, 2) == {}
+    runs.record_model(conn, rid, "LlamaForCausalLM", {"config_class": "LlamaConfig", "config": {"vocab_size": 99}})
+    assert runs.model_data(conn, rid) == {"LlamaForCausalLM": {"config_class": "LlamaConfig", "config": {"vocab_size": 99}}}
 
 
 def test_each_migration_is_one_transaction(tmp_path):
