@@ -265,6 +265,13 @@ def available_builds(wheels: Iterable[Wheel], tags: list[Tag] | None = None) -> 
     return sorted({w.version for _, w in compatible(wheels, tags)}, key=_version_key)
 
 
+def build_labels(wheels: Iterable[Wheel], tags: list[Tag] | None = None) -> list[str]:
+    """Installable builds oldest first, named as `bisect` takes them: a nightly's date, else its version."""
+    by_version = {w.version: w for _, w in compatible(wheels, tags)}
+    labels = [by_version[v].date or v for v in sorted(by_version, key=_version_key)]
+    return list(dict.fromkeys(labels))
+
+
 def _venv_root(settings: NightlySettings) -> Path:
     """Where the per-version venvs are cached ([nightly] venv_dir, else ~/.cache/flagsweep/venvs)."""
     if settings.venv_dir:

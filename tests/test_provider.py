@@ -24,7 +24,8 @@ def index(tmp_path):
 
 def nightly_settings(idx, tmp_path, **kw) -> NightlySettings:
     # Tests never reach the internet: no extra index, no deps, no transformers unless given.
-    return NightlySettings(index_url=idx.url, channel="cpu", venv_dir=str(tmp_path / "venvs"),
+    kw = {"channel": "cpu", **kw}
+    return NightlySettings(index_url=idx.url, venv_dir=str(tmp_path / "venvs"),
                            transformers_pin="", extra_index_url="", no_deps=True, pip_args=["--isolated"], **kw)
 
 
@@ -144,38 +145,41 @@ def test_build_names_people_use():
 
 
 def test_versions_release_candidates_and_dev_builds_resolve(index, tmp_path):
+    # Versions stay at or below 2.14.1: this machine's pip config caps torch there (/etc/xdg/pip).
     from bot.provider import BuildSpec, available_builds, pick_version, provide_spec
 
-    index.add("2.14.1+cpu", "rel14")
-    index.add("2.15.0rc1+cpu", "rc15")
-    index.add("2.15.0.dev20261101+cpu", "dev1101")
-    index.add("2.15.0.dev20261102+cpu", "dev1102")
-    index.add("2.13.0+cpu", "old13", tag="cp27-cp27m-win32")          # not installable here
+    index.add("2.13.0+cpu", "rel13")
+    index.add("2.14.0rc1+cpu", "rc14")
+    index.add("2.14.0.dev20261101+cpu", "dev1101")
+    index.add("2.14.0.dev20261102+cpu", "dev1102")
+    index.add("2.12.0+cpu", "old12", tag="cp27-cp27m-win32")          # not installable here
     s = nightly_settings(index, tmp_path)
     wheels = list_wheels(s)
-    assert available_builds(wheels) == ["2.14.1+cpu", "2.15.0.dev20261101+cpu", "2.15.0.dev20261102+cpu", "2.15.0rc1+cpu"]
-    assert pick_version(wheels, "2.14.1").version == "2.14.1+cpu"     # a local build matches the public version
-    assert pick_version(wheels, "2.15.0rc1").version == "2.15.0rc1+cpu"
-    with pytest.raises(ProviderError, match=r"no torch 2\.13\.0 on the index.*2\.14\.1\+cpu \.\. 2\.15\.0rc1\+cpu"):
-        pick_version(wheels, "2.13.0")
-    rel = provide_spec(s, BuildSpec("version", "2.14.1"), progress=False)
-    assert (rel.version, rel.git, rel.index, rel.channel) == ("2.14.1+cpu", "rel14", index.url, "cpu")
+    assert available_builds(wheels) == ["2.13.0+cpu", "2.14.0.dev20261101+cpu", "2.14.0.dev20261102+cpu", "2.14.0rc1+cpu"]
+    assert pick_version(wheels, "2.13.0").version == "2.13.0+cpu"     # a local build matches the public version
+    assert pick_version(wheels, "2.14.0rc1").version == "2.14.0rc1+cpu"
+    with pytest.raises(ProviderError, match=r"no torch 2\.12\.0 on the index.*2\.13\.0\+cpu \.\. 2\.14\.0rc1\+cpu"):
+        pick_version(wheels, "2.12.0")
+    rel = provide_spec(s, BuildSpec("version", "2.13.0"), progress=False)
+    assert (rel.version, rel.git, rel.index, rel.channel) == ("2.13.0+cpu", "rel13", index.url, "cpu")
     assert rel.date and rel.environment() == {"torch_index": index.url, "torch_channel": "cpu"}
+    rc = provide_spec(s, BuildSpec("version", "2.14.0rc1"), progress=False)
+    assert rc.git == "rc14"
     newest = provide_spec(s, BuildSpec("nightly"), progress=False)    # the newest dev build, not the rc
-    assert (newest.version, newest.date) == ("2.15.0.dev20261102+cpu", "2026-11-02")
+    assert (newest.version, newest.date) == ("2.14.0.dev20261102+cpu", "2026-11-02")
     dated = provide_spec(s, BuildSpec("date", "2026-11-01"), progress=False)
     assert dated.git == "dev1101"
-    by_dev_version = provide_spec(s, BuildSpec("version", "2.15.0.dev20261101"), progress=False)
+    by_dev_version = provide_spec(s, BuildSpec("version", "2.14.0.dev20261101"), progress=False)
     assert by_dev_version == dated                                    # the same cached venv
 
 
 def test_a_pypi_style_index_without_channels(index, tmp_path):
     from bot.provider import BuildSpec, provide_spec
 
-    index.add("2.14.1", "pypi14", channel="")
+    index.add("2.13.0", "pypi13", channel="")
     s = nightly_settings(index, tmp_path, channel="")
-    n = provide_spec(s, BuildSpec("version", "2.14.1"), progress=False)
-    assert (n.version, n.git, n.channel) == ("2.14.1", "pypi14", "")
+    n = provide_spec(s, BuildSpec("version", "2.13.0"), progress=False)
+    assert (n.version, n.git, n.channel) == ("2.13.0", "pypi13", "")
 
 
 def test_an_interpreter_path_is_used_as_it_is(tmp_path):
