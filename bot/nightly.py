@@ -209,7 +209,8 @@ def record_failure(conn: sqlite3.Connection, *, reason: str, nightly: str | None
     # The same keys as a swept run's environment, so reports and listings can show a failed run too.
     env = {"torch_version": (torch or {}).get("version"), "torch_git": (torch or {}).get("git"),
            "transformers_version": None, "python_version": None, "device": None, "cuda_version": None,
-           "flagsweep_version": None, "recipe_fingerprint": None}
+           "flagsweep_version": None, "recipe_fingerprint": None,
+           "torch_index": (torch or {}).get("index"), "torch_channel": (torch or {}).get("channel")}
     run_id = runs_mod.create_run(conn, environment=env, models=models, configs=configs, kind="nightly",
                                  nightly=nightly, shard=shard)
     runs_mod.finish_run(conn, run_id, status="failed", reason=reason)
@@ -236,7 +237,8 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
     except provider.ProviderError as exc:
         result.status, result.reason = "failed", str(exc)
         result.nightly = date
-        result.run_id = record_failure(conn, reason=str(exc), nightly=date, configs=chosen, models=names, shard=shard)
+        result.run_id = record_failure(conn, reason=str(exc), nightly=date, configs=chosen, models=names, shard=shard,
+                                       torch={"index": settings.nightly.index_url, "channel": settings.nightly.channel})
         log.error("nightly failed: %s", exc)
         return result
     result.torch, result.nightly = built.to_dict(), built.date

@@ -230,6 +230,7 @@ def test_an_index_that_is_down_or_lacks_the_build_fails_the_night_with_its_reaso
     assert down.status == "failed" and f"cannot read the nightly index {url}" in down.reason
     stored = [runs.get_run(conn, r.run_id) for r in (missing, down)]
     assert [r.status for r in stored] == ["failed", "failed"] and "no torch 2.16.0" in stored[0].reason
+    assert stored[1].environment["torch_index"] == url and stored[1].environment["torch_channel"] == "cpu"
     assert world.sweeps == [] and world.published == []
     conn.close()
 
@@ -240,3 +241,26 @@ def test_nightly_cli_refuses_a_build_name_it_does_not_know(tmp_path, capsys):
     code = main(["--state", str(tmp_path / "s.sqlite"), "nightly", "--dry-run", "--torch", "newest"])
     err = capsys.readouterr().err
     assert code == 2 and "--torch 'newest': expected current, nightly" in err and "Traceback" not in err
+
+
+def test_the_run_environment_keeps_version_commit_channel_and_index(index, tmp_path):
+    from bot import nightly
+    from bot.settings import Settings
+    from state import db, runs
+    from tests.fakesweep import World
+
+    index.add("2.13.0+cpu", "rel13")
+    settings = Settings(state_path=tmp_path / "state.sqlite")
+    settings.nightly = nightly_settings(index, tmp_path)
+    settings.nightly.configs = ["capture_scalar_outputs"]
+    conn = db.connect(settings.state_path)
+    world = World()
+    world.version = "2.13.0+cpu"
+    steps = world.steps()
+    steps.provide = nightly._provide                       # the real provider, fake wheels over HTTP
+    result = nightly.run_nightly(conn, settings, torch="2.13.0", out_dir=tmp_path, steps=steps)
+    env = runs.get_run(conn, result.run_id).environment
+    assert result.status == "swept" and result.torch["git"] == "rel13"
+    assert (env["torch_version"], env["torch_index"], env["torch_channel"]) == ("2.13.0+cpu", index.url, "cpu")
+    assert env["python"] == result.torch["python"] and "torch-2.13.0+cpu" in env["python"]
+    conn.close()
