@@ -121,12 +121,15 @@ def main() -> int:
         first, first_s = one_night(conn, settings, sys.executable, names, tmp_path / "out-first")
         second, second_s = one_night(conn, settings, python2, names, tmp_path / "out-second")
         report = {
-            "models": len(names), "subset": bool(args.models), "configs": second.configs or first.configs,
+            "models": len(names), "subset": bool(args.models), "names": names,
+            "configs": second.configs or first.configs,
             "first": {"torch": first.torch.get("version"), "git": first.torch.get("git"), "status": first.status,
-                      "reason": first.reason, "sweep_s": round(first_s, 1),
+                      "reason": first.reason, "nightly_s": round(first_s, 1),
                       "one_sided": one_sided_report(conn, first.run_id) if first.run_id else None},
+            # nightly_s: the whole `nightly` (sweep, diff, flake confirmation, dry-run publish with
+            # reproducers verified on the run's interpreter, report)
             "second": {"torch": second.torch.get("version"), "git": second.torch.get("git"), "status": second.status,
-                       "reason": second.reason, "sweep_s": round(second_s, 1), "install_s": install_s and round(install_s, 1),
+                       "reason": second.reason, "nightly_s": round(second_s, 1), "install_s": install_s and round(install_s, 1),
                        "one_sided": one_sided_report(conn, second.run_id) if second.run_id else None},
             "transitions": second.transitions, "previous_run": second.previous_run,
             "planned_first": planned(tmp_path / "out-first") if first.status != "failed" else None,
