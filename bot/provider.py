@@ -371,14 +371,23 @@ def _build_venv(path: Path, wheel: Wheel, settings: NightlySettings, progress: b
         cmd.append(req)
     log.info("installing torch %s into %s", wheel.version, path)
     try:
-        proc = subprocess.run(cmd, stdout=sys.stderr if progress else subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, timeout=settings.install_timeout)
+        proc = subprocess.run(cmd, stdout=sys.stderr if progress and _has_fd(sys.stderr) else subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=settings.install_timeout)
     except subprocess.TimeoutExpired:
         raise ProviderError(f"installing torch {wheel.version} took over {settings.install_timeout:.0f}s") from None
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()]
         errors = [ln for ln in lines if "ERROR" in ln] or lines[-3:] or ["no output"]
         raise ProviderError(f"pip could not install torch {wheel.version}: {' '.join(errors[-2:]).strip()}")
+
+
+def _has_fd(stream) -> bool:
+    """Whether pip's progress can go straight to `stream` (a captured stream has no file descriptor)."""
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
 
 
 def resolve(settings: NightlySettings, date: str | None = None, *, client=None) -> Wheel:

@@ -110,3 +110,30 @@ def test_the_actions_workflow_passes_shard_files_not_a_shared_disk():
     assert "--export" in text and "upload-artifact" in text and "download-artifact" in text
     assert "flagsweep merge shards/" in text
     assert "share a persistent state" not in text
+
+
+def test_merge_torch_installs_the_shards_build_here_and_refuses_another(tmp_path, capsys):
+    """`merge --torch V`: reproducers are verified on this host's venv of the shards' torch, same git or refused."""
+    from tests.fakeindex import FakeIndex
+
+    files = [str(_shard_file(tmp_path, 1)), str(_shard_file(tmp_path, 2))]   # torch 2.14.0.dev20261121+cpu, git "g"
+    idx = FakeIndex(tmp_path / "index")
+    try:
+        idx.add("2.14.0.dev20261121+cpu", "g")
+        idx.add("2.14.0.dev20261120+cpu", "other")
+        conf = tmp_path / "flagsweep.toml"
+        conf.write_text(f'[issues]\nverify_reproducers = false\n[nightly]\nindex_url = "{idx.url}"\n'
+                        f'venv_dir = "{tmp_path / "venvs"}"\ntransformers_pin = ""\nextra_index_url = ""\n'
+                        'no_deps = true\npip_args = ["--isolated"]\n')
+        state = str(tmp_path / "publisher.sqlite")
+        base = ["--settings", str(conf), "--state", state, "merge", *files, "--dry-run", "--out", str(tmp_path / "o")]
+        assert main(base + ["--torch", "2026-11-20"]) == 2
+        err = capsys.readouterr().err
+        assert "is torch 2.14.0.dev20261120+cpu (git other); the shards ran 2.14.0.dev20261121+cpu (git g)" in err
+        assert main(base + ["--torch", "2.14.0.dev20261121", "--json"]) == 0     # nothing was merged by the refusal
+    finally:
+        idx.close()
+    conn = db.connect(state)
+    merged = runs.list_runs(conn, limit=1)[0]
+    assert merged.shard is None and merged.environment["python"].endswith("torch-2.14.0.dev20261121+cpu/bin/python")
+    conn.close()
