@@ -175,3 +175,20 @@ def test_the_reproducer_module_is_only_a_runner():
     imported = {n.names[0].name.split(".")[0] for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Import)} | \
                {(n.module or "").split(".")[0] for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)}
     assert not imported & {"bot", "torch", "transformers", "jinja2"}
+
+
+@pytest.mark.compile
+def test_repro_cli_with_code_in_a_base_setting_key_runs_no_code(tmp_path):
+    """The issue's attack through the CLI: `repro --base-setting $'key\\nimport os; os.system(...)\\n#=true' --run`."""
+    pwned = tmp_path / "pwned"
+    key = f'torch._dynamo.config.verbose\nimport os; os.system("touch {pwned}")\n#'
+    proc = subprocess.run([sys.executable, "-m", "bot.cli", "--state", str(tmp_path / "s.sqlite"), "repro", "BertModel",
+                           "--config", "baseline", "--base-setting", f"{key}=true", "--run",
+                           "-o", str(tmp_path / "repro.py")], capture_output=True, text=True, timeout=600,
+                          cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    assert not pwned.exists()
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    if proc.returncode == 0:     # accepted as data: the script names the bad key instead of running it
+        assert json.loads(proc.stdout.strip().splitlines()[-1])["status"] == "error"
+    else:                        # refused before anything ran (key syntax checked): one clear line
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
