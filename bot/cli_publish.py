@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_publish(args: argparse.Namespace, settings: Settings) -> int:
     """Handler of `flagsweep publish`."""
     from bot import publish
-    from bot.publisher import ActionRefused
+    from bot.publisher_api import ActionRefused
     from bot.routing import RoutingError
     from state import db, history
 

@@ -109,9 +109,8 @@ def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
                                        configs=list(run.configs), dry_run=dry_run, out_dir=str(out),
                                        torch={"version": run.environment.get("torch_version"),
                                               "git": run.environment.get("torch_git"), "current": False})
-        steps = nightly.Steps()
-        steps.finalize(conn, run_id)
-        result = nightly.publish_stage(conn, settings, result, python=python or settings.sweep.python, steps=steps,
+        result = nightly.publish_stage(conn, settings, result, python=python or settings.sweep.python,
+                                       steps=nightly.Steps(),
                                        out=out)
     finally:
         conn.close()
@@ -121,8 +120,8 @@ def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
 
 def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
     """The interpreter of `--torch` on this host, once it is known to be the shards' torch."""
-    from bot import nightly
-    built = nightly._provide(settings, args.torch, None, True)
+    from bot import nightly, steps
+    built = steps.provide(settings, args.torch, None, True)
     want = (run.environment.get("torch_version"), run.environment.get("torch_git"))
     if (built.version, built.git) != want:
         raise nightly.NightlyError(f"--torch {args.torch} is torch {built.version} (git {built.git}); "

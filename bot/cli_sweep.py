@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import signal
 import sys
 from typing import Any
 
 from bot.settings import Settings
+from harness.effects import effect_table
 
 BACKENDS = ("count", "eager", "aot_eager", "inductor")
-NOT_TESTABLE = ("create_error", "both_crash")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -57,7 +58,7 @@ def _models(args: argparse.Namespace) -> list[str]:
     else:
         from harness.corpus import DEFAULT_CORPUS
 
-        patterns = [getattr(m, "model", m) for m in DEFAULT_CORPUS]
+        patterns = list(DEFAULT_CORPUS)
     cands = zoo.resolve(patterns)
     if args.sample:
         cands = zoo.sample(cands, args.sample, args.seed)
@@ -87,7 +88,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     import importlib
 
     from harness import configs as cfg
-    from harness.engine import ResumeError, SweepInterrupted, SweepOptions, sweep
+    from harness.engine import ResumeError, SweepInterrupted, sweep
     from state import db
 
     s = settings.sweep
@@ -102,12 +103,11 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
                 importlib.import_module(name)
             except ImportError as exc:
                 return _fail(f"--import {name}: {exc}")
-    options = SweepOptions(
+    options = dataclasses.replace(
+        s.options(args.python, list(args.extra_modules)),
         workers=args.workers if args.workers is not None else s.workers,
         timeout=args.timeout if args.timeout is not None else s.timeout,
         backend=args.backend or s.backend, device=args.device or s.device,
-        python=args.python or s.python, max_items_per_worker=s.max_items_per_worker,
-        max_rss_mb=s.max_rss_mb, extra_modules=list(args.extra_modules),
     )
     conn = db.connect(settings.state_path)
     run_id = None
@@ -156,21 +156,11 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
 
 def summary(run: Any, outcomes: list, effects: list, backend: str) -> dict[str, Any]:
     """The context of templates/sweep_effects.txt.j2: counts and % of testable models per config."""
-    by_config: dict[str, list] = collections.defaultdict(list)
-    for e in effects:
-        by_config[e.config].append(e)
-    from harness.outcome import EFFECTS
-
     configs = []
     for name in [c for c in run.configs if c != "baseline"]:
-        rows = by_config.get(name, [])
-        counts = collections.Counter(e.effect for e in rows)
-        testable = sum(n for eff, n in counts.items() if eff not in NOT_TESTABLE)
-        configs.append({
-            "name": name, "testable": testable,
-            "counts": [(eff, counts[eff], (100.0 * counts[eff] / testable if testable and eff not in NOT_TESTABLE else None))
-                       for eff in EFFECTS if counts[eff]],
-        })
+        table = effect_table(effects, name)
+        configs.append({"name": name, "testable": table.testable,
+                        "counts": [(r.effect, r.count, r.pct) for r in table.rows if r.count]})
     statuses = collections.Counter(o.status for o in outcomes)
     return {"run": run, "env": run.environment, "n_models": len(run.models), "configs": configs,
             "statuses": sorted(statuses.items()), "effects": effects, "backend": backend}

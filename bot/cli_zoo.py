@@ -27,6 +27,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     chk.add_argument("--no-cache", action="store_true", help="rerun every model, ignoring cached results")
     chk.add_argument("--json", action="store_true", help="print one JSON document only")
     chk.set_defaults(func=cmd_check)
+    lk = zsub.add_parser("lock", help="discover every candidate and write the locked corpus (the only writer of the lock)")
+    lk.add_argument("--models", action="append", default=[], metavar="A,B,'Qwen*'", help="re-lock only these (repeatable)")
+    lk.add_argument("--sample", type=int, metavar="N", help="re-lock a stratified random sample of N")
+    lk.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    lk.add_argument("--workers", type=int, metavar="N", help="worker processes (default: settings.sweep.workers)")
+    lk.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per class (default: 600)")
+    lk.add_argument("--fresh", action="store_true", help="ignore entries staged by an interrupted lock")
+    lk.add_argument("--lock-dir", metavar="DIR", help="where lock files live (default: the package's harness/zoo/lock)")
+    lk.add_argument("--check", action="store_true", help="compare the lock with the installed transformers; exit 1 if stale")
+    lk.add_argument("--json", action="store_true", help="print one JSON document only")
+    lk.set_defaults(func=cmd_lock)
     zoo.set_defaults(func=lambda args, settings: (zoo.print_help(sys.stderr), 2)[1])
     rep = sub.add_parser("repro", help="write a standalone reproducer script for one model under one config")
     rep.add_argument("model", help="model class name")
@@ -53,13 +64,17 @@ def _selected(args: argparse.Namespace) -> list[Any]:
 def cmd_list(args: argparse.Namespace, settings: Any) -> int:
     """Print every candidate."""
     from harness import zoo
-    from harness.zoo.enumerate import exclusions
+    from harness.zoo import lock
 
-    cands = zoo.candidates()
+    try:
+        cands = zoo.candidates()
+    except zoo.LockError as exc:
+        print(f"flagsweep zoo list: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps([{"model": c.model, "stratum": c.stratum, "kind": c.kind} for c in cands], indent=1))
         return 0
-    excluded = exclusions()
+    excluded = lock.current().excluded
     reasons = Counter(r.split(":")[0] for r in excluded.values())
     print(render("zoo_list.txt.j2", candidates=cands, counts=dict(sorted(Counter(c.stratum for c in cands).items())),
                  excluded=len(excluded), reasons=dict(reasons.most_common())), end="")
@@ -81,13 +96,14 @@ def cmd_check(args: argparse.Namespace, settings: Any) -> int:
     for c in cands:
         try:
             fingerprints[c.model] = zoo.fingerprint(c.model)
-        except zoo.BuildError:
+        except (zoo.BuildError, zoo.LockError):
             pass  # no fingerprint: never cached, always rerun
-    cached = 0 if args.no_cache else sum(1 for r in check.load_cache(cache_dir).items()
-                                         if r[0] in fingerprints and r[1].get("fingerprint") == fingerprints[r[0]])
+    timeout = args.timeout or settings.zoo.check_timeout
+    cached = 0 if args.no_cache else sum(1 for m, hit in check.load_cache(cache_dir).items()
+                                         if check.reusable(hit, fingerprints.get(m), timeout))
     results = check.check([c.model for c in cands], fingerprints, cache_dir=cache_dir,
                           workers=args.workers or settings.sweep.workers or 0,
-                          timeout=args.timeout or settings.zoo.check_timeout, use_cache=not args.no_cache,
+                          timeout=timeout, use_cache=not args.no_cache,
                           progress=True)  # stderr only: --json keeps stdout to the document
     strata = {c.model: c.stratum for c in cands}
     for r in results:
@@ -99,6 +115,41 @@ def cmd_check(args: argparse.Namespace, settings: Any) -> int:
         print(render("zoo_check.txt.j2", doc=doc, groups=check.group_failures(doc["failures"]),
                      cached=cached, cache_dir=str(cache_dir)), end="")
     return 0 if doc["ok"] == doc["candidates"] else 1
+
+
+def _stage_root(settings: Any) -> Path:
+    base = Path(settings.zoo.cache_dir) if settings.zoo.cache_dir else Path(settings.state_path).parent / "zoo-cache"
+    return base / "lock-stage"
+
+
+def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
+    """Write the locked corpus (or, with --check, say whether it is stale)."""
+    from harness.zoo import UnknownModel, check, locker
+
+    if args.sample is not None and args.sample < 1:
+        print(f"flagsweep zoo lock: --sample must be at least 1, got {args.sample}", file=sys.stderr)
+        return 2
+    patterns = [p.strip() for chunk in args.models for p in chunk.split(",") if p.strip()]
+    common = dict(patterns=patterns, sample_n=args.sample, seed=args.seed, workers=args.workers or settings.sweep.workers or 0,
+                  timeout=args.timeout, python=settings.sweep.python, stage_root=_stage_root(settings),
+                  lock_dir=Path(args.lock_dir) if args.lock_dir else None, progress=True)
+    try:
+        if args.check:
+            report = locker.check_lock(**common)
+            print(json.dumps(report, indent=1) if args.json else render("zoo_lock_check.txt.j2", report=report), end="\n" if args.json else "")
+            return 1 if report["stale"] else 0
+        result = locker.lock_corpus(fresh=args.fresh, **common)
+    except UnknownModel as exc:
+        print(f"flagsweep zoo lock: {exc}", file=sys.stderr)
+        return 2
+    chosen = [result.entries[m] for m in sorted(result.entries)]
+    doc = check.summarize(check.result_of_entry(e) for e in chosen)
+    if args.json:
+        print(json.dumps({"lock": str(result.path.name), "locked": result.locked, "resumed": result.resumed, **doc}, indent=1))
+    else:
+        print(render("zoo_lock.txt.j2", locked=len(result.locked), resumed=len(result.resumed), path=result.path.name,
+                     doc=doc, groups=check.group_failures(doc["failures"]), cached=0, cache_dir=""), end="")
+    return 0
 
 
 def cmd_repro(args: argparse.Namespace, settings: Any) -> int:

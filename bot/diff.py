@@ -116,16 +116,11 @@ def _failed(o: Outcome) -> bool:
     return o.status != "ok"
 
 
-def _signature(o: Outcome) -> str:
-    # Timeouts and kills often carry no message: the status is their signature.
-    return o.signature or o.status
-
-
 def _side(o: Outcome | None, effect: Effect | None) -> dict[str, Any]:
     if o is None:
         return {"status": None, "effect": None, "graphs": None, "signature": None, "fingerprint": None}
     return {"status": o.status, "effect": effect.effect if effect else None, "graphs": o.graphs,
-            "signature": _signature(o) if _failed(o) else None, "fingerprint": o.fingerprint}
+            "signature": o.crash_signature if _failed(o) else None, "fingerprint": o.fingerprint}
 
 
 def classify(before: Outcome | None, after: Outcome | None) -> str:
@@ -143,7 +138,7 @@ def classify(before: Outcome | None, after: Outcome | None) -> str:
     if _failed(before) and not _failed(after):
         return "fixed"
     if _failed(before):
-        same = _signature(before) == _signature(after) and before.status == after.status
+        same = before.crash_signature == after.crash_signature and before.status == after.status
         return "still_crashing" if same else "signature_changed"
     if before.graphs is not None and after.graphs is not None:
         if after.graphs < before.graphs:

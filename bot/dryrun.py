@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.publisher import IssueRef
+from bot.publisher_api import IssueRef
 
 PLACEHOLDER_BASE = 900000
 _OURS = re.compile(r"^\d{3,}-[a-z]+-.*\.md$")

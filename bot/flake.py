@@ -7,7 +7,6 @@ out of the new-crash counts and out of the signature history, and reported apart
 from __future__ import annotations
 
 import dataclasses
-import json
 import sqlite3
 from typing import Any
 
@@ -15,6 +14,7 @@ from bot.diff import Transition
 from harness.outcome import Outcome
 from state import history
 from state import runs as runs_mod
+from state.db import transaction
 
 # Only a change is worth re-checking: steady states were already seen twice.
 CONFIRMED_TRANSITIONS = ("new_crash", "fixed")
@@ -47,15 +47,6 @@ def _run_items(items: list[tuple[str, str]], *, configs: dict, base_settings: di
                      progress=progress)
 
 
-def _stored(conn: sqlite3.Connection, run_id: int, model: str, config: str) -> tuple[int, Outcome] | None:
-    """The outcome of an item in the run's group, and the run (shard) that holds it."""
-    ids = history.run_group(conn, run_id) or [run_id]
-    row = conn.execute(
-        f"SELECT run_id, data FROM outcomes WHERE run_id IN ({','.join('?' * len(ids))}) AND model = ? AND config = ?"
-        " ORDER BY run_id DESC", (*ids, model, config)).fetchone()
-    return (row[0], Outcome.from_dict(json.loads(row[1]))) if row else None
-
-
 def confirm(conn: sqlite3.Connection, run_id: int, transitions: list[Transition], *, configs: dict[str, dict],
             base_settings: dict, options: Any, runs: int = 2, progress: bool = True) -> list[Transition]:
     """Re-run every `new_crash`/`fixed` item `runs` more times; return the transitions, flaky ones marked."""
@@ -72,7 +63,7 @@ def confirm(conn: sqlite3.Connection, run_id: int, transitions: list[Transition]
     for t in targets:
         key = (t.model, t.config)
         rate = judge(t.transition, [_failed(o) for o in reruns[key]])
-        stored = _stored(conn, run_id, *key)
+        stored = runs_mod.find_outcome(conn, history.run_group(conn, run_id) or [run_id], *key)
         if stored is not None:
             holder, outcome = stored
             outcome.attempts = 1 + len(reruns[key])
@@ -84,7 +75,7 @@ def confirm(conn: sqlite3.Connection, run_id: int, transitions: list[Transition]
             marked[key] = rate
     for config, sig in sorted(touched):
         # A crash now known to be flaky leaves the signature history (or re-enters it once confirmed).
-        with history.transaction(conn):
+        with transaction(conn):
             history.refresh_signature(conn, config, sig)
     return [dataclasses.replace(t, flaky_rate=marked[(t.model, t.config)]) if (t.model, t.config) in marked else t
             for t in transitions]

@@ -10,90 +10,18 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import time
-from collections import deque
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from bot import commands as cmd_mod
+from bot import steps
 from bot import text as _text  # noqa: F401  (registers the escaping filters the reply templates use)
 from bot.bisect import BisectError, Probe, SkipNightly, bisect, outcome_key, window
+from bot.command_context import ROLES, Context, Gate, GitHubPort, UserError, role_at_least
 from bot.render import render
-from bot.settings import Settings
+
+__all__ = ["ROLES", "Context", "Gate", "GitHubPort", "UserError", "handle_job", "role_at_least"]
 
 log = logging.getLogger(__name__)
-
-ROLES = ("none", "read", "triage", "write", "maintain", "admin")
-
-
-class GitHubPort(Protocol):
-    """What the handlers need from GitHub (bot.publisher.Publisher and its dry-run twin provide it)."""
-
-    def comment(self, number: int, body: str) -> Any: ...
-    def react(self, comment_id: int, content: str) -> Any: ...
-    def user_permission(self, login: str) -> str: ...
-
-
-class UserError(ValueError):
-    """A problem with what the user asked; the message is posted back."""
-
-
-def role_at_least(role: str | None, minimum: str) -> bool:
-    """Whether a repository role (read, triage, write, maintain, admin) reaches `minimum`."""
-    role = (role or "none").lower()
-    # GitHub's legacy permission field says "read" for triage and "write" for maintain;
-    # the publisher should hand us the role name, but an unknown word counts as none.
-    rank = {r: i for i, r in enumerate(ROLES)}
-    return rank.get(role, 0) >= rank.get(minimum.lower(), rank["triage"])
-
-
-@dataclass
-class Gate:
-    """Permission (cached briefly) and per-user rate limit: state that lives as long as the service."""
-
-    ttl: float = 300.0
-    per_hour: int = 5
-    clock: Callable[[], float] = time.monotonic
-    roles: dict[str, tuple[float, str]] = field(default_factory=dict)
-    recent: dict[str, deque] = field(default_factory=dict)
-
-    def role(self, login: str, lookup: Callable[[str], str]) -> str:
-        """The user's role, from the cache when fresh."""
-        now = self.clock()
-        hit = self.roles.get(login.lower())
-        if hit and now - hit[0] < self.ttl:
-            return hit[1]
-        role = lookup(login) or "none"
-        self.roles[login.lower()] = (now, role)
-        return role
-
-    def allow(self, login: str) -> bool:
-        """Count one command for the user; False when over the hourly limit."""
-        now = self.clock()
-        q = self.recent.setdefault(login.lower(), deque())
-        while q and now - q[0] >= 3600:
-            q.popleft()
-        if len(q) >= self.per_hour:
-            return False
-        q.append(now)
-        return True
-
-
-@dataclass
-class Context:
-    """What a handler may use; the expensive actions are injectable functions."""
-
-    conn: sqlite3.Connection
-    settings: Settings
-    github: GitHubPort
-    gate: Gate
-    dry_run: bool = True
-    out_dir: Path = Path("flagsweep-out")
-    rerun: Callable[["Context", Any, list[str]], dict[str, Any]] | None = None
-    sweep: Callable[["Context", list[str], dict[str, dict], dict[str, Any]], int] | None = None
-    bisect_dates: Callable[["Context"], list[str]] | None = None
-    bisect_probe: Callable[["Context", str, str, str], Probe] | None = None
 
 
 # ---- adapters to other areas (one place each) ------------------------------------------------
@@ -116,11 +44,6 @@ def _signature_row(conn: sqlite3.Connection, config: str | None, signature: str 
     return None
 
 
-def _finalize(conn: sqlite3.Connection, run_id: int) -> None:
-    from state import history
-    history.finalize_run(conn, run_id)
-
-
 def _last_nightly(conn: sqlite3.Connection) -> Any:
     from state import runs
     done = runs.list_runs(conn, kinds=["nightly"], status="finished", limit=1)
@@ -128,17 +51,15 @@ def _last_nightly(conn: sqlite3.Connection) -> Any:
 
 
 def _check_configs(ctx: Context, names: list[str]) -> dict[str, dict]:
-    from bot import nightly
     try:
-        return nightly._select_configs(ctx.settings, names)
+        return steps.select_configs(ctx.settings, names)
     except ValueError as exc:
         raise UserError(str(exc)) from None
 
 
 def _check_models(ctx: Context, patterns: list[str]) -> list[str]:
-    from bot import nightly
     try:
-        names = nightly._resolve_models(patterns)
+        names = steps.resolve_models(patterns)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     if len(names) > ctx.settings.commands.max_models:
@@ -162,12 +83,12 @@ def _check_base_settings(ctx: Context, texts: list[str]) -> dict[str, Any]:
 
 def default_sweep(ctx: Context, models: list[str], configs: dict[str, dict], base: dict[str, Any]) -> int:
     """An ad-hoc sweep on the torch the nightly uses, stored as a `command` run (kept out of the nightly history)."""
-    from bot import nightly, provider
+    from bot import provider
     try:
-        built = nightly._provide(ctx.settings, ctx.settings.nightly.torch, None, False)
+        built = steps.provide(ctx.settings, ctx.settings.nightly.torch, None, False)
     except provider.ProviderError as exc:
         raise UserError(f"no torch to sweep with: {exc}") from None
-    return nightly._sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
+    return steps.sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
                           python=built.python, run_id=None, resume=False, nightly=None, shard=None,
                           kind="command", progress=False)
 
@@ -202,16 +123,16 @@ def default_bisect_dates(ctx: Context) -> list[str]:
 
 def default_bisect_probe(ctx: Context, date: str, model: str, config: str) -> Probe:
     """Install the build `date` names (a nightly's date or a version) and run the one item under it."""
-    from bot import nightly, provider
+    from bot import provider
     from harness import engine
     try:
         built = provider.provide_spec(ctx.settings.nightly, provider.parse_spec(date), progress=False)
     except (provider.ProviderError, provider.SpecError) as exc:
         log.warning("bisect: skipping %s: %s", date, exc)
         raise SkipNightly(date) from exc
-    chosen = nightly._select_configs(ctx.settings, [config])
+    chosen = steps.select_configs(ctx.settings, [config])
     out = engine.run_items([(model, config)], configs=chosen, base_settings={},
-                           options=nightly._sweep_options(ctx.settings, built.python))[0]
+                           options=ctx.settings.sweep.options(built.python))[0]
     return Probe(date=date, version=built.version, git=built.git, key=outcome_key(out),
                  detail=(out.error_message or "")[:300])
 
@@ -284,8 +205,7 @@ def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author:
     chosen = _check_configs(ctx, [args["config"]])
     models = _check_models(ctx, [args["models"]])
     base = _check_base_settings(ctx, args.get("base_setting") or [])
-    run_id = (ctx.sweep or default_sweep)(ctx, models, chosen, base)
-    _finalize(ctx.conn, run_id)   # idempotent: the engine may have done it already
+    run_id = (ctx.sweep or default_sweep)(ctx, models, chosen, base)   # the sweep finalizes the run it ends
     effects = [e.to_dict() for e in history.effects(ctx.conn, run_id) if e.config == args["config"]]
     _reply(ctx, number, "reply_sweep.md.j2", run_id=run_id, config=args["config"], models=models,
            base=base, effects=effects)

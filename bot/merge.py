@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.outcome import Outcome
+from state import history
 from state import runs as runs_mod
+from state.db import transaction
 
 FORMAT = "flagsweep-run"
 FORMAT_VERSION = 1
@@ -53,7 +55,7 @@ def check(shards: list[runs_mod.Run]) -> None:
 
 
 def merge(conn: sqlite3.Connection, run_ids: list[int], *, python: str | None = None) -> int:
-    """A new finished nightly run holding every shard's outcomes; the shards are marked `merged`.
+    """A new finished, finalized nightly run holding every shard's outcomes; the shards are marked `merged`.
 
     Marking them keeps run history from comparing the merged night with its own shards.
     python: this host's interpreter of the shards' torch (checked by the caller), recorded
@@ -70,8 +72,7 @@ def merge(conn: sqlite3.Connection, run_ids: list[int], *, python: str | None = 
     n = int(first.shard.split("/")[1])
     missing = sorted(set(range(1, n + 1)) - {int(r.shard.split("/")[0]) for r in shards})
     models = sorted({m for r in shards for m in r.models})
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         options = dict(first.options)
         options["merged_from"] = [r.id for r in shards]
         if missing:
@@ -87,10 +88,7 @@ def merge(conn: sqlite3.Connection, run_ids: list[int], *, python: str | None = 
                 runs_mod.record_model(conn, new_id, model, data)
             runs_mod.mark_merged(conn, r.id, new_id)
         runs_mod.finish_run(conn, new_id)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+        history.finalize_run(conn, new_id)      # merge ends the merged run, so merge finalizes it
     return new_id
 
 

@@ -1,7 +1,7 @@
-"""The nightly pipeline: provider → sweep → finalize → diff → flake confirmation → plan + publish → report.
+"""The nightly pipeline: provider → sweep (the engine finalizes) → diff → flake confirmation → publish → report.
 
-Each call into another area goes through one small adapter below (`_sweep`,
-`_publish`, ...), collected in `Steps` so tests can replace the expensive one.
+Each call into another area is one public function of bot/steps.py, collected
+in `Steps` so tests can replace the expensive one through its typed seam.
 Idempotent: a nightly already swept with the same configs and models on the same
 torch is not swept again unless forced; it still publishes what it has.
 """
@@ -12,10 +12,12 @@ import logging
 import sqlite3
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from bot import provider
+from bot.publish import PublishSummary
 from bot.settings import Settings
+from bot.steps import Steps, load_view
 from state import runs as runs_mod
 
 log = logging.getLogger(__name__)
@@ -23,120 +25,6 @@ log = logging.getLogger(__name__)
 
 class NightlyError(ValueError):
     """A bad request (unknown config or model, bad shard): nothing ran."""
-
-
-# ---- adapters: the one place each other area's API is called -------------------------------
-
-def _catalog(settings: Settings) -> dict[str, dict]:
-    from harness import configs
-    return configs.load_catalog(settings.sweep.config_file)
-
-
-def _select_configs(settings: Settings, names: list[str]) -> dict[str, dict]:
-    """{name: settings}, baseline first; ConfigError (a ValueError) for unknown names."""
-    from harness import configs
-    return configs.select(_catalog(settings), names)
-
-
-def _resolve_models(patterns: list[str]) -> list[str]:
-    """Model class names for globs; the embedded default corpus when none are given."""
-    from harness import zoo
-    if not patterns:
-        from harness.corpus import DEFAULT_CORPUS
-        patterns = [getattr(m, "model", m) for m in DEFAULT_CORPUS]
-    return [c.model for c in zoo.resolve(list(patterns))]
-
-
-def _sweep_options(settings: Settings, python: str | None) -> Any:
-    from harness.engine import SweepOptions
-    s = settings.sweep
-    wanted = {"python": python, "workers": s.workers, "timeout": s.timeout, "backend": s.backend,
-              "device": s.device, "max_items_per_worker": s.max_items_per_worker, "max_rss_mb": s.max_rss_mb}
-    known = getattr(SweepOptions, "__dataclass_fields__", wanted)
-    return SweepOptions(**{k: v for k, v in wanted.items() if k in known})
-
-
-def _sweep(conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict], base_settings: dict[str, Any],
-           settings: Settings, python: str | None, run_id: int | None, resume: bool, nightly: str | None,
-           shard: str | None, kind: str = "nightly", progress: bool = True, build: dict | None = None) -> int:
-    from harness import engine
-    return engine.sweep(conn, models=models, configs=configs, base_settings=base_settings,
-                        options=_sweep_options(settings, python), run_id=run_id, resume=resume, kind=kind,
-                        nightly=nightly, shard=shard, progress=progress, extra_environment=build)
-
-
-def _finalize(conn: sqlite3.Connection, run_id: int) -> None:
-    from state import history
-    history.finalize_run(conn, run_id)
-
-
-def _diff_with_previous(conn: sqlite3.Connection, run_id: int) -> tuple[int | None, Any]:
-    from bot.stored_diff import diff_stored
-    from state import history
-    prev = history.previous_comparable_run(conn, run_id)
-    if prev is None:
-        return None, None
-    return prev, diff_stored(conn, prev, run_id)
-
-
-def _confirm(conn: sqlite3.Connection, run_id: int, result: Any, settings: Settings, python: str | None) -> Any:
-    if result is None or not result.news() or settings.sweep.confirm_runs <= 0:
-        return result
-    from bot import flake
-    run = runs_mod.get_run(conn, run_id)
-    confirmed = flake.confirm(conn, run_id, result.transitions, configs=run.configs,
-                              base_settings=run.base_settings, options=_sweep_options(settings, python),
-                              runs=settings.sweep.confirm_runs)
-    if isinstance(confirmed, list):   # flake may hand back the transitions instead of the result
-        result.transitions = confirmed
-        return result
-    return confirmed or result
-
-
-def _publish(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dry_run: bool, out_dir: Path,
-             progress: bool = False) -> Any:
-    from bot import publish
-    return publish.publish_run(conn, settings, run_id, dry_run=dry_run, out_dir=str(out_dir), progress=progress)
-
-
-def _report(conn: sqlite3.Connection, run_id: int, out_dir: Path) -> Path:
-    from bot import report
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "report.html"
-    path.write_text(report.render_html(report.build_context(conn, run_id)))
-    return path
-
-
-def _provide(settings: Settings, torch: str, date: str | None, progress: bool) -> provider.Nightly:
-    """The torch to sweep, named the way people name builds (provider.parse_spec), ready in its venv.
-
-    `--date D` with `--torch nightly` is the nightly of D. SpecError (bad input) for a
-    name that is none of the forms or an interpreter without torch; ProviderError when
-    the index is down or has no such build.
-    """
-    spec = provider.parse_spec(torch)
-    if spec.kind == "current":
-        return provider.current(settings.sweep.python)
-    if spec.kind == "nightly" and date:
-        spec = provider.parse_spec(date)
-        if spec.kind != "date":
-            raise provider.SpecError(f"--date {date!r}: expected YYYY-MM-DD")
-    return provider.provide_spec(settings.nightly, spec, progress=progress)
-
-
-@dataclass
-class Steps:
-    """The pipeline's calls into other areas; tests swap one (usually `sweep`) for a cheap twin."""
-
-    provide: Callable[[Settings, str, str | None, bool], provider.Nightly] = _provide
-    resolve_models: Callable[[list[str]], list[str]] = _resolve_models
-    select_configs: Callable[[Settings, list[str]], dict[str, dict]] = _select_configs
-    sweep: Callable[..., int] = _sweep
-    finalize: Callable[[sqlite3.Connection, int], None] = _finalize
-    diff: Callable[[sqlite3.Connection, int], tuple[int | None, Any]] = _diff_with_previous
-    confirm: Callable[..., Any] = _confirm
-    publish: Callable[..., Any] = _publish
-    report: Callable[[sqlite3.Connection, int, Path], Path] = _report
 
 
 # ---- the pipeline ----------------------------------------------------------------------------
@@ -154,7 +42,7 @@ class NightlyResult:
     configs: list[str] = field(default_factory=list)
     previous_run: int | None = None
     transitions: dict[str, int] = field(default_factory=dict)
-    published: Any = None
+    published: PublishSummary | None = None
     dry_run: bool = True
     out_dir: str | None = None
     report: str | None = None
@@ -162,10 +50,7 @@ class NightlyResult:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        d = asdict(self)
-        pub = self.published
-        d["published"] = pub.to_dict() if hasattr(pub, "to_dict") else (asdict(pub) if hasattr(pub, "__dataclass_fields__") else pub)
-        return d
+        return asdict(self)
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
@@ -252,7 +137,6 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         result.run_id = steps.sweep(conn, models=names, configs=chosen, base_settings={}, settings=settings,
                                     python=built.python, run_id=existing.id if resume else None, resume=resume,
                                     nightly=built.date, shard=shard, progress=progress, build=built.environment())
-    steps.finalize(conn, result.run_id)
     if shard:
         # A shard stops here: `flagsweep merge` joins the shards and publishes once.
         result.status = "shard_done" if result.status == "swept" else result.status
@@ -268,6 +152,7 @@ def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyR
     result.previous_run = prev
     if diff_result is not None:
         result.transitions = {k: v for k, v in diff_result.counts().items() if v}
-    result.published = steps.publish(conn, settings, result.run_id, dry_run=result.dry_run, out_dir=out)
-    result.report = str(steps.report(conn, result.run_id, out))
+    view = load_view(conn, result.run_id, settings)     # read once: the publisher and the report share it
+    result.published = steps.publish(conn, settings, view, dry_run=result.dry_run, out_dir=out)
+    result.report = str(steps.report(conn, view, out))
     return result

@@ -14,105 +14,32 @@ signature the bot comments and closes.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bot import render, text
-from bot.routing import Rule, route, valid_handle
-from harness.outcome import EFFECTS, Effect, Outcome
+from bot.plan_data import (ENV_FIELDS, REF, Action, Plan, PlanInputs, PlanSettings, config_display, material_sha,
+                           summary_key, tracking_key)
+from bot.routing import route, valid_handle
+from harness.effects import effect_table
+from harness.outcome import Effect, Outcome
 
-REF = "[[flagsweep-ref:{key}]]"          # resolved to "#N" at send time (the number may not exist yet)
 ROW_LIMITS = (200, 100, 50, 20, 5)       # table rows tried, largest first, until the body fits
-ENV_FIELDS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "cuda_version",
-              "flagsweep_version", "recipe_fingerprint")
-
-
-@dataclass
-class PlanInputs:
-    """Everything the planner reads, as plain data (built by bot.plan_inputs)."""
-
-    run: dict[str, Any]                        # id, date, environment, configs, base_settings, options, models
-    effects: list[Effect]
-    outcomes: list[Outcome]
-    transitions: list[dict[str, Any]] = field(default_factory=list)   # bot.diff Transition.to_dict() + "flaky"
-    previous: dict[str, Any] | None = None     # id, date of the previous comparable run
-    signatures: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (config, sig) -> history row
-    quiet: dict[tuple[str, str], int] = field(default_factory=dict)  # (config, sig) -> nightlies since last seen
-    links: dict[str, dict[str, Any]] = field(default_factory=dict)   # key -> state.links.Link as dict
-    trend: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # config -> [{date, counts}] oldest first
-    reproducers: dict[str, dict[str, Any]] = field(default_factory=dict)  # tracking key -> verdict
-
-
-@dataclass
-class PlanSettings:
-    close_after: int = 3
-    labels: list[str] = field(default_factory=lambda: ["flagsweep"])
-    rules: list[Rule] = field(default_factory=list)
-    report_url: str | None = None
-
-
-@dataclass
-class Action:
-    """One GitHub write the planner wants, with its rendered text."""
-
-    action: str                  # create | edit | comment | close | reopen | labels
-    key: str
-    number: int | None           # None for create
-    kind: str                    # tracking | summary
-    title: str | None = None
-    body: str | None = None
-    labels: list[str] | None = None
-    material: str | None = None  # stored with the link once done
-    config: str | None = None
-    signature: str | None = None
-    reason: str = ""
-
-    def payload(self) -> dict[str, Any]:
-        """What the outbox stores."""
-        return {k: v for k, v in asdict(self).items() if k not in ("action", "key")}
-
-
-@dataclass
-class Plan:
-    actions: list[Action]
-    notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (key, link fields) store-only updates
-
-
-def tracking_key(config: str, signature: str) -> str:
-    """Stable key of a (config, signature) tracking issue."""
-    return "t" + hashlib.sha256(f"{config}\n{signature}".encode()).hexdigest()[:16]
-
-
-def summary_key(config: str) -> str:
-    """Stable key of a config's summary issue."""
-    return "s" + hashlib.sha256(config.encode()).hexdigest()[:16]
-
-
-def material_sha(data: Any) -> str:
-    """Hash of what matters in an issue; equal hashes mean nothing to write."""
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
-def config_display(name: str, settings: dict[str, Any]) -> str:
-    """`capture_scalar_outputs=True` for a one-flag config, else its name."""
-    if len(settings) == 1:
-        (key, value), = settings.items()
-        return f"{key.rsplit('.', 1)[-1]}={value!r}"
-    return name
 
 
 def _crash_sig(o: Outcome | None, e: Effect) -> str:
-    # Timeouts and kills often carry no message: their status is their signature (as in bot.diff).
-    return e.config_signature or (o.signature if o else None) or (o.status if o else "error")
+    return e.config_signature or (o.crash_signature if o else "error")
 
 
 def _when(stamp: str) -> str:
-    """'nightly 2026-11-20' for a nightly date, '2026-11-20 13:47 UTC' for a run's start time."""
-    stamp = str(stamp)
-    return f"in nightly {stamp}" if len(stamp) <= 10 else f"on {stamp[:16].replace('T', ' ')} UTC"
+    """'in nightly 2026-11-20' for a nightly date, 'on 2026-11-20 13:47 UTC' for a run's start time."""
+    return _line("date_phrase.txt.j2", stamp=str(stamp))
+
+
+def _line(template: str, **values: Any) -> str:
+    """A one-line template (a title, a date phrase) rendered without its trailing newline."""
+    return render.render(template, **values).strip("\n")
 
 
 def _short(stamp: str) -> str:
@@ -128,16 +55,6 @@ def _render_fitting(template: str, ctx: dict[str, Any]) -> str:
             return body
     cut = body[: text.MAX_BODY - 200]
     return cut + "\n\n… (truncated)\n" + text.END + "\n"
-
-
-def _effects_table(effects: list[Effect]) -> tuple[list[dict[str, Any]], int]:
-    counts = Counter(e.effect for e in effects)
-    testable = sum(n for eff, n in counts.items() if eff not in ("create_error", "both_crash"))
-    rows = []
-    for eff in EFFECTS:
-        pct = "" if eff in ("create_error", "both_crash") or not testable else f"{100 * counts[eff] / testable:.0f}%"
-        rows.append({"effect": eff, "count": counts[eff], "pct": pct})
-    return rows, testable
 
 
 def tracking_groups(effects: list[Effect], outcomes: list[Outcome]) -> dict[str, tuple[str, str, list[Effect]]]:
@@ -168,8 +85,7 @@ class _Planner:
     def common(self, config: str) -> dict[str, Any]:
         run = self.i.run
         env = run.get("environment") or {}
-        effects = self.by_config.get(config, [])
-        table, testable = _effects_table(effects)
+        table = effect_table(self.by_config.get(config, []), config)
         strata = Counter(o.stratum or "unknown" for o in self.i.outcomes if o.config == "baseline")
         configs = run.get("configs") or {}
         return {
@@ -179,7 +95,7 @@ class _Planner:
             "configs": [(n, json.dumps(v, sort_keys=True)) for n, v in sorted(configs.items())],
             "backend": (run.get("options") or {}).get("backend", "count"),
             "device": (run.get("options") or {}).get("device", "cpu"),
-            "effects_table": table, "testable": testable, "report_url": self.s.report_url,
+            "effects_table": table.rows, "testable": table.testable, "report_url": self.s.report_url,
             "begin": text.BEGIN, "end": text.END, "date": self.date, "date_text": _when(self.date),
         }
 
@@ -244,7 +160,8 @@ class _Planner:
         short = error_type
         if sum(1 for s in same_type if s.split(":", 1)[0] == error_type) > 1:
             short = sig[:100]
-        title = text.title(f"{ctx['config_display']} crashes {len(crashing)}/{ctx['testable']} models with {short}")
+        title = text.title(_line("title_tracking.txt.j2", config_display=ctx["config_display"], crashing=len(crashing),
+                                 testable=ctx["testable"], error=short))
         tb = example.traceback if example and example.traceback else ""
         ctx.update(
             key=key, marker=text.marker(key), meta=text.meta_marker({"kind": "tracking", "config": config, "signature": sig}),
@@ -345,9 +262,8 @@ class _Planner:
                 trend.append(p)
         if not trend:
             trend = [{"date": self.date[:10], "crashes": counts["crashes"], "reduces": counts["reduces_graphs"]}]
-        crash_word = "crash" if counts["crashes"] == 1 else "crashes"
-        title = text.title(f"flagsweep summary: {ctx['config_display']}: {counts['crashes']} {crash_word}, "
-                           f"{counts['reduces_graphs']} fewer graphs, of {ctx['testable']} testable models")
+        title = text.title(_line("title_summary.txt.j2", config_display=ctx["config_display"], crashes=counts["crashes"],
+                                 reduces=counts["reduces_graphs"], testable=ctx["testable"]))
         ctx.update(key=key, marker=text.marker(key), meta=text.meta_marker({"kind": "summary", "config": config}), crashes=counts["crashes"], reduces=counts["reduces_graphs"],
                    rows=rows, tracking=tracking, trend=trend,
                    torch_version=(self.i.run.get("environment") or {}).get("torch_version") or "unknown")

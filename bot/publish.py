@@ -4,8 +4,9 @@ Real publish, in order: (1) send what an earlier publish left in the outbox,
 (2) fold GitHub's view of the bot's issues into the links (human closes,
 lost store), (3) plan, (4) store the whole plan in the outbox, (5) send it one
 action at a time, marking each done together with its link update. When GitHub
-stays down the rest stays pending and the summary says so. A dry run plans
-against the stored links and renders to files; it writes nothing to the store.
+stays down the rest stays pending and the summary says so. A dry run takes
+the same five steps against an in-memory copy of the store and a publisher
+that writes files (bot.dryrun), so the file store is left as it was.
 """
 from __future__ import annotations
 
@@ -17,13 +18,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from bot import planner, plan_inputs, render, reproducers, routing
+from bot import planner, plan_inputs, render, reproducers, routing, run_view
 from bot.dryrun import DryRunPublisher
-from bot.publisher import ActionRefused, GitHubUnavailable, Publisher
+from bot.publisher_api import ActionRefused, GitHubUnavailable, Publisher
+from bot.run_view import RunView
 from bot.settings import Settings
-from state import history, links as links_mod, outbox, runs as runs_mod
+from state import db, links as links_mod, outbox
+from state.db import transaction
 
 log = logging.getLogger(__name__)
+DRY_RUN_REPO = "dry-run/no-repository"   # where a dry run without github.repo files its (scratch) links
 _REF = re.compile(r"\[\[flagsweep-ref:([A-Za-z0-9]+)\]\]")
 
 
@@ -76,14 +80,14 @@ def _progress(enabled: bool) -> Callable[[str], None]:
     return say
 
 
-def _make_plan(conn: sqlite3.Connection, settings: Settings, run_id: int, repo: str | None, verify: bool,
+def _make_plan(conn: sqlite3.Connection, settings: Settings, view: RunView, verify: bool,
                say: Callable[[str], None], psettings: planner.PlanSettings) -> planner.Plan:
-    inputs = plan_inputs.gather(conn, run_id, repo)
+    inputs = plan_inputs.gather(conn, view)
     if verify:
         groups = planner.tracking_groups(inputs.effects, inputs.outcomes)
         # Verified on the run's own interpreter (its environment records it), from what the run stored.
         inputs.reproducers = reproducers.verify_all(
-            groups, inputs.outcomes, inputs.run, runs_mod.group_model_data(conn, history.run_group(conn, run_id)),
+            groups, inputs.outcomes, inputs.run, dict(view.builds),
             cache_path=Path(settings.state_path).with_name("repro-cache.json"),
             timeout=settings.issues.repro_timeout, progress=say)
     return planner.plan(inputs, psettings)
@@ -91,33 +95,43 @@ def _make_plan(conn: sqlite3.Connection, settings: Settings, run_id: int, repo: 
 
 def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dry_run: bool, out_dir: str | None,
                 publisher: Publisher | None = None, verify_repros: bool | None = None,
-                progress: bool = False) -> PublishSummary:
-    """Plan the issues for `run_id` and publish them (or render them, in a dry run)."""
+                progress: bool = False, view: RunView | None = None) -> PublishSummary:
+    """Plan the issues for `run_id` and publish them: to GitHub, or in a dry run to files, by the same steps.
+
+    `view`: the run as already loaded by the caller (the nightly loads it once for publish and report).
+    """
     repo = settings.github.repo
     verify = settings.issues.verify_reproducers if verify_repros is None else verify_repros
     say = _progress(progress)
     psettings = plan_settings(settings)          # a bad routing rule stops us before anything is written
+    view = view or run_view.load(conn, run_id, repo)
     summary = PublishSummary(run_id=run_id, dry_run=dry_run, repo=repo)
-    if dry_run:
-        out = out_dir or settings.issues.dry_run_out
-        pub = publisher or DryRunPublisher(out)
-        plan = _make_plan(conn, settings, run_id, repo, verify, say, psettings)
-        numbers = {k: l.number for k, l in links_mod.all_links(conn, repo).items()} if repo else {}
-        for action in plan.actions:
-            _dry_send(pub, action, numbers)
-            summary.rows.append(_row(action.action, action.key, action.number or numbers.get(action.key),
-                                     action.title or f"({action.reason or action.action})"))
-        summary.actions = summary.done = len(plan.actions)
-        if isinstance(pub, DryRunPublisher):
-            path = pub.finish({"run_id": run_id, "repo": repo})
-            summary.out_dir, summary.plan_file = (str(pub.out_dir) if pub.out_dir else None), (str(path) if path else None)
-        return summary
-    if publisher is None:
-        from bot.publisher import GitHubPublisher
-        publisher = GitHubPublisher(settings.github)
-    pub = publisher
-    if not repo:
-        raise ActionRefused("no repository: set github.repo or pass --repo OWNER/NAME")
+
+    def make_plan(store: sqlite3.Connection, seen: RunView) -> planner.Plan:
+        return _make_plan(store, settings, seen, verify, say, psettings)
+
+    if not dry_run:
+        if publisher is None:
+            from bot.publisher import GitHubPublisher    # the only module importing PyGithub
+            publisher = GitHubPublisher(settings.github)
+        if not repo:
+            raise ActionRefused("no repository: set github.repo or pass --repo OWNER/NAME")
+        return _publish(conn, view, publisher, repo, summary, say, make_plan)
+    pub = publisher or DryRunPublisher(out_dir or settings.issues.dry_run_out)
+    scratch = db.scratch_copy(conn)             # the real steps against a copy: a dry run leaves the store as it was
+    try:
+        _publish(scratch, view, pub, repo or DRY_RUN_REPO, summary, say, make_plan)
+    finally:
+        scratch.close()
+    if isinstance(pub, DryRunPublisher):
+        path = pub.finish({"run_id": run_id, "repo": repo})
+        summary.out_dir, summary.plan_file = (str(pub.out_dir) if pub.out_dir else None), (str(path) if path else None)
+    return summary
+
+
+def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str, summary: PublishSummary,
+             say: Callable[[str], None], make_plan: Callable[[sqlite3.Connection, RunView], planner.Plan]) -> PublishSummary:
+    """Steps (1) to (5) of the module docstring, for a real publish and a dry run alike."""
     # (1) an earlier publish may have left work behind: finish it before planning anew.
     leftovers = outbox.unfinished(conn)
     if leftovers:
@@ -134,13 +148,15 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
         summary.stopped = str(exc)
         return _finish(conn, summary)
     summary.synced = links_mod.sync(conn, repo, seen)
+    if any(summary.synced.values()) or leftovers:
+        view = view.with_links(links_mod.all_links(conn, repo))
     # (3) plan, (4) store, (5) send.
-    plan = _make_plan(conn, settings, run_id, repo, verify, say, psettings)
+    plan = make_plan(conn, view)
     for key, changes in plan.notes:
         links_mod.update(conn, key, **changes)
     summary.actions = len(plan.actions)
     if plan.actions:
-        outbox.enqueue(conn, outbox.new_batch(), run_id, [(a.key, a.action, a.payload()) for a in plan.actions])
+        outbox.enqueue(conn, outbox.new_batch(), view.id, [(a.key, a.action, a.payload()) for a in plan.actions])
         _drain(conn, pub, repo, summary, say)
     return _finish(conn, summary)
 
@@ -159,22 +175,6 @@ def _finish(conn: sqlite3.Connection, summary: PublishSummary) -> PublishSummary
 
 def _row(action: str, key: str, number: int | None, title: str | None) -> dict[str, Any]:
     return {"action": action, "key": key, "where": f"#{number}" if number else "new", "title": title or ""}
-
-
-def _dry_send(pub: Publisher, action: planner.Action, numbers: dict[str, int | None]) -> None:
-    body = resolve_refs(action.body, numbers) if action.body else action.body
-    if action.action == "create":
-        numbers[action.key] = pub.create_issue(action.key, action.title or "", body or "", action.labels or [])
-    elif action.action == "edit":
-        pub.edit_issue(action.number or 0, title=action.title, body=body)
-    elif action.action == "comment":
-        pub.comment(action.number or 0, body or "")
-    elif action.action == "close":
-        pub.close(action.number or 0)
-    elif action.action == "reopen":
-        pub.reopen(action.number or 0)
-    elif action.action == "labels":
-        pub.set_labels(action.number or 0, action.labels or [])
 
 
 def _drain(conn: sqlite3.Connection, pub: Publisher, repo: str, summary: PublishSummary,
@@ -198,14 +198,9 @@ def _drain(conn: sqlite3.Connection, pub: Publisher, repo: str, summary: Publish
             summary.failed += 1
             log.error("%s %s refused: %s", entry.action, entry.key, exc)
             continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             _apply(conn, repo, entry, result)
             outbox.mark_done(conn, entry.id, result)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         summary.done += 1
         summary.unchanged += 0 if changed else 1
         summary.rows.append(_row(entry.action, entry.key, result.get("number"),

@@ -8,33 +8,25 @@ import csv
 import io
 import json
 import sqlite3
-from collections import Counter
-from typing import Any
+from typing import Any, Iterable
 
-from bot.diff import TRANSITIONS
+from bot import run_view
+from bot.diff import NEWS, TRANSITIONS, DiffResult
+from bot.run_view import RunView
 from bot.stored_diff import diff_stored
-from bot.render import register_filter, render
+from bot import text as _text  # noqa: F401  (registers the escaping filters the templates use)
+from bot.render import render
+from harness.effects import effect_table
 from harness.outcome import EFFECTS, Outcome
 from state import history
 from state import runs as runs_mod
 
 BASELINE = "baseline"
-# Effects that count as a model being testable under a flag (DESIGN "Words").
-UNTESTABLE = ("create_error", "both_crash")
 # The three lines of the trend chart: (effect, label key used by the template).
 TREND_EFFECTS = ("crashes", "reduces_graphs", "no_effect")
 EXAMPLE_CHARS = 600
 
 
-def _md_cell(value: Any) -> str:
-    """Make foreign text safe inside a Markdown table cell: no pipes, newlines or mentions."""
-    text = "" if value is None else str(value)
-    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
-    # Text from errors or models must never ping anyone: break "@name" with a zero-width joiner.
-    return text.replace("@", "@\u200d").replace("`", "'")
-
-
-register_filter("md_cell", _md_cell)
 
 
 def _run_or_raise(conn: sqlite3.Connection, run_id: int) -> runs_mod.Run:
@@ -48,13 +40,11 @@ def _run_summary(conn: sqlite3.Connection, run: runs_mod.Run) -> dict[str, Any]:
     """The few facts about a run every listing shows."""
     env = run.environment
     ids = history.run_group(conn, run.id)
-    marks = ",".join("?" * len(ids))
-    by_status = dict(conn.execute(
-        f"SELECT status, count(*) FROM outcomes WHERE run_id IN ({marks}) GROUP BY status", ids).fetchall())
+    by_status = runs_mod.status_counts(conn, ids)
     return {
         "id": run.id, "kind": run.kind, "status": run.status, "started_at": run.started_at,
         "finished_at": run.finished_at, "nightly": run.nightly, "shard": run.shard, "group": ids,
-        "models": len(history.group_models(conn, run.id)), "configs": list(run.configs),
+        "models": len(history.models_of(conn, run)), "configs": list(run.configs),
         "n_items": sum(by_status.values()), "by_status": by_status,
         "torch_version": env.get("torch_version"), "device": env.get("device"),
     }
@@ -84,10 +74,13 @@ def _changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[st
 def diff_runs(conn: sqlite3.Connection, run_a: int, run_b: int) -> dict[str, Any]:
     """The diff of two stored runs as the JSON-ready dict `flagsweep diff --json` prints."""
     a, b = _run_or_raise(conn, run_a), _run_or_raise(conn, run_b)
-    result = diff_stored(conn, run_a, run_b)
-    models_a, models_b = history.group_models(conn, run_a), history.group_models(conn, run_b)
+    return _diff_dict(conn, a, b, diff_stored(conn, run_a, run_b))
+
+
+def _diff_dict(conn: sqlite3.Connection, a: runs_mod.Run, b: runs_mod.Run, result: DiffResult) -> dict[str, Any]:
+    models_a, models_b = history.models_of(conn, a), history.models_of(conn, b)
     return {
-        "from": run_a, "to": run_b,
+        "from": a.id, "to": b.id,
         "transitions": [t.to_dict() for t in result.transitions],
         "counts": result.counts(),
         "counts_by_config": result.counts_by_config(),
@@ -104,21 +97,6 @@ def diff_runs(conn: sqlite3.Connection, run_a: int, run_b: int) -> dict[str, Any
         "environment_changed": _changes(a.environment, b.environment),
         "from_run": _run_summary(conn, a), "to_run": _run_summary(conn, b),
     }
-
-
-def _effect_table(effs: list, configs: list[str]) -> list[dict[str, Any]]:
-    """Per flag config: each effect's count and share of testable models."""
-    table = []
-    for config in configs:
-        counts = Counter(e.effect for e in effs if e.config == config)
-        total = sum(counts.values())
-        testable = total - sum(counts[u] for u in UNTESTABLE)
-        rows = [{"effect": eff, "count": counts[eff],
-                 "pct": None if eff in UNTESTABLE or not testable else round(100.0 * counts[eff] / testable, 1)}
-                for eff in EFFECTS]
-        table.append({"config": config, "total": total, "testable": testable, "rows": rows,
-                      "by_effect": {r["effect"]: r for r in rows}})
-    return table
 
 
 def _cell_text(o: Outcome | None, effect: Any | None) -> str:
@@ -151,13 +129,13 @@ def _matrix(outs: list[Outcome], effs: list, models: list[str], configs: list[st
     return rows
 
 
-def _signatures(conn: sqlite3.Connection, outs: list[Outcome]) -> list[dict[str, Any]]:
+def _signatures(history_rows: Iterable[dict[str, Any]], outs: Iterable[Outcome]) -> list[dict[str, Any]]:
     """Crash signatures of this run with their models, most models first."""
     groups: dict[tuple[str, str], list[Outcome]] = {}
     for o in outs:
         if o.crashed:
-            groups.setdefault((o.config, o.signature or o.status), []).append(o)
-    known = {(s["config"], s["signature"]): s for s in history.signature_history(conn)}
+            groups.setdefault((o.config, o.crash_signature), []).append(o)
+    known = {(s["config"], s["signature"]): s for s in history_rows}
     out = []
     for (config, sig), items in groups.items():
         ex = min(items, key=lambda o: (not o.error_message, o.model))
@@ -212,32 +190,31 @@ def _trend(conn: sqlite3.Connection, run: runs_mod.Run, configs: list[str], n: i
     return charts
 
 
-def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_runs: int = 14) -> dict[str, Any]:
-    """Everything the report templates show, for one run (default: the latest finished run)."""
-    if run_id is None:
-        latest = history.latest_runs(conn, 1)
-        if not latest:
-            raise LookupError("no finished run in the store yet")
-        run_id = latest[0].id
-    run = _run_or_raise(conn, run_id)
-    outs = history.group_outcomes(conn, run_id)
-    # A run that was never finalized (interrupted) still gets a report: classify on the fly.
-    effs = history.effects(conn, run_id) or history.compute_effects(outs)
+def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_runs: int = 14,
+                  view: RunView | None = None) -> dict[str, Any]:
+    """Everything the report templates show, for one run (default: the latest finished run, or the `view` given)."""
+    if view is None:
+        if run_id is None:
+            latest = history.latest_runs(conn, 1)
+            if not latest:
+                raise LookupError("no finished run in the store yet")
+            run_id = latest[0].id
+        view = run_view.load(conn, run_id)
+    run, outs, effs = view.run, list(view.outcomes), list(view.effects)
     configs = [c for c in run.configs if c != BASELINE] or sorted({o.config for o in outs} - {BASELINE})
-    models = sorted({o.model for o in outs} | history.group_models(conn, run_id))
-    prev = history.previous_comparable_run(conn, run_id)
-    changes = diff_runs(conn, prev, run_id) if prev is not None else None
+    models = sorted({o.model for o in outs} | view.models)
+    changes = _diff_dict(conn, view.previous, run, view.diff) if view.previous is not None else None
     if changes is not None:
-        news = [t for t in changes["transitions"]
-                if t["transition"] not in ("unchanged", "still_crashing") and t["flaky_rate"] is None]
+        news = [t for t in changes["transitions"] if t["transition"] in NEWS and t["flaky_rate"] is None]
         changes["news"] = news
         changes["nonzero"] = [{"name": n, "count": c} for n, c in changes["counts"].items() if c]
     return {
         "run": _run_summary(conn, run), "environment": run.environment, "base_settings": run.base_settings,
         "config_settings": run.configs, "configs": configs, "models": models,
-        "effect_table": _effect_table(effs, configs), "effects_list": list(EFFECTS),
-        "matrix": _matrix(outs, effs, models, configs), "signatures": _signatures(conn, outs),
-        "previous": prev, "changes": changes, "transition_names": list(TRANSITIONS),
+        "effect_table": [effect_table(effs, c) for c in configs], "effects_list": list(EFFECTS),
+        "matrix": _matrix(outs, effs, models, configs), "signatures": _signatures(view.signatures, outs),
+        "previous": view.previous.id if view.previous else None, "changes": changes,
+        "transition_names": list(TRANSITIONS),
         "trend": _trend(conn, run, configs, trend_runs), "trend_effects": list(TREND_EFFECTS),
     }
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.options import SweepOptions
+
 
 class SettingsError(ValueError):
     """The settings file or environment is wrong; the message says where."""
@@ -31,10 +33,16 @@ class SweepSettings:
     backend: str = "count"           # count | eager | aot_eager | inductor
     device: str = "cpu"
     max_items_per_worker: int = 50   # recycle a worker after this many items
-    max_rss_mb: int = 6000           # recycle above this RSS; hard limit is 1.5x
+    max_rss_mb: float = 6000.0       # recycle above this RSS; hard limit is 1.5x
     python: str | None = None        # interpreter for the workers
     config_file: str | None = None   # extra named configs (TOML)
     confirm_runs: int = 2            # flake confirmation re-runs
+
+    def options(self, python: str | None = None, extra_modules: list[str] | None = None) -> SweepOptions:
+        """The engine's options from these settings (`python`: the workers' interpreter, default the setting)."""
+        return SweepOptions(workers=self.workers, timeout=self.timeout, backend=self.backend, device=self.device,
+                            python=python or self.python, max_items_per_worker=self.max_items_per_worker,
+                            max_rss_mb=self.max_rss_mb, extra_modules=list(extra_modules or []))
 
 
 @dataclass

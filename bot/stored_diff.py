@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Sequence
 
 from bot.diff import DiffResult, diff
+from harness.outcome import Effect, Outcome
 from state import history, runs as runs_mod
 
 
@@ -13,3 +15,11 @@ def diff_stored(conn: sqlite3.Connection, run_a: int, run_b: int) -> DiffResult:
     return diff(history.group_outcomes(conn, run_a), history.group_outcomes(conn, run_b),
                 before_effects=history.effects(conn, run_a), after_effects=history.effects(conn, run_b),
                 before_configs=a.configs if a else None, after_configs=b.configs if b else None)
+
+
+def diff_loaded(conn: sqlite3.Connection, before: runs_mod.Run, after: runs_mod.Run, outcomes: Sequence[Outcome],
+                effects: Sequence[Effect]) -> DiffResult:
+    """Diff `before` → `after` where `after` is already loaded with its outcomes and effects (reads `before` only)."""
+    return diff(history.group_outcomes(conn, before.id), list(outcomes),
+                before_effects=history.effects(conn, before.id), after_effects=list(effects),
+                before_configs=before.configs, after_configs=after.configs)

@@ -1,4 +1,8 @@
-"""The embedded default corpus: a stratified quick-start set of model classes.
+"""The embedded default corpus: a stratified quick-start set of model classes, a named subset of the zoo lock.
+
+corpus(name) gives a named corpus's classes after checking each against the
+lock of the installed transformers: every one must be locked with status ok
+(a missing or failed entry is a LockError naming the class and `zoo lock`).
 
 Chosen by experiment (zoo build + baseline and the two built-in configs, torch
 2.13.0 CPU, transformers 5.23.0, counting backend): every class here builds
@@ -55,3 +59,20 @@ DEFAULT_CORPUS: tuple[str, ...] = (
     "DonutSwinModel",
     "YolosModel",                          # no effect
 )
+
+CORPORA: dict[str, tuple[str, ...]] = {"default": DEFAULT_CORPUS}
+
+
+def corpus(name: str = "default") -> list[str]:
+    """The classes of a named corpus, each checked to be locked and buildable (status ok) in the current lock."""
+    from harness.zoo import LockError
+    from harness.zoo.lock import current
+
+    if name not in CORPORA:
+        raise LockError(f"unknown corpus {name!r}; known: {', '.join(sorted(CORPORA))}")
+    lock = current()
+    for model in CORPORA[name]:
+        status = lock.entry(model)["status"]
+        if status != "ok":
+            raise LockError(f"corpus {name!r} names {model}, locked as {status}; fix it or drop it from the corpus")
+    return list(CORPORA[name])

@@ -4,9 +4,15 @@ Pure functions over Outcomes; no I/O.
 """
 from __future__ import annotations
 
-from harness.outcome import BUILD_STATUSES, Effect, Outcome
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable
+
+from harness.outcome import BUILD_STATUSES, EFFECTS, Effect, Outcome
 
 BASELINE = "baseline"
+# Effects that leave a model untestable under a flag; percentages are of the rest (DESIGN "Words").
+UNTESTABLE = ("create_error", "both_crash")
 
 
 def classify(baseline: Outcome, flagged: Outcome) -> str:
@@ -46,3 +52,46 @@ def effects_for(outcomes: list[Outcome]) -> list[Effect]:
             baseline_signature=base.signature, config_signature=o.signature,
         ))
     return effects
+
+
+def percent(count: int, testable: int) -> float | None:
+    """`count` as a percentage of `testable`, rounded once, to one decimal (None when nothing is testable)."""
+    return round(100.0 * count / testable, 1) if testable else None
+
+
+@dataclass(frozen=True)
+class EffectRow:
+    """One effect's line of the table: how many models, and their share of the testable ones."""
+
+    effect: str
+    count: int
+    pct: float | None     # None for the untestable effects, and when no model is testable
+
+
+@dataclass(frozen=True)
+class EffectTable:
+    """Per flag config: each effect's count and share of testable models (the table every view shows)."""
+
+    config: str
+    total: int
+    testable: int
+    rows: tuple[EffectRow, ...]
+
+    @property
+    def by_effect(self) -> dict[str, EffectRow]:
+        """The rows by effect name."""
+        return {r.effect: r for r in self.rows}
+
+    def count(self, effect: str) -> int:
+        """How many models had `effect`."""
+        return self.by_effect[effect].count
+
+
+def effect_table(effects: Iterable[Effect], config: str) -> EffectTable:
+    """The effects table of one config over `effects` (effects of other configs are ignored)."""
+    counts = Counter(e.effect for e in effects if e.config == config)
+    total = sum(counts.values())
+    testable = total - sum(counts[u] for u in UNTESTABLE)
+    rows = tuple(EffectRow(eff, counts[eff], None if eff in UNTESTABLE else percent(counts[eff], testable))
+                 for eff in EFFECTS)
+    return EffectTable(config, total, testable, rows)

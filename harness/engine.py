@@ -7,16 +7,16 @@ committed at once and an interrupted sweep resumes where it stopped.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from harness.effects import BASELINE
+from harness.options import SweepOptions
 from harness.outcome import Outcome
 from harness.pool import Group, Pool, worker_env
 from harness.progress import Progress
+from state import history, runs
 
 # Fields of the environment that make two runs incomparable if they differ.
 _ENV_KEYS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "recipe_fingerprint")
@@ -34,33 +34,8 @@ class SweepInterrupted(KeyboardInterrupt):
         self.run_id = run_id
 
 
-@dataclass
-class SweepOptions:
-    """How to run items (not what to run)."""
-
-    workers: int = 0                  # 0: one per core
-    timeout: float = 300.0            # seconds per item (the build counts toward the first)
-    backend: str = "count"            # count | eager | aot_eager | inductor
-    device: str = "cpu"
-    python: str | None = None         # interpreter for the workers (a nightly's venv)
-    max_items_per_worker: int = 50    # recycle a worker after this many items
-    max_rss_mb: float = 6000          # recycle above this; kill the item above 1.5x
-    extra_modules: list[str] = field(default_factory=list)  # imported by each worker at start
-
-    def worker_count(self, items: int | None = None) -> int:
-        n = self.workers or os.cpu_count() or 1
-        return max(1, min(n, items) if items else n)
-
-    def to_dict(self) -> dict[str, Any]:
-        """What is stored with a run."""
-        return asdict(self)
-
-
 def _pool(options: SweepOptions, base_settings: dict, n_groups: int, fresh: bool = False) -> Pool:
-    return Pool(workers=options.worker_count(n_groups), timeout=options.timeout, python=options.python,
-                backend=options.backend, device=options.device, max_items_per_worker=options.max_items_per_worker,
-                max_rss_mb=options.max_rss_mb, extra_modules=options.extra_modules,
-                base_settings=base_settings, fresh_workers=fresh)
+    return Pool(options, workers=options.worker_count(n_groups), base_settings=base_settings, fresh_workers=fresh)
 
 
 def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset(),
@@ -85,11 +60,11 @@ def _stratum_lookup() -> Callable[[str], str | None]:
 
     def lookup(model: str) -> str | None:
         if model not in cache:
-            try:
-                from harness import zoo
+            from harness import zoo   # late: scanning transformers is slow, and most outcomes carry their stratum
 
+            try:
                 cache.update({c.model: c.stratum for c in zoo.resolve([model])})
-            except Exception:  # an unknown name or no zoo: the stratum stays empty
+            except ValueError:  # zoo.UnknownModel, or a name that is no model glob: the stratum stays empty
                 pass
             cache.setdefault(model, None)
         return cache[model]
@@ -112,9 +87,10 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
 
     extra_environment: what the caller knows of the build beyond what the workers see
     (the index and channel it came from), stored with the environment.
-    """
-    from state import runs
 
+    A run that finishes is finalized here (effects, signature history): the engine ends it, so the engine
+    finalizes it, once. An interrupted or failed run is not finalized.
+    """
     configs = {BASELINE: configs.get(BASELINE, {}), **{k: v for k, v in configs.items() if k != BASELINE}}
     done: set[tuple[str, str]] = set()
     stored = None
@@ -166,7 +142,7 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         if run_id is not None:
             runs.finish_run(conn, run_id, "failed", reason=f"{type(exc).__name__}: {exc}"[:500])
         raise
-    _finalize(conn, run_id)
+    history.finalize_run(conn, run_id)
     return run_id
 
 
@@ -174,17 +150,6 @@ def _check_same_environment(old: dict, new: dict, run_id: int) -> None:
     diffs = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in _ENV_KEYS if old.get(k) != new.get(k)]
     if diffs:
         raise ResumeError(f"run {run_id} ran in another environment ({'; '.join(diffs)}); start a new sweep instead")
-
-
-def _finalize(conn: Any, run_id: int) -> None:
-    """Let the history area compute effects and signature history, if it is installed."""
-    try:
-        from state import history
-    except ImportError:
-        return
-    finalize = getattr(history, "finalize_run", None)
-    if callable(finalize):
-        finalize(conn, run_id)
 
 
 def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict,

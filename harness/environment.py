@@ -45,13 +45,10 @@ def gather(device: str = "cpu") -> dict[str, Any]:
     return env
 
 
-def _recipe_fingerprint() -> str | None:
-    """The zoo's hash of its build code and recipes (the zoo engineer owns it; adapter kept here)."""
-    try:
-        from harness.zoo import zoo_code_version
-        return zoo_code_version()
-    except Exception:  # an older zoo, or none: the environment still says what it can
-        return None
+def _recipe_fingerprint() -> str:
+    """The zoo's hash of its build code and recipes (the zoo owns it)."""
+    from harness.zoo import zoo_code_version   # late: only the environment probe needs the zoo
+    return zoo_code_version()
 
 
 if __name__ == "__main__":

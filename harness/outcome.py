@@ -81,6 +81,11 @@ class Outcome:
     def built(self) -> bool:
         return self.status not in BUILD_STATUSES
 
+    @property
+    def crash_signature(self) -> str:
+        """The name a failure is grouped by: its signature, or else its status (timeouts and kills carry no message)."""
+        return self.signature or self.status
+
 
 @dataclass
 class Effect:

@@ -16,7 +16,6 @@ a model the worker is recycled instead.
 from __future__ import annotations
 
 import collections
-import json
 import os
 import select
 import signal
@@ -24,13 +23,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator
 
+from harness.options import SweepOptions
 from harness.signature import innermost_torch_frame, signature
+from harness.worker_handle import PROJECT_ROOT, Group, Worker, signal_name, spawn, worker_env
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["PROJECT_ROOT", "Group", "Pool", "PoolError", "worker_env"]
+
 HARD_RSS_FACTOR = 1.5
 POLL_S = 0.1
 STARTUP_TIMEOUT_S = 300.0
@@ -40,161 +40,21 @@ class PoolError(RuntimeError):
     """Workers cannot start at all (a broken --python, a missing torch)."""
 
 
-def worker_env(threads: int | None = None) -> dict[str, str]:
-    """The environment of a worker: project root importable, one thread budget, no downloads."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.setdefault("HF_HUB_OFFLINE", "1")          # tiny random models only, never weights
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    # Each worker gets its share of the cores; inductor's own compile pool would
-    # oversubscribe them again, so it compiles in-process.
-    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-    if threads:
-        env["OMP_NUM_THREADS"] = str(threads)
-        env["MKL_NUM_THREADS"] = str(threads)
-    return env
-
-
-@dataclass
-class Group:
-    """One model and the configs to compile it under, in one worker (build once, compile many)."""
-
-    model: str
-    items: list[tuple[int, str, dict]]   # (index in the caller's list, config name, settings)
-    mode: str = "compile"
-
-
-@dataclass
-class Worker:
-    """One worker process and what it is doing."""
-
-    proc: subprocess.Popen
-    fd: int
-    log: Any
-    buf: bytes = b""
-    ready: bool = False
-    group: Group | None = None
-    pending: list[tuple[int, str, dict]] = field(default_factory=list)
-    current: int | None = None           # index of the item being compiled
-    built: bool = False
-    deadline: float = 0.0
-    items_done: int = 0
-    log_mark: int = 0
-    spawned: float = field(default_factory=time.monotonic)
-    retiring: bool = False
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def send(self, obj: dict) -> bool:
-        try:
-            self.proc.stdin.write((json.dumps(obj) + "\n").encode())
-            self.proc.stdin.flush()
-            return True
-        except (BrokenPipeError, OSError, ValueError):
-            return False
-
-    def read_events(self) -> tuple[list[dict], bool]:
-        """Events available now, and whether the pipe reached EOF."""
-        eof = False
-        while True:
-            try:
-                chunk = os.read(self.fd, 1 << 16)
-            except BlockingIOError:
-                break
-            except OSError:
-                eof = True
-                break
-            if not chunk:
-                eof = True
-                break
-            self.buf += chunk
-        events = []
-        while b"\n" in self.buf:
-            line, self.buf = self.buf.split(b"\n", 1)
-            if line.strip():
-                try:
-                    events.append(json.loads(line))
-                except ValueError:
-                    pass  # a torn line can only come from a dying worker
-        return events, eof
-
-    def rss_mb(self) -> float:
-        try:
-            with open(f"/proc/{self.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) / 1024
-        except OSError:
-            pass
-        return 0.0
-
-    def log_tail(self, chars: int = 6000) -> str:
-        """What the worker wrote to stderr since the current item started (faulthandler's stack on a crash)."""
-        try:
-            self.log.flush()
-            size = os.fstat(self.log.fileno()).st_size
-            start = max(self.log_mark, size - chars)
-            self.log.seek(start)
-            return self.log.read(size - start).decode(errors="replace")
-        except (OSError, ValueError):
-            return ""
-
-    def mark_log(self) -> None:
-        try:
-            self.log_mark = os.fstat(self.log.fileno()).st_size
-        except (OSError, ValueError):
-            self.log_mark = 0
-
-    def kill(self) -> None:
-        """SIGKILL the worker's whole process group and reap it."""
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        self.cleanup()
-
-    def cleanup(self) -> None:
-        for closer in (lambda: os.close(self.fd), self.log.close, self.proc.stdin.close):
-            try:
-                closer()
-            except (OSError, ValueError):
-                pass
-
-
-def _signal_name(returncode: int | None) -> str:
-    if returncode is None:
-        return "unknown"
-    if returncode < 0:
-        try:
-            return signal.Signals(-returncode).name
-        except ValueError:
-            return f"signal {-returncode}"
-    return f"exit code {returncode}"
-
-
 class Pool:
     """A set of warm workers fed with Groups; `run` yields (index, outcome dict) as items finish."""
 
-    def __init__(self, *, workers: int, timeout: float, python: str | None = None, backend: str = "count",
-                 device: str = "cpu", max_items_per_worker: int = 50, max_rss_mb: float = 6000,
-                 extra_modules: list[str] | None = None, base_settings: dict | None = None,
+    def __init__(self, options: SweepOptions, *, workers: int | None = None, base_settings: dict | None = None,
                  fresh_workers: bool = False):
-        self.size = max(1, workers)
-        self.timeout = timeout
-        self.python = python or sys.executable
-        self.backend, self.device = backend, device
-        self.max_items = 1 if fresh_workers else max(1, max_items_per_worker)
+        """`workers`: how many to start (default: what the options say); fresh: one item per worker."""
+        self.size = max(1, workers if workers is not None else options.worker_count())
+        self.timeout = options.timeout
+        self.python = options.python or sys.executable
+        self.backend, self.device = options.backend, options.device
+        self.max_items = 1 if fresh_workers else max(1, options.max_items_per_worker)
         self.fresh = fresh_workers
-        self.max_rss_mb = max_rss_mb
-        self.hard_rss_mb = max_rss_mb * HARD_RSS_FACTOR
-        self.extra_modules = list(extra_modules or [])
+        self.max_rss_mb = options.max_rss_mb
+        self.hard_rss_mb = options.max_rss_mb * HARD_RSS_FACTOR
+        self.extra_modules = list(options.extra_modules)
         self.base_settings = dict(base_settings or {})
         self.threads = max(1, (os.cpu_count() or 1) // self.size)
         self.logdir = tempfile.TemporaryDirectory(prefix="flagsweep-workers-")
@@ -216,18 +76,8 @@ class Pool:
             self.workers.append(self._spawn())
 
     def _spawn(self) -> Worker:
-        read_fd, write_fd = os.pipe()
-        os.set_blocking(read_fd, False)
-        log = tempfile.TemporaryFile(dir=self.logdir.name)
-        opts = {"fd": write_fd, "threads": self.threads, "extra_modules": self.extra_modules}
-        proc = subprocess.Popen(
-            [self.python, "-m", "harness.worker", json.dumps(opts)],
-            stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(write_fd,),
-            env=worker_env(self.threads), cwd=str(PROJECT_ROOT), start_new_session=True,
-        )
-        os.close(write_fd)
         self.stats["spawned"] += 1
-        return Worker(proc=proc, fd=read_fd, log=log)
+        return spawn(self.python, self.threads, self.extra_modules, self.logdir.name)
 
     def close(self, kill: bool = False) -> None:
         """Stop every worker: politely (exit request) unless `kill`, then SIGKILL whatever is left."""
@@ -397,7 +247,7 @@ class Pool:
                 continue
             status = message = None
             if died:
-                status, message = "killed", _signal_name(w.proc.returncode)
+                status, message = "killed", signal_name(w.proc.returncode)
             elif w.group is not None and now > w.deadline:
                 status, message = "timeout", f"no result after {self.timeout:g} s"
             elif w.group is not None and (rss := w.rss_mb()) > self.hard_rss_mb:
@@ -421,7 +271,7 @@ class Pool:
         if self.started_ok == 0 and self.startup_failures >= 2 or self.startup_failures >= 5:
             self.close(kill=True)
             lines = [ln for ln in tail.strip().splitlines() if ln.strip()][-8:]
-            raise PoolError(f"{self.python}: workers do not start ({_signal_name(w.proc.returncode)}):\n" + "\n".join(lines))
+            raise PoolError(f"{self.python}: workers do not start ({signal_name(w.proc.returncode)}):\n" + "\n".join(lines))
 
     def _fail_group(self, w: Worker, status: str, message: str, tail: str,
                     queue: collections.deque) -> Iterator[tuple[int, dict]]:

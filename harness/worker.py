@@ -20,6 +20,8 @@ import time
 import traceback
 from typing import Any
 
+from harness.zoo import BuildError, Built
+
 TRACEBACK_CHARS = 16_000  # Dynamo's verbose tracebacks run long; the head and tail say the most
 
 
@@ -70,21 +72,19 @@ def _peak_mb(device: str) -> float | None:
 
     if device.startswith("cuda"):
         return round(torch.cuda.max_memory_allocated() / 2**20, 1)
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
+    return _status_mb("VmHWM:")
 
 
 def _rss_mb() -> float | None:
+    return _status_mb("VmRSS:")
+
+
+def _status_mb(field: str) -> float | None:
+    """One memory line of /proc/self/status (VmRSS, VmHWM) in MiB; None where there is no /proc."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field):
                     return round(int(line.split()[1]) / 1024, 1)
     except OSError:
         pass
@@ -108,8 +108,8 @@ def _error_fields(exc: BaseException) -> dict[str, Any]:
     }
 
 
-def _build(model: str, device: str) -> Any:
-    """The zoo's build (adapter: the one place that knows the zoo's API)."""
+def _build(model: str, device: str) -> Built:
+    """The zoo's build (the one place here that knows the zoo's API)."""
     from harness import zoo
 
     return zoo.build(model, device)
@@ -144,15 +144,15 @@ def run_group(chan: Channel, req: dict[str, Any]) -> None:
     built, status, cause = None, None, None
     try:
         built = _build(model, device)
-    except Exception as exc:  # BuildError carries its status; anything else is a failed create
-        status = getattr(exc, "status", None) or "create_error"
-        cause = getattr(exc, "cause", None) or f"{type(exc).__name__}: {exc}"
+    except BuildError as exc:  # it carries its status
+        status, cause = exc.status, exc.cause
+    except Exception as exc:  # anything else is a failed create
+        status, cause = "create_error", f"{type(exc).__name__}: {exc}"
     build_s = round(time.perf_counter() - start, 4)
     common: dict[str, Any] = {"build_s": build_s}
     if built is not None:
-        common.update(stratum=getattr(built, "stratum", None) or None,
-                      fingerprint=getattr(built, "fingerprint", None) or None,
-                      text_only=bool(getattr(built, "text_only", False)))
+        common.update(stratum=built.stratum or None, fingerprint=built.fingerprint or None,
+                      text_only=bool(built.text_only))
         try:
             reset_dynamo()
             eager_s = eager_run(built.module, built.inputs)

@@ -6,7 +6,9 @@ clear message; it is never silently reset.
 from __future__ import annotations
 
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterator
 
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -45,22 +47,56 @@ def connect(path: str | Path, *, migrate: bool = True) -> sqlite3.Connection:
     return conn
 
 
+def latest_rows(conn: sqlite3.Connection, sql: str, conditions: list[tuple[str, list[Any]]], limit: int,
+                order: str = "id") -> list[sqlite3.Row]:
+    """Rows of `sql` that meet each condition given values (one without values is left out), newest first."""
+    used = [(clause, values) for clause, values in conditions if values]
+    where = " WHERE " + " AND ".join(clause for clause, _ in used) if used else ""
+    args = [v for _, values in used for v in values]
+    return conn.execute(f"{sql}{where} ORDER BY {order} DESC LIMIT ?", [*args, limit]).fetchall()
+
+
+def scratch_copy(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """An in-memory copy of the store: a dry run goes through the real publish steps here, leaving the file as it was."""
+    copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    conn.backup(copy)
+    copy.row_factory = sqlite3.Row
+    copy.execute("PRAGMA foreign_keys=ON")
+    return copy
+
+
 def migrate_to(conn: sqlite3.Connection, target: int) -> None:
     """Apply migrations one at a time, each in its own transaction."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     while version < target:
-        script = MIGRATIONS[version]
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _statements(script):
+        with transaction(conn):
+            for statement in _statements(MIGRATIONS[version]):
                 conn.execute(statement)
             conn.execute(f"PRAGMA application_id={APP_ID}")
             conn.execute(f"PRAGMA user_version={version + 1}")
-            conn.execute("COMMIT")
-        except Exception:
-            conn.execute("ROLLBACK")
-            raise
         version += 1
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """All or nothing: BEGIN IMMEDIATE (take the write lock first), or a savepoint inside a caller's transaction."""
+    if conn.in_transaction:
+        conn.execute("SAVEPOINT flagsweep_tx")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK TO flagsweep_tx")
+            conn.execute("RELEASE flagsweep_tx")
+            raise
+        conn.execute("RELEASE flagsweep_tx")
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def _statements(script: str) -> list[str]:

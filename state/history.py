@@ -8,23 +8,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from contextlib import contextmanager
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
-from harness.outcome import Effect, Outcome
+from harness.effects import effects_for
+from harness.outcome import CRASH_STATUSES, Effect, Outcome
 from state import runs as runs_mod
+from state.db import transaction
 from state.runs import Run
 
 # Kinds of run whose results describe the corpus; `confirm` runs only re-check items.
 HISTORY_KINDS = ("sweep", "nightly", "command")
 EXAMPLE_MESSAGE_CHARS = 4000
-
-
-def compute_effects(outcomes: list[Outcome]) -> list[Effect]:
-    """Adapter over the engine area's pure classifier (kept in one place on purpose)."""
-    from harness.effects import effects_for
-
-    return list(effects_for(outcomes))
 
 
 def run_group(conn: sqlite3.Connection, run_id: int) -> list[int]:
@@ -50,6 +44,13 @@ def group_outcomes(conn: sqlite3.Connection, run_id: int) -> list[Outcome]:
     return out
 
 
+def models_of(conn: sqlite3.Connection, run: Run) -> set[str]:
+    """The model set of a loaded run's group (no read at all for a run that is its own group)."""
+    if not (run.nightly and run.shard):
+        return set(run.models)
+    return group_models(conn, run.id)
+
+
 def group_models(conn: sqlite3.Connection, run_id: int) -> set[str]:
     """The model set of the run's group."""
     models: set[str] = set()
@@ -71,7 +72,7 @@ def finalize_run(conn: sqlite3.Connection, run_id: int) -> None:
     if run is None:
         raise KeyError(f"no run {run_id}")
     outs = runs_mod.outcomes(conn, run_id)
-    effs = compute_effects(outs)
+    effs = effects_for(outs)
     with transaction(conn):
         conn.execute("DELETE FROM effects WHERE run_id = ?", (run_id,))
         conn.executemany(
@@ -83,29 +84,7 @@ def finalize_run(conn: sqlite3.Connection, run_id: int) -> None:
         _update_signatures(conn, run, outs)
 
 
-@contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """All or nothing: BEGIN IMMEDIATE (take the write lock first), or a savepoint inside a caller's transaction."""
-    if conn.in_transaction:
-        conn.execute("SAVEPOINT flagsweep_history")
-        try:
-            yield
-        except BaseException:
-            conn.execute("ROLLBACK TO flagsweep_history")
-            conn.execute("RELEASE flagsweep_history")
-            raise
-        conn.execute("RELEASE flagsweep_history")
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-_CRASHED = "('error', 'timeout', 'killed')"  # harness.outcome.CRASH_STATUSES, as SQL
+_CRASHED = "(" + ",".join(f"'{s}'" for s in CRASH_STATUSES) + ")"  # as SQL
 
 
 def _crash_keys(outs: Iterable[Outcome]) -> set[tuple[str, str]]:
@@ -190,47 +169,39 @@ def _group_key(run: Run) -> tuple:
 
 
 def previous_comparable_run(conn: sqlite3.Connection, run_id: int) -> int | None:
+    """The latest earlier finished run with the same config names and overlapping models (see `previous_comparable`)."""
+    run = runs_mod.get_run(conn, run_id)
+    if run is None:
+        return None
+    prev = previous_comparable(conn, run, models_of(conn, run))
+    return prev.id if prev else None
+
+
+def previous_comparable(conn: sqlite3.Connection, run: Run, models: set[str]) -> Run | None:
     """The latest earlier finished run with the same config names and overlapping models.
 
     Shards of one nightly count as one run (their highest id stands for the group).
     A nightly is compared with nightlies only, so an ad-hoc sweep never hides last night.
     """
-    run = runs_mod.get_run(conn, run_id)
-    if run is None:
-        return None
-    mine = group_models(conn, run_id)
-    own_group = set(run_group(conn, run_id))
     kinds = ("nightly",) if run.kind == "nightly" else HISTORY_KINDS
-    earliest_own = min(own_group)
+    earliest_own = min(run_group(conn, run.id))
     seen: set[tuple] = set()
-    for cand in _finished_runs(conn, kinds, before_id=earliest_own):
+    for cand in runs_mod.finished_runs(conn, kinds, before_id=earliest_own):
         key = _group_key(cand)
         if key in seen:
             continue
         seen.add(key)
-        if _is_comparable(run, mine, cand, group_models(conn, cand.id)):
-            return max(run_group(conn, cand.id))
+        if _is_comparable(run, models, cand, models_of(conn, cand)):
+            stand_in = max(run_group(conn, cand.id))
+            return cand if stand_in == cand.id else runs_mod.get_run(conn, stand_in)
     return None
-
-
-def _finished_runs(conn: sqlite3.Connection, kinds: Iterable[str], before_id: int | None = None) -> Iterable[Run]:
-    """Finished runs of `kinds`, newest first, lazily."""
-    kinds = list(kinds)
-    sql = runs_mod._RUN_SQL + f" WHERE r.status = 'finished' AND r.kind IN ({','.join('?' * len(kinds))})"
-    args: list[Any] = list(kinds)
-    if before_id is not None:
-        sql += " AND r.id < ?"
-        args.append(before_id)
-    sql += " ORDER BY r.id DESC"
-    for row in conn.execute(sql, args).fetchall():
-        yield runs_mod._run(row)
 
 
 def latest_runs(conn: sqlite3.Connection, n: int, *, kinds: Iterable[str] = HISTORY_KINDS) -> list[Run]:
     """The latest `n` finished runs, newest first, one per group (shards collapse to their highest id)."""
     out: list[Run] = []
     seen: set[tuple] = set()
-    for run in _finished_runs(conn, kinds):
+    for run in runs_mod.finished_runs(conn, kinds):
         key = _group_key(run)
         if key in seen:
             continue

@@ -6,6 +6,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from state.db import latest_rows, transaction
 from state.runs import now
 
 JOB_STATUSES = ("queued", "running", "done", "failed")
@@ -50,17 +51,11 @@ def claim_next(conn: sqlite3.Connection, kinds: tuple[str, ...] | None = None) -
         sql += f" AND kind IN ({','.join('?' * len(kinds))})"
         args = list(kinds)
     # BEGIN IMMEDIATE takes the write lock first, so two runners never claim the same job.
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         row = conn.execute(sql + " ORDER BY id LIMIT 1", args).fetchone()
         if row is None:
-            conn.execute("COMMIT")
             return None
         conn.execute("UPDATE jobs SET status = 'running', started_at = ? WHERE id = ?", (now(), row["id"]))
-        conn.execute("COMMIT")
-    except Exception:
-        conn.execute("ROLLBACK")
-        raise
     return get(conn, row["id"])
 
 
@@ -92,16 +87,9 @@ def get(conn: sqlite3.Connection, job_id: int) -> Job | None:
 def list_jobs(conn: sqlite3.Connection, *, status: str | None = None, kind: str | None = None,
               limit: int = 50) -> list[Job]:
     """Latest jobs first."""
-    sql, args = "SELECT * FROM jobs WHERE 1=1", []
-    if status:
-        sql += " AND status = ?"
-        args.append(status)
-    if kind:
-        sql += " AND kind = ?"
-        args.append(kind)
-    sql += " ORDER BY id DESC LIMIT ?"
-    args.append(limit)
-    return [_job(r) for r in conn.execute(sql, args)]
+    rows = latest_rows(conn, "SELECT * FROM jobs", [("status = ?", [status] if status else []),
+                                                    ("kind = ?", [kind] if kind else [])], limit)
+    return [_job(r) for r in rows]
 
 
 def depth(conn: sqlite3.Connection) -> int:

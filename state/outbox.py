@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from state.db import transaction
 from state.runs import now
 
 ACTIONS = ("create", "edit", "comment", "close", "reopen", "labels", "react")
@@ -53,8 +54,7 @@ def enqueue(conn: sqlite3.Connection, batch: str, run_id: int | None,
             actions: Iterable[tuple[str, str, dict[str, Any]]]) -> list[int]:
     """Store (key, action, payload) triples, in order, in one transaction."""
     ids = []
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         for seq, (key, action, payload) in enumerate(actions):
             if action not in ACTIONS:
                 raise ValueError(f"unknown outbox action {action!r}")
@@ -62,10 +62,6 @@ def enqueue(conn: sqlite3.Connection, batch: str, run_id: int | None,
                 "INSERT INTO outbox (run_id, batch, seq, key, action, payload, created_at) VALUES (?,?,?,?,?,?,?)",
                 (run_id, batch, seq, key, action, json.dumps(payload, sort_keys=True), now()))
             ids.append(cur.lastrowid)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return ids
 
 

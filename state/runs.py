@@ -6,9 +6,10 @@ import json
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from harness.outcome import Outcome
+from state.db import latest_rows, transaction
 
 
 def now() -> str:
@@ -92,8 +93,7 @@ def import_run(conn: sqlite3.Connection, run: dict[str, Any], outcomes_: list[Ou
     row = conn.execute("SELECT id FROM runs WHERE json_extract(options, '$.imported_from') = ?", (origin,)).fetchone()
     if row:
         return row[0]
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with transaction(conn):
         options = {**(run.get("options") or {}), "imported_from": origin}
         cur = conn.execute(
             "INSERT INTO runs (kind, environment_id, started_at, finished_at, status, reason, models, configs,"
@@ -107,10 +107,6 @@ def import_run(conn: sqlite3.Connection, run: dict[str, Any], outcomes_: list[Ou
             record_outcome(conn, run_id, outcome)
         for model, data in builds.items():
             record_model(conn, run_id, model, data)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return run_id
 
 
@@ -146,15 +142,34 @@ def finish_run(conn: sqlite3.Connection, run_id: int, status: str = "finished", 
                  (status, now(), reason, run_id))
 
 
-def mark_merged(conn: sqlite3.Connection, run_id: int, into: int) -> None:
-    """A shard joined into run `into`: kept, but out of run history."""
-    conn.execute("UPDATE runs SET status = 'merged', reason = ? WHERE id = ?", (f"merged into run {into}", run_id))
-
-
 def outcomes(conn: sqlite3.Connection, run_id: int) -> list[Outcome]:
     """All outcomes of a run, in a stable order."""
     rows = conn.execute("SELECT data FROM outcomes WHERE run_id = ? ORDER BY model, config", (run_id,))
     return [Outcome.from_dict(json.loads(r[0])) for r in rows]
+
+
+def mark_merged(conn: sqlite3.Connection, run_id: int, into: int) -> None:
+    """Mark a shard run as merged into run `into` (kept out of history from now on)."""
+    conn.execute("UPDATE runs SET status = 'merged', reason = ? WHERE id = ?", (f"merged into run {into}", run_id))
+
+
+def status_counts(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, int]:
+    """{status: number of outcomes} over the given runs."""
+    if not run_ids:
+        return {}
+    marks = ",".join("?" * len(run_ids))
+    return dict(conn.execute(
+        f"SELECT status, count(*) FROM outcomes WHERE run_id IN ({marks}) GROUP BY status", run_ids).fetchall())
+
+
+def find_outcome(conn: sqlite3.Connection, run_ids: list[int], model: str, config: str) -> tuple[int, Outcome] | None:
+    """The outcome of one item among `run_ids` (the newest run first), with the id of the run holding it."""
+    if not run_ids:
+        return None
+    row = conn.execute(
+        f"SELECT run_id, data FROM outcomes WHERE run_id IN ({','.join('?' * len(run_ids))}) AND model = ?"
+        " AND config = ? ORDER BY run_id DESC", (*run_ids, model, config)).fetchone()
+    return (row[0], Outcome.from_dict(json.loads(row[1]))) if row else None
 
 
 _RUN_SQL = ("SELECT r.*, e.data AS env FROM runs r LEFT JOIN environments e ON e.id = r.environment_id")
@@ -180,14 +195,20 @@ def get_run(conn: sqlite3.Connection, run_id: int) -> Run | None:
 def list_runs(conn: sqlite3.Connection, *, limit: int = 50, kinds: Iterable[str] | None = None,
               status: str | None = None) -> list[Run]:
     """Latest runs first."""
-    sql, args = _RUN_SQL + " WHERE 1=1", []
-    if kinds:
-        kinds = list(kinds)
-        sql += f" AND r.kind IN ({','.join('?' * len(kinds))})"
-        args += kinds
-    if status:
-        sql += " AND r.status = ?"
-        args.append(status)
-    sql += " ORDER BY r.id DESC LIMIT ?"
-    args.append(limit)
-    return [_run(r) for r in conn.execute(sql, args)]
+    kinds = list(kinds or [])
+    rows = latest_rows(conn, _RUN_SQL, [(f"r.kind IN ({','.join('?' * len(kinds))})", kinds),
+                                        ("r.status = ?", [status] if status else [])], limit, order="r.id")
+    return [_run(r) for r in rows]
+
+
+def finished_runs(conn: sqlite3.Connection, kinds: Iterable[str], before_id: int | None = None) -> Iterator[Run]:
+    """Finished runs of `kinds`, newest first (those before run `before_id` when given), lazily."""
+    kinds = list(kinds)
+    sql = _RUN_SQL + f" WHERE r.status = 'finished' AND r.kind IN ({','.join('?' * len(kinds))})"
+    args: list[Any] = list(kinds)
+    if before_id is not None:
+        sql += " AND r.id < ?"
+        args.append(before_id)
+    sql += " ORDER BY r.id DESC"
+    for row in conn.execute(sql, args).fetchall():
+        yield _run(row)

@@ -1,7 +1,7 @@
 """Shared pytest fixtures. `fake_github`: the one fake GitHub server (tests/fakegithub)."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -16,3 +16,19 @@ def fake_github() -> Iterator[FakeGitHub]:
         yield fake
     finally:
         fake.stop()
+
+
+@pytest.fixture
+def register_model() -> Iterator[Callable[[str, str, Callable], None]]:
+    """`register_model(name, stratum, builder)`: a test-only zoo model that leaves the global registry after the test."""
+    from harness.zoo import registry
+
+    added: list[str] = []
+
+    def register(name: str, stratum: str, builder: Callable) -> None:
+        registry.register(name, stratum, builder)
+        added.append(name)
+
+    yield register
+    for name in added:
+        registry.EXTRA.pop(name, None)

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import sys
 
-from bot import nightly
+from bot import steps as steps_mod
 from bot.provider import Nightly
+from bot.publish import PublishSummary
 from harness.outcome import Outcome
-from state import runs
+from state import history, runs
 
 CONFIGS = {"baseline": {}, "capture_scalar_outputs": {"torch._dynamo.config.capture_scalar_outputs": True}}
 MODELS = ["AlphaModel", "BetaForCausalLM", "GammaModel", "DeltaModel", "EpsilonModel"]
@@ -21,6 +22,7 @@ class World:
         self.crashing: set[str] = set()     # models that crash under the flag
         self.sweeps = []
         self.published = []
+        self.views = []                     # the run views handed to publish and report, in order
 
     def provide(self, settings, torch, date, progress):
         return Nightly(version=self.version, git="g" + self.date[-2:], python=sys.executable, date=self.date)
@@ -43,18 +45,29 @@ class World:
             for c in configs:
                 runs.record_outcome(conn, rid, self.outcome(m, c))
         runs.finish_run(conn, rid)
+        history.finalize_run(conn, rid)     # whoever ends a run finalizes it, as the engine does
         return rid
 
-    def publish(self, conn, settings, run_id, *, dry_run, out_dir):
-        self.published.append(run_id)
-        return {"run": run_id, "dry_run": dry_run}
+    def publish(self, conn, settings, view, *, dry_run, out_dir) -> PublishSummary:
+        self.published.append(view.id)
+        self.views.append(view)
+        return PublishSummary(run_id=view.id, dry_run=dry_run, repo=None)
 
     def steps(self, real_publish: bool = False):
         """Pipeline steps with this world's provider and sweep (and the real publisher when asked)."""
-        return nightly.Steps(provide=self.provide, resolve_models=lambda pats: list(pats or MODELS),
-                             select_configs=lambda s, names: {k: v for k, v in CONFIGS.items() if k == "baseline" or k in names},
-                             sweep=self.sweep, confirm=lambda conn, rid, result, s, py: result, publish=nightly._publish if real_publish else self.publish,
-                             report=lambda conn, rid, out: out / "report.html")
+        return steps_mod.Steps(provide=self.provide, resolve_models=lambda pats: list(pats or MODELS),
+                               select_configs=self.select_configs, sweep=self.sweep, confirm=self.confirm,
+                               publish=steps_mod.publish if real_publish else self.publish, report=self.report)
+
+    def select_configs(self, settings, names):
+        return {k: v for k, v in CONFIGS.items() if k == "baseline" or k in names}
+
+    def confirm(self, conn, run_id, result, settings, python):
+        return result
+
+    def report(self, conn, view, out_dir):
+        self.views.append(view)
+        return out_dir / "report.html"
 
     def command_sweep(self, ctx, models, configs, base):
         """The handlers' `sweep` command twin: a stored `command` run."""

@@ -123,7 +123,7 @@ def test_base_settings_apply_to_baseline_too_and_fresh_workers():
 
 
 def test_eager_mode_and_recycling():
-    pool = Pool(workers=1, timeout=60, max_items_per_worker=1, extra_modules=["tests.fault_models"])
+    pool = Pool(SweepOptions(workers=1, timeout=60, max_items_per_worker=1, extra_modules=["tests.fault_models"]))
     try:
         groups = [Group("TinyItemModel", [(0, "-", {})], "eager"), Group("BrokenEagerModel", [(1, "-", {})], "eager")]
         got = dict(pool.run(groups))

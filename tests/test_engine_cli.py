@@ -5,13 +5,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from bot.cli import main
 from state import db, runs
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.compile
@@ -19,15 +19,6 @@ pytestmark = pytest.mark.compile
 
 def cli(state, *args):
     return [sys.executable, "-m", "bot.cli", "--state", str(state), "sweep", "--import", "tests.fault_models", *args]
-
-
-def wait_for(predicate, timeout=120.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def stored_rows(state):

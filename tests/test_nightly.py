@@ -6,6 +6,7 @@ import pytest
 
 from bot import merge as merge_mod
 from bot import nightly
+from bot import steps as steps_mod
 from bot.settings import Settings
 from state import db, runs
 from tests.fakeindex import FakeIndex
@@ -44,8 +45,9 @@ def test_the_next_night_is_diffed_with_the_last(env):
     second = nightly.run_nightly(conn, settings, out_dir=tmp, steps=world.steps())
     assert second.previous_run == first.run_id
     assert second.transitions == {"new_crash": 1, "unchanged": 9}   # baseline items are compared too
-    assert second.to_dict()["published"] == {"run": second.run_id, "dry_run": True}
-    json.dumps(second.to_dict())
+    data = second.to_dict()
+    assert data["published"]["run_id"] == second.run_id and data["published"]["dry_run"] is True
+    assert json.loads(json.dumps(data)) == data     # JSON-ready: survives a round trip unchanged
 
 
 def test_provider_failure_is_a_failed_run_not_a_crash(env):
@@ -55,7 +57,7 @@ def test_provider_failure_is_a_failed_run_not_a_crash(env):
         idx.add("2.14.0.dev20261121+cpu", "abc", tag="cp27-cp27m-win32")   # nothing for this Python
         settings.nightly.index_url = idx.url
         steps = world.steps()
-        steps.provide = nightly._provide        # the real provider
+        steps.provide = steps_mod.provide       # the real provider
         result = nightly.run_nightly(conn, settings, torch="nightly", out_dir=tmp, steps=steps)
     finally:
         idx.close()
@@ -117,7 +119,7 @@ def test_a_real_tiny_nightly_end_to_end_in_dry_run(env):
                             run_id=run_id, resume=resume, kind=kind, nightly=nightly, shard=shard, progress=False,
                             extra_environment=build)
 
-    steps = nightly.Steps(sweep=real_sweep)
+    steps = steps_mod.Steps(sweep=real_sweep)
     result = nightly.run_nightly(conn, settings, torch="current", models=["TinyItemModel", "Fault_raise"],
                                  dry_run=True, out_dir=tmp / "out", progress=False, steps=steps)
     import torch

@@ -210,6 +210,7 @@ def test_a_half_installed_venv_is_rebuilt(index, tmp_path):
 def test_an_index_that_is_down_or_lacks_the_build_fails_the_night_with_its_reason(tmp_path):
     """Stored as a failed run with the reason; nothing swept, nothing published."""
     from bot import nightly
+    from bot import steps as steps_mod
     from bot.settings import Settings
     from state import db, runs
     from tests.fakesweep import World
@@ -222,7 +223,7 @@ def test_an_index_that_is_down_or_lacks_the_build_fails_the_night_with_its_reaso
     conn = db.connect(settings.state_path)
     world = World()
     steps = world.steps()
-    steps.provide = nightly._provide                       # the real provider
+    steps.provide = steps_mod.provide                     # the real provider
     missing = nightly.run_nightly(conn, settings, torch="2.16.0", out_dir=tmp_path, steps=steps)
     assert missing.status == "failed" and "no torch 2.16.0 on the index" in missing.reason
     url = idx.down()
@@ -245,6 +246,7 @@ def test_nightly_cli_refuses_a_build_name_it_does_not_know(tmp_path, capsys):
 
 def test_the_run_environment_keeps_version_commit_channel_and_index(index, tmp_path):
     from bot import nightly
+    from bot import steps as steps_mod
     from bot.settings import Settings
     from state import db, runs
     from tests.fakesweep import World
@@ -257,7 +259,7 @@ def test_the_run_environment_keeps_version_commit_channel_and_index(index, tmp_p
     world = World()
     world.version = "2.13.0+cpu"
     steps = world.steps()
-    steps.provide = nightly._provide                       # the real provider, fake wheels over HTTP
+    steps.provide = steps_mod.provide                     # the real provider, fake wheels over HTTP
     result = nightly.run_nightly(conn, settings, torch="2.13.0", out_dir=tmp_path, steps=steps)
     env = runs.get_run(conn, result.run_id).environment
     assert result.status == "swept" and result.torch["git"] == "rel13"

@@ -123,7 +123,7 @@ def test_markdown_report_has_the_same_sections(store, tmp_path):
                     "## Crash signatures", "## Trend over the last runs"):
         assert heading in md
     assert "| crashes | 1 | 33.3% |" in md
-    assert "| `BertModel` | capture_scalar_outputs | new crash |" in md
+    assert "| `BertModel` | capture\\_scalar\\_outputs | new crash |" in md   # one escaper: `_` escaped, renders as `_`
     assert "@someone" not in md   # no mention leaks from foreign text (the example message is not in md)
 
 
@@ -259,8 +259,15 @@ def test_report_screenshot_in_headless_browser(store, tmp_path):
     assert count((0xD7, 0x26, 0x3D)) > 100
 
 
-def test_markdown_cells_cannot_break_tables_or_mention_anyone():
-    assert report._md_cell("Eq(u0, 0) | x\n@pytorch/team") == "Eq(u0, 0) \\| x @\u200dpytorch/team"
+def test_markdown_cells_cannot_break_tables_or_mention_anyone(tmp_path):
+    """The Markdown report escapes cells with the one escaper (bot.text.cell): pipes, mentions, #refs, comments."""
+    conn = connect(tmp_path / "state.sqlite")
+    nasty = "RuntimeError: Eq(u0, 0) | x @pytorch/team #123 <!-- hidden -->"
+    hd.store_run(conn, hd.night(b_crashes=False, c_crashes=False)[:2] + [hd.crash("BertModel", "baseline", sig=nasty)])
+    md = report.render_md(report.build_context(conn, 1))
+    row = next(line for line in md.splitlines() if "Eq(u0, 0)" in line and line.startswith("|"))
+    assert "\\| x" in row and "@\u200dpytorch/team" in row and "#\u200d123" in row
+    assert "<!--" not in row and "@pytorch" not in md
 
 
 def test_report_of_a_failed_run_with_a_sparse_environment(tmp_path):

@@ -1,6 +1,5 @@
 """The nightly schedule with a controllable clock: cron maths, coalescing, misfires, one nightly at a time."""
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -10,6 +9,7 @@ from apscheduler.triggers.base import BaseTrigger
 from bot.scheduler import ScheduleError, build_trigger, from_settings, next_fire_times, queue_nightly
 from bot.settings import SchedulerSettings
 from state import db, jobs
+from tests.waiting import wait_for
 
 
 class ListTrigger(BaseTrigger):
@@ -23,14 +23,6 @@ class ListTrigger(BaseTrigger):
             if previous_fire_time is None or t > previous_fire_time:
                 return t
         return None
-
-
-def wait_for(cond, limit=10.0):
-    # Polls an event, never asserts on time: the limit only stops a hung test.
-    end = time.monotonic() + limit
-    while not cond() and time.monotonic() < end:
-        time.sleep(0.02)
-    return cond()
 
 
 def test_cron_in_a_timezone_with_a_fake_now():

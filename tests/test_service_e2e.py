@@ -3,7 +3,6 @@ answered on the fake GitHub through the real publisher. Only the sweep and bisec
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -20,23 +19,13 @@ from harness.zoo import registry
 from state import db, jobs, links
 from tests.fakesweep import MODELS, World
 from tests.test_scheduler import ListTrigger
+from tests.waiting import wait_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
 SECRET = "e2e-secret"
 CONFIG = "capture_scalar_outputs"
 SIGNATURE = "RuntimeError: boom uN"
 TRIAGER, STRANGER = "tina-triage", "sam-stranger"
-
-
-def wait_for(cond, limit=120.0):
-    # The limit only stops a hung test: the first zoo scan alone can take 20 s on a busy machine.
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    return cond()
 
 
 class Bot:
@@ -73,8 +62,10 @@ class Bot:
                                                config=CONFIG, signature=SIGNATURE))
         self.reruns: list[list[str]] = []
         self.probes: list[str] = []
+        self.on_rerun = lambda: None      # a test's hook, called as a rerun starts
 
         def rerun(ctx, link, models):
+            self.on_rerun()
             self.reruns.append(models)
             return nightly.run_nightly(ctx.conn, ctx.settings, torch="current", force=True, dry_run=ctx.dry_run,
                                        out_dir=ctx.out_dir, progress=False,
@@ -304,12 +295,14 @@ def test_questions_are_answered_while_a_nightly_runs(tmp_path, fake_github):
         job, replies = b.command("@flagsweep-bot help\n@flagsweep-bot mute")
         assert job.kind == "quick" and "Commands I understand" in replies[0] and links.get(b.conn, b.key).muted
         assert jobs.get(b.conn, nightly_job).status == "running"
+        released_at_start: list[bool] = []
+        b.on_rerun = lambda: released_at_start.append(release.is_set())
         r = b.post("@flagsweep-bot rerun", TRIAGER)
         assert jobs.get(b.conn, r.json()["job"]).kind == "command"   # a sweep waits in the work lane
-        time.sleep(0.3)
-        assert jobs.get(b.conn, r.json()["job"]).status == "queued"
         release.set()
         assert wait_for(lambda: jobs.get(b.conn, r.json()["job"]).status == "done")
+        # However late or early the work lane looked at it, the rerun started only once the nightly let go.
+        assert released_at_start == [True]
     finally:
         release.set()
         b.close()

@@ -111,8 +111,7 @@ def test_merged_nightly_stands_for_its_shards(conn):
     out = hd.night(b_crashes=True)
     s1 = hd.store_run(conn, out[:2], kind="nightly", nightly="2026-11-01", shard="1/2")
     s2 = hd.store_run(conn, out[2:], kind="nightly", nightly="2026-11-01", shard="2/2")
-    merged = merge(conn, [s1, s2])
-    history.finalize_run(conn, merged)
+    merged = merge(conn, [s1, s2])                # merge finalizes the run it ends
     assert [r.id for r in history.latest_runs(conn, 5)] == [merged]
     assert history.run_group(conn, merged) == [merged]
     assert len(history.effects(conn, merged)) == 3

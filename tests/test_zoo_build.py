@@ -82,3 +82,14 @@ def test_a_model_that_cannot_be_built_is_a_build_error_with_a_cause():
     with pytest.raises(zoo.BuildError) as info:
         zoo.build("NoSuchModelAnywhere")
     assert info.value.status == "create_error" and "NoSuchModelAnywhere" in info.value.cause
+
+
+@pytest.mark.parametrize("model, media", [
+    ("GlmOcrVisionModel", "hidden_states"),        # a vision tower no Auto mapping registers: flattened patches + grid
+    ("Phi4MultimodalAudioModel", "hidden_states"),  # an audio tower no Auto mapping registers: feature frames
+])
+def test_sub_model_towers_build_from_the_lock_with_their_real_inputs(model, media):
+    built = zoo.build(model)
+    assert built.inputs[media].is_floating_point() and built.inputs[media].dim() >= 2  # features, not token ids
+    assert not built.text_only and built.stratum == "vision_other"
+    assert forward(built) is not None

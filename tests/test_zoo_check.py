@@ -66,6 +66,9 @@ def test_cli_zoo_list_json_is_only_the_document(capsys):
     rows = json.loads(capsys.readouterr().out)
     assert {"model": "GPT2Model", "stratum": "decoder_llm", "kind": "base"} in rows
     assert all(set(r) == {"model", "stratum", "kind"} for r in rows)
+    # every locked class, the towers that no Auto mapping registers included
+    assert len(rows) == len(zoo.candidates()) > 900
+    assert {"Phi4MultimodalAudioModel", "GlmOcrVisionModel", "AutoformerModel"} <= {r["model"] for r in rows}
 
 
 def test_cli_repro_writes_a_standalone_script(tmp_path, capsys):

@@ -1,6 +1,7 @@
 """Input repairs: the model's own error says how its inputs must change (pure spec edits, tiny torch modules)."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from harness.zoo import probe
@@ -97,3 +98,22 @@ def test_pixel_layout_repairs():
     # a linear patch embedding over flattened 8x8 patches of a 32x32 image: 16 patches of 192
     fuyu = probe._image_as_patches(pix, "mat1 and mat2 shapes cannot be multiplied (192x32 and 192x64)")
     assert fuyu["pixel_values"]["shape"] == [2, 16, 192]
+
+
+def _repair_cases() -> list[tuple[str, dict]]:
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parent / "fixtures" / "zoo_repair_cases.json"
+    return sorted(json.loads(path.read_text())["cases"].items())
+
+
+@pytest.mark.parametrize("name, case", _repair_cases(), ids=[n for n, _ in _repair_cases()])
+def test_each_repair_handles_the_real_error_text_it_was_written_for(name, case):
+    """Fed the error text a real model raised (recorded by scripts/zoo_repair_cases.py), the repair alone rewrites the spec."""
+    matching = [(pattern, fix) for pattern, fix in probe.INPUT_REPAIRS if fix.__name__ == name]
+    assert matching, f"{name} is no longer a repair"
+    assert any(pattern.search(case["error"]) for pattern, _ in matching)
+    fix = matching[0][1]
+    after = fix(case["before"], case["error"]) if fix.__code__.co_argcount == 2 else fix(case["before"])
+    assert after == case["after"] != case["before"]

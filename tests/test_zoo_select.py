@@ -7,7 +7,7 @@ import pytest
 
 from harness import zoo
 from harness.outcome import STRATA
-from harness.zoo.enumerate import exclusions
+from harness.zoo import lock
 from harness.zoo.shrink import shrink_dict
 
 
@@ -32,11 +32,20 @@ def test_enumeration_finds_the_public_classes_with_strata_and_kinds(cands):
     assert [c.model for c in cands] == sorted(c.model for c in cands)
 
 
-def test_exclusions_each_have_a_reason(cands):
-    excluded = exclusions()
+SEEDS = ("Phi4MultimodalAudioModel", "Ernie4_5_VL_MoeForConditionalGeneration", "Ernie4_5_VLMoeForConditionalGeneration",
+         "GlmOcrVisionModel", "VideoLlama3VisionModel", "Qwen3OmniMoeThinkerForConditionalGeneration",
+         "Glm4vForConditionalGeneration", "Glm46VForConditionalGeneration", "Qwen3VLForConditionalGeneration",
+         "AriaForConditionalGeneration", "AriaTextForCausalLM", "FlaubertModel", "MimiModel")
+
+
+def test_exclusions_each_have_a_reason_and_sub_models_are_candidates(cands):
+    excluded = lock.current().excluded
     names = {c.model for c in cands}
     assert excluded["LlamaPreTrainedModel"].startswith("abstract")
-    assert excluded["Blip2VisionModel"].startswith("internal")
+    assert excluded["AutoModel"].startswith("abstract")
+    assert not any(reason.startswith("internal") for reason in excluded.values())
+    # towers no Auto mapping registers, and a real model whose name starts with Auto
+    assert {"Blip2VisionModel", "AutoformerModel", *SEEDS} <= names
     assert not names & set(excluded)
     assert all(reason.strip() for reason in excluded.values())
 
@@ -54,9 +63,9 @@ def test_resolve_exact_glob_dedup_and_close_matches(cands):
     assert zoo.resolve(["LlamaForCausalLM"])[0].stratum == "decoder_llm"
 
 
-def test_registered_models_are_visible_to_resolve_and_build():
+def test_registered_models_are_visible_to_resolve_and_build(register_model):
     built = object()
-    zoo.register("ZooTestOnlyModel", "decoder_llm", lambda device: built)
+    register_model("ZooTestOnlyModel", "decoder_llm", lambda device: built)
     assert zoo.resolve(["ZooTestOnly*"]) == [zoo.Candidate("ZooTestOnlyModel", "decoder_llm", "extra")]
     assert zoo.build("ZooTestOnlyModel") is built
 

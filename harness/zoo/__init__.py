@@ -1,16 +1,18 @@
-"""The model zoo: enumerate transformers model classes, build them tiny and offline, with inputs.
+"""The model zoo: every transformers model class, built tiny and offline from the locked corpus, with inputs.
 
 Public API (see ARCHITECTURE.md): Candidate, candidates, resolve, sample, build,
-Built, BuildError, fingerprint, register, UnknownModel, and zoo_code_version()
-(the hash of the zoo's build code and recipe data, for the run environment).
+Built, BuildError, fingerprint, register, UnknownModel, LockError, CorruptEntry,
+and zoo_code_version() (the run environment's recipe fingerprint). Sweeps only
+read the lock (harness/zoo/lock/); `flagsweep zoo lock` is the one writer.
 """
 from __future__ import annotations
 
-from harness.zoo.build import BuildError, Built, build, fingerprint
+from harness.zoo.build import Built, build, fingerprint
 from harness.zoo.enumerate import Candidate
+from harness.zoo.errors import BuildError, CorruptEntry, LockError, UnknownModel
 from harness.zoo.fingerprint import zoo_code_version
 from harness.zoo.registry import register
-from harness.zoo.select import UnknownModel, candidates, resolve, sample
+from harness.zoo.select import candidates, resolve, sample
 
-__all__ = ["Candidate", "candidates", "resolve", "sample", "build", "Built", "BuildError", "fingerprint", "register", "UnknownModel",
-           "zoo_code_version"]
+__all__ = ["Candidate", "candidates", "resolve", "sample", "build", "Built", "BuildError", "fingerprint", "register",
+           "UnknownModel", "LockError", "CorruptEntry", "zoo_code_version"]

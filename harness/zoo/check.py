@@ -1,8 +1,9 @@
 """`zoo check`: build + eager forward of candidates in the engine's workers, cached, summarized.
 
 The summary is pure (plain dicts in, the --json document out); the cache is a
-JSON file keyed by model and recipe fingerprint (which covers the transformers
-version and the zoo's code), so a result is reused only for the same build.
+JSON file keyed by model and fingerprint (its lock entry plus the code that
+builds from it), so a result is reused only for the same build; a timeout is
+reused only when the new limit is no larger than the one it ran under.
 """
 from __future__ import annotations
 
@@ -27,6 +28,20 @@ def result_of(outcome: Any, fingerprint: str | None) -> dict:
     return {"model": outcome.model, "stratum": outcome.stratum, "status": outcome.status, "cause": cause,
             "text_only": bool(outcome.text_only), "fingerprint": fingerprint or outcome.fingerprint,
             "seconds": round((outcome.build_s or 0) + (outcome.compile_s or 0), 3)}
+
+
+def result_of_entry(entry: dict) -> dict:
+    """One model's check result as its lock entry records it (the coverage of the lock itself)."""
+    return {"model": entry["model"], "stratum": entry.get("stratum"), "status": entry["status"],
+            "cause": entry.get("cause"), "text_only": bool(entry.get("text_only")), "fingerprint": entry.get("hash"),
+            "seconds": 0.0}
+
+
+def reusable(hit: dict | None, fingerprint: str | None, timeout: float) -> bool:
+    """Whether a cached result answers for this build now: same fingerprint, and a timeout only under no larger limit."""
+    if not hit or not fingerprint or hit.get("fingerprint") != fingerprint:
+        return False
+    return hit.get("status") != "timeout" or timeout <= float(hit.get("timeout_s") or 0)
 
 
 def short_cause(error_type: str | None, message: str | None) -> str:
@@ -107,13 +122,13 @@ def check(models: list[str], fingerprints: dict[str, str], *, cache_dir: Path | 
     results, todo = {}, []
     for m in models:
         hit = cache.get(m)
-        if hit and fingerprints.get(m) and hit.get("fingerprint") == fingerprints[m]:
+        if reusable(hit, fingerprints.get(m), timeout):
             results[m] = hit
         else:
             todo.append(m)
     if todo:
         for outcome in run_eager(todo, workers=workers, timeout=timeout, progress=progress, extra_modules=extra_modules):
-            results[outcome.model] = result_of(outcome, fingerprints.get(outcome.model))
+            results[outcome.model] = {**result_of(outcome, fingerprints.get(outcome.model)), "timeout_s": timeout}
         if cache_dir:
             fresh = load_cache(cache_dir)
             fresh.update({m: r for m, r in results.items() if fingerprints.get(m)})

@@ -1,9 +1,14 @@
 """Enumerate candidate model classes in the installed transformers, with stated exclusions.
 
 A candidate is a public `*Model`, `*ForCausalLM` or `*ForConditionalGeneration`
-class that subclasses `PreTrainedModel`, has a config class and is registered
-in some Auto mapping (the public entry points). Everything else that matches
+class that subclasses `PreTrainedModel`, has a config class and a forward of its
+own, whether or not an Auto mapping registers it (the vision, audio and text
+towers of composite models are candidates too). Everything else that matches
 the name pattern is excluded with a reason, so `zoo list` can explain itself.
+Only discovery (`flagsweep zoo lock`) scans; sweeps read the lock.
+
+enumerate.main() prints the scan as JSON (the lock command runs
+it in the workers' interpreter, so its own process never imports torch).
 """
 from __future__ import annotations
 
@@ -34,28 +39,22 @@ def kind_of(name: str) -> str:
     return "base"
 
 
-def _auto_mapped() -> set[str]:
-    """Every class name that some Auto mapping can return."""
-    from transformers.models.auto import modeling_auto
-
-    names: set[str] = set()
-    for attr in dir(modeling_auto):
-        if not attr.endswith("_MAPPING_NAMES"):
-            continue
-        for value in getattr(modeling_auto, attr).values():
-            names.update([value] if isinstance(value, str) else value)
-    return names
+def stratum_fallback(name: str) -> str:
+    """A stratum when the default config cannot even be made: decide on the class name."""
+    return "vl_multimodal" if "ForConditionalGeneration" in name else "decoder_llm"
 
 
-@lru_cache(maxsize=1)
-def auto_mapped() -> frozenset[str]:
-    """Cached set of Auto-mapped class names."""
-    return frozenset(_auto_mapped())
+def is_abstract(name: str, module: str) -> bool:
+    """A base class or an Auto factory: never a model (decided by where it lives, not by how its name starts)."""
+    return name.endswith(("PreTrainedModel", "PretrainedModel")) or module.startswith("models.auto.")
 
 
 def is_candidate_fast(name: str) -> bool:
     """Whether `name` is a candidate, importing only its own module (no full scan)."""
-    if name.endswith(("PreTrainedModel", "PretrainedModel")) or name.startswith("Auto") or name not in auto_mapped():
+    import transformers
+
+    module = getattr(transformers, "_class_to_module", {}).get(name, "")
+    if is_abstract(name, module):
         return False
     try:
         model_class(name)
@@ -73,7 +72,6 @@ def scan() -> tuple[dict[str, type], dict[str, str]]:
     from harness.zoo.build import quiet_transformers
 
     quiet_transformers()
-    mapped = _auto_mapped()
     class_to_module: dict[str, str] = getattr(transformers, "_class_to_module", {})
     found: dict[str, type] = {}
     excluded: dict[str, str] = {}
@@ -81,8 +79,8 @@ def scan() -> tuple[dict[str, type], dict[str, str]]:
         module = class_to_module[name]
         if not NAME_RE.search(name) or ".modeling_" not in module:
             continue
-        if name.endswith(("PreTrainedModel", "PretrainedModel")) or name.startswith("Auto"):
-            excluded[name] = "abstract: a base class, not a model"
+        if is_abstract(name, module):
+            excluded[name] = "abstract: a base class or an Auto factory, not a model"
             continue
         try:
             cls = getattr(importlib.import_module(f"transformers.{module}"), name)
@@ -101,9 +99,6 @@ def scan() -> tuple[dict[str, type], dict[str, str]]:
         missing = missing_dependencies(name, cls)
         if missing:
             excluded[name] = f"needs a dependency that is not installed: {', '.join(missing)}"
-            continue
-        if name not in mapped:
-            excluded[name] = "internal: registered in no Auto mapping (a component of a composite model)"
             continue
         found[name] = cls
     return found, excluded
@@ -160,7 +155,8 @@ def missing_dependencies(name: str, cls: type) -> list[str]:
 
     models_dir = Path(transformers.__file__).parent / "models"
     needs = set(_source_needs(Path(inspect.getsourcefile(cls) or "")))
-    from harness.zoo.build import BuildError, plan  # late: build imports this module
+    from harness.zoo.discover import plan  # late: discovery imports this module
+    from harness.zoo.errors import BuildError
 
     try:
         cfg = plan(name).config  # after the shrink: a timm backbone there is already a ResNet
@@ -191,3 +187,16 @@ def model_class(name: str) -> type:
 def exclusions() -> dict[str, str]:
     """Excluded class names with the reason for each."""
     return dict(scan()[1])
+
+
+def main() -> int:
+    """Print the scan as JSON: candidates (name, kind) and exclusions (name -> reason)."""
+    import json
+
+    import transformers
+
+    found, excluded = scan()
+    print(json.dumps({"transformers": transformers.__version__, "candidates": [{"model": n, "kind": kind_of(n)} for n in sorted(found)],
+                      "excluded": dict(sorted(excluded.items()))}))
+    return 0
+

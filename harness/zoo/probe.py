@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 SEED = 0  # the same seed as build.SEED: probes see the inputs the build will make
+EVIDENCE: list[dict] | None = None  # set by scripts/zoo_repair_cases.py to record (repair, error text, spec before/after)
 
 def _capture_feature_tokens(module: Any, media: dict[int, str] | None = None) -> tuple[dict, list]:
     """Wrap every get_placeholder_mask so a probe forward records how many feature tokens each medium produced."""
@@ -581,8 +582,8 @@ INPUT_REPAIRS = (
 )
 
 
-def repair_inputs(module: Any, spec: dict, device: str) -> dict:
-    """One eager forward; if it fails with an error an input repair knows, apply it and try again."""
+def repair_inputs(module: Any, spec: dict, device: str, applied: list[str] | None = None) -> dict:
+    """One eager forward; if it fails with an error an input repair knows, apply it and try again (names into applied)."""
     from harness.zoo.specs import BATCH
 
     codes = spec.get("input_ids", {}).get("shape", [BATCH])[0] > BATCH  # one row per codebook: audio codes
@@ -606,6 +607,10 @@ def repair_inputs(module: Any, spec: dict, device: str) -> dict:
                 new = fix(spec, str(exc)) if fix.__code__.co_argcount == 2 else fix(spec)
                 if new is not None:
                     used.add(fix)
+                    if applied is not None:
+                        applied.append(fix.__name__.lstrip("_"))
+                    if EVIDENCE is not None:  # scripts/zoo_repair_cases.py: the real error text each repair handled
+                        EVIDENCE.append({"repair": fix.__name__, "error": str(exc)[:2000], "before": spec, "after": new})
                     break
             if new is None:
                 return spec

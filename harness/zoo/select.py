@@ -1,4 +1,4 @@
-"""Choose models: all candidates, by name or glob, or a stratified random sample."""
+"""Choose models from the lock: all candidates, by name or glob, or a stratified random sample (no torch import)."""
 from __future__ import annotations
 
 import difflib
@@ -6,57 +6,44 @@ import fnmatch
 import random
 from collections import defaultdict
 
-from harness.zoo import registry
-from harness.zoo.enumerate import Candidate, is_candidate_fast, kind_of, scan
+from harness.zoo import lock, registry
+from harness.zoo.enumerate import Candidate
+from harness.zoo.errors import UnknownModel
 
-
-class UnknownModel(ValueError):
-    """A model name or pattern matched nothing; the message lists close matches."""
+__all__ = ["UnknownModel", "candidates", "resolve", "sample"]
 
 
 def candidates() -> list[Candidate]:
-    """Every candidate model class in the installed transformers (plus registered extras), sorted by name."""
-    from harness.zoo.build import plan, BuildError
-
+    """Every locked model class of the installed transformers (failed ones included), sorted by name."""
+    current = lock.current()
     out = []
-    for name in scan()[0]:
-        try:
-            stratum = plan(name).stratum
-        except BuildError:
-            stratum = _stratum_fallback(name)
-        out.append(Candidate(name, stratum, kind_of(name)))
+    for name in current.names():
+        raw = current.entries[name]
+        if not isinstance(raw, dict):
+            raise lock.CorruptEntry(name, "*", "not a JSON object")
+        out.append(Candidate(name, str(raw.get("stratum")), str(raw.get("kind"))))
     return out
-
-
-def _stratum_fallback(name: str) -> str:
-    """A stratum when the default config cannot even be made: decide on the class name."""
-    return "vl_multimodal" if "ForConditionalGeneration" in name else "decoder_llm"
 
 
 def _extras() -> list[Candidate]:
     return [Candidate(n, s, "extra") for n, (s, _) in registry.EXTRA.items()]
 
 
-def resolve(patterns: list[str]) -> list[Candidate]:
-    """Candidates matching exact names or shell globs, in order, without duplicates; UnknownModel if one matches nothing."""
-    extras = _extras()
-    names = {e.model for e in extras}
-    if all(p in names or (not any(ch in p for ch in "*?[") and is_candidate_fast(p)) for p in patterns):
-        # exact names only: no need to import every modeling module (that scan takes ~10 s)
-        from harness.zoo.build import BuildError, plan
+def _unknown(pattern: str, names: list[str]) -> UnknownModel:
+    close = difflib.get_close_matches(pattern, names, n=5, cutoff=0.6)
+    hint = f"; close matches: {', '.join(close)}" if close else ""
+    glob = any(ch in pattern for ch in "*?[")
+    lock_hint = "" if glob else f" (a class new to transformers needs `flagsweep zoo lock --models {pattern}`)"
+    return UnknownModel(f"unknown model {pattern!r}: not in the zoo lock{lock_hint}{hint}")
 
-        out = []
-        for p in dict.fromkeys(patterns):
-            if p in names:
-                out.append(next(e for e in extras if e.model == p))
-                continue
-            try:
-                stratum = plan(p).stratum
-            except BuildError:
-                stratum = _stratum_fallback(p)
-            out.append(Candidate(p, stratum, kind_of(p)))
-        return out
-    pool = extras + candidates()
+
+def resolve(patterns: list[str]) -> list[Candidate]:
+    """Candidates matching exact names or shell globs, in order, without duplicates; UnknownModel if one matches nothing.
+
+    Each resolved entry is checked, so a hand-edited entry is refused here, by model and field.
+    """
+    extras = _extras()
+    pool = extras + ([] if all(p in registry.EXTRA for p in patterns) else candidates())
     by_name = {c.model: c for c in pool}
     out: dict[str, Candidate] = {}
     for pattern in patterns:
@@ -65,11 +52,14 @@ def resolve(patterns: list[str]) -> list[Candidate]:
             continue
         hits = [c for c in pool if fnmatch.fnmatchcase(c.model, pattern)]
         if not hits:
-            close = difflib.get_close_matches(pattern, list(by_name), n=5, cutoff=0.6)
-            hint = f"; close matches: {', '.join(close)}" if close else ""
-            raise UnknownModel(f"unknown model {pattern!r}{hint}")
+            raise _unknown(pattern, list(by_name))
         for c in hits:
             out.setdefault(c.model, c)
+    current = None
+    for c in out.values():
+        if c.model not in registry.EXTRA:
+            current = current or lock.current()
+            current.entry(c.model)  # CorruptEntry names the model and field
     return list(out.values())
 
 

@@ -59,11 +59,8 @@ def _scale_sections(sections: list, half: int) -> list:
     return out
 
 
-def shrink_dict(d: dict) -> dict:
-    """A shrunk copy of one config dict, recursing into sub-config dicts."""
-    orig = d
-    d = dict(d)
-    old_layers = {k: d[k] for k in LAYER_KEYS if isinstance(d.get(k), int) and not isinstance(d.get(k), bool)}
+def _caps(d: dict, old_layers: dict) -> None:
+    """Depth, width, heads, kv heads, head and FFN widths and the small counts, capped in place."""
     for k, v in old_layers.items():
         d[k] = _cap(v, LAYERS)
     old_heads = next((d[k] for k in HEAD_KEYS if isinstance(d.get(k), int) and d[k] > 0), None)
@@ -98,55 +95,68 @@ def shrink_dict(d: dict) -> dict:
             d[k] = _cap(d[k], cap)
     _unset_experts(d)
     _unset_routing(d)
-    # per-layer lists and strings whose length was the old depth: keep one layer of each kind
-    # (a hybrid cut to its first two layers may have no attention layer at all), in order
-    for lk, old in old_layers.items():
-        per_layer = [k for k, v in d.items() if k not in LAYER_KEYS and old > d[lk] and len(v if isinstance(v, (list, str)) else ()) == old
-                     and (isinstance(v, list) or any(w in k for w in ("pattern", "layer", "block")))]
-        if not per_layer:
+
+
+def _per_layer_lists(orig: dict, d: dict, lk: str, old: int) -> None:
+    """Per-layer lists and strings whose length was the old depth: keep one layer of each kind, in order.
+
+    (a hybrid cut to its first two layers may have no attention layer at all)
+    """
+    per_layer = [k for k, v in d.items() if k not in LAYER_KEYS and old > d[lk] and len(v if isinstance(v, (list, str)) else ()) == old
+                 and (isinstance(v, list) or any(w in k for w in ("pattern", "layer", "block")))]
+    if not per_layer:
+        return
+    # the first layer of every kind in every list (attention kinds and MLP kinds may differ);
+    # with KV sharing (Gemma 3n: the last layers reuse the caches of earlier ones of their kind)
+    # that is among the producers and among the consumers, so every consumer still has a producer
+    shared = orig.get("num_kv_shared_layers") if lk == "num_hidden_layers" else None
+    first_consumer = old - shared if isinstance(shared, int) and 0 < shared < old else old
+    keep_set: set[int] = set()
+    for k in per_layer:
+        if not all(isinstance(x, str) for x in d[k]):
             continue
-        # the first layer of every kind in every list (attention kinds and MLP kinds may differ);
-        # with KV sharing (Gemma 3n: the last layers reuse the caches of earlier ones of their kind)
-        # that is among the producers and among the consumers, so every consumer still has a producer
-        shared = orig.get("num_kv_shared_layers") if lk == "num_hidden_layers" else None
-        first_consumer = old - shared if isinstance(shared, int) and 0 < shared < old else old
-        keep_set: set[int] = set()
-        for k in per_layer:
-            if not all(isinstance(x, str) for x in d[k]):
-                continue
-            firsts = {}
-            for i, x in enumerate(d[k]):
-                firsts.setdefault((json_key(x), i >= first_consumer), i)
-            keep_set.update(firsts.values())
-        keep = sorted(keep_set)[:4]
-        n = max(d[lk], len(keep))
-        for i in range(old):
-            if len(keep) >= n:
-                break
-            if i not in keep:
-                keep.append(i)
-        keep = sorted(keep)
-        d[lk] = n
-        if first_consumer < old:
-            d["num_kv_shared_layers"] = sum(i >= first_consumer for i in keep)
-        for k in per_layer:
-            v = d[k]
-            picked = [v[i] for i in keep]
-            d[k] = "".join(picked) if isinstance(v, str) else picked
-    # layer index lists: clip to the new depth
+        firsts = {}
+        for i, x in enumerate(d[k]):
+            firsts.setdefault((json_key(x), i >= first_consumer), i)
+        keep_set.update(firsts.values())
+    keep = sorted(keep_set)[:4]
+    n = max(d[lk], len(keep))
+    for i in range(old):
+        if len(keep) >= n:
+            break
+        if i not in keep:
+            keep.append(i)
+    keep = sorted(keep)
+    d[lk] = n
+    if first_consumer < old:
+        d["num_kv_shared_layers"] = sum(i >= first_consumer for i in keep)
+    for k in per_layer:
+        v = d[k]
+        picked = [v[i] for i in keep]
+        d[k] = "".join(picked) if isinstance(v, str) else picked
+
+
+def _clip_layer_indices(d: dict, old_layers: dict) -> None:
+    """Layer index lists: clip to the new depth."""
     depth = max(old_layers.values(), default=0)
     new_depth = max((d[k] for k in old_layers), default=0)
     for k, v in list(d.items()):
         if k != "out_indices" and ("layer" in k or "index" in k or "indexes" in k or "indices" in k) and isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
             if depth and new_depth and max(v) >= new_depth and max(v) < depth + 1 and len(v) < depth:
                 d[k] = sorted({min(x, new_depth - 1) for x in v})
+
+
+def _rope_sections(d: dict) -> None:
+    """M-RoPE sections scaled to the shrunk head."""
     for k in ("rope_parameters", "rope_scaling"):
         rope = d.get(k)
         if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list):
             head_dim = d.get("head_dim") or (d.get("hidden_size", WIDTH) // max(1, d.get("num_attention_heads", HEADS)))
             d[k] = {**rope, "mrope_section": _scale_sections(rope["mrope_section"], head_dim // 2)}
-    _keep_identities(orig, d, old_layers)
-    # dicts keyed by layer index (per_layer_config): keep the layers that still exist, or move the first to the top
+
+
+def _per_layer_dicts(d: dict, old_layers: dict) -> None:
+    """Dicts keyed by layer index (per_layer_config): keep the layers that still exist, or move the first to the top."""
     for k, v in list(d.items()):
         if isinstance(v, dict) and v and all(str(x).isdigit() for x in v) and old_layers:
             n = max(d[lk] for lk in old_layers)
@@ -155,13 +165,31 @@ def shrink_dict(d: dict) -> dict:
                 first = min(v, key=lambda x: int(x))
                 kept = {type(first)(n - 1) if isinstance(first, int) else str(n - 1): v[first]}
             d[k] = {x: shrink_dict(y) if isinstance(y, dict) else y for x, y in kept.items()}
-    # timm backbones (DETR family) become the transformers ResNet with the same stages
+
+
+def _timm_to_resnet(d: dict) -> None:
+    """Timm backbones (DETR family) become the transformers ResNet with the same stages."""
     if isinstance(d.get("backbone_config"), dict) and d["backbone_config"].get("model_type") in ("timm_backbone", "timm_wrapper"):
         levels = d.get("num_feature_levels", 1)
         stages = ["stage2", "stage3", "stage4"] if isinstance(levels, int) and levels > 1 else ["stage4"]
         d["backbone_config"] = {"model_type": "resnet", "out_features": stages, "depths": [1, 1, 1, 1],
                                 "hidden_sizes": [64, 128, 256, 512], "embedding_size": 32}
         d.pop("backbone", None)
+
+
+def shrink_dict(d: dict) -> dict:
+    """A shrunk copy of one config dict, recursing into sub-config dicts."""
+    orig = d
+    d = dict(d)
+    old_layers = {k: d[k] for k in LAYER_KEYS if isinstance(d.get(k), int) and not isinstance(d.get(k), bool)}
+    _caps(d, old_layers)
+    for lk, old in old_layers.items():
+        _per_layer_lists(orig, d, lk, old)
+    _clip_layer_indices(d, old_layers)
+    _rope_sections(d)
+    _keep_identities(orig, d, old_layers)
+    _per_layer_dicts(d, old_layers)
+    _timm_to_resnet(d)
     for k, v in list(d.items()):  # sub-configs, then the widths derived from theirs
         if isinstance(v, dict) and ("model_type" in v or k.endswith("_config") or k in ("encoder", "decoder")):
             d[k] = shrink_dict(v)
@@ -315,13 +343,17 @@ def _is_stage_list(key: str, value: Any) -> bool:
         and ("per_stage" in key or key == "out_features")
 
 
-def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
-    """Keep relations the default config had: equal dims stay equal, sums stay sums, rotary fits the head."""
+def _equal_dims(orig: dict, d: dict) -> None:
+    """Dims equal in the default stay equal after the shrink."""
     dims = [k for k, v in orig.items() if _is_dim(k, v) and k in d]
     for i, a in enumerate(dims):
         for b in dims[i + 1:]:
             if orig[a] == orig[b] and d[a] != d[b] and (d[a] != orig[a] or d[b] != orig[b]):
                 d[a] = d[b] = min(d[a], d[b])
+
+
+def _derived_widths(orig: dict, d: dict) -> None:
+    """Dims derived from a width (split parts, stage ends, rotary share, conv inputs, position features, groups) follow it."""
     # per-part dims that split a width between them (Reformer's axial position embeddings): split the new width alike
     for k, v in orig.items():
         if _is_dim(k, 8) and isinstance(v, list) and len(v) > 1 and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
@@ -359,7 +391,10 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
             w = next((wk for wk in WIDTH_KEYS if orig.get(wk) == v and d.get(wk) != v), None)
             if w:
                 d[k] = d[w]
-    _stage_doubled_width(orig, d)
+
+
+def _head_identities(orig: dict, d: dict) -> None:
+    """VQ-GAN base channels, latent-attention and Mamba heads, rotary dims and per-head widths stay consistent."""
     # VQ-GAN image tokenizers (Chameleon, Emu3): convs of base_channels x multiplier, GroupNorm of 32 groups;
     # an attention width that was base x the deepest multiplier follows it
     if isinstance(orig.get("base_channels"), int) and orig["base_channels"] > VQ_BASE:
@@ -392,6 +427,10 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
         if isinstance(d.get(hdim), int) and isinstance(d.get(width_key), int) and isinstance(d.get(heads_key), int) \
                 and orig.get(hdim) == orig.get(width_key, 0) // max(1, orig.get(heads_key, 1)):
             d[hdim] = d[width_key] // d[heads_key]
+
+
+def _checkpoint_defaults(d: dict) -> None:
+    """Values the default leaves unset because checkpoints set them (horizons, windows, MoE routing)."""
     # forecasters whose horizon is set per checkpoint: 8 steps ahead, from 16 steps of context
     if "prediction_length" in d and d["prediction_length"] is None:
         d["prediction_length"] = 8
@@ -409,6 +448,10 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
     if "num_experts_per_tok" in d and d["num_experts_per_tok"] is None and any(
             isinstance(d.get(k), int) and d[k] > 1 for k in ("n_routed_experts", "num_experts", "num_local_experts")):
         d["num_experts_per_tok"] = SMALL_KEYS["num_experts_per_tok"]
+
+
+def _input_sizes(orig: dict, d: dict) -> None:
+    """Audio positions and image sizes capped so that the forward stays tiny."""
     # Whisper-style encoders want exactly 2 x max_source_positions mel frames: 128 frames, not 3000
     if isinstance(d.get("max_source_positions"), int) and d["max_source_positions"] > MAX_AUDIO_POSITIONS and "num_mel_bins" in d:
         d["max_source_positions"] = MAX_AUDIO_POSITIONS
@@ -429,6 +472,10 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
     stride = stride[0] if isinstance(stride, list) and stride else stride
     if isinstance(size, list) and len(set(size)) == 1 and isinstance(size[0], int) and isinstance(stride, int) and size[0] > MAX_IMAGE:
         d["image_size"] = [max(2 * stride, MAX_IMAGE // 2 // stride * stride)] * 2
+
+
+def _backbones(d: dict, old_layers: dict) -> None:
+    """Backbones without timm or pretrained weights, two heads per stage, outputs of stages that still exist."""
     # timm is not installed (and must not be needed): use the transformers backbone
     if d.get("use_timm_backbone"):
         d["use_timm_backbone"] = False
@@ -447,3 +494,13 @@ def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
         d["out_features"] = None
         if isinstance(d.get("out_indices"), list):
             d["out_indices"] = sorted({min(i, n) for i in d["out_indices"] if isinstance(i, int)}) or None
+
+def _keep_identities(orig: dict, d: dict, old_layers: dict) -> None:
+    """Keep relations the default config had: equal dims stay equal, sums stay sums, rotary fits the head."""
+    _equal_dims(orig, d)
+    _derived_widths(orig, d)
+    _stage_doubled_width(orig, d)
+    _head_identities(orig, d)
+    _checkpoint_defaults(d)
+    _input_sizes(orig, d)
+    _backbones(d, old_layers)

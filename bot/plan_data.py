@@ -1,0 +1,92 @@
+"""The planner's plain data: its inputs and settings, the actions it plans, and the keys and hashes naming issues.
+
+Shared by the planner (bot/planner.py), the publisher glue and the reproducers;
+no I/O and no rendering here.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bot.routing import Rule
+from harness.outcome import Effect, Outcome
+
+REF = "[[flagsweep-ref:{key}]]"          # resolved to "#N" at send time (the number may not exist yet)
+# The environment fields an issue shows, in this order.
+ENV_FIELDS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "cuda_version",
+              "flagsweep_version", "recipe_fingerprint")
+
+@dataclass
+class PlanInputs:
+    """Everything the planner reads, as plain data (built by bot.plan_inputs)."""
+
+    run: dict[str, Any]                        # id, date, environment, configs, base_settings, options, models
+    effects: list[Effect]
+    outcomes: list[Outcome]
+    transitions: list[dict[str, Any]] = field(default_factory=list)   # bot.diff Transition.to_dict() + "flaky"
+    previous: dict[str, Any] | None = None     # id, date of the previous comparable run
+    signatures: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (config, sig) -> history row
+    quiet: dict[tuple[str, str], int] = field(default_factory=dict)  # (config, sig) -> nightlies since last seen
+    links: dict[str, dict[str, Any]] = field(default_factory=dict)   # key -> state.links.Link as dict
+    trend: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # config -> [{date, counts}] oldest first
+    reproducers: dict[str, dict[str, Any]] = field(default_factory=dict)  # tracking key -> verdict
+
+
+@dataclass
+class PlanSettings:
+    close_after: int = 3
+    labels: list[str] = field(default_factory=lambda: ["flagsweep"])
+    rules: list[Rule] = field(default_factory=list)
+    report_url: str | None = None
+
+
+@dataclass
+class Action:
+    """One GitHub write the planner wants, with its rendered text."""
+
+    action: str                  # create | edit | comment | close | reopen | labels
+    key: str
+    number: int | None           # None for create
+    kind: str                    # tracking | summary
+    title: str | None = None
+    body: str | None = None
+    labels: list[str] | None = None
+    material: str | None = None  # stored with the link once done
+    config: str | None = None
+    signature: str | None = None
+    reason: str = ""
+
+    def payload(self) -> dict[str, Any]:
+        """What the outbox stores."""
+        return {k: v for k, v in asdict(self).items() if k not in ("action", "key")}
+
+
+@dataclass
+class Plan:
+    actions: list[Action]
+    notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (key, link fields) store-only updates
+
+
+def tracking_key(config: str, signature: str) -> str:
+    """Stable key of a (config, signature) tracking issue."""
+    return "t" + hashlib.sha256(f"{config}\n{signature}".encode()).hexdigest()[:16]
+
+
+def summary_key(config: str) -> str:
+    """Stable key of a config's summary issue."""
+    return "s" + hashlib.sha256(config.encode()).hexdigest()[:16]
+
+
+def material_sha(data: Any) -> str:
+    """Hash of what matters in an issue; equal hashes mean nothing to write."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def config_display(name: str, settings: dict[str, Any]) -> str:
+    """`capture_scalar_outputs=True` for a one-flag config, else its name."""
+    if len(settings) == 1:
+        (key, value), = settings.items()
+        return f"{key.rsplit('.', 1)[-1]}={value!r}"
+    return name

@@ -1,0 +1,29 @@
+"""How to run sweep items (not what to run): the one options object, from the settings down to the pool."""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class SweepOptions:
+    """How to run items (not what to run)."""
+
+    workers: int = 0                  # 0: one per core
+    timeout: float = 300.0            # seconds per item (the build counts toward the first)
+    backend: str = "count"            # count | eager | aot_eager | inductor
+    device: str = "cpu"
+    python: str | None = None         # interpreter for the workers (a nightly's venv)
+    max_items_per_worker: int = 50    # recycle a worker after this many items
+    max_rss_mb: float = 6000.0        # recycle above this; kill the item above 1.5x
+    extra_modules: list[str] = field(default_factory=list)  # imported by each worker at start
+
+    def worker_count(self, items: int | None = None) -> int:
+        """Workers to start for `items` groups: the setting (0: one per core), never more than the groups."""
+        n = self.workers or os.cpu_count() or 1
+        return max(1, min(n, items) if items else n)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What is stored with a run."""
+        return asdict(self)

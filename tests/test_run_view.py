@@ -1,0 +1,106 @@
+"""One run view for publishing, read once; the dry run takes the real publish steps and loads without PyGithub."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bot import nightly, publish, run_view
+from bot.settings import Settings
+from state import db, links, outbox, runs
+from tests import historydata as hd
+from tests.fakesweep import World
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def two_nights(tmp_path):
+    settings = Settings(state_path=tmp_path / "state.sqlite")
+    settings.issues.verify_reproducers = False
+    conn = db.connect(settings.state_path)
+    first = hd.store_run(conn, hd.night(), kind="nightly", nightly="2026-11-01")
+    second = hd.store_run(conn, hd.night(b_crashes=True), kind="nightly", nightly="2026-11-02")
+    yield settings, conn, first, second
+    conn.close()
+
+
+def test_the_view_holds_the_run_its_diff_and_its_history(two_nights):
+    settings, conn, first, second = two_nights
+    view = run_view.load(conn, second)
+    assert view.id == second and view.previous.id == first and view.group == (second,)
+    assert view.diff.counts()["new_crash"] == 1
+    assert {(s["config"], s["signature"]) for s in view.signatures} >= {("capture_scalar_outputs", hd.PENDING)}
+    with pytest.raises(Exception):
+        view.run = None          # immutable: passed down, never changed on the way
+    with pytest.raises(KeyError, match="no run 99"):
+        run_view.load(conn, 99)
+
+
+def test_the_publish_path_reads_the_run_once(two_nights, tmp_path, monkeypatch):
+    settings, conn, first, second = two_nights
+    reads: list[int] = []
+    real = runs.get_run
+
+    def counting(conn, run_id):
+        reads.append(run_id)
+        return real(conn, run_id)
+
+    monkeypatch.setattr(runs, "get_run", counting)
+    summary = publish.publish_run(conn, settings, second, dry_run=True, out_dir=str(tmp_path / "out"))
+    assert summary.actions >= 2
+    assert reads.count(second) == 1 and reads.count(first) <= 1
+
+
+def test_the_nightly_hands_one_view_to_the_publisher_and_the_report(tmp_path):
+    settings = Settings(state_path=tmp_path / "state.sqlite")
+    settings.nightly.configs = ["capture_scalar_outputs"]
+    conn = db.connect(settings.state_path)
+    world = World()
+    result = nightly.run_nightly(conn, settings, out_dir=tmp_path / "out", steps=world.steps())
+    published, reported = world.views
+    assert published is reported and published.id == result.run_id
+
+
+def test_the_dry_run_takes_the_real_steps_and_leaves_the_store_as_it_was(two_nights, tmp_path):
+    settings, conn, first, second = two_nights
+    # A real publish that GitHub cut short left one action in the outbox: the dry run sends it first, as a real one would.
+    outbox.enqueue(conn, "leftover", first, [("t-left", "comment", {"number": 7, "body": "left over"})])
+    out = tmp_path / "out"
+    summary = publish.publish_run(conn, settings, second, dry_run=True, out_dir=str(out))
+    plan = json.loads((out / "plan.json").read_text())
+    actions = [(a["action"], a["number"]) for a in plan["actions"]]
+    assert actions[0] == ("comment", 7) and summary.resumed == 1
+    assert [a for a, _ in actions[1:]].count("create") == summary.actions
+    assert summary.done == summary.actions + 1 and summary.pending == 0
+    # Nothing reached the file: the leftover is still pending there and no link was written.
+    assert [e.status for e in outbox.entries(conn)] == ["pending"] and links.all_links(conn) == {}
+
+
+def test_a_dry_run_loads_without_pygithub(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys
+        sys.modules["github"] = None            # `import github` now raises ImportError
+        from pathlib import Path
+        from bot import nightly
+        from bot.settings import Settings
+        from state import db
+        from tests.fakesweep import World
+        settings = Settings(state_path=Path({str(tmp_path)!r}) / "state.sqlite")
+        settings.nightly.configs = ["capture_scalar_outputs"]
+        settings.issues.verify_reproducers = False
+        conn = db.connect(settings.state_path)
+        world = World()
+        world.crashing = {{"GammaModel"}}
+        out = Path({str(tmp_path)!r}) / "out"
+        result = nightly.run_nightly(conn, settings, dry_run=True, out_dir=out, steps=world.steps(real_publish=True))
+        assert "bot.publisher" not in sys.modules and sys.modules["github"] is None
+        print(result.published.actions, (out / "plan.json").is_file())
+    """)
+    res = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["2", "True"]   # the tracking issue and the config's summary, rendered to files
