@@ -41,7 +41,8 @@ class RunView:
     diff: DiffResult | None
     signatures: tuple[dict[str, Any], ...]  # state.history.signature_history rows
     links: Mapping[str, Link]
-    builds: Mapping[str, dict[str, Any]] = MappingProxyType({})   # model -> stored build (what reproducers embed)
+    # model -> stored build (what reproducers embed)
+    builds: Mapping[str, dict[str, Any]] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def id(self) -> int:
