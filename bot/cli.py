@@ -3,7 +3,8 @@
 Each `bot.cli_*` module has `register(subparsers)`, adding its subcommands with
 `set_defaults(func=handler)`; a handler takes `(args, settings)` and returns an
 exit code. Modules must not import torch at import time: `flagsweep --help`
-stays instant.
+stays instant. Argument values are checked by the types in `bot.cli_types`;
+errors that only show up later are turned into one line by `bot.cli_errors`.
 """
 from __future__ import annotations
 
@@ -13,17 +14,26 @@ import logging
 import sys
 from pathlib import Path
 
+from bot import cli_errors, cli_types
 from bot import settings as settings_mod
-from state.db import StoreError
 
 AREAS = ("bot.cli_sweep", "bot.cli_zoo", "bot.cli_history", "bot.cli_publish", "bot.cli_service")
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (subcommand parsers inherit it)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole parser, with every area's subcommands."""
-    parser = argparse.ArgumentParser(prog="flagsweep", description="Sweep torch.compile flags over tiny transformers models and triage the results on GitHub.")
-    parser.add_argument("--settings", metavar="FILE", help="TOML settings file (default: $FLAGSWEEP_SETTINGS)")
-    parser.add_argument("--state", metavar="PATH", help="SQLite state file (default: $FLAGSWEEP_STATE or ~/.local/share/flagsweep/state.sqlite)")
+    parser = Parser(prog="flagsweep", description="Sweep torch.compile flags over tiny transformers models and triage the results on GitHub.")
+    parser.add_argument("--settings", metavar="FILE", type=cli_types.nonempty("the settings path"),
+                        help="TOML settings file (default: $FLAGSWEEP_SETTINGS)")
+    parser.add_argument("--state", metavar="PATH", type=cli_types.state_path,
+                        help="SQLite state file (default: $FLAGSWEEP_STATE or ~/.local/share/flagsweep/state.sqlite)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log verbosity on stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in AREAS:
@@ -46,17 +56,19 @@ def main(argv: list[str] | None = None) -> int:
     except settings_mod.SettingsError as exc:
         print(f"flagsweep: settings: {exc}", file=sys.stderr)
         return 2
-    if args.state:
+    if args.state is not None:
         settings.state_path = Path(args.state)
     try:
         return int(args.func(args, settings) or 0)
-    except StoreError as exc:
-        # A corrupted, foreign or newer state file: say so, never reset it.
-        print(f"flagsweep: state: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("flagsweep: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        known = cli_errors.describe(exc, settings)
+        if known is None:
+            raise
+        print(f"flagsweep: {known.message}", file=sys.stderr)
+        return known.code
 
 
 if __name__ == "__main__":

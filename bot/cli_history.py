@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bot import cli_types as types
 from bot.render import render
 
 
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", nargs="?", type=int, metavar="RUN", help="run id (default: the latest finished run)")
     p.add_argument("-o", "--output", metavar="FILE", help="where to write it (default: report.html / report.md)")
     p.add_argument("--format", choices=["html", "md"], default=None, help="default: from the -o suffix, else html")
-    p.add_argument("--trend", type=int, default=14, metavar="N", help="runs in the trend chart (default 14)")
+    p.add_argument("--trend", type=types.positive_int, default=14, metavar="N", help="runs in the trend chart (default 14)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("export", help="a run's outcomes as CSV or JSON lines")
@@ -43,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("runs", help="stored runs")
     runs_sub = p.add_subparsers(dest="runs_command", metavar="ACTION")
     q = runs_sub.add_parser("list", help="latest runs first")
-    q.add_argument("--limit", type=int, default=20)
+    q.add_argument("--limit", type=types.positive_int, default=20)
     q.add_argument("--json", action="store_true", help="machine-readable output")
     q.set_defaults(func=cmd_runs_list)
     q = runs_sub.add_parser("show", help="one run: environment, configs, effects")

@@ -30,6 +30,11 @@ def run_publish(args: argparse.Namespace, settings: Settings) -> int:
     from bot.routing import RoutingError
     from state import db, history
 
+    try:
+        publish.plan_settings(settings)        # the routing rules, checked as `serve` checks them: before anything
+    except RoutingError as exc:
+        print(f"flagsweep publish: {exc}", file=sys.stderr)
+        return 2
     if args.repo:
         if args.repo.count("/") != 1:
             print(f"flagsweep publish: --repo must be OWNER/NAME, not {args.repo!r}", file=sys.stderr)

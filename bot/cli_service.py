@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bot import cli_types as types
+from bot.interrupts import sigterm_as_interrupt
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this area's subcommands."""
@@ -15,13 +18,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "compare with the previous comparable run, confirm changes and publish. Dry run "
                                    "(files only) unless GitHub credentials are configured.")
     p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub; render to files")
-    p.add_argument("--date", metavar="YYYY-MM-DD", help="the nightly of this date (default: the newest)")
+    p.add_argument("--date", metavar="YYYY-MM-DD", type=types.iso_date, help="the nightly of this date (default: the newest)")
     p.add_argument("--torch", default="nightly", metavar="BUILD",
                    help="'nightly': the newest dev build on the index (default); 'current': the torch installed "
                         "here; a date (YYYY-MM-DD); a version (2.14.1, 2.15.0rc1, 2.15.0.dev20261101); or the "
                         "path of a Python interpreter that has torch")
-    p.add_argument("--configs", metavar="NAME[,NAME]", help="configs to sweep (default: [nightly] configs)")
-    p.add_argument("--models", metavar="GLOB[,GLOB]", help="models to sweep (default: [nightly] models or the embedded corpus)")
+    p.add_argument("--configs", metavar="NAME[,NAME]", type=types.name_list, help="configs to sweep (default: [nightly] configs)")
+    p.add_argument("--models", metavar="GLOB[,GLOB]", type=types.name_list, help="models to sweep (default: [nightly] models or the embedded corpus)")
     p.add_argument("--force", action="store_true", help="sweep again even if this nightly was swept with these configs")
     p.add_argument("--shard", metavar="i/N", help="sweep only the i-th of N slices of the models (CI matrix)")
     p.add_argument("--out", metavar="DIR", help="where dry-run issues and the report go (default: [issues] dry_run_out)")
@@ -46,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Long-running bot: nightly on the [scheduler] cron, the webhook server on "
                                    "[webhook] host:port (GET /healthz for health), comment commands as stored jobs.")
     p.add_argument("--host", help="override [webhook] host")
-    p.add_argument("--port", type=int, help="override [webhook] port")
+    p.add_argument("--port", type=types.port, help="override [webhook] port")
     p.add_argument("--no-schedule", action="store_true", help="do not schedule nightlies (commands only)")
     p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub")
     p.set_defaults(func=cmd_serve)
@@ -68,18 +71,24 @@ def _emit(result: Any, as_json: bool) -> None:
 def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
     """flagsweep nightly."""
     from bot import nightly
+    from harness.engine import SweepInterrupted
     from state import db
     conn = db.connect(settings.state_path)
     try:
-        result = nightly.run_nightly(conn, settings, torch=args.torch, date=args.date, configs=_split(args.configs),
-                                     models=_split(args.models), force=args.force, shard=args.shard,
-                                     dry_run=args.dry_run, out_dir=args.out)
-    except ValueError as exc:   # ConfigError, UnknownModel, NightlyError: a user error, nothing ran
-        print(f"flagsweep nightly: {exc}", file=sys.stderr)
-        return 2
+        with sigterm_as_interrupt():
+            result = nightly.run_nightly(conn, settings, torch=args.torch, date=args.date, configs=_split(args.configs),
+                                         models=_split(args.models), force=args.force, shard=args.shard,
+                                         dry_run=args.dry_run, out_dir=args.out)
         if args.export and result.run_id is not None:
             from bot import merge
             merge.write_export(conn, result.run_id, args.export)
+    except SweepInterrupted as exc:
+        print(f"flagsweep nightly: interrupted; run {exc.run_id} keeps its finished items and is resumed by the "
+              "next `flagsweep nightly` for the same nightly", file=sys.stderr)
+        return 130
+    except ValueError as exc:   # ConfigError, UnknownModel, NightlyError, ResumeError: a user error, nothing ran
+        print(f"flagsweep nightly: {exc}", file=sys.stderr)
+        return 2
     finally:
         conn.close()
     _emit(result, args.json)
@@ -131,7 +140,9 @@ def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
 
 def cmd_serve(args: argparse.Namespace, settings: Any) -> int:
     """flagsweep serve."""
-    from bot import service
+    from bot import routing, service
+    # The same validation as `publish`: a bad rule stops the service before it listens (exit 2, rule index).
+    routing.compile_rules(settings.routing, settings.source)
     if args.host:
         settings.webhook.host = args.host
     if args.port is not None:

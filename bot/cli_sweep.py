@@ -9,10 +9,11 @@ import argparse
 import collections
 import dataclasses
 import json
-import signal
 import sys
 from typing import Any
 
+from bot import cli_types as types
+from bot.interrupts import sigterm_as_interrupt
 from bot.settings import Settings
 from harness.effects import effect_table
 
@@ -24,18 +25,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="compile models under baseline and flag configs; classify each flag's effect",
                        description="Compile each model once under baseline and once per config, count Dynamo graphs, "
                                    "classify each flag's effect, and store the run (resumable).")
-    p.add_argument("--models", metavar="A,B,GLOB", help="model class names or globs (default: the embedded corpus)")
-    p.add_argument("--configs", metavar="A,B", help="config names from the catalog (default: all of them); baseline always runs")
-    p.add_argument("--config-file", metavar="FILE", help="TOML file with more named configs ([configs.NAME] tables)")
+    p.add_argument("--models", metavar="A,B,GLOB", type=types.name_list, help="model class names or globs (default: the embedded corpus)")
+    p.add_argument("--configs", metavar="A,B", type=types.name_list, help="config names from the catalog (default: all of them); baseline always runs")
+    p.add_argument("--config-file", metavar="FILE", type=types.nonempty("the config file path"), help="TOML file with more named configs ([configs.NAME] tables)")
     p.add_argument("--base-setting", metavar="KEY=VALUE", action="append", default=[],
                    help="apply to every compile, baseline included (repeatable)")
-    p.add_argument("--sample", type=int, metavar="N", help="a stratified random sample of N of the models")
+    p.add_argument("--sample", type=types.positive_int, metavar="N", help="a stratified random sample of N of the models")
     p.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
-    p.add_argument("--workers", type=int, metavar="N", help="worker processes (default: settings, else one per core)")
-    p.add_argument("--timeout", type=float, metavar="S", help="seconds per item before it is killed (default: settings)")
+    p.add_argument("--workers", type=types.count_or_auto, metavar="N", help="worker processes (default: settings, else one per core)")
+    p.add_argument("--timeout", type=types.positive_float, metavar="S", help="seconds per item before it is killed (default: settings)")
     p.add_argument("--backend", choices=BACKENDS, help="backend behind the graph counter (default: count only)")
-    p.add_argument("--device", help="cpu or cuda[:N] (default: settings)")
-    p.add_argument("--python", metavar="PATH", help="run the workers under this interpreter (its own torch)")
+    p.add_argument("--device", type=types.device, help="cpu or cuda[:N] (default: settings)")
+    p.add_argument("--python", metavar="PATH", type=types.interpreter, help="run the workers under this interpreter (its own torch)")
     p.add_argument("--resume", nargs="?", const="latest", metavar="RUN",
                    help="continue an interrupted run (default: the latest unfinished one) without redoing finished items")
     p.add_argument("--import", dest="extra_modules", action="append", default=[], metavar="MODULE",
@@ -78,16 +79,12 @@ def _resume_id(conn: Any, value: str) -> int | None:
     return None
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    # SIGTERM (a CI cancel, `kill`) ends a sweep the way Ctrl-C does: stored and resumable.
-    raise KeyboardInterrupt
-
-
 def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     """Handler of `flagsweep sweep`."""
     import importlib
 
     from harness import configs as cfg
+    from harness import devices
     from harness.engine import ResumeError, SweepInterrupted, sweep
     from state import db
 
@@ -109,7 +106,10 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
         timeout=args.timeout if args.timeout is not None else s.timeout,
         backend=args.backend or s.backend, device=args.device or s.device,
     )
-    conn = db.connect(settings.state_path)
+    conn = db.connect(settings.state_path)   # first: a store we cannot write fails before any work
+    why = devices.unavailable(options.device, options.python)
+    if why:
+        return _fail(f"--device {options.device}: {why}")
     run_id = None
     models: list[str] = []
     configs: dict[str, dict] = {}
@@ -138,18 +138,16 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     except ValueError as exc:  # a bad --resume value
         return _fail(str(exc))
 
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        run_id = sweep(conn, models=models, configs=configs, base_settings=base, options=options,
-                       run_id=run_id, resume=bool(args.resume), progress=True)
+        with sigterm_as_interrupt():
+            run_id = sweep(conn, models=models, configs=configs, base_settings=base, options=options,
+                           run_id=run_id, resume=bool(args.resume), progress=True)
     except ResumeError as exc:
         return _fail(str(exc))
     except SweepInterrupted as exc:
         print(f"flagsweep sweep: interrupted; finished items are stored. Continue with: flagsweep sweep --resume {exc.run_id}",
               file=sys.stderr)
         return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     _show(conn, run_id, options, as_json=args.json)
     return 0
 

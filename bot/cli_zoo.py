@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bot import cli_types as types
 from bot.render import render
 
 
@@ -20,10 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     lst.set_defaults(func=cmd_list)
     chk = zsub.add_parser("check", help="build + one eager forward per model, in isolated workers")
     chk.add_argument("--models", action="append", default=[], metavar="A,B,'Qwen*'", help="names or globs (repeatable)")
-    chk.add_argument("--sample", type=int, metavar="N", help="a stratified random sample of N")
+    chk.add_argument("--sample", type=types.positive_int, metavar="N", help="a stratified random sample of N")
     chk.add_argument("--seed", type=int, default=0, help="seed of the sample")
-    chk.add_argument("--workers", type=int, metavar="N", help="worker processes (default: settings.sweep.workers)")
-    chk.add_argument("--timeout", type=float, metavar="S", help="seconds per model (default: settings.zoo.check_timeout)")
+    chk.add_argument("--workers", type=types.count_or_auto, metavar="N", help="worker processes (default: settings.sweep.workers)")
+    chk.add_argument("--timeout", type=types.positive_float, metavar="S", help="seconds per model (default: settings.zoo.check_timeout)")
     chk.add_argument("--no-cache", action="store_true", help="rerun every model, ignoring cached results")
     chk.add_argument("--json", action="store_true", help="print one JSON document only")
     chk.set_defaults(func=cmd_check)
@@ -44,8 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("--config", default="baseline", help="config name from the catalog")
     rep.add_argument("--config-file", help="extra named configs (TOML)")
     rep.add_argument("--base-setting", action="append", default=[], metavar="KEY=VALUE", help="applied to every compile")
-    rep.add_argument("--backend", default="count", help="count | eager | aot_eager | inductor")
-    rep.add_argument("--device", default="cpu")
+    rep.add_argument("--backend", default="count", type=types.backend, help="count | eager | aot_eager | inductor")
+    rep.add_argument("--device", default="cpu", type=types.device, help="cpu or cuda[:N]")
     rep.add_argument("--run", action="store_true", help="also run it in a fresh interpreter and print its result")
     rep.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: stdout)")
     rep.set_defaults(func=cmd_repro)

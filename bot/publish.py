@@ -39,8 +39,9 @@ class PublishSummary:
     dry_run: bool
     repo: str | None
     actions: int = 0              # actions planned by this publish
-    done: int = 0                 # actions sent (or found already there), this publish and resumed ones
-    unchanged: int = 0            # sent as no-ops: GitHub already had that text
+    done: int = 0                 # actions finished (written, or found already as intended), this publish and resumed ones
+    written: int = 0              # of those, the ones that changed something on GitHub
+    unchanged: int = 0            # of those, skipped: GitHub already had what we meant to write
     pending: int = 0              # left in the outbox for the next publish
     failed: int = 0               # refused by GitHub for good
     resumed: int = 0              # left over by an earlier publish and sent now
@@ -57,8 +58,8 @@ class PublishSummary:
     def render(self) -> str:
         """The terminal summary table."""
         return render.render("summary_publish.md.j2", rows=self.rows, total=len(self.rows), dry_run=self.dry_run,
-                             done=self.done, pending=self.pending, failed=self.failed, out_dir=self.out_dir,
-                             stopped=self.stopped)
+                             done=self.done, written=self.written, unchanged=self.unchanged, pending=self.pending,
+                             failed=self.failed, out_dir=self.out_dir, stopped=self.stopped)
 
 
 def plan_settings(settings: Settings) -> planner.PlanSettings:
@@ -173,8 +174,9 @@ def _finish(conn: sqlite3.Connection, summary: PublishSummary) -> PublishSummary
     return summary
 
 
-def _row(action: str, key: str, number: int | None, title: str | None) -> dict[str, Any]:
-    return {"action": action, "key": key, "where": f"#{number}" if number else "new", "title": title or ""}
+def _row(action: str, key: str, number: int | None, title: str | None, result: str) -> dict[str, Any]:
+    return {"action": action, "key": key, "where": f"#{number}" if number else "new", "title": title or "",
+            "result": result}
 
 
 def _drain(conn: sqlite3.Connection, pub: Publisher, repo: str, summary: PublishSummary,
@@ -192,20 +194,32 @@ def _drain(conn: sqlite3.Connection, pub: Publisher, repo: str, summary: Publish
             outbox.mark_pending(conn, entry.id, str(exc))
             summary.stopped = str(exc)
             say(f"GitHub unavailable, {len(entries) - n + 1} action(s) left for the next publish: {exc}")
+            summary.rows += [_entry_row(conn, repo, e, "pending") for e in entries[n - 1:]]
             return True
         except ActionRefused as exc:
             outbox.mark_failed(conn, entry.id, str(exc))
             summary.failed += 1
+            summary.rows.append(_entry_row(conn, repo, entry, "failed"))
             log.error("%s %s refused: %s", entry.action, entry.key, exc)
             continue
         with transaction(conn):
             _apply(conn, repo, entry, result)
             outbox.mark_done(conn, entry.id, result)
         summary.done += 1
+        summary.written += 1 if changed else 0
         summary.unchanged += 0 if changed else 1
-        summary.rows.append(_row(entry.action, entry.key, result.get("number"),
-                                 entry.payload.get("title") or f"({entry.payload.get('reason') or entry.action})"))
+        summary.rows.append(_entry_row(conn, repo, entry, "written" if changed else "unchanged", result.get("number")))
     return False
+
+
+def _entry_row(conn: sqlite3.Connection, repo: str, entry: outbox.Entry, result: str,
+               number: int | None = None) -> dict[str, Any]:
+    """A summary row for one outbox entry: what it is, where, and what became of it."""
+    if number is None:
+        link = links_mod.get(conn, entry.key, repo)
+        number = entry.payload.get("number") or (link.number if link else None)
+    return _row(entry.action, entry.key, number,
+                entry.payload.get("title") or f"({entry.payload.get('reason') or entry.action})", result)
 
 
 def _number(conn: sqlite3.Connection, repo: str, entry: outbox.Entry) -> int:

@@ -39,6 +39,11 @@ def _auth(settings: GitHubSettings) -> Auth.Auth:
     return Auth.AppAuth(settings.app_id, key).get_installation_auth(settings.installation_id)
 
 
+def _lf(text: str | None) -> str:
+    """Body text compared without line-ending differences (GitHub stores what browsers send: CRLF)."""
+    return (text or "").replace("\r\n", "\n")
+
+
 def _rate_wait(exc: GithubException, now: float) -> float | None:
     """Seconds GitHub asks us to wait, or None when this is not a rate limit."""
     headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
@@ -200,8 +205,18 @@ class GitHubPublisher:
             changes["body"] = new_body
         if not changes:
             return False
-        self._call(f"edit #{number}", lambda: self.repo.get_issue(number).edit(**changes), write=True)
+        self._call(f"edit #{number}", lambda: self.repo.get_issue(number).edit(**changes), write=True,
+                   look=self._looks_like(number, changes))
         return True
+
+    def _looks_like(self, number: int, wanted: dict[str, Any]) -> Callable[[], bool | None]:
+        """A look-first check for a PATCH whose answer was lost: True when the issue already reads as `wanted`."""
+        def landed() -> bool | None:
+            issue = self._fresh(number)
+            have = {"title": issue.title, "body": _lf(issue.body), "state": issue.state}
+            return True if all(have[k] == (_lf(v) if k == "body" else v) for k, v in wanted.items()
+                               if k in have) else None
+        return lambda: self._call(f"look at #{number}", landed, write=False)
 
     def _fresh(self, number: int) -> Any:
         issue = self.repo.get_issue(number)
@@ -222,18 +237,22 @@ class GitHubPublisher:
                           write=True, look=lambda: self._call(f"look on #{number}", find, write=False), uncertain=look)
 
     def close(self, number: int, reason: str = "completed") -> bool:
-        """Close (PATCH is idempotent, so no look first)."""
+        """Close; after a lost answer, look whether it is closed before sending again."""
         self._call(f"close #{number}", lambda: self.repo.get_issue(number).edit(state="closed", state_reason=reason),
-                   write=True)
+                   write=True, look=self._looks_like(number, {"state": "closed"}))
         return True
 
     def reopen(self, number: int) -> bool:
         """Reopen."""
-        self._call(f"reopen #{number}", lambda: self.repo.get_issue(number).edit(state="open"), write=True)
+        self._call(f"reopen #{number}", lambda: self.repo.get_issue(number).edit(state="open"), write=True,
+                   look=self._looks_like(number, {"state": "open"}))
         return True
 
     def set_labels(self, number: int, labels: list[str]) -> bool:
-        """Replace the labels (PUT: one request, and names with "/" work, unlike remove_from_labels)."""
+        """Replace the labels (PUT: one request, and names with "/" work, unlike remove_from_labels); False if equal."""
+        current = self._call(f"read #{number}", lambda: [l.name for l in self._fresh(number).labels], write=False)
+        if sorted(set(current)) == sorted(set(labels)):
+            return False
         self._call(f"labels #{number}", lambda: self.repo.get_issue(number).set_labels(*labels), write=True)
         return True
 

@@ -8,7 +8,10 @@ Each feature reads its own section; a bad value is a SettingsError naming it.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
+import types
+import typing
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -141,9 +144,62 @@ class Settings:
     raw: dict[str, Any] = field(default_factory=dict)
 
 
-def _fill(obj: Any, data: Mapping[str, Any], where: str) -> None:
-    """Copy `data` onto dataclass `obj`, checking names and types."""
+def _expected(hint: Any) -> tuple[tuple[type, ...], bool]:
+    """The TOML value types a field annotation accepts, and whether None is allowed."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        allowed = tuple(a for a in args if a is not type(None))
+        return tuple(t for a in allowed for t in _expected(a)[0]), type(None) in args
+    origin = typing.get_origin(hint) or hint
+    if origin is Path:
+        return (str,), False
+    return (origin,), False
+
+
+def _check_type(hint: Any, value: Any, where: str) -> Any:
+    """`value` converted to the field's type (int -> float, str -> Path), or a SettingsError naming `where`."""
+    accepted, _ = _expected(hint)
+    if isinstance(value, bool) and bool not in accepted:
+        ok = False
+    elif float in accepted and isinstance(value, int):
+        value, ok = float(value), True
+    else:
+        ok = isinstance(value, accepted)
+    if ok and isinstance(value, list) and typing.get_args(hint):
+        item = typing.get_origin(typing.get_args(hint)[0]) or typing.get_args(hint)[0]
+        ok = item is Any or all(isinstance(v, item) for v in value)
+    if not ok:
+        names = " or ".join(sorted({"a path (string)" if hint is Path else t.__name__ for t in accepted}))
+        if isinstance(value, list) and typing.get_args(hint):
+            names = f"a list of {typing.get_args(hint)[0].__name__}"
+        raise SettingsError(f"{where}: expected {names}, got {type(value).__name__} {value!r}")
+    if hint is Path and not value.strip():
+        raise SettingsError(f"{where}: is empty")
+    return Path(value) if hint is Path else value
+
+
+# Values a field's type allows but the program cannot use: (test, what it must be).
+_LIMITS: dict[str, tuple[Any, str]] = {
+    "sweep.timeout": (lambda v: v > 0, "more than 0 seconds"),
+    "sweep.workers": (lambda v: v >= 0, "0 (one per core) or more"),
+    "sweep.max_rss_mb": (lambda v: v > 0, "more than 0 MB"),
+    "sweep.max_items_per_worker": (lambda v: v >= 1, "at least 1"),
+    "sweep.confirm_runs": (lambda v: v >= 0, "0 or more"),
+    "sweep.backend": (lambda v: v in ("count", "eager", "aot_eager", "inductor"), "count, eager, aot_eager or inductor"),
+    "sweep.device": (lambda v: re.match(r"^(cpu|cuda(:\d+)?|mps|xpu(:\d+)?)$", v), "cpu, cuda or cuda:N"),
+    "sweep.python": (lambda v: v.strip(), "an interpreter path"),
+    "github.repo": (lambda v: v.count("/") == 1 and all(v.split("/")), "OWNER/NAME"),
+    "webhook.port": (lambda v: 0 <= v <= 65535, "a TCP port, 0 to 65535"),
+    "webhook.max_body": (lambda v: v > 0, "more than 0 bytes"),
+    "issues.repro_timeout": (lambda v: v > 0, "more than 0 seconds"),
+    "zoo.check_timeout": (lambda v: v > 0, "more than 0 seconds"),
+}
+
+
+def _fill(obj: Any, data: Mapping[str, Any], where: str, section: str = "") -> None:
+    """Copy `data` onto dataclass `obj`, checking names, types (from the annotations) and limits."""
     known = {f.name: f for f in fields(obj)}
+    hints = typing.get_type_hints(type(obj))
     for key, value in data.items():
         if key not in known:
             raise SettingsError(f"{where}: unknown setting {key!r} (known: {', '.join(sorted(known))})")
@@ -151,16 +207,13 @@ def _fill(obj: Any, data: Mapping[str, Any], where: str) -> None:
         if is_dataclass(current):
             if not isinstance(value, dict):
                 raise SettingsError(f"{where}.{key}: expected a table")
-            _fill(current, value, f"{where}.{key}")
+            _fill(current, value, f"{where}.{key}", key)
             continue
-        if current is not None and not isinstance(current, Path):
-            expected = type(current)
-            ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
-            if expected is float and isinstance(value, int) and not isinstance(value, bool):
-                value, ok = float(value), True
-            if not ok:
-                raise SettingsError(f"{where}.{key}: expected {expected.__name__}, got {type(value).__name__} {value!r}")
-        setattr(obj, key, Path(value) if isinstance(current, Path) else value)
+        value = _check_type(hints[key], value, f"{where}.{key}")
+        name = f"{section}.{key}" if section else key
+        if name in _LIMITS and not _LIMITS[name][0](value):
+            raise SettingsError(f"{where}.{key}: must be {_LIMITS[name][1]}, got {value!r}")
+        setattr(obj, key, value)
 
 
 def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
@@ -171,9 +224,15 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
     if path:
         p = Path(path)
         try:
-            data = tomllib.loads(p.read_text())
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise SettingsError(f"{p}: settings file not found") from None
+        except IsADirectoryError:
+            raise SettingsError(f"{p}: is a folder, not a settings file") from None
+        except OSError as exc:
+            raise SettingsError(f"{p}: cannot read the settings file ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise SettingsError(f"{p}: not a text file (a TOML settings file is UTF-8 text)") from None
         except tomllib.TOMLDecodeError as exc:
             raise SettingsError(f"{p}: {exc}") from None
         settings.raw = data

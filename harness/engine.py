@@ -14,9 +14,9 @@ from typing import Any, Callable
 from harness.effects import BASELINE
 from harness.options import SweepOptions
 from harness.outcome import Outcome
-from harness.pool import Group, Pool, worker_env
+from harness.pool import Group, Pool, PoolError, worker_env
 from harness.progress import Progress
-from state import history, runs
+from state import history, leases, runs
 
 # Fields of the environment that make two runs incomparable if they differ.
 _ENV_KEYS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "recipe_fingerprint")
@@ -94,6 +94,7 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
     configs = {BASELINE: configs.get(BASELINE, {}), **{k: v for k, v in configs.items() if k != BASELINE}}
     done: set[tuple[str, str]] = set()
     stored = None
+    lease = None
     if resume:
         if run_id is None:
             raise ResumeError("--resume needs a run id")
@@ -103,21 +104,29 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         if stored.status == "finished":
             raise ResumeError(f"run {run_id} is already finished")
         models, configs, base_settings = stored.models, stored.configs, stored.base_settings
+        try:
+            lease = leases.acquire(conn, run_id)   # before any worker starts: a live holder is refused at once
+        except leases.LeaseHeld as exc:
+            raise ResumeError(str(exc)) from None
+        lease.keep_alive()
         done = runs.finished_items(conn, run_id)
     groups = plan_groups(models, configs, done)
     total = len(models) * len(configs)
     pool = _pool(options, base_settings, len(groups))
-    pool.start()  # the workers import torch while we set up the run
-    bar = Progress(total=total, done=len(done), enabled=progress, label=f"sweep {len(models)} models")
+    bar = None
     try:
+        pool.start()  # the workers import torch while we set up the run
+        bar = Progress(total=total, done=len(done), enabled=progress, label=f"sweep {len(models)} models")
         # "python": the interpreter the workers were started with, what a reproducer is verified under.
         env = {**pool.environment(), "python": options.python or sys.executable, **(extra_environment or {})}
         if stored is not None:
             _check_same_environment(stored.environment, env, run_id)
         else:
-            run_id = runs.create_run(conn, environment=env, models=models, configs=configs,
-                                     base_settings=base_settings, options=options.to_dict(), kind=kind,
-                                     nightly=nightly, shard=shard)
+            lease = leases.create_held(conn, lambda: runs.create_run(
+                conn, environment=env, models=models, configs=configs, base_settings=base_settings,
+                options=options.to_dict(), kind=kind, nightly=nightly, shard=shard))
+            run_id = lease.run_id
+            lease.keep_alive()
         stratum_of = _stratum_lookup()
         for _, data in pool.run(groups):
             outcome = _outcome(data, stratum_of)
@@ -131,17 +140,25 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         runs.finish_run(conn, run_id, "finished")
     except KeyboardInterrupt:
         pool.close(kill=True)
-        bar.close()
+        if bar is not None:
+            bar.close()
         if run_id is None:
             raise
         runs.finish_run(conn, run_id, "interrupted", reason="interrupted (Ctrl-C or SIGTERM)")
         raise SweepInterrupted(run_id) from None
     except BaseException as exc:
         pool.close(kill=True)
-        bar.close()
-        if run_id is not None:
+        if bar is not None:
+            bar.close()
+        if run_id is not None and isinstance(exc, PoolError):
+            # The interpreter, not the run, is broken: keep the run resumable with a working --python.
+            runs.finish_run(conn, run_id, "interrupted", reason=str(exc).splitlines()[0][:500])
+        elif run_id is not None and not isinstance(exc, ResumeError):
             runs.finish_run(conn, run_id, "failed", reason=f"{type(exc).__name__}: {exc}"[:500])
         raise
+    finally:
+        if lease is not None:
+            lease.release(conn)
     history.finalize_run(conn, run_id)
     return run_id
 

@@ -5,7 +5,9 @@ clear message; it is never silently reset.
 """
 from __future__ import annotations
 
+import os
 import sqlite3
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -22,13 +24,21 @@ class StoreError(RuntimeError):
 def connect(path: str | Path, *, migrate: bool = True) -> sqlite3.Connection:
     """Open (creating if needed) and migrate the store at `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _check_location(path)
     conn = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
     conn.row_factory = sqlite3.Row
     try:
+        # One read transaction: another process may be creating the store right now, and the three
+        # values must come from the same snapshot (tables without the id would look foreign).
+        conn.execute("BEGIN")
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        conn.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        # Not the file's fault (it could not even be opened or locked): never advise moving it away.
+        conn.close()
+        raise StoreError(f"{path}: cannot open the state file ({exc})") from exc
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise StoreError(f"{path}: not a flagsweep state file ({exc}); move it away or pass --state") from exc
@@ -38,7 +48,7 @@ def connect(path: str | Path, *, migrate: bool = True) -> sqlite3.Connection:
     if version > SCHEMA_VERSION:
         conn.close()
         raise StoreError(f"{path}: schema version {version} is newer than this flagsweep understands ({SCHEMA_VERSION}); upgrade flagsweep")
-    conn.execute("PRAGMA journal_mode=WAL")
+    _use_wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=30000")
@@ -65,16 +75,61 @@ def scratch_copy(conn: sqlite3.Connection) -> sqlite3.Connection:
     return copy
 
 
+def _use_wal(conn: sqlite3.Connection, patience_s: float = 30.0) -> None:
+    """Switch the store to WAL mode (once per file; later opens find it so).
+
+    Changing the journal mode needs an exclusive lock and SQLite does not wait
+    for it through the busy timeout: when several processes open a new store at
+    once, the losers see "database is locked" and try again here.
+    """
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+                return
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def _check_location(path: Path) -> None:
+    """Refuse, before any work starts, a state path that SQLite could not write (a folder, read-only)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot create its folder ({exc.strerror})") from None
+    if path.is_dir():
+        raise StoreError(f"{path}: is a folder, not a state file; pass e.g. --state {path / 'state.sqlite'}")
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise StoreError(f"{path}: the state file is read-only to this user; flagsweep writes every result to it "
+                         "(make it writable, or pass --state)")
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        # WAL mode keeps two files beside the store (-wal, -shm); SQLite must be able to create them.
+        raise StoreError(f"{path}: its folder {path.parent} is read-only to this user; SQLite needs to create "
+                         f"{path.name}-wal and {path.name}-shm beside it (make the folder writable, or pass --state)")
+
+
 def migrate_to(conn: sqlite3.Connection, target: int) -> None:
-    """Apply migrations one at a time, each in its own transaction."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    while version < target:
+    """Apply migrations one at a time, each in its own transaction.
+
+    Several processes may open a brand-new store at once: the version is read
+    again under the write lock, so a migration another process already applied
+    is skipped, not run twice.
+    """
+    if conn.execute("PRAGMA user_version").fetchone()[0] >= target:
+        return                      # the usual case: no write lock taken
+    while True:
         with transaction(conn):
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version >= target:
+                return
             for statement in _statements(MIGRATIONS[version]):
                 conn.execute(statement)
             conn.execute(f"PRAGMA application_id={APP_ID}")
             conn.execute(f"PRAGMA user_version={version + 1}")
-        version += 1
 
 
 @contextmanager

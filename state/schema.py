@@ -119,10 +119,26 @@ CREATE INDEX runs_nightly ON runs(kind, nightly);
 CREATE INDEX effects_config ON effects(config, effect);
 """
 
-# v3 -> v4: what a reproducer needs, per model of a run, as plain data (built config,
+# v3 -> v4: one exclusive claim per run being executed (state/leases.py). A
+# second process may resume a run only when the holder is gone: its pid no
+# longer exists on this host, or its heartbeat stopped before `expires`.
+V4 = """
+CREATE TABLE run_leases (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+    holder TEXT NOT NULL,                  -- random token of the holding process
+    pid INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    pid_started TEXT,                      -- the holder's start time (/proc), so a reused pid is not taken for it
+    acquired_at TEXT NOT NULL,
+    heartbeat REAL NOT NULL,               -- unix time of the last heartbeat
+    expires REAL NOT NULL                  -- unix time after which the lease is free
+);
+"""
+
+# v4 -> v5: what a reproducer needs, per model of a run, as plain data (built config,
 # input spec, config class, fingerprint, transformers version), stored by the engine
 # so the bot renders reproducers without building models or importing torch.
-V4 = """
+V5 = """
 CREATE TABLE run_models (
     run_id INTEGER NOT NULL REFERENCES runs(id),
     model TEXT NOT NULL,
@@ -131,5 +147,5 @@ CREATE TABLE run_models (
 );
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4]
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5]
 SCHEMA_VERSION = len(MIGRATIONS)

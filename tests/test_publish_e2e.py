@@ -311,7 +311,7 @@ def test_cli_publish_json_dry_run_then_real(fake_github: FakeGitHub, tmp_path: P
     monkeypatch.setenv("FLAGSWEEP_GITHUB_TOKEN", fake_github.token)
     code = main(["--settings", str(toml), "--state", str(state), "publish", "1", "--repo", fake_github.repo])
     out = capsys.readouterr().out
-    assert code == 0 and "5 actions; done 5, pending 0, failed 0." in out
+    assert code == 0 and "5 actions: 5 written, 0 skipped (GitHub already had it), 0 pending, 0 failed." in out
     assert len(fake_github.state.issues(fake_github.repo)) == 5
     assert main(["--settings", str(toml), "--state", str(state), "publish", "--repo", "nonsense"]) == 2
 

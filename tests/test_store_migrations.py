@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from state import history, runs
+from state import history, leases, runs
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 from tests import historydata as hd
@@ -48,7 +48,17 @@ def _fill_v2(conn: sqlite3.Connection) -> None:
                  " ('b1', 0, 'crash:capture_scalar_outputs:abc', 'edit', '{}', '2026-10-02T05:00:00+00:00')")
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v2}   # v3 added only indexes: v2 rows are v3 rows
+def _fill_v3(conn: sqlite3.Connection) -> None:
+    """v3 added only indexes: v2's rows, read through them."""
+    _fill_v2(conn)
+
+
+def _fill_v4(conn: sqlite3.Connection) -> None:
+    """v4 added run leases; a store at v4 holds v3's rows and no lease (none is held between runs)."""
+    _fill_v3(conn)
+
+
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4}
 
 
 def _build_at(path, version: int) -> None:
@@ -100,7 +110,10 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
         assert conn.execute("SELECT count(*) FROM outbox WHERE status = 'pending'").fetchone()[0] == 1
     indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "outcomes_config_signature" in indexes
-    # v4: per-model build data of a run, what reproducers are rendered from.
+    # v4: no run of an older store is held by anyone; a lease can be taken on it.
+    assert conn.execute("SELECT count(*) FROM run_leases").fetchone()[0] == 0
+    leases.acquire(conn, 2).release(conn)
+    # v5: per-model build data of a run, what reproducers are rendered from.
     assert runs.model_data(conn, 2) == {}
     runs.record_model(conn, rid, "LlamaForCausalLM", {"config_class": "LlamaConfig", "config": {"vocab_size": 99}})
     assert runs.model_data(conn, rid) == {"LlamaForCausalLM": {"config_class": "LlamaConfig", "config": {"vocab_size": 99}}}

@@ -1,0 +1,266 @@
+"""Bad input is refused with exit 2 and one line naming the value, never a traceback (issue 12, items 4-7)."""
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from state import db, runs
+from tests import historydata as hd
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str]:
+    """`flagsweep ARGS` in this process: (exit code, stderr); argparse's exit is caught like a return."""
+    try:
+        code = main(list(args))
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    return code, err
+
+
+def one_line(err: str) -> str:
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture
+def store(tmp_path) -> Path:
+    path = tmp_path / "state.sqlite"
+    conn = db.connect(path)
+    hd.store_run(conn, hd.night(), kind="nightly", nightly="2026-11-01")
+    conn.close()
+    return path
+
+
+# --- item 4: values that used to be accepted -------------------------------------------------------
+
+@pytest.mark.parametrize("args, named", [
+    (["sweep", "--models", "GPT2Model", "--timeout", "0"], "'0'"),
+    (["sweep", "--models", "GPT2Model", "--timeout", "-5"], "'-5'"),
+    (["sweep", "--models", ""], "--models"),
+    (["sweep", "--models", " , "], "--models"),
+    (["sweep", "--models", "GPT2Model", "--sample", "0"], "--sample"),
+    (["sweep", "--models", "GPT2Model", "--workers", "-1"], "'-1'"),
+    (["sweep", "--models", "GPT2Model", "--device", "bogus"], "'bogus'"),
+    (["sweep", "--models", "GPT2Model", "--python", "/nonexistent/python3"], "/nonexistent/python3"),
+    (["repro", "GPT2Model", "--backend", "bogus"], "'bogus'"),
+    (["repro", "GPT2Model", "--device", "gpu0"], "'gpu0'"),
+    (["nightly", "--date", "notadate"], "'notadate'"),
+    (["nightly", "--date", "2026-02-30"], "'2026-02-30'"),
+    (["nightly", "--models", ""], "--models"),
+    (["serve", "--port", "99999"], "'99999'"),
+    (["runs", "list", "--limit", "0"], "--limit"),
+])
+def test_bad_values_are_refused_before_anything_runs(tmp_path, capsys, args, named):
+    state = tmp_path / "s.sqlite"
+    code, err = run_cli(capsys, "--state", str(state), *args)
+    assert code == 2 and named in one_line(err)
+    assert not state.exists()          # refused by the parser: not even the store was opened
+
+
+def test_empty_state_path_is_refused_not_replaced_by_the_default(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("FLAGSWEEP_STATE", raising=False)
+    code, err = run_cli(capsys, "--state", "", "runs", "list")
+    assert code == 2 and "--state" in one_line(err)
+    assert not (tmp_path / ".local").exists()
+
+
+def test_cuda_without_cuda_is_refused_in_the_interpreter_under_test(tmp_path, capsys):
+    import torch   # only to know what to expect; the CLI asks a separate interpreter
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: nothing to refuse")
+    state = tmp_path / "s.sqlite"
+    code, err = run_cli(capsys, "--state", str(state), "sweep", "--models", "GPT2Model", "--device", "cuda")
+    assert code == 2 and "--device cuda" in one_line(err) and "no CUDA" in err
+    assert runs.list_runs(db.connect(state)) == []
+
+
+# --- item 5: settings fields without a default -----------------------------------------------------
+
+@pytest.mark.parametrize("toml, named", [
+    ("state_path = 5\n", "state_path"),
+    ("[sweep]\npython = 123\n", "sweep.python"),
+    ("[sweep]\nconfig_file = 7\n", "sweep.config_file"),
+    ("[github]\nrepo = 42\n", "github.repo"),
+    ("[github]\nrepo = \"no-slash\"\n", "github.repo"),
+    ("[github]\napp_id = \"abc\"\n", "github.app_id"),
+    ("[sweep]\nmax_rss_mb = 0\n", "sweep.max_rss_mb"),
+    ("[sweep]\ntimeout = 0\n", "sweep.timeout"),
+    ("[sweep]\nworkers = -1\n", "sweep.workers"),
+    ("[sweep]\ndevice = \"bogus\"\n", "sweep.device"),
+    ("[webhook]\nport = 99999\n", "webhook.port"),
+    ("[issues]\nlabels = [1, 2]\n", "issues.labels"),
+])
+def test_settings_of_the_wrong_type_or_range_are_named_at_load(tmp_path, capsys, toml, named):
+    path = tmp_path / "s.toml"
+    path.write_text(toml)
+    code, err = run_cli(capsys, "--settings", str(path), "--state", str(tmp_path / "s.sqlite"), "runs", "list")
+    assert code == 2 and named in one_line(err)
+
+
+def test_optional_settings_still_take_their_type(tmp_path):
+    from bot import settings
+
+    path = tmp_path / "s.toml"
+    path.write_text('state_path = "x.sqlite"\n[sweep]\npython = "/usr/bin/python3"\ntimeout = 5\n'
+                    '[github]\nrepo = "o/r"\napp_id = 12\n')
+    s = settings.load(path, env={})
+    assert s.state_path == Path("x.sqlite") and s.sweep.python == "/usr/bin/python3"
+    assert s.sweep.timeout == 5.0 and isinstance(s.sweep.timeout, float) and s.github.app_id == 12
+
+
+# --- item 6: serve validates the routing rules as publish does ---------------------------------------
+
+def test_serve_with_a_bad_routing_rule_stops_at_start_up_naming_the_rule(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "s.toml"
+    path.write_text('[[routing.rule]]\nexception = "RuntimeError"\ncc = ["a"]\n'
+                    '[[routing.rule]]\nsignature = "("\ncc = ["b"]\n')
+    monkeypatch.setenv("FLAGSWEEP_WEBHOOK_SECRET", "s3cret")
+    code, err = run_cli(capsys, "--settings", str(path), "--state", str(tmp_path / "s.sqlite"),
+                        "serve", "--port", "0", "--no-schedule")
+    assert code == 2 and "routing rule 2" in one_line(err)
+    code, err = run_cli(capsys, "--settings", str(path), "--state", str(tmp_path / "s.sqlite"), "publish")
+    assert code == 2 and "routing rule 2" in one_line(err)
+
+
+# --- item 7: tracebacks become one line --------------------------------------------------------------
+
+@pytest.mark.parametrize("flag", ["--settings", "--config-file"])
+def test_settings_or_config_file_that_is_a_folder_or_binary(tmp_path, capsys, flag):
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(bytes(range(256)) * 4)
+    for bad, why in ((tmp_path, "folder"), (binary, "not a text file")):
+        args = ["--settings", str(bad), "runs", "list"] if flag == "--settings" else \
+            ["sweep", "--models", "GPT2Model", "--config-file", str(bad)]
+        code, err = run_cli(capsys, "--state", str(tmp_path / "s.sqlite"), *args)
+        assert code == 2 and str(bad) in one_line(err) and why in err
+
+
+def test_state_path_that_is_a_folder(tmp_path, capsys):
+    code, err = run_cli(capsys, "--state", str(tmp_path), "runs", "list")
+    assert code == 2 and "is a folder" in one_line(err)
+    with pytest.raises(db.StoreError, match="is a folder"):
+        db.connect(tmp_path)
+
+
+def _damage_runs_table(path: Path) -> None:
+    """Overwrite the b-tree page of the `runs` table with garbage, as a bad disk block would."""
+    conn = sqlite3.connect(str(path))
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'runs'").fetchone()[0]
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    with open(path, "r+b") as f:
+        f.seek((root - 1) * page)
+        f.write(b"\xa5" * page)
+
+
+def test_a_damaged_page_is_one_line_for_runs_list_and_export(store, tmp_path, capsys):
+    _damage_runs_table(store)
+    for args in (["runs", "list"], ["export", "1"], ["runs", "show", "1"]):
+        code, err = run_cli(capsys, "--state", str(store), *args)
+        line = one_line(err)
+        assert code == 2 and "damaged" in line and str(store) in line, args
+
+
+@pytest.mark.parametrize("args", [["report", "1", "-o"], ["export", "1", "-o"]])
+def test_output_to_an_unwritable_path(store, tmp_path, capsys, args):
+    target = tmp_path / "missing-folder" / "out.file"
+    code, err = run_cli(capsys, "--state", str(store), *args, str(target))
+    assert code == 2 and str(target) in one_line(err)
+    code, err = run_cli(capsys, "--state", str(store), *args, str(tmp_path))   # a folder
+    assert code == 2 and str(tmp_path) in one_line(err)
+
+
+def test_repro_output_to_an_unwritable_path(tmp_path, capsys):
+    target = tmp_path / "missing-folder" / "repro.py"
+    code, err = run_cli(capsys, "--state", str(tmp_path / "s.sqlite"), "repro", "GPT2Model", "-o", str(target))
+    assert code == 2 and str(target) in one_line(err)
+
+
+def test_workers_that_cannot_start_on_resume_are_one_line_and_the_run_stays_resumable(tmp_path):
+    """--resume skips the config check, so a python without torch reaches the worker pool (PoolError)."""
+    state = tmp_path / "s.sqlite"
+    conn = db.connect(state)
+    run_id = runs.create_run(conn, environment=hd.ENV, models=["GPT2Model"], configs={"baseline": {}})
+    no_torch = _python_without_torch()
+    out = subprocess.run([sys.executable, "-m", "bot.cli", "--state", str(state), "sweep", "--resume",
+                          str(run_id), "--python", no_torch, "--workers", "1"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    last = out.stderr.strip().splitlines()[-1]     # after the progress bar's line
+    assert out.returncode == 2 and "workers do not start" in last and "No module named 'torch'" in last
+    assert "Traceback" not in out.stderr
+    run = runs.get_run(conn, run_id)
+    assert run.status == "interrupted" and "workers do not start" in run.reason   # resumable, not failed
+
+
+def _python_without_torch() -> str:
+    for candidate in ("/usr/bin/python3", shutil.which("python3") or ""):
+        if candidate and subprocess.run([candidate, "-c", "import torch"], capture_output=True).returncode != 0:
+            return candidate
+    pytest.skip("every python3 here has torch")
+
+
+# --- read-only state: refused at once, and described as what it is ------------------------------------
+
+@pytest.fixture
+def read_only():
+    """make(path): path becomes read-only even to root (chattr +i; chmod for other users); undone after."""
+    made: list[Path] = []
+
+    def make(path: Path) -> None:
+        if os.geteuid() == 0:
+            if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(path)]).returncode != 0:
+                pytest.skip("running as root without chattr +i: a read-only file cannot be made here")
+        else:
+            path.chmod(0o555 if path.is_dir() else 0o444)
+        made.append(path)
+
+    yield make
+    for path in made:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(path)])
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def _valid_store(folder: Path) -> Path:
+    """A finished store whose -wal and -shm files are gone (the last connection closed)."""
+    folder.mkdir(exist_ok=True)
+    path = folder / "state.sqlite"
+    conn = db.connect(path)
+    hd.store_run(conn, hd.night(), kind="nightly", nightly="2026-11-01")
+    conn.close()
+    assert sorted(p.name for p in folder.iterdir()) == ["state.sqlite"]
+    return path
+
+
+def test_a_read_only_state_file_is_refused_before_any_worker_starts(tmp_path, capsys, read_only):
+    store = _valid_store(tmp_path / "ro")
+    before = store.read_bytes()
+    read_only(store)
+    code, err = run_cli(capsys, "--state", str(store), "sweep", "--models", "GPT2Model",
+                        "--configs", "capture_scalar_outputs")
+    line = one_line(err)   # the store is checked first: no progress bar, no worker output
+    assert code == 2 and "read-only" in line and str(store) in line and "move it away" not in line
+    assert store.read_bytes() == before
+
+
+def test_a_valid_store_in_a_read_only_folder_is_not_called_foreign(tmp_path, capsys, read_only):
+    store = _valid_store(tmp_path / "ro")
+    read_only(store.parent)
+    code, err = run_cli(capsys, "--state", str(store), "runs", "list")
+    line = one_line(err)
+    assert code == 2 and "folder" in line and "read-only" in line
+    assert "not a flagsweep state file" not in line and "move it away" not in line
