@@ -135,10 +135,19 @@ CREATE TABLE run_leases (
 );
 """
 
-# v4 -> v5: what a reproducer needs, per model of a run, as plain data (built config,
+# v4 -> v5: a command job that failed because GitHub was down waits in the queue
+# for its next attempt (retry_at, epoch seconds) until retry_until, then fails.
+V5 = """
+ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN retry_at REAL;
+ALTER TABLE jobs ADD COLUMN retry_until REAL;
+CREATE INDEX jobs_status ON jobs(status, kind, id);
+"""
+
+# v5 -> v6: what a reproducer needs, per model of a run, as plain data (built config,
 # input spec, config class, fingerprint, transformers version), stored by the engine
 # so the bot renders reproducers without building models or importing torch.
-V5 = """
+V6 = """
 CREATE TABLE run_models (
     run_id INTEGER NOT NULL REFERENCES runs(id),
     model TEXT NOT NULL,
@@ -147,5 +156,5 @@ CREATE TABLE run_models (
 );
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5]
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6]
 SCHEMA_VERSION = len(MIGRATIONS)
