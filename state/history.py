@@ -160,8 +160,15 @@ def signature_history(conn: sqlite3.Connection, config: str | None = None) -> li
     return out
 
 
+def _asked(run: Run) -> set[str]:
+    """The configs a run was asked for: those swept and those its torch lacked a key of."""
+    return set(run.configs) | set(run.unavailable)
+
+
 def _is_comparable(a: Run, a_models: set[str], b: Run, b_models: set[str]) -> bool:
-    return set(a.configs) == set(b.configs) and bool(a_models & b_models)
+    # A config that one torch lacks (a nightly that renamed a flag) must not cut the history of the others.
+    same = set(a.configs) == set(b.configs) or _asked(a) == _asked(b)
+    return same and bool(a_models & b_models)
 
 
 def _group_key(run: Run) -> tuple:
@@ -178,7 +185,7 @@ def previous_comparable_run(conn: sqlite3.Connection, run_id: int) -> int | None
 
 
 def previous_comparable(conn: sqlite3.Connection, run: Run, models: set[str]) -> Run | None:
-    """The latest earlier finished run with the same config names and overlapping models.
+    """The latest earlier finished run with the same config names (swept, or asked for) and overlapping models.
 
     Shards of one nightly count as one run (their highest id stands for the group).
     A nightly is compared with nightlies only, so an ad-hoc sweep never hides last night.

@@ -74,6 +74,20 @@ def test_shards_of_one_nightly_are_one_run(conn):
     assert history.previous_comparable_run(conn, s2) is None
 
 
+def test_a_config_unavailable_in_one_torch_keeps_the_runs_comparable(conn):
+    both = {**hd.CONFIGS, "gone_flag": {"torch._inductor.config.gone_flag": 0.5}}
+    first = hd.store_run(conn, hd.night(), configs=both, kind="nightly", nightly="2026-11-01")
+    second = runs.create_run(conn, environment=hd.ENV, models=sorted({o.model for o in hd.night()}),
+                             configs=hd.CONFIGS, kind="nightly", nightly="2026-11-02",
+                             unavailable={"gone_flag": {"settings": both["gone_flag"], "missing": ["gone_flag"]}})
+    for o in hd.night():
+        runs.record_outcome(conn, second, o)
+    runs.finish_run(conn, second)
+    assert history.previous_comparable_run(conn, second) == first
+    other = hd.store_run(conn, hd.night(), configs=hd.CONFIGS, kind="nightly", nightly="2026-11-03")
+    assert history.previous_comparable_run(conn, other) == second   # the same configs swept
+
+
 def test_previous_comparable_run_rules(conn):
     n1 = hd.store_run(conn, hd.night(), kind="nightly", nightly="2026-11-01")
     other_configs = dict(hd.CONFIGS, capture_dynamic_output_shape_ops={"torch._dynamo.config.x": True})
