@@ -13,13 +13,13 @@ import sqlite3
 from typing import Any, Callable
 
 from bot import commands as cmd_mod
-from bot import steps
 from bot import text as _text  # noqa: F401  (registers the escaping filters the reply templates use)
-from bot.bisect import BisectError, Probe, SkipNightly, bisect, outcome_key, window
+from bot.bisect import BisectError, bisect, window
 from bot.command_context import ROLES, Context, Gate, GitHubPort, RetryLater, UserError, role_at_least
+from bot.command_work import (check_base_settings, check_configs, check_models, default_bisect_dates,
+                              default_bisect_probe, default_rerun, default_sweep, model_rows)
 from bot.publisher_api import GitHubUnavailable
 from bot.render import render
-from harness.configs import ConfigError
 
 __all__ = ["ROLES", "Context", "Gate", "GitHubPort", "RetryLater", "UserError", "handle_job", "role_at_least"]
 
@@ -56,98 +56,6 @@ def _last_nightly(conn: sqlite3.Connection) -> Any:
     from state import runs
     done = runs.list_runs(conn, kinds=["nightly"], status="finished", limit=1)
     return done[0] if done else None
-
-
-def _check_configs(ctx: Context, names: list[str]) -> dict[str, dict]:
-    try:
-        return steps.select_configs(ctx.settings, names)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-
-
-def _check_models(ctx: Context, patterns: list[str]) -> list[str]:
-    try:
-        names = steps.resolve_models(patterns)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    if len(names) > ctx.settings.commands.max_models:
-        raise UserError(f"{', '.join(patterns)} matches {len(names)} models; at most "
-                        f"{ctx.settings.commands.max_models} per command")
-    return names
-
-
-def _check_base_settings(ctx: Context, texts: list[str]) -> dict[str, Any]:
-    from harness import configs
-    out: dict[str, Any] = {}
-    try:
-        for text in texts:
-            key, value = configs.parse_setting(text)   # syntax here; types in the torch that runs it
-            out[key] = value
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    return out
-
-
-def default_sweep(ctx: Context, models: list[str], configs: dict[str, dict], base: dict[str, Any]) -> int:
-    """An ad-hoc sweep on the torch the nightly uses, stored as a `command` run (kept out of the nightly history)."""
-    from bot import provider
-    try:
-        built = steps.provide(ctx.settings, ctx.settings.nightly.torch, None, False)
-    except provider.ProviderError as exc:
-        raise UserError(f"no torch to sweep with: {exc}") from None
-    try:
-        return steps.sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
-                           python=built.python, run_id=None, resume=False, nightly=None, shard=None,
-                           kind="command", progress=False)
-    except ConfigError as exc:   # checked in that torch before anything ran
-        raise UserError(str(exc)) from None
-
-
-def default_rerun(ctx: Context, link: Any, models: list[str]) -> dict[str, Any]:
-    """Sweep on the newest nightly now (forced), then publish, which updates this issue.
-
-    The whole nightly set is swept, not only this issue's models: the planner reads a
-    run as the corpus, so a run of one model would retitle the issue "1/1 models".
-    """
-    from bot import nightly
-    result = nightly.run_nightly(ctx.conn, ctx.settings, torch=ctx.settings.nightly.torch, force=True,
-                                 dry_run=ctx.dry_run, out_dir=ctx.out_dir, progress=False)
-    return result.to_dict()
-
-
-def _model_rows(conn: sqlite3.Connection, run_id: int | None, config: str | None, models: list[str]) -> list[dict]:
-    """This issue's models under its config in a run, for the reply."""
-    from state import runs
-    if run_id is None:
-        return []
-    wanted = set(models)
-    return [{"model": o.model, "status": o.status, "graphs": o.graphs, "signature": o.signature}
-            for o in runs.outcomes(conn, run_id) if o.model in wanted and o.config == config]
-
-
-def default_bisect_dates(ctx: Context) -> list[str]:
-    """Builds installable here, oldest first: nightlies by date, other builds (releases, rcs) by version."""
-    from bot import provider
-    return provider.build_labels(provider.list_wheels(ctx.settings.nightly))
-
-
-def default_bisect_probe(ctx: Context, date: str, model: str, config: str) -> Probe:
-    """Install the build `date` names (a nightly's date or a version) and run the one item under it."""
-    from bot import provider
-    from harness import engine
-    try:
-        built = provider.provide_spec(ctx.settings.nightly, provider.parse_spec(date), progress=False)
-    except (provider.ProviderError, provider.SpecError) as exc:
-        log.warning("bisect: skipping %s: %s", date, exc)
-        raise SkipNightly(date) from exc
-    chosen = steps.select_configs(ctx.settings, [config])
-    try:
-        out = engine.run_items([(model, config)], configs=chosen, base_settings={},
-                               options=ctx.settings.sweep.options(built.python))[0]
-    except engine.ConfigUnavailable as exc:   # a key this build lacks is an outcome of its own
-        return Probe(date=date, version=built.version, git=built.git, key="unavailable", detail=str(exc)[:300])
-    return Probe(date=date, version=built.version, git=built.git, key=outcome_key(out),
-                 detail=(out.error_message or "")[:300])
 
 
 # ---- the handlers ------------------------------------------------------------------------------
@@ -221,15 +129,15 @@ def do_rerun(ctx: Context, number: int, link: Any, args: dict[str, Any], author:
     models = _issue_models(ctx, link)
     result = (ctx.rerun or default_rerun)(ctx, link, models)
     _reply(ctx, number, "reply_rerun.md.j2", r=result, models=models, config=link.config,
-           rows=_model_rows(ctx.conn, result.get("run_id"), link.config, models))
+           rows=model_rows(ctx.conn, result.get("run_id"), link.config, models))
     return "rerun"
 
 
 def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
     from state import history
-    chosen = _check_configs(ctx, [args["config"]])
-    models = _check_models(ctx, [args["models"]])
-    base = _check_base_settings(ctx, args.get("base_setting") or [])
+    chosen = check_configs(ctx, [args["config"]])
+    models = check_models(ctx, [args["models"]])
+    base = check_base_settings(ctx, args.get("base_setting") or [])
     run_id = (ctx.sweep or default_sweep)(ctx, models, chosen, base)   # the sweep finalizes the run it ends
     effects = [e.to_dict() for e in history.effects(ctx.conn, run_id) if e.config == args["config"]]
     unavailable = _unavailable(ctx.conn, run_id)
@@ -239,8 +147,8 @@ def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author:
 
 
 def do_bisect(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
-    _check_configs(ctx, [args["config"]])
-    model = _check_models(ctx, [args["model"]])
+    check_configs(ctx, [args["config"]])
+    model = check_models(ctx, [args["model"]])
     if len(model) != 1:
         raise UserError(f"--model must name one model, {args['model']} names {len(model)}")
     try:
