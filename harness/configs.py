@@ -3,7 +3,7 @@
 A config is a flat dict {"torch._dynamo.config.capture_scalar_outputs": True}.
 Keys are dotted identifiers under CONFIG_MODULES and values TOML/JSON scalars
 or lists (check_syntax, wherever a config enters). `check` then asks the
-interpreter that will run the workers (`python -m harness.configs`, a
+interpreter that will run the workers (`python -m harness.config_probe`, a
 subprocess: the caller never imports torch) about every key: a wrongly typed
 value is a ConfigError before any model runs, and a config whose key that torch
 lacks is set aside as unavailable.
@@ -11,7 +11,6 @@ lacks is set aside as unavailable.
 from __future__ import annotations
 
 import difflib
-import functools
 import json
 import keyword
 import re
@@ -189,53 +188,13 @@ def _type_ok(value: Any, expected: str) -> bool:
     return check(value) if check else True  # callables, enums, ...: let torch decide
 
 
-def _entry_type(entry: Any) -> str:
-    """The type torch declares for a config entry (aliases have a sentinel default: trust value_type first)."""
-    value_type = getattr(entry, "value_type", None)
-    if isinstance(value_type, type):
-        return value_type.__name__
-    return type(getattr(entry, "default", None)).__name__
-
-
-def probe_here(keys: list[str]) -> dict[str, dict[str, Any]]:
-    """Each key in this interpreter's torch: "present" (declared type, type of the current value),
-    "missing" (with close matches) or "malformed" (with the reason)."""
-    import importlib
-
-    import torch  # noqa: F401  (no torch here is an error of its own, not "every key missing")
-
-    found: dict[str, dict[str, Any]] = {}
-    entries: dict[str, dict[str, Any]] = {}
-    for key in keys:
-        try:
-            module_name, attr = split_key(key)
-        except ConfigError as exc:
-            found[key] = {"status": "malformed", "reason": str(exc)}
-            continue
-        if module_name not in entries:
-            try:
-                entries[module_name] = dict(importlib.import_module(module_name)._config)
-            except (ImportError, AttributeError):
-                entries[module_name] = {}   # this torch has no such config module: every key is missing
-        table = entries[module_name]
-        if attr in table:
-            current = functools.reduce(getattr, attr.split("."), importlib.import_module(module_name))
-            found[key] = {"status": "present", "type": _entry_type(table[attr]), "current": type(current).__name__}
-        elif any(name.startswith(attr + ".") for name in table):
-            found[key] = {"status": "malformed", "reason": f"{key!r} is a group of settings, not one setting"}
-        else:
-            close = difflib.get_close_matches(attr, list(table), n=3, cutoff=0.8)
-            found[key] = {"status": "missing", "close": [f"{module_name}.{a}" for a in close]}
-    return found
-
-
 def probe(keys: list[str], python: str | None = None) -> dict[str, dict[str, Any]]:
     """probe_here run in a subprocess of `python` (default: this interpreter), so the caller never imports torch."""
     from harness.pool import worker_env  # the same PYTHONPATH the workers get
 
     python = python or sys.executable
     try:
-        proc = subprocess.run([python, "-m", "harness.configs"], input=json.dumps(sorted(set(keys))),
+        proc = subprocess.run([python, "-m", "harness.config_probe"], input=json.dumps(sorted(set(keys))),
                               capture_output=True, text=True, env=worker_env(), timeout=300)
     except OSError as exc:
         raise ConfigError(f"{python}: cannot run it to check settings ({exc.strerror})") from None
@@ -301,7 +260,3 @@ def validate_all(configs: dict[str, dict], base_settings: dict[str, Any], python
     checked = check(configs, base_settings, python)
     if checked.unavailable:
         raise ConfigError(checked.describe()[0])
-
-
-if __name__ == "__main__":
-    print(json.dumps(probe_here(json.loads(sys.stdin.read()))))
