@@ -21,10 +21,10 @@ import requests
 from github import Auth, Github, GithubException
 
 from bot import text
-from bot.publisher_api import ActionRefused, GitHubUnavailable, IssueRef, Publisher
+from bot.publisher_api import ActionRefused, GitHubUnavailable, IdentityError, IssueRef, Publisher, check_identity
 from bot.settings import GitHubSettings
 
-__all__ = ["ActionRefused", "GitHubPublisher", "GitHubUnavailable", "IssueRef", "Publisher"]
+__all__ = ["ActionRefused", "GitHubPublisher", "GitHubUnavailable", "IdentityError", "IssueRef", "Publisher"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -39,10 +39,6 @@ def _auth(settings: GitHubSettings) -> Auth.Auth:
     return Auth.AppAuth(settings.app_id, key).get_installation_auth(settings.installation_id)
 
 
-class IdentityError(ActionRefused):
-    """The credentials write as another account than `[github] bot_login`: every issue would be filed twice."""
-
-
 # (base_url, token, app_id, installation_id) -> login: asked of GitHub once per process.
 _LOGINS: dict[tuple[Any, ...], str] = {}
 
@@ -55,26 +51,6 @@ def _ask_login(gh: Github, settings: GitHubSettings) -> str:
     app = github.GithubIntegration(auth=Auth.AppAuth(settings.app_id, key), base_url=settings.base_url.rstrip("/"),
                                    retry=None, timeout=settings.request_timeout).get_app()
     return f"{app.slug}[bot]"
-
-
-def same_login(a: str, b: str) -> bool:
-    """GitHub logins compare case-insensitively; an App is `slug` or `slug[bot]`."""
-    def norm(login: str) -> str:
-        login = login.lower()
-        return login[:-5] if login.endswith("[bot]") else login
-    return norm(a) == norm(b)
-
-
-def check_identity(settings: GitHubSettings, login: str) -> str:
-    """Adopt `login` as bot_login when none is set; IdentityError when bot_login names another account."""
-    if not settings.bot_login:
-        log.info("github: writing as %s (bot_login taken from the credentials)", login)
-        settings.bot_login = login
-    elif not same_login(settings.bot_login, login):
-        raise IdentityError(f"the GitHub credentials write as {login!r}, not as [github] bot_login "
-                            f"{settings.bot_login!r}; set bot_login = {login!r} or use that account's credentials "
-                            "(nothing was published)")
-    return settings.bot_login
 
 
 def _lf(text: str | None) -> str:

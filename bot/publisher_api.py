@@ -6,8 +6,13 @@ here imports PyGithub, so a dry run loads without it.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from bot.settings import GitHubSettings
+
+log = logging.getLogger(__name__)
 
 
 class GitHubUnavailable(RuntimeError):
@@ -50,3 +55,27 @@ class Publisher(Protocol):
     def find_by_marker(self, key: str) -> IssueRef | None: ...
     def user_permission(self, login: str) -> str: ...
     def list_own_issues(self) -> list[IssueRef]: ...
+
+
+class IdentityError(ActionRefused):
+    """The credentials write as another account than `[github] bot_login`: every issue would be filed twice."""
+
+
+def same_login(a: str, b: str) -> bool:
+    """GitHub logins compare case-insensitively; an App is `slug` or `slug[bot]`."""
+    def norm(login: str) -> str:
+        login = login.lower()
+        return login[:-5] if login.endswith("[bot]") else login
+    return norm(a) == norm(b)
+
+
+def check_identity(settings: GitHubSettings, login: str) -> str:
+    """Adopt `login` as bot_login when none is set; IdentityError when bot_login names another account."""
+    if not settings.bot_login:
+        log.info("github: writing as %s (bot_login taken from the credentials)", login)
+        settings.bot_login = login
+    elif not same_login(settings.bot_login, login):
+        raise IdentityError(f"the GitHub credentials write as {login!r}, not as [github] bot_login "
+                            f"{settings.bot_login!r}; set bot_login = {login!r} or use that account's credentials "
+                            "(nothing was published)")
+    return settings.bot_login
