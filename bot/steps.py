@@ -38,12 +38,13 @@ def resolve_models(patterns: list[str]) -> list[str]:
 
 def sweep(conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict], base_settings: dict[str, Any],
           settings: Settings, python: str | None, run_id: int | None, resume: bool, nightly: str | None,
-          shard: str | None, kind: str = "nightly", progress: bool = True) -> int:
+          shard: str | None, kind: str = "nightly", progress: bool = True, prior: list[Any] | None = None,
+          population: dict[str, Any] | None = None) -> int:
     """Sweep (the engine stores, finishes and finalizes the run); returns the run id."""
     from harness import engine
     return engine.sweep(conn, models=models, configs=configs, base_settings=base_settings,
                         options=settings.sweep.options(python), run_id=run_id, resume=resume, kind=kind,
-                        nightly=nightly, shard=shard, progress=progress)
+                        nightly=nightly, shard=shard, progress=progress, prior=prior, population=population)
 
 
 def diff_with_previous(conn: sqlite3.Connection, run_id: int) -> tuple[int | None, DiffResult | None]:
@@ -116,7 +117,7 @@ class SweepStep(Protocol):
     def __call__(self, conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict],
                  base_settings: dict[str, Any], settings: Settings, python: str | None, run_id: int | None,
                  resume: bool, nightly: str | None, shard: str | None, kind: str = ...,
-                 progress: bool = ...) -> int: ...
+                 progress: bool = ..., prior: list[Any] | None = ..., population: dict[str, Any] | None = ...) -> int: ...
 
 
 class DiffStep(Protocol):
