@@ -149,3 +149,33 @@ def test_population_setting_is_checked(tmp_path: Path) -> None:
         load_settings(toml, env={})
     toml.write_text('[sweep]\npopulation = "graph-breaking"\n')
     assert load_settings(toml, env={}).sweep.population == "graph-breaking"
+
+
+@pytest.mark.compile
+def test_real_baseline_pass_then_the_flag_only_on_the_breaking_model(tmp_path: Path) -> None:
+    import torch
+
+    from harness.configs import BUILTIN
+    from harness.engine import SweepOptions, sweep
+
+    conn = db.connect(tmp_path / "s.sqlite")
+    options = SweepOptions(workers=1, timeout=120, extra_modules=["tests.fault_models"])
+    cands = [sampling.Pick("TinyItemModel", "decoder_llm"), sampling.Pick("Fault_raise", "decoder_llm"),
+             sampling.Pick("BrokenCreateModel", "encoder_decoder")]
+
+    def baseline_pass(models: list[str]) -> int:
+        return sweep(conn, models=models, configs={"baseline": {}}, base_settings={}, options=options,
+                     kind="baseline", progress=False)
+
+    drawn = sampling.draw(conn, cands, population="graph-breaking", sample=None, seed=0, base_settings={},
+                          torch_version=torch.__version__, baseline_pass=baseline_pass)
+    assert "TinyItemModel" in drawn.models and "BrokenCreateModel" not in drawn.models   # create_error: no baseline
+    assert sorted(drawn.models) == sorted(o.model for o in drawn.prior if (o.graphs or 0) > 1) and drawn.meta["candidates"] == 3
+    configs = {"baseline": {}, "capture_scalar_outputs": BUILTIN["capture_scalar_outputs"]}
+    rid = sweep(conn, models=drawn.models, configs=configs, base_settings={}, options=options, progress=False,
+                prior=drawn.prior, population=drawn.meta)
+    outs = {o.config: o for o in runs.outcomes(conn, rid) if o.model == "TinyItemModel"}
+    assert outs["baseline"] == next(o for o in drawn.prior if o.model == "TinyItemModel")   # reused, not compiled again
+    assert (outs["baseline"].graphs, outs["capture_scalar_outputs"].graphs) == (2, 1)
+    assert [e.effect for e in effects_for(list(outs.values()))] == ["reduces_graphs"]
+    assert runs.get_run(conn, rid).options["population"]["source"].startswith("baseline pass")
