@@ -112,6 +112,9 @@ def test_close_only_after_n_verified_nightlies_never_on_quiet_ones() -> None:
 
     one = plan([_night("2026-11-20", "ok")], 1, t)
     assert [a.action for a in one.actions if a.key == key] == ["comment"] and (key, {"quiet_nightlies": 1}) in one.notes
+    untested_comment = plan([_night("2026-11-20", "create_error")], 1, t)
+    [comment] = [a for a in untested_comment.actions if a.key == key]
+    assert "Not tested in this nightly, so not counted as fixed: `Model02ForCausalLM` (create_error)" in comment.body
     # Five quiet nightlies on which the model was never tested: the old rule closed, this one does not.
     untested = [_night("2026-11-2" + str(d), s) for d, s in enumerate([None, "create_error", None, "input_error", None])]
     assert [a.action for a in plan(untested, 5).actions if a.key == key] == []
