@@ -80,7 +80,7 @@ def _draw(conn: Any, args: argparse.Namespace, population: str, cands: list[Any]
         print(f"flagsweep sweep: baseline pass over {len(models)} models to find the graph-breaking ones",
               file=sys.stderr)
         return sweep(conn, models=models, configs={"baseline": configs.get("baseline", {})}, base_settings=base,
-                     options=options, kind="baseline", progress=True)
+                     options=options, kind="baseline", progress=not args.json)
 
     return sampling.draw(conn, cands, population=population, sample=args.sample, seed=args.seed, base_settings=base,
                          torch_version=torch_version, baseline_pass=baseline_pass)
@@ -171,7 +171,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     try:
         with sigterm_as_interrupt():
             run_id = sweep(conn, models=models, configs=configs, base_settings=base, options=options,
-                           run_id=run_id, resume=bool(args.resume), progress=True,
+                           run_id=run_id, resume=bool(args.resume), progress=not args.json,
                            prior=drawn.prior if drawn else None, population=drawn.meta if drawn else None)
     except ResumeError as exc:
         return _fail(str(exc))

@@ -135,5 +135,14 @@ CREATE TABLE run_leases (
 );
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4]
+# v4 -> v5: a command job that failed because GitHub was down waits in the queue
+# for its next attempt (retry_at, epoch seconds) until retry_until, then fails.
+V5 = """
+ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN retry_at REAL;
+ALTER TABLE jobs ADD COLUMN retry_until REAL;
+CREATE INDEX jobs_status ON jobs(status, kind, id);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from state import history, leases, runs
+from state import history, jobs, leases, runs
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 from tests import historydata as hd
@@ -53,7 +53,17 @@ def _fill_v3(conn: sqlite3.Connection) -> None:
     _fill_v2(conn)
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3}
+def _fill_v4(conn: sqlite3.Connection) -> None:
+    """v3 rows plus jobs as the service stored them at v4 (no retry columns yet): one done, one queued."""
+    _fill_v3(conn)
+    conn.execute("INSERT INTO jobs (id, kind, payload, status, created_at, finished_at, result) VALUES"
+                 " (1, 'quick', '{\"issue\": 7}', 'done', '2026-10-02T05:00:00+00:00', '2026-10-02T05:00:02+00:00',"
+                 " '{\"commands\": []}')")
+    conn.execute("INSERT INTO jobs (id, kind, payload, status, created_at) VALUES"
+                 " (2, 'command', '{\"issue\": 7}', 'queued', '2026-10-02T05:01:00+00:00')")
+
+
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4}
 
 
 def _build_at(path, version: int) -> None:
@@ -108,6 +118,11 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     # v4: no run of an older store is held by anyone; a lease can be taken on it.
     assert conn.execute("SELECT count(*) FROM run_leases").fetchone()[0] == 0
     leases.acquire(conn, 2).release(conn)
+    if version >= 4:
+        # Stored jobs read back with no outage behind them, and the queued one is still claimed.
+        assert jobs.get(conn, 1).attempts == 0 and jobs.get(conn, 1).result == {"commands": []}
+        claimed = jobs.claim_next(conn)
+        assert claimed.id == 2 and claimed.retry_at is None and claimed.payload == {"issue": 7}
 
 
 def test_each_migration_is_one_transaction(tmp_path):
