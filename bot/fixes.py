@@ -52,7 +52,7 @@ def check(signature: str, baseline: Outcome | None, flagged: Outcome | None) -> 
         return FLAKY
     if flagged.status == "ok":
         return COMPILES
-    return STILL_CRASHING if flagged.signature == signature or flagged.crash_signature == signature else OTHER_CRASH
+    return STILL_CRASHING if flagged.crash_signature == signature else OTHER_CRASH
 
 
 def tested(result: str) -> bool:
