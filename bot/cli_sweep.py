@@ -153,7 +153,6 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
                 return _fail(str(exc))
             if not cands:
                 return _fail("no models selected")
-            cfg.validate_all(configs, base, options.python)
             with sigterm_as_interrupt():
                 drawn = _draw(conn, args, args.population or s.population, cands, base, configs, options)
             models = drawn.models
@@ -173,7 +172,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
             run_id = sweep(conn, models=models, configs=configs, base_settings=base, options=options,
                            run_id=run_id, resume=bool(args.resume), progress=not args.json,
                            prior=drawn.prior if drawn else None, population=drawn.meta if drawn else None)
-    except ResumeError as exc:
+    except (ResumeError, cfg.ConfigError) as exc:  # ConfigError: checked in the workers' torch, nothing ran
         return _fail(str(exc))
     except SweepInterrupted as exc:
         print(f"flagsweep sweep: interrupted; finished items are stored. Continue with: flagsweep sweep --resume {exc.run_id}",

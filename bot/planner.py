@@ -99,6 +99,7 @@ class _Planner:
             "effects_table": table.rows, "testable": table.testable, "report_url": self.s.report_url,
             "begin": text.BEGIN, "end": text.END, "date": self.date, "date_text": _when(self.date),
             "population": (run.get("options") or {}).get("population"),
+            "unavailable": sorted((n, u.get("missing") or []) for n, u in (run.get("unavailable") or {}).items()),
         }
 
     def news(self, config: str, signature: str) -> tuple[list[str], list[str]]:

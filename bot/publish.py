@@ -86,9 +86,11 @@ def _make_plan(conn: sqlite3.Connection, settings: Settings, view: RunView, veri
     inputs = plan_inputs.gather(conn, view)
     if verify:
         groups = planner.tracking_groups(inputs.effects, inputs.outcomes)
+        # Verified on the run's own interpreter (its environment records it), from what the run stored.
         inputs.reproducers = reproducers.verify_all(
-            groups, inputs.outcomes, inputs.run, cache_path=Path(settings.state_path).with_name("repro-cache.json"),
-            python=settings.sweep.python, timeout=settings.issues.repro_timeout, progress=say)
+            groups, inputs.outcomes, inputs.run, dict(view.builds),
+            cache_path=Path(settings.state_path).with_name("repro-cache.json"),
+            timeout=settings.issues.repro_timeout, progress=say)
     return planner.plan(inputs, psettings)
 
 
@@ -112,7 +114,11 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
     if not dry_run:
         if publisher is None:
             from bot.publisher import GitHubPublisher    # the only module importing PyGithub
-            publisher = GitHubPublisher(settings.github)
+            try:
+                publisher = GitHubPublisher(settings.github)   # asks GitHub who we are before anything is sent
+            except GitHubUnavailable as exc:
+                summary.stopped = str(exc)
+                return _finish(conn, summary)
         if not repo:
             raise ActionRefused("no repository: set github.repo or pass --repo OWNER/NAME")
         return _publish(conn, view, publisher, repo, summary, say, make_plan)

@@ -41,6 +41,8 @@ class RunView:
     diff: DiffResult | None
     signatures: tuple[dict[str, Any], ...]  # state.history.signature_history rows
     links: Mapping[str, Link]
+    # model -> stored build (what reproducers embed)
+    builds: Mapping[str, dict[str, Any]] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def id(self) -> int:
@@ -66,4 +68,5 @@ def load(conn: sqlite3.Connection, run_id: int, repo: str | None = None) -> RunV
     return RunView(run=run, group=tuple(history.run_group(conn, run_id)), models=frozenset(models),
                    outcomes=tuple(outcomes), effects=tuple(effects), previous=previous, diff=diff,
                    signatures=tuple(history.signature_history(conn)),
-                   links=MappingProxyType(links_mod.all_links(conn, repo or None)))
+                   links=MappingProxyType(links_mod.all_links(conn, repo or None)),
+                   builds=MappingProxyType(runs.group_model_data(conn, list(history.run_group(conn, run_id)))))

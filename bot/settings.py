@@ -60,7 +60,7 @@ class GitHubSettings:
     private_key_path: str | None = None
     private_key: str | None = None           # env FLAGSWEEP_GITHUB_APP_KEY
     installation_id: int | None = None
-    bot_login: str = "flagsweep-bot"         # the login the bot writes as
+    bot_login: str = ""                      # the login the bot writes as ("": the credentials' own login)
     mutation_interval: float = 1.0           # seconds between writes
     max_retries: int = 5
     max_wait: float = 300.0                  # longest single wait for a rate limit
@@ -129,7 +129,7 @@ class NightlySettings:
     no_deps: bool = False             # install only the wheels named (tests, pre-provisioned runners)
     pip_args: list[str] = field(default_factory=list)
     install_timeout: float = 1800.0   # seconds for one venv install
-    torch: str = "nightly"            # what `serve` sweeps each night and on `rerun`: nightly | current
+    torch: str = "nightly"            # what `serve` sweeps each night and on `rerun`: as `nightly --torch` takes it
 
 
 @dataclass

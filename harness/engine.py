@@ -7,16 +7,24 @@ committed at once and an interrupted sweep resumes where it stopped.
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from typing import Any, Callable
 
+from harness.configs import Checked, ConfigError, check_all_syntax
+from harness.configs import check as config_check
 from harness.effects import BASELINE
 from harness.options import SweepOptions
 from harness.outcome import Outcome
 from harness.pool import Group, Pool, PoolError, worker_env
 from harness.progress import Progress
+from harness.scrub import scrub
 from state import history, leases, runs
+
+log = logging.getLogger(__name__)
+
+_PATH_FIELDS = ("error_message", "traceback", "torch_frame")  # outcome text that may carry machine paths
 
 # Fields of the environment that make two runs incomparable if they differ.
 _ENV_KEYS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "recipe_fingerprint")
@@ -24,6 +32,10 @@ _ENV_KEYS = ("torch_version", "torch_git", "transformers_version", "python_versi
 
 class ResumeError(ValueError):
     """The run to resume does not exist, is finished, or ran in another environment."""
+
+
+class ConfigUnavailable(ConfigError):
+    """run_items was asked for a config whose key the torch under test lacks."""
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -73,6 +85,8 @@ def _stratum_lookup() -> Callable[[str], str | None]:
 
 
 def _outcome(data: dict[str, Any], stratum_of: Callable[[str], str | None]) -> Outcome:
+    # Stored without machine paths (the signature, made from the raw text, keeps only file names).
+    data = {**data, **{k: scrub(data.get(k)) for k in _PATH_FIELDS if data.get(k)}}
     outcome = Outcome.from_dict(data)
     if outcome.stratum is None:
         outcome.stratum = stratum_of(outcome.model)
@@ -82,9 +96,12 @@ def _outcome(data: dict[str, Any], stratum_of: Callable[[str], str | None]) -> O
 def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settings: dict,
           options: SweepOptions, run_id: int | None = None, resume: bool = False, kind: str = "sweep",
           nightly: str | None = None, shard: str | None = None, progress: bool = True,
+          extra_environment: dict | None = None,
           prior: list[Outcome] | None = None, population: dict[str, Any] | None = None) -> int:
     """Run models x (baseline + configs), storing each outcome as it finishes; returns the run id.
 
+    extra_environment: what the caller knows of the build beyond what the workers see
+    (the index and channel it came from), stored with the environment.
     `prior`: outcomes already had on this torch (a baseline pass), stored into a new run instead of run again;
     `population`: how the models were chosen, kept with the run's options for the issues' method table.
 
@@ -94,8 +111,10 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
     configs = {BASELINE: configs.get(BASELINE, {}), **{k: v for k, v in configs.items() if k != BASELINE}}
     prior = [o for o in prior or [] if o.model in set(models) and o.config in configs] if not resume else []
     done: set[tuple[str, str]] = {(o.model, o.config) for o in prior}
-    stored = None
+    stored, unavailable = None, {}
     lease = None
+    if not resume:
+        check_all_syntax(configs, base_settings)   # malformed keys stop us before a worker starts
     if resume:
         if run_id is None:
             raise ResumeError("--resume needs a run id")
@@ -112,20 +131,30 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         lease.keep_alive()
         done = runs.finished_items(conn, run_id)
     groups = plan_groups(models, configs, done)
-    total = len(models) * len(configs)
     pool = _pool(options, base_settings, len(groups))
     bar = None
     try:
-        pool.start()  # the workers import torch while we set up the run
+        try:
+            pool.start()  # the workers import torch while we set up the run and check the configs
+        except OSError as exc:   # no such interpreter: a bad --python, said in one line
+            raise ConfigError(f"{options.python or sys.executable}: cannot start the workers ({exc.strerror})") from None
+        if not resume:
+            # In the interpreter under test, before any model runs: ConfigError on a wrong type,
+            # a config whose key that torch lacks set aside.
+            checked = check_configs(configs, base_settings, options.python)
+            configs, unavailable = checked.configs, checked.unavailable
+            groups = plan_groups(models, configs, done)
+        total = len(models) * len(configs)
         bar = Progress(total=total, done=len(done), enabled=progress, label=f"sweep {len(models)} models")
-        env = pool.environment()
+        # "python": the interpreter the workers were started with, what a reproducer is verified under.
+        env = {**pool.environment(), "python": options.python or sys.executable, **(extra_environment or {})}
         if stored is not None:
             _check_same_environment(stored.environment, env, run_id)
         else:
             run_options = {**options.to_dict(), **({"population": population} if population else {})}
             lease = leases.create_held(conn, lambda: runs.create_run(
                 conn, environment=env, models=models, configs=configs, base_settings=base_settings,
-                options=run_options, kind=kind, nightly=nightly, shard=shard))
+                options=run_options, kind=kind, nightly=nightly, shard=shard, unavailable=unavailable))
             run_id = lease.run_id
             lease.keep_alive()
             for outcome in prior:
@@ -133,6 +162,9 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         stratum_of = _stratum_lookup()
         for _, data in pool.run(groups):
             outcome = _outcome(data, stratum_of)
+            built = pool.model_data.pop(outcome.model, None)
+            if built is not None:   # once per model: what its reproducer is rendered from
+                runs.record_model(conn, run_id, outcome.model, built)
             runs.record_outcome(conn, run_id, outcome)
             bar.advance(crashed=outcome.crashed)
         bar.close()
@@ -163,6 +195,14 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
     return run_id
 
 
+def check_configs(configs: dict[str, dict], base_settings: dict, python: str | None) -> Checked:
+    """The configs checked in `python`'s torch (a subprocess): runnable ones and unavailable ones."""
+    checked = config_check(configs, base_settings, python)
+    for line in checked.describe():
+        log.warning("%s", line)
+    return checked
+
+
 def _check_same_environment(old: dict, new: dict, run_id: int) -> None:
     diffs = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in _ENV_KEYS if old.get(k) != new.get(k)]
     if diffs:
@@ -177,6 +217,9 @@ def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_se
     fresh_workers: every item in a new worker (flake confirmation). mode="eager":
     build and one eager forward only (zoo check); the config name may be "-".
     """
+    checked = check_configs({name: configs.get(name, {}) for _, name in items}, base_settings, options.python)
+    if checked.unavailable:
+        raise ConfigUnavailable(checked.describe()[0])
     settings_of = {}
     for _, name in items:
         if name in ("-", BASELINE):
@@ -209,6 +252,23 @@ def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_se
     return [r if r is not None else Outcome(model=m, config=c, status="killed", error_type="killed",
                                             error_message="no result", signature="killed")
             for r, (m, c) in zip(results, items)]
+
+
+def describe(models: list[str], *, options: SweepOptions) -> dict[str, dict]:
+    """{model: its build as plain data} (what a reproducer embeds), from workers; nothing is stored.
+
+    Models that do not build, or have no transformers config to embed, are left out.
+    """
+    groups = [Group(model, [(i, "-", {})], "eager") for i, model in enumerate(models)]
+    pool = _pool(options, {}, len(groups))
+    try:
+        for _ in pool.run(groups):
+            pass
+    except BaseException:
+        pool.close(kill=True)
+        raise
+    pool.close()
+    return dict(pool.model_data)
 
 
 def collect_environment(python: str | None = None, device: str = "cpu") -> dict:

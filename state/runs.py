@@ -4,12 +4,12 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator
 
 from harness.outcome import Outcome
-from state.db import latest_rows
+from state.db import latest_rows, transaction
 
 
 def now() -> str:
@@ -34,10 +34,15 @@ class Run:
     reason: str | None = None
     nightly: str | None = None
     shard: str | None = None
+    # Configs set aside because the torch under test lacks a key: name -> {"settings", "missing"}.
+    unavailable: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return dict(self.__dict__)
+
+
+_UNAVAILABLE = "unavailable_configs"  # the options key that keeps a run's unavailable configs
 
 
 def environment_id(conn: sqlite3.Connection, env: dict[str, Any]) -> int:
@@ -60,9 +65,11 @@ def environment_id(conn: sqlite3.Connection, env: dict[str, Any]) -> int:
 def create_run(conn: sqlite3.Connection, *, environment: dict[str, Any], models: list[str],
                configs: dict[str, dict[str, Any]], base_settings: dict[str, Any] | None = None,
                options: dict[str, Any] | None = None, kind: str = "sweep",
-               nightly: str | None = None, shard: str | None = None) -> int:
-    """Start a run; returns its id."""
+               nightly: str | None = None, shard: str | None = None,
+               unavailable: dict[str, dict[str, Any]] | None = None) -> int:
+    """Start a run; returns its id. `unavailable` configs are kept with the run's options."""
     env_id = environment_id(conn, environment)
+    options = {**(options or {}), **({_UNAVAILABLE: unavailable} if unavailable else {})}
     cur = conn.execute(
         "INSERT INTO runs (kind, environment_id, started_at, models, configs, base_settings, options, nightly, shard)"
         " VALUES (?,?,?,?,?,?,?,?,?)",
@@ -81,6 +88,53 @@ def record_outcome(conn: sqlite3.Connection, run_id: int, outcome: Outcome) -> N
         (run_id, outcome.model, outcome.config, outcome.status, outcome.graphs, outcome.signature,
          outcome.fingerprint, json.dumps(outcome.to_dict()), now()),
     )
+
+
+def import_run(conn: sqlite3.Connection, run: dict[str, Any], outcomes_: list[Outcome],
+               builds: dict[str, dict[str, Any]], origin: str) -> int:
+    """Store a run exported elsewhere (a shard from another host) as it was; returns its new id here.
+
+    `origin` (a hash of the file) is kept in the run's options: importing the same file
+    again returns the run already imported instead of a copy.
+    """
+    row = conn.execute("SELECT id FROM runs WHERE json_extract(options, '$.imported_from') = ?", (origin,)).fetchone()
+    if row:
+        return row[0]
+    with transaction(conn):
+        options = {**(run.get("options") or {}), "imported_from": origin}
+        cur = conn.execute(
+            "INSERT INTO runs (kind, environment_id, started_at, finished_at, status, reason, models, configs,"
+            " base_settings, options, nightly, shard) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run["kind"], environment_id(conn, run.get("environment") or {}), run["started_at"], run.get("finished_at"),
+             run["status"], run.get("reason"), json.dumps(run["models"]), json.dumps(run["configs"], sort_keys=True),
+             json.dumps(run.get("base_settings") or {}, sort_keys=True), json.dumps(options, sort_keys=True),
+             run.get("nightly"), run.get("shard")))
+        run_id = cur.lastrowid
+        for outcome in outcomes_:
+            record_outcome(conn, run_id, outcome)
+        for model, data in builds.items():
+            record_model(conn, run_id, model, data)
+    return run_id
+
+
+def record_model(conn: sqlite3.Connection, run_id: int, model: str, data: dict[str, Any]) -> None:
+    """Store what a reproducer needs for one model of a run (plain data, as the worker built it)."""
+    conn.execute("INSERT OR REPLACE INTO run_models (run_id, model, data) VALUES (?,?,?)",
+                 (run_id, model, json.dumps(data, sort_keys=True)))
+
+
+def model_data(conn: sqlite3.Connection, run_id: int) -> dict[str, dict[str, Any]]:
+    """{model: stored build data} for a run."""
+    rows = conn.execute("SELECT model, data FROM run_models WHERE run_id = ? ORDER BY model", (run_id,))
+    return {r[0]: json.loads(r[1]) for r in rows}
+
+
+def group_model_data(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, dict[str, Any]]:
+    """{model: stored build data} over several runs (the shards of one nightly); later runs win."""
+    out: dict[str, dict[str, Any]] = {}
+    for rid in run_ids:
+        out.update(model_data(conn, rid))
+    return out
 
 
 def finished_items(conn: sqlite3.Connection, run_id: int) -> set[tuple[str, str]]:
@@ -130,12 +184,14 @@ _RUN_SQL = ("SELECT r.*, e.data AS env FROM runs r LEFT JOIN environments e ON e
 
 def _run(row: sqlite3.Row) -> Run:
     keys = row.keys()
+    options = json.loads(row["options"])
     return Run(
         id=row["id"], kind=row["kind"], status=row["status"], started_at=row["started_at"],
         finished_at=row["finished_at"], models=json.loads(row["models"]), configs=json.loads(row["configs"]),
-        base_settings=json.loads(row["base_settings"]), options=json.loads(row["options"]),
+        base_settings=json.loads(row["base_settings"]), options=options,
         environment=json.loads(row["env"]) if row["env"] else {}, reason=row["reason"],
         nightly=row["nightly"] if "nightly" in keys else None, shard=row["shard"] if "shard" in keys else None,
+        unavailable=options.get(_UNAVAILABLE) or {},
     )
 
 

@@ -144,5 +144,17 @@ ALTER TABLE jobs ADD COLUMN retry_until REAL;
 CREATE INDEX jobs_status ON jobs(status, kind, id);
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5]
+# v5 -> v6: what a reproducer needs, per model of a run, as plain data (built config,
+# input spec, config class, fingerprint, transformers version), stored by the engine
+# so the bot renders reproducers without building models or importing torch.
+V6 = """
+CREATE TABLE run_models (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    model TEXT NOT NULL,
+    data TEXT NOT NULL,                     -- JSON: config_class, config, spec, fingerprint, ...
+    PRIMARY KEY (run_id, model)
+);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -63,7 +63,12 @@ def _fill_v4(conn: sqlite3.Connection) -> None:
                  " (2, 'command', '{\"issue\": 7}', 'queued', '2026-10-02T05:01:00+00:00')")
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4}
+def _fill_v5(conn: sqlite3.Connection) -> None:
+    """v5 added job retry columns only: v4's rows."""
+    _fill_v4(conn)
+
+
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5}
 
 
 def _build_at(path, version: int) -> None:
@@ -123,6 +128,10 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
         assert jobs.get(conn, 1).attempts == 0 and jobs.get(conn, 1).result == {"commands": []}
         claimed = jobs.claim_next(conn)
         assert claimed.id == 2 and claimed.retry_at is None and claimed.payload == {"issue": 7}
+    # v6: per-model build data of a run, what reproducers are rendered from.
+    assert runs.model_data(conn, 2) == {}
+    runs.record_model(conn, rid, "LlamaForCausalLM", {"config_class": "LlamaConfig", "config": {"vocab_size": 99}})
+    assert runs.model_data(conn, rid) == {"LlamaForCausalLM": {"config_class": "LlamaConfig", "config": {"vocab_size": 99}}}
 
 
 def test_each_migration_is_one_transaction(tmp_path):
