@@ -148,6 +148,7 @@ def test_a_bisect_probe_on_a_build_without_the_key_reports_it_unavailable(tmp_pa
     settings.sweep.config_file = str(tmp_path / "configs.toml")
     # The install of that day's build is the provider's business (tests/test_provider.py); here it is the stand-in.
     monkeypatch.setattr(provider, "provide", lambda nightly, date, progress=False: provider.current(str(stand_in)))
+    monkeypatch.setattr(provider, "provide_spec", lambda nightly, spec, progress=False: provider.current(str(stand_in)))
     ctx = handlers.Context(conn=db.connect(settings.state_path), settings=settings, github=None, gate=None)
     probe = handlers.default_bisect_probe(ctx, "2026-11-01", MODEL, "budget")
     assert probe.key == "unavailable" and GONE in probe.detail
