@@ -10,6 +10,7 @@ from typing import Any
 
 from bot import cli_types as types
 from bot.interrupts import sigterm_as_interrupt
+from harness.population import POPULATIONS
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--configs", metavar="NAME[,NAME]", type=types.name_list, help="configs to sweep (default: [nightly] configs)")
     p.add_argument("--models", metavar="GLOB[,GLOB]", type=types.name_list, help="models to sweep (default: [nightly] models or the embedded corpus)")
     p.add_argument("--force", action="store_true", help="sweep again even if this nightly was swept with these configs")
+    p.add_argument("--population", choices=POPULATIONS, metavar="all|graph-breaking",
+                   help="sweep every model, or only those with more than one graph at baseline (default: [sweep] population)")
     p.add_argument("--shard", metavar="i/N", help="sweep only the i-th of N slices of the models (CI matrix)")
     p.add_argument("--out", metavar="DIR", help="where dry-run issues and the report go (default: [issues] dry_run_out)")
     p.add_argument("--export", metavar="FILE", help="also write the run (environment, outcomes, builds) to FILE, "
@@ -98,7 +101,7 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
         with sigterm_as_interrupt():
             result = nightly.run_nightly(conn, settings, torch=args.torch, date=args.date, configs=_split(args.configs),
                                          models=_split(args.models), force=args.force, shard=args.shard,
-                                         dry_run=args.dry_run, out_dir=args.out)
+                                         dry_run=args.dry_run, out_dir=args.out, population=args.population)
         if args.export and result.run_id is not None:
             from bot import merge
             merge.write_export(conn, result.run_id, args.export)

@@ -16,6 +16,7 @@ from bot import cli_types as types
 from bot.interrupts import sigterm_as_interrupt
 from bot.settings import Settings
 from harness.effects import effect_table
+from harness.population import POPULATIONS
 
 BACKENDS = ("count", "eager", "aot_eager", "inductor")
 
@@ -32,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="apply to every compile, baseline included (repeatable)")
     p.add_argument("--sample", type=types.positive_int, metavar="N", help="a stratified random sample of N of the models")
     p.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
+    p.add_argument("--population", choices=POPULATIONS, metavar="all|graph-breaking",
+                   help="draw from every model, or only those with more than one graph at baseline (default: settings, else all)")
     p.add_argument("--workers", type=types.count_or_auto, metavar="N", help="worker processes (default: settings, else one per core)")
     p.add_argument("--timeout", type=types.positive_float, metavar="S", help="seconds per item before it is killed (default: settings)")
     p.add_argument("--backend", choices=BACKENDS, help="backend behind the graph counter (default: count only)")
@@ -50,8 +53,8 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def _models(args: argparse.Namespace) -> list[str]:
-    """Model names from --models (or the corpus), resolved and optionally sampled through the zoo."""
+def _candidates(args: argparse.Namespace) -> list[Any]:
+    """Zoo candidates from --models (or the corpus), resolved (sampling comes after the population is known)."""
     from harness import zoo
 
     if args.models:
@@ -60,10 +63,27 @@ def _models(args: argparse.Namespace) -> list[str]:
         from harness.corpus import DEFAULT_CORPUS
 
         patterns = list(DEFAULT_CORPUS)
-    cands = zoo.resolve(patterns)
-    if args.sample:
-        cands = zoo.sample(cands, args.sample, args.seed)
-    return [c.model for c in cands]
+    return zoo.resolve(patterns)
+
+
+def _draw(conn: Any, args: argparse.Namespace, population: str, cands: list[Any], base: dict[str, Any],
+          configs: dict[str, dict], options: Any) -> Any:
+    """The population, then the sample: a `bot.sampling.Drawn` (a baseline pass runs first when one is needed)."""
+    from bot import sampling
+    from harness.engine import collect_environment, sweep
+
+    torch_version = None
+    if population != "all":
+        torch_version = collect_environment(options.python, options.device).get("torch_version")
+
+    def baseline_pass(models: list[str]) -> int:
+        print(f"flagsweep sweep: baseline pass over {len(models)} models to find the graph-breaking ones",
+              file=sys.stderr)
+        return sweep(conn, models=models, configs={"baseline": configs.get("baseline", {})}, base_settings=base,
+                     options=options, kind="baseline", progress=not args.json)
+
+    return sampling.draw(conn, cands, population=population, sample=args.sample, seed=args.seed, base_settings=base,
+                         torch_version=torch_version, baseline_pass=baseline_pass)
 
 
 def _resume_id(conn: Any, value: str) -> int | None:
@@ -112,6 +132,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
         return _fail(f"--device {options.device}: {why}")
     run_id = None
     models: list[str] = []
+    drawn = None
     configs: dict[str, dict] = {}
     base: dict[str, Any] = {}
     try:
@@ -125,22 +146,32 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
             configs = cfg.select(catalog, names)
             base = dict(cfg.parse_setting(text) for text in args.base_setting)
             try:
-                models = _models(args)
+                cands = _candidates(args)
             except Exception as exc:  # the zoo's UnknownModel: a user error with close matches
                 if type(exc).__name__ != "UnknownModel":
                     raise
                 return _fail(str(exc))
-            if not models:
+            if not cands:
                 return _fail("no models selected")
+            with sigterm_as_interrupt():
+                drawn = _draw(conn, args, args.population or s.population, cands, base, configs, options)
+            models = drawn.models
+            if not models:
+                return _fail(f"no models in the population {args.population or s.population!r}")
     except cfg.ConfigError as exc:
         return _fail(str(exc))
     except ValueError as exc:  # a bad --resume value
         return _fail(str(exc))
+    except SweepInterrupted as exc:
+        print(f"flagsweep sweep: interrupted during the baseline pass (run {exc.run_id}); nothing else ran",
+              file=sys.stderr)
+        return 130
 
     try:
         with sigterm_as_interrupt():
             run_id = sweep(conn, models=models, configs=configs, base_settings=base, options=options,
-                           run_id=run_id, resume=bool(args.resume), progress=not args.json)
+                           run_id=run_id, resume=bool(args.resume), progress=not args.json,
+                           prior=drawn.prior if drawn else None, population=drawn.meta if drawn else None)
     except (ResumeError, cfg.ConfigError) as exc:  # ConfigError: checked in the workers' torch, nothing ran
         return _fail(str(exc))
     except SweepInterrupted as exc:

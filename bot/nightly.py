@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot import provider
+from bot import provider, sampling
 from bot.publish import PublishSummary
 from bot.settings import Settings
 from bot.steps import Steps, load_view
@@ -107,7 +107,7 @@ def record_failure(conn: sqlite3.Connection, *, reason: str, nightly: str | None
 def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "nightly", date: str | None = None,
                 configs: list[str] | None = None, models: list[str] | None = None, force: bool = False,
                 shard: str | None = None, dry_run: bool | None = None, out_dir: str | Path | None = None,
-                progress: bool = True, steps: Steps | None = None) -> NightlyResult:
+                progress: bool = True, steps: Steps | None = None, population: str | None = None) -> NightlyResult:
     """The whole nightly; a provider failure is a failed run in the store, never an exception."""
     steps = steps or Steps()
     provider.parse_spec(torch)       # a build name that is none of the forms: SpecError before anything runs
@@ -129,6 +129,9 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         log.error("nightly failed: %s", exc)
         return result
     result.torch, result.nightly = built.to_dict(), built.date
+    drawn = _population(conn, settings, steps, names, chosen, built, population or settings.sweep.population, progress)
+    if drawn.meta is not None:
+        names, result.models = drawn.models, len(drawn.models)
     existing = find_existing(conn, nightly=built.date, shard=shard, configs=chosen, models=names,
                              torch_version=built.version)
     if existing and existing.status == "finished" and not force:
@@ -138,7 +141,8 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         resume = bool(existing and existing.status in ("running", "interrupted") and not force)
         result.run_id = steps.sweep(conn, models=names, configs=chosen, base_settings={}, settings=settings,
                                     python=built.python, run_id=existing.id if resume else None, resume=resume,
-                                    nightly=built.date, shard=shard, progress=progress, build=built.environment())
+                                    nightly=built.date, shard=shard, progress=progress, build=built.environment(),
+                                    **({"prior": drawn.prior, "population": drawn.meta} if drawn.meta else {}))
     result.unavailable = runs_mod.get_run(conn, result.run_id).unavailable
     result.configs = [c for c in result.configs if c not in result.unavailable]
     if shard:
@@ -146,6 +150,22 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         result.status = "shard_done" if result.status == "swept" else result.status
         return result
     return publish_stage(conn, settings, result, python=built.python, steps=steps, out=out)
+
+
+def _population(conn: sqlite3.Connection, settings: Settings, steps: Steps, names: list[str],
+                configs: dict[str, dict], built: provider.Nightly, population: str, progress: bool) -> sampling.Drawn:
+    """The nightly's models drawn from `population` (a baseline pass on this torch first, when none is stored)."""
+    if population == "all":
+        return sampling.Drawn(models=names)
+
+    def baseline_pass(models: list[str]) -> int:
+        log.info("baseline pass over %d models to find the graph-breaking ones", len(models))
+        return steps.sweep(conn, models=models, configs={"baseline": configs.get("baseline", {})}, base_settings={},
+                           settings=settings, python=built.python, run_id=None, resume=False, nightly=None,
+                           shard=None, kind="baseline", progress=progress, build=built.environment())
+
+    return sampling.draw(conn, [sampling.Pick(n) for n in names], population=population, sample=None, seed=0,
+                         base_settings={}, torch_version=built.version, baseline_pass=baseline_pass)
 
 
 def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, *, python: str | None,

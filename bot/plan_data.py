@@ -10,6 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bot.fixes import Night
 from bot.routing import Rule
 from harness.outcome import Effect, Outcome
 
@@ -30,13 +31,15 @@ class PlanInputs:
     signatures: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (config, sig) -> history row
     quiet: dict[tuple[str, str], int] = field(default_factory=dict)  # (config, sig) -> nightlies since last seen
     links: dict[str, dict[str, Any]] = field(default_factory=dict)   # key -> state.links.Link as dict
+    # (config, sig) -> the nightlies since it was last seen (oldest first), for open issues awaiting a verified fix
+    nights: dict[tuple[str, str], list[Night]] = field(default_factory=dict)
     trend: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # config -> [{date, counts}] oldest first
     reproducers: dict[str, dict[str, Any]] = field(default_factory=dict)  # tracking key -> verdict
 
 
 @dataclass
 class PlanSettings:
-    close_after: int = 3
+    verify_nightlies: int = 2    # consecutive nightlies on which every crashing model must compile before a close
     labels: list[str] = field(default_factory=lambda: ["flagsweep"])
     rules: list[Rule] = field(default_factory=list)
     report_url: str | None = None

@@ -4,6 +4,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from bot.fixes import MAX_NIGHTS, Night
+from bot.plan_data import tracking_key
 from bot.planner import PlanInputs
 from bot.run_view import RunView
 from state import history
@@ -55,10 +57,38 @@ def gather(conn: sqlite3.Connection, view: RunView) -> PlanInputs:
         seen_on = set(row.get("models") or [])
         quiet[(config, sig)] = sum(1 for r in timeline if config in r.configs and min(groups[r.id]) > last
                                    and (not seen_on or seen_on & models_of(r)))
+    nights = {key: _nights(conn, view, timeline, groups, models_of, *key, row)
+              for key, row in sigs.items() if _awaits_fix(view, *key, row)}
     recent = timeline[-TREND_RUNS:]
     counts = history.effect_counts(conn, [r.id for r in recent])
     trend = {c: [{"date": _date(r), "counts": counts[r.id].get(c, {})} for r in recent
                  if c in counts.get(r.id, {})] for c in configs}
     return PlanInputs(run=_run_dict(run, view.models), effects=list(view.effects), outcomes=list(view.outcomes),
-                      transitions=transitions, previous=previous, signatures=sigs, quiet=quiet,
+                      transitions=transitions, previous=previous, signatures=sigs, quiet=quiet, nights=nights,
                       links={k: link.to_dict() for k, link in view.links.items()}, trend=trend)
+
+
+def _awaits_fix(view: RunView, config: str, sig: str, row: dict[str, Any]) -> bool:
+    """An open, unmuted tracking issue whose signature this run did not show."""
+    link = view.links.get(tracking_key(config, sig))
+    return link is not None and link.state == "open" and not link.muted and row.get("last_run") not in view.group
+
+
+def _nights(conn: sqlite3.Connection, view: RunView, timeline: list[Run], groups: dict[int, list[int]],
+            models_of: Any, config: str, sig: str, row: dict[str, Any]) -> list[Night]:
+    """The newest nightlies since the signature was last seen, oldest first, with what they did to its models.
+
+    A nightly counts whatever it swept (a missing shard leaves models untested); an ad-hoc run counts only
+    when it swept one of the models, so a comment-command sweep of others is no night at all.
+    """
+    last = max(history.run_group(conn, row["last_run"]) or [row["last_run"] or 0])
+    models = list(row.get("models") or [])
+    after = [r for r in timeline if config in r.configs and min(groups[r.id]) > last
+             and (r.kind == "nightly" or set(models) & models_of(r))][-MAX_NIGHTS:]
+    out = []
+    for r in after:
+        got = {(o.model, o.config): o for o in
+               (view.outcomes if max(groups[r.id]) == max(view.group) else history.group_items(conn, r.id, models, ("baseline", config)))}
+        out.append(Night(date=_date(r), items={m: (got.get((m, "baseline")), got[(m, config)])
+                                               for m in models if (m, config) in got}))
+    return out

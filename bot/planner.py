@@ -9,8 +9,9 @@ issue is rewritten for a material reason, so a quiet nightly writes nothing.
 
 Lifecycle: a bot-closed issue reopens when its signature returns; a
 human-closed one is left alone unless the signature went away after the close
-and came back (a regression). After `close_after` nightlies without the
-signature the bot comments and closes.
+and came back (a regression). The bot comments and closes only on a verified
+fix (`bot.fixes.verdict`): every model that crashed compiles under the flag on
+`verify_nightlies` consecutive nightlies; a model left untested is never "fixed".
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from bot import render, text
+from bot import fixes, render, text
 from bot.plan_data import (ENV_FIELDS, REF, Action, Plan, PlanInputs, PlanSettings, config_display, material_sha,
                            summary_key, tracking_key)
 from bot.routing import route, valid_handle
@@ -97,6 +98,7 @@ class _Planner:
             "device": (run.get("options") or {}).get("device", "cpu"),
             "effects_table": table.rows, "testable": table.testable, "report_url": self.s.report_url,
             "begin": text.BEGIN, "end": text.END, "date": self.date, "date_text": _when(self.date),
+            "population": (run.get("options") or {}).get("population"),
             "unavailable": sorted((n, u.get("missing") or []) for n, u in (run.get("unavailable") or {}).items()),
         }
 
@@ -212,7 +214,7 @@ class _Planner:
 
     def inactive(self, key: str, link: dict[str, Any]) -> None:
         config, sig = link.get("config") or "", link.get("signature") or ""
-        quiet = self.i.quiet.get((config, sig), self.s.close_after)
+        quiet = self.i.quiet.get((config, sig), 0)
         base = dict(key=key, kind="tracking", config=config, signature=sig)
         if link.get("state") == "closed":
             if link.get("closed_by") == "human" and quiet >= 1:
@@ -223,22 +225,28 @@ class _Planner:
         if link.get("quiet_nightlies") != quiet:
             self.notes.append((key, {"quiet_nightlies": quiet}))
         number = link["number"]
-        if quiet >= self.s.close_after:
-            hist = self.i.signatures.get((config, sig), {})
+        hist = self.i.signatures.get((config, sig), {})
+        found = fixes.verdict(sig, list(hist.get("models") or []), self.i.nights.get((config, sig), []),
+                              self.s.verify_nightlies, hist.get("last_seen"))
+        if found.close:
             self.actions.append(Action("comment", number=number, reason="closing", body=render.render(
-                "comment_close.md.j2", comment_marker=self.comment_marker(key, "close"), config=config, quiet=quiet,
-                last_seen=_short(hist.get("last_seen") or "earlier")), **base))
-            self.actions.append(Action("close", number=number, reason=f"quiet for {quiet} nightlies", **base))
+                "comment_close.md.j2", comment_marker=self.comment_marker(key, "close"), config=config,
+                fixed_in=_when(found.fixed_in or self.date), last_failing=_short(found.last_failing or "earlier"),
+                streak=found.streak, models=list(hist.get("models") or []), quiet=quiet), **base))
+            self.actions.append(Action("close", number=number, reason=f"verified fixed on {found.streak} nightlies",
+                                       **base))
             return
         new, gone = self.news(config, sig)
         if gone:
             self.actions.append(Action("comment", number=number, reason="signature gone", body=self.changes(
-                key, [], gone, [], quiet=True), **base))
+                key, [], gone, [], quiet=True, untested=found.untested), **base))
 
-    def changes(self, key: str, new: list[str], fixed: list[str], other: list[tuple[str, list[str]]], *, quiet: bool) -> str:
+    def changes(self, key: str, new: list[str], fixed: list[str], other: list[tuple[str, list[str]]], *, quiet: bool,
+                untested: dict[str, str] | None = None) -> str:
         return render.render("comment_changes.md.j2", comment_marker=self.comment_marker(key, "changes"),
                              date_text=_when(self.date), previous_text=self.prev_text, new=new, fixed=fixed, other=other,
-                             quiet=quiet, close_after=self.s.close_after, limit=50)
+                             quiet=quiet, verify_nightlies=self.s.verify_nightlies, untested=sorted((untested or {}).items()),
+                             limit=50)
 
     # -- summary issues ----------------------------------------------------
     def summary(self, config: str, active: dict[str, tuple[str, str, list[str]]]) -> None:

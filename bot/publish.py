@@ -64,7 +64,7 @@ class PublishSummary:
 
 def plan_settings(settings: Settings) -> planner.PlanSettings:
     """The planner's view of the settings (routing validated here: a bad rule fails before anything runs)."""
-    return planner.PlanSettings(close_after=settings.issues.close_after, labels=list(settings.issues.labels),
+    return planner.PlanSettings(verify_nightlies=settings.issues.verify_nightlies, labels=list(settings.issues.labels),
                                 rules=routing.compile_rules(settings.routing, settings.source),
                                 report_url=settings.issues.report_url)
 

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from bot.fixes import MAX_NIGHTS
 from harness.options import SweepOptions
+from harness.population import POPULATIONS
 
 
 class SettingsError(ValueError):
@@ -40,6 +42,7 @@ class SweepSettings:
     python: str | None = None        # interpreter for the workers
     config_file: str | None = None   # extra named configs (TOML)
     confirm_runs: int = 2            # flake confirmation re-runs
+    population: str = "all"          # all | graph-breaking: models with more than one graph at baseline
 
     def options(self, python: str | None = None, extra_modules: list[str] | None = None) -> SweepOptions:
         """The engine's options from these settings (`python`: the workers' interpreter, default the setting)."""
@@ -71,7 +74,7 @@ class GitHubSettings:
 
 @dataclass
 class IssueSettings:
-    close_after: int = 3              # nightlies without the signature before closing
+    verify_nightlies: int = 2         # consecutive nightlies every crashing model must compile on before a close
     labels: list[str] = field(default_factory=lambda: ["flagsweep"])
     report_url: str | None = None     # where the full report is published, if anywhere
     dry_run_out: str = "flagsweep-out"
@@ -194,10 +197,12 @@ _LIMITS: dict[str, tuple[Any, str]] = {
     "sweep.confirm_runs": (lambda v: v >= 0, "0 or more"),
     "sweep.backend": (lambda v: v in ("count", "eager", "aot_eager", "inductor"), "count, eager, aot_eager or inductor"),
     "sweep.device": (lambda v: re.match(r"^(cpu|cuda(:\d+)?|mps|xpu(:\d+)?)$", v), "cpu, cuda or cuda:N"),
+    "sweep.population": (lambda v: v in POPULATIONS, " or ".join(POPULATIONS)),
     "sweep.python": (lambda v: v.strip(), "an interpreter path"),
     "github.repo": (lambda v: v.count("/") == 1 and all(v.split("/")), "OWNER/NAME"),
     "webhook.port": (lambda v: 0 <= v <= 65535, "a TCP port, 0 to 65535"),
     "webhook.max_body": (lambda v: v > 0, "more than 0 bytes"),
+    "issues.verify_nightlies": (lambda v: 1 <= v <= MAX_NIGHTS, f"1 to {MAX_NIGHTS} nightlies"),
     "webhook.drain_limit": (lambda v: v >= 0, "0 or more bytes"),
     "webhook.max_headers": (lambda v: v >= 1, "at least 1"),
     "webhook.read_timeout": (lambda v: v > 0, "more than 0 seconds"),

@@ -38,16 +38,18 @@ def resolve_models(patterns: list[str]) -> list[str]:
 
 def sweep(conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict], base_settings: dict[str, Any],
           settings: Settings, python: str | None, run_id: int | None, resume: bool, nightly: str | None,
-          shard: str | None, kind: str = "nightly", progress: bool = True, build: dict | None = None) -> int:
+          shard: str | None, kind: str = "nightly", progress: bool = True, build: dict | None = None,
+          prior: list[Any] | None = None, population: dict[str, Any] | None = None) -> int:
     """Sweep (the engine stores, finishes and finalizes the run); returns the run id.
 
     build: what the provider knows of the torch beyond what its interpreter reports (index,
-    channel), kept in the run's environment.
+    channel), kept in the run's environment. prior, population: see `harness.engine.sweep`.
     """
     from harness import engine
     return engine.sweep(conn, models=models, configs=configs, base_settings=base_settings,
                         options=settings.sweep.options(python), run_id=run_id, resume=resume, kind=kind,
-                        nightly=nightly, shard=shard, progress=progress, extra_environment=build)
+                        nightly=nightly, shard=shard, progress=progress, extra_environment=build,
+                        prior=prior, population=population)
 
 
 def diff_with_previous(conn: sqlite3.Connection, run_id: int) -> tuple[int | None, DiffResult | None]:
@@ -130,7 +132,8 @@ class SweepStep(Protocol):
     def __call__(self, conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict],
                  base_settings: dict[str, Any], settings: Settings, python: str | None, run_id: int | None,
                  resume: bool, nightly: str | None, shard: str | None, kind: str = ...,
-                 progress: bool = ..., build: dict | None = ...) -> int: ...
+                 progress: bool = ..., build: dict | None = ...,
+                 prior: list[Any] | None = ..., population: dict[str, Any] | None = ...) -> int: ...
 
 
 class DiffStep(Protocol):

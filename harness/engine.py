@@ -96,17 +96,21 @@ def _outcome(data: dict[str, Any], stratum_of: Callable[[str], str | None]) -> O
 def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settings: dict,
           options: SweepOptions, run_id: int | None = None, resume: bool = False, kind: str = "sweep",
           nightly: str | None = None, shard: str | None = None, progress: bool = True,
-          extra_environment: dict | None = None) -> int:
+          extra_environment: dict | None = None,
+          prior: list[Outcome] | None = None, population: dict[str, Any] | None = None) -> int:
     """Run models x (baseline + configs), storing each outcome as it finishes; returns the run id.
 
     extra_environment: what the caller knows of the build beyond what the workers see
     (the index and channel it came from), stored with the environment.
+    `prior`: outcomes already had on this torch (a baseline pass), stored into a new run instead of run again;
+    `population`: how the models were chosen, kept with the run's options for the issues' method table.
 
     A run that finishes is finalized here (effects, signature history): the engine ends it, so the engine
     finalizes it, once. An interrupted or failed run is not finalized.
     """
     configs = {BASELINE: configs.get(BASELINE, {}), **{k: v for k, v in configs.items() if k != BASELINE}}
-    done: set[tuple[str, str]] = set()
+    prior = [o for o in prior or [] if o.model in set(models) and o.config in configs] if not resume else []
+    done: set[tuple[str, str]] = {(o.model, o.config) for o in prior}
     stored, unavailable = None, {}
     lease = None
     if not resume:
@@ -147,11 +151,14 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         if stored is not None:
             _check_same_environment(stored.environment, env, run_id)
         else:
+            run_options = {**options.to_dict(), **({"population": population} if population else {})}
             lease = leases.create_held(conn, lambda: runs.create_run(
                 conn, environment=env, models=models, configs=configs, base_settings=base_settings,
-                options=options.to_dict(), kind=kind, nightly=nightly, shard=shard, unavailable=unavailable))
+                options=run_options, kind=kind, nightly=nightly, shard=shard, unavailable=unavailable))
             run_id = lease.run_id
             lease.keep_alive()
+            for outcome in prior:
+                runs.record_outcome(conn, run_id, outcome)
         stratum_of = _stratum_lookup()
         for _, data in pool.run(groups):
             outcome = _outcome(data, stratum_of)

@@ -242,3 +242,35 @@ def effect_counts(conn: sqlite3.Connection, run_ids: list[int]) -> dict[int, dic
                 counts.setdefault(config, {})[effect] = n
         out[rid] = counts
     return out
+
+
+def group_items(conn: sqlite3.Connection, run_id: int, models: Iterable[str],
+                configs: Iterable[str]) -> list[Outcome]:
+    """The outcomes of the run's group for only these models and configs (a few rows, not the whole run)."""
+    ids, models, configs = run_group(conn, run_id), list(models), list(configs)
+    if not ids or not models or not configs:
+        return []
+    rows = conn.execute(
+        f"SELECT data FROM outcomes WHERE run_id IN ({_marks(ids)}) AND model IN ({_marks(models)})"
+        f" AND config IN ({_marks(configs)}) ORDER BY model, config", (*ids, *models, *configs))
+    return [Outcome.from_dict(json.loads(r[0])) for r in rows]
+
+
+def _marks(values: list) -> str:
+    return ",".join("?" * len(values))
+
+
+def latest_baseline(conn: sqlite3.Connection, models: Iterable[str], *, base_settings: dict[str, Any],
+                    torch_version: str | None, look_back: int = 50) -> tuple[int, list[Outcome]] | None:
+    """(run id, baseline outcomes) of the newest finished run on this torch and base settings that compiled every
+    one of `models` at baseline (a sweep, nightly or baseline pass), or None."""
+    models = sorted(set(models))
+    for n, run in enumerate(runs_mod.finished_runs(conn, (*HISTORY_KINDS, "baseline"))):
+        if n >= look_back:
+            break
+        if (run.environment or {}).get("torch_version") != torch_version or (run.base_settings or {}) != base_settings:
+            continue
+        found = group_items(conn, run.id, models, ["baseline"])
+        if {o.model for o in found} == set(models):
+            return run.id, found
+    return None

@@ -20,6 +20,8 @@ class World:
         self.version = "2.14.0.dev20261121+cpu"
         self.date = "2026-11-21"
         self.crashing: set[str] = set()     # models that crash under the flag
+        self.one_graph: set[str] = set()    # models that compile to one graph at baseline (no graph break)
+        self.compiles = 0                   # items actually run (not reused from a baseline pass)
         self.sweeps = []
         self.published = []
         self.views = []                     # the run views handed to publish and report, in order
@@ -31,19 +33,24 @@ class World:
         if config != "baseline" and model in self.crashing:
             return Outcome(model, config, "error", stratum="decoder_llm", error_type="RuntimeError",
                            error_message="boom u3", signature="RuntimeError: boom uN")
-        return Outcome(model, config, "ok", stratum="decoder_llm", graphs=2 if config == "baseline" else 1)
+        baseline = 1 if model in self.one_graph else 2
+        return Outcome(model, config, "ok", stratum="decoder_llm", graphs=baseline if config == "baseline" else 1)
 
     def sweep(self, conn, *, models, configs, base_settings, settings, python, run_id, resume, nightly, shard,
-              kind="nightly", progress=True, build=None):
+              kind="nightly", progress=True, build=None, prior=None, population=None):
         self.sweeps.append((nightly, shard, tuple(models)))
         rid = runs.create_run(conn, environment={"torch_version": self.version, "torch_git": "g", "transformers_version": "5.23.0",
                                            "python_version": "3.11", "device": "cpu", "cuda_version": None,
                                            "flagsweep_version": "0.1.0", "recipe_fingerprint": "f",
                                            "python": python, **(build or {})}, models=models,
-                              configs=configs, base_settings=base_settings, kind=kind, nightly=nightly, shard=shard)
+                              configs=configs, base_settings=base_settings, kind=kind, nightly=nightly, shard=shard,
+                              options={"population": population} if population else None)
+        had = {(o.model, o.config): o for o in prior or []}
         for m in models:
             for c in configs:
-                runs.record_outcome(conn, rid, self.outcome(m, c))
+                if (m, c) not in had:
+                    self.compiles += 1
+                runs.record_outcome(conn, rid, had.get((m, c)) or self.outcome(m, c))
         runs.finish_run(conn, rid)
         history.finalize_run(conn, rid)     # whoever ends a run finalizes it, as the engine does
         return rid

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot import planner
+from bot import fixes, planner
 from bot.routing import compile_rules
 from harness.effects import effects_for
 from harness.outcome import Outcome
@@ -88,20 +88,40 @@ def _quiet_setup(closed_by: str | None, state: str, quiet: int):
     return key, links
 
 
-def test_close_after_k_quiet_nightlies_with_a_comment() -> None:
+def _night(date: str, status: str | None) -> fixes.Night:
+    """Model02 on one nightly under CSO: compiled ("ok"), a build status, or not swept (None)."""
+    m = "Model02ForCausalLM"
+    if status is None:
+        return fixes.Night(date, {})
+    return fixes.Night(date, {m: (Outcome(m, "baseline", "ok" if status == "ok" else status),
+                                  Outcome(m, CSO, status, graphs=3))})
+
+
+def test_close_only_after_n_verified_nightlies_never_on_quiet_ones() -> None:
     key, links = _quiet_setup(None, "open", 0)
     gone = sc.corpus()
     gone["Model02ForCausalLM"][CSO] = 3
+    sigs = {(CSO, sc.SIG_B): {"models": ["Model02ForCausalLM"], "last_seen": "2026-11-19"}}
     t = [{"model": "Model02ForCausalLM", "config": CSO, "transition": "fixed", "before": {"signature": sc.SIG_B},
           "after": {"signature": None}}]
-    one = planner.plan(inputs(gone, links=links, quiet={(CSO, sc.SIG_B): 1}, transitions=t), planner.PlanSettings(close_after=3))
-    mine = [a.action for a in one.actions if a.key == key]
-    assert mine == ["comment"] and (key, {"quiet_nightlies": 1}) in one.notes
-    two = planner.plan(inputs(gone, links=links, quiet={(CSO, sc.SIG_B): 2}), planner.PlanSettings(close_after=3))
-    assert [a.action for a in two.actions if a.key == key] == []
-    three = planner.plan(inputs(gone, links=links, quiet={(CSO, sc.SIG_B): 3}), planner.PlanSettings(close_after=3))
-    assert [a.action for a in three.actions if a.key == key] == ["comment", "close"]
-    assert "for 3 nightlies" in three.actions[[a.key for a in three.actions].index(key)].body
+
+    def plan(nights, quiet, transitions=None):
+        i = inputs(gone, links=links, quiet={(CSO, sc.SIG_B): quiet}, transitions=transitions)
+        i.signatures, i.nights = sigs, {(CSO, sc.SIG_B): nights}
+        return planner.plan(i, planner.PlanSettings(verify_nightlies=2))
+
+    one = plan([_night("2026-11-20", "ok")], 1, t)
+    assert [a.action for a in one.actions if a.key == key] == ["comment"] and (key, {"quiet_nightlies": 1}) in one.notes
+    untested_comment = plan([_night("2026-11-20", "create_error")], 1, t)
+    [comment] = [a for a in untested_comment.actions if a.key == key]
+    assert "Not tested in this nightly, so not counted as fixed: `Model02ForCausalLM` (create_error)" in comment.body
+    # Five quiet nightlies on which the model was never tested: the old rule closed, this one does not.
+    untested = [_night("2026-11-2" + str(d), s) for d, s in enumerate([None, "create_error", None, "input_error", None])]
+    assert [a.action for a in plan(untested, 5).actions if a.key == key] == []
+    two = plan([_night("2026-11-20", None), _night("2026-11-21", "ok"), _night("2026-11-22", "ok")], 3)
+    assert [a.action for a in two.actions if a.key == key] == ["comment", "close"]
+    body = two.actions[[a.key for a in two.actions].index(key)].body
+    assert "verified fixed in nightly 2026-11-21; last failing 2026-11-19" in body and "2 consecutive" in body
 
 
 def test_bot_closed_issue_reopens_when_the_signature_returns() -> None:

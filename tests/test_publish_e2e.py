@@ -22,7 +22,7 @@ M = [f"Model{i:02d}ForCausalLM" for i in range(10)]
 def make_settings(fake: FakeGitHub, tmp: Path, **gh: Any) -> Settings:
     s = Settings(state_path=tmp / "state.sqlite")
     s.github = fake.settings(retry_backoff=0.0, **gh)
-    s.issues.close_after = 2
+    s.issues.verify_nightlies = 2
     s.issues.verify_reproducers = False
     return s
 
@@ -104,7 +104,7 @@ def test_nightly_story_files_updates_closes_and_reopens(fake_github: FakeGitHub,
     [cb] = fake.state.comments(repo, b.number)
     assert M[5] in cb.body and "newly crashing" in cb.body
 
-    # Signature C goes quiet: one "not seen" comment, then closed after close_after=2 quiet nightlies.
+    # Signature C goes quiet: one "not seen" comment, then closed after verify_nightlies=2 verified nightlies.
     c_number = next(i.number for t, i in issues.items() if t.endswith("with Unsupported"))
     run(conn, settings, "2026-11-23", quiet_c(nightly3()))
     assert fake.state.repo(repo).issues[c_number].state == "open"

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_example_settings_file_loads_and_its_routing_compiles():
     s = settings.load(ROOT / "flagsweep.example.toml", env={"HOME": "/nonexistent"})
     assert s.github.repo == "my-org/compile-triage"
-    assert s.issues.close_after == 3
+    assert s.issues.verify_nightlies == 2
     assert s.sweep.timeout == 300.0
     rules = routing.compile_rules(s.routing, s.source)
     decided = routing.route(rules, "PendingUnbackedSymbolNotFound: Pending unbacked symbols {uN}", None, None)
