@@ -8,6 +8,7 @@ from typing import Any
 import jinja2
 
 import templates
+from harness.signature import gb_doc_url
 
 TEMPLATE_DIR = Path(templates.__file__).parent
 
@@ -23,6 +24,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["gb_url"] = gb_doc_url  # a graph-break id's documentation page
     return env
 
 

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from bot.diff import DiffResult
 from bot.stored_diff import diff_loaded
 from harness.effects import effects_for
+from harness.graph_breaks import FlagBreaks, Leverage, flag_breaks, leverage
 from harness.outcome import Effect, Outcome
 from state import history, links as links_mod, runs
 from state.links import Link
@@ -41,6 +42,8 @@ class RunView:
     diff: DiffResult | None
     signatures: tuple[dict[str, Any], ...]  # state.history.signature_history rows
     links: Mapping[str, Link]
+    breaks: Mapping[str, FlagBreaks]        # config -> graph-break ids it removes/introduces
+    leverage: Mapping[str, Leverage]        # config -> crashes and breaks ranked by models
 
     @property
     def id(self) -> int:
@@ -66,4 +69,6 @@ def load(conn: sqlite3.Connection, run_id: int, repo: str | None = None) -> RunV
     return RunView(run=run, group=tuple(history.run_group(conn, run_id)), models=frozenset(models),
                    outcomes=tuple(outcomes), effects=tuple(effects), previous=previous, diff=diff,
                    signatures=tuple(history.signature_history(conn)),
-                   links=MappingProxyType(links_mod.all_links(conn, repo or None)))
+                   links=MappingProxyType(links_mod.all_links(conn, repo or None)),
+                   breaks=MappingProxyType(flag_breaks(outcomes, run.configs)),
+                   leverage=MappingProxyType(leverage(outcomes)))

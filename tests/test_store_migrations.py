@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from harness.outcome import Outcome
 from state import history, leases, runs
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
@@ -53,7 +54,12 @@ def _fill_v3(conn: sqlite3.Connection) -> None:
     _fill_v2(conn)
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3}
+def _fill_v4(conn: sqlite3.Connection) -> None:
+    """v4 added run leases; a store at v4 holds v3's rows and no lease (its runs all ended)."""
+    _fill_v3(conn)
+
+
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4}
 
 
 def _build_at(path, version: int) -> None:
@@ -108,6 +114,12 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     # v4: no run of an older store is held by anyone; a lease can be taken on it.
     assert conn.execute("SELECT count(*) FROM run_leases").fetchone()[0] == 0
     leases.acquire(conn, 2).release(conn)
+    # Graph-break ids: old outcomes have none; a new outcome stores each reason with its id.
+    assert conn.execute("SELECT count(*) FROM outcomes WHERE gb_id IS NOT NULL").fetchone()[0] == 0
+    runs.record_outcome(conn, rid, Outcome(model="M", config="baseline", status="ok", break_reasons=["r1", "r2"],
+                                           break_ids=["GB0124", None]))
+    assert [b for b in runs.graph_breaks(conn, rid) if b[0] == "M"] == [
+        ("M", "baseline", "r1", "GB0124"), ("M", "baseline", "r2", None)]
 
 
 def test_each_migration_is_one_transaction(tmp_path):
