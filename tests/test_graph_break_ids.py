@@ -98,3 +98,33 @@ def test_summary_ranks_crash_signatures_and_break_ids_by_models():
     section = body.split("## Leverage", 1)[1]
     assert section.index(f"| {common} | 3 |") < section.index(f"| {rare} | 1 |")
     assert f"| [GB0059]({gb_doc_url('GB0059')}) | Failed to trace builtin operator | 3 |" in section
+
+
+def test_tracking_issue_of_an_unsupported_crash_links_its_id():
+    sig = signature(ERROR["type"], ERROR["message"])
+    outs = [_out("A", "baseline", []), Outcome(model="A", config=CSO, status="error", signature=sig, gb_id="GB0059",
+                                               error_type="Unsupported", error_message=ERROR["message"])]
+    plan = planner.plan(_run(outs), planner.PlanSettings())
+    body = next(a.body for a in plan.actions if a.kind == "tracking")
+    assert f"Dynamo's graph-break id: [GB0059]({gb_doc_url('GB0059')})" in body
+
+
+def test_report_shows_removed_ids_and_leverage_from_the_store(tmp_path):
+    from bot import report, run_view
+    from state import db, history, runs
+
+    conn = db.connect(tmp_path / "state.sqlite")
+    rid = runs.create_run(conn, environment={"torch_version": "2.13.0"}, models=["A", "B"], configs=CONFIGS)
+    for o in (_out("A", "baseline", [ITEM]), _out("A", CSO, []), _out("B", "baseline", [ITEM, PRINT]),
+              _out("B", CSO, [PRINT])):
+        runs.record_outcome(conn, rid, o)
+    runs.finish_run(conn, rid)
+    history.finalize_run(conn, rid)
+    view = run_view.load(conn, rid)
+    assert [(r.gb_id, r.count) for r in view.breaks[CSO].removes] == [("GB0124", 2)]
+    ctx = report.build_context(conn, view=view)
+    md, html = report.render_md(ctx), report.render_html(ctx)
+    assert f"`{CSO}` removes [GB0124]({gb_doc_url('GB0124')})" in md and "in 2 models" in md
+    assert "- affects 2: [GB0124]" in md.split("### baseline", 1)[1]
+    assert f'<li class="removes" data-config="{CSO}" data-gb="GB0124">' in html
+    assert html.count('<tr class="affects">') == 3   # baseline: GB0124, GB0059; the flag: GB0059
