@@ -141,7 +141,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     try:
         with sigterm_as_interrupt():
             run_id = sweep(conn, models=models, configs=configs, base_settings=base, options=options,
-                           run_id=run_id, resume=bool(args.resume), progress=True)
+                           run_id=run_id, resume=bool(args.resume), progress=not args.json)
     except ResumeError as exc:
         return _fail(str(exc))
     except SweepInterrupted as exc:

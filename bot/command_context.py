@@ -22,13 +22,21 @@ ROLES = ("none", "read", "triage", "write", "maintain", "admin")
 class GitHubPort(Protocol):
     """What the handlers need from GitHub (bot.publisher.Publisher and its dry-run twin provide it)."""
 
-    def comment(self, number: int, body: str) -> Any: ...
+    def comment(self, number: int, body: str, *, look: bool = False) -> Any: ...
     def react(self, comment_id: int, content: str) -> Any: ...
     def user_permission(self, login: str) -> str: ...
 
 
 class UserError(ValueError):
     """A problem with what the user asked; the message is posted back."""
+
+
+class RetryLater(RuntimeError):
+    """GitHub was unavailable mid-job: try the job again later; `result` holds the commands already answered."""
+
+    def __init__(self, message: str, result: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def role_at_least(role: str | None, minimum: str) -> bool:
@@ -82,6 +90,8 @@ class Context:
     gate: Gate
     dry_run: bool = True
     out_dir: Path = Path("flagsweep-out")
+    retry: bool = False               # an earlier attempt of this job met a GitHub outage
+    jobs_health: Callable[[], dict[str, Any]] | None = None   # the service's stuck/failed jobs, for `status`
     rerun: Callable[["Context", Any, list[str]], dict[str, Any]] | None = None
     sweep: Callable[["Context", list[str], dict[str, dict], dict[str, Any]], int] | None = None
     bisect_dates: Callable[["Context"], list[str]] | None = None

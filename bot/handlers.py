@@ -16,10 +16,11 @@ from bot import commands as cmd_mod
 from bot import steps
 from bot import text as _text  # noqa: F401  (registers the escaping filters the reply templates use)
 from bot.bisect import BisectError, Probe, SkipNightly, bisect, outcome_key, window
-from bot.command_context import ROLES, Context, Gate, GitHubPort, UserError, role_at_least
+from bot.command_context import ROLES, Context, Gate, GitHubPort, RetryLater, UserError, role_at_least
+from bot.publisher_api import GitHubUnavailable
 from bot.render import render
 
-__all__ = ["ROLES", "Context", "Gate", "GitHubPort", "UserError", "handle_job", "role_at_least"]
+__all__ = ["ROLES", "Context", "Gate", "GitHubPort", "RetryLater", "UserError", "handle_job", "role_at_least"]
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,18 @@ def default_bisect_probe(ctx: Context, date: str, model: str, config: str) -> Pr
 # ---- the handlers ------------------------------------------------------------------------------
 
 def _reply(ctx: Context, number: int, template: str, **values: Any) -> None:
-    ctx.github.comment(number, render(template, handle=ctx.settings.commands.handle, **values))
+    # On a retried job the reply may have landed before the outage hit: look for it first.
+    ctx.github.comment(number, render(template, handle=ctx.settings.commands.handle, **values), look=ctx.retry)
+
+
+def _ack(ctx: Context, comment_id: int | None, content: str) -> None:
+    """React to the command's comment: best effort, never fatal (the reply is what matters)."""
+    if comment_id is None:
+        return
+    try:
+        ctx.github.react(comment_id, content)
+    except Exception as exc:   # GitHub down or the comment gone: the command still runs and is answered
+        log.warning("could not react %s to comment %s: %s", content, comment_id, exc)
 
 
 def do_help(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
@@ -153,6 +165,7 @@ def do_status(ctx: Context, number: int, link: Any, args: dict[str, Any], author
     sig = _signature_row(ctx.conn, link.config, link.signature) if link else None
     last = _last_nightly(ctx.conn)
     _reply(ctx, number, "reply_status.md.j2", link=link.to_dict() if link else None, sig=sig,
+           jobs=ctx.jobs_health() if ctx.jobs_health else None,
            last_nightly={"id": last.id, "nightly": last.nightly,
                          "torch": last.environment.get("torch_version")} if last else None)
     return "answered"
@@ -239,46 +252,64 @@ def _permitted(ctx: Context, author: str) -> bool:
         return True
     try:
         role = ctx.gate.role(author, ctx.github.user_permission)
-    except Exception:   # GitHub down: refuse rather than run work for someone unknown
+    except GitHubUnavailable:
+        raise   # GitHub down: neither run nor refuse; the job is tried again when it is back
+    except Exception:   # an odd answer: refuse rather than run work for someone unknown
         log.exception("permission lookup for %s failed", author)
         return False
     return role_at_least(role, ctx.settings.commands.min_permission)
 
 
-def handle_job(ctx: Context, payload: dict[str, Any]) -> dict[str, Any]:
-    """Run every command of one stored comment; returns what happened to each (stored as the job result)."""
+def handle_job(ctx: Context, payload: dict[str, Any], earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run every command of one stored comment; returns what happened to each (stored as the job result).
+
+    `earlier` is the result of an attempt cut short by a GitHub outage: commands it
+    answered are not run again. A new outage raises RetryLater with the progress so far.
+    """
     handle = ctx.settings.commands.handle
-    number, author, comment_id = payload["issue"], payload.get("author") or "", payload.get("comment_id")
+    number, author = payload["issue"], payload.get("author") or ""
     link = _link_for(ctx.conn, payload.get("repo") or ctx.settings.github.repo or "", number)
     if link is None and not ctx.settings.commands.any_issue:
         return {"ignored": "not an issue the bot keeps"}   # "not mine" is a normal answer, said quietly
+    answered = list((earlier or {}).get("commands") or [])
     done: list[dict[str, Any]] = []
-    for item in cmd_mod.parse_comment(payload.get("body") or "", handle, payload.get("previous")):
-        if isinstance(item, cmd_mod.Problem):
-            ctx.github.react(comment_id, "confused")
-            _reply(ctx, number, "reply_usage.md.j2", problem=item)
-            done.append({"line": item.line, "outcome": "bad command"})
+    items = cmd_mod.parse_comment(payload.get("body") or "", handle, payload.get("previous"))
+    for i, item in enumerate(items):
+        if i < len(answered) and answered[i].get("outcome"):
+            done.append(answered[i])
             continue
-        entry = {"line": item.line, "command": item.name}
-        done.append(entry)
-        if item.privileged and not _permitted(ctx, author):
-            _reply(ctx, number, "reply_refused.md.j2", author=author, command=item.name,
-                   min_permission=ctx.settings.commands.min_permission)
-            entry["outcome"] = "refused"
-            continue
-        if item.privileged and not ctx.gate.allow(author):
-            _reply(ctx, number, "reply_rate_limited.md.j2", author=author, per_hour=ctx.gate.per_hour)
-            entry["outcome"] = "rate limited"
-            continue
-        ctx.github.react(comment_id, "eyes")
         try:
-            entry["outcome"] = HANDLERS[item.name](ctx, number, link, item.args, author)
-            ctx.github.react(comment_id, "+1")
-        except UserError as exc:
-            _reply(ctx, number, "reply_error.md.j2", message=str(exc), command=item.name, internal=False)
-            entry["outcome"] = f"user error: {exc}"
-        except Exception as exc:
-            log.exception("command %r on #%s failed", item.line, number)
-            _reply(ctx, number, "reply_error.md.j2", message="", command=item.name, internal=True)
-            entry["outcome"] = f"internal error: {type(exc).__name__}"
+            done.append(_run_one(ctx, item, number, link, author, payload.get("comment_id")))
+        except GitHubUnavailable as exc:
+            raise RetryLater(str(exc), {"commands": done}) from exc
     return {"commands": done}
+
+
+def _run_one(ctx: Context, item: Any, number: int, link: Any, author: str, comment_id: int | None) -> dict[str, Any]:
+    """One command: permission, rate limit, acknowledge, run, reply; returns its entry for the job result."""
+    if isinstance(item, cmd_mod.Problem):
+        _ack(ctx, comment_id, "confused")
+        _reply(ctx, number, "reply_usage.md.j2", problem=item)
+        return {"line": item.line, "outcome": "bad command"}
+    entry = {"line": item.line, "command": item.name}
+    if item.privileged and not _permitted(ctx, author):
+        _reply(ctx, number, "reply_refused.md.j2", author=author, command=item.name,
+               min_permission=ctx.settings.commands.min_permission)
+        return {**entry, "outcome": "refused"}
+    if item.privileged and not ctx.gate.allow(author):
+        _reply(ctx, number, "reply_rate_limited.md.j2", author=author, per_hour=ctx.gate.per_hour)
+        return {**entry, "outcome": "rate limited"}
+    _ack(ctx, comment_id, "eyes")
+    try:
+        entry["outcome"] = HANDLERS[item.name](ctx, number, link, item.args, author)
+    except UserError as exc:
+        _reply(ctx, number, "reply_error.md.j2", message=str(exc), command=item.name, internal=False)
+        return {**entry, "outcome": f"user error: {exc}"}
+    except GitHubUnavailable:
+        raise
+    except Exception as exc:
+        log.exception("command %r on #%s failed", item.line, number)
+        _reply(ctx, number, "reply_error.md.j2", message="", command=item.name, internal=True)
+        return {**entry, "outcome": f"internal error: {type(exc).__name__}"}
+    _ack(ctx, comment_id, "+1")
+    return entry

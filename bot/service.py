@@ -17,10 +17,11 @@ import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from bot import handlers, scheduler, webhook
+from bot import handlers, scheduler, webhook, webhook_server
 from bot.settings import Settings
 from state import db, jobs
 
@@ -75,7 +76,8 @@ class Service:
         self.lanes = [Lane("work", ("nightly", "command"), db.connect(settings.state_path)),
                       Lane("quick", ("quick",), db.connect(settings.state_path))]
         self.app = webhook.WebhookApp(self.conn_web, settings, notify=self.notify, health=self.health)
-        self.server = webhook.make_server(self.app, settings.webhook.host, settings.webhook.port)
+        self.server = webhook_server.WebhookServer(self.app, settings.webhook.host, settings.webhook.port,
+                                                   grace=min(10.0, settings.scheduler.shutdown_grace))
         self.scheduler = scheduler.from_settings(settings.scheduler, self.queue_nightly, trigger) if schedule else None
         for lane in self.lanes:
             lane.thread = threading.Thread(target=self._run_jobs, args=(lane,), name=f"flagsweep-{lane.name}",
@@ -91,7 +93,7 @@ class Service:
         """Start the runners, the webhook server and the scheduler."""
         for lane in self.lanes:
             lane.thread.start()
-        webhook.start_in_thread(self.server)
+        self.server.start()
         if self.scheduler:
             self.scheduler.start()
         log.info("serving webhooks on %s/webhook (health: /healthz)%s", self.url,
@@ -110,14 +112,28 @@ class Service:
             self.notify()
         return job_id
 
+    def jobs_health(self, conn: sqlite3.Connection) -> dict[str, Any]:
+        """Jobs that need a person's look: stuck, failed in the last day, waiting for GitHub."""
+        held = {lane.current for lane in self.lanes}
+        wall = datetime.now(timezone.utc)
+        before = (wall - timedelta(seconds=self.settings.scheduler.stuck_after)).isoformat(timespec="seconds")
+        stuck = [_brief(j, "is marked running but no runner of this service holds it")
+                 for j in jobs.running(conn) if j.id not in held]
+        stuck += [_brief(j, f"has waited since {j.created_at} and nothing took it") for j in jobs.waiting_since(conn, before)]
+        since = (wall - timedelta(hours=FAILED_WINDOW_H)).isoformat(timespec="seconds")
+        return {"stuck": stuck, "failed": [_brief(j) for j in jobs.failed_since(conn, since)],
+                "retrying": [_brief(j) for j in jobs.retrying(conn)], "window_hours": FAILED_WINDOW_H}
+
     def health(self) -> dict[str, Any]:
-        """GET /healthz: last nightly, queue depth, the job in progress, the next scheduled nightly."""
+        """GET /healthz: last nightly, queue depth, the job in progress, stuck/failed jobs, the next nightly."""
         from state import runs
         conn = self.conn_web
         last = runs.list_runs(conn, kinds=["nightly"], limit=1)
         nxt = self.scheduler.next_run_time if self.scheduler else None
+        problems = self.jobs_health(conn)
         return {
-            "ok": not self.stopping.is_set(),
+            "ok": not self.stopping.is_set() and not problems["stuck"],
+            "jobs": problems,
             "queue": jobs.depth(conn),
             "running": [lane.current for lane in self.lanes if lane.current is not None],
             "last_nightly": ({"run": last[0].id, "nightly": last[0].nightly, "status": last[0].status,
@@ -142,11 +158,27 @@ class Service:
             try:
                 result = self.execute(job, lane.conn)
                 jobs.finish(lane.conn, job.id, result=result)
+            except handlers.RetryLater as exc:
+                self._retry_or_fail(lane.conn, job, exc)
             except BaseException as exc:   # a job never takes the runner down
                 log.exception("job %s (%s) failed", job.id, job.kind)
                 jobs.finish(lane.conn, job.id, error=f"{type(exc).__name__}: {exc}"[:1000])
             finally:
                 lane.current = None
+
+    def _retry_or_fail(self, conn: sqlite3.Connection, job: jobs.Job, exc: "handlers.RetryLater") -> None:
+        """GitHub was down mid-job: queue it again after a backoff, or fail it once `retry_for` has passed."""
+        cfg = self.settings.commands
+        until = job.retry_until if job.retry_until is not None else time.time() + cfg.retry_for
+        delay = min(cfg.retry_backoff * 2 ** job.attempts, 600.0)
+        error = f"GitHubUnavailable: {exc}"[:1000]
+        if time.time() + delay > until:
+            log.error("job %s: GitHub unavailable for %.0fs, giving up: %s", job.id, cfg.retry_for, exc)
+            jobs.finish(conn, job.id, error=error)
+            return
+        log.warning("job %s: GitHub unavailable (attempt %d), retrying in %.1fs: %s", job.id, job.attempts + 1,
+                    delay, exc)
+        jobs.retry_later(conn, job.id, error=error, delay=delay, until=until, result=exc.result)
 
     def execute(self, job: jobs.Job, conn: sqlite3.Connection) -> dict[str, Any]:
         """Run one job to its result."""
@@ -157,9 +189,10 @@ class Service:
         if job.kind in ("command", "quick"):
             port = self.hooks.port(self.settings, conn, self.dry_run, self.out_dir)
             ctx = handlers.Context(conn=conn, settings=self.settings, github=port, gate=self.gate,
-                                   dry_run=self.dry_run, out_dir=self.out_dir, **self.hooks.context)
+                                   dry_run=self.dry_run, out_dir=self.out_dir, retry=job.attempts > 0,
+                                   jobs_health=lambda: self.jobs_health(conn), **self.hooks.context)
             try:
-                return handlers.handle_job(ctx, job.payload)
+                return handlers.handle_job(ctx, job.payload, job.result if job.attempts else None)
             finally:
                 finish = getattr(port, "finish", None)   # the dry-run twin writes its plan.json here
                 if callable(finish):
@@ -171,8 +204,7 @@ class Service:
         grace = self.settings.scheduler.shutdown_grace if grace is None else grace
         if self.scheduler:
             self.scheduler.shutdown()
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.stop()
         self.stopping.set()
         self.notify()
         end = time.monotonic() + grace
@@ -190,6 +222,21 @@ class Service:
         for conn in (self.conn_web, self.conn_sched):
             conn.close()
         return clean
+
+
+FAILED_WINDOW_H = 24   # /healthz and `status` list the jobs that failed in this many hours
+
+
+def _brief(job: jobs.Job, why: str | None = None) -> dict[str, Any]:
+    """A job as /healthz and `status` show it (the error's type only: messages may hold machine paths)."""
+    out = {"id": job.id, "kind": job.kind, "status": job.status, "created_at": job.created_at,
+           "finished_at": job.finished_at, "attempts": job.attempts,
+           "error_type": (job.error or "").split(":", 1)[0] or None}
+    if why:
+        out["why"] = why
+    if job.retry_at is not None and job.status == "queued":
+        out["next_attempt"] = datetime.fromtimestamp(job.retry_at, timezone.utc).isoformat(timespec="seconds")
+    return out
 
 
 @dataclass
@@ -216,7 +263,7 @@ def serve(settings: Settings, *, schedule: bool = True, dry_run: bool | None = N
     except scheduler.ScheduleError as exc:
         print(f"flagsweep serve: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
+    except (OSError, OverflowError) as exc:   # OverflowError: a port outside 0-65535
         print(f"flagsweep serve: cannot listen on {settings.webhook.host}:{settings.webhook.port}: {exc}",
               file=sys.stderr)
         return 2

@@ -85,6 +85,7 @@ class SchedulerSettings:
     timezone: str = "UTC"
     misfire_grace_time: int = 3600    # seconds late a nightly may still start (a restart at 03:20 still runs it)
     shutdown_grace: float = 30.0      # seconds a job may take to finish on SIGTERM before it is requeued
+    stuck_after: float = 3600.0       # seconds a ready job may wait untaken before /healthz calls it stuck
 
 
 @dataclass
@@ -92,7 +93,11 @@ class WebhookSettings:
     host: str = "127.0.0.1"
     port: int = 8080
     secret: str | None = None        # env FLAGSWEEP_WEBHOOK_SECRET
-    max_body: int = 1_000_000
+    max_body: int = 1_000_000        # bytes; a larger delivery gets 413
+    drain_limit: int = 16_000_000    # bytes of an oversize body read and discarded so the sender reads its 413
+    max_headers: int = 100           # more header fields than this: 431
+    read_timeout: float = 10.0       # seconds a sender may pause while sending a body (then 408)
+    access_log: bool = True          # one line per request on the `flagsweep.access` logger
 
 
 @dataclass
@@ -104,6 +109,8 @@ class CommandSettings:
     any_issue: bool = False          # accept commands on issues the bot does not own
     permission_ttl: float = 300.0    # seconds a looked-up repository role is trusted
     max_models: int = 50             # most models one `sweep` command may start
+    retry_for: float = 3600.0        # seconds a command keeps being retried while GitHub is unavailable
+    retry_backoff: float = 30.0      # first wait before a retry (doubles, at most 10 minutes)
 
 
 @dataclass
@@ -191,6 +198,12 @@ _LIMITS: dict[str, tuple[Any, str]] = {
     "github.repo": (lambda v: v.count("/") == 1 and all(v.split("/")), "OWNER/NAME"),
     "webhook.port": (lambda v: 0 <= v <= 65535, "a TCP port, 0 to 65535"),
     "webhook.max_body": (lambda v: v > 0, "more than 0 bytes"),
+    "webhook.drain_limit": (lambda v: v >= 0, "0 or more bytes"),
+    "webhook.max_headers": (lambda v: v >= 1, "at least 1"),
+    "webhook.read_timeout": (lambda v: v > 0, "more than 0 seconds"),
+    "commands.retry_for": (lambda v: v >= 0, "0 or more seconds"),
+    "commands.retry_backoff": (lambda v: v > 0, "more than 0 seconds"),
+    "scheduler.stuck_after": (lambda v: v > 0, "more than 0 seconds"),
     "issues.repro_timeout": (lambda v: v > 0, "more than 0 seconds"),
     "zoo.check_timeout": (lambda v: v > 0, "more than 0 seconds"),
 }

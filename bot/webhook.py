@@ -1,4 +1,4 @@
-"""The webhook HTTP server: verify, dedupe, store a job, answer at once.
+"""The webhook request logic: verify, dedupe, store a job, answer at once (HTTP: bot.webhook_server).
 
 Nothing slow happens on the request thread: a delivery becomes a row in `jobs`
 and the job runner picks it up. GitHub gives up on a delivery after 10 seconds
@@ -13,7 +13,6 @@ import logging
 import sqlite3
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 from bot.commands import QUICK, Command, parse_comment
@@ -94,7 +93,7 @@ def decide(event: str, payload: dict[str, Any], settings: Settings) -> Decision:
 
 
 class WebhookApp:
-    """The request logic, shared by the HTTP handler threads (one store connection behind a lock)."""
+    """The request logic, shared by the server's worker threads (one store connection behind a lock)."""
 
     def __init__(self, conn: sqlite3.Connection, settings: Settings, *,
                  notify: Callable[[], None] | None = None,
@@ -140,67 +139,3 @@ class WebhookApp:
         with self.lock:
             data = self.health()
         return 200, data
-
-
-def _handler(app: WebhookApp) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "flagsweep"
-        # A slow client must not hold a thread forever.
-        timeout = 10
-
-        def _answer(self, status: int, data: dict[str, Any]) -> None:
-            raw = json.dumps(data).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            if self.path.split("?")[0] == "/healthz":
-                self._answer(*app.healthz())
-            else:
-                self._answer(404, {"error": "not found"})
-
-        def do_POST(self) -> None:  # noqa: N802
-            if self.path.split("?")[0] not in ("/webhook", "/"):
-                self._answer(404, {"error": "not found"})
-                return
-            # Check the size before reading a byte: a huge body never reaches memory.
-            length = self.headers.get("Content-Length")
-            if length is None or not length.isdigit():
-                self.close_connection = True
-                self._answer(411, {"error": "Content-Length required"})
-                return
-            if int(length) > app.settings.webhook.max_body:
-                self.close_connection = True
-                self._answer(413, {"error": f"body over {app.settings.webhook.max_body} bytes"})
-                return
-            body = self.rfile.read(int(length))
-            try:
-                status, data = app.handle(self.headers, body)
-            except Exception:  # an internal error is logged, the sender gets a short answer
-                log.exception("webhook delivery failed")
-                status, data = 500, {"error": "internal error"}
-            self._answer(status, data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            log.debug("%s %s", self.address_string(), format % args)
-
-    return Handler
-
-
-def make_server(app: WebhookApp, host: str, port: int) -> ThreadingHTTPServer:
-    """A threading HTTP server for `app` (port 0 picks a free one: see server.server_port)."""
-    server = ThreadingHTTPServer((host, port), _handler(app))
-    server.daemon_threads = True
-    return server
-
-
-def start_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
-    """Serve in a daemon thread; stop with server.shutdown()."""
-    # A short poll interval makes shutdown() (SIGTERM, test teardown) return promptly.
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              name="flagsweep-webhook", daemon=True)
-    thread.start()
-    return thread

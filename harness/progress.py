@@ -1,21 +1,24 @@
-"""A live progress line on stderr: items done/total, ETA, crashes so far.
+"""A live progress bar on stderr (tqdm): items done/total, rate, ETA, crashes so far.
 
-On a terminal it redraws one line; otherwise (CI logs, tests) it prints a line
-at most every LOG_EVERY_S seconds, so logs stay short.
+On a terminal tqdm redraws one line; otherwise (CI logs, tests, a pipe) a plain
+line is written at most every LOG_EVERY_S seconds, so logs stay short. Callers
+switch it off (`enabled=False`) under `--json`. tqdm is imported only when a bar
+is enabled: worker processes that import this package never pay for it.
 """
 from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 LOG_EVERY_S = 15.0
-WIDTH = 24
 
 
-def _fmt(seconds: float) -> str:
-    seconds = int(max(0, seconds))
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):   # a closed or fake stream
+        return False
 
 
 class Progress:
@@ -27,45 +30,47 @@ class Progress:
         self.start_done = done
         self.enabled, self.label = enabled and total > 0, label
         self.stream = stream or sys.stderr
-        self.tty = self.enabled and self.stream.isatty()
+        self.tty = self.enabled and _isatty(self.stream)
         self.started = self.last = time.monotonic()
         self.closed = False
-        if self.enabled:
-            self._draw(force=True)
+        self.bar: Any = None
+        if self.tty:
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, initial=done, desc=label, unit="item", file=self.stream, dynamic_ncols=True,
+                            mininterval=0.2, leave=True, postfix=self._postfix())
+        elif self.enabled:
+            self._log()
+
+    def _postfix(self) -> str:
+        return f"{self.crashes} crashed"
 
     def advance(self, crashed: bool = False) -> None:
         """One more item finished."""
         self.done += 1
         self.crashes += int(crashed)
-        if self.enabled:
-            self._draw(force=self.done >= self.total)
+        if self.bar is not None:
+            if crashed:
+                self.bar.set_postfix_str(self._postfix(), refresh=False)
+            self.bar.update(1)
+        elif self.enabled and (self.done >= self.total or time.monotonic() - self.last >= LOG_EVERY_S):
+            self._log()
 
     def line(self) -> str:
-        """The text of the progress line."""
-        frac = self.done / self.total if self.total else 1.0
-        bar = "#" * int(frac * WIDTH) + "." * (WIDTH - int(frac * WIDTH))
-        ran = self.done - self.start_done
+        """The text of the progress line (tqdm's meter, in ASCII for logs)."""
+        from tqdm import tqdm
         elapsed = time.monotonic() - self.started
-        eta = _fmt(elapsed / ran * (self.total - self.done)) if ran else "?"
-        return (f"{self.label} [{bar}] {self.done}/{self.total} items, {_fmt(elapsed)} elapsed, "
-                f"ETA {eta}, {self.crashes} crashed")
+        # tqdm's rate counts from `initial`: a resumed sweep's ETA uses only the items run now.
+        return tqdm.format_meter(self.done, self.total, elapsed, ncols=100, prefix=self.label, ascii=True,
+                                 unit="item", postfix=self._postfix(), initial=self.start_done)
 
-    def _draw(self, force: bool = False) -> None:
-        now = time.monotonic()
-        if self.tty:
-            if force or now - self.last >= 0.2:
-                self.stream.write("\r\x1b[K" + self.line())
-                self.stream.flush()
-                self.last = now
-        elif force or now - self.last >= LOG_EVERY_S:
-            self.stream.write(self.line() + "\n")
-            self.stream.flush()
-            self.last = now
+    def _log(self) -> None:
+        self.stream.write(self.line() + "\n")
+        self.stream.flush()
+        self.last = time.monotonic()
 
     def close(self) -> None:
         """Finish the line (idempotent)."""
         if self.enabled and not self.closed:
             self.closed = True
-            if self.tty:
-                self.stream.write("\n")
-                self.stream.flush()
+            if self.bar is not None:
+                self.bar.close()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,9 @@ class Job:
     finished_at: str | None = None
     result: dict[str, Any] | None = None
     error: str | None = None
+    attempts: int = 0                    # earlier attempts that ended in a GitHub outage
+    retry_at: float | None = None        # epoch seconds: not claimed before this
+    retry_until: float | None = None     # epoch seconds: after this an outage fails the job
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -34,7 +38,8 @@ class Job:
 def _job(row: sqlite3.Row) -> Job:
     return Job(id=row["id"], kind=row["kind"], payload=json.loads(row["payload"]), status=row["status"],
                created_at=row["created_at"], started_at=row["started_at"], finished_at=row["finished_at"],
-               result=json.loads(row["result"]) if row["result"] else None, error=row["error"])
+               result=json.loads(row["result"]) if row["result"] else None, error=row["error"],
+               attempts=row["attempts"], retry_at=row["retry_at"], retry_until=row["retry_until"])
 
 
 def enqueue(conn: sqlite3.Connection, kind: str, payload: dict[str, Any]) -> int:
@@ -44,12 +49,14 @@ def enqueue(conn: sqlite3.Connection, kind: str, payload: dict[str, Any]) -> int
     return cur.lastrowid
 
 
-def claim_next(conn: sqlite3.Connection, kinds: tuple[str, ...] | None = None) -> Job | None:
-    """Mark the oldest queued job (of `kinds`) running and return it (None when there is none)."""
-    sql, args = "SELECT * FROM jobs WHERE status = 'queued'", []
+def claim_next(conn: sqlite3.Connection, kinds: tuple[str, ...] | None = None, *,
+               clock: float | None = None) -> Job | None:
+    """Mark the oldest ready queued job (of `kinds`) running and return it (None when there is none)."""
+    sql, args = "SELECT * FROM jobs WHERE status = 'queued' AND (retry_at IS NULL OR retry_at <= ?)", [
+        time.time() if clock is None else clock]
     if kinds:
         sql += f" AND kind IN ({','.join('?' * len(kinds))})"
-        args = list(kinds)
+        args += list(kinds)
     # BEGIN IMMEDIATE takes the write lock first, so two runners never claim the same job.
     with transaction(conn):
         row = conn.execute(sql + " ORDER BY id LIMIT 1", args).fetchone()
@@ -66,6 +73,18 @@ def finish(conn: sqlite3.Connection, job_id: int, *, result: dict[str, Any] | No
     conn.execute("UPDATE jobs SET status = ?, finished_at = ?, result = ?, error = ? WHERE id = ? AND status = 'running'",
                  ("failed" if error else "done", now(), json.dumps(result) if result is not None else None,
                   error, job_id))
+
+
+def retry_later(conn: sqlite3.Connection, job_id: int, *, error: str, delay: float, until: float,
+                result: dict[str, Any] | None = None) -> None:
+    """Put a running job back in the queue, not to be claimed for `delay` seconds (GitHub was down).
+
+    `until` (epoch seconds) is kept from the first outage on; `result` holds what the
+    attempt already finished, so the next one does not repeat it.
+    """
+    conn.execute("UPDATE jobs SET status = 'queued', started_at = NULL, attempts = attempts + 1, error = ?,"
+                 " result = ?, retry_at = ?, retry_until = coalesce(retry_until, ?) WHERE id = ? AND status = 'running'",
+                 (error, json.dumps(result) if result is not None else None, time.time() + delay, until, job_id))
 
 
 def requeue(conn: sqlite3.Connection, job_id: int) -> None:
@@ -95,6 +114,29 @@ def list_jobs(conn: sqlite3.Connection, *, status: str | None = None, kind: str 
 def depth(conn: sqlite3.Connection) -> int:
     """How many jobs are waiting."""
     return conn.execute("SELECT count(*) FROM jobs WHERE status = 'queued'").fetchone()[0]
+
+
+def retrying(conn: sqlite3.Connection) -> list[Job]:
+    """Queued jobs waiting for GitHub to come back (oldest first)."""
+    return [_job(r) for r in conn.execute("SELECT * FROM jobs WHERE status = 'queued' AND retry_at IS NOT NULL "
+                                          "ORDER BY id")]
+
+
+def waiting_since(conn: sqlite3.Connection, before: str) -> list[Job]:
+    """Ready queued jobs created before `before` (ISO): nothing has taken them for a long time."""
+    return [_job(r) for r in conn.execute("SELECT * FROM jobs WHERE status = 'queued' AND retry_at IS NULL "
+                                          "AND created_at < ? ORDER BY id", (before,))]
+
+
+def running(conn: sqlite3.Connection) -> list[Job]:
+    """Jobs marked running (by this process or one that died)."""
+    return [_job(r) for r in conn.execute("SELECT * FROM jobs WHERE status = 'running' ORDER BY id")]
+
+
+def failed_since(conn: sqlite3.Connection, since: str) -> list[Job]:
+    """Jobs that failed at or after `since` (ISO), newest first."""
+    return [_job(r) for r in conn.execute("SELECT * FROM jobs WHERE status = 'failed' AND finished_at >= ? "
+                                          "ORDER BY id DESC", (since,))]
 
 
 def active(conn: sqlite3.Connection, kind: str) -> bool:

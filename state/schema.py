@@ -135,9 +135,18 @@ CREATE TABLE run_leases (
 );
 """
 
-# Graph-break ids (Dynamo's registry, looked up in the torch under test): the id of an
+# v4 -> v5: a command job that failed because GitHub was down waits in the queue
+# for its next attempt (retry_at, epoch seconds) until retry_until, then fails.
+V5 = """
+ALTER TABLE jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN retry_at REAL;
+ALTER TABLE jobs ADD COLUMN retry_until REAL;
+CREATE INDEX jobs_status ON jobs(status, kind, id);
+"""
+
+# v5 -> v6: graph-break ids (Dynamo's registry, looked up in the torch under test): the id of an
 # Unsupported error beside its signature, and each recorded graph-break reason with its id.
-V_GB = """
+V6 = """
 ALTER TABLE outcomes ADD COLUMN gb_id TEXT;
 CREATE TABLE graph_breaks (
     run_id INTEGER NOT NULL REFERENCES runs(id),
@@ -151,5 +160,5 @@ CREATE TABLE graph_breaks (
 CREATE INDEX graph_breaks_id ON graph_breaks(gb_id, config);
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V_GB]
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,6 +1,7 @@
 """`flagsweep sweep` end to end: bad input, --json, Ctrl-C/SIGTERM, SIGKILL and --resume."""
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -73,6 +74,7 @@ def test_sigkill_then_resume_redoes_nothing_and_prints_json(tmp_path):
                          text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
     doc = json.loads(out.stdout)  # exactly one JSON document, nothing else on stdout
+    assert not re.search(r"\d+/\d+ \[", out.stderr), out.stderr[-2000:]   # and no progress bar under --json
     after = stored_rows(state)
     for key, data in before.items():
         assert after[key] == data, f"{key} was redone"

@@ -236,8 +236,30 @@ def _png_pixels(data: bytes):
     return out.reshape(height, width, bpp)[:, :, :3]
 
 
-@pytest.mark.skipif(_browser() is None, reason="no chromium on PATH (apt-get install chromium to run it)")
+def _boxes(pixels, rgb: tuple[int, int, int], n: int) -> list[tuple[int, int, int, int]]:
+    """The `n` largest connected areas painted `rgb` (±2 per channel), as (top, bottom, left, right), top first."""
+    import numpy as np
+    from scipy import ndimage
+
+    mask = np.abs(pixels - rgb).sum(axis=2) <= 6
+    labels, count = ndimage.label(mask)
+    sizes = ndimage.sum(mask, labels, range(1, count + 1))
+    boxes = []
+    for i in np.argsort(sizes)[::-1][:n]:
+        rows, cols = ndimage.find_objects(labels)[i]
+        boxes.append((rows.start, rows.stop, cols.start, cols.stop))
+    return sorted(boxes)
+
+
+def _dark(region) -> int:
+    """Pixels dark enough to be text (every channel under 110)."""
+    return int((region.max(axis=2) < 110).sum())
+
+
+@pytest.mark.skipif(_browser() is None, reason="no chromium on PATH (apt-get install chromium to run it; "
+                                                ".ci/install-chromium does in CI)")
 def test_report_screenshot_in_headless_browser(store, tmp_path):
+    """What a person sees: the matrix's cells painted in one column, each with its text, beside the model names."""
     path, conn = store
     html = tmp_path / "report.html"
     html.write_text(report.render_html(report.build_context(conn, 3)))
@@ -249,14 +271,33 @@ def test_report_screenshot_in_headless_browser(store, tmp_path):
     pixels = _png_pixels(png.read_bytes())
     assert pixels.shape[:2] == (2200, 1000)
 
-    def count(rgb: tuple[int, int, int]) -> int:
-        return int((abs(pixels - rgb).sum(axis=2) <= 6).sum())
+    # The matrix: BertModel's crash cell (#f08a8a) above the two reduces_graphs cells (#8fd19e), all one
+    # column, each a real table cell (not a legend chip or a swatch), inside the window.
+    (crash,) = _boxes(pixels, (0xF0, 0x8A, 0x8A), 1)
+    reduces = _boxes(pixels, (0x8F, 0xD1, 0x9E), 2)
+    for top, bottom, left, right in [crash, *reduces]:
+        assert bottom - top >= 15 and right - left >= 120 and right < 1000
+        assert abs(left - crash[2]) <= 2 and abs(right - crash[3]) <= 2
+        cell = pixels[top:bottom, left:right]
+        assert _dark(cell) > 20, "a matrix cell is painted but shows no text"
+        # The row is not blank to the left of the cell: the model name, stratum and baseline graphs.
+        assert _dark(pixels[top:bottom, 10:left]) > 150
+    assert crash[1] <= reduces[0][0] and reduces[0][1] <= reduces[1][0]
+    # The page above the matrix carries the title, the summary and the tables: lots of text, not a blank page.
+    assert _dark(pixels[:crash[0]]) > 20_000
+    # The trend chart's crash line (#d7263d) is drawn below the matrix.
+    trend = pixels[crash[1]:]
+    assert int((abs(trend - (0xD7, 0x26, 0x3D)).sum(axis=2) <= 6).sum()) > 100
 
-    # The crashes cell (#f08a8a) and the two reduces_graphs cells (#8fd19e) of the matrix are painted,
-    # and the trend's crash line (#d7263d) is drawn.
-    assert count((0xF0, 0x8A, 0x8A)) > 500
-    assert count((0x8F, 0xD1, 0x9E)) > 1000
-    assert count((0xD7, 0x26, 0x3D)) > 100
+    # The text a reader gets from the rendered page (the DOM after layout and any script).
+    dom = subprocess.run([_browser(), "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", html.as_uri()],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path).stdout
+    page = Collect()
+    page.feed(dom)
+    headings = [text for tag, _, text in page.find("h2")]
+    assert "Models × configs" in headings and "Crash signatures" in headings
+    rows = [text for _, _, text in page.find("td", **{"class": "model"})]
+    assert rows[0] == "BertModel" and "Qwen2VLForConditionalGeneration" in rows   # the crash cell's row is on top
 
 
 def test_markdown_cells_cannot_break_tables_or_mention_anyone(tmp_path):

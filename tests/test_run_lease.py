@@ -161,13 +161,11 @@ def test_resume_of_a_live_run_is_refused_then_taken_over_when_its_holder_dies(tm
 NIGHTLY_DRIVER = """
 import sys
 import tests.fault_models
-from bot import nightly
-_options = nightly._sweep_options
-def _with_test_models(settings, python):
-    options = _options(settings, python)
-    options.extra_modules = ["tests.fault_models"]
-    return options
-nightly._sweep_options = _with_test_models
+from bot.settings import SweepSettings
+_options = SweepSettings.options
+def _with_test_models(self, python=None, extra_modules=None):
+    return _options(self, python, ["tests.fault_models"])
+SweepSettings.options = _with_test_models
 from bot.cli import main
 sys.exit(main(sys.argv[1:]))
 """

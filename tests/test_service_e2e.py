@@ -3,6 +3,7 @@ answered on the fake GitHub through the real publisher. Only the sweep and bisec
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -35,8 +36,9 @@ class Bot:
                  nightly_hook=None) -> None:
         self.fake, self.repo, self.world = fake, fake.repo, World()
         s = Settings(state_path=tmp / "state.sqlite")
-        s.github = fake.settings()
+        s.github = fake.settings(retry_backoff=0.05)   # the publisher's own retries: quick
         s.webhook.secret, s.webhook.port = SECRET, 0
+        s.commands.retry_backoff = 0.2                 # a job waiting out an outage: quick too
         s.issues.dry_run_out = str(tmp / "out")
         s.nightly.configs = [CONFIG]
         s.nightly.torch = "current"
@@ -260,6 +262,78 @@ def test_done_when_serve_takes_a_triagers_rerun_refuses_a_stranger_and_fires_the
         b.close()
 
 
+def _settled(bot, job_id):
+    return wait_for(lambda: (j := jobs.get(bot.conn, job_id)) and j.status in ("done", "failed") and j)
+
+
+def test_a_command_during_a_reactions_outage_is_answered_once(bot):
+    """Issue 12 item 1: with POST .../reactions failing, the 👀 is skipped and the command still answered."""
+    down = bot.fake.faults.outage(method="POST", path="/reactions")
+    r = bot.post("@flagsweep-bot status", TRIAGER)
+    job = _settled(bot, r.json()["job"])
+    assert job.status == "done" and job.result["commands"][0]["outcome"] == "answered"
+    replies = bot.replies()
+    assert len(replies) == 1 and SIGNATURE in replies[0]
+    assert bot.reactions() == []                 # the acknowledgement was best effort
+    bot.fake.faults.end(down)
+    job2, replies2 = bot.command("@flagsweep-bot help")
+    assert len(replies2) == 1 and bot.reactions() == ["eyes", "+1"]
+
+
+def test_a_command_during_a_comments_outage_is_retried_and_answered_once_after_recovery(bot):
+    """The reply cannot be posted: the job waits in the queue with a backoff and is answered when GitHub is back."""
+    down = bot.fake.faults.outage(method="POST", path=f"/issues/{bot.number}/comments")
+    r = bot.post("@flagsweep-bot status\n@flagsweep-bot help", TRIAGER)
+    job_id = r.json()["job"]
+    assert wait_for(lambda: jobs.get(bot.conn, job_id).attempts >= 2)   # tried, backed off, tried again
+    job = jobs.get(bot.conn, job_id)
+    assert job.status in ("queued", "running") and "GitHubUnavailable" in job.error
+    health = httpx.get(bot.service.url + "/healthz", timeout=5).json()
+    assert [j["id"] for j in health["jobs"]["retrying"]] == [job_id]
+    assert bot.replies() == []
+    bot.fake.faults.end(down)
+    job = _settled(bot, job_id)
+    assert job.status == "done" and [c["outcome"] for c in job.result["commands"]] == ["answered", "answered"]
+    replies = bot.replies()
+    assert len(replies) == 2 and SIGNATURE in replies[0] and "Commands I understand" in replies[1]
+    time.sleep(0.5)                                  # nothing else is coming: no duplicate reply later
+    assert len(bot.replies()) == 2
+    assert httpx.get(bot.service.url + "/healthz", timeout=5).json()["jobs"]["retrying"] == []
+
+
+def test_an_outage_mid_comment_does_not_answer_the_first_command_twice(bot):
+    """The first reply lands, the second meets the outage: the retry answers only the second."""
+    down = bot.fake.faults.outage(method="POST", path=f"/issues/{bot.number}/comments", after=1)
+    r = bot.post("@flagsweep-bot status\n@flagsweep-bot help", TRIAGER)
+    job_id = r.json()["job"]
+    assert wait_for(lambda: jobs.get(bot.conn, job_id).attempts >= 2)
+    assert len(bot.replies()) == 1 and jobs.get(bot.conn, job_id).result["commands"][0]["outcome"] == "answered"
+    bot.fake.faults.end(down)
+    job = _settled(bot, job_id)
+    replies = bot.replies()
+    assert job.status == "done" and len(replies) == 2
+    assert SIGNATURE in replies[0] and "Commands I understand" in replies[1]
+
+
+def test_a_job_is_failed_when_the_outage_outlasts_retry_for_and_status_says_so(tmp_path, fake_github):
+    b = Bot(tmp_path, fake_github)
+    b.service.settings.commands.retry_for = 0.5
+    try:
+        down = fake_github.faults.outage(method="POST", path=f"/issues/{b.number}/comments")
+        r = b.post("@flagsweep-bot help", TRIAGER)
+        job = _settled(b, r.json()["job"])
+        assert job.status == "failed" and job.error.startswith("GitHubUnavailable")
+        health = httpx.get(b.service.url + "/healthz", timeout=5).json()
+        assert [j["id"] for j in health["jobs"]["failed"]] == [job.id]
+        assert health["jobs"]["failed"][0]["error_type"] == "GitHubUnavailable"
+        fake_github.faults.end(down)
+        _, replies = b.command("@flagsweep-bot status", user=STRANGER)
+        assert "1 failed in the last 24 h" in replies[0] and f"job {job.id} (quick)" in replies[0]
+        assert "`GitHubUnavailable`" in replies[0]
+    finally:
+        b.close()
+
+
 def test_permission_cache_and_rate_window_follow_an_injected_clock():
     now = [1000.0]
     lookups = []
@@ -370,6 +444,9 @@ def test_flagsweep_serve_answers_health_and_stops_on_sigterm(tmp_path):
         assert r.status_code == 401
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
+        rest = proc.stderr.read()
+        # The access log: one line per request, the refused delivery included.
+        assert '"GET /healthz" 200' in rest and '"POST /webhook" 401' in rest and "flagsweep serve: stopping" in rest
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -381,3 +458,36 @@ def test_serve_refuses_to_start_without_a_webhook_secret(tmp_path):
 
     s = Settings(state_path=tmp_path / "s.sqlite")
     assert serve(s) == 2
+
+
+def test_healthz_names_stuck_jobs(tmp_path):
+    """A job marked running that no runner holds (another process's, or one lost), and one nothing takes."""
+    s = Settings(state_path=tmp_path / "state.sqlite")
+    s.webhook.secret, s.webhook.port = SECRET, 0
+    s.scheduler.stuck_after = 1.0
+    svc = Service(s, dry_run=True, schedule=False)
+    svc.start()
+    conn = db.connect(s.state_path)
+    try:
+        assert httpx.get(svc.url + "/healthz", timeout=5).json()["jobs"]["stuck"] == []
+        orphan = jobs.enqueue(conn, "nightly-of-another-process", {})
+        assert jobs.claim_next(conn, kinds=("nightly-of-another-process",)).id == orphan
+        waiting = jobs.enqueue(conn, "kind-no-lane-takes", {})
+        time.sleep(2.1)                       # past stuck_after (timestamps are whole seconds)
+        health = httpx.get(svc.url + "/healthz", timeout=5).json()
+        stuck = {j["id"]: j["why"] for j in health["jobs"]["stuck"]}
+        assert health["ok"] is False and set(stuck) == {orphan, waiting}
+        assert "no runner of this service holds it" in stuck[orphan] and "nothing took it" in stuck[waiting]
+    finally:
+        svc.stop(grace=5)
+        conn.close()
+
+
+def test_serve_with_a_port_out_of_range_is_one_line(tmp_path, capsys):
+    from bot.service import serve
+
+    s = Settings(state_path=tmp_path / "s.sqlite")
+    s.webhook.secret, s.webhook.port = SECRET, 99999
+    assert serve(s, schedule=False) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flagsweep serve: cannot listen on 127.0.0.1:99999") and "Traceback" not in err

@@ -37,3 +37,18 @@ def test_secrets_and_state_come_from_the_environment(tmp_path):
     assert s.webhook.secret == "s3"
     assert s.state_path == tmp_path / "x.sqlite"
     assert not settings.load(None, env={"HOME": str(tmp_path)}).github.has_credentials
+
+
+def test_service_retry_and_webhook_limits_are_checked(tmp_path):
+    s = settings.load(ROOT / "flagsweep.example.toml", env={"HOME": "/nonexistent"})
+    assert s.commands.retry_for == 3600.0 and s.commands.retry_backoff == 30.0 and s.webhook.max_body == 1_000_000
+    bad = tmp_path / "s.toml"
+    for text, named in [("[commands]\nretry_for = -1\n", r"commands\.retry_for: must be 0 or more seconds, got -1\.0"),
+                        ("[commands]\nretry_backoff = 0\n", r"commands\.retry_backoff: must be more than 0 seconds"),
+                        ('[commands]\nretry_for = "1h"\n', r"commands\.retry_for: expected float"),
+                        ("[scheduler]\nstuck_after = 0\n", r"scheduler\.stuck_after: must be more than 0"),
+                        ("[webhook]\nmax_headers = 0\n", r"webhook\.max_headers: must be at least 1"),
+                        ("[webhook]\nread_timeout = 0\n", r"webhook\.read_timeout: must be more than 0")]:
+        bad.write_text(text)
+        with pytest.raises(settings.SettingsError, match=named):
+            settings.load(bad, env={})

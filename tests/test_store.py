@@ -155,3 +155,26 @@ def test_cli_honours_env_var_and_state_flag_and_reports_bad_files(tmp_path):
     default = _cli("runs", "list", env={"HOME": str(tmp_path / "home"), "FLAGSWEEP_STATE": "", "XDG_DATA_HOME": ""})
     assert default.returncode == 0 and "No runs" in default.stdout
     assert (tmp_path / "home" / ".local" / "share" / "flagsweep" / "state.sqlite").exists()
+
+
+def test_a_job_retried_after_an_outage_waits_for_its_time_and_keeps_its_deadline(tmp_path):
+    import time
+
+    from state import jobs
+    conn = connect(tmp_path / "s.sqlite")
+    job_id = jobs.enqueue(conn, "quick", {"issue": 1})
+    assert jobs.claim_next(conn).id == job_id
+    now = time.time()
+    jobs.retry_later(conn, job_id, error="GitHubUnavailable: down", delay=60, until=now + 3600,
+                     result={"commands": [{"line": "a", "outcome": "answered"}]})
+    job = jobs.get(conn, job_id)
+    assert job.status == "queued" and job.attempts == 1 and job.result["commands"][0]["outcome"] == "answered"
+    assert jobs.claim_next(conn) is None                       # not before its time
+    assert [j.id for j in jobs.retrying(conn)] == [job_id]
+    assert jobs.claim_next(conn, clock=now + 61).id == job_id  # due
+    jobs.retry_later(conn, job_id, error="GitHubUnavailable: still down", delay=1, until=now + 99999)
+    assert jobs.get(conn, job_id).retry_until == pytest.approx(now + 3600)   # the first outage's deadline holds
+    assert jobs.get(conn, job_id).attempts == 2
+    assert jobs.claim_next(conn, clock=now + 100).id == job_id
+    jobs.finish(conn, job_id, error="GitHubUnavailable: gave up")
+    assert [j.id for j in jobs.failed_since(conn, "2000-01-01")] == [job_id]

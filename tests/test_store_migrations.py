@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from harness.outcome import Outcome
-from state import history, leases, runs
+from state import history, jobs, leases, runs
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 from tests import historydata as hd
@@ -55,11 +55,21 @@ def _fill_v3(conn: sqlite3.Connection) -> None:
 
 
 def _fill_v4(conn: sqlite3.Connection) -> None:
-    """v4 added run leases; a store at v4 holds v3's rows and no lease (its runs all ended)."""
+    """v3 rows plus jobs as the service stored them at v4 (no retry columns yet): one done, one queued."""
     _fill_v3(conn)
+    conn.execute("INSERT INTO jobs (id, kind, payload, status, created_at, finished_at, result) VALUES"
+                 " (1, 'quick', '{\"issue\": 7}', 'done', '2026-10-02T05:00:00+00:00', '2026-10-02T05:00:02+00:00',"
+                 " '{\"commands\": []}')")
+    conn.execute("INSERT INTO jobs (id, kind, payload, status, created_at) VALUES"
+                 " (2, 'command', '{\"issue\": 7}', 'queued', '2026-10-02T05:01:00+00:00')")
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4}
+def _fill_v5(conn: sqlite3.Connection) -> None:
+    """v5 added job retry columns: v4's rows (the jobs read back the same)."""
+    _fill_v4(conn)
+
+
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5}
 
 
 def _build_at(path, version: int) -> None:
@@ -114,6 +124,11 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     # v4: no run of an older store is held by anyone; a lease can be taken on it.
     assert conn.execute("SELECT count(*) FROM run_leases").fetchone()[0] == 0
     leases.acquire(conn, 2).release(conn)
+    if version >= 4:
+        # Stored jobs read back with no outage behind them, and the queued one is still claimed.
+        assert jobs.get(conn, 1).attempts == 0 and jobs.get(conn, 1).result == {"commands": []}
+        claimed = jobs.claim_next(conn)
+        assert claimed.id == 2 and claimed.retry_at is None and claimed.payload == {"issue": 7}
     # Graph-break ids: old outcomes have none; a new outcome stores each reason with its id.
     assert conn.execute("SELECT count(*) FROM outcomes WHERE gb_id IS NOT NULL").fetchone()[0] == 0
     runs.record_outcome(conn, rid, Outcome(model="M", config="baseline", status="ok", break_reasons=["r1", "r2"],

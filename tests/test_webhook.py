@@ -1,13 +1,16 @@
-"""The webhook server over real HTTP, with real GitHub payloads signed (and mis-signed) by the test."""
+"""The webhook server (Starlette on uvicorn) over real HTTP, with real GitHub payloads signed (and mis-signed)."""
 import json
+import logging
 import socket
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from bot.settings import Settings
-from bot.webhook import WebhookApp, decide, is_own, make_server, sign, start_in_thread, verify_signature
+from bot.webhook import WebhookApp, decide, is_own, sign, verify_signature
+from bot.webhook_server import WebhookServer
 from state import db, deliveries, jobs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
@@ -31,16 +34,15 @@ def comment_payload(body: str, login: str = "triager", action: str = "created", 
 def server(tmp_path):
     settings = Settings(state_path=tmp_path / "state.sqlite")
     settings.webhook.secret = SECRET
-    settings.webhook.max_body = 200_000
+    settings.webhook.read_timeout = 1.0
     conn = db.connect(settings.state_path)
     woken = []
     app = WebhookApp(conn, settings, notify=lambda: woken.append(1), health=lambda: {"queue": jobs.depth(conn)})
-    srv = make_server(app, "127.0.0.1", 0)
-    start_in_thread(srv)
+    srv = WebhookServer(app, "127.0.0.1", 0)
+    srv.start()
     srv.conn, srv.woken, srv.url = conn, woken, f"http://127.0.0.1:{srv.server_port}"
     yield srv
-    srv.shutdown()
-    srv.server_close()
+    srv.stop()
     conn.close()
 
 
@@ -102,14 +104,78 @@ def test_malformed_json_is_400(server):
     assert post(server, "issue_comment", None, raw=b"[1, 2]").status_code == 400
 
 
-def test_oversized_body_is_413_before_reading(server):
-    # Announce 50 MB and send nothing: the answer must come from the header alone.
+@pytest.mark.parametrize("size", [1 << 20, 5 << 20])
+def test_oversized_signed_body_gets_a_413_the_sender_reads_eight_times_in_a_row(server, size):
+    """Issue 12 item 10: the 413 must reach the sender, not a connection reset (the body is drained first).
+
+    The sender writes the whole request, then reads: a server that answers and closes with body bytes
+    unread makes the kernel reset the connection, and `sendall` fails with BrokenPipe before any answer.
+    (httpx and requests hide that by reading after a failed write, so the plain socket is the strict test.)
+    """
+    body = json.dumps({"zen": "x" * size}).encode()
+    for i in range(8):
+        head = (f"POST /webhook HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: ping\r\nX-GitHub-Delivery: big-{i}\r\n"
+                f"X-Hub-Signature-256: {sign(SECRET, body)}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        with socket.create_connection(("127.0.0.1", server.server_port), timeout=30) as s:
+            s.sendall(head + body)
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        status, _, rest = answer.partition(b"\r\n")
+        assert status == b"HTTP/1.1 413 Request Entity Too Large", answer[:200]
+        assert b"body over 1000000 bytes" in rest
+        r = httpx.post(server.url + "/webhook", content=body, timeout=30, headers={
+            "X-GitHub-Event": "ping", "X-GitHub-Delivery": f"big-x-{i}", "X-Hub-Signature-256": sign(SECRET, body)})
+        assert r.status_code == 413 and r.json() == {"error": "body over 1000000 bytes"}
+    assert deliveries.count(server.conn) == 0
+    # The server is still fine afterwards.
+    assert post(server, "ping", payload("ping"), delivery="after").json()["status"] == "pong"
+
+
+def test_oversized_body_over_the_drain_limit_is_413_before_reading(server):
+    # Announce 50 MB (past drain_limit) and send nothing: the answer must come from the header alone.
     with socket.create_connection(("127.0.0.1", server.server_port), timeout=5) as s:
         s.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: ping\r\n"
                   b"X-GitHub-Delivery: big\r\nContent-Length: 50000000\r\n\r\n")
         answer = s.recv(4096).decode()
     assert answer.startswith("HTTP/1.0 413") or answer.startswith("HTTP/1.1 413")
     assert deliveries.count(server.conn) == 0
+
+
+def test_a_sender_that_stalls_mid_body_gets_408(server):
+    with socket.create_connection(("127.0.0.1", server.server_port), timeout=10) as s:
+        s.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: ping\r\n"
+                  b"X-GitHub-Delivery: slow\r\nContent-Length: 100\r\n\r\n" + b"{" * 10)
+        answer = s.recv(4096).decode()
+    assert answer.startswith("HTTP/1.1 408")
+    assert deliveries.count(server.conn) == 0
+
+
+def test_a_sender_that_never_finishes_its_headers_is_dropped(server):
+    with socket.create_connection(("127.0.0.1", server.server_port), timeout=10) as s:
+        s.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\n")
+        assert s.recv(4096) == b""          # closed by the server after read_timeout, no answer owed
+
+
+def test_too_many_header_fields_get_431(server):
+    body = json.dumps(payload("ping")).encode()
+    headers = [("X-GitHub-Event", "ping"), ("X-GitHub-Delivery", "h"), ("X-Hub-Signature-256", sign(SECRET, body))]
+    headers += [(f"X-Filler-{i}", "1") for i in range(150)]
+    r = httpx.post(server.url + "/webhook", content=body, headers=headers, timeout=5)
+    assert r.status_code == 431 and deliveries.count(server.conn) == 0
+
+
+def test_every_request_gets_an_access_log_line(server, caplog):
+    with caplog.at_level(logging.INFO, logger="flagsweep.access"):
+        post(server, "ping", payload("ping"), delivery="logged")
+        httpx.get(server.url + "/healthz", timeout=5)
+        end = time.monotonic() + 5
+        while len(caplog.records) < 2 and time.monotonic() < end:
+            time.sleep(0.01)
+    lines = [r.getMessage() for r in caplog.records if r.name == "flagsweep.access"]
+    assert any('"POST /webhook" 200' in line and "delivery=logged" in line for line in lines), lines
+    assert any('"GET /healthz" 200' in line for line in lines), lines
 
 
 def test_ping_and_unknown_events(server):
@@ -150,6 +216,12 @@ def test_healthz_and_unknown_paths(server):
     r = httpx.get(server.url + "/healthz", timeout=5)
     assert r.status_code == 200 and r.json() == {"queue": 0}
     assert httpx.get(server.url + "/nope", timeout=5).status_code == 404
+    assert httpx.get(server.url + "/webhook", timeout=5).status_code == 405
+
+
+def test_a_port_in_use_fails_at_construction(server):
+    with pytest.raises(OSError):
+        WebhookServer(WebhookApp(server.conn, Settings()), "127.0.0.1", server.server_port)
 
 
 def test_decide_is_pure_and_checks_the_repository():

@@ -9,7 +9,10 @@ import threading
 from dataclasses import dataclass
 
 
-@dataclass
+OUTAGE = 10 ** 9    # firings of an outage: more than any test sends before ending it
+
+
+@dataclass(eq=False)
 class Fault:
     kind: str                 # status | secondary | primary | slow | drop
     count: int
@@ -18,6 +21,7 @@ class Fault:
     status: int = 500
     retry_after: float | None = None
     delay: float = 0.0
+    after: int = 0            # matching requests let through before the fault starts firing
 
     def matches(self, method: str, path: str) -> bool:
         return (self.method is None or self.method == method) and (self.path is None or self.path in path)
@@ -58,6 +62,17 @@ class Faults:
         """The write is stored, then the connection is closed without an answer (PyGithub's re-send trap)."""
         return self._add(Fault("drop", n, method, path))
 
+    def outage(self, *, status: int = 500, method: str | None = None, path: str | None = None,
+               after: int = 0) -> Fault:
+        """Every matching request (past the first `after`) answers `status` until `end(fault)`: an endpoint down for a while."""
+        return self._add(Fault("status", OUTAGE, method, path, status=status, after=after))
+
+    def end(self, fault: Fault) -> None:
+        """Lift one fault (an outage is over); requests after this reach the state again."""
+        with self._lock:
+            if fault in self._rules:
+                self._rules.remove(fault)
+
     def clear(self) -> None:
         """Remove every pending fault."""
         with self._lock:
@@ -73,6 +88,9 @@ class Faults:
         with self._lock:
             for fault in self._rules:
                 if fault.kind in kinds and fault.count > 0 and fault.matches(method, path):
+                    if fault.after > 0:
+                        fault.after -= 1
+                        continue
                     fault.count -= 1
                     if fault.count == 0:
                         self._rules.remove(fault)
