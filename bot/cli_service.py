@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from bot import cli_types as types
 from bot.interrupts import sigterm_as_interrupt
 
+log = logging.getLogger(__name__)
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this area's subcommands."""
@@ -61,11 +63,29 @@ def _emit(result: Any, as_json: bool) -> None:
         sys.stdout.write(render("nightly_summary.txt.j2", r=result))
 
 
+def _identity_error(settings: Any, dry_run: bool | None) -> str | None:
+    """Ask GitHub once, at start-up, who the credentials write as; the reason to refuse, if any."""
+    if dry_run or not settings.github.has_credentials:
+        return None
+    from bot.publisher import ActionRefused, GitHubPublisher, GitHubUnavailable
+    try:
+        GitHubPublisher(settings.github)        # checks (or adopts) [github] bot_login
+    except ActionRefused as exc:
+        return str(exc)
+    except GitHubUnavailable as exc:            # GitHub down: sweep anyway; publishing asks again
+        log.warning("github: cannot ask who we are yet: %s", exc)
+    return None
+
+
 def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
     """flagsweep nightly."""
     from bot import nightly
     from harness.engine import SweepInterrupted
     from state import db
+    refused = _identity_error(settings, args.dry_run)
+    if refused:
+        print(f"flagsweep nightly: {refused}", file=sys.stderr)
+        return 2
     conn = db.connect(settings.state_path)
     try:
         with sigterm_as_interrupt():
@@ -120,4 +140,8 @@ def cmd_serve(args: argparse.Namespace, settings: Any) -> int:
         settings.webhook.host = args.host
     if args.port is not None:
         settings.webhook.port = args.port
+    refused = _identity_error(settings, args.dry_run)
+    if refused:
+        print(f"flagsweep serve: {refused}", file=sys.stderr)
+        return 2
     return service.serve(settings, schedule=not args.no_schedule, dry_run=args.dry_run)

@@ -132,7 +132,6 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
                 return _fail(str(exc))
             if not models:
                 return _fail("no models selected")
-            cfg.validate_all(configs, base, options.python)
     except cfg.ConfigError as exc:
         return _fail(str(exc))
     except ValueError as exc:  # a bad --resume value
@@ -142,7 +141,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
         with sigterm_as_interrupt():
             run_id = sweep(conn, models=models, configs=configs, base_settings=base, options=options,
                            run_id=run_id, resume=bool(args.resume), progress=not args.json)
-    except ResumeError as exc:
+    except (ResumeError, cfg.ConfigError) as exc:  # ConfigError: checked in the workers' torch, nothing ran
         return _fail(str(exc))
     except SweepInterrupted as exc:
         print(f"flagsweep sweep: interrupted; finished items are stored. Continue with: flagsweep sweep --resume {exc.run_id}",

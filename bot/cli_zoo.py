@@ -163,6 +163,8 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
         catalog = configs_mod.load_catalog(args.config_file or settings.sweep.config_file)
         chosen = configs_mod.select(catalog, [args.config])
         base = dict(configs_mod.parse_setting(s) for s in args.base_setting)
+        # Checked in the torch the script will run under, before it is rendered or run.
+        configs_mod.validate_all({args.config: chosen[args.config]}, base, settings.sweep.python)
     except (zoo.UnknownModel, configs_mod.ConfigError) as exc:
         print(f"flagsweep repro: {exc}", file=sys.stderr)
         return 2

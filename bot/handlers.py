@@ -19,6 +19,7 @@ from bot.bisect import BisectError, Probe, SkipNightly, bisect, outcome_key, win
 from bot.command_context import ROLES, Context, Gate, GitHubPort, RetryLater, UserError, role_at_least
 from bot.publisher_api import GitHubUnavailable
 from bot.render import render
+from harness.configs import ConfigError
 
 __all__ = ["ROLES", "Context", "Gate", "GitHubPort", "RetryLater", "UserError", "handle_job", "role_at_least"]
 
@@ -43,6 +44,12 @@ def _signature_row(conn: sqlite3.Connection, config: str | None, signature: str 
         if row.get("signature") == signature:
             return row
     return None
+
+
+def _unavailable(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
+    from state import runs
+    run = runs.get_run(conn, run_id)
+    return run.unavailable if run else {}
 
 
 def _last_nightly(conn: sqlite3.Connection) -> Any:
@@ -74,9 +81,8 @@ def _check_base_settings(ctx: Context, texts: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         for text in texts:
-            key, value = configs.parse_setting(text)
+            key, value = configs.parse_setting(text)   # syntax here; types in the torch that runs it
             out[key] = value
-        configs.validate(out, ctx.settings.sweep.python)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     return out
@@ -89,9 +95,12 @@ def default_sweep(ctx: Context, models: list[str], configs: dict[str, dict], bas
         built = steps.provide(ctx.settings, ctx.settings.nightly.torch, None, False)
     except provider.ProviderError as exc:
         raise UserError(f"no torch to sweep with: {exc}") from None
-    return steps.sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
-                          python=built.python, run_id=None, resume=False, nightly=None, shard=None,
-                          kind="command", progress=False)
+    try:
+        return steps.sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
+                           python=built.python, run_id=None, resume=False, nightly=None, shard=None,
+                           kind="command", progress=False)
+    except ConfigError as exc:   # checked in that torch before anything ran
+        raise UserError(str(exc)) from None
 
 
 def default_rerun(ctx: Context, link: Any, models: list[str]) -> dict[str, Any]:
@@ -132,8 +141,11 @@ def default_bisect_probe(ctx: Context, date: str, model: str, config: str) -> Pr
         log.warning("bisect: skipping %s: %s", date, exc)
         raise SkipNightly(date) from exc
     chosen = steps.select_configs(ctx.settings, [config])
-    out = engine.run_items([(model, config)], configs=chosen, base_settings={},
-                           options=ctx.settings.sweep.options(built.python))[0]
+    try:
+        out = engine.run_items([(model, config)], configs=chosen, base_settings={},
+                               options=ctx.settings.sweep.options(built.python))[0]
+    except engine.ConfigUnavailable as exc:   # a key this build lacks is an outcome of its own
+        return Probe(date=date, version=built.version, git=built.git, key="unavailable", detail=str(exc)[:300])
     return Probe(date=date, version=built.version, git=built.git, key=outcome_key(out),
                  detail=(out.error_message or "")[:300])
 
@@ -220,8 +232,9 @@ def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author:
     base = _check_base_settings(ctx, args.get("base_setting") or [])
     run_id = (ctx.sweep or default_sweep)(ctx, models, chosen, base)   # the sweep finalizes the run it ends
     effects = [e.to_dict() for e in history.effects(ctx.conn, run_id) if e.config == args["config"]]
+    unavailable = _unavailable(ctx.conn, run_id)
     _reply(ctx, number, "reply_sweep.md.j2", run_id=run_id, config=args["config"], models=models,
-           base=base, effects=effects)
+           base=base, effects=effects, unavailable=unavailable.get(args["config"]))
     return f"swept run {run_id}"
 
 

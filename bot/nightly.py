@@ -47,6 +47,7 @@ class NightlyResult:
     out_dir: str | None = None
     report: str | None = None
     reason: str | None = None
+    unavailable: dict[str, Any] = field(default_factory=dict)   # configs the swept torch lacks a key of
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -82,7 +83,8 @@ def find_existing(conn: sqlite3.Connection, *, nightly: str, shard: str | None, 
     for run in runs_mod.list_runs(conn, kinds=["nightly"], limit=200):
         if run.nightly != nightly or run.shard != shard or run.status in ("failed", "merged"):
             continue
-        if run.configs == want_configs and sorted(run.models) == sorted(models) \
+        asked = {**run.configs, **{name: u["settings"] for name, u in run.unavailable.items()}}
+        if asked == want_configs and sorted(run.models) == sorted(models) \
                 and run.environment.get("torch_version") == torch_version:
             return run
     return None
@@ -134,6 +136,8 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         result.run_id = steps.sweep(conn, models=names, configs=chosen, base_settings={}, settings=settings,
                                     python=built.python, run_id=existing.id if resume else None, resume=resume,
                                     nightly=built.date, shard=shard, progress=progress)
+    result.unavailable = runs_mod.get_run(conn, result.run_id).unavailable
+    result.configs = [c for c in result.configs if c not in result.unavailable]
     if shard:
         # A shard stops here: `flagsweep merge` joins the shards and publishes once.
         result.status = "shard_done" if result.status == "swept" else result.status

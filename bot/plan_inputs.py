@@ -19,7 +19,8 @@ def _date(run: Run) -> str:
 
 def _run_dict(run: Run, models: set[str] | frozenset[str]) -> dict[str, Any]:
     return {"id": run.id, "date": _date(run), "environment": run.environment, "configs": run.configs,
-            "base_settings": run.base_settings, "options": run.options, "models": sorted(models), "kind": run.kind}
+            "base_settings": run.base_settings, "options": run.options, "models": sorted(models), "kind": run.kind,
+            "unavailable": run.unavailable}
 
 
 def gather(conn: sqlite3.Connection, view: RunView) -> PlanInputs:

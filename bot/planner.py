@@ -119,6 +119,7 @@ class _Planner:
             "device": (run.get("options") or {}).get("device", "cpu"),
             "effects_table": table.rows, "testable": table.testable, "report_url": self.s.report_url,
             "begin": text.BEGIN, "end": text.END, "date": self.date, "date_text": _when(self.date),
+            "unavailable": sorted((n, u.get("missing") or []) for n, u in (run.get("unavailable") or {}).items()),
         }
 
     def news(self, config: str, signature: str) -> tuple[list[str], list[str]]:

@@ -112,7 +112,11 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
     if not dry_run:
         if publisher is None:
             from bot.publisher import GitHubPublisher    # the only module importing PyGithub
-            publisher = GitHubPublisher(settings.github)
+            try:
+                publisher = GitHubPublisher(settings.github)   # asks GitHub who we are before anything is sent
+            except GitHubUnavailable as exc:
+                summary.stopped = str(exc)
+                return _finish(conn, summary)
         if not repo:
             raise ActionRefused("no repository: set github.repo or pass --repo OWNER/NAME")
         return _publish(conn, view, publisher, repo, summary, say, make_plan)

@@ -39,6 +39,44 @@ def _auth(settings: GitHubSettings) -> Auth.Auth:
     return Auth.AppAuth(settings.app_id, key).get_installation_auth(settings.installation_id)
 
 
+class IdentityError(ActionRefused):
+    """The credentials write as another account than `[github] bot_login`: every issue would be filed twice."""
+
+
+# (base_url, token, app_id, installation_id) -> login: asked of GitHub once per process.
+_LOGINS: dict[tuple[Any, ...], str] = {}
+
+
+def _ask_login(gh: Github, settings: GitHubSettings) -> str:
+    """The login the credentials write as: the token's user (GET /user), or the App's `<slug>[bot]` (GET /app)."""
+    if settings.token:
+        return gh.get_user().login
+    key = settings.private_key or Path(settings.private_key_path or "").read_text()
+    app = github.GithubIntegration(auth=Auth.AppAuth(settings.app_id, key), base_url=settings.base_url.rstrip("/"),
+                                   retry=None, timeout=settings.request_timeout).get_app()
+    return f"{app.slug}[bot]"
+
+
+def same_login(a: str, b: str) -> bool:
+    """GitHub logins compare case-insensitively; an App is `slug` or `slug[bot]`."""
+    def norm(login: str) -> str:
+        login = login.lower()
+        return login[:-5] if login.endswith("[bot]") else login
+    return norm(a) == norm(b)
+
+
+def check_identity(settings: GitHubSettings, login: str) -> str:
+    """Adopt `login` as bot_login when none is set; IdentityError when bot_login names another account."""
+    if not settings.bot_login:
+        log.info("github: writing as %s (bot_login taken from the credentials)", login)
+        settings.bot_login = login
+    elif not same_login(settings.bot_login, login):
+        raise IdentityError(f"the GitHub credentials write as {login!r}, not as [github] bot_login "
+                            f"{settings.bot_login!r}; set bot_login = {login!r} or use that account's credentials "
+                            "(nothing was published)")
+    return settings.bot_login
+
+
 def _lf(text: str | None) -> str:
     """Body text compared without line-ending differences (GitHub stores what browsers send: CRLF)."""
     return (text or "").replace("\r\n", "\n")
@@ -73,7 +111,6 @@ class GitHubPublisher:
         if not settings.repo:
             raise ActionRefused("no repository: set github.repo or pass --repo OWNER/NAME")
         self.settings = settings
-        self.login = settings.bot_login
         self._sleep, self._clock, self._wall = sleep, clock, wall
         self._last_write: float | None = None
         self.waits: list[tuple[str, float]] = []          # (why, seconds) of every wait, for reports and tests
@@ -81,6 +118,19 @@ class GitHubPublisher:
                          per_page=100, timeout=settings.request_timeout, seconds_between_requests=None,
                          seconds_between_writes=None)
         self.repo = self.gh.get_repo(settings.repo)        # lazy: no request
+        self.login = self.identity()
+
+    def identity(self) -> str:
+        """Who the credentials write as, asked once per process, checked against (or adopted as) bot_login."""
+        key = (self.settings.base_url, self.settings.token, self.settings.app_id, self.settings.installation_id)
+        if key not in _LOGINS:
+            try:
+                _LOGINS[key] = self._call("who am I", lambda: _ask_login(self.gh, self.settings), write=False)
+            except GitHubUnavailable as exc:
+                if getattr(exc.__cause__, "status", None) == 401:   # at start-up, rejected credentials are a refusal
+                    raise ActionRefused(str(exc), 401) from None
+                raise
+        return check_identity(self.settings, _LOGINS[key])
 
     # -- the one retry loop --------------------------------------------------
     def _call(self, what: str, fn: Callable[[], T], *, write: bool, look: Callable[[], T | None] | None = None,

@@ -8,9 +8,13 @@ from typing import Any
 import jinja2
 
 import templates
+from harness.scrub import scrub
 from harness.signature import gb_doc_url
 
 TEMPLATE_DIR = Path(templates.__file__).parent
+# Templates whose text leaves this machine (issue bodies, comments, replies, reports):
+# the one edge where machine paths are scrubbed. Terminal output (.txt) keeps local paths.
+LEAVING = (".md.j2", ".html.j2")
 
 
 @lru_cache(maxsize=None)
@@ -34,5 +38,6 @@ def register_filter(name: str, fn: Any) -> None:
 
 
 def render(name: str, **context: Any) -> str:
-    """Render templates/<name> with `context`."""
-    return environment().get_template(name).render(**context)
+    """Render templates/<name> with `context`; Markdown and HTML (GitHub, reports) carry no machine paths."""
+    text = environment().get_template(name).render(**context)
+    return scrub(text) if name.endswith(LEAVING) else text

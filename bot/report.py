@@ -210,7 +210,7 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         changes["nonzero"] = [{"name": n, "count": c} for n, c in changes["counts"].items() if c]
     return {
         "run": _run_summary(conn, run), "environment": run.environment, "base_settings": run.base_settings,
-        "config_settings": run.configs, "configs": configs, "models": models,
+        "config_settings": run.configs, "configs": configs, "models": models, "unavailable": run.unavailable,
         "effect_table": [effect_table(effs, c) for c in configs], "effects_list": list(EFFECTS),
         "matrix": _matrix(outs, effs, models, configs), "signatures": _signatures(view.signatures, outs),
         "previous": view.previous.id if view.previous else None, "changes": changes,

@@ -57,7 +57,7 @@ class GitHubSettings:
     private_key_path: str | None = None
     private_key: str | None = None           # env FLAGSWEEP_GITHUB_APP_KEY
     installation_id: int | None = None
-    bot_login: str = "flagsweep-bot"         # the login the bot writes as
+    bot_login: str = ""                      # the login the bot writes as ("": the credentials' own login)
     mutation_interval: float = 1.0           # seconds between writes
     max_retries: int = 5
     max_wait: float = 300.0                  # longest single wait for a rate limit

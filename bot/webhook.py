@@ -67,7 +67,8 @@ def decide(event: str, payload: dict[str, Any], settings: Settings) -> Decision:
     repo = (payload.get("repository") or {}).get("full_name")
     author = (comment.get("user") or {}).get("login")
     # Our own comments quote commands in replies: answering them would loop.
-    if is_own(author, settings.github.bot_login):
+    # Until GitHub has told us who we are (bot_login unset, no credentials), we are the account our handle names.
+    if is_own(author, settings.github.bot_login or settings.commands.handle.lstrip("@")):
         return Decision("ignored", "own comment")
     if settings.github.repo and repo and repo.lower() != settings.github.repo.lower():
         return Decision("ignored", f"repository {repo} is not {settings.github.repo}")

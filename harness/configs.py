@@ -1,17 +1,23 @@
 """Named flag configurations: the built-in catalog, TOML files, and validation against torch.
 
 A config is a flat dict {"torch._dynamo.config.capture_scalar_outputs": True}.
-Validation looks each key up in the real torch config modules of the
-interpreter that will run the workers, so a typo or a wrongly typed value is a
-ConfigError before any model runs. `python -m harness.configs` is that check
-run inside another interpreter (--python).
+Keys are dotted identifiers under CONFIG_MODULES and values TOML/JSON scalars
+or lists (check_syntax, wherever a config enters). `check` then asks the
+interpreter that will run the workers (`python -m harness.configs`, a
+subprocess: the caller never imports torch) about every key: a wrongly typed
+value is a ConfigError before any model runs, and a config whose key that torch
+lacks is set aside as unavailable.
 """
 from __future__ import annotations
 
 import difflib
+import functools
 import json
+import keyword
+import re
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +40,42 @@ class ConfigError(ValueError):
     """A config name, key or value is wrong; the message says which and suggests close matches."""
 
 
+# A key: dotted Python identifiers (no whitespace, no code) under one of CONFIG_MODULES.
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
 def split_key(key: str) -> tuple[str, str]:
     """'torch._inductor.config.triton.cudagraphs' -> ('torch._inductor.config', 'triton.cudagraphs')."""
+    if not isinstance(key, str) or not all(_IDENT.match(p) and not keyword.iskeyword(p) for p in key.split(".")):
+        raise ConfigError(f"{key!r}: a key is dotted Python identifiers, e.g. torch._dynamo.config.verbose")
     for module in sorted(CONFIG_MODULES, key=len, reverse=True):
         if key.startswith(module + ".") and len(key) > len(module) + 1:
             return module, key[len(module) + 1:]
     raise ConfigError(f"{key!r}: not under one of {', '.join(CONFIG_MODULES)}")
+
+
+def check_value(key: str, value: Any) -> None:
+    """A value is a TOML/JSON scalar (bool, int, float, str, null) or a list of them; ConfigError otherwise."""
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            check_value(key, item)
+    elif value is not None and not isinstance(value, (bool, int, float, str)):
+        raise ConfigError(f"{key!r}: value {value!r} is a {type(value).__name__}; "
+                          "values are booleans, numbers, strings, null or lists of them")
+
+
+def check_syntax(settings: dict[str, Any], where: str = "") -> dict[str, Any]:
+    """`settings` itself when every key and value is well formed, else ConfigError naming `where`."""
+    prefix = f"{where}: " if where else ""
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{prefix}settings must be a table of KEY = VALUE, got {type(settings).__name__}")
+    try:
+        for key, value in settings.items():
+            split_key(key)
+            check_value(key, value)
+    except ConfigError as exc:
+        raise ConfigError(f"{prefix}{exc}") from None
+    return settings
 
 
 def parse_value(text: str) -> Any:
@@ -60,7 +96,9 @@ def parse_setting(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"{text!r}: expected KEY=VALUE, e.g. torch._dynamo.config.capture_scalar_outputs=true")
-    return key.strip(), parse_value(value)
+    key, parsed = key.strip(), parse_value(value)
+    check_syntax({key: parsed})
+    return key, parsed
 
 
 def _flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -103,7 +141,7 @@ def load_catalog(config_file: str | None) -> dict[str, dict]:
             raise ConfigError(f"{path}: config {name!r} must be a table of settings, got {type(table).__name__}")
         if name == "baseline" and table:
             raise ConfigError(f"{path}: 'baseline' is the empty config and cannot be redefined")
-        catalog[name] = _flatten(table)
+        catalog[name] = check_syntax(_flatten(table), f"{path}: config {name!r}")
     return catalog
 
 
@@ -122,96 +160,148 @@ def select(catalog: dict[str, dict], names: list[str]) -> dict[str, dict]:
     return chosen
 
 
-def _type_ok(value: Any, default: Any, value_type: Any) -> bool:
-    """Is `value` acceptable where torch declares `default` of `value_type`?"""
-    # value_type is type(default) unless the config declares one; aliases have a
-    # sentinel default, so trust value_type first.
-    expected = value_type if isinstance(value_type, type) else type(default)
-    if value is None or expected in (type(None), object):
+@dataclass
+class Checked:
+    """Configs checked in one interpreter: those it can run, and those whose keys its torch lacks."""
+
+    configs: dict[str, dict]                                    # runnable, baseline first
+    unavailable: dict[str, dict] = field(default_factory=dict)  # name -> {"settings": {...}, "missing": [keys]}
+    hints: dict[str, str] = field(default_factory=dict)          # missing key -> "unknown setting ...; did you mean"
+
+    def describe(self) -> list[str]:
+        """One line per unavailable config, for logs and stderr."""
+        return [f"config {name!r} is unavailable in this torch: " + "; ".join(self.hints[k] for k in u["missing"])
+                for name, u in self.unavailable.items()]
+
+
+def _type_ok(value: Any, expected: str) -> bool:
+    """Is `value` acceptable where torch declares a setting of type `expected` (a type name)?"""
+    if value is None or expected in ("NoneType", "object", ""):
         return True  # Optional settings take anything; torch itself does not check
-    if expected is bool:
-        return isinstance(value, bool)
-    if expected is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if expected is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if expected is str:
-        return isinstance(value, str)
-    if expected in (list, tuple, set):
-        return isinstance(value, (list, tuple))
-    if expected is dict:
-        return isinstance(value, dict)
-    return True  # callables, enums, ...: let torch decide
+    if isinstance(value, (list, tuple)):
+        return expected in ("list", "tuple", "set")
+    checks = {"bool": lambda v: isinstance(v, bool),
+              "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+              "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+              "str": lambda v: isinstance(v, str),
+              "list": lambda v: False, "tuple": lambda v: False, "set": lambda v: False, "dict": lambda v: False}
+    check = checks.get(expected)
+    return check(value) if check else True  # callables, enums, ...: let torch decide
 
 
-def _type_name(default: Any, value_type: Any) -> str:
-    return value_type.__name__ if isinstance(value_type, type) else type(default).__name__
+def _entry_type(entry: Any) -> str:
+    """The type torch declares for a config entry (aliases have a sentinel default: trust value_type first)."""
+    value_type = getattr(entry, "value_type", None)
+    if isinstance(value_type, type):
+        return value_type.__name__
+    return type(getattr(entry, "default", None)).__name__
 
 
-def check_here(settings: dict[str, Any]) -> list[str]:
-    """Problems with `settings` against this interpreter's torch (empty list: all good)."""
+def probe_here(keys: list[str]) -> dict[str, dict[str, Any]]:
+    """Each key in this interpreter's torch: "present" (declared type, type of the current value),
+    "missing" (with close matches) or "malformed" (with the reason)."""
     import importlib
 
-    problems = []
-    modules: dict[str, dict[str, Any]] = {}
-    for key, value in settings.items():
+    import torch  # noqa: F401  (no torch here is an error of its own, not "every key missing")
+
+    found: dict[str, dict[str, Any]] = {}
+    entries: dict[str, dict[str, Any]] = {}
+    for key in keys:
         try:
             module_name, attr = split_key(key)
         except ConfigError as exc:
-            problems.append(str(exc))
+            found[key] = {"status": "malformed", "reason": str(exc)}
             continue
-        if module_name not in modules:
+        if module_name not in entries:
             try:
-                modules[module_name] = importlib.import_module(module_name)._config  # name -> _ConfigEntry
-            except (ImportError, AttributeError) as exc:
-                problems.append(f"{key!r}: cannot read {module_name} in this torch ({exc})")
-                continue
-        entries = modules[module_name]
-        entry = entries.get(attr)
-        if entry is None:
-            names = [f"{m}.{a}" for m, es in modules.items() for a in es] + [
-                f"{module_name}.{a}" for a in entries]
-            close = difflib.get_close_matches(key, names, n=3, cutoff=0.75)
-            hint = f"; did you mean {', '.join(dict.fromkeys(close))}?" if close else ""
-            problems.append(f"unknown setting {key!r}{hint}")
-            continue
-        default, value_type = getattr(entry, "default", None), getattr(entry, "value_type", None)
-        if not _type_ok(value, default, value_type):
-            problems.append(f"{key!r}: expected {_type_name(default, value_type)}, got {type(value).__name__} {value!r}")
-    return problems
+                entries[module_name] = dict(importlib.import_module(module_name)._config)
+            except (ImportError, AttributeError):
+                entries[module_name] = {}   # this torch has no such config module: every key is missing
+        table = entries[module_name]
+        if attr in table:
+            current = functools.reduce(getattr, attr.split("."), importlib.import_module(module_name))
+            found[key] = {"status": "present", "type": _entry_type(table[attr]), "current": type(current).__name__}
+        elif any(name.startswith(attr + ".") for name in table):
+            found[key] = {"status": "malformed", "reason": f"{key!r} is a group of settings, not one setting"}
+        else:
+            close = difflib.get_close_matches(attr, list(table), n=3, cutoff=0.8)
+            found[key] = {"status": "missing", "close": [f"{module_name}.{a}" for a in close]}
+    return found
 
 
-def validate(settings: dict[str, Any], python: str | None = None) -> None:
-    """Raise ConfigError unless every key exists in torch's config modules with a value of the right type."""
-    if settings:
-        validate_all({"settings": settings}, {}, python, label=False)
-
-
-def validate_all(configs: dict[str, dict], base_settings: dict[str, Any], python: str | None = None,
-                 label: bool = True) -> None:
-    """Validate every config and the base settings, each on its own, in one interpreter start for --python."""
-    named = [("--base-setting", base_settings), *configs.items()]
-    named = [(name, settings) for name, settings in named if settings]
-    if not named:
-        return
-    batches = [settings for _, settings in named]
-    results = [check_here(b) for b in batches] if python is None else _check_in(python, batches)
-    for (name, _), problems in zip(named, results):
-        if problems:
-            raise ConfigError(f"{name}: {'; '.join(problems)}" if label else "; ".join(problems))
-
-
-def _check_in(python: str, batches: list[dict[str, Any]]) -> list[list[str]]:
-    """Run check_here inside another interpreter (one with the torch under test)."""
+def probe(keys: list[str], python: str | None = None) -> dict[str, dict[str, Any]]:
+    """probe_here run in a subprocess of `python` (default: this interpreter), so the caller never imports torch."""
     from harness.pool import worker_env  # the same PYTHONPATH the workers get
 
-    proc = subprocess.run([python, "-m", "harness.configs"], input=json.dumps(batches), capture_output=True,
-                          text=True, env=worker_env(), timeout=300)
+    python = python or sys.executable
+    try:
+        proc = subprocess.run([python, "-m", "harness.configs"], input=json.dumps(sorted(set(keys))),
+                              capture_output=True, text=True, env=worker_env(), timeout=300)
+    except OSError as exc:
+        raise ConfigError(f"{python}: cannot run it to check settings ({exc.strerror})") from None
     if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
         raise ConfigError(f"{python}: could not check settings there: {' '.join(tail)}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _problem(key: str, value: Any, report: dict[str, Any]) -> str | None:
+    """Why (key, value) cannot run where `report` was probed; None when it can."""
+    status = report.get("status")
+    if status == "malformed":
+        return report.get("reason") or f"{key!r} is malformed"
+    if status == "missing":
+        close = report.get("close") or []
+        return f"unknown setting {key!r}" + (f"; did you mean {', '.join(close)}?" if close else "")
+    if not _type_ok(value, report.get("type", "")):
+        return f"{key!r}: expected {report.get('type')}, got {type(value).__name__} {value!r}"
+    return None
+
+
+def check_all_syntax(configs: dict[str, dict], base_settings: dict[str, Any]) -> None:
+    """check_syntax on the base settings and every config (cheap: no torch)."""
+    check_syntax(base_settings, "--base-setting")
+    for name, settings in configs.items():
+        check_syntax(settings, f"config {name!r}")
+
+
+def check(configs: dict[str, dict], base_settings: dict[str, Any], python: str | None = None) -> Checked:
+    """Check every config and the base settings in `python`'s torch before anything runs.
+
+    A wrong type or malformed key anywhere, or a base setting that torch lacks, is a
+    ConfigError; a config whose key that torch lacks is set aside as unavailable.
+    """
+    check_all_syntax(configs, base_settings)
+    keys = [k for s in [base_settings, *configs.values()] for k in s]
+    return judge(configs, base_settings, probe(keys, python) if keys else {})
+
+
+def judge(configs: dict[str, dict], base_settings: dict[str, Any], reports: dict[str, dict[str, Any]]) -> Checked:
+    """Pure: the verdict of `check` from the probe's reports (one per key)."""
+    for where, settings in [("--base-setting", base_settings), *configs.items()]:
+        for key, value in settings.items():
+            if reports[key]["status"] == "missing" and where != "--base-setting":
+                continue
+            problem = _problem(key, value, reports[key])
+            if problem:
+                raise ConfigError(f"{where}: {problem}")
+    result = Checked(configs={})
+    for name, settings in configs.items():
+        missing = [k for k in settings if reports[k]["status"] == "missing"]
+        result.hints.update({k: _problem(k, None, reports[k]) or k for k in missing})
+        if missing:
+            result.unavailable[name] = {"settings": settings, "missing": missing}
+        else:
+            result.configs[name] = settings
+    return result
+
+
+def validate_all(configs: dict[str, dict], base_settings: dict[str, Any], python: str | None = None) -> None:
+    """Like check, but a config whose key that torch lacks is an error too (for single, explicit requests)."""
+    checked = check(configs, base_settings, python)
+    if checked.unavailable:
+        raise ConfigError(checked.describe()[0])
+
+
 if __name__ == "__main__":
-    print(json.dumps([check_here(batch) for batch in json.loads(sys.stdin.read())]))
+    print(json.dumps(probe_here(json.loads(sys.stdin.read()))))

@@ -7,16 +7,24 @@ committed at once and an interrupted sweep resumes where it stopped.
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from typing import Any, Callable
 
+from harness.configs import Checked, ConfigError, check_all_syntax
+from harness.configs import check as config_check
 from harness.effects import BASELINE
 from harness.options import SweepOptions
 from harness.outcome import Outcome
 from harness.pool import Group, Pool, PoolError, worker_env
 from harness.progress import Progress
+from harness.scrub import scrub
 from state import history, leases, runs
+
+log = logging.getLogger(__name__)
+
+_PATH_FIELDS = ("error_message", "traceback", "torch_frame")  # outcome text that may carry machine paths
 
 # Fields of the environment that make two runs incomparable if they differ.
 _ENV_KEYS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "recipe_fingerprint")
@@ -24,6 +32,10 @@ _ENV_KEYS = ("torch_version", "torch_git", "transformers_version", "python_versi
 
 class ResumeError(ValueError):
     """The run to resume does not exist, is finished, or ran in another environment."""
+
+
+class ConfigUnavailable(ConfigError):
+    """run_items was asked for a config whose key the torch under test lacks."""
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -73,6 +85,8 @@ def _stratum_lookup() -> Callable[[str], str | None]:
 
 
 def _outcome(data: dict[str, Any], stratum_of: Callable[[str], str | None]) -> Outcome:
+    # Stored without machine paths (the signature, made from the raw text, keeps only file names).
+    data = {**data, **{k: scrub(data.get(k)) for k in _PATH_FIELDS if data.get(k)}}
     outcome = Outcome.from_dict(data)
     if outcome.stratum is None:
         outcome.stratum = stratum_of(outcome.model)
@@ -89,8 +103,10 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
     """
     configs = {BASELINE: configs.get(BASELINE, {}), **{k: v for k, v in configs.items() if k != BASELINE}}
     done: set[tuple[str, str]] = set()
-    stored = None
+    stored, unavailable = None, {}
     lease = None
+    if not resume:
+        check_all_syntax(configs, base_settings)   # malformed keys stop us before a worker starts
     if resume:
         if run_id is None:
             raise ResumeError("--resume needs a run id")
@@ -107,11 +123,20 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         lease.keep_alive()
         done = runs.finished_items(conn, run_id)
     groups = plan_groups(models, configs, done)
-    total = len(models) * len(configs)
     pool = _pool(options, base_settings, len(groups))
     bar = None
     try:
-        pool.start()  # the workers import torch while we set up the run
+        try:
+            pool.start()  # the workers import torch while we set up the run and check the configs
+        except OSError as exc:   # no such interpreter: a bad --python, said in one line
+            raise ConfigError(f"{options.python or sys.executable}: cannot start the workers ({exc.strerror})") from None
+        if not resume:
+            # In the interpreter under test, before any model runs: ConfigError on a wrong type,
+            # a config whose key that torch lacks set aside.
+            checked = check_configs(configs, base_settings, options.python)
+            configs, unavailable = checked.configs, checked.unavailable
+            groups = plan_groups(models, configs, done)
+        total = len(models) * len(configs)
         bar = Progress(total=total, done=len(done), enabled=progress, label=f"sweep {len(models)} models")
         env = pool.environment()
         if stored is not None:
@@ -119,7 +144,7 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         else:
             lease = leases.create_held(conn, lambda: runs.create_run(
                 conn, environment=env, models=models, configs=configs, base_settings=base_settings,
-                options=options.to_dict(), kind=kind, nightly=nightly, shard=shard))
+                options=options.to_dict(), kind=kind, nightly=nightly, shard=shard, unavailable=unavailable))
             run_id = lease.run_id
             lease.keep_alive()
         stratum_of = _stratum_lookup()
@@ -155,6 +180,14 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
     return run_id
 
 
+def check_configs(configs: dict[str, dict], base_settings: dict, python: str | None) -> Checked:
+    """The configs checked in `python`'s torch (a subprocess): runnable ones and unavailable ones."""
+    checked = config_check(configs, base_settings, python)
+    for line in checked.describe():
+        log.warning("%s", line)
+    return checked
+
+
 def _check_same_environment(old: dict, new: dict, run_id: int) -> None:
     diffs = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in _ENV_KEYS if old.get(k) != new.get(k)]
     if diffs:
@@ -169,6 +202,9 @@ def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_se
     fresh_workers: every item in a new worker (flake confirmation). mode="eager":
     build and one eager forward only (zoo check); the config name may be "-".
     """
+    checked = check_configs({name: configs.get(name, {}) for _, name in items}, base_settings, options.python)
+    if checked.unavailable:
+        raise ConfigUnavailable(checked.describe()[0])
     settings_of = {}
     for _, name in items:
         if name in ("-", BASELINE):

@@ -127,6 +127,9 @@ def test_a_real_tiny_nightly_end_to_end_in_dry_run(env):
     outs = {(o.model, o.config): o for o in runs.outcomes(conn, result.run_id)}
     assert outs[("TinyItemModel", "baseline")].status == "ok" and outs[("TinyItemModel", "baseline")].graphs >= 1
     assert outs[("Fault_raise", "capture_scalar_outputs")].status == "error"
+    stored_tb = outs[("Fault_raise", "capture_scalar_outputs")].traceback
+    import sys
+    assert 'File "torch/' in stored_tb and sys.prefix not in stored_tb and "site-packages" not in stored_tb
     assert Path(result.report).is_file() and "Fault_raise" in Path(result.report).read_text()
     assert (tmp / "out" / "plan.json").is_file()
     plan = json.loads((tmp / "out" / "plan.json").read_text())

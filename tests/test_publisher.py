@@ -141,7 +141,9 @@ def test_list_own_issues_pages_through_everything(fake_github: FakeGitHub) -> No
     pub, _ = publisher(fake_github)
     refs = pub.list_own_issues()
     assert len(refs) == 205 and {r.key for r in refs} == {f"k{i}" for i in range(205)}
-    assert len(fake_github.requests.reads()) == 3            # 100 per page
+    # 100 per page, after the one GET /user that tells the publisher who it is
+    assert [r.path for r in fake_github.requests.reads()][0] == "/user"
+    assert len(fake_github.requests.reads()) == 1 + 3
 
 
 def test_user_permission_distinguishes_triage(fake_github: FakeGitHub) -> None:
@@ -196,7 +198,12 @@ def test_dry_run_twin_records_and_can_append(tmp_path) -> None:
 
 
 def test_bad_credentials_stop_instead_of_failing_each_action(fake_github: FakeGitHub) -> None:
-    pub = GitHubPublisher(fake_github.settings(token="expired"), sleep=lambda s: None)
+    # Rejected at start-up (who am I?): a refusal before anything is sent.
+    with pytest.raises(ActionRefused, match="rejected the credentials"):
+        GitHubPublisher(fake_github.settings(token="expired"), sleep=lambda s: None)
+    # Rejected later (expired mid-publish): every action would fail alike, so stop and keep them.
+    pub = GitHubPublisher(fake_github.settings(), sleep=lambda s: None)
+    del fake_github.state.tokens[fake_github.token]      # the token expires after start-up
     with pytest.raises(GitHubUnavailable, match="credentials"):
         pub.create_issue("k", "t", body("k"), [], look=False)
 

@@ -173,9 +173,14 @@ def test_bad_and_hostile_commands_get_usage_or_errors_and_run_nothing(bot):
     assert "unknown config 'no\\_such\\_flag'" in replies[0]   # foreign text is escaped for Markdown
     job, replies = bot.command(f"@flagsweep-bot sweep --config {CONFIG} --models NoSuchModel")
     assert "unknown model 'NoSuchModel'" in replies[0]
+    # A key that is not a dotted identifier is refused here; whether a key exists is asked of the torch
+    # that runs the sweep (the real sweep's engine; see test_config_unavailable), not of the bot's own.
     job, replies = bot.command(f"@flagsweep-bot sweep --config {CONFIG} --models Gamma* "
-                               "--base-setting torch._dynamo.config.no_such_key=1")
-    assert "could not run: unknown setting" in replies[0] and "no\\_such\\_key" in replies[0]
+                               "--base-setting 'torch._dynamo.config.x;__import__(\"os\")=1'")
+    assert "I could not read this command" in replies[0]
+    job, replies = bot.command(f"@flagsweep-bot sweep --config {CONFIG} --models Gamma* "
+                               "--base-setting torch.backends.cudnn.enabled=1")
+    assert "could not run:" in replies[0] and "not under one of" in replies[0]
     assert len(bot.world.sweeps) == sweeps
 
 

@@ -25,6 +25,7 @@ from tests.fakegithub.shapes import Shapes
 from tests.fakegithub.state import REACTIONS, ROLE_TO_PERMISSION, Comment, FakeState, Issue, Reaction, Repo, iso
 
 WRITE_METHODS = ("POST", "PATCH", "PUT", "DELETE")
+_JWT_ROUTES = ("get_app", "post_access_token")  # the only resources an App's JWT may use
 MAX_BODY, MAX_TITLE = 65536, 256
 
 
@@ -181,6 +182,7 @@ class Api(Shapes):
             ("GET", r"/user", self.get_user),
             ("GET", r"/users/(?P<who>[^/]+)", self.get_named_user),
             ("GET", r"/rate_limit", self.get_rate_limit),
+            ("GET", r"/app", self.get_app),
             ("POST", r"/app/installations/(?P<iid>\d+)/access_tokens", self.post_access_token),
             ("GET", r"/search/issues", self.search_issues),
             ("GET", R, self.get_repo),
@@ -235,7 +237,7 @@ class Api(Shapes):
                 path_found = True
                 if m == method:
                     args = {k: _seg(v) for k, v in match.groupdict().items()}
-                    if isinstance(login, dict) and fn.__name__ != "post_access_token":
+                    if isinstance(login, dict) and fn.__name__ not in _JWT_ROUTES:
                         raise HttpError(403, "A JSON web token cannot be used for this resource")
                     if method in WRITE_METHODS and not isinstance(login, (str, dict)):
                         raise HttpError(401, "Requires authentication")
@@ -320,6 +322,18 @@ class Api(Shapes):
             return {"limit": limit, "remaining": max(0, limit - used), "reset": reset, "used": used}
         core = res("core", self.state.rate_limit)
         return Reply(200, {"resources": {"core": core, "search": res("search", 30)}, "rate": core})
+
+    def get_app(self, *, query: Any, body: Any, login: Any) -> Reply:
+        """GET /app: the authenticated App, as GitHub shows it (a JWT only, like GitHub)."""
+        if not isinstance(login, dict):
+            raise HttpError(401, "A JSON web token is required to access this endpoint.")
+        owner = self.user_json(self.state.apps[login["app"]].get("owner", "octo"))
+        slug = login["slug"]
+        return Reply(200, {"id": login["app"], "slug": slug, "node_id": f"A_{login['app']}", "client_id": f"Iv1.{slug}",
+                           "owner": owner, "name": slug, "description": "", "external_url": "https://github.example",
+                           "html_url": f"https://github.example/apps/{slug}", "created_at": iso(0),
+                           "updated_at": iso(0), "permissions": {"issues": "write", "metadata": "read"},
+                           "events": ["issue_comment"], "installations_count": len(login["installations"])})
 
     def post_access_token(self, *, query: Any, body: Any, login: Any, iid: str) -> Reply:
         if not isinstance(login, dict):
