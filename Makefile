@@ -1,5 +1,5 @@
 # The two commands of the README quick start. Both bootstrap .venv first.
-.PHONY: run test bootstrap
+.PHONY: run test bootstrap cross-version
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -9,3 +9,8 @@ run: bootstrap
 
 test: bootstrap
 	.venv/bin/python -m pytest -q
+
+# Not a test: the nightly under the bot's torch and under torch 2.14.1 (installed into
+# /tmp/torch214 when missing, ~4 GB), diffed and published in dry run. MODELS=N for a subset.
+cross-version: bootstrap
+	.venv/bin/python bench/cross_version.py $(if $(MODELS),--models $(MODELS))

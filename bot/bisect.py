@@ -62,19 +62,57 @@ def outcome_key(outcome: Outcome) -> str:
     return outcome.status
 
 
+def _is_date(label: str) -> bool:
+    return len(label) == 10 and label[4] == "-" and label[7] == "-"
+
+
+def _position(builds: list[str], wanted: str, last: bool) -> int | None:
+    """Where `wanted` (a date, or a version: `2.14.1` also names `2.14.1+cpu`) sits among the builds."""
+    from packaging.version import InvalidVersion, Version
+
+    def same(label: str) -> bool:
+        if label == wanted or _is_date(label) or _is_date(wanted):
+            return label == wanted
+        try:
+            return Version(label).public == Version(wanted).public and not Version(wanted).local
+        except InvalidVersion:
+            return False
+
+    hits = [i for i, label in enumerate(builds) if same(label)]
+    return (hits[-1] if last else hits[0]) if hits else None
+
+
 def window(dates: list[str], good: str | None, bad: str | None, default_days: int = 30) -> list[str]:
-    """The sorted available dates between good and bad, inclusive (defaults: the last `default_days` up to the newest)."""
-    dates = sorted(set(dates))
-    if not dates:
+    """The builds between good and bad, inclusive, oldest first.
+
+    `dates` are build labels oldest first, as the provider lists them: a nightly's date,
+    or the version of any other build (a release, an rc). good and bad name builds either
+    way; a date between two nightlies bounds the range. Defaults: the last `default_days`
+    of nightlies up to the newest build.
+    """
+    builds = list(dict.fromkeys(dates))
+    if all(_is_date(b) for b in builds):
+        builds.sort()
+    if not builds:
         raise BisectError("the index holds no nightly for this Python and platform")
-    bad = bad or dates[-1]
+    bad = bad or builds[-1]
     if good is None:
-        good = (date_cls.fromisoformat(bad) - timedelta(days=default_days)).isoformat()
-    inside = [d for d in dates if good <= d <= bad]
+        good = (date_cls.fromisoformat(bad) - timedelta(days=default_days)).isoformat() if _is_date(bad) else builds[0]
+    lo, hi = _bound(builds, good, last=False), _bound(builds, bad, last=True)
+    inside = builds[lo:hi + 1] if lo is not None and hi is not None else []
     if len(inside) < 2:
         raise BisectError(f"fewer than two nightlies between {good} and {bad} "
-                          f"({len(inside)} found; the index has {dates[0]} .. {dates[-1]})")
+                          f"({len(inside)} found; the index has {builds[0]} .. {builds[-1]})")
     return inside
+
+
+def _bound(builds: list[str], wanted: str, last: bool) -> int | None:
+    """The index of a named build; for a date no build has, the nearest nightly inside the range."""
+    pos = _position(builds, wanted, last)
+    if pos is not None or not _is_date(wanted):
+        return pos
+    dated = [i for i, b in enumerate(builds) if _is_date(b) and (b <= wanted if last else b >= wanted)]
+    return (dated[-1] if last else dated[0]) if dated else None
 
 
 def bisect(dates: list[str], probe: Callable[[str], Probe]) -> BisectResult:

@@ -21,20 +21,27 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "(files only) unless GitHub credentials are configured.")
     p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub; render to files")
     p.add_argument("--date", metavar="YYYY-MM-DD", type=types.iso_date, help="the nightly of this date (default: the newest)")
-    p.add_argument("--torch", choices=["current", "nightly"], default="nightly",
-                   help="'current': the torch installed here; 'nightly': install it from the index (default)")
+    p.add_argument("--torch", default="nightly", metavar="BUILD",
+                   help="'nightly': the newest dev build on the index (default); 'current': the torch installed "
+                        "here; a date (YYYY-MM-DD); a version (2.14.1, 2.15.0rc1, 2.15.0.dev20261101); or the "
+                        "path of a Python interpreter that has torch")
     p.add_argument("--configs", metavar="NAME[,NAME]", type=types.name_list, help="configs to sweep (default: [nightly] configs)")
     p.add_argument("--models", metavar="GLOB[,GLOB]", type=types.name_list, help="models to sweep (default: [nightly] models or the embedded corpus)")
     p.add_argument("--force", action="store_true", help="sweep again even if this nightly was swept with these configs")
     p.add_argument("--shard", metavar="i/N", help="sweep only the i-th of N slices of the models (CI matrix)")
     p.add_argument("--out", metavar="DIR", help="where dry-run issues and the report go (default: [issues] dry_run_out)")
+    p.add_argument("--export", metavar="FILE", help="also write the run (environment, outcomes, builds) to FILE, "
+                                                     "for `flagsweep merge` on another host")
     p.add_argument("--json", action="store_true", help="print the result as JSON (and nothing else on stdout)")
     p.set_defaults(func=cmd_nightly)
 
     p = sub.add_parser("merge", help="join the shard runs of one nightly into one run, then diff and publish it",
                        description="Join shard runs (from `nightly --shard i/N`) into one run and run the rest of "
-                                   "the nightly on it: diff, confirmation, publish, report.")
-    p.add_argument("runs", nargs="+", type=int, metavar="RUN")
+                                   "the nightly on it: diff, confirmation, publish, report. A RUN is a run id in "
+                                   "this store or a file written by `nightly --export` on another host, imported first.")
+    p.add_argument("runs", nargs="+", metavar="RUN|FILE")
+    p.add_argument("--torch", metavar="BUILD", help="verify reproducers on this build (as `nightly --torch` takes it; "
+                                                     "it must be the shards' torch); default: the shards' interpreter")
     p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub")
     p.add_argument("--out", metavar="DIR")
     p.add_argument("--json", action="store_true")
@@ -92,6 +99,9 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
             result = nightly.run_nightly(conn, settings, torch=args.torch, date=args.date, configs=_split(args.configs),
                                          models=_split(args.models), force=args.force, shard=args.shard,
                                          dry_run=args.dry_run, out_dir=args.out)
+        if args.export and result.run_id is not None:
+            from bot import merge
+            merge.write_export(conn, result.run_id, args.export)
     except SweepInterrupted as exc:
         print(f"flagsweep nightly: interrupted; run {exc.run_id} keeps its finished items and is resumed by the "
               "next `flagsweep nightly` for the same nightly", file=sys.stderr)
@@ -107,13 +117,18 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
 
 def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
     """flagsweep merge RUN..."""
-    from bot import merge, nightly
+    from bot import merge, nightly, provider
     from state import db, runs
     conn = db.connect(settings.state_path)
     try:
         try:
-            run_id = merge.merge(conn, args.runs)
-        except merge.MergeError as exc:
+            ids = merge.resolve_runs(conn, args.runs)
+            first = runs.get_run(conn, ids[0])
+            if first is None:
+                raise merge.MergeError(f"no run {ids[0]}")
+            python = _verifying_python(args, settings, first) if args.torch else None
+            run_id = merge.merge(conn, ids, python=python)
+        except (ValueError, provider.ProviderError) as exc:   # MergeError, SpecError, NightlyError: nothing merged
             print(f"flagsweep merge: {exc}", file=sys.stderr)
             return 2
         run = runs.get_run(conn, run_id)
@@ -123,12 +138,24 @@ def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
                                        configs=list(run.configs), dry_run=dry_run, out_dir=str(out),
                                        torch={"version": run.environment.get("torch_version"),
                                               "git": run.environment.get("torch_git"), "current": False})
-        result = nightly.publish_stage(conn, settings, result, python=settings.sweep.python, steps=nightly.Steps(),
+        result = nightly.publish_stage(conn, settings, result, python=python or settings.sweep.python,
+                                       steps=nightly.Steps(),
                                        out=out)
     finally:
         conn.close()
     _emit(result, args.json)
     return 0
+
+
+def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
+    """The interpreter of `--torch` on this host, once it is known to be the shards' torch."""
+    from bot import nightly, steps
+    built = steps.provide(settings, args.torch, None, True)
+    want = (run.environment.get("torch_version"), run.environment.get("torch_git"))
+    if (built.version, built.git) != want:
+        raise nightly.NightlyError(f"--torch {args.torch} is torch {built.version} (git {built.git}); "
+                                   f"the shards ran {want[0]} (git {want[1]})")
+    return built.python
 
 
 def cmd_serve(args: argparse.Namespace, settings: Any) -> int:

@@ -155,8 +155,10 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
 
 def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     """Write (and optionally run) a standalone reproducer."""
+    from bot.repro_script import NotRenderable, render_script
     from harness import configs as configs_mod
-    from harness import repro, zoo
+    from harness import engine, zoo
+    from harness.repro import run_script
 
     try:
         zoo.resolve([args.model])
@@ -168,10 +170,14 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     except (zoo.UnknownModel, configs_mod.ConfigError) as exc:
         print(f"flagsweep repro: {exc}", file=sys.stderr)
         return 2
+    # The model is built in a worker (this process never imports torch); the script embeds that build.
+    options = engine.SweepOptions(workers=1, python=settings.sweep.python, device=args.device)
+    built = engine.describe([args.model], options=options).get(args.model)
     try:
-        text = repro.render_script(args.model, chosen[args.config], base, backend=args.backend, device=args.device)
-    except zoo.BuildError as exc:
-        print(f"flagsweep repro: {args.model} cannot be built: {exc.cause}", file=sys.stderr)
+        text = render_script(built, {**base, **chosen[args.config]}, backend=args.backend, device=args.device)
+    except NotRenderable:
+        print(f"flagsweep repro: {args.model} cannot be built here (see `flagsweep zoo check --models {args.model}`)",
+              file=sys.stderr)
         return 1
     if args.output:
         Path(args.output).write_text(text)
@@ -179,5 +185,5 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     elif not args.run:
         sys.stdout.write(text)
     if args.run:
-        print(json.dumps(repro.run_script(text)))
+        print(json.dumps(run_script(text, settings.sweep.python or sys.executable)))
     return 0

@@ -23,6 +23,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 _GLOB = re.compile(r"^[A-Za-z0-9_*?\[\]!,.-]{1,200}$")
 _HANDLE = re.compile(r"^@?[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_BUILD = re.compile(r"^(\d{4}-\d{2}-\d{2}|\d+\.\d+(\.\d+)*((a|b|rc)\d+)?(\.dev\d+)?(\+[A-Za-z0-9.]+)?)$")
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
 _VALUE = re.compile(r"^[A-Za-z0-9_.+\-]{1,100}$")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
@@ -91,8 +92,10 @@ def build_parser(prog: str = "@flagsweep-bot") -> argparse.ArgumentParser:
     p = add("bisect", "find the first nightly where one model's outcome under one config changed")
     p.add_argument("--config", required=True, type=_typed(_NAME, "config name"))
     p.add_argument("--model", required=True, type=_typed(_NAME, "model class name"))
-    p.add_argument("--good", type=_typed(_DATE, "date (YYYY-MM-DD)"), help="a nightly date that behaved as before")
-    p.add_argument("--bad", type=_typed(_DATE, "date (YYYY-MM-DD)"), help="a nightly date that shows the change")
+    p.add_argument("--good", type=_typed(_BUILD, "date (YYYY-MM-DD) or version (2.14.1)"),
+                   help="a build (nightly date or version) that behaved as before")
+    p.add_argument("--bad", type=_typed(_BUILD, "date (YYYY-MM-DD) or version (2.14.1)"),
+                   help="a build (nightly date or version) that shows the change")
     return parser
 
 
@@ -181,7 +184,8 @@ def parse_line(line: str, handle: str) -> Command | Problem:
     args = {k: v for k, v in vars(ns).items() if k != "command"}
     if ns.command == "cc":
         args["handles"] = ["@" + h.lstrip("@") for h in args["handles"]]
-    if ns.command == "bisect" and args.get("good") and args.get("bad") and args["good"] >= args["bad"]:
+    if ns.command == "bisect" and _DATE.match(args.get("good") or "") and _DATE.match(args.get("bad") or "") \
+            and args["good"] >= args["bad"]:
         return Problem(line, "--good must be an earlier date than --bad", sub_usage(parser, "bisect"))
     return Command(ns.command, args, line)
 

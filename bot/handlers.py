@@ -126,18 +126,18 @@ def _model_rows(conn: sqlite3.Connection, run_id: int | None, config: str | None
 
 
 def default_bisect_dates(ctx: Context) -> list[str]:
-    """Nightly dates installable here, from the provider."""
+    """Builds installable here, oldest first: nightlies by date, other builds (releases, rcs) by version."""
     from bot import provider
-    return provider.available_dates(provider.list_wheels(ctx.settings.nightly))
+    return provider.build_labels(provider.list_wheels(ctx.settings.nightly))
 
 
 def default_bisect_probe(ctx: Context, date: str, model: str, config: str) -> Probe:
-    """Install the nightly of `date` and run the one item under it."""
+    """Install the build `date` names (a nightly's date or a version) and run the one item under it."""
     from bot import provider
     from harness import engine
     try:
-        built = provider.provide(ctx.settings.nightly, date, progress=False)
-    except provider.ProviderError as exc:
+        built = provider.provide_spec(ctx.settings.nightly, provider.parse_spec(date), progress=False)
+    except (provider.ProviderError, provider.SpecError) as exc:
         log.warning("bisect: skipping %s: %s", date, exc)
         raise SkipNightly(date) from exc
     chosen = steps.select_configs(ctx.settings, [config])

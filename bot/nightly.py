@@ -96,7 +96,8 @@ def record_failure(conn: sqlite3.Connection, *, reason: str, nightly: str | None
     # The same keys as a swept run's environment, so reports and listings can show a failed run too.
     env = {"torch_version": (torch or {}).get("version"), "torch_git": (torch or {}).get("git"),
            "transformers_version": None, "python_version": None, "device": None, "cuda_version": None,
-           "flagsweep_version": None, "recipe_fingerprint": None}
+           "flagsweep_version": None, "recipe_fingerprint": None,
+           "torch_index": (torch or {}).get("index"), "torch_channel": (torch or {}).get("channel")}
     run_id = runs_mod.create_run(conn, environment=env, models=models, configs=configs, kind="nightly",
                                  nightly=nightly, shard=shard)
     runs_mod.finish_run(conn, run_id, status="failed", reason=reason)
@@ -109,6 +110,7 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
                 progress: bool = True, steps: Steps | None = None) -> NightlyResult:
     """The whole nightly; a provider failure is a failed run in the store, never an exception."""
     steps = steps or Steps()
+    provider.parse_spec(torch)       # a build name that is none of the forms: SpecError before anything runs
     dry_run = (not settings.github.has_credentials) if dry_run is None else dry_run
     out = Path(out_dir or settings.issues.dry_run_out)
     shard_t = parse_shard(shard)
@@ -122,7 +124,8 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
     except provider.ProviderError as exc:
         result.status, result.reason = "failed", str(exc)
         result.nightly = date
-        result.run_id = record_failure(conn, reason=str(exc), nightly=date, configs=chosen, models=names, shard=shard)
+        result.run_id = record_failure(conn, reason=str(exc), nightly=date, configs=chosen, models=names, shard=shard,
+                                       torch={"index": settings.nightly.index_url, "channel": settings.nightly.channel})
         log.error("nightly failed: %s", exc)
         return result
     result.torch, result.nightly = built.to_dict(), built.date
@@ -135,7 +138,7 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         resume = bool(existing and existing.status in ("running", "interrupted") and not force)
         result.run_id = steps.sweep(conn, models=names, configs=chosen, base_settings={}, settings=settings,
                                     python=built.python, run_id=existing.id if resume else None, resume=resume,
-                                    nightly=built.date, shard=shard, progress=progress)
+                                    nightly=built.date, shard=shard, progress=progress, build=built.environment())
     result.unavailable = runs_mod.get_run(conn, result.run_id).unavailable
     result.configs = [c for c in result.configs if c not in result.unavailable]
     if shard:

@@ -1,8 +1,12 @@
-"""Nightly PyTorch wheels: find them on a PEP 503 index, install one into a cached venv per version.
+"""PyTorch builds: find them on a PEP 503 index, install one into a cached venv per version.
 
 The index page for a project (`<index>/<channel>/torch/`) is plain HTML with one
-`<a href>` per file; PyTorch's own nightly index serves exactly that. A nightly
-is known by its version (`2.14.0.dev20261121+cpu`), whose dev number is its date.
+`<a href>` per file; PyTorch's nightly, test and release channels serve exactly
+that, and so does a PyPI-style simple index (`<index>/torch/`, no channel). A
+nightly is known by its version (`2.14.0.dev20261121+cpu`), whose dev number is
+its date. A build is named the way people name them (`parse_spec`): `current`,
+`nightly` (the newest dev build), a date, a version (`2.14.1`, `2.15.0rc1`,
+`2.15.0.dev20261101`), or the path of a Python interpreter that has torch.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.tags import Tag, sys_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from bot.settings import NightlySettings
 
@@ -39,6 +44,48 @@ _PROBE = ("import json, torch\n"
 
 class ProviderError(RuntimeError):
     """A nightly could not be found or installed; the message is the run's failure reason."""
+
+
+class SpecError(ValueError):
+    """A build name that is none of the accepted forms, or an interpreter that cannot be used (bad input)."""
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    """Which torch to sweep: kind is current | nightly | date | version | python."""
+
+    kind: str
+    value: str | None = None
+
+    def __str__(self) -> str:
+        return self.value or self.kind
+
+
+SPEC_HELP = ("current, nightly, a date (YYYY-MM-DD), a version (2.14.1, 2.15.0rc1, 2.15.0.dev20261101) "
+             "or the path of a Python interpreter that has torch")
+
+
+def parse_spec(text: str) -> BuildSpec:
+    """A BuildSpec from what a person typed; SpecError names the value when it is none of the forms."""
+    text = (text or "").strip()
+    if text in ("current", "nightly"):
+        return BuildSpec(text)
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        try:
+            return BuildSpec("date", date_cls.fromisoformat(text).isoformat())
+        except ValueError:
+            raise SpecError(f"--torch {text!r}: not a real date") from None
+    if "/" in text or text.startswith(("~", ".")):
+        path = Path(text).expanduser()
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise SpecError(f"--torch {text!r}: no executable Python interpreter at that path")
+        return BuildSpec("python", str(path))
+    if re.match(r"^v?\d+\.\d+", text):
+        try:
+            return BuildSpec("version", str(Version(text)))
+        except InvalidVersion:
+            pass
+    raise SpecError(f"--torch {text!r}: expected {SPEC_HELP}")
 
 
 @dataclass(frozen=True)
@@ -63,6 +110,12 @@ class Nightly:
     venv: str | None = None
     wheel_url: str | None = None
     current: bool = False       # the torch already installed here (--torch current)
+    index: str | None = None    # the PEP 503 index it came from (None: not installed by us)
+    channel: str | None = None  # the channel on that index (nightly/cpu, test/cu128, ...; "" for a PyPI-style index)
+
+    def environment(self) -> dict:
+        """What the run's environment record keeps of the build beyond what its interpreter reports."""
+        return {"torch_index": self.index, "torch_channel": self.channel}
 
     def to_dict(self) -> dict:
         """A JSON-ready dict."""
@@ -177,6 +230,48 @@ def pick(wheels: Iterable[Wheel], date: str | None = None, tags: list[Tag] | Non
     return same[0][1]
 
 
+def _version_key(version: str) -> tuple:
+    try:
+        return (0, Version(version))
+    except InvalidVersion:
+        return (1, version)
+
+
+def pick_version(wheels: Iterable[Wheel], version: str, tags: list[Tag] | None = None) -> Wheel:
+    """The wheel of `version` that best fits here; `2.14.1` also matches a local build such as `2.14.1+cpu`."""
+    want = Version(version)
+    ok = compatible(wheels, tags)
+    if not ok:
+        raise ProviderError("no torch wheel on the index fits this Python and platform")
+    same = [(p, w) for p, w in ok if _matches(w.version, want)]
+    if not same:
+        near = sorted({w.version for _, w in ok}, key=_version_key)
+        raise ProviderError(f"no torch {version} on the index for this Python and platform; "
+                            f"available: {near[0]} .. {near[-1]} ({len(near)} builds)")
+    same.sort(key=lambda pw: (pw[0], _version_key(pw[1].version)))
+    return same[0][1]
+
+
+def _matches(version: str, want: Version) -> bool:
+    try:
+        have = Version(version)
+    except InvalidVersion:
+        return False
+    return have == want or (not want.local and have.public == want.public)
+
+
+def available_builds(wheels: Iterable[Wheel], tags: list[Tag] | None = None) -> list[str]:
+    """Every torch version installable here, oldest first (what `bisect` can step over)."""
+    return sorted({w.version for _, w in compatible(wheels, tags)}, key=_version_key)
+
+
+def build_labels(wheels: Iterable[Wheel], tags: list[Tag] | None = None) -> list[str]:
+    """Installable builds oldest first, named as `bisect` takes them: a nightly's date, else its version."""
+    by_version = {w.version: w for _, w in compatible(wheels, tags)}
+    labels = [by_version[v].date or v for v in sorted(by_version, key=_version_key)]
+    return list(dict.fromkeys(labels))
+
+
 def _venv_root(settings: NightlySettings) -> Path:
     """Where the per-version venvs are cached ([nightly] venv_dir, else ~/.cache/flagsweep/venvs)."""
     if settings.venv_dir:
@@ -233,11 +328,13 @@ def install(wheel: Wheel, settings: NightlySettings, *, progress: bool = True) -
         ready = path / READY
         if ready.exists():
             info = json.loads(ready.read_text())
-            return Nightly(**info)
+            # A build without a dev date is labelled with the day it is swept, not the day it was installed.
+            return Nightly(**{**info, "date": dev_date(info["version"]) or _today()})
         _build_venv(path, wheel, settings, progress)
         info = probe(venv_python(path))
         nightly = Nightly(version=info["version"], git=info.get("git"), python=str(venv_python(path)),
-                          date=wheel.date, venv=str(path), wheel_url=wheel.url)
+                          date=wheel.date or _today(), venv=str(path), wheel_url=wheel.url,
+                          index=settings.index_url, channel=settings.channel)
         ready.write_text(json.dumps(nightly.to_dict()))
         return nightly
 
@@ -274,14 +371,23 @@ def _build_venv(path: Path, wheel: Wheel, settings: NightlySettings, progress: b
         cmd.append(req)
     log.info("installing torch %s into %s", wheel.version, path)
     try:
-        proc = subprocess.run(cmd, stdout=sys.stderr if progress else subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, timeout=settings.install_timeout)
+        proc = subprocess.run(cmd, stdout=sys.stderr if progress and _has_fd(sys.stderr) else subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=settings.install_timeout)
     except subprocess.TimeoutExpired:
         raise ProviderError(f"installing torch {wheel.version} took over {settings.install_timeout:.0f}s") from None
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()]
         errors = [ln for ln in lines if "ERROR" in ln] or lines[-3:] or ["no output"]
         raise ProviderError(f"pip could not install torch {wheel.version}: {' '.join(errors[-2:]).strip()}")
+
+
+def _has_fd(stream) -> bool:
+    """Whether pip's progress can go straight to `stream` (a captured stream has no file descriptor)."""
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
 
 
 def resolve(settings: NightlySettings, date: str | None = None, *, client=None) -> Wheel:
@@ -294,10 +400,30 @@ def provide(settings: NightlySettings, date: str | None = None, *, client=None, 
     return install(resolve(settings, date, client=client), settings, progress=progress)
 
 
+def provide_spec(settings: NightlySettings, spec: BuildSpec, *, client=None, progress: bool = True) -> Nightly:
+    """The torch build `spec` names, installed (or found) and probed; ProviderError on any failure."""
+    if spec.kind == "current":
+        return current(None)
+    if spec.kind == "python":
+        try:
+            return current(spec.value)
+        except ProviderError as exc:     # the person named an interpreter that cannot be used: bad input
+            raise SpecError(f"--torch {spec.value}: {exc}") from None
+    if spec.kind == "version":
+        wheel = pick_version(list_wheels(settings, client=client), spec.value)
+    else:
+        wheel = resolve(settings, spec.value if spec.kind == "date" else None, client=client)
+    return install(wheel, settings, progress=progress)
+
+
 def current(python: str | None = None) -> Nightly:
     """The torch installed for `python` (default: this interpreter), as a Nightly (--torch current)."""
     python = python or sys.executable
     info = probe(python)
-    today = datetime.now(timezone.utc).date().isoformat()
     return Nightly(version=info["version"], git=info.get("git"), python=python,
-                   date=dev_date(info["version"]) or today, current=True)
+                   date=dev_date(info["version"]) or _today(), current=True)
+
+
+def _today() -> str:
+    """The label of a sweep of a build that has no date of its own (a release, an rc, a local torch)."""
+    return datetime.now(timezone.utc).date().isoformat()

@@ -86,9 +86,11 @@ def _make_plan(conn: sqlite3.Connection, settings: Settings, view: RunView, veri
     inputs = plan_inputs.gather(conn, view)
     if verify:
         groups = planner.tracking_groups(inputs.effects, inputs.outcomes)
+        # Verified on the run's own interpreter (its environment records it), from what the run stored.
         inputs.reproducers = reproducers.verify_all(
-            groups, inputs.outcomes, inputs.run, cache_path=Path(settings.state_path).with_name("repro-cache.json"),
-            python=settings.sweep.python, timeout=settings.issues.repro_timeout, progress=say)
+            groups, inputs.outcomes, inputs.run, dict(view.builds),
+            cache_path=Path(settings.state_path).with_name("repro-cache.json"),
+            timeout=settings.issues.repro_timeout, progress=say)
     return planner.plan(inputs, psettings)
 
 

@@ -1,34 +1,37 @@
 """Verified reproducers: a tracking issue embeds a script only if it was run and seen to fail the same way.
 
 For each tracking issue the smallest affected model (fewest ops, then fewest
-baseline graphs, then name) gets a standalone script from the zoo's generator,
-run in a fresh interpreter. That is slow (a new Python, a compile), so verdicts
-are cached per (config, signature, model, fingerprint) in a small versioned
-JSON file beside the store.
+baseline graphs, then name) gets a standalone script rendered from what the run
+stored (bot/repro_script.py; no model is built here and torch is never imported),
+run in a fresh subprocess of the interpreter the run used: a crash that exists
+only in a nightly is checked on that nightly. That is slow (a new Python, a
+compile), so verdicts are cached per (config, signature, model, fingerprint,
+torch build) in a small versioned JSON file beside the store.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
 from harness.outcome import Effect, Outcome
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 1
-Runner = Callable[[str, dict[str, Any], dict[str, Any], str, str, str, float], tuple[str, dict[str, Any]]]
+CACHE_VERSION = 2
+# (stored build of the model, settings, backend, device, python, timeout) -> (script, result)
+Runner = Callable[[dict[str, Any] | None, dict[str, Any], str, str, str, float], tuple[str, dict[str, Any]]]
 
 
-def _harness_runner(model: str, config_settings: dict[str, Any], base_settings: dict[str, Any], backend: str,
-                    device: str, python: str, timeout: float) -> tuple[str, dict[str, Any]]:
-    """Adapter over the zoo area's generator and runner (kept in one place on purpose)."""
-    from harness import repro
+def render_and_run(built: dict[str, Any] | None, settings: dict[str, Any], backend: str, device: str,
+                   python: str, timeout: float) -> tuple[str, dict[str, Any]]:
+    """Render the script from stored data, run it under `python`; (script, its result)."""
+    from bot.repro_script import render_script
+    from harness.repro import run_script
 
-    script = repro.render_script(model, config_settings, base_settings, backend, device)
-    return script, repro.run_script(script, python, timeout)
+    script = render_script(built, settings, backend, device)
+    return script, run_script(script, python, timeout)
 
 
 def pick_model(effects: list[Effect], outcomes: dict[tuple[str, str], Outcome]) -> Effect:
@@ -38,6 +41,16 @@ def pick_model(effects: list[Effect], outcomes: dict[tuple[str, str], Outcome]) 
         ops = base.ops if base and base.ops is not None else float("inf")
         return (ops, e.baseline_graphs if e.baseline_graphs is not None else float("inf"), e.model)
     return min(effects, key=size)
+
+
+def run_python(run: dict[str, Any]) -> str | None:
+    """The interpreter the run's workers used (its environment records it)."""
+    return (run.get("environment") or {}).get("python")
+
+
+def verified_on(result: dict[str, Any]) -> dict[str, Any]:
+    """The torch a script actually ran on, as it reported it."""
+    return {"torch_version": result.get("torch_version"), "torch_git": result.get("torch_git")}
 
 
 def verdict(result: dict[str, Any], signature: str) -> tuple[str, str]:
@@ -68,8 +81,8 @@ class Cache:
                 log.warning("%s: unreadable reproducer cache, starting afresh", path)
 
     @staticmethod
-    def key(config: str, signature: str, model: str, fingerprint: str | None) -> str:
-        return hashlib.sha256(json.dumps([config, signature, model, fingerprint]).encode()).hexdigest()[:24]
+    def key(config: str, signature: str, model: str, fingerprint: str | None, torch: list[Any]) -> str:
+        return hashlib.sha256(json.dumps([config, signature, model, fingerprint, torch]).encode()).hexdigest()[:24]
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.data.get(key)
@@ -83,12 +96,18 @@ class Cache:
             tmp.replace(self.path)
 
 
-def verify_all(groups: dict[str, tuple[str, str, list[Effect]]], outcomes: list[Outcome], run: dict[str, Any], *,
-               cache_path: Path | None, python: str | None = None, timeout: float = 600.0,
-               runner: Runner | None = None, progress: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
-    """{tracking key: verdict} for each (config, signature) group; verdicts are cached."""
-    runner = runner or _harness_runner
-    python = python or sys.executable
+def verify_all(groups: dict[str, tuple[str, str, list[Effect]]], outcomes: list[Outcome], run: dict[str, Any],
+               builds: dict[str, dict[str, Any]], *, cache_path: Path | None, python: str | None = None,
+               timeout: float = 600.0, runner: Runner | None = None,
+               progress: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
+    """{tracking key: verdict} for each (config, signature) group; verdicts are cached.
+
+    builds: the run's stored build data per model. python: the interpreter to verify
+    under (default: the one the run used, from its environment).
+    """
+    runner = runner or render_and_run
+    python = python or run_python(run)
+    env = run.get("environment") or {}
     cache = Cache(cache_path)
     by_item = {(o.model, o.config): o for o in outcomes}
     options = run.get("options") or {}
@@ -96,22 +115,28 @@ def verify_all(groups: dict[str, tuple[str, str, list[Effect]]], outcomes: list[
     for n, (key, (config, signature, effects)) in enumerate(sorted(groups.items()), 1):
         chosen = pick_model(effects, by_item)
         fingerprint = getattr(by_item.get((chosen.model, config)), "fingerprint", None)
-        ckey = Cache.key(config, signature, chosen.model, fingerprint)
+        ckey = Cache.key(config, signature, chosen.model, fingerprint, [env.get("torch_version"), env.get("torch_git")])
         cached = cache.get(ckey)
         if cached is not None:
             out[key] = cached
             continue
+        if not python:
+            out[key] = {"status": "unconfirmed", "model": chosen.model, "script": "",
+                        "reason": "could not be run: the run recorded no interpreter"}
+            continue
         if progress:
             progress(f"reproducer {n}/{len(groups)}: {chosen.model} under {config}")
+        settings = {**(run.get("base_settings") or {}), **(run.get("configs") or {}).get(config, {})}
         try:
-            script, result = runner(chosen.model, (run.get("configs") or {}).get(config, {}), run.get("base_settings") or {},
-                                    options.get("backend", "count"), options.get("device", "cpu"), python, timeout)
-        except Exception as exc:  # the generator is another area's code: a failure there is "not confirmed"
+            script, result = runner(builds.get(chosen.model), settings, options.get("backend", "count"),
+                                    options.get("device", "cpu"), python, timeout)
+        except Exception as exc:  # nothing stored to render from, or a template error: "not confirmed"
             out[key] = {"status": "unconfirmed", "model": chosen.model, "script": "",
                         "reason": f"could not be generated ({type(exc).__name__}: {exc})"}
-            continue                  # not cached: it may work once the generator is fixed
+            continue                  # not cached: a later run may store what is missing
         status, reason = verdict(result, signature)
         out[key] = {"status": status, "model": chosen.model, "reason": reason,
-                    "script": script if status == "confirmed" else ""}
-        cache.put(ckey, out[key])
+                    "script": script if status == "confirmed" else "", **verified_on(result)}
+        if result.get("status") is not None:   # an interpreter that did not start says nothing to cache
+            cache.put(ckey, out[key])
     return out

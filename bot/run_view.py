@@ -44,6 +44,8 @@ class RunView:
     links: Mapping[str, Link]
     breaks: Mapping[str, FlagBreaks]        # config -> graph-break ids it removes/introduces
     leverage: Mapping[str, Leverage]        # config -> crashes and breaks ranked by models
+    # model -> stored build (what reproducers embed)
+    builds: Mapping[str, dict[str, Any]] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def id(self) -> int:
@@ -71,4 +73,5 @@ def load(conn: sqlite3.Connection, run_id: int, repo: str | None = None) -> RunV
                    signatures=tuple(history.signature_history(conn)),
                    links=MappingProxyType(links_mod.all_links(conn, repo or None)),
                    breaks=MappingProxyType(flag_breaks(outcomes, run.configs)),
-                   leverage=MappingProxyType(leverage(outcomes)))
+                   leverage=MappingProxyType(leverage(outcomes)),
+                   builds=MappingProxyType(runs.group_model_data(conn, list(history.run_group(conn, run_id)))))

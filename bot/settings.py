@@ -126,7 +126,7 @@ class NightlySettings:
     no_deps: bool = False             # install only the wheels named (tests, pre-provisioned runners)
     pip_args: list[str] = field(default_factory=list)
     install_timeout: float = 1800.0   # seconds for one venv install
-    torch: str = "nightly"            # what `serve` sweeps each night and on `rerun`: nightly | current
+    torch: str = "nightly"            # what `serve` sweeps each night and on `rerun`: as `nightly --torch` takes it
 
 
 @dataclass

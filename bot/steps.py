@@ -38,12 +38,16 @@ def resolve_models(patterns: list[str]) -> list[str]:
 
 def sweep(conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict], base_settings: dict[str, Any],
           settings: Settings, python: str | None, run_id: int | None, resume: bool, nightly: str | None,
-          shard: str | None, kind: str = "nightly", progress: bool = True) -> int:
-    """Sweep (the engine stores, finishes and finalizes the run); returns the run id."""
+          shard: str | None, kind: str = "nightly", progress: bool = True, build: dict | None = None) -> int:
+    """Sweep (the engine stores, finishes and finalizes the run); returns the run id.
+
+    build: what the provider knows of the torch beyond what its interpreter reports (index,
+    channel), kept in the run's environment.
+    """
     from harness import engine
     return engine.sweep(conn, models=models, configs=configs, base_settings=base_settings,
                         options=settings.sweep.options(python), run_id=run_id, resume=resume, kind=kind,
-                        nightly=nightly, shard=shard, progress=progress)
+                        nightly=nightly, shard=shard, progress=progress, extra_environment=build)
 
 
 def diff_with_previous(conn: sqlite3.Connection, run_id: int) -> tuple[int | None, DiffResult | None]:
@@ -92,10 +96,20 @@ def report(conn: sqlite3.Connection, view: RunView, out_dir: Path) -> Path:
 
 
 def provide(settings: Settings, torch: str, date: str | None, progress: bool) -> provider.Nightly:
-    """The torch to sweep: the one installed here, or the nightly for `date` in its cached venv."""
-    if torch == "current":
+    """The torch to sweep, named the way people name builds (provider.parse_spec), ready in its venv.
+
+    `--date D` with `--torch nightly` is the nightly of D. SpecError (bad input) for a
+    name that is none of the forms or an interpreter without torch; ProviderError when
+    the index is down or has no such build.
+    """
+    spec = provider.parse_spec(torch)
+    if spec.kind == "current":
         return provider.current(settings.sweep.python)
-    return provider.provide(settings.nightly, date, progress=progress)
+    if spec.kind == "nightly" and date:
+        spec = provider.parse_spec(date)
+        if spec.kind != "date":
+            raise provider.SpecError(f"--date {date!r}: expected YYYY-MM-DD")
+    return provider.provide_spec(settings.nightly, spec, progress=progress)
 
 
 # ---- the seams ---------------------------------------------------------------------------------
@@ -116,7 +130,7 @@ class SweepStep(Protocol):
     def __call__(self, conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict],
                  base_settings: dict[str, Any], settings: Settings, python: str | None, run_id: int | None,
                  resume: bool, nightly: str | None, shard: str | None, kind: str = ...,
-                 progress: bool = ...) -> int: ...
+                 progress: bool = ..., build: dict | None = ...) -> int: ...
 
 
 class DiffStep(Protocol):

@@ -95,8 +95,12 @@ def _outcome(data: dict[str, Any], stratum_of: Callable[[str], str | None]) -> O
 
 def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settings: dict,
           options: SweepOptions, run_id: int | None = None, resume: bool = False, kind: str = "sweep",
-          nightly: str | None = None, shard: str | None = None, progress: bool = True) -> int:
+          nightly: str | None = None, shard: str | None = None, progress: bool = True,
+          extra_environment: dict | None = None) -> int:
     """Run models x (baseline + configs), storing each outcome as it finishes; returns the run id.
+
+    extra_environment: what the caller knows of the build beyond what the workers see
+    (the index and channel it came from), stored with the environment.
 
     A run that finishes is finalized here (effects, signature history): the engine ends it, so the engine
     finalizes it, once. An interrupted or failed run is not finalized.
@@ -138,7 +142,8 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
             groups = plan_groups(models, configs, done)
         total = len(models) * len(configs)
         bar = Progress(total=total, done=len(done), enabled=progress, label=f"sweep {len(models)} models")
-        env = pool.environment()
+        # "python": the interpreter the workers were started with, what a reproducer is verified under.
+        env = {**pool.environment(), "python": options.python or sys.executable, **(extra_environment or {})}
         if stored is not None:
             _check_same_environment(stored.environment, env, run_id)
         else:
@@ -150,6 +155,9 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         stratum_of = _stratum_lookup()
         for _, data in pool.run(groups):
             outcome = _outcome(data, stratum_of)
+            built = pool.model_data.pop(outcome.model, None)
+            if built is not None:   # once per model: what its reproducer is rendered from
+                runs.record_model(conn, run_id, outcome.model, built)
             runs.record_outcome(conn, run_id, outcome)
             bar.advance(crashed=outcome.crashed)
         bar.close()
@@ -237,6 +245,23 @@ def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_se
     return [r if r is not None else Outcome(model=m, config=c, status="killed", error_type="killed",
                                             error_message="no result", signature="killed")
             for r, (m, c) in zip(results, items)]
+
+
+def describe(models: list[str], *, options: SweepOptions) -> dict[str, dict]:
+    """{model: its build as plain data} (what a reproducer embeds), from workers; nothing is stored.
+
+    Models that do not build, or have no transformers config to embed, are left out.
+    """
+    groups = [Group(model, [(i, "-", {})], "eager") for i, model in enumerate(models)]
+    pool = _pool(options, {}, len(groups))
+    try:
+        for _ in pool.run(groups):
+            pass
+    except BaseException:
+        pool.close(kill=True)
+        raise
+    pool.close()
+    return dict(pool.model_data)
 
 
 def collect_environment(python: str | None = None, device: str = "cpu") -> dict:

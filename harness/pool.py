@@ -65,6 +65,8 @@ class Pool:
         self.stats = collections.Counter()
         # What the worker said about each model it built: a killed item has no report of its own.
         self.model_info: dict[str, dict] = {}
+        # What a reproducer needs per model (the worker's build as plain data), for the engine to store.
+        self.model_data: dict[str, dict] = {}
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -155,6 +157,8 @@ class Pool:
             self.startup_failures = 0
         elif kind == "built":
             w.built = True
+            if event.get("repro") and w.group is not None:
+                self.model_data[w.group.model] = event["repro"]
             w.deadline = time.monotonic() + self.timeout
         elif kind == "start":
             w.current = event["index"]

@@ -120,6 +120,19 @@ def _build(model: str, device: str) -> Built:
     return zoo.build(model, device)
 
 
+def _repro_data(model: str, built: Any) -> dict[str, Any] | None:
+    """What a reproducer needs to rebuild this model without the zoo, as plain data (None: not rebuildable)."""
+    import transformers
+
+    from harness.zoo.build import SEED
+
+    if not built.config:   # a test-only registered model: no transformers config to embed
+        return None
+    return {"model": model, "config_class": type(built.module.config).__name__, "config": built.config,
+            "spec": built.spec, "seed": SEED, "fingerprint": built.fingerprint,
+            "transformers_version": transformers.__version__}
+
+
 def run_group(chan: Channel, req: dict[str, Any]) -> None:
     """Build one model once, then compile it under each requested config, reporting each item."""
     import torch
@@ -160,7 +173,7 @@ def run_group(chan: Channel, req: dict[str, Any]) -> None:
         for index, config, _ in items:
             report(index, config, status=status, **common)
         return
-    chan.send("built", ok=True)
+    chan.send("built", ok=True, repro=_repro_data(model, built))
     if mode == "eager":
         for index, config, _ in items:
             report(index, config, status="ok", compile_s=round(eager_s, 4), **common)

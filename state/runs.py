@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator
 
 from harness.outcome import Outcome
-from state.db import latest_rows
+from state.db import latest_rows, transaction
 
 
 def now() -> str:
@@ -107,6 +107,53 @@ def graph_breaks(conn: sqlite3.Connection, run_id: int) -> list[tuple[str, str, 
     rows = conn.execute("SELECT model, config, reason, gb_id FROM graph_breaks WHERE run_id = ?"
                         " ORDER BY model, config, position", (run_id,))
     return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def import_run(conn: sqlite3.Connection, run: dict[str, Any], outcomes_: list[Outcome],
+               builds: dict[str, dict[str, Any]], origin: str) -> int:
+    """Store a run exported elsewhere (a shard from another host) as it was; returns its new id here.
+
+    `origin` (a hash of the file) is kept in the run's options: importing the same file
+    again returns the run already imported instead of a copy.
+    """
+    row = conn.execute("SELECT id FROM runs WHERE json_extract(options, '$.imported_from') = ?", (origin,)).fetchone()
+    if row:
+        return row[0]
+    with transaction(conn):
+        options = {**(run.get("options") or {}), "imported_from": origin}
+        cur = conn.execute(
+            "INSERT INTO runs (kind, environment_id, started_at, finished_at, status, reason, models, configs,"
+            " base_settings, options, nightly, shard) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (run["kind"], environment_id(conn, run.get("environment") or {}), run["started_at"], run.get("finished_at"),
+             run["status"], run.get("reason"), json.dumps(run["models"]), json.dumps(run["configs"], sort_keys=True),
+             json.dumps(run.get("base_settings") or {}, sort_keys=True), json.dumps(options, sort_keys=True),
+             run.get("nightly"), run.get("shard")))
+        run_id = cur.lastrowid
+        for outcome in outcomes_:
+            record_outcome(conn, run_id, outcome)
+        for model, data in builds.items():
+            record_model(conn, run_id, model, data)
+    return run_id
+
+
+def record_model(conn: sqlite3.Connection, run_id: int, model: str, data: dict[str, Any]) -> None:
+    """Store what a reproducer needs for one model of a run (plain data, as the worker built it)."""
+    conn.execute("INSERT OR REPLACE INTO run_models (run_id, model, data) VALUES (?,?,?)",
+                 (run_id, model, json.dumps(data, sort_keys=True)))
+
+
+def model_data(conn: sqlite3.Connection, run_id: int) -> dict[str, dict[str, Any]]:
+    """{model: stored build data} for a run."""
+    rows = conn.execute("SELECT model, data FROM run_models WHERE run_id = ? ORDER BY model", (run_id,))
+    return {r[0]: json.loads(r[1]) for r in rows}
+
+
+def group_model_data(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, dict[str, Any]]:
+    """{model: stored build data} over several runs (the shards of one nightly); later runs win."""
+    out: dict[str, dict[str, Any]] = {}
+    for rid in run_ids:
+        out.update(model_data(conn, rid))
+    return out
 
 
 def finished_items(conn: sqlite3.Connection, run_id: int) -> set[tuple[str, str]]:

@@ -144,9 +144,21 @@ ALTER TABLE jobs ADD COLUMN retry_until REAL;
 CREATE INDEX jobs_status ON jobs(status, kind, id);
 """
 
-# v5 -> v6: graph-break ids (Dynamo's registry, looked up in the torch under test): the id of an
-# Unsupported error beside its signature, and each recorded graph-break reason with its id.
+# v5 -> v6: what a reproducer needs, per model of a run, as plain data (built config,
+# input spec, config class, fingerprint, transformers version), stored by the engine
+# so the bot renders reproducers without building models or importing torch.
 V6 = """
+CREATE TABLE run_models (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    model TEXT NOT NULL,
+    data TEXT NOT NULL,                     -- JSON: config_class, config, spec, fingerprint, ...
+    PRIMARY KEY (run_id, model)
+);
+"""
+
+# v6 -> v7: graph-break ids (Dynamo's registry, looked up in the torch under test): the id of an
+# Unsupported error beside its signature, and each recorded graph-break reason with its id.
+V7 = """
 ALTER TABLE outcomes ADD COLUMN gb_id TEXT;
 CREATE TABLE graph_breaks (
     run_id INTEGER NOT NULL REFERENCES runs(id),
@@ -160,5 +172,5 @@ CREATE TABLE graph_breaks (
 CREATE INDEX graph_breaks_id ON graph_breaks(gb_id, config);
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6]
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7]
 SCHEMA_VERSION = len(MIGRATIONS)

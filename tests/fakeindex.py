@@ -43,8 +43,11 @@ def build_wheel(directory: Path, version: str, git: str, tag: str = "py3-none-an
 
 
 def write_index(root: Path, channel: str = "cpu", project: str = "torch") -> None:
-    """(Re)write `<root>/<channel>/<project>/index.html` linking every wheel in that folder."""
-    folder = root / channel / project
+    """(Re)write `<root>/<channel>/<project>/index.html` linking every wheel in that folder.
+
+    channel "" is a PyPI-style simple index: `<root>/<project>/`.
+    """
+    folder = (root / channel / project) if channel else root / project
     links = "\n".join(f'<a href="{p.name}#sha256={hashlib.sha256(p.read_bytes()).hexdigest()}">{p.name}</a><br/>'
                       for p in sorted(folder.glob("*.whl")))
     (folder / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}\n</body></html>\n")
@@ -65,9 +68,14 @@ class FakeIndex:
 
     def add(self, version: str, git: str, tag: str = "py3-none-any", channel: str = "cpu", **kw) -> Path:
         """Build a wheel into the channel and refresh the project page."""
-        path = build_wheel(self.root / channel / "torch", version, git, tag, **kw)
+        path = build_wheel((self.root / channel / "torch") if channel else self.root / "torch", version, git, tag, **kw)
         write_index(self.root, channel)
         return path
+
+    def down(self) -> str:
+        """Stop serving; returns the URL, which now refuses connections (an index that is down)."""
+        self.close()
+        return self.url
 
     def close(self) -> None:
         self.server.shutdown()

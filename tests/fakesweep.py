@@ -34,11 +34,12 @@ class World:
         return Outcome(model, config, "ok", stratum="decoder_llm", graphs=2 if config == "baseline" else 1)
 
     def sweep(self, conn, *, models, configs, base_settings, settings, python, run_id, resume, nightly, shard,
-              kind="nightly", progress=True):
+              kind="nightly", progress=True, build=None):
         self.sweeps.append((nightly, shard, tuple(models)))
         rid = runs.create_run(conn, environment={"torch_version": self.version, "torch_git": "g", "transformers_version": "5.23.0",
                                            "python_version": "3.11", "device": "cpu", "cuda_version": None,
-                                           "flagsweep_version": "0.1.0", "recipe_fingerprint": "f"}, models=models,
+                                           "flagsweep_version": "0.1.0", "recipe_fingerprint": "f",
+                                           "python": python, **(build or {})}, models=models,
                               configs=configs, base_settings=base_settings, kind=kind, nightly=nightly, shard=shard)
         for m in models:
             for c in configs:

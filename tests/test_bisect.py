@@ -84,3 +84,41 @@ def test_bisect_dates_come_from_the_provider_index(tmp_path):
     assert dates == ["2026-11-01", "2026-11-02", "2026-11-03"]
     with pytest.raises(BisectError, match="fewer than two nightlies between 2026-11-03 and 2026-11-09"):
         window(dates, "2026-11-03", "2026-11-09")
+
+
+def test_bisect_spans_any_two_builds_the_index_has(tmp_path):
+    """Releases, an rc and nightlies on one index: labels in version order, windows by version or date."""
+    from bot.handlers import default_bisect_dates
+    from bot.settings import Settings
+    from tests.fakeindex import FakeIndex
+
+    idx = FakeIndex(tmp_path / "index")
+    try:
+        for version in ("2.13.0+cpu", "2.14.0+cpu", "2.14.1+cpu", "2.15.0.dev20261101+cpu", "2.15.0.dev20261102+cpu",
+                        "2.15.0rc1+cpu"):   # only listed, never installed (this machine's pip caps torch at 2.14.1)
+            idx.add(version, "g" + version)
+        s = Settings(state_path=tmp_path / "s.sqlite")
+        s.nightly.index_url = idx.url
+
+        class Ctx:
+            settings = s
+        labels = default_bisect_dates(Ctx())
+    finally:
+        idx.close()
+    assert labels == ["2.13.0+cpu", "2.14.0+cpu", "2.14.1+cpu", "2026-11-01", "2026-11-02", "2.15.0rc1+cpu"]
+    assert window(labels, "2.13.0", "2.14.1") == labels[:3]
+    assert window(labels, "2.14.1", "2026-11-02") == labels[2:5]
+    assert window(labels, "2.14.0", None) == labels[1:]
+    flip = "2026-11-01"
+    r = bisect(window(labels, "2.13.0", "2.15.0rc1"),
+               lambda b: Probe(b, b, None, "error: X" if labels.index(b) >= labels.index(flip) else "ok: 1 graphs"))
+    assert (r.good.date, r.bad.date) == ("2.14.1+cpu", flip)
+    with pytest.raises(BisectError, match="fewer than two nightlies between 2.16.0 and 2.17.0"):
+        window(labels, "2.16.0", "2.17.0")
+
+
+def test_the_bisect_command_takes_versions():
+    from bot.commands import parse_comment
+
+    cmds = parse_comment("@flagsweep-bot bisect --config c --model M --good 2.13.0 --bad 2.15.0rc1", "@flagsweep-bot")
+    assert cmds[0].args["good"] == "2.13.0" and cmds[0].args["bad"] == "2.15.0rc1"

@@ -113,10 +113,11 @@ def test_a_real_tiny_nightly_end_to_end_in_dry_run(env):
     settings.issues.verify_reproducers = False   # test models exist only where tests.fault_models is imported
 
     def real_sweep(conn, *, models, configs, base_settings, settings, python, run_id, resume, nightly, shard,
-                   kind="nightly", progress=True):
+                   kind="nightly", progress=True, build=None):
         options = engine.SweepOptions(workers=1, timeout=120, python=python, extra_modules=["tests.fault_models"])
         return engine.sweep(conn, models=models, configs=configs, base_settings=base_settings, options=options,
-                            run_id=run_id, resume=resume, kind=kind, nightly=nightly, shard=shard, progress=False)
+                            run_id=run_id, resume=resume, kind=kind, nightly=nightly, shard=shard, progress=False,
+                            extra_environment=build)
 
     steps = steps_mod.Steps(sweep=real_sweep)
     result = nightly.run_nightly(conn, settings, torch="current", models=["TinyItemModel", "Fault_raise"],

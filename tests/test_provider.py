@@ -24,7 +24,8 @@ def index(tmp_path):
 
 def nightly_settings(idx, tmp_path, **kw) -> NightlySettings:
     # Tests never reach the internet: no extra index, no deps, no transformers unless given.
-    return NightlySettings(index_url=idx.url, channel="cpu", venv_dir=str(tmp_path / "venvs"),
+    kw = {"channel": "cpu", **kw}
+    return NightlySettings(index_url=idx.url, venv_dir=str(tmp_path / "venvs"),
                            transformers_pin="", extra_index_url="", no_deps=True, pip_args=["--isolated"], **kw)
 
 
@@ -122,3 +123,146 @@ def test_current_reads_the_installed_torch():
 
     assert n.current and n.version == torch.__version__ and n.git == torch.version.git_version
     assert n.date  # today, or the dev date
+
+
+# ---- any build, named the way people name them ------------------------------------------------
+
+def test_build_names_people_use():
+    from bot.provider import BuildSpec, SpecError, parse_spec
+
+    assert parse_spec("current") == BuildSpec("current") and parse_spec("nightly") == BuildSpec("nightly")
+    assert parse_spec("2026-11-21") == BuildSpec("date", "2026-11-21")
+    assert parse_spec("2.14.1") == BuildSpec("version", "2.14.1")
+    assert parse_spec("2.15.0.dev20261101") == BuildSpec("version", "2.15.0.dev20261101")
+    assert parse_spec("2.15.0rc1") == BuildSpec("version", "2.15.0rc1")
+    assert parse_spec("2.14.1+cpu") == BuildSpec("version", "2.14.1+cpu")
+    assert parse_spec(sys.executable) == BuildSpec("python", sys.executable)
+    for bad, words in (("2026-02-30", "not a real date"), ("/no/such/python", "no executable Python"),
+                       ("latest", "expected current, nightly"), ("2.x", "expected current, nightly")):
+        with pytest.raises(SpecError, match=words) as info:
+            parse_spec(bad)
+        assert repr(bad) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_versions_release_candidates_and_dev_builds_resolve(index, tmp_path):
+    # Versions stay at or below 2.14.1: this machine's pip config caps torch there (/etc/xdg/pip).
+    from bot.provider import BuildSpec, available_builds, pick_version, provide_spec
+
+    index.add("2.13.0+cpu", "rel13")
+    index.add("2.14.0rc1+cpu", "rc14")
+    index.add("2.14.0.dev20261101+cpu", "dev1101")
+    index.add("2.14.0.dev20261102+cpu", "dev1102")
+    index.add("2.12.0+cpu", "old12", tag="cp27-cp27m-win32")          # not installable here
+    s = nightly_settings(index, tmp_path)
+    wheels = list_wheels(s)
+    assert available_builds(wheels) == ["2.13.0+cpu", "2.14.0.dev20261101+cpu", "2.14.0.dev20261102+cpu", "2.14.0rc1+cpu"]
+    assert pick_version(wheels, "2.13.0").version == "2.13.0+cpu"     # a local build matches the public version
+    assert pick_version(wheels, "2.14.0rc1").version == "2.14.0rc1+cpu"
+    with pytest.raises(ProviderError, match=r"no torch 2\.12\.0 on the index.*2\.13\.0\+cpu \.\. 2\.14\.0rc1\+cpu"):
+        pick_version(wheels, "2.12.0")
+    rel = provide_spec(s, BuildSpec("version", "2.13.0"), progress=False)
+    assert (rel.version, rel.git, rel.index, rel.channel) == ("2.13.0+cpu", "rel13", index.url, "cpu")
+    assert rel.date and rel.environment() == {"torch_index": index.url, "torch_channel": "cpu"}
+    rc = provide_spec(s, BuildSpec("version", "2.14.0rc1"), progress=False)
+    assert rc.git == "rc14"
+    newest = provide_spec(s, BuildSpec("nightly"), progress=False)    # the newest dev build, not the rc
+    assert (newest.version, newest.date) == ("2.14.0.dev20261102+cpu", "2026-11-02")
+    dated = provide_spec(s, BuildSpec("date", "2026-11-01"), progress=False)
+    assert dated.git == "dev1101"
+    by_dev_version = provide_spec(s, BuildSpec("version", "2.14.0.dev20261101"), progress=False)
+    assert by_dev_version == dated                                    # the same cached venv
+
+
+def test_a_pypi_style_index_without_channels(index, tmp_path):
+    from bot.provider import BuildSpec, provide_spec
+
+    index.add("2.13.0", "pypi13", channel="")
+    s = nightly_settings(index, tmp_path, channel="")
+    n = provide_spec(s, BuildSpec("version", "2.13.0"), progress=False)
+    assert (n.version, n.git, n.channel) == ("2.13.0", "pypi13", "")
+
+
+def test_an_interpreter_path_is_used_as_it_is(tmp_path):
+    from bot.provider import BuildSpec, SpecError, provide_spec
+
+    n = provide_spec(NightlySettings(), BuildSpec("python", sys.executable), progress=False)
+    import torch
+
+    assert (n.version, n.git, n.python, n.venv) == (torch.__version__, torch.version.git_version, sys.executable, None)
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    with pytest.raises(SpecError, match=r"torch does not import in .*bare/bin/python: ModuleNotFoundError"):
+        provide_spec(NightlySettings(), BuildSpec("python", str(bare / "bin" / "python")), progress=False)
+
+
+def test_a_half_installed_venv_is_rebuilt(index, tmp_path):
+    index.add("2.14.1+cpu", "rel14")
+    s = nightly_settings(index, tmp_path)
+    half = tmp_path / "venvs" / "torch-2.14.1+cpu"
+    (half / "bin").mkdir(parents=True)
+    (half / "leftover-from-a-killed-pip").write_text("x")          # no ready marker: an interrupted install
+    from bot.provider import pick_version
+
+    n = install(pick_version(list_wheels(s), "2.14.1"), s, progress=False)
+    assert n.git == "rel14" and not (half / "leftover-from-a-killed-pip").exists() and (half / ".flagsweep-ready").exists()
+
+
+def test_an_index_that_is_down_or_lacks_the_build_fails_the_night_with_its_reason(tmp_path):
+    """Stored as a failed run with the reason; nothing swept, nothing published."""
+    from bot import nightly
+    from bot import steps as steps_mod
+    from bot.settings import Settings
+    from state import db, runs
+    from tests.fakesweep import World
+
+    idx = FakeIndex(tmp_path / "index")
+    idx.add("2.14.1+cpu", "rel14")
+    settings = Settings(state_path=tmp_path / "state.sqlite")
+    settings.nightly = nightly_settings(idx, tmp_path)
+    settings.nightly.configs = ["capture_scalar_outputs"]
+    conn = db.connect(settings.state_path)
+    world = World()
+    steps = world.steps()
+    steps.provide = steps_mod.provide                     # the real provider
+    missing = nightly.run_nightly(conn, settings, torch="2.16.0", out_dir=tmp_path, steps=steps)
+    assert missing.status == "failed" and "no torch 2.16.0 on the index" in missing.reason
+    url = idx.down()
+    down = nightly.run_nightly(conn, settings, torch="2.14.1", out_dir=tmp_path, steps=steps)
+    assert down.status == "failed" and f"cannot read the nightly index {url}" in down.reason
+    stored = [runs.get_run(conn, r.run_id) for r in (missing, down)]
+    assert [r.status for r in stored] == ["failed", "failed"] and "no torch 2.16.0" in stored[0].reason
+    assert stored[1].environment["torch_index"] == url and stored[1].environment["torch_channel"] == "cpu"
+    assert world.sweeps == [] and world.published == []
+    conn.close()
+
+
+def test_nightly_cli_refuses_a_build_name_it_does_not_know(tmp_path, capsys):
+    from bot.cli import main
+
+    code = main(["--state", str(tmp_path / "s.sqlite"), "nightly", "--dry-run", "--torch", "newest"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--torch 'newest': expected current, nightly" in err and "Traceback" not in err
+
+
+def test_the_run_environment_keeps_version_commit_channel_and_index(index, tmp_path):
+    from bot import nightly
+    from bot import steps as steps_mod
+    from bot.settings import Settings
+    from state import db, runs
+    from tests.fakesweep import World
+
+    index.add("2.13.0+cpu", "rel13")
+    settings = Settings(state_path=tmp_path / "state.sqlite")
+    settings.nightly = nightly_settings(index, tmp_path)
+    settings.nightly.configs = ["capture_scalar_outputs"]
+    conn = db.connect(settings.state_path)
+    world = World()
+    world.version = "2.13.0+cpu"
+    steps = world.steps()
+    steps.provide = steps_mod.provide                     # the real provider, fake wheels over HTTP
+    result = nightly.run_nightly(conn, settings, torch="2.13.0", out_dir=tmp_path, steps=steps)
+    env = runs.get_run(conn, result.run_id).environment
+    assert result.status == "swept" and result.torch["git"] == "rel13"
+    assert (env["torch_version"], env["torch_index"], env["torch_channel"]) == ("2.13.0+cpu", index.url, "cpu")
+    assert env["python"] == result.torch["python"] and "torch-2.13.0+cpu" in env["python"]
+    conn.close()

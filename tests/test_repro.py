@@ -1,38 +1,194 @@
-"""A generated reproducer, run in a fresh interpreter, sees what the engine saw for the same item."""
+"""Reproducers rendered from what a run stored, run on the run's own interpreter, see what the engine saw.
+
+One real sweep (module fixture) of one model under a crashing flag and a nested
+inductor key, stored in a real SQLite file through a wrapper interpreter that
+logs each start: the scripts rendered from the store must match the stored
+outcomes, run under that same interpreter, and carry no settings as code.
+"""
 from __future__ import annotations
 
 import ast
 import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
-from harness import repro
-from harness.engine import SweepOptions, run_items
+import pytest
+
+from bot.repro_script import NotRenderable, render_script
+from harness import engine
+from harness.repro import run_script
+from state import db, runs
 
 MODEL = "Qwen2VLForConditionalGeneration"
-CONFIG = {"torch._dynamo.config.capture_dynamic_output_shape_ops": True}
+DYN = {"torch._dynamo.config.capture_dynamic_output_shape_ops": True}
+NESTED = {"torch._inductor.config.triton.cudagraphs": True}   # a setting of a nested config object
 
 
-def test_reproducer_matches_the_engine_on_a_real_crash():
-    engine = run_items([(MODEL, "dyn")], configs={"dyn": CONFIG}, base_settings={},
-                       options=SweepOptions(workers=1, timeout=300))[0]
-    script = repro.render_script(MODEL, CONFIG, {})
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """(store path, run id, wrapper interpreter, its log) after one real sweep through the wrapper."""
+    tmp = tmp_path_factory.mktemp("repro")
+    log = tmp / "python-starts.log"
+    wrapper = tmp / "run-python"
+    # Not sys.executable itself: the run's interpreter is whatever the sweep was started with.
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    conn = db.connect(tmp / "state.sqlite")
+    options = engine.SweepOptions(workers=1, timeout=300, python=str(wrapper))
+    run_id = engine.sweep(conn, models=[MODEL], configs={"dyn": DYN, "nested": NESTED}, base_settings={},
+                          options=options, progress=False)
+    conn.close()
+    return tmp / "state.sqlite", run_id, str(wrapper), log
+
+
+def _stored(path: Path, run_id: int):
+    conn = db.connect(path)
+    try:
+        return (runs.get_run(conn, run_id), {(o.model, o.config): o for o in runs.outcomes(conn, run_id)},
+                runs.model_data(conn, run_id))
+    finally:
+        conn.close()
+
+
+@pytest.mark.compile
+def test_reproducer_from_the_store_matches_the_engine_on_a_real_crash(swept):
+    path, run_id, wrapper, log = swept
+    run, outs, builds = _stored(path, run_id)
+    assert run.environment["python"] == wrapper                  # the run records its interpreter
+    data = builds[MODEL]
+    assert data["config_class"] == "Qwen2VLConfig" and data["spec"] and data["transformers_version"]
+    engine_out = outs[(MODEL, "dyn")]
+    assert engine_out.status == "error" and engine_out.signature   # a real crash, so the match says something
+    script = render_script(data, DYN)
     ast.parse(script)
     assert "import harness" not in script and "from harness" not in script and "flagsweep import" not in script
-    result = repro.run_script(script, timeout=300)
-    assert result["status"] == ("ok" if engine.status == "ok" else "error"), (engine.status, result)
-    assert result["graphs"] == engine.graphs
-    assert result["signature"] == engine.signature
-    assert result["error_type"] == engine.error_type
-    # the item is a real crash under this flag, so the match says something
-    assert engine.status == "error" and engine.signature
+    before = log.read_text().count("repro.py")
+    result = run_script(script, run.environment["python"], timeout=300)
+    assert log.read_text().count("repro.py") == before + 1       # it ran under the run's interpreter
+    assert result["status"] == "error" and result["returncode"] == 1   # non-zero: the crash reproduced
+    assert result["signature"] == engine_out.signature
+    assert result["error_type"] == engine_out.error_type
+    assert "Dynamo" not in result["error_type"] and "BackendCompilerFailed" not in result["exception"]
+    import torch
+
+    assert (result["torch_version"], result["torch_git"]) == (torch.__version__, torch.version.git_version)
+
+
+@pytest.mark.compile
+def test_nested_key_end_to_end_sweep_then_reproducer(swept):
+    path, run_id, wrapper, _ = swept
+    run, outs, builds = _stored(path, run_id)
+    swept_out = outs[(MODEL, "nested")]
+    assert swept_out.status == "ok", swept_out.error_message
+    result = run_script(render_script(builds[MODEL], NESTED), wrapper, timeout=300)
+    assert result["status"] == "ok" and result["returncode"] == 0, result
+    assert result["graphs"] == swept_out.graphs
+
+
+@pytest.mark.compile
+def test_code_in_a_key_or_value_runs_nowhere(swept, tmp_path):
+    path, run_id, wrapper, _ = swept
+    _, _, builds = _stored(path, run_id)
+    pwned = tmp_path / "pwned"
+    payload = f'import os; os.system("touch {pwned}")'
+    settings = {f"torch._dynamo.config.verbose\n{payload}\n#": True,
+                f"torch._dynamo.config.verbose'''\n{payload}\n'''": True,
+                "torch._dynamo.config.verbose": f'"""\n{payload}\n"""'}
+    script = render_script(builds[MODEL], settings)
+    tree = ast.parse(script)
+    called = {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    assert "system" not in called                                 # the payload is data, never code
+    assert all(line.startswith("#") or payload not in line for line in script.splitlines())
+    result = run_script(script, wrapper, timeout=300)
+    assert not pwned.exists()
+    assert result["status"] == "error" and "not a torch config key" in (result["signature"] or ""), result
+
+
+def test_a_model_without_stored_build_data_is_not_renderable():
+    with pytest.raises(NotRenderable):
+        render_script(None, {})
+    with pytest.raises(NotRenderable):
+        render_script({"model": "TinyItemModel", "config": {}}, {})
+
+
+@pytest.mark.compile
+def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_path):
+    """The whole publish path (plan, verify, render) in a fresh bot process: torch stays out of it."""
+    path, run_id, wrapper, log = swept
+    conn = db.connect(path)
+    from state import history
+
+    history.finalize_run(conn, run_id)
+    conn.close()
+    out = tmp_path / "out"
+    code = textwrap.dedent(f"""
+        import json, sys
+        from pathlib import Path
+        from bot.publish import publish_run
+        from bot.settings import Settings
+        from state import db
+        settings = Settings(state_path=Path({str(path)!r}))
+        conn = db.connect(settings.state_path)
+        publish_run(conn, settings, {run_id}, dry_run=True, out_dir={str(out)!r}, verify_repros=True)
+        print(json.dumps(sorted(m for m in ("torch", "transformers") if m in sys.modules)))
+    """)
+    before = log.read_text().count("repro.py")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          cwd=str(Path(__file__).parent.parent), env={**os.environ, "PYTHONPATH": "."})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+    assert log.read_text().count("repro.py") == before + 1        # verified under the run's interpreter
+    plan = json.loads((out / "plan.json").read_text())
+    crash = [a for a in plan["actions"] if a["action"] == "create" and "crashes" in (a.get("title") or "")]
+    assert crash, plan["actions"]
+    body = (out / crash[0]["file"]).read_text()
+    import torch
+
+    assert f"Verified on torch `{torch.__version__}` (git `{torch.version.git_version}`)" in body
+    assert "FLAGSWEEP_RESULT" in body
 
 
 def test_run_script_reports_a_script_that_dies_without_a_result():
-    result = repro.run_script("import sys\nprint('no result line')\nsys.exit(3)\n", timeout=60)
+    result = run_script("import sys\nprint('no result line')\nsys.exit(3)\n", timeout=60)
     assert result["status"] == "killed" and result["returncode"] == 3
+
+
+def test_run_script_reports_an_interpreter_that_cannot_start(tmp_path):
+    result = run_script("print(1)\n", str(tmp_path / "no-such-python"), timeout=60)
+    assert result["status"] is None and "cannot run no-such-python" in result["error"]
 
 
 def test_result_line_is_the_last_stdout_line_and_parses():
     text = "print('noise')\nimport json\nprint('FLAGSWEEP_RESULT ' + json.dumps({'status': 'ok', 'graphs': 2, 'signature': None, 'error_type': None}))\n"
-    result = repro.run_script(text, timeout=60)
+    result = run_script(text, timeout=60)
     assert result == {"status": "ok", "graphs": 2, "signature": None, "error_type": None, "returncode": 0}
     assert json.loads(json.dumps(result))["graphs"] == 2
+
+
+def test_the_reproducer_module_is_only_a_runner():
+    """harness/repro.py runs scripts; rendering is the bot's (it imported bot.render before: an arrow pointing up)."""
+    source = (Path(__file__).parent.parent / "harness" / "repro.py").read_text()
+    imported = {n.names[0].name.split(".")[0] for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Import)} | \
+               {(n.module or "").split(".")[0] for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)}
+    assert not imported & {"bot", "torch", "transformers", "jinja2"}
+
+
+@pytest.mark.compile
+def test_repro_cli_with_code_in_a_base_setting_key_runs_no_code(tmp_path):
+    """The issue's attack through the CLI: `repro --base-setting $'key\\nimport os; os.system(...)\\n#=true' --run`."""
+    pwned = tmp_path / "pwned"
+    key = f'torch._dynamo.config.verbose\nimport os; os.system("touch {pwned}")\n#'
+    proc = subprocess.run([sys.executable, "-m", "bot.cli", "--state", str(tmp_path / "s.sqlite"), "repro", "BertModel",
+                           "--config", "baseline", "--base-setting", f"{key}=true", "--run",
+                           "-o", str(tmp_path / "repro.py")], capture_output=True, text=True, timeout=600,
+                          cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    assert not pwned.exists()
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    if proc.returncode == 0:     # accepted as data: the script names the bad key instead of running it
+        assert json.loads(proc.stdout.strip().splitlines()[-1])["status"] == "error"
+    else:                        # refused before anything ran (key syntax checked): one clear line
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1

@@ -65,11 +65,16 @@ def _fill_v4(conn: sqlite3.Connection) -> None:
 
 
 def _fill_v5(conn: sqlite3.Connection) -> None:
-    """v5 added job retry columns: v4's rows (the jobs read back the same)."""
+    """v5 added job retry columns only: v4's rows."""
     _fill_v4(conn)
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5}
+def _fill_v6(conn: sqlite3.Connection) -> None:
+    """v6 added per-model build data: v5's rows and none of it."""
+    _fill_v5(conn)
+
+
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6}
 
 
 def _build_at(path, version: int) -> None:
@@ -129,6 +134,10 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
         assert jobs.get(conn, 1).attempts == 0 and jobs.get(conn, 1).result == {"commands": []}
         claimed = jobs.claim_next(conn)
         assert claimed.id == 2 and claimed.retry_at is None and claimed.payload == {"issue": 7}
+    # v6: per-model build data of a run, what reproducers are rendered from.
+    assert runs.model_data(conn, 2) == {}
+    runs.record_model(conn, rid, "LlamaForCausalLM", {"config_class": "LlamaConfig", "config": {"vocab_size": 99}})
+    assert runs.model_data(conn, rid) == {"LlamaForCausalLM": {"config_class": "LlamaConfig", "config": {"vocab_size": 99}}}
     # Graph-break ids: old outcomes have none; a new outcome stores each reason with its id.
     assert conn.execute("SELECT count(*) FROM outcomes WHERE gb_id IS NOT NULL").fetchone()[0] == 0
     runs.record_outcome(conn, rid, Outcome(model="M", config="baseline", status="ok", break_reasons=["r1", "r2"],

@@ -1,0 +1,139 @@
+"""Shards on separate hosts: each exports its run to a file; `flagsweep merge FILE...` imports and publishes once.
+
+Two shards swept into two separate stores, merged in a third, give the same
+effects and the same planned issues as one unsharded run in a fourth.
+"""
+import json
+from pathlib import Path
+
+import pytest
+
+from bot import merge as merge_mod
+from bot import nightly
+from bot.cli import main
+from bot.settings import Settings
+from state import db, history, runs
+from tests.fakesweep import World
+
+CRASHING = {"BetaForCausalLM", "DeltaModel"}
+
+
+def _host(tmp: Path, name: str):
+    settings = Settings(state_path=tmp / name / "state.sqlite")
+    settings.nightly.configs = ["capture_scalar_outputs"]
+    settings.issues.verify_reproducers = False
+    return settings, db.connect(settings.state_path)
+
+
+def _world() -> World:
+    world = World()
+    world.crashing = set(CRASHING)
+    return world
+
+
+def _shard_file(tmp: Path, i: int) -> Path:
+    settings, conn = _host(tmp, f"shard{i}")
+    result = nightly.run_nightly(conn, settings, shard=f"{i}/2", out_dir=tmp, steps=_world().steps())
+    assert result.status == "shard_done"
+    runs.record_model(conn, result.run_id, f"model-of-shard-{i}", {"model": "x", "config_class": "XConfig"})
+    path = merge_mod.write_export(conn, result.run_id, tmp / f"shard-{i}.json")
+    conn.close()
+    return path
+
+
+def _effects(conn, run_id):
+    return sorted((e.model, e.config, e.effect, e.baseline_graphs, e.config_graphs, e.config_signature)
+                  for e in history.effects(conn, run_id))
+
+
+def _plan(out: Path):
+    plan = json.loads((out / "plan.json").read_text())
+    return [(a["action"], a["key"], a.get("title"), (out / a["file"]).read_text() if a.get("file") else None)
+            for a in plan["actions"]]
+
+
+def test_two_shards_on_separate_stores_merge_like_one_unsharded_run(tmp_path):
+    files = [_shard_file(tmp_path, 1), _shard_file(tmp_path, 2)]
+    doc = json.loads(files[0].read_text())
+    assert doc["format"] == "flagsweep-run" and doc["version"] == 1
+    assert doc["run"]["environment"]["torch_version"] == "2.14.0.dev20261121+cpu" and doc["outcomes"]
+
+    pub_settings, pub = _host(tmp_path, "publisher")
+    conf = tmp_path / "flagsweep.toml"
+    conf.write_text("[issues]\nverify_reproducers = false\n[nightly]\nconfigs = [\"capture_scalar_outputs\"]\n")
+    code = main(["--settings", str(conf), "--state", str(pub_settings.state_path), "merge", *map(str, files),
+                 "--dry-run", "--out", str(tmp_path / "merged-out"), "--json"])
+    assert code == 0
+    merged = max(r.id for r in runs.list_runs(pub))
+    run = runs.get_run(pub, merged)
+    assert run.status == "finished" and run.shard is None and len(run.models) == 5
+    assert set(runs.model_data(pub, merged)) == {"model-of-shard-1", "model-of-shard-2"}   # builds travel too
+
+    one_settings, one = _host(tmp_path, "unsharded")
+    single = nightly.run_nightly(one, one_settings, out_dir=tmp_path / "single-out", steps=_world().steps(real_publish=True))
+    assert _effects(pub, merged) == _effects(one, single.run_id)
+    assert any(e[2] == "crashes" for e in _effects(one, single.run_id))
+    merged_plan, single_plan = _plan(tmp_path / "merged-out"), _plan(tmp_path / "single-out")
+    assert [p[:3] for p in merged_plan] == [p[:3] for p in single_plan] and len(single_plan) == 2
+    assert [p[3] for p in merged_plan] == [p[3] for p in single_plan]
+    pub.close()
+    one.close()
+
+
+def test_importing_a_file_twice_keeps_one_run_and_bad_files_are_named(tmp_path):
+    path = _shard_file(tmp_path, 1)
+    _, conn = _host(tmp_path, "publisher")
+    first = merge_mod.import_file(conn, path)
+    assert merge_mod.import_file(conn, path) == first and len(runs.list_runs(conn)) == 1
+    stored = runs.get_run(conn, first)
+    assert stored.shard == "1/2" and stored.status == "finished" and len(runs.outcomes(conn, first)) == 6
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({**json.loads(path.read_text()), "version": 99}))
+    for bad, words in ((tmp_path / "none.json", "no such file"), (newer, "format version 99"),
+                       (tmp_path / "shard1" / "state.sqlite", "not a flagsweep run export")):
+        with pytest.raises(merge_mod.MergeError, match=words) as info:
+            merge_mod.import_file(conn, bad)
+        assert str(bad) in str(info.value)
+    conn.close()
+
+
+def test_merge_cli_names_a_bad_file_with_exit_2(tmp_path, capsys):
+    bad = tmp_path / "shard.json"
+    bad.write_text("{}")
+    code = main(["--state", str(tmp_path / "s.sqlite"), "merge", str(bad)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{bad}: not a flagsweep run export" in err and "Traceback" not in err
+
+
+def test_the_actions_workflow_passes_shard_files_not_a_shared_disk():
+    text = (Path(__file__).parent.parent / "ops" / "github-actions-nightly.yml").read_text()
+    assert "--export" in text and "upload-artifact" in text and "download-artifact" in text
+    assert "flagsweep merge shards/" in text
+    assert "share a persistent state" not in text
+
+
+def test_merge_torch_installs_the_shards_build_here_and_refuses_another(tmp_path, capsys):
+    """`merge --torch V`: reproducers are verified on this host's venv of the shards' torch, same git or refused."""
+    from tests.fakeindex import FakeIndex
+
+    files = [str(_shard_file(tmp_path, 1)), str(_shard_file(tmp_path, 2))]   # torch 2.14.0.dev20261121+cpu, git "g"
+    idx = FakeIndex(tmp_path / "index")
+    try:
+        idx.add("2.14.0.dev20261121+cpu", "g")
+        idx.add("2.14.0.dev20261120+cpu", "other")
+        conf = tmp_path / "flagsweep.toml"
+        conf.write_text(f'[issues]\nverify_reproducers = false\n[nightly]\nindex_url = "{idx.url}"\n'
+                        f'venv_dir = "{tmp_path / "venvs"}"\ntransformers_pin = ""\nextra_index_url = ""\n'
+                        'no_deps = true\npip_args = ["--isolated"]\n')
+        state = str(tmp_path / "publisher.sqlite")
+        base = ["--settings", str(conf), "--state", state, "merge", *files, "--dry-run", "--out", str(tmp_path / "o")]
+        assert main(base + ["--torch", "2026-11-20"]) == 2
+        err = capsys.readouterr().err
+        assert "is torch 2.14.0.dev20261120+cpu (git other); the shards ran 2.14.0.dev20261121+cpu (git g)" in err
+        assert main(base + ["--torch", "2.14.0.dev20261121", "--json"]) == 0     # nothing was merged by the refusal
+    finally:
+        idx.close()
+    conn = db.connect(state)
+    merged = runs.list_runs(conn, limit=1)[0]
+    assert merged.shard is None and merged.environment["python"].endswith("torch-2.14.0.dev20261121+cpu/bin/python")
+    conn.close()
