@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.fixes import Night
 from bot.routing import Rule
+from harness.graph_breaks import FlagBreaks, Leverage
 from harness.outcome import Effect, Outcome
 
 REF = "[[flagsweep-ref:{key}]]"          # resolved to "#N" at send time (the number may not exist yet)
@@ -35,6 +36,8 @@ class PlanInputs:
     nights: dict[tuple[str, str], list[Night]] = field(default_factory=dict)
     trend: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # config -> [{date, counts}] oldest first
     reproducers: dict[str, dict[str, Any]] = field(default_factory=dict)  # tracking key -> verdict
+    breaks: dict[str, FlagBreaks] = field(default_factory=dict)      # config -> ids it removes/introduces
+    leverage: dict[str, Leverage] = field(default_factory=dict)      # config -> crashes and breaks by models
 
 
 @dataclass

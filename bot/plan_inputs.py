@@ -65,7 +65,8 @@ def gather(conn: sqlite3.Connection, view: RunView) -> PlanInputs:
                  if c in counts.get(r.id, {})] for c in configs}
     return PlanInputs(run=_run_dict(run, view.models), effects=list(view.effects), outcomes=list(view.outcomes),
                       transitions=transitions, previous=previous, signatures=sigs, quiet=quiet, nights=nights,
-                      links={k: link.to_dict() for k, link in view.links.items()}, trend=trend)
+                      links={k: link.to_dict() for k, link in view.links.items()}, trend=trend,
+                      breaks=dict(view.breaks), leverage=dict(view.leverage))
 
 
 def _awaits_fix(view: RunView, config: str, sig: str, row: dict[str, Any]) -> bool:

@@ -24,6 +24,7 @@ from bot.plan_data import (ENV_FIELDS, REF, Action, Plan, PlanInputs, PlanSettin
                            summary_key, tracking_key)
 from bot.routing import route, valid_handle
 from harness.effects import effect_table
+from harness.graph_breaks import FlagBreaks, Leverage
 from harness.outcome import Effect, Outcome
 
 ROW_LIMITS = (200, 100, 50, 20, 5)       # table rows tried, largest first, until the body fits
@@ -67,6 +68,27 @@ def tracking_groups(effects: list[Effect], outcomes: list[Outcome]) -> dict[str,
         if e.effect == "crashes" and not (o and o.flaky_rate is not None):
             groups.setdefault((e.config, _crash_sig(o, e)), []).append(e)
     return {tracking_key(c, s): (c, s, effs) for (c, s), effs in sorted(groups.items())}
+
+
+def _gb_id(examples: list[Outcome], sig: str) -> str | None:
+    """The graph-break id a signature is named by ('GB0124: ...'), as the crashing outcomes recorded it."""
+    ids = {o.gb_id for o in examples if o.gb_id and sig.startswith(f"{o.gb_id}: ")}
+    return min(ids) if ids else None
+
+
+def _break_material(b: FlagBreaks | None) -> Any:
+    """What of a config's removed/introduced graph breaks makes a summary worth rewriting."""
+    if b is None:
+        return None
+    return [[(r.gb_id, r.count) for r in rows] for rows in (b.removes, b.introduces)] + [
+        [(r.gb_id, r.count, flag) for r, flag in b.hinted_kept]]
+
+
+def _leverage_material(lev: Leverage | None) -> Any:
+    """The leverage ranking as plain, comparable data."""
+    if lev is None:
+        return None
+    return [[(s, len(ms)) for s, ms in lev.crashes], [(r.gb_id, r.count) for r in lev.breaks]]
 
 
 class _Planner:
@@ -168,7 +190,7 @@ class _Planner:
         tb = example.traceback if example and example.traceback else ""
         ctx.update(
             key=key, marker=text.marker(key), meta=text.meta_marker({"kind": "tracking", "config": config, "signature": sig}),
-            signature=sig, error_type=error_type, crashing=crashing,
+            signature=sig, error_type=error_type, crashing=crashing, gb_id=_gb_id(examples, sig),
             example={"model": example.model if example else "", "message": (example.error_message if example else None)
                      or hist.get("example_message") or sig, "traceback": tb,
                      "traceback_lines": tb.count("\n") + 1, "torch_frame": frame},
@@ -273,12 +295,14 @@ class _Planner:
             trend = [{"date": self.date[:10], "crashes": counts["crashes"], "reduces": counts["reduces_graphs"]}]
         title = text.title(_line("title_summary.txt.j2", config_display=ctx["config_display"], crashes=counts["crashes"],
                                  reduces=counts["reduces_graphs"], testable=ctx["testable"]))
+        breaks, lev = self.i.breaks.get(config), self.i.leverage.get(config)
         ctx.update(key=key, marker=text.marker(key), meta=text.meta_marker({"kind": "summary", "config": config}), crashes=counts["crashes"], reduces=counts["reduces_graphs"],
-                   rows=rows, tracking=tracking, trend=trend,
+                   rows=rows, tracking=tracking, trend=trend, breaks=breaks, leverage=lev,
                    torch_version=(self.i.run.get("environment") or {}).get("torch_version") or "unknown")
         body = _render_fitting("issue_summary.md.j2", ctx)
         material = material_sha({"title": title, "rows": rows, "trend": [(p["crashes"], p["reduces"]) for p in trend],
-                                 "tracking": [(r["key"], r["count"]) for r in tracking]})
+                                 "tracking": [(r["key"], r["count"]) for r in tracking],
+                                 "breaks": _break_material(breaks), "leverage": _leverage_material(lev)})
         labels = list(self.s.labels)
         base = dict(key=key, kind="summary", config=config, signature=None)
         if link is None:

@@ -9,6 +9,7 @@ import jinja2
 
 import templates
 from harness.scrub import scrub
+from harness.signature import gb_doc_url
 
 TEMPLATE_DIR = Path(templates.__file__).parent
 # Templates whose text leaves this machine (issue bodies, comments, replies, reports):
@@ -27,6 +28,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["gb_url"] = gb_doc_url  # a graph-break id's documentation page
     return env
 
 

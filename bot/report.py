@@ -216,6 +216,8 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         "previous": view.previous.id if view.previous else None, "changes": changes,
         "transition_names": list(TRANSITIONS),
         "trend": _trend(conn, run, configs, trend_runs), "trend_effects": list(TREND_EFFECTS),
+        "graph_breaks": [view.breaks[c] for c in configs if c in view.breaks],
+        "leverage": [view.leverage[c] for c in [BASELINE, *configs] if c in view.leverage],
     }
 
 

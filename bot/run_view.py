@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from bot.diff import DiffResult
 from bot.stored_diff import diff_loaded
 from harness.effects import effects_for
+from harness.graph_breaks import FlagBreaks, Leverage, flag_breaks, leverage
 from harness.outcome import Effect, Outcome
 from state import history, links as links_mod, runs
 from state.links import Link
@@ -41,6 +42,8 @@ class RunView:
     diff: DiffResult | None
     signatures: tuple[dict[str, Any], ...]  # state.history.signature_history rows
     links: Mapping[str, Link]
+    breaks: Mapping[str, FlagBreaks]        # config -> graph-break ids it removes/introduces
+    leverage: Mapping[str, Leverage]        # config -> crashes and breaks ranked by models
     # model -> stored build (what reproducers embed)
     builds: Mapping[str, dict[str, Any]] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
@@ -69,4 +72,6 @@ def load(conn: sqlite3.Connection, run_id: int, repo: str | None = None) -> RunV
                    outcomes=tuple(outcomes), effects=tuple(effects), previous=previous, diff=diff,
                    signatures=tuple(history.signature_history(conn)),
                    links=MappingProxyType(links_mod.all_links(conn, repo or None)),
+                   breaks=MappingProxyType(flag_breaks(outcomes, run.configs)),
+                   leverage=MappingProxyType(leverage(outcomes)),
                    builds=MappingProxyType(runs.group_model_data(conn, list(history.run_group(conn, run_id)))))

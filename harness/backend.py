@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from harness.configs import split_key
+from harness.gbregistry import reason_id
 
 # FX node kinds that are real work; placeholders, get_attr and output are plumbing.
 _OP_KINDS = ("call_function", "call_method", "call_module")
@@ -98,12 +99,14 @@ def compile_and_run(module: torch.nn.Module, inputs: dict[str, Any], *, settings
         error = exc
     elapsed = time.perf_counter() - start
     # Counts are kept for a crash too: how far it got before failing.
+    reasons = break_reasons()[:20]
     counts = {
         "graphs": stats.graphs,
         "ops_per_graph": stats.ops_per_graph,
         "ops": sum(stats.ops_per_graph),
         "graph_breaks": graph_break_count(),
-        "break_reasons": break_reasons()[:20],
+        "break_reasons": reasons,
+        "break_ids": [reason_id(r) for r in reasons],
         "recompiles": stats.recompiles,
         "compile_s": round(elapsed, 4),
     }

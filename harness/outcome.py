@@ -47,6 +47,7 @@ class Outcome:
     graphs: int | None = None          # calls of the counting backend
     graph_breaks: int | None = None
     break_reasons: list[str] = field(default_factory=list)
+    break_ids: list[str | None] = field(default_factory=list)  # Dynamo registry id of each reason ("GB0124")
     ops: int | None = None             # total ops over all graphs
     ops_per_graph: list[int] = field(default_factory=list)
     recompiles: int | None = None
@@ -57,6 +58,7 @@ class Outcome:
     error_message: str | None = None
     torch_frame: str | None = None     # innermost torch frame, "torch/_dynamo/x.py:fn"
     signature: str | None = None
+    gb_id: str | None = None           # registry id of an Unsupported error, in the torch that raised it
     traceback: str | None = None
     fingerprint: str | None = None     # recipe fingerprint of the model's build
     text_only: bool = False            # a multimodal model run without its other inputs

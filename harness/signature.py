@@ -12,6 +12,14 @@ import re
 
 MAX_LEN = 150  # a signature is a fragment of an issue title
 
+# Dynamo's documentation page of a graph-break id (the link its own messages carry):
+# the one place this URL form lives; GB0124 -> .../gb/gb0124.html.
+GB_DOC_URL = "https://meta-pytorch.github.io/compile-graph-break-site/gb/gb{number}.html"
+_GB_LINK = re.compile(r"compile-graph-break-site/gb/gb(\d+)\.html")
+_GB_ID = re.compile(r"GB\d{4,}")
+# Dynamo chains a graph break raised while handling another; the last one is what was raised.
+_GB_NESTED = "*** While handling this graph break, another graph break occurred: ***"
+
 # Exceptions that only wrap the real one; the signature names the inner error.
 _WRAPPERS = ("BackendCompilerFailed", "InternalTorchDynamoError", "TorchRuntimeError", "UserError",
              "InductorError", "LoweringException")
@@ -112,9 +120,54 @@ def normalize(text: str) -> str:
     return text.strip().rstrip(".:;, ")
 
 
-def signature(error_type: str, message: str, traceback_text: str | None = None) -> str:
-    """A stable signature such as 'PendingUnbackedSymbolNotFound: Pending unbacked symbols {uN} ...'."""
+def error_kind(error_type: str, message: str) -> str:
+    """The short type of the error a message carries, Dynamo's wrappers peeled off ('Unsupported')."""
+    return _unwrap(error_type, message or "")[0]
+
+
+def gb_doc_url(gb_id: str) -> str:
+    """The documentation page of a graph-break id such as 'GB0124'."""
+    return GB_DOC_URL.format(number=gb_id[2:])
+
+
+def _last_break(text: str) -> str:
+    return text.rsplit(_GB_NESTED, 1)[-1].strip("\n")
+
+
+def graph_break_type(text: str | None) -> str | None:
+    """The gb_type of a Dynamo graph-break message (its first line, followed by '  Explanation:'), else None."""
+    block = _last_break(text or "")
+    head, sep, _ = block.partition("\n  Explanation:")
+    head = head.strip()
+    return head if sep and head and "\n" not in head else None
+
+
+def linked_gb_id(text: str | None) -> str | None:
+    """The id in the documentation link Dynamo appends to a graph-break message ('GB0124'), else None."""
+    if graph_break_type(text) is None:
+        return None
+    links = _GB_LINK.findall(_last_break(text or ""))
+    return f"GB{links[-1]}" if links else None
+
+
+def gb_signature(gb_id: str, gb_type: str) -> str:
+    """The signature of a graph break with a registry id: 'GB0124: Unsupported Tensor.item() call ...'."""
+    sig = f"{gb_id}: {normalize(gb_type)}"
+    return sig if len(sig) <= MAX_LEN else sig[: MAX_LEN - 3].rstrip() + "..."
+
+
+def signature(error_type: str, message: str, traceback_text: str | None = None, gb_id: str | None = None) -> str:
+    """A stable signature such as 'PendingUnbackedSymbolNotFound: Pending unbacked symbols {uN} ...'.
+
+    A graph break raised as an error (Dynamo's Unsupported, not a wrapper such as TorchRuntimeError) with a
+    registry id is named by the id and its gb_type; `gb_id` is the id the worker looked up, else the id of
+    the message's documentation link.
+    """
     kind = _short_type(error_type)
+    gb_type = graph_break_type(message) if kind == "Unsupported" else None  # other errors keep their inner error
+    gb_id = gb_id or linked_gb_id(message)
+    if gb_id and gb_type and _GB_ID.fullmatch(gb_id):
+        return gb_signature(gb_id, gb_type)
     # Ends that are not exceptions: the parent saw the worker die or hang.
     if kind in ("killed", "timeout"):
         detail = normalize(_first_line(message or ""))

@@ -92,15 +92,20 @@ def _status_mb(field: str) -> float | None:
 
 
 def _error_fields(exc: BaseException) -> dict[str, Any]:
-    from harness.signature import innermost_torch_frame, signature
+    from harness.gbregistry import error_id
+    from harness.signature import error_kind, innermost_torch_frame, signature
 
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     message = str(exc)
-    sig = signature(f"{type(exc).__module__}.{type(exc).__qualname__}", message, tb)
+    error_type = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    gb_id = error_id(exc)
+    sig = signature(error_type, message, tb, gb_id=gb_id)
+    gb_id = gb_id if gb_id and sig.startswith(f"{gb_id}: ") else None  # only an Unsupported is named by its id
     return {
         # The type the signature names: Dynamo's wrappers (InternalTorchDynamoError,
         # BackendCompilerFailed) peeled off, so titles say what actually failed.
-        "error_type": sig.split(":", 1)[0],
+        "error_type": error_kind(error_type, message),
+        "gb_id": gb_id,
         "error_message": _clip(message, 8000),
         "torch_frame": innermost_torch_frame(tb),
         "signature": sig,

@@ -83,11 +83,30 @@ def create_run(conn: sqlite3.Connection, *, environment: dict[str, Any], models:
 def record_outcome(conn: sqlite3.Connection, run_id: int, outcome: Outcome) -> None:
     """Write one finished item (replacing an earlier attempt of the same item)."""
     conn.execute(
-        "INSERT OR REPLACE INTO outcomes (run_id, model, config, status, graphs, signature, fingerprint, data, recorded_at)"
-        " VALUES (?,?,?,?,?,?,?,?,?)",
+        "INSERT OR REPLACE INTO outcomes (run_id, model, config, status, graphs, signature, fingerprint, data,"
+        " recorded_at, gb_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
         (run_id, outcome.model, outcome.config, outcome.status, outcome.graphs, outcome.signature,
-         outcome.fingerprint, json.dumps(outcome.to_dict()), now()),
+         outcome.fingerprint, json.dumps(outcome.to_dict()), now(), outcome.gb_id),
     )
+    _record_breaks(conn, run_id, outcome)
+
+
+def _record_breaks(conn: sqlite3.Connection, run_id: int, outcome: Outcome) -> None:
+    """Each graph-break reason of the item with its registry id, replacing an earlier attempt's."""
+    conn.execute("DELETE FROM graph_breaks WHERE run_id = ? AND model = ? AND config = ?",
+                 (run_id, outcome.model, outcome.config))
+    ids = list(outcome.break_ids) + [None] * (len(outcome.break_reasons) - len(outcome.break_ids))
+    conn.executemany(
+        "INSERT INTO graph_breaks (run_id, model, config, position, reason, gb_id) VALUES (?,?,?,?,?,?)",
+        [(run_id, outcome.model, outcome.config, i, reason, gb_id)
+         for i, (reason, gb_id) in enumerate(zip(outcome.break_reasons, ids))])
+
+
+def graph_breaks(conn: sqlite3.Connection, run_id: int) -> list[tuple[str, str, str, str | None]]:
+    """(model, config, reason, gb_id) of every graph break recorded for a run, in order."""
+    rows = conn.execute("SELECT model, config, reason, gb_id FROM graph_breaks WHERE run_id = ?"
+                        " ORDER BY model, config, position", (run_id,))
+    return [(r[0], r[1], r[2], r[3]) for r in rows]
 
 
 def import_run(conn: sqlite3.Connection, run: dict[str, Any], outcomes_: list[Outcome],

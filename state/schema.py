@@ -156,5 +156,21 @@ CREATE TABLE run_models (
 );
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6]
+# v6 -> v7: graph-break ids (Dynamo's registry, looked up in the torch under test): the id of an
+# Unsupported error beside its signature, and each recorded graph-break reason with its id.
+V7 = """
+ALTER TABLE outcomes ADD COLUMN gb_id TEXT;
+CREATE TABLE graph_breaks (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    model TEXT NOT NULL,
+    config TEXT NOT NULL,
+    position INTEGER NOT NULL,             -- order of the reasons, most frequent first
+    reason TEXT NOT NULL,                  -- Dynamo's counter text
+    gb_id TEXT,                            -- GB0124, or NULL where the registry has none
+    PRIMARY KEY (run_id, model, config, position)
+);
+CREATE INDEX graph_breaks_id ON graph_breaks(gb_id, config);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7]
 SCHEMA_VERSION = len(MIGRATIONS)

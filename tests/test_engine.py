@@ -149,3 +149,33 @@ def test_the_parent_side_never_imports_torch():
     code = "import sys, harness.engine, harness.configs, harness.pool; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_graph_break_ids_from_the_torch_under_test(stored):
+    # The worker looked each reason's gb_type up in torch 2.13's graph_break_registry.json.
+    conn, run_id, outs = stored
+    base, flag = outs["TinyItemModel", "baseline"], outs["TinyItemModel", "capture_scalar_outputs"]
+    assert base.break_ids == ["GB0124"] and flag.break_ids == []
+    assert len(base.break_ids) == len(base.break_reasons)
+    # The fault models' @torch.compiler.disable breaks have an id as well, and the store keeps each id beside its reason.
+    stored_breaks = runs.graph_breaks(conn, run_id)
+    assert ("TinyItemModel", "baseline", base.break_reasons[0], "GB0124") in stored_breaks
+    assert all(gb_id and gb_id.startswith("GB") for m, c, _, gb_id in stored_breaks if m.startswith("Fault_"))
+
+
+def test_what_capture_scalar_outputs_removes_on_a_real_reduction(stored):
+    from harness.graph_breaks import flag_breaks, leverage
+
+    _, run_id, outs = stored
+    breaks = flag_breaks(list(outs.values()), dict(BUILTIN))["capture_scalar_outputs"]
+    removed = {b.gb_id: b for b in breaks.removes}
+    assert removed["GB0124"].models == ("TinyItemModel",)
+    assert removed["GB0124"].gb_type == "Unsupported Tensor.item() call with capture_scalar_outputs=False"
+    assert "GB0124" not in {b.gb_id for b in breaks.introduces}
+    lev = leverage(list(outs.values()))
+    assert "TinyItemModel" in {b.gb_id: b for b in lev["baseline"].breaks}["GB0124"].models
+    assert "GB0124" not in {b.gb_id for b in lev["capture_scalar_outputs"].breaks}
+    # Each fault model is blocked by its own crash under the flag; the build failures block nothing.
+    blocked = dict(lev["capture_scalar_outputs"].crashes)
+    assert blocked["RuntimeError: injected fault at 0xADDR in layer 3"] == ("Fault_raise",)
+    assert not any("Broken" in m for ms in blocked.values() for m in ms)

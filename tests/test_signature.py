@@ -43,9 +43,10 @@ def test_float_unbacked_symbols_normalize_too():
 
 
 def test_unsupported_graph_break_keeps_only_its_title():
+    # A graph break with a registry id is named by the id (from Dynamo's link) and its gb_type.
     real = FIXTURES["branch"]
     sig = signature(real["type"], real["message"], real["traceback"])
-    assert sig == "Unsupported: Data-dependent branching"
+    assert sig == "GB0170: Data-dependent branching"
     assert "Hint" not in sig and "user code" not in sig
 
 

@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from harness.outcome import Outcome
 from state import history, jobs, leases, runs
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
@@ -68,7 +69,12 @@ def _fill_v5(conn: sqlite3.Connection) -> None:
     _fill_v4(conn)
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5}
+def _fill_v6(conn: sqlite3.Connection) -> None:
+    """v6 added per-model build data: v5's rows and none of it."""
+    _fill_v5(conn)
+
+
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6}
 
 
 def _build_at(path, version: int) -> None:
@@ -132,6 +138,12 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     assert runs.model_data(conn, 2) == {}
     runs.record_model(conn, rid, "LlamaForCausalLM", {"config_class": "LlamaConfig", "config": {"vocab_size": 99}})
     assert runs.model_data(conn, rid) == {"LlamaForCausalLM": {"config_class": "LlamaConfig", "config": {"vocab_size": 99}}}
+    # Graph-break ids: old outcomes have none; a new outcome stores each reason with its id.
+    assert conn.execute("SELECT count(*) FROM outcomes WHERE gb_id IS NOT NULL").fetchone()[0] == 0
+    runs.record_outcome(conn, rid, Outcome(model="M", config="baseline", status="ok", break_reasons=["r1", "r2"],
+                                           break_ids=["GB0124", None]))
+    assert [b for b in runs.graph_breaks(conn, rid) if b[0] == "M"] == [
+        ("M", "baseline", "r1", "GB0124"), ("M", "baseline", "r2", None)]
 
 
 def test_each_migration_is_one_transaction(tmp_path):
