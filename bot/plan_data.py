@@ -96,3 +96,18 @@ def config_display(name: str, settings: dict[str, Any]) -> str:
         (key, value), = settings.items()
         return f"{key.rsplit('.', 1)[-1]}={value!r}"
     return name
+
+
+def break_material(b: FlagBreaks | None) -> Any:
+    """What of a config's removed/introduced graph breaks makes a summary worth rewriting."""
+    if b is None:
+        return None
+    return [[(r.gb_id, r.count) for r in rows] for rows in (b.removes, b.introduces)] + [
+        [(r.gb_id, r.count, flag) for r, flag in b.hinted_kept]]
+
+
+def leverage_material(lev: Leverage | None) -> Any:
+    """The leverage ranking as plain, comparable data."""
+    if lev is None:
+        return None
+    return [[(s, len(ms)) for s, ms in lev.crashes], [(r.gb_id, r.count) for r in lev.breaks]]

@@ -20,43 +20,16 @@ from collections import Counter
 from typing import Any
 
 from bot import fixes, render, text
-from bot.plan_data import (ENV_FIELDS, REF, Action, Plan, PlanInputs, PlanSettings, config_display, material_sha,
-                           summary_key, tracking_key)
+from bot.plan_text import line, render_fitting, short, when
+from bot.plan_data import (ENV_FIELDS, REF, Action, Plan, PlanInputs, PlanSettings, break_material, config_display,
+                           leverage_material, material_sha, summary_key, tracking_key)
 from bot.routing import route, valid_handle
 from harness.effects import effect_table
 from harness.graph_breaks import FlagBreaks, Leverage
 from harness.outcome import Effect, Outcome
 
-ROW_LIMITS = (200, 100, 50, 20, 5)       # table rows tried, largest first, until the body fits
-
-
 def _crash_sig(o: Outcome | None, e: Effect) -> str:
     return e.config_signature or (o.crash_signature if o else "error")
-
-
-def _when(stamp: str) -> str:
-    """'in nightly 2026-11-20' for a nightly date, 'on 2026-11-20 13:47 UTC' for a run's start time."""
-    return _line("date_phrase.txt.j2", stamp=str(stamp))
-
-
-def _line(template: str, **values: Any) -> str:
-    """A one-line template (a title, a date phrase) rendered without its trailing newline."""
-    return render.render(template, **values).strip("\n")
-
-
-def _short(stamp: str) -> str:
-    """A date, or a run's start time to the minute."""
-    return str(stamp)[:16].replace("T", " ")
-
-
-def _render_fitting(template: str, ctx: dict[str, Any]) -> str:
-    """Render with the largest table size that keeps the body under GitHub's limit."""
-    for limit in ROW_LIMITS:
-        body = render.render(template, limit=limit, **ctx)
-        if text.fits(body):
-            return body
-    cut = body[: text.MAX_BODY - 200]
-    return cut + "\n\n… (truncated)\n" + text.END + "\n"
 
 
 def tracking_groups(effects: list[Effect], outcomes: list[Outcome]) -> dict[str, tuple[str, str, list[Effect]]]:
@@ -76,21 +49,6 @@ def _gb_id(examples: list[Outcome], sig: str) -> str | None:
     return min(ids) if ids else None
 
 
-def _break_material(b: FlagBreaks | None) -> Any:
-    """What of a config's removed/introduced graph breaks makes a summary worth rewriting."""
-    if b is None:
-        return None
-    return [[(r.gb_id, r.count) for r in rows] for rows in (b.removes, b.introduces)] + [
-        [(r.gb_id, r.count, flag) for r, flag in b.hinted_kept]]
-
-
-def _leverage_material(lev: Leverage | None) -> Any:
-    """The leverage ranking as plain, comparable data."""
-    if lev is None:
-        return None
-    return [[(s, len(ms)) for s, ms in lev.crashes], [(r.gb_id, r.count) for r in lev.breaks]]
-
-
 class _Planner:
     def __init__(self, inputs: PlanInputs, settings: PlanSettings) -> None:
         self.i, self.s = inputs, settings
@@ -102,7 +60,7 @@ class _Planner:
             self.by_config.setdefault(e.config, []).append(e)
         self.date = inputs.run.get("date") or ""
         prev = (inputs.previous or {}).get("date")
-        self.prev_text = _short(prev) if prev else "the previous run"
+        self.prev_text = short(prev) if prev else "the previous run"
 
     # -- shared context ----------------------------------------------------
     def common(self, config: str) -> dict[str, Any]:
@@ -119,7 +77,7 @@ class _Planner:
             "backend": (run.get("options") or {}).get("backend", "count"),
             "device": (run.get("options") or {}).get("device", "cpu"),
             "effects_table": table.rows, "testable": table.testable, "report_url": self.s.report_url,
-            "begin": text.BEGIN, "end": text.END, "date": self.date, "date_text": _when(self.date),
+            "begin": text.BEGIN, "end": text.END, "date": self.date, "date_text": when(self.date),
             "population": (run.get("options") or {}).get("population"),
             "unavailable": sorted((n, u.get("missing") or []) for n, u in (run.get("unavailable") or {}).items()),
         }
@@ -182,11 +140,11 @@ class _Planner:
         repro = self.i.reproducers.get(key) or {"status": "skipped", "model": None, "reason": "", "script": ""}
         same_type = {_crash_sig(self.out.get((e.model, e.config)), e) for e in self.by_config.get(config, [])
                      if e.effect == "crashes"}
-        short = error_type
+        named = error_type
         if sum(1 for s in same_type if s.split(":", 1)[0] == error_type) > 1:
-            short = sig[:100]
-        title = text.title(_line("title_tracking.txt.j2", config_display=ctx["config_display"], crashing=len(crashing),
-                                 testable=ctx["testable"], error=short))
+            named = sig[:100]
+        title = text.title(line("title_tracking.txt.j2", config_display=ctx["config_display"], crashing=len(crashing),
+                                 testable=ctx["testable"], error=named))
         tb = example.traceback if example and example.traceback else ""
         ctx.update(
             key=key, marker=text.marker(key), meta=text.meta_marker({"kind": "tracking", "config": config, "signature": sig}),
@@ -195,12 +153,12 @@ class _Planner:
                      or hist.get("example_message") or sig, "traceback": tb,
                      "traceback_lines": tb.count("\n") + 1, "torch_frame": frame},
             helps=helps, overlap=sorted(overlap.items()), repro=repro,
-            first_seen=_short(hist.get("first_seen") or self.date), last_seen=_short(hist.get("last_seen") or self.date),
-            first_seen_text=_when(hist.get("first_seen") or self.date), last_seen_text=_when(hist.get("last_seen") or self.date),
+            first_seen=short(hist.get("first_seen") or self.date), last_seen=short(hist.get("last_seen") or self.date),
+            first_seen_text=when(hist.get("first_seen") or self.date), last_seen_text=when(hist.get("last_seen") or self.date),
             nightlies_seen=hist.get("nightlies_seen") or 1,
             ratio=f"{all_crashes} : {len(helps)} (this signature: {len(crashing)})", cc=cc,
         )
-        body = _render_fitting("issue_tracking.md.j2", ctx)
+        body = render_fitting("issue_tracking.md.j2", ctx)
         material = material_sha({"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"])
                                  for c in crashing], "repro": [repro.get("status"), repro.get("model")], "cc": cc})
         labels_sha = material_sha(sorted(labels))
@@ -221,7 +179,7 @@ class _Planner:
             regression = closed_by == "human-fixed"
             self.actions.append(Action("reopen", number=number, reason="signature is back", **base))
             self.actions.append(Action("comment", number=number, reason="reopen", body=render.render(
-                "comment_reopen.md.j2", comment_marker=self.comment_marker(key, "reopen"), date_text=_when(self.date),
+                "comment_reopen.md.j2", comment_marker=self.comment_marker(key, "reopen"), date_text=when(self.date),
                 count=len(crashing), models=[c["model"] for c in crashing], regression=regression), **base))
             old_material = ""              # refresh the body whatever it was
         if old_material != material:
@@ -253,7 +211,7 @@ class _Planner:
         if found.close:
             self.actions.append(Action("comment", number=number, reason="closing", body=render.render(
                 "comment_close.md.j2", comment_marker=self.comment_marker(key, "close"), config=config,
-                fixed_in=_when(found.fixed_in or self.date), last_failing=_short(found.last_failing or "earlier"),
+                fixed_in=when(found.fixed_in or self.date), last_failing=short(found.last_failing or "earlier"),
                 streak=found.streak, models=list(hist.get("models") or []), quiet=quiet), **base))
             self.actions.append(Action("close", number=number, reason=f"verified fixed on {found.streak} nightlies",
                                        **base))
@@ -266,7 +224,7 @@ class _Planner:
     def changes(self, key: str, new: list[str], fixed: list[str], other: list[tuple[str, list[str]]], *, quiet: bool,
                 untested: dict[str, str] | None = None) -> str:
         return render.render("comment_changes.md.j2", comment_marker=self.comment_marker(key, "changes"),
-                             date_text=_when(self.date), previous_text=self.prev_text, new=new, fixed=fixed, other=other,
+                             date_text=when(self.date), previous_text=self.prev_text, new=new, fixed=fixed, other=other,
                              quiet=quiet, verify_nightlies=self.s.verify_nightlies, untested=sorted((untested or {}).items()),
                              limit=50)
 
@@ -293,16 +251,16 @@ class _Planner:
                 trend.append(p)
         if not trend:
             trend = [{"date": self.date[:10], "crashes": counts["crashes"], "reduces": counts["reduces_graphs"]}]
-        title = text.title(_line("title_summary.txt.j2", config_display=ctx["config_display"], crashes=counts["crashes"],
+        title = text.title(line("title_summary.txt.j2", config_display=ctx["config_display"], crashes=counts["crashes"],
                                  reduces=counts["reduces_graphs"], testable=ctx["testable"]))
         breaks, lev = self.i.breaks.get(config), self.i.leverage.get(config)
         ctx.update(key=key, marker=text.marker(key), meta=text.meta_marker({"kind": "summary", "config": config}), crashes=counts["crashes"], reduces=counts["reduces_graphs"],
                    rows=rows, tracking=tracking, trend=trend, breaks=breaks, leverage=lev,
                    torch_version=(self.i.run.get("environment") or {}).get("torch_version") or "unknown")
-        body = _render_fitting("issue_summary.md.j2", ctx)
+        body = render_fitting("issue_summary.md.j2", ctx)
         material = material_sha({"title": title, "rows": rows, "trend": [(p["crashes"], p["reduces"]) for p in trend],
                                  "tracking": [(r["key"], r["count"]) for r in tracking],
-                                 "breaks": _break_material(breaks), "leverage": _leverage_material(lev)})
+                                 "breaks": break_material(breaks), "leverage": leverage_material(lev)})
         labels = list(self.s.labels)
         base = dict(key=key, kind="summary", config=config, signature=None)
         if link is None:
