@@ -104,7 +104,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     import importlib
 
     from harness import configs as cfg
-    from harness import devices
+    from harness import devices, zoo
     from harness.engine import ResumeError, SweepInterrupted, sweep
     from state import db
 
@@ -147,9 +147,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
             base = dict(cfg.parse_setting(text) for text in args.base_setting)
             try:
                 cands = _candidates(args)
-            except Exception as exc:  # the zoo's UnknownModel: a user error with close matches
-                if type(exc).__name__ != "UnknownModel":
-                    raise
+            except zoo.UnknownModel as exc:  # a user error with close matches (or a missing lock entry)
                 return _fail(str(exc))
             if not cands:
                 return _fail("no models selected")
