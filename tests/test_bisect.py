@@ -62,25 +62,33 @@ def test_outcome_key():
     assert outcome_key(Outcome("M", "c", "timeout")) == "timeout"
 
 
-def test_bisect_dates_come_from_the_provider_index(tmp_path):
-    """The handlers' real date source: a PEP 503 index over HTTP, only wheels this Python can install."""
+ANY = "py3-none-any"   # a wheel tag every Python installs
+
+
+def _index_labels(tmp_path, wheels: list[tuple[str, str, str]]) -> list[str]:
+    """The handlers' real build source (default_bisect_dates) over a fake PEP 503 index holding `wheels`."""
     from bot.handlers import default_bisect_dates
     from bot.settings import Settings
     from tests.fakeindex import FakeIndex
 
     idx = FakeIndex(tmp_path / "index")
     try:
-        for day in (3, 1, 2):
-            idx.add(f"2.14.0.dev202611{day:02d}+cpu", f"g{day}")
-        idx.add("2.14.0.dev20261104+cpu", "g4", tag="cp27-cp27m-win32")
+        for version, git, tag in wheels:
+            idx.add(version, git, tag)
         s = Settings(state_path=tmp_path / "s.sqlite")
         s.nightly.index_url = idx.url
 
         class Ctx:
             settings = s
-        dates = default_bisect_dates(Ctx())
+        return default_bisect_dates(Ctx())
     finally:
         idx.close()
+
+
+def test_bisect_dates_come_from_the_provider_index(tmp_path):
+    """The handlers' real date source: a PEP 503 index over HTTP, only wheels this Python can install."""
+    dates = _index_labels(tmp_path, [*((f"2.14.0.dev202611{day:02d}+cpu", f"g{day}", ANY) for day in (3, 1, 2)),
+                                     ("2.14.0.dev20261104+cpu", "g4", "cp27-cp27m-win32")])
     assert dates == ["2026-11-01", "2026-11-02", "2026-11-03"]
     with pytest.raises(BisectError, match="fewer than two nightlies between 2026-11-03 and 2026-11-09"):
         window(dates, "2026-11-03", "2026-11-09")
@@ -88,23 +96,9 @@ def test_bisect_dates_come_from_the_provider_index(tmp_path):
 
 def test_bisect_spans_any_two_builds_the_index_has(tmp_path):
     """Releases, an rc and nightlies on one index: labels in version order, windows by version or date."""
-    from bot.handlers import default_bisect_dates
-    from bot.settings import Settings
-    from tests.fakeindex import FakeIndex
-
-    idx = FakeIndex(tmp_path / "index")
-    try:
-        for version in ("2.13.0+cpu", "2.14.0+cpu", "2.14.1+cpu", "2.15.0.dev20261101+cpu", "2.15.0.dev20261102+cpu",
-                        "2.15.0rc1+cpu"):   # only listed, never installed (this machine's pip caps torch at 2.14.1)
-            idx.add(version, "g" + version)
-        s = Settings(state_path=tmp_path / "s.sqlite")
-        s.nightly.index_url = idx.url
-
-        class Ctx:
-            settings = s
-        labels = default_bisect_dates(Ctx())
-    finally:
-        idx.close()
+    versions = ("2.13.0+cpu", "2.14.0+cpu", "2.14.1+cpu", "2.15.0.dev20261101+cpu", "2.15.0.dev20261102+cpu",
+                "2.15.0rc1+cpu")   # only listed, never installed (this machine's pip caps torch at 2.14.1)
+    labels = _index_labels(tmp_path, [(v, "g" + v, ANY) for v in versions])
     assert labels == ["2.13.0+cpu", "2.14.0+cpu", "2.14.1+cpu", "2026-11-01", "2026-11-02", "2.15.0rc1+cpu"]
     assert window(labels, "2.13.0", "2.14.1") == labels[:3]
     assert window(labels, "2.14.1", "2026-11-02") == labels[2:5]
