@@ -207,23 +207,30 @@ def test_a_half_installed_venv_is_rebuilt(index, tmp_path):
     assert n.git == "rel14" and not (half / "leftover-from-a-killed-pip").exists() and (half / ".flagsweep-ready").exists()
 
 
+def _real_provider_pipeline(index: FakeIndex, tmp_path):
+    """A store, settings over `index`, and the fake world's steps with the real provider: (settings, conn, world, steps)."""
+    from bot import steps as steps_mod
+    from bot.settings import Settings
+    from state import db
+    from tests.fakesweep import World
+
+    settings = Settings(state_path=tmp_path / "state.sqlite")
+    settings.nightly = nightly_settings(index, tmp_path)
+    settings.nightly.configs = ["capture_scalar_outputs"]
+    world = World()
+    steps = world.steps()
+    steps.provide = steps_mod.provide                     # the real provider, fake wheels over HTTP
+    return settings, db.connect(settings.state_path), world, steps
+
+
 def test_an_index_that_is_down_or_lacks_the_build_fails_the_night_with_its_reason(tmp_path):
     """Stored as a failed run with the reason; nothing swept, nothing published."""
     from bot import nightly
-    from bot import steps as steps_mod
-    from bot.settings import Settings
-    from state import db, runs
-    from tests.fakesweep import World
+    from state import runs
 
     idx = FakeIndex(tmp_path / "index")
     idx.add("2.14.1+cpu", "rel14")
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.nightly = nightly_settings(idx, tmp_path)
-    settings.nightly.configs = ["capture_scalar_outputs"]
-    conn = db.connect(settings.state_path)
-    world = World()
-    steps = world.steps()
-    steps.provide = steps_mod.provide                     # the real provider
+    settings, conn, world, steps = _real_provider_pipeline(idx, tmp_path)
     missing = nightly.run_nightly(conn, settings, torch="2.16.0", out_dir=tmp_path, steps=steps)
     assert missing.status == "failed" and "no torch 2.16.0 on the index" in missing.reason
     url = idx.down()
@@ -246,20 +253,11 @@ def test_nightly_cli_refuses_a_build_name_it_does_not_know(tmp_path, capsys):
 
 def test_the_run_environment_keeps_version_commit_channel_and_index(index, tmp_path):
     from bot import nightly
-    from bot import steps as steps_mod
-    from bot.settings import Settings
-    from state import db, runs
-    from tests.fakesweep import World
+    from state import runs
 
     index.add("2.13.0+cpu", "rel13")
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.nightly = nightly_settings(index, tmp_path)
-    settings.nightly.configs = ["capture_scalar_outputs"]
-    conn = db.connect(settings.state_path)
-    world = World()
+    settings, conn, world, steps = _real_provider_pipeline(index, tmp_path)
     world.version = "2.13.0+cpu"
-    steps = world.steps()
-    steps.provide = steps_mod.provide                     # the real provider, fake wheels over HTTP
     result = nightly.run_nightly(conn, settings, torch="2.13.0", out_dir=tmp_path, steps=steps)
     env = runs.get_run(conn, result.run_id).environment
     assert result.status == "swept" and result.torch["git"] == "rel13"
