@@ -1,4 +1,4 @@
-"""The nightly pipeline: provider → sweep (the engine finalizes) → diff → flake confirmation → publish → report.
+"""The nightly pipeline: provider → sweep (the engine finalizes) → diff → flake confirmation → ranges → publish → report.
 
 Each call into another area is one public function of bot/steps.py, collected
 in `Steps` so tests can replace the expensive one through its typed seam.
@@ -48,6 +48,8 @@ class NightlyResult:
     report: str | None = None
     reason: str | None = None
     unavailable: dict[str, Any] = field(default_factory=dict)   # configs the swept torch lacks a key of
+    ranges: list[dict[str, Any]] = field(default_factory=list)  # regression ranges searched (state.ranges.Range)
+    range_cost: dict[str, int] = field(default_factory=dict)    # installs, sweeps, items the search took
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -170,9 +172,13 @@ def _population(conn: sqlite3.Connection, settings: Settings, steps: Steps, name
 
 def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, *, python: str | None,
                   steps: Steps, out: Path) -> NightlyResult:
-    """Diff with the previous comparable run, confirm, publish, write the report."""
+    """Diff with the previous comparable run, confirm, search regression ranges, publish, write the report."""
     prev, diff_result = steps.diff(conn, result.run_id)
     diff_result = steps.confirm(conn, result.run_id, diff_result, settings, python)
+    found = steps.ranges(conn, result.run_id, prev, diff_result, settings, provide=steps.provide,
+                         sweep_items=steps.range_sweep, builds=steps.list_builds)
+    result.ranges = [r.to_dict() for r in found.ranges]
+    result.range_cost = {"installs": found.installs, "sweeps": found.sweeps, "items_swept": found.items_swept}
     result.previous_run = prev
     if diff_result is not None:
         result.transitions = {k: v for k, v in diff_result.counts().items() if v}

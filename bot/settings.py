@@ -130,6 +130,7 @@ class NightlySettings:
     pip_args: list[str] = field(default_factory=list)
     install_timeout: float = 1800.0   # seconds for one venv install
     torch: str = "nightly"            # what `serve` sweeps each night and on `rerun`: as `nightly --torch` takes it
+    range_installs: int = 8           # builds a night's regression-range search may install; 0: no search
 
 
 @dataclass
@@ -202,6 +203,7 @@ _LIMITS: dict[str, tuple[Any, str]] = {
     "github.repo": (lambda v: v.count("/") == 1 and all(v.split("/")), "OWNER/NAME"),
     "webhook.port": (lambda v: 0 <= v <= 65535, "a TCP port, 0 to 65535"),
     "webhook.max_body": (lambda v: v > 0, "more than 0 bytes"),
+    "nightly.range_installs": (lambda v: 0 <= v <= 64, "0 (no range search) to 64 installs"),
     "issues.verify_nightlies": (lambda v: 1 <= v <= MAX_NIGHTS, f"1 to {MAX_NIGHTS} nightlies"),
     "webhook.drain_limit": (lambda v: v >= 0, "0 or more bytes"),
     "webhook.max_headers": (lambda v: v >= 1, "at least 1"),

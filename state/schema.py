@@ -172,5 +172,27 @@ CREATE TABLE graph_breaks (
 CREATE INDEX graph_breaks_id ON graph_breaks(gb_id, config);
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7]
+# v7 -> v8: regression ranges. For a nightly's confirmed new crash or fix of one (config, signature),
+# the last build that behaved like the previous run ("good") and the first that behaved like this one
+# ("bad"), found by bisecting the index's nightlies between the two runs (bot/ranges.py).
+V8 = """
+CREATE TABLE ranges (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    config TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    kind TEXT NOT NULL,                    -- new_crash | fixed
+    status TEXT NOT NULL,                  -- found | bounded | no_series | failed
+    good_date TEXT, good_version TEXT, good_git TEXT,
+    bad_date TEXT, bad_version TEXT, bad_git TEXT,
+    models TEXT NOT NULL DEFAULT '[]',     -- JSON list: the models whose transition was searched
+    installs INTEGER NOT NULL DEFAULT 0,   -- builds this search probed (each installed once, venvs cached)
+    probes TEXT NOT NULL DEFAULT '[]',     -- JSON list: {date, version, git, state} per probed build
+    reason TEXT,                           -- why bounded, no_series or failed, and builds skipped
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (run_id, config, signature, kind)
+);
+CREATE INDEX ranges_key ON ranges(config, signature, kind, run_id);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -74,7 +74,14 @@ def _fill_v6(conn: sqlite3.Connection) -> None:
     _fill_v5(conn)
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6}
+def _fill_v7(conn: sqlite3.Connection) -> None:
+    """v7 added graph-break ids: v6's rows and one recorded graph-break reason."""
+    _fill_v6(conn)
+    conn.execute("INSERT INTO graph_breaks (run_id, model, config, position, reason, gb_id) VALUES"
+                 " (2, 'LlamaForCausalLM', 'baseline', 0, 'Tensor.item', 'GB0124')")
+
+
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7}
 
 
 def _build_at(path, version: int) -> None:
