@@ -10,10 +10,13 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from bot.bisect import Probe
 from bot.settings import Settings
+
+if TYPE_CHECKING:
+    from bot.steps import Steps
 
 
 ROLES = ("none", "read", "triage", "write", "maintain", "admin")
@@ -96,3 +99,4 @@ class Context:
     sweep: Callable[["Context", list[str], dict[str, dict], dict[str, Any]], int] | None = None
     bisect_dates: Callable[["Context"], list[str]] | None = None
     bisect_probe: Callable[["Context", str, str, str], Probe] | None = None
+    steps: "Steps | None" = None      # the pipeline steps a range re-run uses (tests: twins of install and sweep)

@@ -107,3 +107,32 @@ def default_bisect_probe(ctx: Context, date: str, model: str, config: str) -> Pr
         return Probe(date=date, version=built.version, git=built.git, key="unavailable", detail=str(exc)[:300])
     return Probe(date=date, version=built.version, git=built.git, key=outcome_key(out),
                  detail=(out.error_message or "")[:300])
+
+
+def default_range_rerun(ctx: Context, link: Any) -> dict[str, Any]:
+    """Search this issue's regression range again, then publish the latest nightly (which rewrites the issue).
+
+    The run searched is the latest that holds a range of the issue's (config, signature),
+    else the latest nightly; a bounded range continues between the ends it had narrowed to.
+    """
+    from state import ranges as stored_ranges
+    from state import runs
+    if ctx.settings.nightly.range_installs <= 0:
+        raise UserError("the range search is off ([nightly] range_installs = 0)")
+    run_steps = ctx.steps or steps.Steps()
+    key = (link.config, link.signature)
+    latest = runs.list_runs(ctx.conn, kinds=["nightly"], status="finished", limit=1)
+    if not latest:
+        raise UserError("no finished nightly yet, so there is no range to search")
+    run_id = (stored_ranges.runs_with(ctx.conn, *key) or [latest[0].id])[0]
+    prev, diff = run_steps.diff(ctx.conn, run_id)
+    starts = {r.key: (r.good, r.bad) for r in stored_ranges.for_run(ctx.conn, [run_id])
+              if (r.config, r.signature) == key and r.status == "bounded"}
+    report = run_steps.ranges(ctx.conn, run_id, prev, diff, ctx.settings, provide=run_steps.provide,
+                              sweep_items=run_steps.range_sweep, builds=run_steps.list_builds, keys=[key],
+                              starts=starts)
+    if not report.ranges:
+        raise UserError(f"nightly run {run_id} shows no confirmed new crash or fix of this signature to search")
+    view = steps.load_view(ctx.conn, latest[0].id, ctx.settings)
+    run_steps.publish(ctx.conn, ctx.settings, view, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
+    return {"run_id": run_id, "published_run": latest[0].id, **report.to_dict()}

@@ -89,9 +89,10 @@ def build_parser(prog: str = "@flagsweep-bot") -> argparse.ArgumentParser:
     p = add("cc", "add or remove people cc'd on this issue")
     p.add_argument("action", choices=["add", "remove"])
     p.add_argument("handles", nargs="+", type=_typed(_HANDLE, "GitHub handle"), metavar="@handle")
-    p = add("bisect", "find the first nightly where one model's outcome under one config changed")
-    p.add_argument("--config", required=True, type=_typed(_NAME, "config name"))
-    p.add_argument("--model", required=True, type=_typed(_NAME, "model class name"))
+    p = add("bisect", "find the first nightly where one model's outcome under one config changed; "
+                      "with neither --config nor --model, search this issue's regression range again")
+    p.add_argument("--config", type=_typed(_NAME, "config name"))
+    p.add_argument("--model", type=_typed(_NAME, "model class name"))
     p.add_argument("--good", type=_typed(_BUILD, "date (YYYY-MM-DD) or version (2.14.1)"),
                    help="a build (nightly date or version) that behaved as before")
     p.add_argument("--bad", type=_typed(_BUILD, "date (YYYY-MM-DD) or version (2.14.1)"),
@@ -184,6 +185,11 @@ def parse_line(line: str, handle: str) -> Command | Problem:
     args = {k: v for k, v in vars(ns).items() if k != "command"}
     if ns.command == "cc":
         args["handles"] = ["@" + h.lstrip("@") for h in args["handles"]]
+    if ns.command == "bisect" and (not args.get("config")) != (not args.get("model")):
+        return Problem(line, "--config and --model go together (give neither to search this issue's regression "
+                             "range again)", sub_usage(parser, "bisect"))
+    if ns.command == "bisect" and not args.get("model") and (args.get("good") or args.get("bad")):
+        return Problem(line, "--good and --bad need --config and --model", sub_usage(parser, "bisect"))
     if ns.command == "bisect" and _DATE.match(args.get("good") or "") and _DATE.match(args.get("bad") or "") \
             and args["good"] >= args["bad"]:
         return Problem(line, "--good must be an earlier date than --bad", sub_usage(parser, "bisect"))

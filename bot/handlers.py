@@ -17,7 +17,8 @@ from bot import text as _text  # noqa: F401  (registers the escaping filters the
 from bot.bisect import BisectError, bisect, window
 from bot.command_context import ROLES, Context, Gate, GitHubPort, RetryLater, UserError, role_at_least
 from bot.command_work import (check_base_settings, check_configs, check_models, default_bisect_dates,
-                              default_bisect_probe, default_rerun, default_sweep, model_rows)
+                              default_bisect_probe, default_range_rerun, default_rerun, default_sweep,
+                              model_rows)
 from bot.publisher_api import GitHubUnavailable
 from bot.render import render
 
@@ -146,7 +147,19 @@ def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author:
     return f"swept run {run_id}"
 
 
+def do_range(ctx: Context, number: int, link: Any) -> str:
+    """`bisect` with no model: search the tracking issue's regression range again and rewrite the issue."""
+    if link is None or link.kind != "tracking" or not link.signature:
+        raise UserError("`bisect` without --config and --model searches a tracking issue's regression range "
+                        "again; this issue is not a tracking issue")
+    result = default_range_rerun(ctx, link)
+    _reply(ctx, number, "reply_range.md.j2", r=result, dry_run=ctx.dry_run)
+    return "range: " + ", ".join(f"{r['kind']} {r['status']}" for r in result["ranges"])
+
+
 def do_bisect(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    if not args.get("config") and not args.get("model"):
+        return do_range(ctx, number, link)
     check_configs(ctx, [args["config"]])
     model = check_models(ctx, [args["model"]])
     if len(model) != 1:

@@ -38,6 +38,8 @@ class PlanInputs:
     reproducers: dict[str, dict[str, Any]] = field(default_factory=dict)  # tracking key -> verdict
     breaks: dict[str, FlagBreaks] = field(default_factory=dict)      # config -> ids it removes/introduces
     leverage: dict[str, Leverage] = field(default_factory=dict)      # config -> crashes and breaks by models
+    # (config, signature, kind) -> the newest regression range (state.ranges.Range.to_dict()), kind new_crash | fixed
+    ranges: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass

@@ -66,7 +66,8 @@ def gather(conn: sqlite3.Connection, view: RunView) -> PlanInputs:
     return PlanInputs(run=_run_dict(run, view.models), effects=list(view.effects), outcomes=list(view.outcomes),
                       transitions=transitions, previous=previous, signatures=sigs, quiet=quiet, nights=nights,
                       links={k: link.to_dict() for k, link in view.links.items()}, trend=trend,
-                      breaks=dict(view.breaks), leverage=dict(view.leverage))
+                      breaks=dict(view.breaks), leverage=dict(view.leverage),
+                      ranges={key: r.to_dict() for key, r in view.ranges.items()})
 
 
 def _awaits_fix(view: RunView, config: str, sig: str, row: dict[str, Any]) -> bool:

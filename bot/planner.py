@@ -43,6 +43,13 @@ def tracking_groups(effects: list[Effect], outcomes: list[Outcome]) -> dict[str,
     return {tracking_key(c, s): (c, s, effs) for (c, s), effs in sorted(groups.items())}
 
 
+def _range_material(r: dict[str, Any] | None) -> dict[str, Any]:
+    """What of a regression range changes the issue body (nothing at all when there is none)."""
+    if not r:
+        return {}
+    return {"range": [r["status"], r["good"]["date"], r["good"]["git"], r["bad"]["date"], r["bad"]["git"], r["reason"]]}
+
+
 def _gb_id(examples: list[Outcome], sig: str) -> str | None:
     """The graph-break id a signature is named by ('GB0124: ...'), as the crashing outcomes recorded it."""
     ids = {o.gb_id for o in examples if o.gb_id and sig.startswith(f"{o.gb_id}: ")}
@@ -157,10 +164,12 @@ class _Planner:
             first_seen_text=when(hist.get("first_seen") or self.date), last_seen_text=when(hist.get("last_seen") or self.date),
             nightlies_seen=hist.get("nightlies_seen") or 1,
             ratio=f"{all_crashes} : {len(helps)} (this signature: {len(crashing)})", cc=cc,
+            regression=self.i.ranges.get((config, sig, "new_crash")),
         )
         body = render_fitting("issue_tracking.md.j2", ctx)
         material = material_sha({"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"])
-                                 for c in crashing], "repro": [repro.get("status"), repro.get("model")], "cc": cc})
+                                 for c in crashing], "repro": [repro.get("status"), repro.get("model")], "cc": cc,
+                                 **_range_material(ctx["regression"])})
         labels_sha = material_sha(sorted(labels))
         base = dict(key=key, kind="tracking", config=config, signature=sig)
         if link is None:
@@ -212,7 +221,8 @@ class _Planner:
             self.actions.append(Action("comment", number=number, reason="closing", body=render.render(
                 "comment_close.md.j2", comment_marker=self.comment_marker(key, "close"), config=config,
                 fixed_in=when(found.fixed_in or self.date), last_failing=short(found.last_failing or "earlier"),
-                streak=found.streak, models=list(hist.get("models") or []), quiet=quiet), **base))
+                streak=found.streak, models=list(hist.get("models") or []), quiet=quiet,
+                fix_range=self.i.ranges.get((config, sig, "fixed"))), **base))
             self.actions.append(Action("close", number=number, reason=f"verified fixed on {found.streak} nightlies",
                                        **base))
             return

@@ -16,8 +16,9 @@ from bot.stored_diff import diff_loaded
 from harness.effects import effects_for
 from harness.graph_breaks import FlagBreaks, Leverage, flag_breaks, leverage
 from harness.outcome import Effect, Outcome
-from state import history, links as links_mod, runs
+from state import history, links as links_mod, ranges as ranges_mod, runs
 from state.links import Link
+from state.ranges import Range
 from state.runs import Run
 
 
@@ -46,6 +47,8 @@ class RunView:
     leverage: Mapping[str, Leverage]        # config -> crashes and breaks ranked by models
     # model -> stored build (what reproducers embed)
     builds: Mapping[str, dict[str, Any]] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    # (config, signature, kind) -> the newest regression range stored up to this run (this run's own included)
+    ranges: Mapping[tuple[str, str, str], Range] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def id(self) -> int:
@@ -74,4 +77,5 @@ def load(conn: sqlite3.Connection, run_id: int, repo: str | None = None) -> RunV
                    links=MappingProxyType(links_mod.all_links(conn, repo or None)),
                    breaks=MappingProxyType(flag_breaks(outcomes, run.configs)),
                    leverage=MappingProxyType(leverage(outcomes)),
-                   builds=MappingProxyType(runs.group_model_data(conn, list(history.run_group(conn, run_id)))))
+                   builds=MappingProxyType(runs.group_model_data(conn, list(history.run_group(conn, run_id)))),
+                   ranges=MappingProxyType(ranges_mod.latest(conn, max(history.run_group(conn, run_id) or [run_id]))))

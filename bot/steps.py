@@ -19,6 +19,7 @@ from bot.ranges import RangeReport
 from bot.run_view import RunView
 from bot.settings import Settings
 from harness.outcome import Outcome
+from state.ranges import Build
 
 
 # ---- the steps ---------------------------------------------------------------------------------
@@ -100,11 +101,16 @@ def range_sweep(items: list[tuple[str, str]], *, configs: dict[str, dict], base_
 
 def ranges(conn: sqlite3.Connection, run_id: int, prev_id: int | None, result: DiffResult | None,
            settings: Settings, *, provide: "ProvideStep", sweep_items: "RangeSweepStep",
-           builds: "ListBuildsStep") -> RangeReport:
-    """Search and store the regression ranges of the run's confirmed new crashes and fixes (none: nothing runs)."""
+           builds: "ListBuildsStep", keys: list[tuple[str, str]] | None = None,
+           starts: dict[tuple[str, str, str], tuple[Build, Build]] | None = None) -> RangeReport:
+    """Search and store the regression ranges of the run's confirmed new crashes and fixes (none: nothing runs).
+
+    keys: only these (config, signature); starts: narrower ends per (config, signature, kind) (a bounded
+    range searched again). See `bot.ranges.search_run`.
+    """
     from bot import ranges as ranges_mod
     return ranges_mod.search_run(conn, run_id, prev_id, result, settings, provide=provide, sweep_items=sweep_items,
-                                 list_builds=builds)
+                                 list_builds=builds, keys=keys, starts=starts)
 
 
 def load_view(conn: sqlite3.Connection, run_id: int, settings: Settings) -> RunView:
@@ -188,7 +194,8 @@ class RangeSweepStep(Protocol):
 class RangesStep(Protocol):
     def __call__(self, conn: sqlite3.Connection, run_id: int, prev_id: int | None, result: DiffResult | None,
                  settings: Settings, *, provide: ProvideStep, sweep_items: RangeSweepStep,
-                 builds: ListBuildsStep) -> RangeReport: ...
+                 builds: ListBuildsStep, keys: list[tuple[str, str]] | None = ...,
+                 starts: dict[tuple[str, str, str], tuple[Build, Build]] | None = ...) -> RangeReport: ...
 
 
 class PublishStep(Protocol):
