@@ -43,11 +43,13 @@ def tracking_groups(effects: list[Effect], outcomes: list[Outcome]) -> dict[str,
     return {tracking_key(c, s): (c, s, effs) for (c, s), effs in sorted(groups.items())}
 
 
-def _range_material(r: dict[str, Any] | None) -> dict[str, Any]:
-    """What of a regression range changes the issue body (nothing at all when there is none)."""
+def _range_material(r: dict[str, Any] | None) -> str:
+    """`+sha` of what of a regression range the body shows ("" when none): a range alone rewrites the body,
+    and the planner tells it apart from changed results, which alone earn a "what changed" comment."""
     if not r:
-        return {}
-    return {"range": [r["status"], r["good"]["date"], r["good"]["git"], r["bad"]["date"], r["bad"]["git"], r["reason"]]}
+        return ""
+    return "+" + material_sha([r["status"], r["good"]["date"], r["good"]["git"], r["bad"]["date"], r["bad"]["git"],
+                               r["reason"]])
 
 
 def _gb_id(examples: list[Outcome], sig: str) -> str | None:
@@ -168,8 +170,9 @@ class _Planner:
         )
         body = render_fitting("issue_tracking.md.j2", ctx)
         material = material_sha({"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"])
-                                 for c in crashing], "repro": [repro.get("status"), repro.get("model")], "cc": cc,
-                                 **_range_material(ctx["regression"])})
+                                 for c in crashing], "repro": [repro.get("status"), repro.get("model")], "cc": cc})
+        results_material = material
+        material += _range_material(ctx["regression"])
         labels_sha = material_sha(sorted(labels))
         base = dict(key=key, kind="tracking", config=config, signature=sig)
         if link is None:
@@ -194,7 +197,7 @@ class _Planner:
         if old_material != material:
             self.actions.append(Action("edit", number=number, title=title, body=body,
                                        material=f"{material}.{labels_sha}", reason="results changed", **base))
-            if state != "closed" and (new or gone):
+            if state != "closed" and (new or gone) and old_material.split("+")[0] != results_material:
                 self.actions.append(Action("comment", number=number, reason="what changed", body=self.changes(
                     key, new, gone, [], quiet=False), **base))
         if old_labels != labels_sha:

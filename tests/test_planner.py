@@ -197,3 +197,47 @@ def test_command_cc_handles_join_routing_without_repeats() -> None:
     plan = planner.plan(inputs(sc.corpus(), links=links), planner.PlanSettings(rules=rules))
     [edit] = [a for a in plan.actions if a.key == key]
     assert "cc @ezyang @alice\n" in edit.body and "not a handle" not in edit.body
+
+
+def _range(kind: str, status: str = "found", reason: str | None = None) -> dict[str, Any]:
+    from state.ranges import Build, Range
+    return Range(run_id=7, config=CSO, signature=sc.SIG_A, kind=kind, status=status,
+                 good=Build("2026-11-03", "2.14.0.dev20261103+cpu", "a" * 40),
+                 bad=Build("2026-11-04", "2.14.0.dev20261104+cpu", "b" * 40), models=["M"], installs=3,
+                 reason=reason).to_dict()
+
+
+def test_a_range_alone_rewrites_the_body_without_a_what_changed_comment() -> None:
+    key = planner.tracking_key(CSO, sc.SIG_A)
+    worse = sc.corpus()
+    worse["Model06ForCausalLM"][CSO] = sc.SIG_A
+    t = [{"model": "Model06ForCausalLM", "config": CSO, "transition": "new_crash", "before": {"signature": None},
+          "after": {"signature": sc.SIG_A, "effect": "crashes"}, "flaky": False}]
+    first = planner.plan(inputs(sc.corpus()), planner.PlanSettings())
+    night = planner.plan(inputs(worse, links=links_after(first), transitions=t), planner.PlanSettings())
+    assert [a.action for a in night.actions if a.key == key] == ["edit", "comment"]
+    ranged = inputs(worse, links=links_after(night) | {key: {**links_after(first)[key],
+                    "body_sha": next(a.material for a in night.actions if a.key == key and a.action == "edit")}},
+                    transitions=t)
+    ranged.ranges = {(CSO, sc.SIG_A, "new_crash"): _range("new_crash", "bounded", "stopped after 8 installs")}
+    again = planner.plan(ranged, planner.PlanSettings())
+    [edit] = [a for a in again.actions if a.key == key]          # the body, and no second "what changed"
+    assert edit.action == "edit" and f"compare/{'a' * 40}...{'b' * 40}" in edit.body
+    assert "Regression range (bounded): last good nightly 2026-11-03" in edit.body
+    assert "stopped after 8 installs" in edit.body
+
+
+def test_the_close_comment_carries_the_fix_range() -> None:
+    key, links = _quiet_setup(None, "open", 0)
+    gone = sc.corpus()
+    gone["Model02ForCausalLM"][CSO] = 3
+    i = inputs(gone, links=links, quiet={(CSO, sc.SIG_B): 3})
+    i.signatures = {(CSO, sc.SIG_B): {"models": ["Model02ForCausalLM"], "last_seen": "2026-11-19"}}
+    i.nights = {(CSO, sc.SIG_B): [_night("2026-11-21", "ok"), _night("2026-11-22", "ok")]}
+    i.ranges = {(CSO, sc.SIG_B, "fixed"): {**_range("fixed"), "signature": sc.SIG_B}}
+    plan = planner.plan(i, planner.PlanSettings(verify_nightlies=2))
+    [comment] = [a for a in plan.actions if a.key == key and a.action == "comment"]
+    assert "verified fixed in nightly 2026-11-21" in comment.body
+    assert ("Fix range: last failing nightly 2026-11-03 (`aaaaaaaaaa`) .. first fixed nightly 2026-11-04 "
+            f"(`bbbbbbbbbb`): [aaaaaaaaaa...bbbbbbbbbb](https://github.com/pytorch/pytorch/compare/{'a' * 40}..."
+            f"{'b' * 40})") in comment.body

@@ -1,0 +1,288 @@
+"""Regression ranges over a real fake index: builds installed by the real provider, probes swept by a twin.
+
+The index holds ten nightlies (2026-11-01 .. 11-10) of a fake `torch` wheel; the
+nightly pipeline runs on two of them, and the range step bisects those between.
+The sweep twin (`Series`) decides each item's outcome from the build's date and
+counts every call, so the cost rule (one sweep per probed build) is checked by counting.
+"""
+from __future__ import annotations
+
+import json
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from bot import handlers, nightly
+from bot import steps as steps_mod
+from bot.command_context import Context, Gate
+from bot.dryrun import DryRunPublisher
+from bot.plan_data import tracking_key
+from bot.settings import NightlySettings, Settings
+from harness.outcome import Outcome
+from state import db, links, ranges
+from tests.fakeindex import FakeIndex
+from tests.fakesweep import World
+
+DATES = [(date(2026, 11, 1) + timedelta(days=i)).isoformat() for i in range(10)]
+CONFIG = "capture_scalar_outputs"
+
+
+def git_of(d: str) -> str:
+    """A full 40-hex commit per nightly."""
+    return (d.replace("-", "") * 5)[:40]
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    """Ten nightlies, plus a broken one (its torch does not import) on the 5th's date under another version."""
+    idx = FakeIndex(tmp_path_factory.mktemp("index"))
+    for d in DATES:
+        idx.add(f"2.14.0.dev{d.replace('-', '')}+cpu", git_of(d))
+    yield idx
+    idx.close()
+
+
+@pytest.fixture(scope="module")
+def venvs(tmp_path_factory):
+    return tmp_path_factory.mktemp("venvs")   # shared: a build installed once is reused by every test
+
+
+class Series(World):
+    """A world whose outcomes depend on the build's date: `crash_from[model]` (signature by model), `fixed_from`."""
+
+    def __init__(self):
+        super().__init__()
+        self.crash_from: dict[str, str] = {}
+        self.fixed_from: dict[str, str] = {}
+        self.git = "g"
+        self.installs: list[str | None] = []       # dates the provider was asked for (pipeline and ranges)
+        self.probe_sweeps: list[tuple[str, tuple]] = []
+        self.listings = 0
+
+    def crashes(self, model: str, day: str) -> bool:
+        if model in self.crash_from:
+            return day >= self.crash_from[model]
+        if model in self.fixed_from:
+            return day < self.fixed_from[model]
+        return False
+
+    def outcome_on(self, model: str, config: str, day: str) -> Outcome:
+        if config != "baseline" and self.crashes(model, day):
+            return Outcome(model, config, "error", stratum="decoder_llm", error_type="RuntimeError",
+                           error_message=f"{model} broke u3", signature=f"RuntimeError: {model} broke uN")
+        return Outcome(model, config, "ok", stratum="decoder_llm", graphs=2 if config == "baseline" else 1)
+
+    def outcome(self, model, config):
+        return self.outcome_on(model, config, self.date)
+
+    def provide(self, settings, torch, date, progress):
+        self.installs.append(date)
+        built = steps_mod.provide(settings, torch, date, progress)      # the real provider, over the fake index
+        self.version, self.date, self.git = built.version, built.date, built.git
+        return built
+
+    def sweep(self, conn, **kw):
+        kw["build"] = {**(kw.get("build") or {}), "torch_git": self.git}
+        return super().sweep(conn, **kw)
+
+    def range_sweep(self, items, *, configs, base_settings, build, settings):
+        self.probe_sweeps.append((build.date, tuple(items)))
+        return [self.outcome_on(m, c, build.date) for m, c in items]
+
+    def list_builds(self, settings):
+        self.listings += 1
+        return steps_mod.list_builds(settings)
+
+    def steps(self, real_publish: bool = False):
+        s = super().steps(real_publish)
+        s.range_sweep, s.list_builds = self.range_sweep, self.list_builds
+        return s
+
+    def range_installs(self) -> list[str]:
+        """Dates installed after the two nightlies themselves: what the range search installed."""
+        return self.installs[2:]
+
+
+@pytest.fixture
+def env(tmp_path, index, venvs):
+    settings = Settings(state_path=tmp_path / "state.sqlite")
+    settings.nightly = NightlySettings(index_url=index.url, channel="cpu", venv_dir=str(venvs), transformers_pin="",
+                                       extra_index_url="", no_deps=True, pip_args=["--isolated"],
+                                       configs=[CONFIG])
+    settings.issues.verify_reproducers = False
+    conn = db.connect(settings.state_path)
+    yield settings, conn, Series(), tmp_path
+    conn.close()
+
+
+def two_nights(settings, conn, world, tmp, first=DATES[0], last=DATES[-1], real_publish=False):
+    a = nightly.run_nightly(conn, settings, date=first, out_dir=tmp / "out1", steps=world.steps(), progress=False)
+    b = nightly.run_nightly(conn, settings, date=last, out_dir=tmp / "out2", steps=world.steps(real_publish),
+                            progress=False)
+    assert a.status == b.status == "swept" and b.previous_run == a.run_id
+    return a, b
+
+
+def by_key(conn, run_id):
+    return {(r.signature.split(": ")[1].split()[0], r.kind): r for r in ranges.for_run(conn, [run_id])}
+
+
+def test_new_crashes_and_a_fix_share_probes_and_find_their_ranges(env):
+    settings, conn, world, tmp = env
+    # Gamma and Beta break on the 6th (two signatures), Delta is fixed on the 4th.
+    world.crash_from = {"GammaModel": DATES[5], "BetaForCausalLM": DATES[5]}
+    world.fixed_from = {"DeltaModel": DATES[3]}
+    _, b = two_nights(settings, conn, world, tmp)
+    found = by_key(conn, b.run_id)
+    assert set(found) == {("GammaModel", "new_crash"), ("BetaForCausalLM", "new_crash"), ("DeltaModel", "fixed")}
+    gamma = found[("GammaModel", "new_crash")]
+    assert gamma.status == "found" and gamma.models == ["GammaModel"]
+    assert (gamma.good.date, gamma.bad.date) == (DATES[4], DATES[5])
+    assert (gamma.good.git, gamma.bad.git) == (git_of(DATES[4]), git_of(DATES[5]))
+    assert gamma.good.version == "2.14.0.dev20261105+cpu"
+    assert gamma.compare == f"https://github.com/pytorch/pytorch/compare/{git_of(DATES[4])}...{git_of(DATES[5])}"
+    fix = found[("DeltaModel", "fixed")]
+    assert fix.status == "found" and (fix.good.date, fix.bad.date) == (DATES[2], DATES[3])
+    # The ends were never installed for the search; the bound held; each probed build swept once, for every
+    # item still pending: the two new crashes' bisects probed the same builds, swept together.
+    installed = world.range_installs()
+    assert DATES[0] not in installed and DATES[-1] not in installed
+    assert len(installed) == len(set(installed)) <= settings.nightly.range_installs
+    swept = [d for d, _ in world.probe_sweeps]
+    assert sorted(swept) == sorted(installed) and len(swept) == len(set(swept))
+    first_items = set(world.probe_sweeps[0][1])
+    assert {("GammaModel", CONFIG), ("BetaForCausalLM", CONFIG), ("DeltaModel", CONFIG)} == first_items
+    assert b.range_cost == {"installs": len(installed), "sweeps": len(swept),
+                            "items_swept": sum(len(i) for _, i in world.probe_sweeps)}
+    # --json carries the ranges, compare links included.
+    data = json.loads(json.dumps(b.to_dict()))
+    assert {r["compare"] for r in data["ranges"] if r["kind"] == "new_crash" and r["models"] == ["GammaModel"]} \
+        == {gamma.compare}
+
+
+def test_adjacent_nightlies_need_no_install(env):
+    settings, conn, world, tmp = env
+    world.crash_from = {"GammaModel": DATES[9]}
+    _, b = two_nights(settings, conn, world, tmp, first=DATES[8], last=DATES[9])
+    (r,) = ranges.for_run(conn, [b.run_id])
+    assert r.status == "found" and (r.good.date, r.bad.date) == (DATES[8], DATES[9]) and r.installs == 0
+    assert world.range_installs() == [] and world.probe_sweeps == []
+    assert r.compare.endswith(f"{git_of(DATES[8])}...{git_of(DATES[9])}")
+
+
+def test_the_install_bound_stops_the_search_and_says_so(env):
+    settings, conn, world, tmp = env
+    settings.nightly.range_installs = 2
+    world.crash_from = {"GammaModel": DATES[5]}
+    _, b = two_nights(settings, conn, world, tmp)
+    (r,) = ranges.for_run(conn, [b.run_id])
+    assert r.status == "bounded" and r.installs == 2 and len(world.range_installs()) == 2
+    # Probed 11-05 (old) then 11-07 (new): the range narrowed from 8 nightlies between to one.
+    assert (r.good.date, r.bad.date) == (DATES[4], DATES[6])
+    assert "range_installs = 2" in r.reason and "1 nightlies left" in r.reason
+
+
+def test_an_uninstallable_build_in_the_middle_is_skipped(env, index):
+    settings, conn, world, tmp = env
+    world.crash_from = {"GammaModel": DATES[5]}
+    broken = DATES[4]
+
+    def provide(settings, torch, date, progress):
+        if date == broken:                      # as pip or the probe would fail for a build that is broken
+            from bot.provider import ProviderError
+            world.installs.append(date)
+            raise ProviderError(f"torch does not import in the venv of {date}")
+        return Series.provide(world, settings, torch, date, progress)
+
+    steps = world.steps()
+    steps.provide = provide
+    nightly.run_nightly(conn, settings, date=DATES[0], out_dir=tmp / "o1", steps=steps, progress=False)
+    b = nightly.run_nightly(conn, settings, date=DATES[-1], out_dir=tmp / "o2", steps=steps, progress=False)
+    (r,) = ranges.for_run(conn, [b.run_id])
+    assert r.status == "found" and (r.good.date, r.bad.date) == (DATES[3], DATES[5])
+    assert broken in r.reason and "could not be installed" in r.reason
+    assert broken not in [d for d, _ in world.probe_sweeps]
+
+
+def test_current_torch_has_no_series_and_installs_nothing(env):
+    settings, conn, world, tmp = env
+    steps = world.steps()
+    steps.provide = lambda *a: World.provide(world, *a)     # the torch already here: no index, no series
+    nightly.run_nightly(conn, settings, out_dir=tmp / "o1", steps=steps, progress=False)
+    world.version, world.date, world.crash_from = "2.14.0.dev20261122+cpu", "2026-11-22", {"GammaModel": "2026-11-22"}
+    b = nightly.run_nightly(conn, settings, out_dir=tmp / "o2", steps=steps, progress=False)
+    (r,) = ranges.for_run(conn, [b.run_id])
+    assert r.status == "no_series" and "not installed from an index" in r.reason and r.installs == 0
+    assert world.probe_sweeps == [] and world.listings == 0
+
+
+def test_a_quiet_nightly_calls_neither_provider_nor_sweep(env):
+    settings, conn, world, tmp = env
+    two_nights(settings, conn, world, tmp)      # nothing changes between the two nightlies
+    assert world.installs == [DATES[0], DATES[-1]]    # the two nightlies' own installs, no more
+    assert world.probe_sweeps == [] and world.listings == 0
+
+
+def test_the_dry_run_tracking_issue_shows_the_range_and_compare_link(env):
+    settings, conn, world, tmp = env
+    world.crash_from = {"GammaModel": DATES[5]}
+    two_nights(settings, conn, world, tmp, real_publish=True)
+    key = tracking_key(CONFIG, "RuntimeError: GammaModel broke uN")
+    (path,) = (tmp / "out2").glob(f"*-create-{key}.md")
+    body = path.read_text()
+    link = f"https://github.com/pytorch/pytorch/compare/{git_of(DATES[4])}...{git_of(DATES[5])}"
+    assert "## Regression range" in body and link in body
+    assert (f"Regression range: last good nightly {DATES[4]} (`{git_of(DATES[4])[:10]}`) .. first bad nightly "
+            f"{DATES[5]} (`{git_of(DATES[5])[:10]}`)") in body
+
+
+def test_the_bisect_command_searches_a_bounded_range_again(env):
+    settings, conn, world, tmp = env
+    settings.nightly.range_installs = 2
+    world.crash_from = {"GammaModel": DATES[5]}
+    _, b = two_nights(settings, conn, world, tmp)
+    (first,) = ranges.for_run(conn, [b.run_id])
+    assert first.status == "bounded"
+    sig = first.signature
+    links.upsert(conn, links.Link(key=tracking_key(CONFIG, sig), repo="o/r", number=7, kind="tracking",
+                                  config=CONFIG, signature=sig))
+    settings.github.repo = "o/r"
+    settings.commands.allowlist = ["alice"]
+    out = tmp / "cmd"
+    ctx = Context(conn=conn, settings=settings, github=DryRunPublisher(out, clean=False), gate=Gate(), dry_run=True,
+                  out_dir=tmp / "republish", steps=world.steps(real_publish=True))
+    res = handlers.handle_job(ctx, {"issue": 7, "author": "alice", "repo": "o/r", "body": "@flagsweep-bot bisect"})
+    assert res["commands"][0]["outcome"] == "range: new_crash found", res
+    (again,) = ranges.for_run(conn, [b.run_id])
+    assert again.status == "found" and (again.good.date, again.bad.date) == (DATES[4], DATES[5])
+    # It went on from the bounded ends: only the one nightly left between them was installed.
+    assert world.range_installs()[-1:] == [DATES[5]] and len(world.range_installs()) == 3
+    reply = "".join(p.read_text() for p in out.glob("*-comment-*.md"))
+    assert "Regression range: last good nightly 2026-11-05" in reply
+    body = "".join(p.read_text() for p in (tmp / "republish").glob("*-edit-*.md"))
+    assert f"compare/{git_of(DATES[4])}...{git_of(DATES[5])}" in body      # the issue body rewritten with it
+
+
+def test_bisect_without_model_on_a_non_tracking_issue_is_a_user_error(env):
+    settings, conn, world, tmp = env
+    settings.commands.allowlist, settings.commands.any_issue = ["alice"], True
+    ctx = Context(conn=conn, settings=settings, github=DryRunPublisher(tmp / "c", clean=False), gate=Gate())
+    res = handlers.handle_job(ctx, {"issue": 3, "author": "alice", "repo": "o/r", "body": "@flagsweep-bot bisect"})
+    assert res["commands"][0]["outcome"].startswith("user error: `bisect` without --config and --model")
+
+
+def test_range_rows_round_trip_and_latest_per_key(tmp_path):
+    conn = db.connect(tmp_path / "s.sqlite")
+    from state.runs import create_run
+    r1 = create_run(conn, environment={}, models=["M"], configs={}, kind="nightly", nightly="2026-11-01")
+    r2 = create_run(conn, environment={}, models=["M"], configs={}, kind="nightly", nightly="2026-11-02")
+    ranges.record(conn, ranges.Range(r1, "c", "S", "new_crash", "no_series", reason="current torch"))
+    ranges.record(conn, ranges.Range(r2, "c", "S", "new_crash", "found", good=ranges.Build("2026-11-01", "v1", "a" * 40),
+                                     bad=ranges.Build("2026-11-02", "v2", "b" * 40), probes=[{"date": "x"}]))
+    assert ranges.latest(conn, r1)[("c", "S", "new_crash")].status == "no_series"
+    got = ranges.latest(conn, r2)[("c", "S", "new_crash")]
+    assert got.good.git == "a" * 40 and got.probes == [{"date": "x"}] and got.compare.endswith("a" * 40 + "..." + "b" * 40)
+    with pytest.raises(ValueError, match="status 'maybe'"):
+        ranges.record(conn, ranges.Range(r2, "c", "S", "new_crash", "maybe"))
+    assert Path(tmp_path / "s.sqlite").exists()
