@@ -152,12 +152,22 @@ def search_run(conn: sqlite3.Connection, run_id: int, prev_id: int | None, resul
                starts: dict[tuple[str, str, str], tuple[Build, Build]] | None = None) -> RangeReport:
     """Search and store the ranges of `run_id`'s believed new crashes and fixes (only `keys`, when given).
 
+    Without `keys`, a target already searched for this run is not searched again (its stored range is
+    reported); with `keys` (the `bisect` command) those are searched again and replaced.
     starts: narrower ends to search between for some targets (a bounded range searched again).
     """
     report = RangeReport()
     found_targets = targets(result, keys)
     if not found_targets or settings.nightly.range_installs <= 0:
         return report
+    if keys is None:
+        # A nightly published again (reused, merged again) keeps the ranges it has: no second search.
+        have = {r.key: r for r in store.for_run(conn, [run_id])}
+        report.ranges = [have[(t.config, t.signature, t.kind)] for t in found_targets
+                         if (t.config, t.signature, t.kind) in have]
+        found_targets = [t for t in found_targets if (t.config, t.signature, t.kind) not in have]
+        if not found_targets:
+            return report
     run = runs_mod.get_run(conn, run_id)
     prev = runs_mod.get_run(conn, prev_id) if prev_id is not None else None
     problem, status, labels = series_problem(run, prev), "no_series", []

@@ -286,3 +286,15 @@ def test_range_rows_round_trip_and_latest_per_key(tmp_path):
     with pytest.raises(ValueError, match="status 'maybe'"):
         ranges.record(conn, ranges.Range(r2, "c", "S", "new_crash", "maybe"))
     assert Path(tmp_path / "s.sqlite").exists()
+
+
+def test_a_nightly_published_again_does_not_search_again(env):
+    settings, conn, world, tmp = env
+    world.crash_from = {"GammaModel": DATES[5]}
+    _, b = two_nights(settings, conn, world, tmp)
+    installs, sweeps = list(world.installs), list(world.probe_sweeps)
+    again = nightly.run_nightly(conn, settings, date=DATES[-1], out_dir=tmp / "o3", steps=world.steps(), progress=False)
+    assert again.status == "reused" and again.run_id == b.run_id
+    assert world.installs == installs + [DATES[-1]]      # only the nightly's own (cached) venv lookup
+    assert world.probe_sweeps == sweeps and world.listings == 1
+    assert [r["status"] for r in again.ranges] == ["found"] and again.range_cost["installs"] == 0
