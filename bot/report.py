@@ -218,6 +218,7 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         "trend": _trend(conn, run, configs, trend_runs), "trend_effects": list(TREND_EFFECTS),
         "graph_breaks": [view.breaks[c] for c in configs if c in view.breaks],
         "leverage": [view.leverage[c] for c in [BASELINE, *configs] if c in view.leverage],
+        "ranges": [r.to_dict() for _, r in sorted(view.ranges.items()) if r.run_id in view.group],
     }
 
 

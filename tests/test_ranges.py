@@ -227,7 +227,7 @@ def test_a_quiet_nightly_calls_neither_provider_nor_sweep(env):
 def test_the_dry_run_tracking_issue_shows_the_range_and_compare_link(env):
     settings, conn, world, tmp = env
     world.crash_from = {"GammaModel": DATES[5]}
-    two_nights(settings, conn, world, tmp, real_publish=True)
+    _, b = two_nights(settings, conn, world, tmp, real_publish=True)
     key = tracking_key(CONFIG, "RuntimeError: GammaModel broke uN")
     (path,) = (tmp / "out2").glob(f"*-create-{key}.md")
     body = path.read_text()
@@ -235,6 +235,10 @@ def test_the_dry_run_tracking_issue_shows_the_range_and_compare_link(env):
     assert "## Regression range" in body and link in body
     assert (f"Regression range: last good nightly {DATES[4]} (`{git_of(DATES[4])[:10]}`) .. first bad nightly "
             f"{DATES[5]} (`{git_of(DATES[5])[:10]}`)") in body
+    # The run's report lists it too.
+    from bot import report, run_view
+    ctx = report.build_context(conn, view=run_view.load(conn, b.run_id))
+    assert link in report.render_md(ctx) and f'href="{link}"' in report.render_html(ctx)
 
 
 def test_the_bisect_command_searches_a_bounded_range_again(env):
