@@ -43,6 +43,7 @@ class Clock:
         self.probe_s: list[float] = []
         self.range_s = 0.0
         self.range_dates: list[str] = []
+        self.built = None
 
 
 def _broken_on(day: str) -> None:
@@ -56,6 +57,7 @@ def make_steps(clock: Clock, models: list[str]) -> steps_mod.Steps:
         t = time.perf_counter()
         built = steps_mod.provide(settings, torch, day, False)       # the real provider: pip into a cached venv
         clock.install_s.append(time.perf_counter() - t)
+        clock.built = built
         _broken_on(built.date)
         return dataclasses.replace(built, python=sys.executable)     # the fake wheel has no compiler: run ours
 
@@ -64,7 +66,10 @@ def make_steps(clock: Clock, models: list[str]) -> steps_mod.Steps:
         rid = engine.sweep(conn, models=kw["models"], configs=kw["configs"], base_settings=kw["base_settings"],
                            options=kw["settings"].sweep.options(kw["python"], EXTRA), run_id=kw["run_id"],
                            resume=kw["resume"], kind=kw.get("kind", "nightly"), nightly=kw["nightly"],
-                           shard=kw["shard"], progress=False, extra_environment=kw.get("build"))
+                           shard=kw["shard"], progress=False,
+                           # the run is of the installed (fake) nightly, though our torch compiled it
+                           extra_environment={**(kw.get("build") or {}), "torch_version": clock.built.version,
+                                              "torch_git": clock.built.git})
         clock.sweep_s.append(time.perf_counter() - t)
         return rid
 

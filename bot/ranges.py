@@ -122,8 +122,12 @@ class Prober:
             return None
         items = list(dict.fromkeys(item for t in self.pending for item in t.items))
         configs = {c: self.run.configs.get(c, {}) for _, c in items}
-        outcomes = self.sweep_items(items, configs=configs, base_settings=self.run.base_settings, build=built,
-                                    settings=self.settings)
+        try:
+            outcomes = self.sweep_items(items, configs=configs, base_settings=self.run.base_settings, build=built,
+                                        settings=self.settings)
+        except Exception:   # a build the engine cannot sweep is untested, like one that cannot be installed
+            log.exception("range: the sweep of nightly %s failed; skipping it", label)
+            return None
         self.sweeps += 1
         self.items_swept += len(items)
         return Build(label, built.version, built.git), {(o.model, o.config): o for o in outcomes}

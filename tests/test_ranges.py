@@ -302,3 +302,17 @@ def test_a_nightly_published_again_does_not_search_again(env):
     assert world.installs == installs + [DATES[-1]]      # only the nightly's own (cached) venv lookup
     assert world.probe_sweeps == sweeps and world.listings == 1
     assert [r["status"] for r in again.ranges] == ["found"] and again.range_cost["installs"] == 0
+
+
+def test_an_index_that_cannot_be_listed_is_a_failed_range_not_a_traceback(env):
+    import dataclasses
+    settings, conn, world, tmp = env
+    world.crash_from = {"GammaModel": DATES[5]}
+    steps = world.steps()
+    dead = dataclasses.replace(settings.nightly, index_url="http://127.0.0.1:9")     # nothing listens there
+    steps.list_builds = lambda s: steps_mod.list_builds(dataclasses.replace(s, nightly=dead))
+    nightly.run_nightly(conn, settings, date=DATES[0], out_dir=tmp / "o1", steps=steps, progress=False)
+    b = nightly.run_nightly(conn, settings, date=DATES[-1], out_dir=tmp / "o2", steps=steps, progress=False)
+    (r,) = ranges.for_run(conn, [b.run_id])
+    assert r.status == "failed" and r.reason.startswith("cannot list the nightlies: cannot read the nightly index")
+    assert world.probe_sweeps == [] and b.status == "swept"
