@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from harness.outcome import Outcome
-from state import history, jobs, leases, runs
+from state import history, jobs, leases, ranges, runs
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 from tests import historydata as hd
@@ -151,6 +151,11 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
                                            break_ids=["GB0124", None]))
     assert [b for b in runs.graph_breaks(conn, rid) if b[0] == "M"] == [
         ("M", "baseline", "r1", "GB0124"), ("M", "baseline", "r2", None)]
+    # v8: regression ranges: none for old runs, and a new run's range is stored and read back.
+    assert ranges.latest(conn, rid) == {}
+    ranges.record(conn, ranges.Range(rid, "capture_scalar_outputs", hd.PENDING, "new_crash", "no_series",
+                                     reason="current torch"))
+    assert [r.status for r in ranges.for_run(conn, [rid])] == ["no_series"]
 
 
 def test_each_migration_is_one_transaction(tmp_path):
