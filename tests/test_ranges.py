@@ -316,3 +316,36 @@ def test_an_index_that_cannot_be_listed_is_a_failed_range_not_a_traceback(env):
     (r,) = ranges.for_run(conn, [b.run_id])
     assert r.status == "failed" and r.reason.startswith("cannot list the nightlies: cannot read the nightly index")
     assert world.probe_sweeps == [] and b.status == "swept"
+
+
+def test_range_installs_is_checked_and_documented(tmp_path):
+    from bot import settings as settings_mod
+    root = Path(__file__).resolve().parent.parent
+    assert settings_mod.load(root / "flagsweep.example.toml", env={"HOME": "/nonexistent"}).nightly.range_installs == 8
+    bad = tmp_path / "s.toml"
+    bad.write_text("[nightly]\nrange_installs = -1\n")
+    with pytest.raises(settings_mod.SettingsError, match=r"nightly\.range_installs: must be 0 \(no range search\)"):
+        settings_mod.load(bad, env={})
+
+
+def test_flaky_new_crashes_get_no_range(env):
+    import dataclasses
+    settings, conn, world, tmp = env
+    world.crash_from = {"GammaModel": DATES[5]}
+    steps = world.steps()
+    steps.confirm = lambda conn, run_id, result, settings, python: result and dataclasses.replace(
+        result, transitions=[dataclasses.replace(t, flaky_rate=0.5) if t.transition == "new_crash" else t
+                             for t in result.transitions])
+    nightly.run_nightly(conn, settings, date=DATES[0], out_dir=tmp / "o1", steps=steps, progress=False)
+    b = nightly.run_nightly(conn, settings, date=DATES[-1], out_dir=tmp / "o2", steps=steps, progress=False)
+    assert ranges.for_run(conn, [b.run_id]) == [] and world.probe_sweeps == [] and world.listings == 0
+
+
+def test_range_installs_0_searches_nothing(env):
+    settings, conn, world, tmp = env
+    settings.nightly.range_installs = 0
+    world.crash_from = {"GammaModel": DATES[5]}
+    _, b = two_nights(settings, conn, world, tmp)
+    assert b.transitions.get("new_crash") == 1
+    assert ranges.for_run(conn, [b.run_id]) == [] and world.probe_sweeps == [] and world.listings == 0
+    assert world.installs == [DATES[0], DATES[-1]]
