@@ -155,6 +155,11 @@ def test_new_crashes_and_a_fix_share_probes_and_find_their_ranges(env):
     assert {("GammaModel", CONFIG), ("BetaForCausalLM", CONFIG), ("DeltaModel", CONFIG)} == first_items
     assert b.range_cost == {"installs": len(installed), "sweeps": len(swept),
                             "items_swept": sum(len(i) for _, i in world.probe_sweeps)}
+    from bot.render import render
+    text = render("nightly_summary.txt.j2", r=b)
+    assert f"regression range of {CONFIG} / RuntimeError: GammaModel broke uN: {DATES[4]} (" in text
+    assert f"fix range of {CONFIG} / RuntimeError: DeltaModel broke uN: {DATES[2]} (" in text
+    assert f"range search: {len(installed)} installs, {len(swept)} sweeps" in text
     # --json carries the ranges, compare links included.
     data = json.loads(json.dumps(b.to_dict()))
     assert {r["compare"] for r in data["ranges"] if r["kind"] == "new_crash" and r["models"] == ["GammaModel"]} \
