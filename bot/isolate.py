@@ -62,8 +62,10 @@ def isolate(built: dict[str, Any] | None, settings: dict[str, Any], signature: s
     ends otherwise (another signature, a hang, no result: "undetermined"). Passing
     every stage is "none": it fails only under the run's own backend and settings.
     """
-    if backend in BY_CONSTRUCTION or backend not in STAGES:
+    if backend in BY_CONSTRUCTION:
         return by_construction(backend)
+    if backend not in STAGES:
+        raise ValueError(f"no isolation stages for backend {backend!r}")
     runner = runner or reproducers.render_and_run
     record: dict[str, Any] = {"component": "none", "backend": backend, "by_construction": False, "stages": []}
     for stage in stages_for(backend):

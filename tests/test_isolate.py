@@ -153,3 +153,8 @@ def test_publish_under_count_states_dynamo_and_spends_no_isolation_run(tmp_path:
     assert line == ["Component: Dynamo tracing (the sweep's backend `count` compiles nothing after Dynamo, so a "
                     "failure under it is Dynamo's by construction; no isolation runs were spent)."]
     assert "| backend | result | seconds |" not in body
+
+
+def test_an_unknown_backend_is_refused_not_called_dynamo() -> None:
+    with pytest.raises(ValueError, match="'tvm'"):
+        run_isolate(Twin({}), "M", backend="tvm")
