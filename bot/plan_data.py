@@ -36,6 +36,7 @@ class PlanInputs:
     nights: dict[tuple[str, str], list[Night]] = field(default_factory=dict)
     trend: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # config -> [{date, counts}] oldest first
     reproducers: dict[str, dict[str, Any]] = field(default_factory=dict)  # tracking key -> verdict
+    components: dict[str, dict[str, Any]] = field(default_factory=dict)   # tracking key -> bot.isolate record
     breaks: dict[str, FlagBreaks] = field(default_factory=dict)      # config -> ids it removes/introduces
     leverage: dict[str, Leverage] = field(default_factory=dict)      # config -> crashes and breaks by models
     # (config, signature, kind) -> the newest regression range (state.ranges.Range.to_dict()), kind new_crash | fixed
@@ -113,3 +114,10 @@ def leverage_material(lev: Leverage | None) -> Any:
     if lev is None:
         return None
     return [[(s, len(ms)) for s, ms in lev.crashes], [(r.gb_id, r.count) for r in lev.breaks]]
+
+
+def component_material(record: dict[str, Any] | None) -> Any:
+    """What of a crash's component (bot.isolate) makes a tracking issue worth rewriting."""
+    if record is None:
+        return None
+    return [record.get("component"), record.get("backend"), [(s["backend"], s["result"]) for s in record.get("stages", [])]]

@@ -21,8 +21,8 @@ from typing import Any
 
 from bot import fixes, render, text
 from bot.plan_text import line, render_fitting, short, when
-from bot.plan_data import (ENV_FIELDS, REF, Action, Plan, PlanInputs, PlanSettings, break_material, config_display,
-                           leverage_material, material_sha, summary_key, tracking_key)
+from bot.plan_data import (ENV_FIELDS, REF, Action, Plan, PlanInputs, PlanSettings, break_material, component_material,
+                           config_display, leverage_material, material_sha, summary_key, tracking_key)
 from bot.routing import route, valid_handle
 from harness.effects import effect_table
 from harness.graph_breaks import FlagBreaks, Leverage
@@ -147,6 +147,7 @@ class _Planner:
                           if e.effect == "crashes" and e.model in crash_models)
         all_crashes = sum(1 for e in self.by_config.get(config, []) if e.effect == "crashes")
         repro = self.i.reproducers.get(key) or {"status": "skipped", "model": None, "reason": "", "script": ""}
+        component = self.i.components.get(key)
         same_type = {_crash_sig(self.out.get((e.model, e.config)), e) for e in self.by_config.get(config, [])
                      if e.effect == "crashes"}
         named = error_type
@@ -161,7 +162,7 @@ class _Planner:
             example={"model": example.model if example else "", "message": (example.error_message if example else None)
                      or hist.get("example_message") or sig, "traceback": tb,
                      "traceback_lines": tb.count("\n") + 1, "torch_frame": frame},
-            helps=helps, overlap=sorted(overlap.items()), repro=repro,
+            helps=helps, overlap=sorted(overlap.items()), repro=repro, component=component,
             first_seen=short(hist.get("first_seen") or self.date), last_seen=short(hist.get("last_seen") or self.date),
             first_seen_text=when(hist.get("first_seen") or self.date), last_seen_text=when(hist.get("last_seen") or self.date),
             nightlies_seen=hist.get("nightlies_seen") or 1,
@@ -170,7 +171,8 @@ class _Planner:
         )
         body = render_fitting("issue_tracking.md.j2", ctx)
         material = material_sha({"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"])
-                                 for c in crashing], "repro": [repro.get("status"), repro.get("model")], "cc": cc})
+                                 for c in crashing], "repro": [repro.get("status"), repro.get("model")], "cc": cc,
+                                 "component": component_material(component)})
         results_material = material
         material += _range_material(ctx["regression"])
         labels_sha = material_sha(sorted(labels))

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from bot import planner, plan_inputs, render, reproducers, routing, run_view
+from bot import isolate, planner, plan_inputs, render, reproducers, routing, run_view
 from bot.dryrun import DryRunPublisher
 from bot.publisher_api import ActionRefused, GitHubUnavailable, Publisher
 from bot.run_view import RunView
@@ -82,24 +82,31 @@ def _progress(enabled: bool) -> Callable[[str], None]:
 
 
 def _make_plan(conn: sqlite3.Connection, settings: Settings, view: RunView, verify: bool,
-               say: Callable[[str], None], psettings: planner.PlanSettings) -> planner.Plan:
+               say: Callable[[str], None], psettings: planner.PlanSettings,
+               runner: reproducers.Runner | None = None) -> planner.Plan:
     inputs = plan_inputs.gather(conn, view)
+    groups = planner.tracking_groups(inputs.effects, inputs.outcomes)
+    cache_path = Path(settings.state_path).with_name("repro-cache.json")
     if verify:
-        groups = planner.tracking_groups(inputs.effects, inputs.outcomes)
         # Verified on the run's own interpreter (its environment records it), from what the run stored.
         inputs.reproducers = reproducers.verify_all(
-            groups, inputs.outcomes, inputs.run, dict(view.builds),
-            cache_path=Path(settings.state_path).with_name("repro-cache.json"),
-            timeout=settings.issues.repro_timeout, progress=say)
+            groups, inputs.outcomes, inputs.run, dict(view.builds), cache_path=cache_path,
+            timeout=settings.issues.repro_timeout, progress=say, runner=runner)
+    # Where each crash lives: by construction under count/eager, else once per signature on its verified reproducer.
+    inputs.components = isolate.isolate_all(
+        groups, inputs.reproducers, inputs.outcomes, inputs.run, dict(view.builds), cache_path=cache_path,
+        timeout=settings.issues.repro_timeout, progress=say, runner=runner)
     return planner.plan(inputs, psettings)
 
 
 def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dry_run: bool, out_dir: str | None,
                 publisher: Publisher | None = None, verify_repros: bool | None = None,
-                progress: bool = False, view: RunView | None = None) -> PublishSummary:
+                progress: bool = False, view: RunView | None = None,
+                repro_runner: reproducers.Runner | None = None) -> PublishSummary:
     """Plan the issues for `run_id` and publish them: to GitHub, or in a dry run to files, by the same steps.
 
     `view`: the run as already loaded by the caller (the nightly loads it once for publish and report).
+    `repro_runner`: runs one reproducer (default: render it and run it in a fresh interpreter).
     """
     repo = settings.github.repo
     verify = settings.issues.verify_reproducers if verify_repros is None else verify_repros
@@ -109,7 +116,7 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
     summary = PublishSummary(run_id=run_id, dry_run=dry_run, repo=repo)
 
     def make_plan(store: sqlite3.Connection, seen: RunView) -> planner.Plan:
-        return _make_plan(store, settings, seen, verify, say, psettings)
+        return _make_plan(store, settings, seen, verify, say, psettings, repro_runner)
 
     if not dry_run:
         if publisher is None:

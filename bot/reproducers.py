@@ -19,7 +19,7 @@ from typing import Any, Callable
 from harness.outcome import Effect, Outcome
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 2
+CACHE_VERSION = 3   # 3: a verdict may carry its crash's component (bot/isolate.py)
 # (stored build of the model, settings, backend, device, python, timeout) -> (script, result)
 Runner = Callable[[dict[str, Any] | None, dict[str, Any], str, str, str, float], tuple[str, dict[str, Any]]]
 
@@ -51,6 +51,19 @@ def run_python(run: dict[str, Any]) -> str | None:
 def verified_on(result: dict[str, Any]) -> dict[str, Any]:
     """The torch a script actually ran on, as it reported it."""
     return {"torch_version": result.get("torch_version"), "torch_git": result.get("torch_git")}
+
+
+def run_settings(run: dict[str, Any], config: str) -> dict[str, Any]:
+    """The settings a run applied for `config`: its base settings, then the config's own."""
+    return {**(run.get("base_settings") or {}), **(run.get("configs") or {}).get(config, {})}
+
+
+def verdict_key(run: dict[str, Any], config: str, signature: str, model: str,
+                by_item: dict[tuple[str, str], Outcome]) -> str:
+    """The cache key of one verdict: (config, signature, model, its fingerprint, the run's torch build)."""
+    env = run.get("environment") or {}
+    fingerprint = getattr(by_item.get((model, config)), "fingerprint", None)
+    return Cache.key(config, signature, model, fingerprint, [env.get("torch_version"), env.get("torch_git")])
 
 
 def verdict(result: dict[str, Any], signature: str) -> tuple[str, str]:
@@ -107,15 +120,13 @@ def verify_all(groups: dict[str, tuple[str, str, list[Effect]]], outcomes: list[
     """
     runner = runner or render_and_run
     python = python or run_python(run)
-    env = run.get("environment") or {}
     cache = Cache(cache_path)
     by_item = {(o.model, o.config): o for o in outcomes}
     options = run.get("options") or {}
     out: dict[str, dict[str, Any]] = {}
     for n, (key, (config, signature, effects)) in enumerate(sorted(groups.items()), 1):
         chosen = pick_model(effects, by_item)
-        fingerprint = getattr(by_item.get((chosen.model, config)), "fingerprint", None)
-        ckey = Cache.key(config, signature, chosen.model, fingerprint, [env.get("torch_version"), env.get("torch_git")])
+        ckey = verdict_key(run, config, signature, chosen.model, by_item)
         cached = cache.get(ckey)
         if cached is not None:
             out[key] = cached
@@ -126,7 +137,7 @@ def verify_all(groups: dict[str, tuple[str, str, list[Effect]]], outcomes: list[
             continue
         if progress:
             progress(f"reproducer {n}/{len(groups)}: {chosen.model} under {config}")
-        settings = {**(run.get("base_settings") or {}), **(run.get("configs") or {}).get(config, {})}
+        settings = run_settings(run, config)
         try:
             script, result = runner(builds.get(chosen.model), settings, options.get("backend", "count"),
                                     options.get("device", "cpu"), python, timeout)

@@ -39,11 +39,11 @@ def outcome(model: str, config: str, spec: Spec, stratum: str) -> Outcome:
 
 
 def record_nightly(conn: sqlite3.Connection, date: str, results: dict[str, dict[str, Spec]],
-                   env: dict[str, Any] | None = None, kind: str = "nightly") -> int:
+                   env: dict[str, Any] | None = None, kind: str = "nightly", backend: str = "count") -> int:
     """Store and finalize one nightly run (or an ad-hoc run of another `kind`); returns its id."""
     models = sorted(results)
     run_id = runs.create_run(conn, environment=env or ENV, models=models, configs=CONFIGS, kind=kind,
-                             nightly=date if kind == "nightly" else None, options={"backend": "count", "device": "cpu"})
+                             nightly=date if kind == "nightly" else None, options={"backend": backend, "device": "cpu"})
     for i, model in enumerate(models):
         stratum = STRATA[i % len(STRATA)]
         base = results[model].get("baseline", 3)

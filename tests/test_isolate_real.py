@@ -1,0 +1,74 @@
+"""Component isolation on real crashes, real compiles, torch 2.13 CPU: an Inductor-only one and a Dynamo one.
+
+Inductor: BertModel under a config whose C++ compiler does not exist (a real inductor key, set through our key
+syntax): Dynamo and AOTAutograd never need a compiler, Inductor does. Dynamo: MimiModel under
+capture_scalar_outputs (PendingUnbackedSymbolNotFound), swept for real under `aot_eager`, then published
+twice through the real path with an interpreter that logs each start: one isolation run, then none.
+"""
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot import isolate, planner, publish, reproducers
+from bot.settings import Settings
+from harness import configs, engine
+from state import db, history
+
+BROKEN_CXX = {"torch._inductor.config.cpp.cxx": ["/nonexistent/flagsweep-c++"]}
+CSO = {"torch._dynamo.config.capture_scalar_outputs": True}
+
+
+@pytest.mark.compile
+def test_a_missing_cpp_compiler_is_isolated_to_inductor():
+    checked = configs.check({"broken_cxx": BROKEN_CXX}, {}, sys.executable)   # our key syntax and this torch take it
+    assert checked.configs == {"broken_cxx": BROKEN_CXX}
+    built = engine.describe(["BertModel"], options=engine.SweepOptions(workers=1, timeout=300))["BertModel"]
+    # The verification, as verify_all does it: the script under the run's backend fails.
+    _, seen = reproducers.render_and_run(built, BROKEN_CXX, "inductor", "cpu", sys.executable, 600)
+    assert seen["status"] == "error" and "InvalidCxxCompiler" in seen["signature"], seen
+    ran = []
+
+    def counting(*args):
+        ran.append(args[2])
+        return reproducers.render_and_run(*args)
+
+    record = isolate.isolate(built, BROKEN_CXX, seen["signature"], backend="inductor", device="cpu",
+                             python=sys.executable, timeout=600, runner=counting)
+    assert ran == ["eager", "aot_eager", "inductor"]
+    assert [(s["backend"], s["result"]) for s in record["stages"]] == [
+        ("eager", "passes"), ("aot_eager", "passes"), ("inductor", "fails")]
+    assert record["component"] == "inductor" and record["stages"][-1]["signature"] == seen["signature"]
+
+
+@pytest.mark.compile
+def test_a_dynamo_crash_is_isolated_once_through_the_real_publish_path(tmp_path: Path):
+    log = tmp_path / "python-starts.log"
+    wrapper = tmp_path / "run-python"           # the run's interpreter: logs every start, then runs the real one
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    settings = Settings(state_path=tmp_path / "state.sqlite")
+    settings.issues.verify_reproducers = True
+    conn = db.connect(settings.state_path)
+    options = engine.SweepOptions(workers=1, timeout=300, backend="aot_eager", python=str(wrapper))
+    run_id = engine.sweep(conn, models=["MimiModel"], configs={"cso": CSO}, base_settings={}, options=options,
+                          progress=False)
+    history.finalize_run(conn, run_id)
+    starts = []
+    for n in (1, 2):
+        before = log.read_text().count("repro.py")
+        publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / f"out{n}"))
+        starts.append(log.read_text().count("repro.py") - before)
+    assert starts == [2, 0]                     # verify + one stage (eager fails), then all from the cache
+    plan = json.loads((tmp_path / "out1" / "plan.json").read_text())
+    sig = next(s for s in json.loads((tmp_path / "repro-cache.json").read_text())["entries"].values())
+    assert sig["status"] == "confirmed" and sig["component"]["component"] == "dynamo"
+    assert "PendingUnbackedSymbolNotFound" in sig["component"]["signature"]
+    key = planner.tracking_key("cso", sig["component"]["signature"])
+    body = (tmp_path / "out1" / next(a["file"] for a in plan["actions"] if a["key"] == key)).read_text()
+    assert "Component: Dynamo tracing (fails under `eager`)." in body
+    assert "| `eager` | fails with the same signature |" in body and "`aot_eager` |" not in body
