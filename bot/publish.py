@@ -90,7 +90,7 @@ def _make_plan(conn: sqlite3.Connection, settings: Settings, view: RunView, veri
         inputs.reproducers = reproducers.verify_all(
             groups, inputs.outcomes, inputs.run, dict(view.builds),
             cache_path=Path(settings.state_path).with_name("repro-cache.json"),
-            timeout=settings.issues.repro_timeout, progress=say)
+            timeout=settings.issues.repro_timeout, shrink_budget=settings.issues.shrink_budget, progress=say)
     return planner.plan(inputs, psettings)
 
 
