@@ -203,7 +203,7 @@ def _input_changes(build: dict[str, Any], rejected: set[str]) -> list[Change]:
                 out.append(Change(f"inputs.{name}.items", 1, ((("spec", name, "items"), item["items"][:1]),)))
     if len(spec) > 1:
         for name in sorted(spec):
-            if _OPTIONAL_INPUT.search(name) and _next(f"inputs.{name}", "dropped", rejected) is not None:
+            if _OPTIONAL_INPUT.search(name) and _next(f"inputs.{name}", ["dropped"], rejected) is not None:
                 out.append(Change(f"inputs.{name}", "dropped", ((("spec", name), DROP),)))
     return out
 
@@ -216,7 +216,7 @@ def _defaults_change(build: dict[str, Any], rejected: set[str]) -> list[Change]:
             knob_like = any(p.match(name) for p in (_LAYERS, _DEPTHS, _HEADS, _WIDTH, _COUNTS))
             if not (knob_like or _TOKEN.search(name) or name in _KEEP or isinstance(value, dict)):
                 sets.append((path + (name,), DROP))
-    if not sets or _next("config.other_fields", "defaults", rejected) is None:
+    if not sets or _next("config.other_fields", ["defaults"], rejected) is None:
         return []
     return [Change("config.other_fields", "defaults", tuple(sets))]
 
