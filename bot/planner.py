@@ -43,6 +43,12 @@ def tracking_groups(effects: list[Effect], outcomes: list[Outcome]) -> dict[str,
     return {tracking_key(c, s): (c, s, effs) for (c, s), effs in sorted(groups.items())}
 
 
+def _shrink_material(repro: dict[str, Any]) -> list[Any]:
+    """A shrunk reproducer's part of the body hash (none without a shrink: older bodies keep their hash)."""
+    stats = (repro.get("shrink") or {}).get("stats") or {}
+    return [stats.get("after", {}).get("parameters"), stats.get("kept")] if stats else []
+
+
 def _gb_id(examples: list[Outcome], sig: str) -> str | None:
     """The graph-break id a signature is named by ('GB0124: ...'), as the crashing outcomes recorded it."""
     ids = {o.gb_id for o in examples if o.gb_id and sig.startswith(f"{o.gb_id}: ")}
@@ -160,7 +166,8 @@ class _Planner:
         )
         body = render_fitting("issue_tracking.md.j2", ctx)
         material = material_sha({"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"])
-                                 for c in crashing], "repro": [repro.get("status"), repro.get("model")], "cc": cc})
+                                 for c in crashing], "repro": [repro.get("status"), repro.get("model")]
+                                 + _shrink_material(repro), "cc": cc})
         labels_sha = material_sha(sorted(labels))
         base = dict(key=key, kind="tracking", config=config, signature=sig)
         if link is None:

@@ -212,9 +212,10 @@ def _defaults_change(build: dict[str, Any], rejected: set[str]) -> list[Change]:
     """Every config field that is no size knob, no token id and no sub-config, left to the class default."""
     sets = []
     for path, cfg in _configs(build.get("config") or {}):
-        for name, value in sorted(cfg.items()):
+        subs = {p[-1] for p, _ in _configs(cfg, path)[1:] if len(p) == len(path) + 1}
+        for name in sorted(cfg):
             knob_like = any(p.match(name) for p in (_LAYERS, _DEPTHS, _HEADS, _WIDTH, _COUNTS))
-            if not (knob_like or _TOKEN.search(name) or name in _KEEP or isinstance(value, dict)):
+            if not (knob_like or _TOKEN.search(name) or name in _KEEP or name in subs):
                 sets.append((path + (name,), DROP))
     if not sets or _next("config.other_fields", ["defaults"], rejected) is None:
         return []
