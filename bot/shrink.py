@@ -276,6 +276,7 @@ def minimise(built: dict[str, Any], settings: dict[str, Any], backend: str, devi
     `runner` call; max_tries caps them.
     """
     s = _Search(built, original[0], original[1], clock())
+    s.last_wall = float(original[1].get("seconds") or 0.0)   # the first try is judged by the run that confirmed it
     rejected: set[str] = set()
 
     def attempt(changes: list[Change]) -> bool | None:

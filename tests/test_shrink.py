@@ -237,3 +237,18 @@ def test_second_publish_of_the_same_run_runs_no_reproducer(stored_run, tmp_path:
     assert "Minimised: " in body and '"num_hidden_layers": 1' in body and '"num_hidden_layers": 2' not in body
     publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / "out2"), verify_repros=True)
     assert len(twin.calls) == n                                         # zero runs: all from the cache
+
+
+def test_shrink_budget_setting_loads_and_zero_turns_it_off(tmp_path: Path) -> None:
+    from bot import settings as settings_mod
+
+    path = tmp_path / "s.toml"
+    path.write_text("[issues]\nshrink_budget = 0\n")
+    assert settings_mod.load(path, env={}).issues.shrink_budget == 0.0
+    outs, groups = _groups()
+    run = {"configs": sc.CONFIGS, "base_settings": {}, "options": {"backend": "count", "device": "cpu"},
+           "environment": {"python": PY, "torch_version": "2.13.0", "torch_git": "abc"}}
+    twin = Twin()
+    v = reproducers.verify_all(groups, outs, run, {m: _build(m) for m in sc.corpus(5)}, cache_path=None,
+                               runner=_sig_twin(twin), shrink_budget=0.0)
+    assert len(twin.calls) == len(groups) and all("shrink" not in e for e in v.values())
