@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple
 
 # (stored build of the model, settings, backend, device, python, timeout) -> (script, result)
 Runner = Callable[[dict[str, Any] | None, dict[str, Any], str, str, str, float], tuple[str, dict[str, Any]]]
-Path = tuple[Any, ...]          # keys (and list indexes) into a build dict
+KeyPath = tuple[Any, ...]       # keys (and list indexes) into a build dict
 DROP = object()                 # assignment value: remove the key
 
 _LAYERS = re.compile(r"^(num_\w*layers|\w+_layers|n_layers?|layers|depth|\w+_depth)$")
@@ -51,7 +51,7 @@ class Change:
 
     knob: str                                   # what it reduces ("config.num_hidden_layers")
     rung: Any                                   # the value it tries (what a rejection remembers)
-    sets: tuple[tuple[Path, Any], ...]
+    sets: tuple[tuple[KeyPath, Any], ...]
 
     @property
     def key(self) -> str:
@@ -93,7 +93,7 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _configs(config: dict[str, Any], path: Path = ("config",)) -> list[tuple[Path, dict[str, Any]]]:
+def _configs(config: dict[str, Any], path: KeyPath = ("config",)) -> list[tuple[KeyPath, dict[str, Any]]]:
     """The config and every sub-config in it (text_config, vision_config, encoder, ...), with their paths."""
     out = [(path, config)]
     for name, value in sorted(config.items()):
@@ -102,7 +102,7 @@ def _configs(config: dict[str, Any], path: Path = ("config",)) -> list[tuple[Pat
     return out
 
 
-def _label(path: Path) -> str:
+def _label(path: KeyPath) -> str:
     return ".".join(str(p) for p in path[1:]) if path[0] == "config" else ".".join(str(p) for p in path)
 
 
@@ -134,7 +134,7 @@ def _config_changes(build: dict[str, Any], rejected: set[str]) -> list[Change]:
     return layers + heads + widths + counts + vocab
 
 
-def _heads_change(path: Path, cfg: dict[str, Any], rejected: set[str]) -> list[Change]:
+def _heads_change(path: KeyPath, cfg: dict[str, Any], rejected: set[str]) -> list[Change]:
     """All head counts of one config together (key/value heads never above attention heads)."""
     names = [n for n, v in sorted(cfg.items()) if _is_int(v) and _HEADS.match(n) and v > 1]
     if not names:
@@ -146,7 +146,7 @@ def _heads_change(path: Path, cfg: dict[str, Any], rejected: set[str]) -> list[C
     return [Change(knob, rung, tuple((path + (n,), min(cfg[n], rung)) for n in names))]
 
 
-def _width_change(path: Path, cfg: dict[str, Any], rejected: set[str]) -> list[Change]:
+def _width_change(path: KeyPath, cfg: dict[str, Any], rejected: set[str]) -> list[Change]:
     """All widths of one config scaled by one factor (so their ratios stay as the zoo made them)."""
     names = [n for n, v in sorted(cfg.items())
              if _is_int(v) and _WIDTH.match(n) and not _TOKEN.search(n) and v > WIDTH_FLOOR]
@@ -170,7 +170,7 @@ def _vocab_floor(build: dict[str, Any], cfg: dict[str, Any]) -> int:
     return max([16] + [i + 1 for i in ids])
 
 
-def _clamp_ids(build: dict[str, Any], vocab: int) -> tuple[tuple[Path, Any], ...]:
+def _clamp_ids(build: dict[str, Any], vocab: int) -> tuple[tuple[KeyPath, Any], ...]:
     """Token-id inputs drawn below the new vocab."""
     return tuple((("spec", name, "high"), vocab) for name, spec in sorted((build.get("spec") or {}).items())
                  if isinstance(spec, dict) and spec.get("kind") == "ids" and _is_int(spec.get("high"))
@@ -319,10 +319,10 @@ def minimise(built: dict[str, Any], settings: dict[str, Any], backend: str, devi
 # ---- what it shrank ------------------------------------------------------------------------------------
 
 
-def _leaves(data: Any, path: Path = ()) -> dict[Path, Any]:
+def _leaves(data: Any, path: KeyPath = ()) -> dict[KeyPath, Any]:
     """Flattened {path: value} of a build's config and spec (a list is one value)."""
     if isinstance(data, dict):
-        out: dict[Path, Any] = {}
+        out: dict[KeyPath, Any] = {}
         for key, value in data.items():
             out.update(_leaves(value, path + (key,)))
         return out
