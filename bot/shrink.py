@@ -361,6 +361,7 @@ def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, A
         elif new[path] != value:
             rows.append([_label(path) if path[0] == "config" else f"{path[1]} {path[-1]}", value, new[path]])
     spec_after = after.get("spec") or {}
+    rows.sort(key=lambda row: (not row[0].startswith(tuple(before.get("spec") or ())), 0 if "layer" in row[0] else 1))
     return {"rows": rows, "defaulted": defaulted, "dropped": sorted(n for n in dropped if n not in spec_after)}
 
 
