@@ -136,7 +136,7 @@ class WebhookApp:
         return 202, {"status": "ignored", "reason": decision.reason}
 
     def healthz(self) -> tuple[int, dict[str, Any]]:
-        """The health answer."""
+        """The health answer: 200 when healthy, 503 (same body) when stopping or a job is stuck."""
         with self.lock:
             data = self.health()
-        return 200, data
+        return (200 if data.get("ok") else 503), data

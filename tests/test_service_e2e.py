@@ -474,12 +474,15 @@ def test_healthz_names_stuck_jobs(tmp_path):
     svc.start()
     conn = db.connect(s.state_path)
     try:
-        assert httpx.get(svc.url + "/healthz", timeout=5).json()["jobs"]["stuck"] == []
+        first = httpx.get(svc.url + "/healthz", timeout=5)
+        assert first.status_code == 200 and first.json()["jobs"]["stuck"] == []
         orphan = jobs.enqueue(conn, "nightly-of-another-process", {})
         assert jobs.claim_next(conn, kinds=("nightly-of-another-process",)).id == orphan
         waiting = jobs.enqueue(conn, "kind-no-lane-takes", {})
         time.sleep(2.1)                       # past stuck_after (timestamps are whole seconds)
-        health = httpx.get(svc.url + "/healthz", timeout=5).json()
+        answer = httpx.get(svc.url + "/healthz", timeout=5)
+        assert answer.status_code == 503          # a monitor that reads only the status sees the problem
+        health = answer.json()
         stuck = {j["id"]: j["why"] for j in health["jobs"]["stuck"]}
         assert health["ok"] is False and set(stuck) == {orphan, waiting}
         assert "no runner of this service holds it" in stuck[orphan] and "nothing took it" in stuck[waiting]
