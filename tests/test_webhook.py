@@ -37,7 +37,7 @@ def server(tmp_path):
     settings.webhook.read_timeout = 1.0
     conn = db.connect(settings.state_path)
     woken = []
-    app = WebhookApp(conn, settings, notify=lambda: woken.append(1), health=lambda: {"queue": jobs.depth(conn)})
+    app = WebhookApp(conn, settings, notify=lambda: woken.append(1), health=lambda: {"ok": True, "queue": jobs.depth(conn)})
     srv = WebhookServer(app, "127.0.0.1", 0)
     srv.start()
     srv.conn, srv.woken, srv.url = conn, woken, f"http://127.0.0.1:{srv.server_port}"
@@ -214,7 +214,7 @@ def test_app_installation_payload_keeps_the_installation(server):
 
 def test_healthz_and_unknown_paths(server):
     r = httpx.get(server.url + "/healthz", timeout=5)
-    assert r.status_code == 200 and r.json() == {"queue": 0}
+    assert r.status_code == 200 and r.json() == {"ok": True, "queue": 0}
     assert httpx.get(server.url + "/nope", timeout=5).status_code == 404
     assert httpx.get(server.url + "/webhook", timeout=5).status_code == 405
 
