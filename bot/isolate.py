@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from bot import reproducers
+from bot import reproducers, shrink
 from bot.reproducers import Runner
 from harness.outcome import Effect, Outcome
 
@@ -87,6 +87,12 @@ def isolate(built: dict[str, Any] | None, settings: dict[str, Any], signature: s
     return record
 
 
+def _build_for(verdict: dict[str, Any], builds: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """What to isolate: the shrunk build when the verdict carries one, else the model's stored build."""
+    small = shrink.from_entry(verdict)
+    return small.build if small else builds.get(verdict["model"])
+
+
 def _isolated(cache: reproducers.Cache) -> dict[tuple[str, str], dict[str, Any]]:
     """Components already isolated, by (config, signature), from every cached verdict (any torch build)."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
@@ -126,7 +132,7 @@ def isolate_all(groups: dict[str, tuple[str, str, list[Effect]]], verdicts: dict
             if progress:
                 progress(f"component {n}/{len(groups)}: {verdict['model']} under {config}")
             try:
-                record = isolate(builds.get(verdict["model"]), reproducers.run_settings(run, config), signature,
+                record = isolate(_build_for(verdict, builds), reproducers.run_settings(run, config), signature,
                                  backend=backend, device=options.get("device", "cpu"), python=python,
                                  timeout=timeout, runner=runner, progress=progress)
             except Exception:  # nothing to render from: no component, and nothing cached

@@ -52,6 +52,12 @@ def _range_material(r: dict[str, Any] | None) -> str:
                                r["reason"]])
 
 
+def _shrink_material(repro: dict[str, Any]) -> list[Any]:
+    """A shrunk reproducer's part of the body hash (none without a shrink: older bodies keep their hash)."""
+    stats = (repro.get("shrink") or {}).get("stats") or {}
+    return [stats.get("after", {}).get("parameters"), stats.get("kept")] if stats else []
+
+
 def _gb_id(examples: list[Outcome], sig: str) -> str | None:
     """The graph-break id a signature is named by ('GB0124: ...'), as the crashing outcomes recorded it."""
     ids = {o.gb_id for o in examples if o.gb_id and sig.startswith(f"{o.gb_id}: ")}
@@ -171,8 +177,8 @@ class _Planner:
         )
         body = render_fitting("issue_tracking.md.j2", ctx)
         material = material_sha({"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"])
-                                 for c in crashing], "repro": [repro.get("status"), repro.get("model")], "cc": cc,
-                                 "component": component_material(component)})
+                                 for c in crashing], "repro": [repro.get("status"), repro.get("model")]
+                                 + _shrink_material(repro), "cc": cc, "component": component_material(component)})
         results_material = material
         material += _range_material(ctx["regression"])
         labels_sha = material_sha(sorted(labels))

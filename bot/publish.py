@@ -91,7 +91,8 @@ def _make_plan(conn: sqlite3.Connection, settings: Settings, view: RunView, veri
         # Verified on the run's own interpreter (its environment records it), from what the run stored.
         inputs.reproducers = reproducers.verify_all(
             groups, inputs.outcomes, inputs.run, dict(view.builds), cache_path=cache_path,
-            timeout=settings.issues.repro_timeout, progress=say, runner=runner)
+            timeout=settings.issues.repro_timeout, shrink_budget=settings.issues.shrink_budget, progress=say,
+            runner=runner)
     # Where each crash lives: by construction under count/eager, else once per signature on its verified reproducer.
     inputs.components = isolate.isolate_all(
         groups, inputs.reproducers, inputs.outcomes, inputs.run, dict(view.builds), cache_path=cache_path,

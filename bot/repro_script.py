@@ -33,7 +33,7 @@ def _module_source(path: Path) -> str:
 
 def _json_literal(data: Any) -> str:
     """JSON text safe inside a raw triple-quoted string (ASCII only, no quote run can close it)."""
-    return json.dumps(data, sort_keys=True).replace("'", "\\u0027")
+    return json.dumps(data, sort_keys=True, indent=1).replace("'", "\\u0027")
 
 
 def render_script(built: dict[str, Any] | None, settings: dict[str, Any], backend: str = "count",

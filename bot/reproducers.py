@@ -6,7 +6,9 @@ stored (bot/repro_script.py; no model is built here and torch is never imported)
 run in a fresh subprocess of the interpreter the run used: a crash that exists
 only in a nightly is checked on that nightly. That is slow (a new Python, a
 compile), so verdicts are cached per (config, signature, model, fingerprint,
-torch build) in a small versioned JSON file beside the store.
+torch build) in a small versioned JSON file beside the store. A confirmed one is
+then shrunk (bot/shrink.py) under a time budget, and the verdict embeds the
+smallest script that still fails the same way; the shrink is cached with it.
 """
 from __future__ import annotations
 
@@ -16,12 +18,12 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
+from bot import shrink
 from harness.outcome import Effect, Outcome
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 3   # 3: a verdict may carry its crash's component (bot/isolate.py)
-# (stored build of the model, settings, backend, device, python, timeout) -> (script, result)
-Runner = Callable[[dict[str, Any] | None, dict[str, Any], str, str, str, float], tuple[str, dict[str, Any]]]
+CACHE_VERSION = 3   # 3: a confirmed verdict carries its shrink ("shrink": {"build", "stats"}) and component
+Runner = shrink.Runner   # (stored build, settings, backend, device, python, timeout) -> (script, result)
 
 
 def render_and_run(built: dict[str, Any] | None, settings: dict[str, Any], backend: str, device: str,
@@ -70,7 +72,7 @@ def verdict(result: dict[str, Any], signature: str) -> tuple[str, str]:
     """(status, reason) for one script result: confirmed only when it failed with the same signature."""
     status = result.get("status")
     seen = result.get("signature") or status
-    if status not in (None, "ok") and seen == signature:
+    if shrink.reproduces(result, signature):
         return "confirmed", ""
     if status == "ok":
         return "unconfirmed", "ran without crashing in a fresh interpreter"
@@ -111,43 +113,71 @@ class Cache:
 
 def verify_all(groups: dict[str, tuple[str, str, list[Effect]]], outcomes: list[Outcome], run: dict[str, Any],
                builds: dict[str, dict[str, Any]], *, cache_path: Path | None, python: str | None = None,
-               timeout: float = 600.0, runner: Runner | None = None,
+               timeout: float = 600.0, runner: Runner | None = None, shrink_budget: float = 0.0,
                progress: Callable[[str], None] | None = None) -> dict[str, dict[str, Any]]:
-    """{tracking key: verdict} for each (config, signature) group; verdicts are cached.
+    """{tracking key: verdict} for each (config, signature) group; verdicts (and their shrinks) are cached.
 
     builds: the run's stored build data per model. python: the interpreter to verify
-    under (default: the one the run used, from its environment).
+    under (default: the one the run used, from its environment). shrink_budget: seconds
+    per confirmed reproducer to shrink it in (0: embed it as built).
     """
     runner = runner or render_and_run
     python = python or run_python(run)
     cache = Cache(cache_path)
     by_item = {(o.model, o.config): o for o in outcomes}
     options = run.get("options") or {}
+    how = (options.get("backend", "count"), options.get("device", "cpu"))
     out: dict[str, dict[str, Any]] = {}
     for n, (key, (config, signature, effects)) in enumerate(sorted(groups.items()), 1):
         chosen = pick_model(effects, by_item)
         ckey = verdict_key(run, config, signature, chosen.model, by_item)
+        settings = run_settings(run, config)
+        built = builds.get(chosen.model)
         cached = cache.get(ckey)
-        if cached is not None:
+        if cached is not None and not _wants_shrink(cached, shrink_budget, python):
             out[key] = cached
             continue
-        if not python:
-            out[key] = {"status": "unconfirmed", "model": chosen.model, "script": "",
-                        "reason": "could not be run: the run recorded no interpreter"}
-            continue
-        if progress:
-            progress(f"reproducer {n}/{len(groups)}: {chosen.model} under {config}")
-        settings = run_settings(run, config)
-        try:
-            script, result = runner(builds.get(chosen.model), settings, options.get("backend", "count"),
-                                    options.get("device", "cpu"), python, timeout)
-        except Exception as exc:  # nothing stored to render from, or a template error: "not confirmed"
-            out[key] = {"status": "unconfirmed", "model": chosen.model, "script": "",
-                        "reason": f"could not be generated ({type(exc).__name__}: {exc})"}
-            continue                  # not cached: a later run may store what is missing
-        status, reason = verdict(result, signature)
-        out[key] = {"status": status, "model": chosen.model, "reason": reason,
-                    "script": script if status == "confirmed" else "", **verified_on(result)}
+        if cached is not None:        # confirmed before the shrink was enabled: measure it again, then shrink
+            out[key] = cached
+            try:
+                script, result = runner(built, settings, *how, python or "", timeout)
+            except Exception:         # the stored build went missing: keep the verdict as it was
+                continue
+        else:
+            if not python:
+                out[key] = {"status": "unconfirmed", "model": chosen.model, "script": "",
+                            "reason": "could not be run: the run recorded no interpreter"}
+                continue
+            if progress:
+                progress(f"reproducer {n}/{len(groups)}: {chosen.model} under {config}")
+            try:
+                script, result = runner(built, settings, *how, python, timeout)
+            except Exception as exc:  # nothing stored to render from, or a template error: "not confirmed"
+                out[key] = {"status": "unconfirmed", "model": chosen.model, "script": "",
+                            "reason": f"could not be generated ({type(exc).__name__}: {exc})"}
+                continue                  # not cached: a later run may store what is missing
+            status, reason = verdict(result, signature)
+            out[key] = {"status": status, "model": chosen.model, "reason": reason,
+                        "script": script if status == "confirmed" else "", **verified_on(result)}
+        if out[key]["status"] == "confirmed" and shrink_budget > 0:
+            out[key] = {**out[key], **_shrunk(built, settings, how, python or "", signature, (script, result),
+                                              shrink_budget, runner, timeout, progress)}
         if result.get("status") is not None:   # an interpreter that did not start says nothing to cache
             cache.put(ckey, out[key])
     return out
+
+
+def _shrunk(built: dict[str, Any] | None, settings: dict[str, Any], how: tuple[str, str], python: str,
+            signature: str, original: tuple[str, dict[str, Any]], budget: float, runner: Runner, timeout: float,
+            progress: Callable[[str], None] | None) -> dict[str, Any]:
+    """The verdict fields a shrink sets: the smallest verified script, and the shrink (None: could not start)."""
+    if not built or not shrink.reproduces(original[1], signature):
+        return {"shrink": None}
+    small = shrink.minimise(built, settings, *how, python, signature, original=original, budget=budget,
+                            runner=runner, timeout=timeout, progress=progress)
+    return {"script": small.script, "shrink": {"build": small.build, "stats": small.stats}}
+
+
+def _wants_shrink(cached: dict[str, Any], budget: float, python: str | None) -> bool:
+    """A cached confirmed verdict that was never shrunk, now that shrinking is on."""
+    return bool(budget > 0 and python and cached.get("status") == "confirmed" and "shrink" not in cached)

@@ -80,6 +80,7 @@ class IssueSettings:
     dry_run_out: str = "flagsweep-out"
     verify_reproducers: bool = True   # run each tracking issue's reproducer in a fresh interpreter
     repro_timeout: float = 600.0      # seconds per reproducer run
+    shrink_budget: float = 600.0      # seconds per issue to shrink its confirmed reproducer (0: embed it unshrunk)
 
 
 @dataclass
@@ -212,6 +213,7 @@ _LIMITS: dict[str, tuple[Any, str]] = {
     "commands.retry_backoff": (lambda v: v > 0, "more than 0 seconds"),
     "scheduler.stuck_after": (lambda v: v > 0, "more than 0 seconds"),
     "issues.repro_timeout": (lambda v: v > 0, "more than 0 seconds"),
+    "issues.shrink_budget": (lambda v: v >= 0, "0 or more seconds (0: no shrinking)"),
     "zoo.check_timeout": (lambda v: v > 0, "more than 0 seconds"),
 }
 

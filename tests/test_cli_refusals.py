@@ -102,6 +102,7 @@ def test_cuda_without_cuda_is_refused_in_the_interpreter_under_test(tmp_path, ca
     ("[sweep]\ndevice = \"bogus\"\n", "sweep.device"),
     ("[webhook]\nport = 99999\n", "webhook.port"),
     ("[issues]\nlabels = [1, 2]\n", "issues.labels"),
+    ("[issues]\nshrink_budget = -1\n", "issues.shrink_budget"),
 ])
 def test_settings_of_the_wrong_type_or_range_are_named_at_load(tmp_path, capsys, toml, named):
     path = tmp_path / "s.toml"

@@ -132,6 +132,7 @@ def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_
         from bot.settings import Settings
         from state import db
         settings = Settings(state_path=Path({str(path)!r}))
+        settings.issues.shrink_budget = 0   # verification alone here; tests/test_shrink*.py shrink
         conn = db.connect(settings.state_path)
         publish_run(conn, settings, {run_id}, dry_run=True, out_dir={str(out)!r}, verify_repros=True)
         print(json.dumps(sorted(m for m in ("torch", "transformers") if m in sys.modules)))

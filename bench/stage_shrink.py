@@ -1,0 +1,107 @@
+"""What the minimal-reproducer stage adds to a nightly with one new crash (not a test).
+
+One real sweep of MimiModel under the baseline and capture_scalar_outputs (torch 2.13
+crashes it with PendingUnbackedSymbolNotFound), stored in a real SQLite file, then
+three dry-run publishes through the real publish path (bot.publish.publish_run):
+  1. reproducer verified, not shrunk ([issues] shrink_budget = 0), fresh cache;
+  2. verified and shrunk under the default budget, fresh cache;
+  3. the same again with the cache of 2 (the quiet nightly): it must run nothing.
+Prints the sweep time of the model, what the shrink did (tries, kept, seconds, the
+ratios of parameters, lines, input elements and script run time) and the shrink's
+cost as a ratio to that sweep time; writes the rendered tracking issue of publish 2.
+
+Run: .venv/bin/python bench/stage_shrink.py [--budget SECONDS] [--issue-out FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bot import publish, reproducers  # noqa: E402
+from bot.settings import Settings  # noqa: E402
+from harness import engine  # noqa: E402
+from state import db, history  # noqa: E402
+
+MODEL = "MimiModel"
+CSO = {"torch._dynamo.config.capture_scalar_outputs": True}
+
+
+def _publish(path: Path, run_id: int, budget: float, cache_dir: Path, out: Path) -> tuple[float, int, dict]:
+    """(seconds, reproducer runs, the tracking verdict) of one dry-run publish."""
+    calls = []
+    real = reproducers.render_and_run
+
+    def counting(*args):
+        calls.append(1)
+        return real(*args)
+
+    settings = Settings(state_path=cache_dir / "state.sqlite")
+    settings.issues.shrink_budget = budget
+    conn = db.connect(path)
+    reproducers.render_and_run = counting
+    try:
+        t0 = time.perf_counter()
+        publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out), verify_repros=True)
+        seconds = time.perf_counter() - t0
+    finally:
+        reproducers.render_and_run = real
+        conn.close()
+    cache = json.loads((cache_dir / "repro-cache.json").read_text())
+    entry = next(iter(cache["entries"].values()))
+    return seconds, len(calls), entry
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.3f}" if a and b else "n/a"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--budget", type=float, default=600.0)
+    ap.add_argument("--issue-out", default="", help="write the shrunk tracking issue here")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="stage-shrink-"))
+    store = tmp / "state.sqlite"
+    conn = db.connect(store)
+    t0 = time.perf_counter()
+    run_id = engine.sweep(conn, models=[MODEL], configs={"capture_scalar_outputs": CSO}, base_settings={},
+                          options=engine.SweepOptions(workers=1, timeout=600), progress=False)
+    sweep_s = time.perf_counter() - t0
+    history.finalize_run(conn, run_id)
+    conn.close()
+    for name in ("verify", "shrink"):
+        (tmp / name).mkdir()
+    verify_s, verify_runs, plain = _publish(store, run_id, 0, tmp / "verify", tmp / "out-verify")
+    total_s, total_runs, shrunk = _publish(store, run_id, args.budget, tmp / "shrink", tmp / "out-shrink")
+    quiet_s, quiet_runs, again = _publish(store, run_id, args.budget, tmp / "shrink", tmp / "out-quiet")
+    st = (shrunk.get("shrink") or {}).get("stats") or {}
+    before, after = st.get("before", {}), st.get("after", {})
+    print(f"model {MODEL} under capture_scalar_outputs; verdict {plain['status']}; shrink budget {args.budget:.0f} s")
+    print(f"sweep of the model (baseline + flag)  {sweep_s:8.1f} s")
+    print(f"publish, verify only                  {verify_s:8.1f} s  runs {verify_runs}")
+    print(f"publish, verify + shrink              {total_s:8.1f} s  runs {total_runs}")
+    print(f"publish again (quiet nightly, cached) {quiet_s:8.1f} s  runs {quiet_runs}  same entry: {again == shrunk}")
+    print(f"shrink: tries {st.get('tries')}, kept {st.get('kept')}, {st.get('seconds')} s, stopped: {st.get('stopped')}")
+    for field, old, new in st.get("rows", []):
+        print(f"  {field}: {old} -> {new}")
+    print(f"  config fields left at defaults: {st.get('defaulted')}; inputs dropped: {st.get('dropped')}")
+    for what in ("parameters", "seconds", "lines", "data_lines", "input_elements"):
+        print(f"{what:>15}: {before.get(what)} -> {after.get(what)}  ratio {_ratio(after.get(what), before.get(what))}")
+    shrink_cost = total_s - verify_s
+    print(f"shrink adds {shrink_cost:.1f} s to the publish = {_ratio(shrink_cost, sweep_s)} x the model's sweep time "
+          f"({total_runs - verify_runs} extra reproducer runs; quiet nightly: {quiet_runs} runs)")
+    if args.issue_out:
+        plan = json.loads((tmp / "out-shrink" / "plan.json").read_text())
+        crash = [a for a in plan["actions"] if a["action"] == "create" and "crashes" in (a.get("title") or "")]
+        Path(args.issue_out).write_text((tmp / "out-shrink" / crash[0]["file"]).read_text())
+        print(f"tracking issue written to {args.issue_out}")
+
+
+if __name__ == "__main__":
+    main()

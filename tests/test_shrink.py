@@ -1,0 +1,254 @@
+"""Minimal reproducers (bot/shrink.py): only same-signature candidates are kept, the budget stops it, the cache
+makes a second publish free. A twin runner stands in for the subprocess here (it renders the real script and
+answers like a crash that needs a minimum size); tests/test_shrink_real.py shrinks the real MimiModel crash."""
+from __future__ import annotations
+
+import ast
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot import planner, publish, reproducers, shrink
+from bot.render import render
+from bot.repro_script import render_script
+from bot.settings import Settings
+from harness.effects import effects_for
+from state import db, runs
+from tests.fakegithub import scenario as sc
+
+SIG = sc.SIG_A
+PY = "/nightly/bin/python"
+# A stored build shaped like the zoo's MimiModel entry (sub-config added to reach the nested rules).
+BUILD = {
+    "model": "MimiModel", "config_class": "MimiConfig", "seed": 0, "fingerprint": "fp", "transformers_version": "5.23.0",
+    "config": {"hidden_size": 64, "intermediate_size": 128, "head_dim": 16, "num_attention_heads": 4,
+               "num_key_value_heads": 4, "num_hidden_layers": 2, "num_quantizers": 32, "codebook_size": 128,
+               "codebook_dim": 256, "sliding_window": 250, "use_cache": False, "model_type": "mimi",
+               "vocab_size": 1000, "pad_token_id": 3,
+               "text_config": {"model_type": "t", "num_hidden_layers": 4, "hidden_size": 32, "num_attention_heads": 2,
+                               "layer_types": ["full", "full", "full", "full"]}},
+    "spec": {"input_values": {"kind": "randn", "shape": [2, 1, 8000]},
+             "input_ids": {"kind": "ids", "shape": [2, 16], "high": 1000},
+             "padding_mask": {"kind": "ones", "shape": [2, 16]}},
+}
+
+
+def params(b: dict[str, Any]) -> int:
+    c = b["config"]
+    return c["hidden_size"] * c["intermediate_size"] * c["num_hidden_layers"] + c["codebook_size"] * c["codebook_dim"]
+
+
+class Twin:
+    """Crashes with SIG while the build is big enough and consistent; another signature otherwise."""
+
+    def __init__(self, clock: list[float] | None = None, cost: float = 0.0, needs_window: bool = True) -> None:
+        self.needs_window = needs_window
+        self.calls: list[dict[str, Any]] = []
+        self.results: list[dict[str, Any]] = []
+        self.clock, self.cost = clock, cost
+
+    def __call__(self, b, settings, backend, device, python, timeout):
+        assert python == PY and timeout > 0
+        self.calls.append(copy.deepcopy(b))
+        if self.clock is not None:
+            self.clock[0] += self.cost
+        c, spec = b["config"], b["spec"]
+        result = {"status": "error", "signature": SIG, "parameters": params(b), "seconds": params(b) / 1e4}
+        if c["hidden_size"] % c["num_attention_heads"]:
+            result["signature"] = "ValueError: hidden_size is not a multiple of num_attention_heads"
+        elif spec["input_values"]["shape"][2] < 960:
+            result["signature"] = "RuntimeError: input is shorter than the conv stack"
+        elif self.needs_window and "sliding_window" not in c:
+            result.update(status="ok", signature=None)           # the crash needs the window: never drop it
+        elif "padding_mask" not in spec:
+            result["signature"] = "KeyError: padding_mask"
+        self.results.append(result)
+        return render_script(b, settings), result
+
+
+def run_shrink(twin: Twin, budget: float = 600.0, **kw: Any) -> shrink.Shrunk:
+    original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
+    return shrink.minimise(BUILD, {}, "count", "cpu", PY, SIG, original=original, budget=budget, runner=twin, **kw)
+
+
+def test_only_candidates_that_fail_with_the_same_signature_are_kept() -> None:
+    twin = Twin()
+    small = run_shrink(twin)
+    c, spec = small.build["config"], small.build["spec"]
+    assert c["num_hidden_layers"] == 1 and c["text_config"]["num_hidden_layers"] == 1
+    assert c["text_config"]["layer_types"] == ["full"]                     # kept consistent with the layer count
+    assert c["num_quantizers"] < 32 and c["hidden_size"] < 64 and c["hidden_size"] % c["num_attention_heads"] == 0
+    assert spec["input_values"]["shape"][0] == 1 and 960 <= spec["input_values"]["shape"][2] < 8000
+    assert "sliding_window" in c and "padding_mask" in spec                # their removal changed the outcome
+    assert "use_cache" in c and small.stats["defaulted"] == 0              # defaults go together, with the window
+    assert spec["input_ids"]["high"] <= c["vocab_size"] < 1000 and c["vocab_size"] > c["pad_token_id"]
+    others = [r for r in twin.results[1:] if r["signature"] != SIG]
+    assert others and small.stats["tries"] == len(twin.calls) - 1         # some tries were rejected
+    assert small.stats["kept"] == sum(1 for r in twin.results[1:] if r["signature"] == SIG)
+    assert twin.calls[-1] == small.build or twin.results[-1]["signature"] != SIG
+    # The embedded script is the smallest kept one, and it is what the twin answered SIG for.
+    assert small.script == render_script(small.build, {}) and ast.parse(small.script)
+    st = small.stats
+    assert st["after"]["parameters"] < st["before"]["parameters"] and st["stopped"] == "done"
+    assert st["after"]["data_lines"] < st["before"]["data_lines"]
+    assert ["num_hidden_layers", 2, 1] in st["rows"]
+
+
+def test_other_config_fields_go_to_their_defaults_when_the_crash_stays() -> None:
+    small = run_shrink(Twin(needs_window=False))
+    assert "use_cache" not in small.build["config"] and "sliding_window" not in small.build["config"]
+    assert small.stats["defaulted"] == 2 and small.build["config"]["pad_token_id"] == 3   # token ids are kept
+
+
+def test_the_budget_stops_it_before_a_try_would_overrun() -> None:
+    now = [0.0]
+    twin = Twin(clock=now, cost=30.0)
+    original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
+    now[0] = 0.0
+    small = shrink.minimise(BUILD, {}, "count", "cpu", PY, SIG, original=original, budget=100.0, runner=twin,
+                            clock=lambda: now[0])
+    # Tries start at 0, 30 and 60 s; at 90 s the next (30 s, like the last) would end past 100 s.
+    assert small.stats["tries"] == 3 and small.stats["stopped"] == "budget" and now[0] == 90.0
+    assert shrink.reproduces({"status": "error", "signature": SIG}, SIG)
+    assert twin(small.build, {}, "count", "cpu", PY, 1.0)[1]["signature"] == SIG   # what it kept still fails
+    capped = run_shrink(Twin(), max_tries=2)
+    assert capped.stats["tries"] == 2 and capped.stats["stopped"] == "tries"
+
+
+def test_a_candidate_the_runner_cannot_render_is_rejected() -> None:
+    twin = Twin()
+
+    def picky(b, *args):
+        if b["config"]["num_hidden_layers"] == 1:
+            raise ValueError("no such config field")
+        return twin(b, *args)
+
+    original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
+    small = shrink.minimise(BUILD, {}, "count", "cpu", PY, SIG, original=original, budget=600.0, runner=picky)
+    assert small.build["config"]["num_hidden_layers"] == 2 and small.stats["kept"] >= 1
+
+
+def test_shrink_stats_render_in_the_tracking_issue() -> None:
+    small = run_shrink(Twin())
+    text = render("tracking_shrink.md.j2", repro={"shrink": {"build": small.build, "stats": small.stats}})
+    assert text.startswith("Minimised: ") and "`num_hidden_layers` 2 → 1" in text
+    assert f"Parameters 49 k → {small.stats['after']['parameters']}" in text
+    assert f"({small.stats['tries']} tries, {small.stats['kept']} kept" in text
+    none = {**small.stats, "kept": 0, "rows": []}
+    assert "Not minimised" in render("tracking_shrink.md.j2", repro={"shrink": {"build": BUILD, "stats": none}})
+    assert render("tracking_shrink.md.j2", repro={"status": "confirmed"}).strip() == ""
+
+
+# ---- through verify_all and the real publish path -----------------------------------------------------
+
+
+def _groups():
+    outs = [sc.outcome(m, c, spec.get(c, spec.get("baseline", 3)), "decoder_llm")
+            for m, spec in sorted(sc.corpus(5).items()) for c in sc.CONFIGS]
+    return outs, planner.tracking_groups(effects_for(outs), outs)
+
+
+def _sig_twin(twin: Twin):
+    """The twin for every group: the config's settings and the model name pick the signature the sweep saw."""
+    def runner(b, settings, *rest):
+        script, result = twin(b, settings, *rest)
+        if result["signature"] == SIG:
+            if "torch._dynamo.config.capture_dynamic_output_shape_ops" in settings:
+                result = {**result, "signature": sc.SIG_C}
+            elif b["model"] == "Model02ForCausalLM":
+                result = {**result, "signature": sc.SIG_B}
+        return script, result
+    return runner
+
+
+def _build(model: str) -> dict[str, Any]:
+    return {**copy.deepcopy(BUILD), "model": model}
+
+
+def test_verify_all_caches_the_shrink_and_a_second_call_runs_nothing(tmp_path: Path) -> None:
+    outs, groups = _groups()
+    run = {"configs": sc.CONFIGS, "base_settings": {}, "options": {"backend": "count", "device": "cpu"},
+           "environment": {"python": PY, "torch_version": "2.13.0", "torch_git": "abc"}}
+    builds = {m: _build(m) for m in sc.corpus(5)}
+    twin = Twin()
+    cache = tmp_path / "repro-cache.json"
+    first = reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=_sig_twin(twin),
+                                   shrink_budget=600.0)
+    assert len(groups) == 3 and len(twin.calls) > 3                   # verified, then shrunk
+    for entry in first.values():
+        assert entry["status"] == "confirmed"
+        small = shrink.from_entry(entry)
+        assert small is not None and small.script == entry["script"] and '"num_hidden_layers": 1' in small.script
+        assert small.stats["after"]["parameters"] < small.stats["before"]["parameters"]
+        assert small.build["config"]["num_hidden_layers"] == 1 and small.build["model"] == entry["model"]
+    assert json.loads(cache.read_text())["version"] == 3
+    n = len(twin.calls)
+    again = reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=_sig_twin(twin),
+                                   shrink_budget=600.0)
+    assert again == first and len(twin.calls) == n                     # the quiet nightly: zero runs
+
+
+def test_a_cache_made_without_shrinking_is_shrunk_once_when_the_budget_is_on(tmp_path: Path) -> None:
+    outs, groups = _groups()
+    run = {"configs": sc.CONFIGS, "base_settings": {}, "options": {"backend": "count", "device": "cpu"},
+           "environment": {"python": PY, "torch_version": "2.13.0", "torch_git": "abc"}}
+    builds = {m: _build(m) for m in sc.corpus(5)}
+    twin = Twin()
+    cache = tmp_path / "repro-cache.json"
+    plain = reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=_sig_twin(twin))
+    assert len(twin.calls) == 3 and all("shrink" not in v for v in plain.values())
+    shrunk = reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=_sig_twin(twin),
+                                    shrink_budget=600.0)
+    assert all(shrink.from_entry(v) for v in shrunk.values())
+    n = len(twin.calls)
+    reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=_sig_twin(twin), shrink_budget=600.0)
+    assert len(twin.calls) == n
+
+
+@pytest.fixture
+def stored_run(tmp_path: Path):
+    """A finalized nightly with three crash groups, its interpreter and build data stored."""
+    conn = db.connect(tmp_path / "state.sqlite")
+    run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus(5), env={**sc.ENV, "python": PY})
+    for model in sc.corpus(5):
+        runs.record_model(conn, run_id, model, _build(model))
+    conn.commit()
+    yield conn, run_id
+    conn.close()
+
+
+def test_second_publish_of_the_same_run_runs_no_reproducer(stored_run, tmp_path: Path, monkeypatch) -> None:
+    """The real publish path (dry run): the first publish verifies and shrinks, the second runs nothing."""
+    conn, run_id = stored_run
+    twin = Twin()
+    monkeypatch.setattr(reproducers, "render_and_run", _sig_twin(twin))
+    settings = Settings(state_path=tmp_path / "state.sqlite")
+    assert settings.issues.shrink_budget == 600.0                       # on by default
+    out = tmp_path / "out"
+    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out), verify_repros=True)
+    n = len(twin.calls)
+    assert n > 3
+    plan = json.loads((out / "plan.json").read_text())
+    tracking = [a for a in plan["actions"] if a["action"] == "create" and "crashes" in (a.get("title") or "")]
+    body = (out / tracking[0]["file"]).read_text()
+    assert "Minimised: " in body and '"num_hidden_layers": 1' in body and '"num_hidden_layers": 2' not in body
+    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / "out2"), verify_repros=True)
+    assert len(twin.calls) == n                                         # zero runs: all from the cache
+
+
+def test_shrink_budget_setting_loads_and_zero_turns_it_off(tmp_path: Path) -> None:
+    from bot import settings as settings_mod
+
+    path = tmp_path / "s.toml"
+    path.write_text("[issues]\nshrink_budget = 0\n")
+    assert settings_mod.load(path, env={}).issues.shrink_budget == 0.0
+    outs, groups = _groups()
+    run = {"configs": sc.CONFIGS, "base_settings": {}, "options": {"backend": "count", "device": "cpu"},
+           "environment": {"python": PY, "torch_version": "2.13.0", "torch_git": "abc"}}
+    twin = Twin()
+    v = reproducers.verify_all(groups, outs, run, {m: _build(m) for m in sc.corpus(5)}, cache_path=None,
+                               runner=_sig_twin(twin), shrink_budget=0.0)
+    assert len(twin.calls) == len(groups) and all("shrink" not in e for e in v.values())
