@@ -137,34 +137,47 @@ def verify_all(groups: dict[str, tuple[str, str, list[Effect]]], outcomes: list[
         if cached is not None and not _wants_shrink(cached, shrink_budget, python):
             out[key] = cached
             continue
+        if progress:
+            progress(f"reproducer {n}/{len(groups)}: {chosen.model} under {config}")
         if cached is not None:        # confirmed before the shrink was enabled: measure it again, then shrink
-            out[key] = cached
-            try:
-                script, result = runner(built, settings, *how, python or "", timeout)
-            except Exception:         # the stored build went missing: keep the verdict as it was
-                continue
+            out[key], ran = _remeasure(cached, built, settings, how, python or "", runner, timeout)
         else:
-            if not python:
-                out[key] = {"status": "unconfirmed", "model": chosen.model, "script": "",
-                            "reason": "could not be run: the run recorded no interpreter"}
-                continue
-            if progress:
-                progress(f"reproducer {n}/{len(groups)}: {chosen.model} under {config}")
-            try:
-                script, result = runner(built, settings, *how, python, timeout)
-            except Exception as exc:  # nothing stored to render from, or a template error: "not confirmed"
-                out[key] = {"status": "unconfirmed", "model": chosen.model, "script": "",
-                            "reason": f"could not be generated ({type(exc).__name__}: {exc})"}
-                continue                  # not cached: a later run may store what is missing
-            status, reason = verdict(result, signature)
-            out[key] = {"status": status, "model": chosen.model, "reason": reason,
-                        "script": script if status == "confirmed" else "", **verified_on(result)}
+            out[key], ran = _verify(chosen.model, built, settings, how, python, signature, runner, timeout)
+        if ran is None:               # nothing ran: not cached, a later run may store what is missing
+            continue
         if out[key]["status"] == "confirmed" and shrink_budget > 0:
-            out[key] = {**out[key], **_shrunk(built, settings, how, python or "", signature, (script, result),
+            out[key] = {**out[key], **_shrunk(built, settings, how, python or "", signature, ran,
                                               shrink_budget, runner, timeout, progress)}
-        if result.get("status") is not None:   # an interpreter that did not start says nothing to cache
+        if ran[1].get("status") is not None:   # an interpreter that did not start says nothing to cache
             cache.put(ckey, out[key])
     return out
+
+
+def _verify(model: str, built: dict[str, Any] | None, settings: dict[str, Any], how: tuple[str, str],
+            python: str | None, signature: str, runner: Runner,
+            timeout: float) -> tuple[dict[str, Any], tuple[str, dict[str, Any]] | None]:
+    """(verdict, (script, result)) of one fresh run; None in place of the run when nothing could run."""
+    if not python:
+        return {"status": "unconfirmed", "model": model, "script": "",
+                "reason": "could not be run: the run recorded no interpreter"}, None
+    try:
+        script, result = runner(built, settings, *how, python, timeout)
+    except Exception as exc:  # nothing stored to render from, or a template error: "not confirmed"
+        return {"status": "unconfirmed", "model": model, "script": "",
+                "reason": f"could not be generated ({type(exc).__name__}: {exc})"}, None
+    status, reason = verdict(result, signature)
+    return {"status": status, "model": model, "reason": reason,
+            "script": script if status == "confirmed" else "", **verified_on(result)}, (script, result)
+
+
+def _remeasure(cached: dict[str, Any], built: dict[str, Any] | None, settings: dict[str, Any],
+               how: tuple[str, str], python: str, runner: Runner,
+               timeout: float) -> tuple[dict[str, Any], tuple[str, dict[str, Any]] | None]:
+    """A cached confirmed verdict run again so it can be shrunk; None in place of the run when its build is gone."""
+    try:
+        return cached, runner(built, settings, *how, python, timeout)
+    except Exception:
+        return cached, None
 
 
 def _shrunk(built: dict[str, Any] | None, settings: dict[str, Any], how: tuple[str, str], python: str,

@@ -158,3 +158,20 @@ def test_publish_under_count_states_dynamo_and_spends_no_isolation_run(tmp_path:
 def test_an_unknown_backend_is_refused_not_called_dynamo() -> None:
     with pytest.raises(ValueError, match="'tvm'"):
         run_isolate(Twin({}), "M", backend="tvm")
+
+
+def test_isolation_runs_on_the_shrunk_build_when_the_verdict_carries_one() -> None:
+    """After minimisation, the component runs use the smallest verified build, not the model's stored one."""
+    seen: list[dict[str, Any]] = []
+
+    def runner(built, settings, backend, device, python, timeout):
+        seen.append(built)
+        return "s", {"status": "error", "signature": SIG}
+
+    small = {"model": "M", "config": {"num_hidden_layers": 1}}
+    verdict = {"status": "confirmed", "model": "M", "script": "s", "shrink": {"build": small, "stats": {}}}
+    groups = {"k": (CSO, SIG, [])}
+    run = {"options": {"backend": "inductor", "device": "cpu"}, "environment": ENV, "configs": {CSO: {}}}
+    out = isolate.isolate_all(groups, {"k": verdict}, [], run, {"M": {"model": "M", "config": {"num_hidden_layers": 4}}},
+                              cache_path=None, runner=runner)
+    assert out["k"]["component"] == "dynamo" and seen == [small]
