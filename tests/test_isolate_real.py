@@ -53,6 +53,7 @@ def test_a_dynamo_crash_is_isolated_once_through_the_real_publish_path(tmp_path:
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
     settings = Settings(state_path=tmp_path / "state.sqlite")
     settings.issues.verify_reproducers = True
+    settings.issues.shrink_budget = 0              # count the isolation runs alone (the shrink has its own tests)
     conn = db.connect(settings.state_path)
     options = engine.SweepOptions(workers=1, timeout=300, backend="aot_eager", python=str(wrapper))
     run_id = engine.sweep(conn, models=["MimiModel"], configs={"cso": CSO}, base_settings={}, options=options,
