@@ -121,3 +121,18 @@ def component_material(record: dict[str, Any] | None) -> Any:
     if record is None:
         return None
     return [record.get("component"), record.get("backend"), [(s["backend"], s["result"]) for s in record.get("stages", [])]]
+
+
+def range_material(r: dict[str, Any] | None) -> str:
+    """`+sha` of what of a regression range the body shows ("" when none): a range alone rewrites the body,
+    and the planner tells it apart from changed results, which alone earn a "what changed" comment."""
+    if not r:
+        return ""
+    return "+" + material_sha([r["status"], r["good"]["date"], r["good"]["git"], r["bad"]["date"], r["bad"]["git"],
+                               r["reason"]])
+
+
+def shrink_material(repro: dict[str, Any]) -> list[Any]:
+    """A shrunk reproducer's part of the body hash (none without a shrink: older bodies keep their hash)."""
+    stats = (repro.get("shrink") or {}).get("stats") or {}
+    return [stats.get("after", {}).get("parameters"), stats.get("kept")] if stats else []

@@ -22,10 +22,10 @@ from typing import Any
 from bot import fixes, render, text
 from bot.plan_text import line, render_fitting, short, when
 from bot.plan_data import (ENV_FIELDS, REF, Action, Plan, PlanInputs, PlanSettings, break_material, component_material,
-                           config_display, leverage_material, material_sha, summary_key, tracking_key)
+                           config_display, leverage_material, material_sha, range_material, shrink_material,
+                           summary_key, tracking_key)
 from bot.routing import route, valid_handle
 from harness.effects import effect_table
-from harness.graph_breaks import FlagBreaks, Leverage
 from harness.outcome import Effect, Outcome
 
 def _crash_sig(o: Outcome | None, e: Effect) -> str:
@@ -41,21 +41,6 @@ def tracking_groups(effects: list[Effect], outcomes: list[Outcome]) -> dict[str,
         if e.effect == "crashes" and not (o and o.flaky_rate is not None):
             groups.setdefault((e.config, _crash_sig(o, e)), []).append(e)
     return {tracking_key(c, s): (c, s, effs) for (c, s), effs in sorted(groups.items())}
-
-
-def _range_material(r: dict[str, Any] | None) -> str:
-    """`+sha` of what of a regression range the body shows ("" when none): a range alone rewrites the body,
-    and the planner tells it apart from changed results, which alone earn a "what changed" comment."""
-    if not r:
-        return ""
-    return "+" + material_sha([r["status"], r["good"]["date"], r["good"]["git"], r["bad"]["date"], r["bad"]["git"],
-                               r["reason"]])
-
-
-def _shrink_material(repro: dict[str, Any]) -> list[Any]:
-    """A shrunk reproducer's part of the body hash (none without a shrink: older bodies keep their hash)."""
-    stats = (repro.get("shrink") or {}).get("stats") or {}
-    return [stats.get("after", {}).get("parameters"), stats.get("kept")] if stats else []
 
 
 def _gb_id(examples: list[Outcome], sig: str) -> str | None:
@@ -178,9 +163,9 @@ class _Planner:
         body = render_fitting("issue_tracking.md.j2", ctx)
         material = material_sha({"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"])
                                  for c in crashing], "repro": [repro.get("status"), repro.get("model")]
-                                 + _shrink_material(repro), "cc": cc, "component": component_material(component)})
+                                 + shrink_material(repro), "cc": cc, "component": component_material(component)})
         results_material = material
-        material += _range_material(ctx["regression"])
+        material += range_material(ctx["regression"])
         labels_sha = material_sha(sorted(labels))
         base = dict(key=key, kind="tracking", config=config, signature=sig)
         if link is None:
