@@ -62,7 +62,8 @@ def outcome_key(outcome: Outcome) -> str:
     return outcome.status
 
 
-def _is_date(label: str) -> bool:
+def is_date(label: str) -> bool:
+    """A nightly's label (YYYY-MM-DD), as opposed to a version."""
     return len(label) == 10 and label[4] == "-" and label[7] == "-"
 
 
@@ -71,7 +72,7 @@ def _position(builds: list[str], wanted: str, last: bool) -> int | None:
     from packaging.version import InvalidVersion, Version
 
     def same(label: str) -> bool:
-        if label == wanted or _is_date(label) or _is_date(wanted):
+        if label == wanted or is_date(label) or is_date(wanted):
             return label == wanted
         try:
             return Version(label).public == Version(wanted).public and not Version(wanted).local
@@ -91,13 +92,13 @@ def window(dates: list[str], good: str | None, bad: str | None, default_days: in
     of nightlies up to the newest build.
     """
     builds = list(dict.fromkeys(dates))
-    if all(_is_date(b) for b in builds):
+    if all(is_date(b) for b in builds):
         builds.sort()
     if not builds:
         raise BisectError("the index holds no nightly for this Python and platform")
     bad = bad or builds[-1]
     if good is None:
-        good = (date_cls.fromisoformat(bad) - timedelta(days=default_days)).isoformat() if _is_date(bad) else builds[0]
+        good = (date_cls.fromisoformat(bad) - timedelta(days=default_days)).isoformat() if is_date(bad) else builds[0]
     lo, hi = _bound(builds, good, last=False), _bound(builds, bad, last=True)
     inside = builds[lo:hi + 1] if lo is not None and hi is not None else []
     if len(inside) < 2:
@@ -109,9 +110,9 @@ def window(dates: list[str], good: str | None, bad: str | None, default_days: in
 def _bound(builds: list[str], wanted: str, last: bool) -> int | None:
     """The index of a named build; for a date no build has, the nearest nightly inside the range."""
     pos = _position(builds, wanted, last)
-    if pos is not None or not _is_date(wanted):
+    if pos is not None or not is_date(wanted):
         return pos
-    dated = [i for i, b in enumerate(builds) if _is_date(b) and (b <= wanted if last else b >= wanted)]
+    dated = [i for i, b in enumerate(builds) if is_date(b) and (b <= wanted if last else b >= wanted)]
     return (dated[-1] if last else dated[0]) if dated else None
 
 

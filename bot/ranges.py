@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from bot.bisect import SkipNightly
+from bot.bisect import SkipNightly, is_date
 from bot.diff import DiffResult
 from bot.range_search import Found, OutOfInstalls, Outcomes, Target, search
 from bot.settings import Settings
@@ -191,7 +191,7 @@ def search_run(conn: sqlite3.Connection, run_id: int, prev_id: int | None, resul
                     budget=settings.nightly.range_installs)
     for t in found_targets:
         good, bad = (starts or {}).get((t.config, t.signature, t.kind)) or (end(prev), end(run))
-        between = [lb for lb in labels if _is_date(lb) and good.date < lb < bad.date]
+        between = [lb for lb in labels if is_date(lb) and good.date < lb < bad.date]
         found = search(t, between, good, bad, prober)
         prober.done(t)
         r = _stored(run_id, found, _reason(found, prober))
@@ -199,7 +199,3 @@ def search_run(conn: sqlite3.Connection, run_id: int, prev_id: int | None, resul
         report.ranges.append(r)
     report.installs, report.sweeps, report.items_swept = prober.installs, prober.sweeps, prober.items_swept
     return report
-
-
-def _is_date(label: str) -> bool:
-    return len(label) == 10 and label[4] == "-" and label[7] == "-"
