@@ -168,11 +168,16 @@ def _build(model: str) -> dict[str, Any]:
     return {**copy.deepcopy(BUILD), "model": model}
 
 
-def test_verify_all_caches_the_shrink_and_a_second_call_runs_nothing(tmp_path: Path) -> None:
+def _verify_setup() -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
+    """(outcomes, groups, run, builds) of three confirmed signatures over five models."""
     outs, groups = _groups()
     run = {"configs": sc.CONFIGS, "base_settings": {}, "options": {"backend": "count", "device": "cpu"},
            "environment": {"python": PY, "torch_version": "2.13.0", "torch_git": "abc"}}
-    builds = {m: _build(m) for m in sc.corpus(5)}
+    return outs, groups, run, {m: _build(m) for m in sc.corpus(5)}
+
+
+def test_verify_all_caches_the_shrink_and_a_second_call_runs_nothing(tmp_path: Path) -> None:
+    outs, groups, run, builds = _verify_setup()
     twin = Twin()
     cache = tmp_path / "repro-cache.json"
     first = reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=_sig_twin(twin),
@@ -192,10 +197,7 @@ def test_verify_all_caches_the_shrink_and_a_second_call_runs_nothing(tmp_path: P
 
 
 def test_a_cache_made_without_shrinking_is_shrunk_once_when_the_budget_is_on(tmp_path: Path) -> None:
-    outs, groups = _groups()
-    run = {"configs": sc.CONFIGS, "base_settings": {}, "options": {"backend": "count", "device": "cpu"},
-           "environment": {"python": PY, "torch_version": "2.13.0", "torch_git": "abc"}}
-    builds = {m: _build(m) for m in sc.corpus(5)}
+    outs, groups, run, builds = _verify_setup()
     twin = Twin()
     cache = tmp_path / "repro-cache.json"
     plain = reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=_sig_twin(twin))
