@@ -1,7 +1,7 @@
 """Benchmark: what checking the configs in the torch under test costs a sweep.
 
 The check is one subprocess of the sweep's interpreter that imports the four
-config modules and looks every key up (harness/configs.py). The engine runs it
+config modules and looks every key up (harness/engine/configs.py). The engine runs it
 while its workers start, so what a sweep waits for is the part of it that is
 longer than a worker's own start. Prints the seconds of: a bare `import torch`,
 the check, a worker start (to `ready`), and the check and the start together
@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import configs  # noqa: E402
-from harness.pool import Pool  # noqa: E402
+from harness.engine import configs  # noqa: E402
+from harness.engine.pool import Pool  # noqa: E402
 
 CONFIGS = {
     "dynamo": {"torch._dynamo.config.capture_scalar_outputs": True},

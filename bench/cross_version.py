@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot import nightly  # noqa: E402
+from bot.pipeline import nightly  # noqa: E402
 from bot.settings import Settings  # noqa: E402
 from state import db, runs  # noqa: E402
 
@@ -61,7 +61,7 @@ def install_second(venv: Path, version: str) -> tuple[str, float | None]:
 def models(n: int | None) -> list[str]:
     """The default corpus, or n of it, stratified (the zoo's sampler)."""
     from harness import zoo
-    from harness.corpus import DEFAULT_CORPUS
+    from harness.zoo.corpus import DEFAULT_CORPUS
 
     cands = zoo.resolve(list(DEFAULT_CORPUS))
     return [c.model for c in (zoo.sample(cands, n, 0) if n else cands)]

@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot import report  # noqa: E402
-from bot.diff import diff  # noqa: E402
-from harness.outcome import Outcome  # noqa: E402
+from bot.report import report  # noqa: E402
+from harness.core.diff import diff  # noqa: E402
+from harness.core.outcome import Outcome  # noqa: E402
 from state import history, runs  # noqa: E402
 from state.db import connect  # noqa: E402
 

@@ -25,7 +25,7 @@ RUNNER_CORES = 16
 
 def eager_seconds(models: list[str], workers: int) -> float:
     """The summed eager-forward seconds of the models (zoo check's mode: build + one forward)."""
-    from harness.engine import SweepOptions, run_items
+    from harness.engine.engine import SweepOptions, run_items
 
     outs = run_items([(m, "-") for m in models], configs={"-": {}}, base_settings={},
                      options=SweepOptions(workers=workers, timeout=600), mode="eager", progress=True)

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bot import publish
+from bot.github import publish
 from bot.settings import Settings
 from state import db
 from tests.fakegithub import FakeGitHub

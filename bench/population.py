@@ -20,13 +20,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.sweep_common import corpus_models, machine  # noqa: E402
-from bot import sampling  # noqa: E402
+from bot.pipeline import sampling  # noqa: E402
 from bot.settings import NightlySettings  # noqa: E402
 from harness import zoo  # noqa: E402
-from harness.configs import BUILTIN  # noqa: E402
-from harness.effects import effects_for  # noqa: E402
-from harness.engine import SweepOptions, collect_environment, sweep  # noqa: E402
-from harness.population import GRAPH_BREAKING  # noqa: E402
+from harness.engine.configs import BUILTIN  # noqa: E402
+from harness.core.effects import effects_for  # noqa: E402
+from harness.engine.engine import SweepOptions, collect_environment, sweep  # noqa: E402
+from harness.core.population import GRAPH_BREAKING  # noqa: E402
 from state import db, runs  # noqa: E402
 
 
@@ -42,7 +42,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=0, help="0: one per core")
     ap.add_argument("--timeout", type=float, default=600.0)
     args = ap.parse_args()
-    from harness.corpus import DEFAULT_CORPUS
+    from harness.zoo.corpus import DEFAULT_CORPUS
 
     models = corpus_models(args.sample, args.seed) if args.sample else list(DEFAULT_CORPUS)
     configs = {"baseline": {}, **{n: BUILTIN[n] for n in NightlySettings().configs}}

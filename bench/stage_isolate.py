@@ -22,8 +22,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.sweep_common import machine  # noqa: E402
-from bot import isolate, plan_inputs, planner, reproducers, run_view  # noqa: E402
-from harness.engine import SweepOptions, sweep  # noqa: E402
+from bot.verify import isolate, reproducers  # noqa: E402
+from bot.issues import inputs as plan_inputs, planner
+from bot.view import run_view
+from harness.engine.engine import SweepOptions, sweep  # noqa: E402
 from state import db  # noqa: E402
 
 NIGHTLIES = {

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.sweep_common import corpus_models, machine  # noqa: E402
-from bot import nightly, steps as steps_mod  # noqa: E402
+from bot.pipeline import nightly, steps as steps_mod  # noqa: E402
 from bot.settings import NightlySettings, Settings  # noqa: E402
 from state import db  # noqa: E402
 from tests.fakeindex import FakeIndex  # noqa: E402
@@ -51,7 +51,7 @@ def _broken_on(day: str) -> None:
 
 
 def make_steps(clock: Clock, models: list[str]) -> steps_mod.Steps:
-    from harness import engine
+    from harness.engine import engine
 
     def provide(settings, torch, day, progress):
         t = time.perf_counter()

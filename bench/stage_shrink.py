@@ -2,7 +2,7 @@
 
 One real sweep of MimiModel under the baseline and capture_scalar_outputs (torch 2.13
 crashes it with PendingUnbackedSymbolNotFound), stored in a real SQLite file, then
-three dry-run publishes through the real publish path (bot.publish.publish_run):
+three dry-run publishes through the real publish path (bot.github.publish.publish_run):
   1. reproducer verified, not shrunk ([issues] shrink_budget = 0), fresh cache;
   2. verified and shrunk under the default budget, fresh cache;
   3. the same again with the cache of 2 (the quiet nightly): it must run nothing.
@@ -23,9 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot import publish, reproducers  # noqa: E402
+from bot.github import publish  # noqa: E402
+from bot.verify import reproducers
 from bot.settings import Settings  # noqa: E402
-from harness import engine  # noqa: E402
+from harness.engine import engine  # noqa: E402
 from state import db, history  # noqa: E402
 
 MODEL = "MimiModel"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.outcome import Outcome  # noqa: E402
+from harness.core.outcome import Outcome  # noqa: E402
 from state import history, runs  # noqa: E402
 from state.db import connect  # noqa: E402
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.configs import BUILTIN  # noqa: E402
-from harness.engine import SweepOptions, sweep  # noqa: E402
+from harness.engine.configs import BUILTIN  # noqa: E402
+from harness.engine.engine import SweepOptions, sweep  # noqa: E402
 from state import db, runs  # noqa: E402
 
 
@@ -19,7 +19,7 @@ def corpus_models(n: int, seed: int = 0) -> list[str]:
     from harness import zoo
 
     try:
-        from harness.corpus import DEFAULT_CORPUS
+        from harness.zoo.corpus import DEFAULT_CORPUS
 
         cands = zoo.resolve([getattr(m, "model", m) for m in DEFAULT_CORPUS])
     except ImportError:

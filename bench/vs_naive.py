@@ -14,7 +14,7 @@ import time
 
 from sweep_common import BUILTIN, corpus_models, machine, timed_sweep
 
-from harness.pool import PROJECT_ROOT, worker_env
+from harness.engine.pool import PROJECT_ROOT, worker_env
 
 # What a per-item script does (as the PyTorch benchmark runner and public corpora do):
 # start Python, import torch and transformers, build the model, run it eagerly, compile it.
@@ -22,7 +22,7 @@ NAIVE = """
 import json, sys
 import torch
 from harness.zoo import build
-from harness.backend import compile_and_run, eager_run
+from harness.engine.backend import compile_and_run, eager_run
 model, settings = sys.argv[1], json.loads(sys.argv[2])
 built = build(model, "cpu")
 eager_run(built.module, built.inputs)

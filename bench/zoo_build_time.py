@@ -41,7 +41,7 @@ def main() -> int:
     import torch
 
     from harness.zoo.build import materialize, quiet_transformers
-    from harness.zoo.discover import discover, plan
+    from harness.discovery.discover import discover, plan
 
     torch.set_num_threads(1)
     quiet_transformers()

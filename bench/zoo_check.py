@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness import zoo  # noqa: E402
-from harness.zoo import check  # noqa: E402
+from harness.discovery import check  # noqa: E402
 
 
 def main() -> int:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.zoo import check, lock  # noqa: E402
-from harness.zoo.recipes import RECIPES_PATH, load_recipes  # noqa: E402
+from harness.discovery import check  # noqa: E402
+from harness.zoo import lock
+from harness.discovery.recipes import RECIPES_PATH, load_recipes  # noqa: E402
 
 
 def main() -> int:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from bot.fixes import MAX_NIGHTS
-from harness.options import SweepOptions
-from harness.population import POPULATIONS
+from harness.core.fixes import MAX_NIGHTS
+from harness.engine.options import SweepOptions
+from harness.core.population import POPULATIONS
 
 
 class SettingsError(ValueError):
@@ -151,7 +151,7 @@ class Settings:
     commands: CommandSettings = field(default_factory=CommandSettings)
     nightly: NightlySettings = field(default_factory=NightlySettings)
     zoo: ZooSettings = field(default_factory=ZooSettings)
-    routing: list[dict[str, Any]] = field(default_factory=list)   # cc rules, validated by bot.routing
+    routing: list[dict[str, Any]] = field(default_factory=list)   # cc rules, validated by bot.issues.routing
     source: str | None = None        # the settings file read, if any
     raw: dict[str, Any] = field(default_factory=dict)
 

@@ -16,9 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.zoo import lock, probe  # noqa: E402
+from harness.zoo import lock  # noqa: E402
+from harness.discovery import probe
 from harness.zoo.build import quiet_transformers  # noqa: E402
-from harness.zoo.discover import discover  # noqa: E402
+from harness.discovery.discover import discover  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "zoo_repair_cases.json"
 

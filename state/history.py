@@ -10,8 +10,8 @@ import json
 import sqlite3
 from typing import Any, Iterable
 
-from harness.effects import effects_for
-from harness.outcome import CRASH_STATUSES, Effect, Outcome
+from harness.core.effects import effects_for
+from harness.core.outcome import CRASH_STATUSES, Effect, Outcome
 from state import runs as runs_mod
 from state.db import transaction
 from state.runs import Run

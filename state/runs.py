@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator
 
-from harness.outcome import Outcome
+from harness.core.outcome import Outcome
 from state.db import latest_rows, transaction
 
 

@@ -174,7 +174,7 @@ CREATE INDEX graph_breaks_id ON graph_breaks(gb_id, config);
 
 # v7 -> v8: regression ranges. For a nightly's confirmed new crash or fix of one (config, signature),
 # the last build that behaved like the previous run ("good") and the first that behaved like this one
-# ("bad"), found by bisecting the index's nightlies between the two runs (bot/ranges.py).
+# ("bad"), found by bisecting the index's nightlies between the two runs (bot/ranges/finder.py).
 V8 = """
 CREATE TABLE ranges (
     run_id INTEGER NOT NULL REFERENCES runs(id),

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import sys
 
-from bot import steps as steps_mod
-from bot.provider import Nightly
-from bot.publish import PublishSummary
-from harness.outcome import Outcome
+from bot.pipeline import steps as steps_mod
+from bot.builds.provider import Nightly
+from bot.github.publish import PublishSummary
+from harness.core.outcome import Outcome
 from state import history, runs
 
 CONFIGS = {"baseline": {}, "capture_scalar_outputs": {"torch._dynamo.config.capture_scalar_outputs": True}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Iterable
 
-from harness.outcome import Outcome
+from harness.core.outcome import Outcome
 from state import history, runs
 
 CONFIGS = {

@@ -3,8 +3,8 @@ from datetime import date, timedelta
 
 import pytest
 
-from bot.bisect import BisectError, Probe, SkipNightly, bisect, outcome_key, window
-from harness.outcome import Outcome
+from bot.ranges.bisect import BisectError, Probe, SkipNightly, bisect, outcome_key, window
+from harness.core.outcome import Outcome
 
 DATES = [(date(2026, 10, 1) + timedelta(days=i)).isoformat() for i in range(40)]
 
@@ -67,7 +67,7 @@ ANY = "py3-none-any"   # a wheel tag every Python installs
 
 def _index_labels(tmp_path, wheels: list[tuple[str, str, str]]) -> list[str]:
     """The handlers' real build source (default_bisect_dates) over a fake PEP 503 index holding `wheels`."""
-    from bot.handlers import default_bisect_dates
+    from bot.commands.handlers import default_bisect_dates
     from bot.settings import Settings
     from tests.fakeindex import FakeIndex
 
@@ -112,7 +112,7 @@ def test_bisect_spans_any_two_builds_the_index_has(tmp_path):
 
 
 def test_the_bisect_command_takes_versions():
-    from bot.commands import parse_comment
+    from bot.commands.parse import parse_comment
 
     cmds = parse_comment("@flagsweep-bot bisect --config c --model M --good 2.13.0 --bad 2.15.0rc1", "@flagsweep-bot")
     assert cmds[0].args["good"] == "2.13.0" and cmds[0].args["bad"] == "2.15.0rc1"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
+from bot.cli.main import main
 from state import db, runs
 from tests import historydata as hd
 
@@ -197,7 +197,7 @@ def test_workers_that_cannot_start_on_resume_are_one_line_and_the_run_stays_resu
     conn = db.connect(state)
     run_id = runs.create_run(conn, environment=hd.ENV, models=["GPT2Model"], configs={"baseline": {}})
     no_torch = _python_without_torch()
-    out = subprocess.run([sys.executable, "-m", "bot.cli", "--state", str(state), "sweep", "--resume",
+    out = subprocess.run([sys.executable, "-m", "bot.cli.main", "--state", str(state), "sweep", "--resume",
                           str(run_id), "--python", no_torch, "--workers", "1"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     last = out.stderr.strip().splitlines()[-1]     # after the progress bar's line

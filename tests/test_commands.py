@@ -1,5 +1,5 @@
 """The pure comment-command parser: lines, quotes and code, edits, every command, bad input."""
-from bot.commands import Command, Problem, command_lines, help_entries, new_command_lines, parse_comment, parse_line
+from bot.commands.parse import Command, Problem, command_lines, help_entries, new_command_lines, parse_comment, parse_line
 
 H = "@flagsweep-bot"
 

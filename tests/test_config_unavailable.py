@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
+from bot.cli.main import main
 from state import db, runs
 
 pytestmark = pytest.mark.compile
@@ -64,7 +64,7 @@ def settings_file(tmp_path, stand_in) -> Path:
 
 
 def test_the_stand_in_really_lacks_the_key(stand_in):
-    from harness.configs import probe
+    from harness.engine.configs import probe
 
     # (In this venv's own torch the key is present: tests/test_configs.py probes it there.)
     assert probe([GONE], str(stand_in))[GONE]["status"] == "missing"
@@ -127,7 +127,7 @@ def test_the_repro_injection_from_the_issue_is_refused(tmp_path, capsys, monkeyp
 
 def test_a_command_sweep_checks_in_the_torch_it_runs_on(tmp_path, stand_in):
     """`@bot sweep --base-setting K=V`: K is asked of the nightly's torch, and a miss is a reply, not a run."""
-    from bot import handlers
+    from bot.commands import handlers
     from bot.settings import Settings
 
     settings = Settings(state_path=tmp_path / "s.sqlite")
@@ -140,7 +140,8 @@ def test_a_command_sweep_checks_in_the_torch_it_runs_on(tmp_path, stand_in):
 
 def test_a_bisect_probe_on_a_build_without_the_key_reports_it_unavailable(tmp_path, stand_in, monkeypatch):
     """Bisecting a flag across builds: a build that lacks its key is an outcome of its own, not a crash."""
-    from bot import handlers, provider
+    from bot.commands import handlers
+    from bot.builds import provider
     from bot.settings import Settings
 
     settings = Settings(state_path=tmp_path / "s.sqlite")

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from harness.configs import (BUILTIN, ConfigError, check, judge, load_catalog, parse_setting, probe, select,
+from harness.engine.configs import (BUILTIN, ConfigError, check, judge, load_catalog, parse_setting, probe, select,
                              validate_all)
-from harness.pool import PROJECT_ROOT
+from harness.engine.pool import PROJECT_ROOT
 
 
 def test_builtins():
@@ -163,7 +163,7 @@ def test_command_line_values_are_scalars_or_lists():
 
 def test_an_explicit_single_request_refuses_an_unavailable_config(monkeypatch, reports):
     # validate_all (repro, one config asked for by name): unavailable is an error there, with the hint.
-    import harness.configs as configs_mod
+    import harness.engine.configs as configs_mod
 
     monkeypatch.setattr(configs_mod, "probe", lambda keys, python=None: reports)
     with pytest.raises(ConfigError, match="^config 'bad' is unavailable in this torch: unknown setting"):
@@ -173,7 +173,7 @@ def test_an_explicit_single_request_refuses_an_unavailable_config(monkeypatch, r
 
 def test_the_check_never_imports_torch_in_the_caller():
     # The paths this check sits on (engine, nightly, command handlers, publisher identity) stay torch-free.
-    code = ("import sys; from harness import configs, engine; import bot.nightly, bot.handlers, bot.publisher; "
+    code = ("import sys; from harness.engine import configs, engine; import bot.pipeline.nightly, bot.commands.handlers, bot.github.client; "
             "c = engine.check_configs({'a': {'torch._dynamo.config.verbose': True}}, {}, sys.executable); "
             "print(list(c.configs), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -189,7 +189,7 @@ def test_an_interpreter_that_cannot_be_run_is_a_config_error(tmp_path):
 def test_a_nested_key_is_applied_by_the_workers_patch():
     import torch._inductor.config as inductor
 
-    from harness.backend import patched
+    from harness.engine.backend import patched
 
     before = inductor.triton.cudagraphs
     with patched({"torch._inductor.config.triton.cudagraphs": not before}):

@@ -1,8 +1,8 @@
 """The diff on hand-built runs: every transition, flaky items, incomparable config sets."""
 from __future__ import annotations
 
-from harness.outcome import Effect, Outcome
-from bot.diff import TRANSITIONS, classify, diff
+from harness.core.outcome import Effect, Outcome
+from harness.core.diff import TRANSITIONS, classify, diff
 
 
 def ok(model, config="capture_scalar_outputs", graphs=3, fp="fp1", **kw):

@@ -1,8 +1,8 @@
 """Every row of the effects table (DESIGN "Words"), and effects_for over a run's outcomes."""
 import pytest
 
-from harness.effects import classify, effects_for
-from harness.outcome import EFFECTS, Outcome
+from harness.core.effects import classify, effects_for
+from harness.core.outcome import EFFECTS, Outcome
 
 
 def o(status, graphs=None, config="baseline", model="M", sig=None, stratum="decoder_llm"):

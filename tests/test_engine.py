@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from harness.configs import BUILTIN
-from harness.engine import SweepOptions, collect_environment, run_items, sweep
-from harness.effects import effects_for
-from harness.pool import Group, Pool
+from harness.engine.configs import BUILTIN
+from harness.engine.engine import SweepOptions, collect_environment, run_items, sweep
+from harness.core.effects import effects_for
+from harness.engine.pool import Group, Pool
 from state import db, runs
 
 MODELS = ["TinyItemModel", "TinyDynamicOutputModel", "Fault_raise", "Fault_segfault", "Fault_abort", "Fault_hang",
@@ -146,7 +146,7 @@ def test_the_parent_side_never_imports_torch():
     # Workers own torch (and CUDA); the parent only plans, times and stores.
     import subprocess
 
-    code = "import sys, harness.engine, harness.configs, harness.pool; print('torch' in sys.modules)"
+    code = "import sys, harness.engine.engine, harness.engine.configs, harness.engine.pool; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -164,7 +164,7 @@ def test_graph_break_ids_from_the_torch_under_test(stored):
 
 
 def test_what_capture_scalar_outputs_removes_on_a_real_reduction(stored):
-    from harness.graph_breaks import flag_breaks, leverage
+    from harness.core.graph_breaks import flag_breaks, leverage
 
     _, run_id, outs = stored
     breaks = flag_breaks(list(outs.values()), dict(BUILTIN))["capture_scalar_outputs"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
+from bot.cli.main import main
 from state import db, runs
 from tests.waiting import wait_for
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.compile
 
 
 def cli(state, *args):
-    return [sys.executable, "-m", "bot.cli", "--state", str(state), "sweep", "--import", "tests.fault_models", *args]
+    return [sys.executable, "-m", "bot.cli.main", "--state", str(state), "sweep", "--import", "tests.fault_models", *args]
 
 
 def stored_rows(state):

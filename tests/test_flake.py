@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from bot import flake, report
-from bot.diff import diff
-from harness.engine import SweepOptions
-from harness.outcome import Outcome
+from bot.pipeline import flake
+from bot.report import report
+from harness.core.diff import diff
+from harness.engine.engine import SweepOptions
+from harness.core.outcome import Outcome
 from state import history, runs
 from state.db import connect
 from tests import historydata as hd

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from bot import planner
-from bot.plan_data import summary_key
-from harness.effects import effects_for
-from harness.graph_breaks import flag_breaks, leverage
-from harness.outcome import Outcome
-from harness.signature import error_kind, gb_doc_url, graph_break_type, linked_gb_id, signature
+from bot.issues import planner
+from bot.issues.material import summary_key
+from harness.core.effects import effects_for
+from harness.core.graph_breaks import flag_breaks, leverage
+from harness.core.outcome import Outcome
+from harness.core.signature import error_kind, gb_doc_url, graph_break_type, linked_gb_id, signature
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "graph_breaks.json").read_text())
 ITEM, PRINT = FIXTURE["break_reasons"]
@@ -110,7 +110,8 @@ def test_tracking_issue_of_an_unsupported_crash_links_its_id():
 
 
 def test_report_shows_removed_ids_and_leverage_from_the_store(tmp_path):
-    from bot import report, run_view
+    from bot.report import report
+    from bot.view import run_view
     from state import db, history, runs
 
     conn = db.connect(tmp_path / "state.sqlite")

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.cli import main
-from bot.publisher import GitHubPublisher, IdentityError
+from bot.cli.main import main
+from bot.github.client import GitHubPublisher, IdentityError
 from tests.fakegithub import FakeGitHub
 from tests.historydata import night, store_run
 

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from bot import isolate, planner, publish, reproducers
+from bot.verify import isolate, reproducers
+from bot.issues import planner
+from bot.github import publish
 from bot.settings import Settings
-from harness.effects import effects_for
+from harness.core.effects import effects_for
 from state import db, runs
 from tests.fakegithub import scenario as sc
 

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from bot import isolate, planner, publish, reproducers
+from bot.verify import isolate, reproducers
+from bot.issues import planner
+from bot.github import publish
 from bot.settings import Settings
-from harness import configs, engine
+from harness.engine import configs, engine
 from state import db, history
 
 BROKEN_CXX = {"torch._inductor.config.cpp.cxx": ["/nonexistent/flagsweep-c++"]}

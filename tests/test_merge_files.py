@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bot import merge as merge_mod
-from bot import nightly
-from bot.cli import main
+from bot.pipeline import merge as merge_mod
+from bot.pipeline import nightly
+from bot.cli.main import main
 from bot.settings import Settings
 from state import db, history, runs
 from tests.fakesweep import World

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from bot import merge as merge_mod
-from bot import nightly
-from bot import steps as steps_mod
+from bot.pipeline import merge as merge_mod
+from bot.pipeline import nightly
+from bot.pipeline import steps as steps_mod
 from bot.settings import Settings
 from state import db, runs
 from tests.fakeindex import FakeIndex
@@ -107,7 +107,7 @@ def test_bad_shard_text():
 def test_a_real_tiny_nightly_end_to_end_in_dry_run(env):
     """The installed torch, the real engine on two test models, finalize, plan, dry-run publish and report."""
     import tests.fault_models  # noqa: F401  (registers the test models here; workers import it too)
-    from harness import engine
+    from harness.engine import engine
 
     settings, conn, world, tmp = env
     settings.issues.verify_reproducers = False   # test models exist only where tests.fault_models is imported
@@ -142,7 +142,7 @@ def test_a_real_tiny_nightly_end_to_end_in_dry_run(env):
 
 
 def test_the_summary_ends_by_saying_where_the_issues_and_report_are(env):
-    from bot.render import render
+    from bot.text.render import render
 
     settings, conn, world, tmp = env
     result = nightly.run_nightly(conn, settings, out_dir=tmp / "out", steps=world.steps())
@@ -156,7 +156,7 @@ def test_the_summary_ends_by_saying_where_the_issues_and_report_are(env):
 
 
 def test_merge_cli_joins_shards_and_publishes_once_as_json(env, capsys):
-    from bot.cli import main
+    from bot.cli.main import main
 
     settings, conn, world, tmp = env
     world.crashing = {"GammaModel"}

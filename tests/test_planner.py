@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot import fixes, planner
-from bot.routing import compile_rules
-from harness.effects import effects_for
-from harness.outcome import Outcome
+from harness.core import fixes
+from bot.issues import planner
+from bot.issues.routing import compile_rules
+from harness.core.effects import effects_for
+from harness.core.outcome import Outcome
 from tests.fakegithub import scenario as sc
 
 CSO = "capture_scalar_outputs"
@@ -23,7 +24,7 @@ def inputs(results: dict, *, links: dict | None = None, quiet: dict | None = Non
 
 
 def links_after(plan: planner.Plan) -> dict[str, dict[str, Any]]:
-    """The links a successful publish of `plan` leaves behind (what bot.publish stores)."""
+    """The links a successful publish of `plan` leaves behind (what bot.github.publish stores)."""
     out = {}
     for n, a in enumerate((a for a in plan.actions if a.action == "create"), 1):
         out[a.key] = {"key": a.key, "number": n, "kind": a.kind, "config": a.config, "signature": a.signature,

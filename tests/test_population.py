@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from bot import nightly, planner, sampling
-from bot.plan_inputs import gather
-from bot.run_view import load
+from bot.pipeline import nightly, sampling
+from bot.issues import planner
+from bot.issues.inputs import gather
+from bot.view.run_view import load
 from bot.settings import Settings, SettingsError, load as load_settings
-from harness.effects import effects_for
-from harness.outcome import Outcome
-from harness.population import graph_breaking
+from harness.core.effects import effects_for
+from harness.core.outcome import Outcome
+from harness.core.population import graph_breaking
 from state import db, runs
 from tests.fakesweep import MODELS, World
 from tests.test_cli_refusals import one_line, run_cli
@@ -155,8 +156,8 @@ def test_population_setting_is_checked(tmp_path: Path) -> None:
 def test_real_baseline_pass_then_the_flag_only_on_the_breaking_model(tmp_path: Path) -> None:
     import torch
 
-    from harness.configs import BUILTIN
-    from harness.engine import SweepOptions, sweep
+    from harness.engine.configs import BUILTIN
+    from harness.engine.engine import SweepOptions, sweep
 
     conn = db.connect(tmp_path / "s.sqlite")
     options = SweepOptions(workers=1, timeout=120, extra_modules=["tests.fault_models"])

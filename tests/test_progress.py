@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness import progress
-from harness.progress import Progress
+from harness.engine import progress
+from harness.engine.progress import Progress
 
 ROOT = Path(__file__).parents[1]
 
@@ -58,6 +58,6 @@ def test_default_stream_is_stderr(capsys):
 
 def test_importing_the_module_does_not_import_tqdm():
     # Worker processes import harness modules; the bar's library loads only when a bar is drawn.
-    code = "import sys, harness.progress; print('tqdm' in sys.modules)"
+    code = "import sys, harness.engine.progress; print('tqdm' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert res.stdout.strip() == "False", res.stderr

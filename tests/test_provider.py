@@ -5,7 +5,7 @@ import sys
 import pytest
 from packaging.tags import Tag
 
-from bot.provider import (ProviderError, available_dates, current, dev_date, install, list_wheels,
+from bot.builds.provider import (ProviderError, available_dates, current, dev_date, install, list_wheels,
                           parse_index, parse_wheel, pick, provide, resolve, transformers_requirement)
 from bot.settings import NightlySettings
 from tests.fakeindex import FakeIndex
@@ -128,7 +128,7 @@ def test_current_reads_the_installed_torch():
 # ---- any build, named the way people name them ------------------------------------------------
 
 def test_build_names_people_use():
-    from bot.provider import BuildSpec, SpecError, parse_spec
+    from bot.builds.provider import BuildSpec, SpecError, parse_spec
 
     assert parse_spec("current") == BuildSpec("current") and parse_spec("nightly") == BuildSpec("nightly")
     assert parse_spec("2026-11-21") == BuildSpec("date", "2026-11-21")
@@ -146,7 +146,7 @@ def test_build_names_people_use():
 
 def test_versions_release_candidates_and_dev_builds_resolve(index, tmp_path):
     # Versions stay at or below 2.14.1: this machine's pip config caps torch there (/etc/xdg/pip).
-    from bot.provider import BuildSpec, available_builds, pick_version, provide_spec
+    from bot.builds.provider import BuildSpec, available_builds, pick_version, provide_spec
 
     index.add("2.13.0+cpu", "rel13")
     index.add("2.14.0rc1+cpu", "rc14")
@@ -174,7 +174,7 @@ def test_versions_release_candidates_and_dev_builds_resolve(index, tmp_path):
 
 
 def test_a_pypi_style_index_without_channels(index, tmp_path):
-    from bot.provider import BuildSpec, provide_spec
+    from bot.builds.provider import BuildSpec, provide_spec
 
     index.add("2.13.0", "pypi13", channel="")
     s = nightly_settings(index, tmp_path, channel="")
@@ -183,7 +183,7 @@ def test_a_pypi_style_index_without_channels(index, tmp_path):
 
 
 def test_an_interpreter_path_is_used_as_it_is(tmp_path):
-    from bot.provider import BuildSpec, SpecError, provide_spec
+    from bot.builds.provider import BuildSpec, SpecError, provide_spec
 
     n = provide_spec(NightlySettings(), BuildSpec("python", sys.executable), progress=False)
     import torch
@@ -201,7 +201,7 @@ def test_a_half_installed_venv_is_rebuilt(index, tmp_path):
     half = tmp_path / "venvs" / "torch-2.14.1+cpu"
     (half / "bin").mkdir(parents=True)
     (half / "leftover-from-a-killed-pip").write_text("x")          # no ready marker: an interrupted install
-    from bot.provider import pick_version
+    from bot.builds.provider import pick_version
 
     n = install(pick_version(list_wheels(s), "2.14.1"), s, progress=False)
     assert n.git == "rel14" and not (half / "leftover-from-a-killed-pip").exists() and (half / ".flagsweep-ready").exists()
@@ -209,7 +209,7 @@ def test_a_half_installed_venv_is_rebuilt(index, tmp_path):
 
 def _real_provider_pipeline(index: FakeIndex, tmp_path):
     """A store, settings over `index`, and the fake world's steps with the real provider: (settings, conn, world, steps)."""
-    from bot import steps as steps_mod
+    from bot.pipeline import steps as steps_mod
     from bot.settings import Settings
     from state import db
     from tests.fakesweep import World
@@ -225,7 +225,7 @@ def _real_provider_pipeline(index: FakeIndex, tmp_path):
 
 def test_an_index_that_is_down_or_lacks_the_build_fails_the_night_with_its_reason(tmp_path):
     """Stored as a failed run with the reason; nothing swept, nothing published."""
-    from bot import nightly
+    from bot.pipeline import nightly
     from state import runs
 
     idx = FakeIndex(tmp_path / "index")
@@ -244,7 +244,7 @@ def test_an_index_that_is_down_or_lacks_the_build_fails_the_night_with_its_reaso
 
 
 def test_nightly_cli_refuses_a_build_name_it_does_not_know(tmp_path, capsys):
-    from bot.cli import main
+    from bot.cli.main import main
 
     code = main(["--state", str(tmp_path / "s.sqlite"), "nightly", "--dry-run", "--torch", "newest"])
     err = capsys.readouterr().err
@@ -252,7 +252,7 @@ def test_nightly_cli_refuses_a_build_name_it_does_not_know(tmp_path, capsys):
 
 
 def test_the_run_environment_keeps_version_commit_channel_and_index(index, tmp_path):
-    from bot import nightly
+    from bot.pipeline import nightly
     from state import runs
 
     index.add("2.13.0+cpu", "rel13")

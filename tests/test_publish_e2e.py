@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from bot import publish
-from bot.publisher import GitHubPublisher
+from bot.github import publish
+from bot.github.client import GitHubPublisher
 from bot.settings import Settings
 from state import db, links, outbox
 from tests.fakegithub import FakeGitHub
@@ -292,7 +292,7 @@ def test_dry_run_renders_files_and_touches_nothing(fake_github: FakeGitHub, tmp_
 
 
 def test_cli_publish_json_dry_run_then_real(fake_github: FakeGitHub, tmp_path: Path, capsys, monkeypatch) -> None:
-    from bot.cli import main
+    from bot.cli.main import main
     state = tmp_path / "state.sqlite"
     conn = db.connect(state)
     sc.record_nightly(conn, "2026-11-20", sc.corpus())

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot import publish, text
-from bot.publisher import GitHubPublisher
+from bot.github import publish
+from bot.text import markdown
+from bot.github.client import GitHubPublisher
 from state import db
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub import scenario as sc
@@ -12,7 +13,7 @@ from tests.test_publish_e2e import make_settings
 
 
 def _body(key: str, inner: str) -> str:
-    return f"{text.marker(key)}\n{text.BEGIN}\n{inner}\n{text.END}\n"
+    return f"{markdown.marker(key)}\n{markdown.BEGIN}\n{inner}\n{markdown.END}\n"
 
 
 def _patches(fake: FakeGitHub, number: int) -> int:

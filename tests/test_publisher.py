@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot import text
-from bot.publisher import ActionRefused, GitHubPublisher, GitHubUnavailable
+from bot.text import markdown
+from bot.github.client import ActionRefused, GitHubPublisher, GitHubUnavailable
 from tests.fakegithub import FakeGitHub
 
 
@@ -15,7 +15,7 @@ def publisher(fake: FakeGitHub, **kw) -> tuple[GitHubPublisher, list[float]]:
 
 
 def body(key: str, inner: str = "hello") -> str:
-    return f"{text.marker(key)}\n{text.BEGIN}\n{inner}\n{text.END}\n"
+    return f"{markdown.marker(key)}\n{markdown.BEGIN}\n{inner}\n{markdown.END}\n"
 
 
 def test_create_is_found_again_not_doubled(fake_github: FakeGitHub) -> None:
@@ -125,7 +125,7 @@ def test_find_by_marker_ignores_humans_quoting_it(fake_github: FakeGitHub) -> No
     mine = state.create_issue(fake_github.repo, "mine", body("target"), user=fake_github.bot_login)
     for i in range(110):
         state.create_issue(fake_github.repo, f"later {i}", body(f"later{i}"), user=fake_github.bot_login)
-    human = state.create_issue(fake_github.repo, "quote", f"see {text.marker('target')}", user=fake_github.human)
+    human = state.create_issue(fake_github.repo, "quote", f"see {markdown.marker('target')}", user=fake_github.human)
     state.add_comment(fake_github.repo, human.number, "flagsweep:key=target", user=fake_github.human)
     pub, _ = publisher(fake_github)
     found = pub.find_by_marker("target")
@@ -181,7 +181,7 @@ def test_github_app_auth(fake_github: FakeGitHub) -> None:
 
 
 def test_dry_run_twin_records_and_can_append(tmp_path) -> None:
-    from bot.dryrun import DryRunPublisher
+    from bot.github.dryrun import DryRunPublisher
     out = tmp_path / "out"
     pub = DryRunPublisher(out)
     n = pub.create_issue("k", "Title", body("k"), ["flagsweep"])

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot import planner, reproducers
-from harness.effects import effects_for
+from bot.issues import planner
+from bot.verify import reproducers
+from harness.core.effects import effects_for
 from tests.fakegithub import scenario as sc
 
 CSO = "capture_scalar_outputs"

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from bot import handlers, nightly
-from bot import steps as steps_mod
-from bot.command_context import Context, Gate
-from bot.dryrun import DryRunPublisher
-from bot.plan_data import tracking_key
+from bot.commands import handlers
+from bot.pipeline import nightly
+from bot.pipeline import steps as steps_mod
+from bot.commands.context import Context, Gate
+from bot.github.dryrun import DryRunPublisher
+from bot.issues.material import tracking_key
 from bot.settings import NightlySettings, Settings
-from harness.outcome import Outcome
+from harness.core.outcome import Outcome
 from state import db, links, ranges
 from tests.fakeindex import FakeIndex
 from tests.fakesweep import World
@@ -155,7 +156,7 @@ def test_new_crashes_and_a_fix_share_probes_and_find_their_ranges(env):
     assert {("GammaModel", CONFIG), ("BetaForCausalLM", CONFIG), ("DeltaModel", CONFIG)} == first_items
     assert b.range_cost == {"installs": len(installed), "sweeps": len(swept),
                             "items_swept": sum(len(i) for _, i in world.probe_sweeps)}
-    from bot.render import render
+    from bot.text.render import render
     text = render("nightly_summary.txt.j2", r=b)
     assert f"regression range of {CONFIG} / RuntimeError: GammaModel broke uN: {DATES[4]} (" in text
     assert f"fix range of {CONFIG} / RuntimeError: DeltaModel broke uN: {DATES[2]} (" in text
@@ -195,7 +196,7 @@ def test_an_uninstallable_build_in_the_middle_is_skipped(env, index):
 
     def provide(settings, torch, date, progress):
         if date == broken:                      # as pip or the probe would fail for a build that is broken
-            from bot.provider import ProviderError
+            from bot.builds.provider import ProviderError
             world.installs.append(date)
             raise ProviderError(f"torch does not import in the venv of {date}")
         return Series.provide(world, settings, torch, date, progress)
@@ -241,7 +242,8 @@ def test_the_dry_run_tracking_issue_shows_the_range_and_compare_link(env):
     assert (f"Regression range: last good nightly {DATES[4]} (`{git_of(DATES[4])[:10]}`) .. first bad nightly "
             f"{DATES[5]} (`{git_of(DATES[5])[:10]}`)") in body
     # The run's report lists it too.
-    from bot import report, run_view
+    from bot.report import report
+    from bot.view import run_view
     ctx = report.build_context(conn, view=run_view.load(conn, b.run_id))
     assert link in report.render_md(ctx) and f'href="{link}"' in report.render_html(ctx)
 

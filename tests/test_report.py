@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bot import report
+from bot.report import report
 from state.db import connect
 from tests import historydata as hd
 
@@ -63,7 +63,7 @@ def store(tmp_path):
 
 
 def _cli(state: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bot.cli", "--state", str(state), *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "bot.cli.main", "--state", str(state), *args], capture_output=True,
                           text=True, cwd=cwd, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
 
 
@@ -301,7 +301,7 @@ def test_report_screenshot_in_headless_browser(store, tmp_path):
 
 
 def test_markdown_cells_cannot_break_tables_or_mention_anyone(tmp_path):
-    """The Markdown report escapes cells with the one escaper (bot.text.cell): pipes, mentions, #refs, comments."""
+    """The Markdown report escapes cells with the one escaper (bot.text.markdown.cell): pipes, mentions, #refs, comments."""
     conn = connect(tmp_path / "state.sqlite")
     nasty = "RuntimeError: Eq(u0, 0) | x @pytorch/team #123 <!-- hidden -->"
     hd.store_run(conn, hd.night(b_crashes=False, c_crashes=False)[:2] + [hd.crash("BertModel", "baseline", sig=nasty)])

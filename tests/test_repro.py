@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.repro_script import NotRenderable, render_script
-from harness import engine
-from harness.repro import run_script
+from bot.verify.repro_script import NotRenderable, render_script
+from harness.engine import engine
+from harness.engine.script_runner import run_script
 from state import db, runs
 
 MODEL = "Qwen2VLForConditionalGeneration"
@@ -128,7 +128,7 @@ def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_
     code = textwrap.dedent(f"""
         import json, sys
         from pathlib import Path
-        from bot.publish import publish_run
+        from bot.github.publish import publish_run
         from bot.settings import Settings
         from state import db
         settings = Settings(state_path=Path({str(path)!r}))
@@ -171,8 +171,8 @@ def test_result_line_is_the_last_stdout_line_and_parses():
 
 
 def test_the_reproducer_module_is_only_a_runner():
-    """harness/repro.py runs scripts; rendering is the bot's (it imported bot.render before: an arrow pointing up)."""
-    source = (Path(__file__).parent.parent / "harness" / "repro.py").read_text()
+    """harness/engine/script_runner.py runs scripts; rendering is the bot's (it imported bot.text.render before: an arrow pointing up)."""
+    source = (Path(__file__).parent.parent / "harness" / "engine" / "script_runner.py").read_text()
     imported = {n.names[0].name.split(".")[0] for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Import)} | \
                {(n.module or "").split(".")[0] for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)}
     assert not imported & {"bot", "torch", "transformers", "jinja2"}
@@ -183,7 +183,7 @@ def test_repro_cli_with_code_in_a_base_setting_key_runs_no_code(tmp_path):
     """The issue's attack through the CLI: `repro --base-setting $'key\\nimport os; os.system(...)\\n#=true' --run`."""
     pwned = tmp_path / "pwned"
     key = f'torch._dynamo.config.verbose\nimport os; os.system("touch {pwned}")\n#'
-    proc = subprocess.run([sys.executable, "-m", "bot.cli", "--state", str(tmp_path / "s.sqlite"), "repro", "BertModel",
+    proc = subprocess.run([sys.executable, "-m", "bot.cli.main", "--state", str(tmp_path / "s.sqlite"), "repro", "BertModel",
                            "--config", "baseline", "--base-setting", f"{key}=true", "--run",
                            "-o", str(tmp_path / "repro.py")], capture_output=True, text=True, timeout=600,
                           cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})

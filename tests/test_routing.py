@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from bot import settings as settings_mod
-from bot.routing import RoutingError, compile_rules, route
+from bot.issues.routing import RoutingError, compile_rules, route
 
 TOML = '''
 [github]
@@ -72,7 +72,7 @@ def test_bad_rule_names_its_index_and_line(tmp_path: Path, bad: str, message: st
 
 
 def test_publish_fails_before_anything_runs_on_a_bad_rule(tmp_path: Path) -> None:
-    from bot.cli import main
+    from bot.cli.main import main
     path = tmp_path / "flagsweep.toml"
     path.write_text('[[routing.rule]]\nsignature = "("\ncc = ["a"]\n')
     from state import db

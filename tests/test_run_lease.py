@@ -79,7 +79,7 @@ def test_the_heartbeat_keeps_a_lease_alive(run_in_store):
 # --- two real sweeps on one store ----------------------------------------------------------------------
 
 def _sweep(state: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "bot.cli", "--state", str(state), "sweep", "--import", "tests.fault_models", *args]
+    return [sys.executable, "-m", "bot.cli.main", "--state", str(state), "sweep", "--import", "tests.fault_models", *args]
 
 
 def _rows(state: Path) -> int:
@@ -166,7 +166,7 @@ _options = SweepSettings.options
 def _with_test_models(self, python=None, extra_modules=None):
     return _options(self, python, ["tests.fault_models"])
 SweepSettings.options = _with_test_models
-from bot.cli import main
+from bot.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -196,7 +196,7 @@ def test_sigterm_to_nightly_marks_the_run_interrupted_stops_workers_and_frees_th
     assert run.kind == "nightly" and run.status == "interrupted"
     assert leases.holder(conn, run.id) is None
     alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()
-             and "harness.worker" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")]
+             and "harness.engine.worker" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")]
     _kill_groups(alive)
     assert alive == []
 

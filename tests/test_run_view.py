@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bot import nightly, publish, run_view
+from bot.pipeline import nightly
+from bot.github import publish
+from bot.view import run_view
 from bot.settings import Settings
 from state import db, links, outbox, runs
 from tests import historydata as hd
@@ -86,7 +88,7 @@ def test_a_dry_run_loads_without_pygithub(tmp_path):
         import sys
         sys.modules["github"] = None            # `import github` now raises ImportError
         from pathlib import Path
-        from bot import nightly
+        from bot.pipeline import nightly
         from bot.settings import Settings
         from state import db
         from tests.fakesweep import World
@@ -98,7 +100,7 @@ def test_a_dry_run_loads_without_pygithub(tmp_path):
         world.crashing = {{"GammaModel"}}
         out = Path({str(tmp_path)!r}) / "out"
         result = nightly.run_nightly(conn, settings, dry_run=True, out_dir=out, steps=world.steps(real_publish=True))
-        assert "bot.publisher" not in sys.modules and sys.modules["github"] is None
+        assert "bot.github.client" not in sys.modules and sys.modules["github"] is None
         print(result.published.actions, (out / "plan.json").is_file())
     """)
     res = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)

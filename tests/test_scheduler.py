@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from apscheduler.triggers.base import BaseTrigger
 
-from bot.scheduler import ScheduleError, build_trigger, from_settings, next_fire_times, queue_nightly
+from bot.service.scheduler import ScheduleError, build_trigger, from_settings, next_fire_times, queue_nightly
 from bot.settings import SchedulerSettings
 from state import db, jobs
 from tests.waiting import wait_for

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from bot import publish
+from bot.github import publish
 from bot.settings import Settings
-from harness.outcome import Outcome
-from harness.pool import PROJECT_ROOT
-from harness.scrub import scrub
-from harness.signature import signature
+from harness.core.outcome import Outcome
+from harness.engine.pool import PROJECT_ROOT
+from harness.core.scrub import scrub
+from harness.core.signature import signature
 from state import db
 from tests.fakegithub import FakeGitHub
 from tests.historydata import ok, store_run
@@ -69,18 +69,18 @@ def test_real_tracebacks_become_package_relative_with_signatures_unchanged(trace
 
 
 def test_home_venv_and_checkout_paths_disappear():
-    text = (f"{PROJECT_ROOT}/harness/worker.py:12 {sys.prefix}/bin/python "
+    text = (f"{PROJECT_ROOT}/harness/engine/worker.py:12 {sys.prefix}/bin/python "
             "/home/runner/.cache/flagsweep/venvs/2026-11-01/bin/python3.11 /root/x.py "
             "/tmp/flagsweep-repro-abc/repro.py https://github.com/pytorch/pytorch/blob/main/x.py")
     clean = scrub(text)
     assert machine_paths(clean) == []
-    assert "harness/worker.py:12" in clean and "python3.11" in clean
+    assert "harness/engine/worker.py:12" in clean and "python3.11" in clean
     assert "https://github.com/pytorch/pytorch/blob/main/x.py" in clean   # not a machine path
 
 
 def test_issue_bodies_and_reports_carry_no_machine_path(tracebacks, fake_github: FakeGitHub, tmp_path: Path):
     """Even an outcome stored with raw paths (an older store) is scrubbed where text leaves for GitHub."""
-    from bot import report
+    from bot.report import report
 
     etype, message, tb = tracebacks[0]
     path_message = f"{message} (while loading {sys.prefix}/lib/python3.11/site-packages/transformers/x.py)"

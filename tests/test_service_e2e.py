@@ -10,12 +10,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot import nightly
-from bot.bisect import Probe
-from bot.handlers import Gate
-from bot.service import Hooks, Service
+from bot.pipeline import nightly
+from bot.ranges.bisect import Probe
+from bot.commands.handlers import Gate
+from bot.service.daemon import Hooks, Service
 from bot.settings import Settings
-from bot.webhook import sign
+from bot.service.webhook import sign
 from harness.zoo import registry
 from state import db, jobs, links
 from tests.fakesweep import MODELS, World
@@ -432,7 +432,7 @@ def test_flagsweep_serve_answers_health_and_stops_on_sigterm(tmp_path):
                              '[github]\nbase_url = "http://127.0.0.1:9"\n')
     env = dict(os.environ, FLAGSWEEP_WEBHOOK_SECRET=SECRET, FLAGSWEEP_STATE=str(tmp_path / "s.sqlite"))
     env.pop("FLAGSWEEP_GITHUB_TOKEN", None)
-    proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "--settings", str(settings_file), "serve"],
+    proc = subprocess.Popen([sys.executable, "-m", "bot.cli.main", "--settings", str(settings_file), "serve"],
                             stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     try:
         url = None
@@ -459,7 +459,7 @@ def test_flagsweep_serve_answers_health_and_stops_on_sigterm(tmp_path):
 
 
 def test_serve_refuses_to_start_without_a_webhook_secret(tmp_path):
-    from bot.service import serve
+    from bot.service.daemon import serve
 
     s = Settings(state_path=tmp_path / "s.sqlite")
     assert serve(s) == 2
@@ -492,7 +492,7 @@ def test_healthz_names_stuck_jobs(tmp_path):
 
 
 def test_serve_with_a_port_out_of_range_is_one_line(tmp_path, capsys):
-    from bot.service import serve
+    from bot.service.daemon import serve
 
     s = Settings(state_path=tmp_path / "s.sqlite")
     s.webhook.secret, s.webhook.port = SECRET, 99999

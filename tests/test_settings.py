@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from bot import routing, settings
+from bot.issues import routing
+from bot import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""Minimal reproducers (bot/shrink.py): only same-signature candidates are kept, the budget stops it, the cache
+"""Minimal reproducers (bot/verify/shrink.py): only same-signature candidates are kept, the budget stops it, the cache
 makes a second publish free. A twin runner stands in for the subprocess here (it renders the real script and
 answers like a crash that needs a minimum size); tests/test_shrink_real.py shrinks the real MimiModel crash."""
 from __future__ import annotations
@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
-from bot import planner, publish, reproducers, shrink
-from bot.render import render
-from bot.repro_script import render_script
+from bot.issues import planner
+from bot.github import publish
+from bot.verify import reproducers, shrink
+from bot.text.render import render
+from bot.verify.repro_script import render_script
 from bot.settings import Settings
-from harness.effects import effects_for
+from harness.core.effects import effects_for
 from state import db, runs
 from tests.fakegithub import scenario as sc
 

@@ -8,16 +8,16 @@ import sys
 
 import pytest
 
-from bot import shrink
-from bot.reproducers import render_and_run
-from harness.repro import run_script
+from bot.verify import shrink
+from bot.verify.reproducers import render_and_run
+from harness.engine.script_runner import run_script
 
 MODEL = "MimiModel"
 CSO = {"torch._dynamo.config.capture_scalar_outputs": True}
 
 
 def stored_build() -> dict:
-    """What a worker stores for MimiModel (harness/worker.py _repro_data), read from the lock entry."""
+    """What a worker stores for MimiModel (harness/engine/worker.py _repro_data), read from the lock entry."""
     import transformers
 
     from harness.zoo.build import SEED, entry, fingerprint

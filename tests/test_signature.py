@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.signature import MAX_LEN, innermost_torch_frame, signature
+from harness.core.signature import MAX_LEN, innermost_torch_frame, signature
 
 FIXTURES = json.loads((Path(__file__).parent / "fixtures" / "dynamo_errors.json").read_text())["messages"]
 
@@ -100,9 +100,9 @@ def test_innermost_torch_frame_of_a_faulthandler_dump():
 
 
 def test_signature_module_is_stdlib_only():
-    # harness/repro.py inlines this source into standalone scripts.
+    # harness/engine/script_runner.py inlines this source into standalone scripts.
     import ast
-    import harness.signature as mod
+    import harness.core.signature as mod
 
     tree = ast.parse(Path(mod.__file__).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from bot import settings as settings_mod
-from harness.outcome import Outcome
+from harness.core.outcome import Outcome
 from state import runs
 from state.db import StoreError, connect
 from tests import historydata as hd
@@ -19,7 +19,7 @@ from tests import historydata as hd
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, env=full_env)
+    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args], capture_output=True, text=True, env=full_env)
 
 
 def test_reader_sees_a_consistent_snapshot_while_a_sweep_writes(tmp_path):

@@ -120,7 +120,7 @@ def test_flaky_crashes_are_not_believed_in_signature_history(conn):
 
 
 def test_merged_nightly_stands_for_its_shards(conn):
-    from bot.merge import merge
+    from bot.pipeline.merge import merge
 
     out = hd.night(b_crashes=True)
     s1 = hd.store_run(conn, out[:2], kind="nightly", nightly="2026-11-01", shard="1/2")

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from harness.outcome import Outcome
+from harness.core.outcome import Outcome
 from state import history, jobs, leases, ranges, runs
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION

@@ -4,9 +4,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bot import planner, text
+from bot.issues import planner
+from bot.text import markdown
 from bot.settings import Settings
-from bot import publish
+from bot.github import publish
 from state import db
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub import scenario as sc
@@ -17,44 +18,44 @@ MENTION = re.compile(r"(?<![\w`])@[A-Za-z0-9]")
 
 
 def test_neutralize_defuses_mentions_references_and_comments() -> None:
-    s = text.neutralize(HOSTILE)
+    s = markdown.neutralize(HOSTILE)
     assert not MENTION.search(s)
     assert "<!--" not in s and "-->" not in s and not re.search(r"(?<!\w)#\d", s)
-    assert s.replace(text.ZWJ, "") == HOSTILE          # only invisible characters were added
+    assert s.replace(markdown.ZWJ, "") == HOSTILE          # only invisible characters were added
 
 
 def test_cell_is_one_escaped_line() -> None:
-    c = text.cell(HOSTILE)
+    c = markdown.cell(HOSTILE)
     assert "\n" not in c and not re.search(r"(?<!\\)\|", c) and not re.search(r"(?<!\\)`", c)
     assert "<img" not in c and not MENTION.search(c)
-    assert len(text.cell("x" * 1000, 50)) == 50
+    assert len(markdown.cell("x" * 1000, 50)) == 50
 
 
 def test_code_span_and_fence_cannot_be_closed_from_inside() -> None:
-    span = text.code("a `b` ``c``")
+    span = markdown.code("a `b` ``c``")
     assert span.startswith("```") and span.endswith("```")
-    block = text.fenced("line\n````\nmore")
+    block = markdown.fenced("line\n````\nmore")
     fence = block.split("\n", 1)[0]
     assert fence == "`````" and block.endswith("\n`````")
 
 
 def test_titles_are_bounded_and_mention_free() -> None:
-    t = text.title("@someone " + "x" * 400)
+    t = markdown.title("@someone " + "x" * 400)
     assert len(t) == 256 and not MENTION.search(t)
 
 
 def test_splice_keeps_human_text_around_the_region() -> None:
-    new = f"{text.marker('k')}\n{text.BEGIN}\nnew\n{text.END}\n"
-    current = f"human above\n{text.marker('k')}\n{text.BEGIN}\nold\n{text.END}\nhuman below\n"
-    assert text.splice(current, new) == f"human above\n{text.marker('k')}\n{text.BEGIN}\nnew\n{text.END}\nhuman below\n"
-    wiped = text.splice("a human rewrote everything", new)
-    assert wiped.startswith(text.marker("k")) and "a human rewrote everything" in wiped and "new" in wiped
+    new = f"{markdown.marker('k')}\n{markdown.BEGIN}\nnew\n{markdown.END}\n"
+    current = f"human above\n{markdown.marker('k')}\n{markdown.BEGIN}\nold\n{markdown.END}\nhuman below\n"
+    assert markdown.splice(current, new) == f"human above\n{markdown.marker('k')}\n{markdown.BEGIN}\nnew\n{markdown.END}\nhuman below\n"
+    wiped = markdown.splice("a human rewrote everything", new)
+    assert wiped.startswith(markdown.marker("k")) and "a human rewrote everything" in wiped and "new" in wiped
 
 
 def test_meta_marker_roundtrips_hostile_signatures() -> None:
     data = {"config": "c", "signature": "Err: --> <!-- x -->"}
-    line = text.meta_marker(data)
-    assert line.count("-->") == 1 and text.marker_meta("x\n" + line + "\ny") == data
+    line = markdown.meta_marker(data)
+    assert line.count("-->") == 1 and markdown.marker_meta("x\n" + line + "\ny") == data
 
 
 def test_hostile_error_through_the_whole_pipeline(fake_github: FakeGitHub, tmp_path: Path) -> None:
@@ -74,7 +75,7 @@ def test_hostile_error_through_the_whole_pipeline(fake_github: FakeGitHub, tmp_p
             assert not MENTION.search(body), body
             assert "<!-- flagsweep:key=evil" not in body
         assert issue.body.count("<!-- flagsweep:key=") == 1
-        assert issue.body.count(text.BEGIN) == 1 and issue.body.count(text.END) == 1
+        assert issue.body.count(markdown.BEGIN) == 1 and issue.body.count(markdown.END) == 1
     hostile_issue = next(i for i in issues if i.title.startswith("capture_scalar_outputs=True crashes 1/10 models with ValueError"))
     # Every table row of the crashing-models table still has exactly its 4 cells.
     table = hostile_issue.body.split("## Crashing models")[1].split("##")[0]
@@ -90,18 +91,18 @@ def test_huge_tables_are_truncated_under_githubs_limit() -> None:
                                 effects=effects, outcomes=[])
     plan = planner.plan(inputs, planner.PlanSettings(report_url="https://example.org/report"))
     bodies = [a.body for a in plan.actions if a.body]
-    assert bodies and all(len(b) <= text.MAX_BODY for b in bodies)
+    assert bodies and all(len(b) <= markdown.MAX_BODY for b in bodies)
     assert any("more ([full report](https://example.org/report))" in b for b in bodies)
 
 
 def sc_effect(model: str, effect: str, sig: str | None):
-    from harness.outcome import Effect
+    from harness.core.outcome import Effect
     return Effect(model=model, stratum="decoder_llm", config="c", effect=effect, baseline_graphs=3,
                   config_graphs=None if sig else 1, baseline_signature=None, config_signature=sig)
 
 
 def test_scripts_stay_runnable_but_cannot_fake_markers() -> None:
     code = "@contextlib.contextmanager\ndef f():\n    s = '<!-- flagsweep:end -->'\n"
-    block = text.script(code)
+    block = markdown.script(code)
     assert "@contextlib.contextmanager" in block and "<!-- flagsweep:end" not in block
     assert block.startswith("```python\n") and block.endswith("\n```")

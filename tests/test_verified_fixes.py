@@ -1,6 +1,6 @@
 """Verified fixes only: an issue closes when its crashing models compile on N consecutive nightlies, never on absence.
 
-The rule is the pure `bot.fixes.verdict`; the story tests run it the way a nightly does: real SQLite stores,
+The rule is the pure `harness.core.fixes.verdict`; the story tests run it the way a nightly does: real SQLite stores,
 the real planner and publisher, PyGithub over HTTP against the fake GitHub.
 """
 from __future__ import annotations
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bot import fixes, publish
+from harness.core import fixes
+from bot.github import publish
 from bot.settings import Settings, SettingsError, load
-from harness.outcome import Outcome
+from harness.core.outcome import Outcome
 from state import db
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub import scenario as sc

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from bot.settings import Settings
-from bot.webhook import WebhookApp, decide, is_own, sign, verify_signature
-from bot.webhook_server import WebhookServer
+from bot.service.webhook import WebhookApp, decide, is_own, sign, verify_signature
+from bot.service.server import WebhookServer
 from state import db, deliveries, jobs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"

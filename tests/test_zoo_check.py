@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from harness import zoo
-from harness.zoo import check
+from harness.discovery import check
 from tests import zoo_extra_models  # noqa: F401  (registers ZooTestBadInputs here too)
 
 
@@ -60,7 +60,7 @@ def test_check_runs_in_engine_workers_and_reuses_only_matching_fingerprints(tmp_
 
 
 def test_cli_zoo_list_json_is_only_the_document(capsys):
-    from bot.cli import main
+    from bot.cli.main import main
 
     assert main(["zoo", "list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -72,7 +72,7 @@ def test_cli_zoo_list_json_is_only_the_document(capsys):
 
 
 def test_cli_repro_writes_a_standalone_script(tmp_path, capsys):
-    from bot.cli import main
+    from bot.cli.main import main
 
     out = tmp_path / "repro.py"
     assert main(["repro", "GPT2Model", "--config", "capture_scalar_outputs", "-o", str(out)]) == 0

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from harness import zoo
-from harness.zoo import check, lock, locker
+from harness.discovery import check, locker
+from harness.zoo import lock
 from harness.zoo.build import materialize
 from harness.zoo.fingerprint import HERE, MATERIALIZE_SOURCES, materialize_version
 
@@ -58,7 +59,7 @@ def test_the_lock_file_is_deterministic_and_every_entry_checks():
 
 
 def test_build_reads_only_the_lock_and_never_discovers(small_lock, monkeypatch):
-    import harness.zoo.discover as discover
+    import harness.discovery.discover as discover
 
     monkeypatch.setattr(discover, "discover", lambda *a: pytest.fail("discovery at sweep time"))
     built = zoo.build("ViTModel")
@@ -129,7 +130,7 @@ def test_changing_one_entry_changes_exactly_one_fingerprint(small_lock):
 
 
 def test_reading_the_lock_never_imports_torch():
-    code = ("import sys; from harness import zoo; from harness.corpus import corpus; "
+    code = ("import sys; from harness import zoo; from harness.zoo.corpus import corpus; "
             "c = zoo.resolve(['GPT2Model']); zoo.fingerprint('GPT2Model'); corpus(); zoo.zoo_code_version(); "
             "assert 'torch' not in sys.modules, 'torch imported'; print(len(zoo.candidates()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
@@ -171,7 +172,7 @@ def test_a_cached_timeout_is_not_reused_under_a_larger_timeout():
 
 
 def test_default_corpus_is_a_subset_of_the_lock_that_builds():
-    from harness.corpus import DEFAULT_CORPUS, corpus
+    from harness.zoo.corpus import DEFAULT_CORPUS, corpus
 
     assert corpus("default") == list(DEFAULT_CORPUS)
     with pytest.raises(zoo.LockError, match="unknown corpus"):
@@ -179,7 +180,7 @@ def test_default_corpus_is_a_subset_of_the_lock_that_builds():
 
 
 def test_zoo_lock_refuses_a_bad_sample_in_one_line(capsys):
-    from bot.cli import main
+    from bot.cli.main import main
 
     assert main(["zoo", "lock", "--sample", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

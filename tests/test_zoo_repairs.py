@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.zoo import probe
+from harness.discovery import probe
 from harness.zoo.inputs import make_inputs
 
 

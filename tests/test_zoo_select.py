@@ -6,9 +6,9 @@ from collections import Counter
 import pytest
 
 from harness import zoo
-from harness.outcome import STRATA
+from harness.core.outcome import STRATA
 from harness.zoo import lock
-from harness.zoo.shrink import shrink_dict
+from harness.discovery.shrink import shrink_dict
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,10 @@ read the lock (harness/zoo/lock/); `flagsweep zoo lock` is the one writer.
 from __future__ import annotations
 
 from harness.zoo.build import Built, build, fingerprint
-from harness.zoo.enumerate import Candidate
 from harness.zoo.errors import BuildError, CorruptEntry, LockError, UnknownModel
 from harness.zoo.fingerprint import zoo_code_version
 from harness.zoo.registry import register
-from harness.zoo.select import candidates, resolve, sample
+from harness.zoo.select import Candidate, candidates, resolve, sample
 
 __all__ = ["Candidate", "candidates", "resolve", "sample", "build", "Built", "BuildError", "fingerprint", "register",
            "UnknownModel", "LockError", "CorruptEntry", "zoo_code_version"]

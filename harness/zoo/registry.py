@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Callable
 
 EXTRA: dict[str, tuple[str, Callable]] = {}
-# Set only in `flagsweep zoo lock` workers (harness.zoo.lockjob): build(model, device) runs discovery instead.
+# Set only in `flagsweep zoo lock` workers (harness.discovery.lockjob): build(model, device) runs discovery instead.
 BUILDER: Callable | None = None
 
 

@@ -5,12 +5,21 @@ import difflib
 import fnmatch
 import random
 from collections import defaultdict
+from dataclasses import dataclass
 
 from harness.zoo import lock, registry
-from harness.zoo.enumerate import Candidate
 from harness.zoo.errors import UnknownModel
 
-__all__ = ["UnknownModel", "candidates", "resolve", "sample"]
+__all__ = ["Candidate", "UnknownModel", "candidates", "resolve", "sample"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One model class the zoo can build: its name, stratum and kind."""
+
+    model: str
+    stratum: str
+    kind: str  # base | causal_lm | conditional_generation
 
 
 def candidates() -> list[Candidate]:

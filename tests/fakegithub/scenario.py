@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Union
 
-from harness.outcome import STRATA, Outcome
+from harness.core.outcome import STRATA, Outcome
 from state import history, runs
 
 CONFIGS = {"baseline": {},

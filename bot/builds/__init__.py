@@ -1,0 +1,1 @@
+"""Torch builds by name: the wheel index, the provider and its cached venvs."""

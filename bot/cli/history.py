@@ -1,0 +1,162 @@
+"""Run history subcommands: `diff`, `report`, `export`, `runs list`, `runs show`.
+
+Thin shells: they open the store, call state.history / harness.core.diff / bot.report.report,
+and print through templates (or JSON with --json, and then nothing else on stdout).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bot.cli import arguments as types
+from bot.text.render import render
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this area's subcommands."""
+    p = sub.add_parser("diff", help="what changed between two runs",
+                       description="Compare two runs item by item. No run: the two latest comparable runs; "
+                                   "one run: that run against its previous comparable run.")
+    p.add_argument("run_a", nargs="?", type=int, metavar="RUN_A", help="the earlier run (or the only run given)")
+    p.add_argument("run_b", nargs="?", type=int, metavar="RUN_B", help="the later run")
+    p.add_argument("--all", action="store_true", help="list unchanged items too")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_diff)
+
+    p = sub.add_parser("report", help="an HTML (or Markdown) report of one run",
+                       description="One self-contained report: effects per config, the models x configs matrix, "
+                                   "transitions since the previous comparable run, crash signatures, trend.")
+    p.add_argument("run", nargs="?", type=int, metavar="RUN", help="run id (default: the latest finished run)")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write it (default: report.html / report.md)")
+    p.add_argument("--format", choices=["html", "md"], default=None, help="default: from the -o suffix, else html")
+    p.add_argument("--trend", type=types.positive_int, default=14, metavar="N", help="runs in the trend chart (default 14)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("export", help="a run's outcomes as CSV or JSON lines")
+    p.add_argument("run", type=int, metavar="RUN")
+    p.add_argument("--format", choices=["csv", "jsonl"], default="jsonl")
+    p.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("runs", help="stored runs")
+    runs_sub = p.add_subparsers(dest="runs_command", metavar="ACTION")
+    q = runs_sub.add_parser("list", help="latest runs first")
+    q.add_argument("--limit", type=types.positive_int, default=20)
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=cmd_runs_list)
+    q = runs_sub.add_parser("show", help="one run: environment, configs, effects")
+    q.add_argument("run", type=int, metavar="RUN")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=cmd_runs_show)
+    p.set_defaults(func=lambda args, settings: _usage(p))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _open(settings: Any):
+    """Open the store (a StoreError is reported by bot.cli.main.main)."""
+    from state.db import connect
+
+    return connect(settings.state_path)
+
+
+def _fail(message: str) -> int:
+    print(f"flagsweep: {message}", file=sys.stderr)
+    return 1
+
+
+def cmd_diff(args: argparse.Namespace, settings: Any) -> int:
+    """flagsweep diff [RUN_A] [RUN_B] [--json]."""
+    from bot.report import report
+    from state import history
+
+    conn = _open(settings)
+    if args.run_a is not None and args.run_b is not None:
+        pair = (args.run_a, args.run_b)
+    elif args.run_a is not None:
+        prev = history.previous_comparable_run(conn, args.run_a)
+        if prev is None:
+            return _fail(f"run {args.run_a} has no earlier comparable run (same configs, overlapping models); "
+                         "name both runs to compare anyway")
+        pair = (prev, args.run_a)
+    else:
+        pair = history.latest_comparable_pair(conn)
+        if pair is None:
+            return _fail(f"no two comparable finished runs in {settings.state_path}")
+    try:
+        data = report.diff_runs(conn, *pair)
+    except LookupError as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        sys.stdout.write(render("report_diff.txt.j2", d=data, show_all=args.all))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace, settings: Any) -> int:
+    """flagsweep report [RUN] -o FILE [--format html|md]."""
+    from bot.report import report
+
+    conn = _open(settings)
+    fmt = args.format or ("md" if args.output and args.output.endswith(".md") else "html")
+    out = Path(args.output or f"report.{fmt}")
+    try:
+        ctx = report.build_context(conn, args.run, trend_runs=args.trend)
+    except LookupError as exc:
+        return _fail(str(exc))
+    text = report.render_html(ctx) if fmt == "html" else report.render_md(ctx)
+    out.write_text(text, encoding="utf-8")
+    print(f"flagsweep: wrote {out} (run {ctx['run']['id']}, {len(ctx['models'])} models, "
+          f"{len(ctx['configs'])} configs)", file=sys.stderr)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace, settings: Any) -> int:
+    """flagsweep export RUN --format csv|jsonl."""
+    from bot.report import report
+
+    conn = _open(settings)
+    rows = report.export_rows(conn, args.run)
+    if rows is None:
+        return _fail(f"no run {args.run}")
+    text = report.to_csv(rows) if args.format == "csv" else report.to_jsonl(rows)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_runs_list(args: argparse.Namespace, settings: Any) -> int:
+    """flagsweep runs list [--json]."""
+    from bot.report import report
+
+    conn = _open(settings)
+    rows = report.runs_summary(conn, limit=args.limit)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        sys.stdout.write(render("report_runs_list.txt.j2", runs=rows, state=str(settings.state_path)))
+    return 0
+
+
+def cmd_runs_show(args: argparse.Namespace, settings: Any) -> int:
+    """flagsweep runs show RUN [--json]."""
+    from bot.report import report
+
+    conn = _open(settings)
+    data = report.run_detail(conn, args.run)
+    if data is None:
+        return _fail(f"no run {args.run}")
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        sys.stdout.write(render("report_run_show.txt.j2", r=data))
+    return 0

@@ -1,0 +1,64 @@
+"""`flagsweep publish`: file or update the GitHub issues for a run (dry run by default without credentials)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from bot.settings import Settings
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this area's subcommands."""
+    p = sub.add_parser("publish", help="file or update the GitHub issues for a run",
+                       description="Plan the tracking and summary issues for RUN (default: the latest finished run) and "
+                                   "publish them. Without GitHub credentials this is a dry run: the issues are rendered "
+                                   "to files in --out.")
+    p.add_argument("run", nargs="?", type=int, metavar="RUN", help="run id (default: the latest finished run)")
+    p.add_argument("--dry-run", action="store_true", help="render to files instead of writing to GitHub")
+    p.add_argument("--repo", metavar="OWNER/NAME", help="repository to publish to (default: github.repo)")
+    p.add_argument("--out", metavar="DIR", help="where a dry run writes its files (default: issues.dry_run_out)")
+    p.add_argument("--no-verify", action="store_true", help="skip running the reproducers (faster; none is embedded)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON (and nothing else on stdout)")
+    p.set_defaults(func=run_publish)
+
+
+def run_publish(args: argparse.Namespace, settings: Settings) -> int:
+    """Handler of `flagsweep publish`."""
+    from bot.github import publish
+    from bot.github.port import ActionRefused
+    from bot.issues.routing import RoutingError
+    from state import db, history
+
+    try:
+        publish.plan_settings(settings)        # the routing rules, checked as `serve` checks them: before anything
+    except RoutingError as exc:
+        print(f"flagsweep publish: {exc}", file=sys.stderr)
+        return 2
+    if args.repo:
+        if args.repo.count("/") != 1:
+            print(f"flagsweep publish: --repo must be OWNER/NAME, not {args.repo!r}", file=sys.stderr)
+            return 2
+        settings.github.repo = args.repo
+    dry_run = args.dry_run or not settings.github.has_credentials
+    if dry_run and not args.dry_run:
+        print("flagsweep publish: no GitHub credentials configured, so this is a dry run", file=sys.stderr)
+    conn = db.connect(settings.state_path)
+    run_id = args.run
+    if run_id is None:
+        latest = history.latest_runs(conn, 1)
+        if not latest:
+            print(f"flagsweep publish: no finished run in {settings.state_path}", file=sys.stderr)
+            return 1
+        run_id = latest[0].id
+    try:
+        summary = publish.publish_run(conn, settings, run_id, dry_run=dry_run, out_dir=args.out,
+                                      verify_repros=False if args.no_verify else None, progress=True)
+    except (RoutingError, ActionRefused, KeyError) as exc:
+        print(f"flagsweep publish: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(summary.render(), end="")
+    return 0 if not summary.stopped and not summary.failed else 1

@@ -1,0 +1,179 @@
+"""Subcommands of the bot service: `nightly`, `merge`, `serve`. Thin shells over bot.pipeline.nightly, bot.pipeline.merge, bot.service.daemon."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from bot.cli import arguments as types
+from bot.cli.interrupts import sigterm_as_interrupt
+from harness.core.population import POPULATIONS
+
+log = logging.getLogger(__name__)
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this area's subcommands."""
+    p = sub.add_parser("nightly", help="install a nightly, sweep, diff, confirm and publish (one shot, for cron/CI)",
+                       description="Install the PyTorch nightly (or use the installed torch), sweep the corpus, "
+                                   "compare with the previous comparable run, confirm changes and publish. Dry run "
+                                   "(files only) unless GitHub credentials are configured.")
+    p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub; render to files")
+    p.add_argument("--date", metavar="YYYY-MM-DD", type=types.iso_date, help="the nightly of this date (default: the newest)")
+    p.add_argument("--torch", default="nightly", metavar="BUILD",
+                   help="'nightly': the newest dev build on the index (default); 'current': the torch installed "
+                        "here; a date (YYYY-MM-DD); a version (2.14.1, 2.15.0rc1, 2.15.0.dev20261101); or the "
+                        "path of a Python interpreter that has torch")
+    p.add_argument("--configs", metavar="NAME[,NAME]", type=types.name_list, help="configs to sweep (default: [nightly] configs)")
+    p.add_argument("--models", metavar="GLOB[,GLOB]", type=types.name_list, help="models to sweep (default: [nightly] models or the embedded corpus)")
+    p.add_argument("--force", action="store_true", help="sweep again even if this nightly was swept with these configs")
+    p.add_argument("--population", choices=POPULATIONS, metavar="all|graph-breaking",
+                   help="sweep every model, or only those with more than one graph at baseline (default: [sweep] population)")
+    p.add_argument("--shard", metavar="i/N", help="sweep only the i-th of N slices of the models (CI matrix)")
+    p.add_argument("--out", metavar="DIR", help="where dry-run issues and the report go (default: [issues] dry_run_out)")
+    p.add_argument("--export", metavar="FILE", help="also write the run (environment, outcomes, builds) to FILE, "
+                                                     "for `flagsweep merge` on another host")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (and nothing else on stdout)")
+    p.set_defaults(func=cmd_nightly)
+
+    p = sub.add_parser("merge", help="join the shard runs of one nightly into one run, then diff and publish it",
+                       description="Join shard runs (from `nightly --shard i/N`) into one run and run the rest of "
+                                   "the nightly on it: diff, confirmation, publish, report. A RUN is a run id in "
+                                   "this store or a file written by `nightly --export` on another host, imported first.")
+    p.add_argument("runs", nargs="+", metavar="RUN|FILE")
+    p.add_argument("--torch", metavar="BUILD", help="verify reproducers on this build (as `nightly --torch` takes it; "
+                                                     "it must be the shards' torch); default: the shards' interpreter")
+    p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub")
+    p.add_argument("--out", metavar="DIR")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser("serve", help="run the scheduler, the webhook server and the job runner in one process",
+                       description="Long-running bot: nightly on the [scheduler] cron, the webhook server on "
+                                   "[webhook] host:port (GET /healthz for health), comment commands as stored jobs.")
+    p.add_argument("--host", help="override [webhook] host")
+    p.add_argument("--port", type=types.port, help="override [webhook] port")
+    p.add_argument("--no-schedule", action="store_true", help="do not schedule nightlies (commands only)")
+    p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub")
+    p.set_defaults(func=cmd_serve)
+
+
+def _split(text: str | None) -> list[str] | None:
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def _emit(result: Any, as_json: bool) -> None:
+    from bot.text.render import render
+    if as_json:
+        json.dump(result.to_dict(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render("nightly_summary.txt.j2", r=result))
+
+
+def _identity_error(settings: Any, dry_run: bool | None) -> str | None:
+    """Ask GitHub once, at start-up, who the credentials write as; the reason to refuse, if any."""
+    if dry_run or not settings.github.has_credentials:
+        return None
+    from bot.github.client import ActionRefused, GitHubPublisher, GitHubUnavailable
+    try:
+        GitHubPublisher(settings.github)        # checks (or adopts) [github] bot_login
+    except ActionRefused as exc:
+        return str(exc)
+    except GitHubUnavailable as exc:            # GitHub down: sweep anyway; publishing asks again
+        log.warning("github: cannot ask who we are yet: %s", exc)
+    return None
+
+
+def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
+    """flagsweep nightly."""
+    from bot.pipeline import nightly
+    from harness.engine.engine import SweepInterrupted
+    from state import db
+    refused = _identity_error(settings, args.dry_run)
+    if refused:
+        print(f"flagsweep nightly: {refused}", file=sys.stderr)
+        return 2
+    conn = db.connect(settings.state_path)
+    try:
+        with sigterm_as_interrupt():
+            result = nightly.run_nightly(conn, settings, torch=args.torch, date=args.date, configs=_split(args.configs),
+                                         models=_split(args.models), force=args.force, shard=args.shard,
+                                         dry_run=args.dry_run, out_dir=args.out, population=args.population)
+        if args.export and result.run_id is not None:
+            from bot.pipeline import merge
+            merge.write_export(conn, result.run_id, args.export)
+    except SweepInterrupted as exc:
+        print(f"flagsweep nightly: interrupted; run {exc.run_id} keeps its finished items and is resumed by the "
+              "next `flagsweep nightly` for the same nightly", file=sys.stderr)
+        return 130
+    except ValueError as exc:   # ConfigError, UnknownModel, NightlyError, ResumeError: a user error, nothing ran
+        print(f"flagsweep nightly: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        conn.close()
+    _emit(result, args.json)
+    return 1 if result.status == "failed" else 0
+
+
+def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
+    """flagsweep merge RUN..."""
+    from bot.pipeline import merge, nightly
+    from bot.builds import provider
+    from state import db, runs
+    conn = db.connect(settings.state_path)
+    try:
+        try:
+            ids = merge.resolve_runs(conn, args.runs)
+            first = runs.get_run(conn, ids[0])
+            if first is None:
+                raise merge.MergeError(f"no run {ids[0]}")
+            python = _verifying_python(args, settings, first) if args.torch else None
+            run_id = merge.merge(conn, ids, python=python)
+        except (ValueError, provider.ProviderError) as exc:   # MergeError, SpecError, NightlyError: nothing merged
+            print(f"flagsweep merge: {exc}", file=sys.stderr)
+            return 2
+        run = runs.get_run(conn, run_id)
+        dry_run = (not settings.github.has_credentials) if args.dry_run is None else args.dry_run
+        out = Path(args.out or settings.issues.dry_run_out)
+        result = nightly.NightlyResult(status="swept", run_id=run_id, nightly=run.nightly, models=len(run.models),
+                                       configs=list(run.configs), dry_run=dry_run, out_dir=str(out),
+                                       torch={"version": run.environment.get("torch_version"),
+                                              "git": run.environment.get("torch_git"), "current": False})
+        result = nightly.publish_stage(conn, settings, result, python=python or settings.sweep.python,
+                                       steps=nightly.Steps(),
+                                       out=out)
+    finally:
+        conn.close()
+    _emit(result, args.json)
+    return 0
+
+
+def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
+    """The interpreter of `--torch` on this host, once it is known to be the shards' torch."""
+    from bot.pipeline import nightly, steps
+    built = steps.provide(settings, args.torch, None, True)
+    want = (run.environment.get("torch_version"), run.environment.get("torch_git"))
+    if (built.version, built.git) != want:
+        raise nightly.NightlyError(f"--torch {args.torch} is torch {built.version} (git {built.git}); "
+                                   f"the shards ran {want[0]} (git {want[1]})")
+    return built.python
+
+
+def cmd_serve(args: argparse.Namespace, settings: Any) -> int:
+    """flagsweep serve."""
+    from bot.issues import routing
+    from bot.service import daemon
+    # The same validation as `publish`: a bad rule stops the service before it listens (exit 2, rule index).
+    routing.compile_rules(settings.routing, settings.source)
+    if args.host:
+        settings.webhook.host = args.host
+    if args.port is not None:
+        settings.webhook.port = args.port
+    refused = _identity_error(settings, args.dry_run)
+    if refused:
+        print(f"flagsweep serve: {refused}", file=sys.stderr)
+        return 2
+    return daemon.serve(settings, schedule=not args.no_schedule, dry_run=args.dry_run)

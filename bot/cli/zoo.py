@@ -1,0 +1,191 @@
+"""`flagsweep zoo list`, `flagsweep zoo check` and `flagsweep repro`: the model zoo's commands."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bot.cli import arguments as types
+from bot.text.render import render
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this area's subcommands."""
+    zoo = sub.add_parser("zoo", help="the model zoo: list candidates, check that they build and run")
+    zsub = zoo.add_subparsers(dest="zoo_command", metavar="ZOO_COMMAND")
+    lst = zsub.add_parser("list", help="every candidate model class with its stratum and kind")
+    lst.add_argument("--json", action="store_true", help='print [{"model","stratum","kind"}] only')
+    lst.set_defaults(func=cmd_list)
+    chk = zsub.add_parser("check", help="build + one eager forward per model, in isolated workers")
+    chk.add_argument("--models", action="append", default=[], metavar="A,B,'Qwen*'", help="names or globs (repeatable)")
+    chk.add_argument("--sample", type=types.positive_int, metavar="N", help="a stratified random sample of N")
+    chk.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    chk.add_argument("--workers", type=types.count_or_auto, metavar="N", help="worker processes (default: settings.sweep.workers)")
+    chk.add_argument("--timeout", type=types.positive_float, metavar="S", help="seconds per model (default: settings.zoo.check_timeout)")
+    chk.add_argument("--no-cache", action="store_true", help="rerun every model, ignoring cached results")
+    chk.add_argument("--json", action="store_true", help="print one JSON document only")
+    chk.set_defaults(func=cmd_check)
+    lk = zsub.add_parser("lock", help="discover every candidate and write the locked corpus (the only writer of the lock)")
+    lk.add_argument("--models", action="append", default=[], metavar="A,B,'Qwen*'", help="re-lock only these (repeatable)")
+    lk.add_argument("--sample", type=int, metavar="N", help="re-lock a stratified random sample of N")
+    lk.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    lk.add_argument("--workers", type=int, metavar="N", help="worker processes (default: settings.sweep.workers)")
+    lk.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per class (default: 600)")
+    lk.add_argument("--fresh", action="store_true", help="ignore entries staged by an interrupted lock")
+    lk.add_argument("--lock-dir", metavar="DIR", help="where lock files live (default: the package's harness/zoo/lock)")
+    lk.add_argument("--check", action="store_true", help="compare the lock with the installed transformers; exit 1 if stale")
+    lk.add_argument("--json", action="store_true", help="print one JSON document only")
+    lk.set_defaults(func=cmd_lock)
+    zoo.set_defaults(func=lambda args, settings: (zoo.print_help(sys.stderr), 2)[1])
+    rep = sub.add_parser("repro", help="write a standalone reproducer script for one model under one config")
+    rep.add_argument("model", help="model class name")
+    rep.add_argument("--config", default="baseline", help="config name from the catalog")
+    rep.add_argument("--config-file", help="extra named configs (TOML)")
+    rep.add_argument("--base-setting", action="append", default=[], metavar="KEY=VALUE", help="applied to every compile")
+    rep.add_argument("--backend", default="count", type=types.backend, help="count | eager | aot_eager | inductor")
+    rep.add_argument("--device", default="cpu", type=types.device, help="cpu or cuda[:N]")
+    rep.add_argument("--run", action="store_true", help="also run it in a fresh interpreter and print its result")
+    rep.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: stdout)")
+    rep.set_defaults(func=cmd_repro)
+
+
+def _selected(args: argparse.Namespace) -> list[Any]:
+    from harness import zoo
+
+    patterns = [p for chunk in args.models for p in chunk.split(",") if p.strip()]
+    cands = zoo.resolve(patterns) if patterns else zoo.candidates()
+    if args.sample:
+        cands = zoo.sample(cands, args.sample, args.seed)
+    return cands
+
+
+def cmd_list(args: argparse.Namespace, settings: Any) -> int:
+    """Print every candidate."""
+    from harness import zoo
+    from harness.zoo import lock
+
+    try:
+        cands = zoo.candidates()
+    except zoo.LockError as exc:
+        print(f"flagsweep zoo list: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps([{"model": c.model, "stratum": c.stratum, "kind": c.kind} for c in cands], indent=1))
+        return 0
+    excluded = lock.current().excluded
+    reasons = Counter(r.split(":")[0] for r in excluded.values())
+    print(render("zoo_list.txt.j2", candidates=cands, counts=dict(sorted(Counter(c.stratum for c in cands).items())),
+                 excluded=len(excluded), reasons=dict(reasons.most_common())), end="")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace, settings: Any) -> int:
+    """Build + eager forward for the selected models; coverage per stratum, failures by cause."""
+    from harness import zoo
+    from harness.discovery import check
+
+    try:
+        cands = _selected(args)
+    except zoo.UnknownModel as exc:
+        print(f"flagsweep zoo check: {exc}", file=sys.stderr)
+        return 2
+    cache_dir = Path(settings.zoo.cache_dir) if settings.zoo.cache_dir else Path(settings.state_path).parent / "zoo-cache"
+    fingerprints = {}
+    for c in cands:
+        try:
+            fingerprints[c.model] = zoo.fingerprint(c.model)
+        except (zoo.BuildError, zoo.LockError):
+            pass  # no fingerprint: never cached, always rerun
+    timeout = args.timeout or settings.zoo.check_timeout
+    cached = 0 if args.no_cache else sum(1 for m, hit in check.load_cache(cache_dir).items()
+                                         if check.reusable(hit, fingerprints.get(m), timeout))
+    results = check.check([c.model for c in cands], fingerprints, cache_dir=cache_dir,
+                          workers=args.workers or settings.sweep.workers or 0,
+                          timeout=timeout, use_cache=not args.no_cache,
+                          progress=True)  # stderr only: --json keeps stdout to the document
+    strata = {c.model: c.stratum for c in cands}
+    for r in results:
+        r["stratum"] = r["stratum"] or strata.get(r["model"])
+    doc = check.summarize(results)
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print(render("zoo_check.txt.j2", doc=doc, groups=check.group_failures(doc["failures"]),
+                     cached=cached, cache_dir=str(cache_dir)), end="")
+    return 0 if doc["ok"] == doc["candidates"] else 1
+
+
+def _stage_root(settings: Any) -> Path:
+    base = Path(settings.zoo.cache_dir) if settings.zoo.cache_dir else Path(settings.state_path).parent / "zoo-cache"
+    return base / "lock-stage"
+
+
+def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
+    """Write the locked corpus (or, with --check, say whether it is stale)."""
+    from harness.zoo import UnknownModel
+    from harness.discovery import check, locker
+
+    if args.sample is not None and args.sample < 1:
+        print(f"flagsweep zoo lock: --sample must be at least 1, got {args.sample}", file=sys.stderr)
+        return 2
+    patterns = [p.strip() for chunk in args.models for p in chunk.split(",") if p.strip()]
+    common = dict(patterns=patterns, sample_n=args.sample, seed=args.seed, workers=args.workers or settings.sweep.workers or 0,
+                  timeout=args.timeout, python=settings.sweep.python, stage_root=_stage_root(settings),
+                  lock_dir=Path(args.lock_dir) if args.lock_dir else None, progress=True)
+    try:
+        if args.check:
+            report = locker.check_lock(**common)
+            print(json.dumps(report, indent=1) if args.json else render("zoo_lock_check.txt.j2", report=report), end="\n" if args.json else "")
+            return 1 if report["stale"] else 0
+        result = locker.lock_corpus(fresh=args.fresh, **common)
+    except UnknownModel as exc:
+        print(f"flagsweep zoo lock: {exc}", file=sys.stderr)
+        return 2
+    chosen = [result.entries[m] for m in sorted(result.entries)]
+    doc = check.summarize(check.result_of_entry(e) for e in chosen)
+    if args.json:
+        print(json.dumps({"lock": str(result.path.name), "locked": result.locked, "resumed": result.resumed, **doc}, indent=1))
+    else:
+        print(render("zoo_lock.txt.j2", locked=len(result.locked), resumed=len(result.resumed), path=result.path.name,
+                     doc=doc, groups=check.group_failures(doc["failures"]), cached=0, cache_dir=""), end="")
+    return 0
+
+
+def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
+    """Write (and optionally run) a standalone reproducer."""
+    from bot.verify.repro_script import NotRenderable, render_script
+    from harness.engine import configs as configs_mod
+    from harness.engine import engine
+    from harness import zoo
+    from harness.engine.script_runner import run_script
+
+    try:
+        zoo.resolve([args.model])
+        catalog = configs_mod.load_catalog(args.config_file or settings.sweep.config_file)
+        chosen = configs_mod.select(catalog, [args.config])
+        base = dict(configs_mod.parse_setting(s) for s in args.base_setting)
+        # Checked in the torch the script will run under, before it is rendered or run.
+        configs_mod.validate_all({args.config: chosen[args.config]}, base, settings.sweep.python)
+    except (zoo.UnknownModel, configs_mod.ConfigError) as exc:
+        print(f"flagsweep repro: {exc}", file=sys.stderr)
+        return 2
+    # The model is built in a worker (this process never imports torch); the script embeds that build.
+    options = engine.SweepOptions(workers=1, python=settings.sweep.python, device=args.device)
+    built = engine.describe([args.model], options=options).get(args.model)
+    try:
+        text = render_script(built, {**base, **chosen[args.config]}, backend=args.backend, device=args.device)
+    except NotRenderable:
+        print(f"flagsweep repro: {args.model} cannot be built here (see `flagsweep zoo check --models {args.model}`)",
+              file=sys.stderr)
+        return 1
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    elif not args.run:
+        sys.stdout.write(text)
+    if args.run:
+        print(json.dumps(run_script(text, settings.sweep.python or sys.executable)))
+    return 0

@@ -1,0 +1,1 @@
+"""Comment commands: the parser, their context, and the handlers that run them."""

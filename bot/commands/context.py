@@ -1,0 +1,102 @@
+"""What a comment-command handler works with: its context, the GitHub port, the permission and rate gate.
+
+Plain types and small rules, kept apart from the handlers (bot/commands/handlers.py) so
+that each stays short; tests build a Context with their own twins.
+"""
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from bot.ranges.bisect import Probe
+from bot.settings import Settings
+
+if TYPE_CHECKING:
+    from bot.pipeline.steps import Steps
+
+
+ROLES = ("none", "read", "triage", "write", "maintain", "admin")
+
+
+class GitHubPort(Protocol):
+    """What the handlers need from GitHub (bot.github.client.Publisher and its dry-run twin provide it)."""
+
+    def comment(self, number: int, body: str, *, look: bool = False) -> Any: ...
+    def react(self, comment_id: int, content: str) -> Any: ...
+    def user_permission(self, login: str) -> str: ...
+
+
+class UserError(ValueError):
+    """A problem with what the user asked; the message is posted back."""
+
+
+class RetryLater(RuntimeError):
+    """GitHub was unavailable mid-job: try the job again later; `result` holds the commands already answered."""
+
+    def __init__(self, message: str, result: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def role_at_least(role: str | None, minimum: str) -> bool:
+    """Whether a repository role (read, triage, write, maintain, admin) reaches `minimum`."""
+    role = (role or "none").lower()
+    # GitHub's legacy permission field says "read" for triage and "write" for maintain;
+    # the publisher should hand us the role name, but an unknown word counts as none.
+    rank = {r: i for i, r in enumerate(ROLES)}
+    return rank.get(role, 0) >= rank.get(minimum.lower(), rank["triage"])
+
+
+@dataclass
+class Gate:
+    """Permission (cached briefly) and per-user rate limit: state that lives as long as the service."""
+
+    ttl: float = 300.0
+    per_hour: int = 5
+    clock: Callable[[], float] = time.monotonic
+    roles: dict[str, tuple[float, str]] = field(default_factory=dict)
+    recent: dict[str, deque] = field(default_factory=dict)
+
+    def role(self, login: str, lookup: Callable[[str], str]) -> str:
+        """The user's role, from the cache when fresh."""
+        now = self.clock()
+        hit = self.roles.get(login.lower())
+        if hit and now - hit[0] < self.ttl:
+            return hit[1]
+        role = lookup(login) or "none"
+        self.roles[login.lower()] = (now, role)
+        return role
+
+    def allow(self, login: str) -> bool:
+        """Count one command for the user; False when over the hourly limit."""
+        now = self.clock()
+        q = self.recent.setdefault(login.lower(), deque())
+        while q and now - q[0] >= 3600:
+            q.popleft()
+        if len(q) >= self.per_hour:
+            return False
+        q.append(now)
+        return True
+
+
+@dataclass
+class Context:
+    """What a handler may use; the expensive actions are injectable functions."""
+
+    conn: sqlite3.Connection
+    settings: Settings
+    github: GitHubPort
+    gate: Gate
+    dry_run: bool = True
+    out_dir: Path = Path("flagsweep-out")
+    retry: bool = False               # an earlier attempt of this job met a GitHub outage
+    jobs_health: Callable[[], dict[str, Any]] | None = None   # the service's stuck/failed jobs, for `status`
+    rerun: Callable[["Context", Any, list[str]], dict[str, Any]] | None = None
+    sweep: Callable[["Context", list[str], dict[str, dict], dict[str, Any]], int] | None = None
+    bisect_dates: Callable[["Context"], list[str]] | None = None
+    bisect_probe: Callable[["Context", str, str, str], Probe] | None = None
+    steps: "Steps | None" = None      # the pipeline steps a range re-run uses (tests: twins of install and sweep)

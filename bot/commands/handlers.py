@@ -1,0 +1,249 @@
+"""Comment-command handlers: a stored `command` job in, reactions and replies out.
+
+The flow per command: parse (pure) → permission (role ≥ triage, or the
+allowlist) → per-user rate limit → acknowledge with a reaction → do it → reply.
+User errors (bad config, unknown model, empty bisect range) are answered with
+what went wrong; internal errors are logged and answered with a short generic
+message. Every word comes from templates/reply_*.md.j2.
+"""
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Any, Callable
+
+from bot.commands import parse as cmd_mod
+from bot.text import markdown as _text  # noqa: F401  (registers the escaping filters the reply templates use)
+from bot.ranges.bisect import BisectError, bisect, window
+from bot.commands.context import ROLES, Context, Gate, GitHubPort, RetryLater, UserError, role_at_least
+from bot.commands.work import (check_base_settings, check_configs, check_models, default_bisect_dates,
+                              default_bisect_probe, default_range_rerun, default_rerun, default_sweep,
+                              model_rows)
+from bot.github.port import GitHubUnavailable
+from bot.text.render import render
+
+__all__ = ["ROLES", "Context", "Gate", "GitHubPort", "RetryLater", "UserError", "handle_job", "role_at_least"]
+
+log = logging.getLogger(__name__)
+
+
+# ---- adapters to other areas (one place each) ------------------------------------------------
+
+def _link_for(conn: sqlite3.Connection, repo: str, number: int) -> Any:
+    from state import links
+    return links.by_number(conn, repo, number)
+
+
+def _update_link(conn: sqlite3.Connection, key: str, **fields: Any) -> None:
+    from state import links
+    links.update(conn, key, **fields)
+
+
+def _signature_row(conn: sqlite3.Connection, config: str | None, signature: str | None) -> dict[str, Any] | None:
+    from state import history
+    for row in history.signature_history(conn, config):
+        if row.get("signature") == signature:
+            return row
+    return None
+
+
+def _unavailable(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
+    from state import runs
+    run = runs.get_run(conn, run_id)
+    return run.unavailable if run else {}
+
+
+def _last_nightly(conn: sqlite3.Connection) -> Any:
+    from state import runs
+    done = runs.list_runs(conn, kinds=["nightly"], status="finished", limit=1)
+    return done[0] if done else None
+
+
+# ---- the handlers ------------------------------------------------------------------------------
+
+def _reply(ctx: Context, number: int, template: str, **values: Any) -> None:
+    # On a retried job the reply may have landed before the outage hit: look for it first.
+    ctx.github.comment(number, render(template, handle=ctx.settings.commands.handle, **values), look=ctx.retry)
+
+
+def _ack(ctx: Context, comment_id: int | None, content: str) -> None:
+    """React to the command's comment: best effort, never fatal (the reply is what matters)."""
+    if comment_id is None:
+        return
+    try:
+        ctx.github.react(comment_id, content)
+    except Exception as exc:   # GitHub down or the comment gone: the command still runs and is answered
+        log.warning("could not react %s to comment %s: %s", content, comment_id, exc)
+
+
+def do_help(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    _reply(ctx, number, "reply_help.md.j2", entries=cmd_mod.help_entries(ctx.settings.commands.handle),
+           min_permission=ctx.settings.commands.min_permission)
+    return "answered"
+
+
+def do_status(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    sig = _signature_row(ctx.conn, link.config, link.signature) if link else None
+    last = _last_nightly(ctx.conn)
+    _reply(ctx, number, "reply_status.md.j2", link=link.to_dict() if link else None, sig=sig,
+           jobs=ctx.jobs_health() if ctx.jobs_health else None,
+           last_nightly={"id": last.id, "nightly": last.nightly,
+                         "torch": last.environment.get("torch_version")} if last else None)
+    return "answered"
+
+
+def do_mute(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str, muted: bool = True) -> str:
+    if link is None:
+        raise UserError("this issue is not one the bot keeps, so there is nothing to mute")
+    _update_link(ctx.conn, link.key, muted=muted)
+    _reply(ctx, number, "reply_mute.md.j2", muted=muted, author=author)
+    return "muted" if muted else "unmuted"
+
+
+def do_unmute(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    return do_mute(ctx, number, link, args, author, muted=False)
+
+
+def do_cc(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    if link is None:
+        raise UserError("this issue is not one the bot keeps, so it has no cc list")
+    cc = list(link.cc)
+    for h in args["handles"]:
+        present = [c for c in cc if c.lower() == h.lower()]
+        if args["action"] == "add" and not present:
+            cc.append(h)
+        elif args["action"] == "remove":
+            cc = [c for c in cc if c.lower() != h.lower()]
+    _update_link(ctx.conn, link.key, cc=cc)
+    _reply(ctx, number, "reply_cc.md.j2", action=args["action"], handles=args["handles"], cc=cc)
+    return f"cc {args['action']}"
+
+
+def _issue_models(ctx: Context, link: Any) -> list[str]:
+    sig = _signature_row(ctx.conn, link.config, link.signature) if link and link.signature else None
+    return list(sig.get("models") or []) if sig else []
+
+
+def do_rerun(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    if link is None:
+        raise UserError("this issue is not one the bot keeps, so there is nothing to re-run")
+    models = _issue_models(ctx, link)
+    result = (ctx.rerun or default_rerun)(ctx, link, models)
+    _reply(ctx, number, "reply_rerun.md.j2", r=result, models=models, config=link.config,
+           rows=model_rows(ctx.conn, result.get("run_id"), link.config, models))
+    return "rerun"
+
+
+def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    from state import history
+    chosen = check_configs(ctx, [args["config"]])
+    models = check_models(ctx, [args["models"]])
+    base = check_base_settings(ctx, args.get("base_setting") or [])
+    run_id = (ctx.sweep or default_sweep)(ctx, models, chosen, base)   # the sweep finalizes the run it ends
+    effects = [e.to_dict() for e in history.effects(ctx.conn, run_id) if e.config == args["config"]]
+    unavailable = _unavailable(ctx.conn, run_id)
+    _reply(ctx, number, "reply_sweep.md.j2", run_id=run_id, config=args["config"], models=models,
+           base=base, effects=effects, unavailable=unavailable.get(args["config"]))
+    return f"swept run {run_id}"
+
+
+def do_range(ctx: Context, number: int, link: Any) -> str:
+    """`bisect` with no model: search the tracking issue's regression range again and rewrite the issue."""
+    if link is None or link.kind != "tracking" or not link.signature:
+        raise UserError("`bisect` without --config and --model searches a tracking issue's regression range "
+                        "again; this issue is not a tracking issue")
+    result = default_range_rerun(ctx, link)
+    _reply(ctx, number, "reply_range.md.j2", r=result, dry_run=ctx.dry_run)
+    return "range: " + ", ".join(f"{r['kind']} {r['status']}" for r in result["ranges"])
+
+
+def do_bisect(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+    if not args.get("config") and not args.get("model"):
+        return do_range(ctx, number, link)
+    check_configs(ctx, [args["config"]])
+    model = check_models(ctx, [args["model"]])
+    if len(model) != 1:
+        raise UserError(f"--model must name one model, {args['model']} names {len(model)}")
+    try:
+        dates = window((ctx.bisect_dates or default_bisect_dates)(ctx), args.get("good"), args.get("bad"))
+        probe = ctx.bisect_probe or default_bisect_probe
+        result = bisect(dates, lambda d: probe(ctx, d, model[0], args["config"]))
+    except BisectError as exc:
+        raise UserError(str(exc)) from None
+    _reply(ctx, number, "reply_bisect.md.j2", r=result.to_dict(), model=model[0], config=args["config"])
+    return f"bisected: {result.good.date}..{result.bad.date}"
+
+
+HANDLERS: dict[str, Callable[..., str]] = {
+    "help": do_help, "status": do_status, "rerun": do_rerun, "sweep": do_sweep, "mute": do_mute,
+    "unmute": do_unmute, "cc": do_cc, "bisect": do_bisect,
+}
+
+
+def _permitted(ctx: Context, author: str) -> bool:
+    allow = {a.lower().lstrip("@") for a in ctx.settings.commands.allowlist}
+    if author.lower() in allow:
+        return True
+    try:
+        role = ctx.gate.role(author, ctx.github.user_permission)
+    except GitHubUnavailable:
+        raise   # GitHub down: neither run nor refuse; the job is tried again when it is back
+    except Exception:   # an odd answer: refuse rather than run work for someone unknown
+        log.exception("permission lookup for %s failed", author)
+        return False
+    return role_at_least(role, ctx.settings.commands.min_permission)
+
+
+def handle_job(ctx: Context, payload: dict[str, Any], earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run every command of one stored comment; returns what happened to each (stored as the job result).
+
+    `earlier` is the result of an attempt cut short by a GitHub outage: commands it
+    answered are not run again. A new outage raises RetryLater with the progress so far.
+    """
+    handle = ctx.settings.commands.handle
+    number, author = payload["issue"], payload.get("author") or ""
+    link = _link_for(ctx.conn, payload.get("repo") or ctx.settings.github.repo or "", number)
+    if link is None and not ctx.settings.commands.any_issue:
+        return {"ignored": "not an issue the bot keeps"}   # "not mine" is a normal answer, said quietly
+    answered = list((earlier or {}).get("commands") or [])
+    done: list[dict[str, Any]] = []
+    items = cmd_mod.parse_comment(payload.get("body") or "", handle, payload.get("previous"))
+    for i, item in enumerate(items):
+        if i < len(answered) and answered[i].get("outcome"):
+            done.append(answered[i])
+            continue
+        try:
+            done.append(_run_one(ctx, item, number, link, author, payload.get("comment_id")))
+        except GitHubUnavailable as exc:
+            raise RetryLater(str(exc), {"commands": done}) from exc
+    return {"commands": done}
+
+
+def _run_one(ctx: Context, item: Any, number: int, link: Any, author: str, comment_id: int | None) -> dict[str, Any]:
+    """One command: permission, rate limit, acknowledge, run, reply; returns its entry for the job result."""
+    if isinstance(item, cmd_mod.Problem):
+        _ack(ctx, comment_id, "confused")
+        _reply(ctx, number, "reply_usage.md.j2", problem=item)
+        return {"line": item.line, "outcome": "bad command"}
+    entry = {"line": item.line, "command": item.name}
+    if item.privileged and not _permitted(ctx, author):
+        _reply(ctx, number, "reply_refused.md.j2", author=author, command=item.name,
+               min_permission=ctx.settings.commands.min_permission)
+        return {**entry, "outcome": "refused"}
+    if item.privileged and not ctx.gate.allow(author):
+        _reply(ctx, number, "reply_rate_limited.md.j2", author=author, per_hour=ctx.gate.per_hour)
+        return {**entry, "outcome": "rate limited"}
+    _ack(ctx, comment_id, "eyes")
+    try:
+        entry["outcome"] = HANDLERS[item.name](ctx, number, link, item.args, author)
+    except UserError as exc:
+        _reply(ctx, number, "reply_error.md.j2", message=str(exc), command=item.name, internal=False)
+        return {**entry, "outcome": f"user error: {exc}"}
+    except GitHubUnavailable:
+        raise
+    except Exception as exc:
+        log.exception("command %r on #%s failed", item.line, number)
+        _reply(ctx, number, "reply_error.md.j2", message="", command=item.name, internal=True)
+        return {**entry, "outcome": f"internal error: {type(exc).__name__}"}
+    _ack(ctx, comment_id, "+1")
+    return entry

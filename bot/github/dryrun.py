@@ -1,0 +1,125 @@
+"""The dry-run publisher, the real one's twin: records the same actions and renders them to files.
+
+One Markdown file per action (`001-create-t1a2b….md`) plus `plan.json` in the
+out dir; nothing leaves the machine. Numbers of issues it "creates" are
+placeholders (900000 + n), so later actions in the same plan can refer to them.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.github.port import IssueRef
+
+PLACEHOLDER_BASE = 900000
+_OURS = re.compile(r"^\d{3,}-[a-z]+-.*\.md$")
+
+
+@dataclass
+class Recorded:
+    seq: int
+    action: str
+    number: int | None
+    key: str | None = None
+    title: str | None = None
+    labels: list[str] | None = None
+    file: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class DryRunPublisher:
+    """Records what would be written; `finish()` writes plan.json."""
+
+    dry_run = True
+
+    def __init__(self, out_dir: str | Path | None = None, *, permissions: dict[str, str] | None = None,
+                 clean: bool = True) -> None:
+        """`clean`: remove an earlier dry run's files first (a publish); False appends (a service's replies)."""
+        self.out_dir = Path(out_dir) if out_dir else None
+        self.records: list[Recorded] = []
+        self.permissions = permissions or {}
+        self._keys: dict[int, str] = {}
+        self._offset = 0
+        if self.out_dir:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            for old in self.out_dir.iterdir():          # only files an earlier dry run wrote
+                if _OURS.match(old.name) or old.name == "plan.json":
+                    if clean:
+                        old.unlink()
+                    elif old.name != "plan.json":
+                        self._offset = max(self._offset, int(old.name.split("-", 1)[0]))
+
+    def _record(self, action: str, number: int | None, *, key: str | None = None, title: str | None = None,
+                body: str | None = None, labels: list[str] | None = None, **extra: Any) -> Recorded:
+        seq = self._offset + len(self.records) + 1
+        key = key or self._keys.get(number or -1)
+        rec = Recorded(seq, action, number, key, title, labels, extra=extra)
+        if self.out_dir is not None:
+            name = f"{seq:03d}-{action}-{key or number}.md"
+            content = f"# {title}\n\n{body or ''}" if title and action == "create" else (body or "")
+            if not content:
+                content = f"{action} #{number}" + (f": {', '.join(labels)}" if labels else "") + "\n"
+            (self.out_dir / name).write_text(content)
+            rec.file = name
+        self.records.append(rec)
+        return rec
+
+    def create_issue(self, key: str, title: str, body: str, labels: list[str], *, look: bool = True) -> int:
+        """Record a new issue; returns a placeholder number."""
+        number = PLACEHOLDER_BASE + sum(1 for r in self.records if r.action == "create") + 1
+        self._keys[number] = key
+        self._record("create", number, key=key, title=title, body=body, labels=labels)
+        return number
+
+    def edit_issue(self, number: int, *, title: str | None = None, body: str | None = None) -> bool:
+        """Record a body/title rewrite."""
+        self._record("edit", number, title=title, body=body)
+        return True
+
+    def comment(self, number: int, body: str, *, look: bool = False) -> int | None:
+        """Record a comment."""
+        self._record("comment", number, body=body)
+        return None
+
+    def close(self, number: int, reason: str = "completed") -> bool:
+        """Record a close."""
+        self._record("close", number, reason=reason)
+        return True
+
+    def reopen(self, number: int) -> bool:
+        """Record a reopen."""
+        self._record("reopen", number)
+        return True
+
+    def set_labels(self, number: int, labels: list[str]) -> bool:
+        """Record a label change."""
+        self._record("labels", number, labels=labels)
+        return True
+
+    def react(self, comment_id: int, content: str) -> None:
+        """Record a reaction."""
+        self._record("react", None, comment_id=comment_id, content=content)
+
+    def find_by_marker(self, key: str) -> IssueRef | None:
+        """Dry runs know nothing of GitHub."""
+        return None
+
+    def user_permission(self, login: str) -> str:
+        """From the `permissions` map given at construction, else `none`."""
+        return self.permissions.get(login, "none")
+
+    def list_own_issues(self) -> list[IssueRef]:
+        """Dry runs know nothing of GitHub."""
+        return []
+
+    def finish(self, extra: dict[str, Any] | None = None) -> Path | None:
+        """Write plan.json; returns its path."""
+        if self.out_dir is None:
+            return None
+        data = {"actions": [r.__dict__ for r in self.records], **(extra or {})}
+        path = self.out_dir / "plan.json"
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        return path

@@ -1,0 +1,81 @@
+"""The publisher interface: what every GitHub write goes through, and its errors.
+
+bot.github.client.GitHubPublisher (the only module importing PyGithub) and
+bot.github.dryrun.DryRunPublisher (its twin, writing files) both provide it; nothing
+here imports PyGithub, so a dry run loads without it.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from bot.settings import GitHubSettings
+
+log = logging.getLogger(__name__)
+
+
+class GitHubUnavailable(RuntimeError):
+    """GitHub kept failing or asked us to wait longer than allowed: stop, keep the rest for later."""
+
+
+class ActionRefused(RuntimeError):
+    """GitHub refused the request for good (404, 422, a permission 403): do not retry it."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class IssueRef:
+    """What the bot knows of one issue on GitHub."""
+
+    number: int
+    title: str
+    body: str
+    state: str
+    author: str
+    key: str | None = None
+    labels: list[str] = field(default_factory=list)
+
+
+class Publisher(Protocol):
+    """Every GitHub write goes through this interface; bot.github.dryrun.DryRunPublisher is the twin."""
+
+    dry_run: bool
+
+    def create_issue(self, key: str, title: str, body: str, labels: list[str], *, look: bool = True) -> int: ...
+    def edit_issue(self, number: int, *, title: str | None = None, body: str | None = None) -> bool: ...
+    def comment(self, number: int, body: str, *, look: bool = False) -> int | None: ...
+    def close(self, number: int, reason: str = "completed") -> bool: ...
+    def reopen(self, number: int) -> bool: ...
+    def set_labels(self, number: int, labels: list[str]) -> bool: ...
+    def react(self, comment_id: int, content: str) -> None: ...
+    def find_by_marker(self, key: str) -> IssueRef | None: ...
+    def user_permission(self, login: str) -> str: ...
+    def list_own_issues(self) -> list[IssueRef]: ...
+
+
+class IdentityError(ActionRefused):
+    """The credentials write as another account than `[github] bot_login`: every issue would be filed twice."""
+
+
+def same_login(a: str, b: str) -> bool:
+    """GitHub logins compare case-insensitively; an App is `slug` or `slug[bot]`."""
+    def norm(login: str) -> str:
+        login = login.lower()
+        return login[:-5] if login.endswith("[bot]") else login
+    return norm(a) == norm(b)
+
+
+def check_identity(settings: GitHubSettings, login: str) -> str:
+    """Adopt `login` as bot_login when none is set; IdentityError when bot_login names another account."""
+    if not settings.bot_login:
+        log.info("github: writing as %s (bot_login taken from the credentials)", login)
+        settings.bot_login = login
+    elif not same_login(settings.bot_login, login):
+        raise IdentityError(f"the GitHub credentials write as {login!r}, not as [github] bot_login "
+                            f"{settings.bot_login!r}; set bot_login = {login!r} or use that account's credentials "
+                            "(nothing was published)")
+    return settings.bot_login

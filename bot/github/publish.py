@@ -1,0 +1,297 @@
+"""Glue: plan → outbox → publisher, for one run. The entry point of the nightly pipeline's last step.
+
+Real publish, in order: (1) send what an earlier publish left in the outbox,
+(2) fold GitHub's view of the bot's issues into the links (human closes,
+lost store), (3) plan, (4) store the whole plan in the outbox, (5) send it one
+action at a time, marking each done together with its link update. When GitHub
+stays down the rest stays pending and the summary says so. A dry run takes
+the same five steps against an in-memory copy of the store and a publisher
+that writes files (bot.github.dryrun), so the file store is left as it was.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from bot.verify import isolate, reproducers
+from bot.issues import planner, inputs as plan_inputs, routing
+from bot.text import render
+from bot.view import run_view
+from bot.github.dryrun import DryRunPublisher
+from bot.github.port import ActionRefused, GitHubUnavailable, Publisher
+from bot.view.run_view import RunView
+from bot.settings import Settings
+from state import db, links as links_mod, outbox
+from state.db import transaction
+
+log = logging.getLogger(__name__)
+DRY_RUN_REPO = "dry-run/no-repository"   # where a dry run without github.repo files its (scratch) links
+_REF = re.compile(r"\[\[flagsweep-ref:([A-Za-z0-9]+)\]\]")
+
+
+@dataclass
+class PublishSummary:
+    """What one publish did."""
+
+    run_id: int
+    dry_run: bool
+    repo: str | None
+    actions: int = 0              # actions planned by this publish
+    done: int = 0                 # actions finished (written, or found already as intended), this publish and resumed ones
+    written: int = 0              # of those, the ones that changed something on GitHub
+    unchanged: int = 0            # of those, skipped: GitHub already had what we meant to write
+    pending: int = 0              # left in the outbox for the next publish
+    failed: int = 0               # refused by GitHub for good
+    resumed: int = 0              # left over by an earlier publish and sent now
+    out_dir: str | None = None
+    plan_file: str | None = None
+    stopped: str | None = None    # why sending stopped early
+    synced: dict[str, int] = field(default_factory=dict)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+    def render(self) -> str:
+        """The terminal summary table."""
+        return render.render("summary_publish.md.j2", rows=self.rows, total=len(self.rows), dry_run=self.dry_run,
+                             done=self.done, written=self.written, unchanged=self.unchanged, pending=self.pending,
+                             failed=self.failed, out_dir=self.out_dir, stopped=self.stopped)
+
+
+def plan_settings(settings: Settings) -> planner.PlanSettings:
+    """The planner's view of the settings (routing validated here: a bad rule fails before anything runs)."""
+    return planner.PlanSettings(verify_nightlies=settings.issues.verify_nightlies, labels=list(settings.issues.labels),
+                                rules=routing.compile_rules(settings.routing, settings.source),
+                                report_url=settings.issues.report_url)
+
+
+def resolve_refs(body: str, numbers: dict[str, int | None]) -> str:
+    """Turn `[[flagsweep-ref:KEY]]` into `#N` (or "a pending issue" when it has no number yet)."""
+    return _REF.sub(lambda m: f"#{numbers[m.group(1)]}" if numbers.get(m.group(1)) else "(issue pending)", body)
+
+
+def _progress(enabled: bool) -> Callable[[str], None]:
+    def say(msg: str) -> None:
+        if enabled:
+            print(f"flagsweep publish: {msg}", file=sys.stderr, flush=True)
+    return say
+
+
+def _make_plan(conn: sqlite3.Connection, settings: Settings, view: RunView, verify: bool,
+               say: Callable[[str], None], psettings: planner.PlanSettings,
+               runner: reproducers.Runner | None = None) -> planner.Plan:
+    inputs = plan_inputs.gather(conn, view)
+    groups = planner.tracking_groups(inputs.effects, inputs.outcomes)
+    cache_path = Path(settings.state_path).with_name("repro-cache.json")
+    if verify:
+        # Verified on the run's own interpreter (its environment records it), from what the run stored.
+        inputs.reproducers = reproducers.verify_all(
+            groups, inputs.outcomes, inputs.run, dict(view.builds), cache_path=cache_path,
+            timeout=settings.issues.repro_timeout, shrink_budget=settings.issues.shrink_budget, progress=say,
+            runner=runner)
+    # Where each crash lives: by construction under count/eager, else once per signature on its verified reproducer.
+    inputs.components = isolate.isolate_all(
+        groups, inputs.reproducers, inputs.outcomes, inputs.run, dict(view.builds), cache_path=cache_path,
+        timeout=settings.issues.repro_timeout, progress=say, runner=runner)
+    return planner.plan(inputs, psettings)
+
+
+def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dry_run: bool, out_dir: str | None,
+                publisher: Publisher | None = None, verify_repros: bool | None = None,
+                progress: bool = False, view: RunView | None = None,
+                repro_runner: reproducers.Runner | None = None) -> PublishSummary:
+    """Plan the issues for `run_id` and publish them: to GitHub, or in a dry run to files, by the same steps.
+
+    `view`: the run as already loaded by the caller (the nightly loads it once for publish and report).
+    `repro_runner`: runs one reproducer (default: render it and run it in a fresh interpreter).
+    """
+    repo = settings.github.repo
+    verify = settings.issues.verify_reproducers if verify_repros is None else verify_repros
+    say = _progress(progress)
+    psettings = plan_settings(settings)          # a bad routing rule stops us before anything is written
+    view = view or run_view.load(conn, run_id, repo)
+    summary = PublishSummary(run_id=run_id, dry_run=dry_run, repo=repo)
+
+    def make_plan(store: sqlite3.Connection, seen: RunView) -> planner.Plan:
+        return _make_plan(store, settings, seen, verify, say, psettings, repro_runner)
+
+    if not dry_run:
+        if publisher is None:
+            from bot.github.client import GitHubPublisher    # the only module importing PyGithub
+            try:
+                publisher = GitHubPublisher(settings.github)   # asks GitHub who we are before anything is sent
+            except GitHubUnavailable as exc:
+                summary.stopped = str(exc)
+                return _finish(conn, summary)
+        if not repo:
+            raise ActionRefused("no repository: set github.repo or pass --repo OWNER/NAME")
+        return _publish(conn, view, publisher, repo, summary, say, make_plan)
+    pub = publisher or DryRunPublisher(out_dir or settings.issues.dry_run_out)
+    scratch = db.scratch_copy(conn)             # the real steps against a copy: a dry run leaves the store as it was
+    try:
+        _publish(scratch, view, pub, repo or DRY_RUN_REPO, summary, say, make_plan)
+    finally:
+        scratch.close()
+    if isinstance(pub, DryRunPublisher):
+        path = pub.finish({"run_id": run_id, "repo": repo})
+        summary.out_dir, summary.plan_file = (str(pub.out_dir) if pub.out_dir else None), (str(path) if path else None)
+    return summary
+
+
+def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str, summary: PublishSummary,
+             say: Callable[[str], None], make_plan: Callable[[sqlite3.Connection, RunView], planner.Plan]) -> PublishSummary:
+    """Steps (1) to (5) of the module docstring, for a real publish and a dry run alike."""
+    # (1) an earlier publish may have left work behind: finish it before planning anew.
+    leftovers = outbox.unfinished(conn)
+    if leftovers:
+        say(f"resuming {len(leftovers)} action(s) left in the outbox")
+        summary.resumed = len(leftovers)
+        if _drain(conn, pub, repo, summary, say):
+            return _finish(conn, summary)
+    # (2) what GitHub says now: human closes, and links lost with the store.
+    try:
+        # A rebuilt link knows the labels GitHub has (so they are not re-sent) but no body hash (so it is refreshed).
+        seen = [{"key": r.key, "number": r.number, "state": r.state, "title": r.title, **_meta(r.body),
+                 "body_sha": "." + planner.material_sha(sorted(r.labels))} for r in pub.list_own_issues()]
+    except GitHubUnavailable as exc:
+        summary.stopped = str(exc)
+        return _finish(conn, summary)
+    summary.synced = links_mod.sync(conn, repo, seen)
+    if any(summary.synced.values()) or leftovers:
+        view = view.with_links(links_mod.all_links(conn, repo))
+    # (3) plan, (4) store, (5) send.
+    plan = make_plan(conn, view)
+    for key, changes in plan.notes:
+        links_mod.update(conn, key, **changes)
+    summary.actions = len(plan.actions)
+    if plan.actions:
+        outbox.enqueue(conn, outbox.new_batch(), view.id, [(a.key, a.action, a.payload()) for a in plan.actions])
+        _drain(conn, pub, repo, summary, say)
+    return _finish(conn, summary)
+
+
+def _meta(body: str) -> dict[str, Any]:
+    from bot.text.markdown import marker_meta
+    data = marker_meta(body)
+    return {k: data.get(k) for k in ("kind", "config", "signature")}
+
+
+def _finish(conn: sqlite3.Connection, summary: PublishSummary) -> PublishSummary:
+    counts = outbox.counts(conn)
+    summary.pending = counts.get("pending", 0) + counts.get("sending", 0)
+    return summary
+
+
+def _row(action: str, key: str, number: int | None, title: str | None, result: str) -> dict[str, Any]:
+    return {"action": action, "key": key, "where": f"#{number}" if number else "new", "title": title or "",
+            "result": result}
+
+
+def _drain(conn: sqlite3.Connection, pub: Publisher, repo: str, summary: PublishSummary,
+           say: Callable[[str], None]) -> bool:
+    """Send every unfinished outbox entry in order; True when GitHub stopped us."""
+    entries = outbox.unfinished(conn)
+    for n, entry in enumerate(entries, 1):
+        if len(entries) > 5 and n % 5 == 1:
+            say(f"sending {n}/{len(entries)}")
+        uncertain = entry.uncertain
+        outbox.mark_sending(conn, entry.id)
+        try:
+            result, changed = _execute(conn, pub, repo, entry, uncertain)
+        except GitHubUnavailable as exc:
+            outbox.mark_pending(conn, entry.id, str(exc))
+            summary.stopped = str(exc)
+            say(f"GitHub unavailable, {len(entries) - n + 1} action(s) left for the next publish: {exc}")
+            summary.rows += [_entry_row(conn, repo, e, "pending") for e in entries[n - 1:]]
+            return True
+        except ActionRefused as exc:
+            outbox.mark_failed(conn, entry.id, str(exc))
+            summary.failed += 1
+            summary.rows.append(_entry_row(conn, repo, entry, "failed"))
+            log.error("%s %s refused: %s", entry.action, entry.key, exc)
+            continue
+        with transaction(conn):
+            _apply(conn, repo, entry, result)
+            outbox.mark_done(conn, entry.id, result)
+        summary.done += 1
+        summary.written += 1 if changed else 0
+        summary.unchanged += 0 if changed else 1
+        summary.rows.append(_entry_row(conn, repo, entry, "written" if changed else "unchanged", result.get("number")))
+    return False
+
+
+def _entry_row(conn: sqlite3.Connection, repo: str, entry: outbox.Entry, result: str,
+               number: int | None = None) -> dict[str, Any]:
+    """A summary row for one outbox entry: what it is, where, and what became of it."""
+    if number is None:
+        link = links_mod.get(conn, entry.key, repo)
+        number = entry.payload.get("number") or (link.number if link else None)
+    return _row(entry.action, entry.key, number,
+                entry.payload.get("title") or f"({entry.payload.get('reason') or entry.action})", result)
+
+
+def _number(conn: sqlite3.Connection, repo: str, entry: outbox.Entry) -> int:
+    number = entry.payload.get("number")
+    if number:
+        return int(number)
+    link = links_mod.get(conn, entry.key, repo)
+    if link is None:
+        raise ActionRefused(f"{entry.action} {entry.key}: no issue number known")
+    return link.number
+
+
+def _execute(conn: sqlite3.Connection, pub: Publisher, repo: str, entry: outbox.Entry,
+             uncertain: bool) -> tuple[dict[str, Any], bool]:
+    """Send one entry; returns (result to store, whether GitHub changed)."""
+    p = entry.payload
+    numbers = {k: l.number for k, l in links_mod.all_links(conn, repo).items()} if p.get("body") and "[[flagsweep-ref:" in p["body"] else {}
+    body = resolve_refs(p["body"], numbers) if p.get("body") else p.get("body")
+    if entry.action == "create":
+        link = links_mod.get(conn, entry.key, repo)
+        if link is not None:              # filed by an earlier publish (or adopted by the sync): edit instead
+            changed = pub.edit_issue(link.number, title=p.get("title"), body=body)
+            return {"number": link.number, "adopted": True}, changed
+        number = pub.create_issue(entry.key, p["title"], body or "", p.get("labels") or [], look=uncertain)
+        return {"number": number}, True
+    number = _number(conn, repo, entry)
+    if entry.action == "edit":
+        return {"number": number}, pub.edit_issue(number, title=p.get("title"), body=body)
+    if entry.action == "comment":
+        return {"number": number, "comment": pub.comment(number, body or "", look=uncertain)}, True
+    if entry.action == "close":
+        return {"number": number}, pub.close(number)
+    if entry.action == "reopen":
+        return {"number": number}, pub.reopen(number)
+    if entry.action == "labels":
+        return {"number": number}, pub.set_labels(number, p.get("labels") or [])
+    if entry.action == "react":
+        pub.react(int(p["comment_id"]), p["content"])
+        return {}, True
+    raise ActionRefused(f"unknown action {entry.action}")
+
+
+def _apply(conn: sqlite3.Connection, repo: str, entry: outbox.Entry, result: dict[str, Any]) -> None:
+    """The link update that goes with a done action (same transaction as marking it done)."""
+    p = entry.payload
+    if entry.action == "create":
+        existing = links_mod.get(conn, entry.key, repo)
+        links_mod.upsert(conn, links_mod.Link(
+            key=entry.key, repo=repo, number=result["number"], kind=p.get("kind") or "tracking", config=p.get("config"),
+            signature=p.get("signature"), state="open", body_sha=p.get("material"), title=p.get("title"),
+            cc=existing.cc if existing else [], muted=existing.muted if existing else False))
+    elif entry.action in ("edit", "labels"):
+        fields: dict[str, Any] = {"body_sha": p.get("material")}
+        if entry.action == "edit" and p.get("title"):
+            fields["title"] = p["title"]
+        links_mod.update(conn, entry.key, **fields)
+    elif entry.action == "close":
+        links_mod.update(conn, entry.key, state="closed", closed_by="bot")
+    elif entry.action == "reopen":
+        links_mod.update(conn, entry.key, state="open", closed_by=None, quiet_nightlies=0)

@@ -1,0 +1,1 @@
+"""The issue planner: from a run view and its verdicts to GitHub actions with rendered text."""

@@ -1,0 +1,189 @@
+"""The nightly pipeline: provider → sweep (the engine finalizes) → diff → flake confirmation → ranges → publish → report.
+
+Each call into another area is one public function of bot/pipeline/steps.py, collected
+in `Steps` so tests can replace the expensive one through its typed seam.
+Idempotent: a nightly already swept with the same configs and models on the same
+torch is not swept again unless forced; it still publishes what it has.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.builds import provider
+from bot.pipeline import sampling
+from bot.github.publish import PublishSummary
+from bot.settings import Settings
+from bot.pipeline.steps import Steps, load_view
+from state import runs as runs_mod
+
+log = logging.getLogger(__name__)
+
+
+class NightlyError(ValueError):
+    """A bad request (unknown config or model, bad shard): nothing ran."""
+
+
+# ---- the pipeline ----------------------------------------------------------------------------
+
+@dataclass
+class NightlyResult:
+    """What one `flagsweep nightly` did (printed, or --json)."""
+
+    status: str                           # swept | reused | failed | shard_done
+    run_id: int | None
+    torch: dict[str, Any] = field(default_factory=dict)
+    nightly: str | None = None
+    shard: str | None = None
+    models: int = 0
+    configs: list[str] = field(default_factory=list)
+    previous_run: int | None = None
+    transitions: dict[str, int] = field(default_factory=dict)
+    published: PublishSummary | None = None
+    dry_run: bool = True
+    out_dir: str | None = None
+    report: str | None = None
+    reason: str | None = None
+    unavailable: dict[str, Any] = field(default_factory=dict)   # configs the swept torch lacks a key of
+    ranges: list[dict[str, Any]] = field(default_factory=list)  # regression ranges searched (state.ranges.Range)
+    range_cost: dict[str, int] = field(default_factory=dict)    # installs, sweeps, items the search took
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """`i/N` (1-based) → (i, N)."""
+    if not text:
+        return None
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise NightlyError(f"--shard must be i/N, e.g. 2/4, got {text!r}") from None
+    if not (n >= 1 and 1 <= i <= n):
+        raise NightlyError(f"--shard {text}: need 1 <= i <= N")
+    return i, n
+
+
+def shard_slice(models: list[str], shard: tuple[int, int] | None) -> list[str]:
+    """The deterministic slice of `models` for shard (i, N): every N-th name of the sorted list."""
+    names = sorted(set(models))
+    if shard is None:
+        return names
+    i, n = shard
+    return names[i - 1::n]
+
+
+def find_existing(conn: sqlite3.Connection, *, nightly: str, shard: str | None, configs: dict[str, dict],
+                  models: list[str], torch_version: str) -> runs_mod.Run | None:
+    """The latest nightly run of this date, shard, configs, models and torch (any status)."""
+    want_configs = json.loads(json.dumps(configs, sort_keys=True))
+    for run in runs_mod.list_runs(conn, kinds=["nightly"], limit=200):
+        if run.nightly != nightly or run.shard != shard or run.status in ("failed", "merged"):
+            continue
+        asked = {**run.configs, **{name: u["settings"] for name, u in run.unavailable.items()}}
+        if asked == want_configs and sorted(run.models) == sorted(models) \
+                and run.environment.get("torch_version") == torch_version:
+            return run
+    return None
+
+
+def record_failure(conn: sqlite3.Connection, *, reason: str, nightly: str | None, configs: dict[str, dict],
+                   models: list[str], shard: str | None, torch: dict[str, Any] | None = None) -> int:
+    """A nightly that could not start (no wheel, install failed) is a failed run with its reason."""
+    # The same keys as a swept run's environment, so reports and listings can show a failed run too.
+    env = {"torch_version": (torch or {}).get("version"), "torch_git": (torch or {}).get("git"),
+           "transformers_version": None, "python_version": None, "device": None, "cuda_version": None,
+           "flagsweep_version": None, "recipe_fingerprint": None,
+           "torch_index": (torch or {}).get("index"), "torch_channel": (torch or {}).get("channel")}
+    run_id = runs_mod.create_run(conn, environment=env, models=models, configs=configs, kind="nightly",
+                                 nightly=nightly, shard=shard)
+    runs_mod.finish_run(conn, run_id, status="failed", reason=reason)
+    return run_id
+
+
+def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "nightly", date: str | None = None,
+                configs: list[str] | None = None, models: list[str] | None = None, force: bool = False,
+                shard: str | None = None, dry_run: bool | None = None, out_dir: str | Path | None = None,
+                progress: bool = True, steps: Steps | None = None, population: str | None = None) -> NightlyResult:
+    """The whole nightly; a provider failure is a failed run in the store, never an exception."""
+    steps = steps or Steps()
+    provider.parse_spec(torch)       # a build name that is none of the forms: SpecError before anything runs
+    dry_run = (not settings.github.has_credentials) if dry_run is None else dry_run
+    out = Path(out_dir or settings.issues.dry_run_out)
+    shard_t = parse_shard(shard)
+    config_names = list(configs if configs is not None else settings.nightly.configs)
+    chosen = steps.select_configs(settings, config_names)
+    names = shard_slice(steps.resolve_models(list(models if models is not None else settings.nightly.models)), shard_t)
+    result = NightlyResult(status="swept", run_id=None, shard=shard, models=len(names), configs=list(chosen),
+                           dry_run=dry_run, out_dir=str(out))
+    try:
+        built = steps.provide(settings, torch, date, progress)
+    except provider.ProviderError as exc:
+        result.status, result.reason = "failed", str(exc)
+        result.nightly = date
+        result.run_id = record_failure(conn, reason=str(exc), nightly=date, configs=chosen, models=names, shard=shard,
+                                       torch={"index": settings.nightly.index_url, "channel": settings.nightly.channel})
+        log.error("nightly failed: %s", exc)
+        return result
+    result.torch, result.nightly = built.to_dict(), built.date
+    drawn = _population(conn, settings, steps, names, chosen, built, population or settings.sweep.population, progress)
+    if drawn.meta is not None:
+        names, result.models = drawn.models, len(drawn.models)
+    existing = find_existing(conn, nightly=built.date, shard=shard, configs=chosen, models=names,
+                             torch_version=built.version)
+    if existing and existing.status == "finished" and not force:
+        result.status, result.run_id = "reused", existing.id
+        log.info("nightly %s already swept as run %s: not sweeping again (--force to redo)", built.date, existing.id)
+    else:
+        resume = bool(existing and existing.status in ("running", "interrupted") and not force)
+        result.run_id = steps.sweep(conn, models=names, configs=chosen, base_settings={}, settings=settings,
+                                    python=built.python, run_id=existing.id if resume else None, resume=resume,
+                                    nightly=built.date, shard=shard, progress=progress, build=built.environment(),
+                                    **({"prior": drawn.prior, "population": drawn.meta} if drawn.meta else {}))
+    result.unavailable = runs_mod.get_run(conn, result.run_id).unavailable
+    result.configs = [c for c in result.configs if c not in result.unavailable]
+    if shard:
+        # A shard stops here: `flagsweep merge` joins the shards and publishes once.
+        result.status = "shard_done" if result.status == "swept" else result.status
+        return result
+    return publish_stage(conn, settings, result, python=built.python, steps=steps, out=out)
+
+
+def _population(conn: sqlite3.Connection, settings: Settings, steps: Steps, names: list[str],
+                configs: dict[str, dict], built: provider.Nightly, population: str, progress: bool) -> sampling.Drawn:
+    """The nightly's models drawn from `population` (a baseline pass on this torch first, when none is stored)."""
+    if population == "all":
+        return sampling.Drawn(models=names)
+
+    def baseline_pass(models: list[str]) -> int:
+        log.info("baseline pass over %d models to find the graph-breaking ones", len(models))
+        return steps.sweep(conn, models=models, configs={"baseline": configs.get("baseline", {})}, base_settings={},
+                           settings=settings, python=built.python, run_id=None, resume=False, nightly=None,
+                           shard=None, kind="baseline", progress=progress, build=built.environment())
+
+    return sampling.draw(conn, [sampling.Pick(n) for n in names], population=population, sample=None, seed=0,
+                         base_settings={}, torch_version=built.version, baseline_pass=baseline_pass)
+
+
+def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, *, python: str | None,
+                  steps: Steps, out: Path) -> NightlyResult:
+    """Diff with the previous comparable run, confirm, search regression ranges, publish, write the report."""
+    prev, diff_result = steps.diff(conn, result.run_id)
+    diff_result = steps.confirm(conn, result.run_id, diff_result, settings, python)
+    found = steps.ranges(conn, result.run_id, prev, diff_result, settings, provide=steps.provide,
+                         sweep_items=steps.range_sweep, builds=steps.list_builds)
+    result.ranges = [r.to_dict() for r in found.ranges]
+    result.range_cost = {"installs": found.installs, "sweeps": found.sweeps, "items_swept": found.items_swept}
+    result.previous_run = prev
+    if diff_result is not None:
+        result.transitions = {k: v for k, v in diff_result.counts().items() if v}
+    view = load_view(conn, result.run_id, settings)     # read once: the publisher and the report share it
+    result.published = steps.publish(conn, settings, view, dry_run=result.dry_run, out_dir=out)
+    result.report = str(steps.report(conn, view, out))
+    return result

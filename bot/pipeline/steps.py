@@ -1,0 +1,225 @@
+"""The pipeline's steps: the one public function per call into another area, and the typed seams tests replace.
+
+The nightly pipeline (bot/pipeline/nightly.py) and the comment commands (bot/commands/handlers.py)
+call these functions; a test swaps one step (usually `sweep`) for a cheap twin
+that has the same signature, checked through the Protocols below.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from bot.builds import provider
+from bot.view import run_view
+from harness.core.diff import DiffResult
+from bot.github.publish import PublishSummary
+from bot.ranges.finder import RangeReport
+from bot.view.run_view import RunView
+from bot.settings import Settings
+from harness.core.outcome import Outcome
+from state.ranges import Build
+
+
+# ---- the steps ---------------------------------------------------------------------------------
+
+def select_configs(settings: Settings, names: list[str]) -> dict[str, dict]:
+    """{name: settings}, baseline first; ConfigError (a ValueError) for unknown names."""
+    from harness.engine import configs
+    return configs.select(configs.load_catalog(settings.sweep.config_file), names)
+
+
+def resolve_models(patterns: list[str]) -> list[str]:
+    """Model class names for globs; the embedded default corpus when none are given."""
+    from harness import zoo
+    if not patterns:
+        from harness.zoo.corpus import DEFAULT_CORPUS
+        patterns = list(DEFAULT_CORPUS)
+    return [c.model for c in zoo.resolve(list(patterns))]
+
+
+def sweep(conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict], base_settings: dict[str, Any],
+          settings: Settings, python: str | None, run_id: int | None, resume: bool, nightly: str | None,
+          shard: str | None, kind: str = "nightly", progress: bool = True, build: dict | None = None,
+          prior: list[Any] | None = None, population: dict[str, Any] | None = None) -> int:
+    """Sweep (the engine stores, finishes and finalizes the run); returns the run id.
+
+    build: what the provider knows of the torch beyond what its interpreter reports (index,
+    channel), kept in the run's environment. prior, population: see `harness.engine.engine.sweep`.
+    """
+    from harness.engine import engine
+    return engine.sweep(conn, models=models, configs=configs, base_settings=base_settings,
+                        options=settings.sweep.options(python), run_id=run_id, resume=resume, kind=kind,
+                        nightly=nightly, shard=shard, progress=progress, extra_environment=build,
+                        prior=prior, population=population)
+
+
+def diff_with_previous(conn: sqlite3.Connection, run_id: int) -> tuple[int | None, DiffResult | None]:
+    """(previous comparable run, the diff from it), or (None, None) for a first run."""
+    from bot.view.stored_diff import diff_stored
+    from state import history
+    prev = history.previous_comparable_run(conn, run_id)
+    if prev is None:
+        return None, None
+    return prev, diff_stored(conn, prev, run_id)
+
+
+def confirm(conn: sqlite3.Connection, run_id: int, result: DiffResult | None, settings: Settings,
+            python: str | None) -> DiffResult | None:
+    """Re-run the new crashes and fixes in fresh workers; the same diff with flaky ones marked."""
+    if result is None or not result.news() or settings.sweep.confirm_runs <= 0:
+        return result
+    from bot.pipeline import flake
+    from state import runs
+    run = runs.get_run(conn, run_id)
+    transitions = flake.confirm(conn, run_id, result.transitions, configs=run.configs,
+                                base_settings=run.base_settings, options=settings.sweep.options(python),
+                                runs=settings.sweep.confirm_runs)
+    return dataclasses.replace(result, transitions=transitions)
+
+
+def list_builds(settings: Settings) -> list[str]:
+    """The index's installable builds, oldest first: nightlies by date (ProviderError when it cannot be read)."""
+    return provider.build_labels(provider.list_wheels(settings.nightly))
+
+
+def range_sweep(items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict[str, Any],
+                build: provider.Nightly, settings: Settings) -> list[Outcome]:
+    """Run the items once on an installed build (nothing stored); a config that build lacks is left out."""
+    from harness.engine import configs as configs_mod
+    from harness.engine import engine
+    options = settings.sweep.options(build.python)
+    try:
+        return engine.run_items(items, configs=configs, base_settings=base_settings, options=options)
+    except engine.ConfigUnavailable:
+        # Rare: a key this build lacks. Its config's items are untested there; the rest still run, once.
+        runnable = configs_mod.check(configs, base_settings, build.python).configs
+        kept = [(m, c) for m, c in items if c in runnable]
+        return engine.run_items(kept, configs=configs, base_settings=base_settings, options=options) if kept else []
+
+
+def ranges(conn: sqlite3.Connection, run_id: int, prev_id: int | None, result: DiffResult | None,
+           settings: Settings, *, provide: "ProvideStep", sweep_items: "RangeSweepStep",
+           builds: "ListBuildsStep", keys: list[tuple[str, str]] | None = None,
+           starts: dict[tuple[str, str, str], tuple[Build, Build]] | None = None) -> RangeReport:
+    """Search and store the regression ranges of the run's confirmed new crashes and fixes (none: nothing runs).
+
+    keys: only these (config, signature); starts: narrower ends per (config, signature, kind) (a bounded
+    range searched again). See `bot.ranges.finder.search_run`.
+    """
+    from bot.ranges import finder as ranges_mod
+    return ranges_mod.search_run(conn, run_id, prev_id, result, settings, provide=provide, sweep_items=sweep_items,
+                                 list_builds=builds, keys=keys, starts=starts)
+
+
+def load_view(conn: sqlite3.Connection, run_id: int, settings: Settings) -> RunView:
+    """The run as publishing sees it, read once (after flake confirmation has marked what it re-ran)."""
+    return run_view.load(conn, run_id, settings.github.repo)
+
+
+def publish(conn: sqlite3.Connection, settings: Settings, view: RunView, *, dry_run: bool,
+            out_dir: Path) -> PublishSummary:
+    """Plan and publish (or, in a dry run, render to files) the issues of the viewed run."""
+    from bot.github import publish as publish_mod
+    return publish_mod.publish_run(conn, settings, view.id, dry_run=dry_run, out_dir=str(out_dir), view=view)
+
+
+def report(conn: sqlite3.Connection, view: RunView, out_dir: Path) -> Path:
+    """Write the viewed run's HTML report into `out_dir`; returns its path."""
+    from bot.report import report as report_mod
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "report.html"
+    path.write_text(report_mod.render_html(report_mod.build_context(conn, view=view)))
+    return path
+
+
+def provide(settings: Settings, torch: str, date: str | None, progress: bool) -> provider.Nightly:
+    """The torch to sweep, named the way people name builds (provider.parse_spec), ready in its venv.
+
+    `--date D` with `--torch nightly` is the nightly of D. SpecError (bad input) for a
+    name that is none of the forms or an interpreter without torch; ProviderError when
+    the index is down or has no such build.
+    """
+    spec = provider.parse_spec(torch)
+    if spec.kind == "current":
+        return provider.current(settings.sweep.python)
+    if spec.kind == "nightly" and date:
+        spec = provider.parse_spec(date)
+        if spec.kind != "date":
+            raise provider.SpecError(f"--date {date!r}: expected YYYY-MM-DD")
+    return provider.provide_spec(settings.nightly, spec, progress=progress)
+
+
+# ---- the seams ---------------------------------------------------------------------------------
+
+class ProvideStep(Protocol):
+    def __call__(self, settings: Settings, torch: str, date: str | None, progress: bool) -> provider.Nightly: ...
+
+
+class ResolveStep(Protocol):
+    def __call__(self, patterns: list[str]) -> list[str]: ...
+
+
+class SelectStep(Protocol):
+    def __call__(self, settings: Settings, names: list[str]) -> dict[str, dict]: ...
+
+
+class SweepStep(Protocol):
+    def __call__(self, conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict],
+                 base_settings: dict[str, Any], settings: Settings, python: str | None, run_id: int | None,
+                 resume: bool, nightly: str | None, shard: str | None, kind: str = ...,
+                 progress: bool = ..., build: dict | None = ...,
+                 prior: list[Any] | None = ..., population: dict[str, Any] | None = ...) -> int: ...
+
+
+class DiffStep(Protocol):
+    def __call__(self, conn: sqlite3.Connection, run_id: int) -> tuple[int | None, DiffResult | None]: ...
+
+
+class ConfirmStep(Protocol):
+    def __call__(self, conn: sqlite3.Connection, run_id: int, result: DiffResult | None, settings: Settings,
+                 python: str | None) -> DiffResult | None: ...
+
+
+class ListBuildsStep(Protocol):
+    def __call__(self, settings: Settings) -> list[str]: ...
+
+
+class RangeSweepStep(Protocol):
+    def __call__(self, items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict[str, Any],
+                 build: provider.Nightly, settings: Settings) -> list[Outcome]: ...
+
+
+class RangesStep(Protocol):
+    def __call__(self, conn: sqlite3.Connection, run_id: int, prev_id: int | None, result: DiffResult | None,
+                 settings: Settings, *, provide: ProvideStep, sweep_items: RangeSweepStep,
+                 builds: ListBuildsStep, keys: list[tuple[str, str]] | None = ...,
+                 starts: dict[tuple[str, str, str], tuple[Build, Build]] | None = ...) -> RangeReport: ...
+
+
+class PublishStep(Protocol):
+    def __call__(self, conn: sqlite3.Connection, settings: Settings, view: RunView, *, dry_run: bool,
+                 out_dir: Path) -> PublishSummary: ...
+
+
+class ReportStep(Protocol):
+    def __call__(self, conn: sqlite3.Connection, view: RunView, out_dir: Path) -> Path: ...
+
+
+@dataclass
+class Steps:
+    """The pipeline's calls into other areas; tests swap one (usually `sweep`) for a twin of the same type."""
+
+    provide: ProvideStep = provide
+    resolve_models: ResolveStep = resolve_models
+    select_configs: SelectStep = select_configs
+    sweep: SweepStep = sweep
+    diff: DiffStep = diff_with_previous
+    confirm: ConfirmStep = confirm
+    ranges: RangesStep = ranges
+    range_sweep: RangeSweepStep = range_sweep
+    list_builds: ListBuildsStep = list_builds
+    publish: PublishStep = publish
+    report: ReportStep = report

@@ -1,0 +1,1 @@
+"""Regression ranges: the last good and first bad nightly of a new crash or a fix."""

@@ -1,0 +1,201 @@
+"""Regression ranges for a nightly: which nightlies a confirmed new crash or fix lies between.
+
+The two ends come from the stored runs (the previous comparable nightly and this
+one): nothing is installed for them, and two nightlies adjacent on the index give
+the range at once. The nightlies strictly between are bisected (bot.ranges.bisection),
+installed through the provider (venvs cached per version) and swept through an
+injected `sweep_items`. Cost rule: a probed build is swept once, for every item of
+every search still pending, and its outcomes are kept for the searches after it;
+the night installs at most `[nightly] range_installs` builds.
+"""
+from __future__ import annotations
+
+import logging
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from bot.ranges.bisect import SkipNightly, is_date
+from harness.core.diff import DiffResult
+from bot.ranges.bisection import Found, OutOfInstalls, Outcomes, Target, search
+from bot.settings import Settings
+from bot.builds.wheel_index import ProviderError, dev_date
+from harness.core.outcome import Outcome
+from state import ranges as store
+from state import runs as runs_mod
+from state.ranges import Build, Range
+from state.runs import Run
+
+log = logging.getLogger(__name__)
+
+# The pipeline's seams, as plain callables (bot.pipeline.steps types and supplies them).
+Provide = Callable[[Settings, str, "str | None", bool], Any]          # -> provider.Nightly
+SweepItems = Callable[..., list[Outcome]]                               # (items, *, configs, base_settings, build, settings)
+ListBuilds = Callable[[Settings], list[str]]
+
+
+@dataclass
+class RangeReport:
+    """What one range search did: the ranges stored, builds installed, sweeps run."""
+
+    ranges: list[Range] = field(default_factory=list)
+    installs: int = 0
+    sweeps: int = 0
+    items_swept: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"ranges": [r.to_dict() for r in self.ranges], "installs": self.installs, "sweeps": self.sweeps,
+                "items_swept": self.items_swept}
+
+
+def targets(result: DiffResult | None, keys: Iterable[tuple[str, str]] | None = None) -> list[Target]:
+    """One target per (config, signature, kind) of the believed new crashes and fixes (only `keys`, when given)."""
+    wanted = set(keys) if keys is not None else None
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for t in (result.believed() if result else []):
+        side = {"new_crash": t.after, "fixed": t.before}.get(t.transition)
+        if side is None or not side.get("signature"):
+            continue
+        if wanted is None or (t.config, side["signature"]) in wanted:
+            groups.setdefault((t.config, side["signature"], t.transition), []).append(t.model)
+    return [Target(c, s, k, tuple(sorted(models))) for (c, s, k), models in sorted(groups.items())]
+
+
+def series_problem(run: Run, prev: Run | None) -> str | None:
+    """Why the two runs have no series of nightlies between them to search, or None when they do."""
+    if prev is None:
+        return "no previous run to compare with"
+    for which, r in (("this run", run), (f"the previous run ({prev.id})", prev)):
+        env = r.environment or {}
+        if r.kind != "nightly" or not r.nightly:
+            return f"{which} is a {r.kind} run, not a nightly"
+        if not env.get("torch_index"):
+            return f"{which} used a torch not installed from an index (current torch or an interpreter path)"
+        if not dev_date(env.get("torch_version") or ""):
+            return f"{which} used torch {env.get('torch_version')}, which is not a dated nightly"
+    if (run.environment.get("torch_index"), run.environment.get("torch_channel")) != \
+            (prev.environment.get("torch_index"), prev.environment.get("torch_channel")):
+        return "the two runs installed torch from different indexes or channels"
+    if end(prev).date >= end(run).date:
+        return f"the previous run's nightly ({end(prev).date}) is not older than this one ({end(run).date})"
+    return None
+
+
+def end(run: Run) -> Build:
+    """A run's nightly as a range end: its date, torch version and git commit, as stored."""
+    env = run.environment or {}
+    return Build(dev_date(env.get("torch_version") or "") or run.nightly, env.get("torch_version"), env.get("torch_git"))
+
+
+class Prober:
+    """Installs and sweeps builds for the searches of one night: each build once, within the install budget."""
+
+    def __init__(self, settings: Settings, run: Run, pending: list[Target], *, provide: Provide,
+                 sweep_items: SweepItems, budget: int) -> None:
+        self.settings, self.run, self.pending = settings, run, list(pending)
+        self.provide, self.sweep_items, self.budget = provide, sweep_items, budget
+        self.cache: dict[str, tuple[Build, Outcomes] | None] = {}   # None: could not be installed
+        self.installs = self.sweeps = self.items_swept = 0
+
+    def done(self, target: Target) -> None:
+        """A search finished: later probes need not run its items."""
+        self.pending = [t for t in self.pending if t != target]
+
+    def __call__(self, label: str) -> tuple[Build, Outcomes]:
+        if label not in self.cache:
+            if self.installs >= self.budget:
+                raise OutOfInstalls(label)
+            self.installs += 1
+            self.cache[label] = self._probe(label)
+        hit = self.cache[label]
+        if hit is None:
+            raise SkipNightly(label)
+        return hit
+
+    def _probe(self, label: str) -> tuple[Build, Outcomes] | None:
+        from bot.builds.provider import SpecError
+        try:
+            built = self.provide(self.settings, "nightly", label, False)
+        except (ProviderError, SpecError) as exc:
+            log.warning("range: skipping nightly %s: %s", label, exc)
+            return None
+        items = list(dict.fromkeys(item for t in self.pending for item in t.items))
+        configs = {c: self.run.configs.get(c, {}) for _, c in items}
+        try:
+            outcomes = self.sweep_items(items, configs=configs, base_settings=self.run.base_settings, build=built,
+                                        settings=self.settings)
+        except Exception:   # a build the engine cannot sweep is untested, like one that cannot be installed
+            log.exception("range: the sweep of nightly %s failed; skipping it", label)
+            return None
+        self.sweeps += 1
+        self.items_swept += len(items)
+        return Build(label, built.version, built.git), {(o.model, o.config): o for o in outcomes}
+
+
+def _stored(run_id: int, found: Found, reason: str | None) -> Range:
+    return Range(run_id=run_id, config=found.target.config, signature=found.target.signature,
+                 kind=found.target.kind, status=found.status, good=found.good, bad=found.bad,
+                 models=list(found.target.models), installs=len(found.probes) + len(found.skipped),
+                 probes=found.probes, reason=reason)
+
+
+def _reason(found: Found, prober: Prober) -> str | None:
+    parts = []
+    if found.status == "bounded":
+        parts.append(f"stopped after {prober.installs} installs ([nightly] range_installs = {prober.budget}); "
+                     f"{found.remaining} nightlies left between")
+    if found.skipped:
+        parts.append("skipped (could not be installed or tested): " + ", ".join(found.skipped))
+    return "; ".join(parts) or None
+
+
+def search_run(conn: sqlite3.Connection, run_id: int, prev_id: int | None, result: DiffResult | None,
+               settings: Settings, *, provide: Provide, sweep_items: SweepItems, list_builds: ListBuilds,
+               keys: Iterable[tuple[str, str]] | None = None,
+               starts: dict[tuple[str, str, str], tuple[Build, Build]] | None = None) -> RangeReport:
+    """Search and store the ranges of `run_id`'s believed new crashes and fixes (only `keys`, when given).
+
+    Without `keys`, a target already searched for this run is not searched again (its stored range is
+    reported); with `keys` (the `bisect` command) those are searched again and replaced.
+    starts: narrower ends to search between for some targets (a bounded range searched again).
+    """
+    report = RangeReport()
+    found_targets = targets(result, keys)
+    if not found_targets or settings.nightly.range_installs <= 0:
+        return report
+    if keys is None:
+        # A nightly published again (reused, merged again) keeps the ranges it has: no second search.
+        have = {r.key: r for r in store.for_run(conn, [run_id])}
+        report.ranges = [have[(t.config, t.signature, t.kind)] for t in found_targets
+                         if (t.config, t.signature, t.kind) in have]
+        found_targets = [t for t in found_targets if (t.config, t.signature, t.kind) not in have]
+        if not found_targets:
+            return report
+    run = runs_mod.get_run(conn, run_id)
+    prev = runs_mod.get_run(conn, prev_id) if prev_id is not None else None
+    problem, status, labels = series_problem(run, prev), "no_series", []
+    if problem is None:
+        try:
+            labels = list_builds(settings)
+        except ProviderError as exc:
+            problem, status = f"cannot list the nightlies: {exc}", "failed"
+    if problem:
+        for t in found_targets:
+            r = Range(run_id=run_id, config=t.config, signature=t.signature, kind=t.kind, status=status,
+                      good=end(prev) if prev else Build(None), bad=end(run), models=list(t.models), reason=problem)
+            store.record(conn, r)
+            report.ranges.append(r)
+        return report
+    prober = Prober(settings, run, found_targets, provide=provide, sweep_items=sweep_items,
+                    budget=settings.nightly.range_installs)
+    for t in found_targets:
+        good, bad = (starts or {}).get((t.config, t.signature, t.kind)) or (end(prev), end(run))
+        between = [lb for lb in labels if is_date(lb) and good.date < lb < bad.date]
+        found = search(t, between, good, bad, prober)
+        prober.done(t)
+        r = _stored(run_id, found, _reason(found, prober))
+        store.record(conn, r)
+        report.ranges.append(r)
+    report.installs, report.sweeps, report.items_swept = prober.installs, prober.sweeps, prober.items_swept
+    return report

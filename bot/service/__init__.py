@@ -1,0 +1,1 @@
+"""The long-running bot: scheduler, webhook server, job queue."""

@@ -1,0 +1,142 @@
+"""The webhook request logic: verify, dedupe, store a job, answer at once (HTTP: bot.service.server).
+
+Nothing slow happens on the request thread: a delivery becomes a row in `jobs`
+and the job runner picks it up. GitHub gives up on a delivery after 10 seconds
+and marks it failed, so we answer well before that.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from bot.commands.parse import QUICK, Command, parse_comment
+from bot.settings import Settings
+from state import deliveries, jobs
+
+log = logging.getLogger(__name__)
+
+HANDLED_ACTIONS = {("issue_comment", "created"), ("issue_comment", "edited")}
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The X-Hub-Signature-256 value GitHub would send for `body`."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def verify_signature(secret: str | None, body: bytes, header: str | None) -> bool:
+    """Whether `header` is the HMAC-SHA256 of `body` under `secret` (constant-time compare)."""
+    if not secret or not header or not header.startswith("sha256="):
+        return False
+    return hmac.compare_digest(sign(secret, body).encode(), header.strip().encode())
+
+
+@dataclass
+class Decision:
+    """What to do with a verified delivery: queue a job, or ignore it with a reason."""
+
+    outcome: str                      # queued | ignored
+    reason: str
+    job: dict[str, Any] | None = field(default=None)
+    kind: str = "command"             # the job kind: command (work lane) | quick (quick lane)
+
+
+def is_own(login: str | None, bot_login: str) -> bool:
+    """Whether a comment author is the bot itself (a GitHub App writes as `<slug>[bot]`)."""
+    if not login:
+        return False
+    login = login.lower()
+    bot = bot_login.lower()
+    return login in (bot, bot + "[bot]") or (bot.endswith("[bot]") and login == bot[:-5])
+
+
+def decide(event: str, payload: dict[str, Any], settings: Settings) -> Decision:
+    """Pure: what a verified delivery should become."""
+    if event == "ping":
+        return Decision("ignored", "pong")
+    action = payload.get("action")
+    if (event, action) not in HANDLED_ACTIONS:
+        return Decision("ignored", f"event {event}.{action} not handled")
+    comment = payload.get("comment") or {}
+    issue = payload.get("issue") or {}
+    repo = (payload.get("repository") or {}).get("full_name")
+    author = (comment.get("user") or {}).get("login")
+    # Our own comments quote commands in replies: answering them would loop.
+    # Until GitHub has told us who we are (bot_login unset, no credentials), we are the account our handle names.
+    if is_own(author, settings.github.bot_login or settings.commands.handle.lstrip("@")):
+        return Decision("ignored", "own comment")
+    if settings.github.repo and repo and repo.lower() != settings.github.repo.lower():
+        return Decision("ignored", f"repository {repo} is not {settings.github.repo}")
+    body = comment.get("body") or ""
+    previous = None
+    if action == "edited":
+        previous = ((payload.get("changes") or {}).get("body") or {}).get("from")
+        if previous is None:
+            return Decision("ignored", "edit without a body change")
+    handle = settings.commands.handle
+    parsed = parse_comment(body, previous=previous, handle=handle)
+    if not parsed:
+        return Decision("ignored", "no new command")
+    # Questions and bookkeeping go to the quick lane; anything that sweeps waits its turn.
+    quick = all(not isinstance(c, Command) or c.name in QUICK for c in parsed)
+    job = {
+        "repo": repo, "issue": issue.get("number"), "comment_id": comment.get("id"),
+        "author": author, "author_association": comment.get("author_association"),
+        "body": body, "previous": previous, "is_pull_request": "pull_request" in issue,
+        "installation_id": (payload.get("installation") or {}).get("id"),
+    }
+    return Decision("queued", "command", job, kind="quick" if quick else "command")
+
+
+class WebhookApp:
+    """The request logic, shared by the server's worker threads (one store connection behind a lock)."""
+
+    def __init__(self, conn: sqlite3.Connection, settings: Settings, *,
+                 notify: Callable[[], None] | None = None,
+                 health: Callable[[], dict[str, Any]] | None = None) -> None:
+        self.conn = conn
+        self.settings = settings
+        self.notify = notify or (lambda: None)
+        self.health = health or (lambda: {"ok": True})
+        self.lock = threading.Lock()
+
+    def handle(self, headers: Any, body: bytes) -> tuple[int, dict[str, Any]]:
+        """Process one POSTed delivery; returns (HTTP status, JSON answer)."""
+        if not verify_signature(self.settings.webhook.secret, body, headers.get("X-Hub-Signature-256")):
+            return 401, {"error": "missing or wrong X-Hub-Signature-256"}
+        event = headers.get("X-GitHub-Event")
+        delivery = headers.get("X-GitHub-Delivery")
+        if not event or not delivery:
+            return 400, {"error": "missing X-GitHub-Event or X-GitHub-Delivery"}
+        try:
+            payload = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return 400, {"error": f"malformed JSON: {exc}"}
+        if not isinstance(payload, dict):
+            return 400, {"error": "payload is not a JSON object"}
+        decision = decide(event, payload, self.settings)
+        with self.lock:
+            if not deliveries.record(self.conn, delivery, event, decision.outcome):
+                return 200, {"status": "duplicate", "delivery": delivery}
+            job_id = None
+            if decision.job is not None:
+                decision.job["delivery"] = delivery
+                job_id = jobs.enqueue(self.conn, decision.kind, decision.job)
+        if job_id is not None:
+            self.notify()
+            log.info("delivery %s: queued job %s", delivery, job_id)
+            return 202, {"status": "queued", "job": job_id}
+        if decision.reason == "pong":
+            return 200, {"status": "pong"}
+        return 202, {"status": "ignored", "reason": decision.reason}
+
+    def healthz(self) -> tuple[int, dict[str, Any]]:
+        """The health answer: 200 when healthy, 503 (same body) when stopping or a job is stuck."""
+        with self.lock:
+            data = self.health()
+        return (200 if data.get("ok") else 503), data

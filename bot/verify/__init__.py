@@ -1,0 +1,1 @@
+"""Reproducers: rendered from what a run stored, verified, shrunk, their failing component isolated."""

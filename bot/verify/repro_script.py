@@ -1,0 +1,53 @@
+"""Render a standalone reproducer from what a run stored: no model is built, torch is never imported here.
+
+The engine stores, per model of a run, the zoo's build as plain data (config
+class, shrunk config, input spec, seed, fingerprint, transformers version:
+`state.runs.model_data`). The script embeds that data and the settings as JSON,
+and inlines the sources of harness/zoo/inputs.py and harness/core/signature.py (both
+kept self-contained for this, read here as text), so it makes the same inputs
+and names errors the same way as the sweep.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import harness
+from bot.text.render import render
+
+HARNESS = Path(harness.__file__).parent
+
+
+class NotRenderable(ValueError):
+    """The run stored nothing a reproducer can be built from for this model."""
+
+
+def _module_source(path: Path) -> str:
+    """A module's source ready to inline: docstring and `from __future__` dropped."""
+    text = path.read_text()
+    text = re.sub(r'^""".*?"""\n', "", text, count=1, flags=re.S)
+    return re.sub(r"^from __future__ import annotations\n", "", text, flags=re.M).strip() + "\n"
+
+
+def _json_literal(data: Any) -> str:
+    """JSON text safe inside a raw triple-quoted string (ASCII only, no quote run can close it)."""
+    return json.dumps(data, sort_keys=True, indent=1).replace("'", "\\u0027")
+
+
+def render_script(built: dict[str, Any] | None, settings: dict[str, Any], backend: str = "count",
+                  device: str = "cpu") -> str:
+    """The reproducer's source text for one stored model build under `settings` (base + config)."""
+    if not built or not built.get("config_class") or not built.get("model"):
+        raise NotRenderable("the run stored no build data for this model")
+    return render(
+        "repro_script.py.j2",
+        model=built["model"], config_class=built["config_class"], settings=settings,
+        settings_json=json.dumps(settings, sort_keys=True), backend=backend, device=device,
+        seed=int(built.get("seed") or 0), fingerprint=built.get("fingerprint") or "",
+        transformers_version=built.get("transformers_version") or "",
+        config_json=_json_literal(built.get("config") or {}), spec_json=_json_literal(built.get("spec") or {}),
+        inputs_source=_module_source(HARNESS / "zoo" / "inputs.py"),
+        signature_source=_module_source(HARNESS / "core" / "signature.py"),
+    )

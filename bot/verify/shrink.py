@@ -1,0 +1,172 @@
+"""Minimal reproducers: shrink a confirmed reproducer's build while the same signature still reproduces.
+
+Given the stored build data of a reproducer that was seen to fail (config class,
+config dict, input spec, seed), propose smaller builds - fewer layers, smaller
+widths and heads, smaller vocab and counts, shorter inputs, a batch of one,
+fewer images, dropped optional inputs, other config fields at their defaults -
+and keep each only when its rendered script, run on the run's own interpreter
+through the same runner that verified it, fails with the same signature.
+Greedy and delta-debugging style: every pass proposes one change per knob (the
+smallest rung first), tries them all at once, and splits a rejected group in
+halves down to single changes; a rejected change comes back one rung larger in
+the next pass. It stops when nothing is left to try, or before a try would
+overrun the time budget. Stdlib only: torch is never imported here.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+from bot.verify.proposals import Change, KeyPath, apply, input_shapes, is_int, label, propose
+
+# (stored build of the model, settings, backend, device, python, timeout) -> (script, result)
+Runner = Callable[[dict[str, Any] | None, dict[str, Any], str, str, str, float], tuple[str, dict[str, Any]]]
+
+
+def reproduces(result: dict[str, Any], signature: str) -> bool:
+    """The one rule: a script reproduces a crash when it failed and its signature (or status) is the same."""
+    status = result.get("status")
+    return status not in (None, "ok") and (result.get("signature") or status) == signature
+
+
+class Shrunk(NamedTuple):
+    """The smallest verified build: (shrunk build data, its script, stats of the shrink)."""
+
+    build: dict[str, Any]
+    script: str
+    stats: dict[str, Any]
+
+
+# ---- the search ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Search:
+    """The state of one shrink: the smallest verified build so far and what was spent."""
+
+    build: dict[str, Any]
+    script: str
+    result: dict[str, Any]
+    started: float
+    tries: int = 0
+    kept: int = 0
+    last_wall: float = 0.0
+    stopped: str = "done"       # done | budget | tries
+
+
+def minimise(built: dict[str, Any], settings: dict[str, Any], backend: str, device: str, python: str,
+             signature: str, *, original: tuple[str, dict[str, Any]], budget: float, runner: Runner,
+             timeout: float = 600.0, max_tries: int | None = None, clock: Callable[[], float] = time.monotonic,
+             progress: Callable[[str], None] | None = None) -> Shrunk:
+    """Shrink a confirmed reproducer's build while its script still fails with `signature` on `python`.
+
+    original: the (script, result) that confirmed it. budget: seconds for the whole shrink (a try
+    that would overrun it, judged by the last try's duration, is not started). Each try is one
+    `runner` call; max_tries caps them.
+    """
+    s = _Search(built, original[0], original[1], clock())
+    s.last_wall = float(original[1].get("seconds") or 0.0)   # the first try is judged by the run that confirmed it
+    rejected: set[str] = set()
+
+    def attempt(changes: list[Change]) -> bool | None:
+        elapsed = clock() - s.started
+        if max_tries is not None and s.tries >= max_tries:
+            s.stopped = "tries"
+            return None
+        if elapsed + s.last_wall > budget or elapsed >= budget:
+            s.stopped = "budget"
+            return None
+        candidate, t0 = apply(s.build, changes), clock()
+        if progress:
+            progress(f"shrinking {built.get('model')}: try {s.tries + 1} ({s.kept} kept)")
+        try:
+            script, result = runner(candidate, settings, backend, device, python, min(timeout, budget - elapsed))
+        except Exception as exc:      # a candidate the template cannot render is only a rejected one
+            script, result = "", {"status": None, "error": f"{type(exc).__name__}: {exc}"}
+        s.tries, s.last_wall = s.tries + 1, clock() - t0
+        if not reproduces(result, signature):
+            return False
+        s.build, s.script, s.result, s.kept = candidate, script, result, s.kept + 1
+        return True
+
+    while True:
+        changes = propose(s.build, rejected)
+        queue = [changes] if changes else []
+        while queue:
+            group = queue.pop(0)
+            ok = attempt(group)
+            if ok is None:
+                return _finish(built, original, s, clock)
+            if not ok and len(group) == 1:
+                rejected.add(group[0].key)
+            elif not ok:
+                queue[:0] = [group[:len(group) // 2], group[len(group) // 2:]]
+        if not changes:
+            return _finish(built, original, s, clock)
+
+
+# ---- what it shrank ------------------------------------------------------------------------------------
+
+
+def _leaves(data: Any, path: KeyPath = ()) -> dict[KeyPath, Any]:
+    """Flattened {path: value} of a build's config and spec (a list is one value)."""
+    if isinstance(data, dict):
+        out: dict[KeyPath, Any] = {}
+        for key, value in data.items():
+            out.update(_leaves(value, path + (key,)))
+        return out
+    return {path: data}
+
+
+def _elements(build: dict[str, Any]) -> int:
+    total = 0
+    for _, shape in input_shapes(build):
+        n = 1
+        for d in shape:
+            n *= d if is_int(d) else 1
+        total += n
+    return total
+
+
+def measure(build: dict[str, Any], script: str, result: dict[str, Any]) -> dict[str, Any]:
+    """Size of one reproducer: parameters and run seconds (as its script reported), lines, input elements."""
+    data = {"config": build.get("config") or {}, "spec": build.get("spec") or {}}
+    return {"parameters": result.get("parameters"), "seconds": result.get("seconds"),
+            "lines": len(script.splitlines()), "data_lines": len(json.dumps(data, indent=1).splitlines()),
+            "input_elements": _elements(build)}
+
+
+def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What the shrink changed: [field, from, to] rows, config fields left at defaults, dropped inputs."""
+    old = _leaves({"config": before.get("config") or {}, "spec": before.get("spec") or {}})
+    new = _leaves({"config": after.get("config") or {}, "spec": after.get("spec") or {}})
+    rows, defaulted, dropped = [], 0, set()
+    for path, value in old.items():
+        if path not in new:
+            if path[0] == "spec":
+                dropped.add(path[1])
+            else:
+                defaulted += 1
+        elif new[path] != value:
+            rows.append([label(path) if path[0] == "config" else f"{path[1]} {path[-1]}", value, new[path]])
+    spec_after = after.get("spec") or {}
+    rows.sort(key=lambda row: (not row[0].startswith(tuple(before.get("spec") or ())), 0 if "layer" in row[0] else 1))
+    return {"rows": rows, "defaulted": defaulted, "dropped": sorted(n for n in dropped if n not in spec_after)}
+
+
+def _finish(built: dict[str, Any], original: tuple[str, dict[str, Any]], s: _Search,
+            clock: Callable[[], float]) -> Shrunk:
+    stats = {"tries": s.tries, "kept": s.kept, "seconds": round(clock() - s.started, 1), "stopped": s.stopped,
+             "before": measure(built, *original), "after": measure(s.build, s.script, s.result),
+             **changed_fields(built, s.build)}
+    return Shrunk(s.build, s.script, stats)
+
+
+def from_entry(entry: dict[str, Any]) -> Shrunk | None:
+    """The shrunk reproducer a cached verdict carries (what component isolation runs on), if any."""
+    shrink = entry.get("shrink")
+    if not shrink or not shrink.get("build"):
+        return None
+    return Shrunk(shrink["build"], entry.get("script") or "", shrink.get("stats") or {})

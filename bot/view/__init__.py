@@ -1,0 +1,1 @@
+"""The run as publishing sees it: RunView, read once from the store, and the stored diff."""

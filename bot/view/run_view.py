@@ -1,0 +1,81 @@
+"""One run as publishing sees it: loaded from the store once, then passed down, never re-read.
+
+The planner's inputs, the reproducers, the report and the terminal summary all
+read this object; nothing below it goes back to the store for the run itself.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from harness.core.diff import DiffResult
+from bot.view.stored_diff import diff_loaded
+from harness.core.effects import effects_for
+from harness.core.graph_breaks import FlagBreaks, Leverage, flag_breaks, leverage
+from harness.core.outcome import Effect, Outcome
+from state import history, links as links_mod, ranges as ranges_mod, runs
+from state.links import Link
+from state.ranges import Range
+from state.runs import Run
+
+
+class NoSuchRun(KeyError):
+    """No run with that id (a KeyError and so a LookupError; its text is the plain message)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A run with its group's outcomes and effects, its previous comparable run and the diff from it,
+    the signature history and the issue links, as of one read of the store."""
+
+    run: Run
+    group: tuple[int, ...]                  # the runs that form this one (shards of a nightly)
+    models: frozenset[str]
+    outcomes: tuple[Outcome, ...]           # sorted by (model, config)
+    effects: tuple[Effect, ...]             # sorted by (config, model)
+    previous: Run | None
+    diff: DiffResult | None
+    signatures: tuple[dict[str, Any], ...]  # state.history.signature_history rows
+    links: Mapping[str, Link]
+    breaks: Mapping[str, FlagBreaks]        # config -> graph-break ids it removes/introduces
+    leverage: Mapping[str, Leverage]        # config -> crashes and breaks ranked by models
+    # model -> stored build (what reproducers embed)
+    builds: Mapping[str, dict[str, Any]] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    # (config, signature, kind) -> the newest regression range stored up to this run (this run's own included)
+    ranges: Mapping[tuple[str, str, str], Range] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def id(self) -> int:
+        """The run's id."""
+        return self.run.id
+
+    def with_links(self, links: Mapping[str, Link]) -> "RunView":
+        """The same view with the links as they are now (after a sync with GitHub)."""
+        return dataclasses.replace(self, links=MappingProxyType(dict(links)))
+
+
+def load(conn: sqlite3.Connection, run_id: int, repo: str | None = None) -> RunView:
+    """Read everything publishing needs about `run_id`; NoSuchRun when there is none."""
+    run = runs.get_run(conn, run_id)
+    if run is None:
+        raise NoSuchRun(f"no run {run_id}")
+    outcomes = history.group_outcomes(conn, run_id)
+    # A run that ended without finishing (interrupted) was never finalized: classify it here, store nothing.
+    effects = history.effects(conn, run_id) or sorted(effects_for(outcomes), key=lambda e: (e.config, e.model))
+    models = history.models_of(conn, run)
+    previous = history.previous_comparable(conn, run, models)
+    diff = diff_loaded(conn, previous, run, outcomes, effects) if previous is not None else None
+    return RunView(run=run, group=tuple(history.run_group(conn, run_id)), models=frozenset(models),
+                   outcomes=tuple(outcomes), effects=tuple(effects), previous=previous, diff=diff,
+                   signatures=tuple(history.signature_history(conn)),
+                   links=MappingProxyType(links_mod.all_links(conn, repo or None)),
+                   breaks=MappingProxyType(flag_breaks(outcomes, run.configs)),
+                   leverage=MappingProxyType(leverage(outcomes)),
+                   builds=MappingProxyType(runs.group_model_data(conn, list(history.run_group(conn, run_id)))),
+                   ranges=MappingProxyType(ranges_mod.latest(conn, max(history.run_group(conn, run_id) or [run_id]))))

@@ -1,0 +1,194 @@
+"""What changed between two runs: one transition per (model, config). Pure: plain data in, plain data out.
+
+Transitions (DESIGN.md "Words"): `new_crash`, `fixed`, `still_crashing`,
+`signature_changed`, `graphs_decreased`, `graphs_increased`, `unchanged`,
+`new_model`, `gone`, `not_comparable`. An item that did not build (create/input/
+eager error) counts as failing: a model that stops building is news too.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Mapping
+
+from harness.core.outcome import Effect, Outcome
+
+TRANSITIONS = (
+    "new_crash",
+    "fixed",
+    "still_crashing",
+    "signature_changed",
+    "graphs_decreased",
+    "graphs_increased",
+    "unchanged",
+    "new_model",
+    "gone",
+    "not_comparable",
+)
+# Transitions a person should hear about (the rest is steady state).
+NEWS = ("new_crash", "fixed", "signature_changed", "graphs_decreased", "graphs_increased", "new_model", "gone",
+        "not_comparable")
+
+
+@dataclass
+class Transition:
+    """How one (model, config) changed; before/after carry status, effect, graphs, signature."""
+
+    model: str
+    config: str
+    transition: str
+    before: dict[str, Any]
+    after: dict[str, Any]
+    flaky_rate: float | None = None   # set when flake confirmation saw the change not repeat
+
+    @property
+    def flaky(self) -> bool:
+        return self.flaky_rate is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass
+class DiffResult:
+    """All transitions, plus what could not be compared and why."""
+
+    transitions: list[Transition]
+    configs: list[str]                                     # configs compared
+    configs_only_before: list[str] = field(default_factory=list)
+    configs_only_after: list[str] = field(default_factory=list)
+    configs_changed: dict[str, dict[str, Any]] = field(default_factory=dict)  # same name, other settings
+    notes: list[str] = field(default_factory=list)         # why something was not compared
+
+    @property
+    def comparable(self) -> bool:
+        """True when both runs had the same configs with the same settings."""
+        return not (self.configs_only_before or self.configs_only_after or self.configs_changed)
+
+    def believed(self) -> list[Transition]:
+        """Transitions that are not flaky."""
+        return [t for t in self.transitions if not t.flaky]
+
+    def flaky(self) -> list[Transition]:
+        """Transitions flake confirmation did not reproduce every time."""
+        return [t for t in self.transitions if t.flaky]
+
+    def counts(self) -> dict[str, int]:
+        """{transition: count} over believed transitions, every transition named."""
+        c = Counter(t.transition for t in self.believed())
+        return {name: c.get(name, 0) for name in TRANSITIONS}
+
+    def counts_by_config(self) -> dict[str, dict[str, int]]:
+        """{config: {transition: count}} over believed transitions."""
+        out: dict[str, dict[str, int]] = {}
+        for t in self.believed():
+            out.setdefault(t.config, {name: 0 for name in TRANSITIONS})[t.transition] += 1
+        return out
+
+    def by_config(self, config: str) -> list[Transition]:
+        """The transitions of one config (what the issue planner consumes)."""
+        return [t for t in self.transitions if t.config == config]
+
+    def news(self) -> list[Transition]:
+        """Believed transitions worth telling a person about."""
+        return [t for t in self.believed() if t.transition in NEWS]
+
+    def changed_models(self) -> list[str]:
+        """Models with at least one believed change."""
+        return sorted({t.model for t in self.news()})
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "transitions": [t.to_dict() for t in self.transitions],
+            "configs": self.configs,
+            "configs_only_before": self.configs_only_before,
+            "configs_only_after": self.configs_only_after,
+            "configs_changed": self.configs_changed,
+            "comparable": self.comparable,
+            "counts": self.counts(),
+            "notes": self.notes,
+        }
+
+
+def _failed(o: Outcome) -> bool:
+    return o.status != "ok"
+
+
+def _side(o: Outcome | None, effect: Effect | None) -> dict[str, Any]:
+    if o is None:
+        return {"status": None, "effect": None, "graphs": None, "signature": None, "fingerprint": None}
+    return {"status": o.status, "effect": effect.effect if effect else None, "graphs": o.graphs,
+            "signature": o.crash_signature if _failed(o) else None, "fingerprint": o.fingerprint}
+
+
+def classify(before: Outcome | None, after: Outcome | None) -> str:
+    """The transition from one outcome of an item to the next (None: absent from that run)."""
+    if before is None and after is None:
+        raise ValueError("an item must exist in at least one run")
+    if before is None:
+        return "new_model"
+    if after is None:
+        return "gone"
+    if before.fingerprint and after.fingerprint and before.fingerprint != after.fingerprint:
+        return "not_comparable"
+    if not _failed(before) and _failed(after):
+        return "new_crash"
+    if _failed(before) and not _failed(after):
+        return "fixed"
+    if _failed(before):
+        same = before.crash_signature == after.crash_signature and before.status == after.status
+        return "still_crashing" if same else "signature_changed"
+    if before.graphs is not None and after.graphs is not None:
+        if after.graphs < before.graphs:
+            return "graphs_decreased"
+        if after.graphs > before.graphs:
+            return "graphs_increased"
+    return "unchanged"
+
+
+def _index(effects: Iterable[Effect] | None) -> dict[tuple[str, str], Effect]:
+    return {(e.model, e.config): e for e in (effects or ())}
+
+
+def diff(before: list[Outcome], after: list[Outcome], *, before_effects: list[Effect] | None = None,
+         after_effects: list[Effect] | None = None, before_configs: Mapping[str, Any] | None = None,
+         after_configs: Mapping[str, Any] | None = None) -> DiffResult:
+    """Compare two runs' outcomes item by item.
+
+    Configs present in only one run, or (when `*_configs` settings are given)
+    with the same name but other settings, are left out and named in the result.
+    """
+    b_items = {(o.model, o.config): o for o in before}
+    a_items = {(o.model, o.config): o for o in after}
+    b_configs = set(before_configs) if before_configs is not None else {c for _, c in b_items}
+    a_configs = set(after_configs) if after_configs is not None else {c for _, c in a_items}
+    b_configs |= {c for _, c in b_items}
+    a_configs |= {c for _, c in a_items}
+    result = DiffResult(transitions=[], configs=sorted(b_configs & a_configs),
+                        configs_only_before=sorted(b_configs - a_configs),
+                        configs_only_after=sorted(a_configs - b_configs))
+    if before_configs is not None and after_configs is not None:
+        for name in result.configs:
+            if name in before_configs and name in after_configs and before_configs[name] != after_configs[name]:
+                result.configs_changed[name] = {"before": before_configs[name], "after": after_configs[name]}
+        result.configs = [c for c in result.configs if c not in result.configs_changed]
+    for name in result.configs_only_before:
+        result.notes.append(f"config {name} is only in the earlier run")
+    for name in result.configs_only_after:
+        result.notes.append(f"config {name} is only in the later run")
+    for name in result.configs_changed:
+        result.notes.append(f"config {name} has other settings in the two runs")
+    compared = set(result.configs)
+    b_eff, a_eff = _index(before_effects), _index(after_effects)
+    for key in sorted((set(b_items) | set(a_items))):
+        if key[1] not in compared:
+            continue
+        b, a = b_items.get(key), a_items.get(key)
+        t = Transition(model=key[0], config=key[1], transition=classify(b, a),
+                       before=_side(b, b_eff.get(key)), after=_side(a, a_eff.get(key)))
+        if a is not None and a.flaky_rate is not None and t.transition in ("new_crash", "fixed"):
+            t.flaky_rate = a.flaky_rate
+        result.transitions.append(t)
+    return result

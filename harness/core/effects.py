@@ -1,0 +1,97 @@
+"""Effects: what a config did to a model, compared with its baseline (DESIGN "Words").
+
+Pure functions over Outcomes; no I/O.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable
+
+from harness.core.outcome import BUILD_STATUSES, EFFECTS, Effect, Outcome
+
+BASELINE = "baseline"
+# Effects that leave a model untestable under a flag; percentages are of the rest (DESIGN "Words").
+UNTESTABLE = ("create_error", "both_crash")
+
+
+def classify(baseline: Outcome, flagged: Outcome) -> str:
+    """One of EFFECTS for a (baseline, flagged) pair of the same model."""
+    # A model that could not be built (or whose eager run failed) says nothing
+    # about any flag, whichever of the two items noticed it.
+    if baseline.status in BUILD_STATUSES or flagged.status in BUILD_STATUSES:
+        return "create_error"
+    base_ok = baseline.status == "ok"
+    flag_ok = flagged.status == "ok"
+    if base_ok and flag_ok:
+        bg, fg = baseline.graphs or 0, flagged.graphs or 0
+        if fg < bg:
+            return "reduces_graphs"
+        if fg > bg:
+            return "increases_graphs"
+        return "no_effect"
+    if base_ok:
+        return "crashes"      # error, timeout and killed all count as crashes
+    if flag_ok:
+        return "fixes_crash"
+    return "both_crash"
+
+
+def effects_for(outcomes: list[Outcome]) -> list[Effect]:
+    """One Effect per model x non-baseline config that has both items, in model then config order."""
+    baselines = {o.model: o for o in outcomes if o.config == BASELINE}
+    effects = []
+    for o in sorted(outcomes, key=lambda o: (o.model, o.config)):
+        base = baselines.get(o.model)
+        if o.config == BASELINE or base is None:
+            continue
+        effect = classify(base, o)
+        effects.append(Effect(
+            model=o.model, stratum=base.stratum or o.stratum, config=o.config, effect=effect,
+            baseline_graphs=base.graphs, config_graphs=o.graphs,
+            baseline_signature=base.signature, config_signature=o.signature,
+        ))
+    return effects
+
+
+def percent(count: int, testable: int) -> float | None:
+    """`count` as a percentage of `testable`, rounded once, to one decimal (None when nothing is testable)."""
+    return round(100.0 * count / testable, 1) if testable else None
+
+
+@dataclass(frozen=True)
+class EffectRow:
+    """One effect's line of the table: how many models, and their share of the testable ones."""
+
+    effect: str
+    count: int
+    pct: float | None     # None for the untestable effects, and when no model is testable
+
+
+@dataclass(frozen=True)
+class EffectTable:
+    """Per flag config: each effect's count and share of testable models (the table every view shows)."""
+
+    config: str
+    total: int
+    testable: int
+    rows: tuple[EffectRow, ...]
+
+    @property
+    def by_effect(self) -> dict[str, EffectRow]:
+        """The rows by effect name."""
+        return {r.effect: r for r in self.rows}
+
+    def count(self, effect: str) -> int:
+        """How many models had `effect`."""
+        return self.by_effect[effect].count
+
+
+def effect_table(effects: Iterable[Effect], config: str) -> EffectTable:
+    """The effects table of one config over `effects` (effects of other configs are ignored)."""
+    counts = Counter(e.effect for e in effects if e.config == config)
+    total = sum(counts.values())
+    testable = total - sum(counts[u] for u in UNTESTABLE)
+    rows = tuple(EffectRow(eff, counts[eff], None if eff in UNTESTABLE else percent(counts[eff], testable))
+                 for eff in EFFECTS)
+    return EffectTable(config, total, testable, rows)

@@ -1,0 +1,77 @@
+"""Verified fixes (pure): when a tracking issue may close, from what its models did on the nightlies since.
+
+A fix is positive evidence, never an absence: each model that last crashed with
+the signature must compile under the flag, on `needed` consecutive nightlies.
+A model that was not tested that night (not swept: gone from the corpus, its
+shard missing; or it could not be built, given inputs or run eagerly) is "not
+tested", never "fixed", and a night with any such model breaks the streak.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from harness.core.outcome import BUILD_STATUSES, Outcome
+
+COMPILES = "compiles"
+STILL_CRASHING = "still crashing"
+OTHER_CRASH = "crashes with another signature"
+NOT_SWEPT = "not swept"          # not in the night's run: gone from the corpus, shard missing
+FLAKY = "flaky"
+MAX_NIGHTS = 10                  # the most nightlies a verification looks back over (and the setting's ceiling)
+
+
+@dataclass(frozen=True)
+class Night:
+    """What one nightly says about the crashing models: {model: (baseline, flagged)} for those it swept."""
+
+    date: str
+    items: Mapping[str, tuple[Outcome | None, Outcome | None]]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The close decision for one tracking issue."""
+
+    close: bool
+    streak: int                          # consecutive verified nightlies, newest first
+    fixed_in: str | None                 # the oldest nightly of that streak
+    last_failing: str | None
+    untested: dict[str, str] = field(default_factory=dict)   # model -> why, in the newest nightly
+    failing: dict[str, str] = field(default_factory=dict)    # model -> still crashing / another signature
+
+
+def check(signature: str, baseline: Outcome | None, flagged: Outcome | None) -> str:
+    """One model on one night: `compiles`, a failure, or why it was not tested (a build status, `not swept`)."""
+    if flagged is None:
+        return NOT_SWEPT
+    for o in (baseline, flagged):
+        if o is not None and o.status in BUILD_STATUSES:
+            return o.status
+    if flagged.flaky_rate is not None:
+        return FLAKY
+    if flagged.status == "ok":
+        return COMPILES
+    return STILL_CRASHING if flagged.crash_signature == signature else OTHER_CRASH
+
+
+def tested(result: str) -> bool:
+    """Whether a `check` result is evidence either way (a compile or a crash), not a model left untested."""
+    return result in (COMPILES, STILL_CRASHING, OTHER_CRASH)
+
+
+def verdict(signature: str, models: Sequence[str], nights: Sequence[Night], needed: int,
+            last_failing: str | None) -> Verdict:
+    """Close only after `needed` consecutive nightlies (newest last in `nights`) where every model compiled."""
+    if not models or not nights:
+        return Verdict(close=False, streak=0, fixed_in=None, last_failing=last_failing)
+    results = [{m: check(signature, *night.items.get(m, (None, None))) for m in models} for night in nights]
+    latest = results[-1]
+    streak, fixed_in = 0, None
+    for night, res in zip(reversed(nights), reversed(results)):
+        if any(r != COMPILES for r in res.values()):
+            break
+        streak, fixed_in = streak + 1, night.date
+    return Verdict(close=streak >= needed, streak=streak, fixed_in=fixed_in, last_failing=last_failing,
+                   untested={m: r for m, r in sorted(latest.items()) if not tested(r)},
+                   failing={m: r for m, r in sorted(latest.items()) if r in (STILL_CRASHING, OTHER_CRASH)})

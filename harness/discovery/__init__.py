@@ -1,0 +1,1 @@
+"""Zoo discovery, used only by `flagsweep zoo lock` and `zoo check`: enumerate, probe, repair, shrink, lock."""

@@ -1,0 +1,121 @@
+"""The counting backend and one measured compile: runs inside a worker, never in the parent.
+
+Dynamo hands each captured graph to its backend; counting those calls is the
+graph count. With --backend eager|aot_eager|inductor the counter wraps the real
+backend, so the numbers stay comparable while the graphs really get compiled.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+
+from harness.engine.configs import split_key
+from harness.engine.gbregistry import reason_id
+
+# FX node kinds that are real work; placeholders, get_attr and output are plumbing.
+_OP_KINDS = ("call_function", "call_method", "call_module")
+
+
+@dataclass
+class CompileStats:
+    """What the counting backend saw during one compile."""
+
+    graphs: int = 0
+    ops_per_graph: list[int] = field(default_factory=list)
+    compile_ids: set[str] = field(default_factory=set)
+    recompiles: int = 0
+
+
+def counting_backend(stats: CompileStats, inner: str = "count") -> Callable:
+    """A Dynamo backend that records each graph, then hands it to `inner` (or runs it as is)."""
+    real = None if inner == "count" else torch._dynamo.lookup_backend(inner)
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
+        stats.graphs += 1
+        stats.ops_per_graph.append(sum(1 for n in gm.graph.nodes if n.op in _OP_KINDS))
+        # CompileId(frame_id, frame_compile_id): a frame compiled again (frame_compile_id > 0)
+        # is a recompile; several graphs of one compile (graph breaks) share one id.
+        cid = torch._guards.CompileContext.current_compile_id()
+        if cid is not None:
+            key = str(cid)
+            if key not in stats.compile_ids:
+                stats.compile_ids.add(key)
+                if getattr(cid, "frame_compile_id", 0):
+                    stats.recompiles += 1
+        if real is None:
+            return gm.forward
+        return real(gm, example_inputs)
+
+    return backend
+
+
+@contextlib.contextmanager
+def patched(settings: dict[str, Any]) -> Iterator[None]:
+    """Apply {"torch._dynamo.config.x": v, ...} with each module's own config.patch."""
+    by_module: dict[str, dict[str, Any]] = {}
+    for key, value in settings.items():
+        module, attr = split_key(key)
+        by_module.setdefault(module, {})[attr] = value
+    with contextlib.ExitStack() as stack:
+        for module, changes in by_module.items():
+            stack.enter_context(importlib.import_module(module).patch(changes))
+        yield
+
+
+def reset_dynamo() -> None:
+    """Forget every compiled frame and every counter, so one compile cannot leak into the next."""
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+
+
+def break_reasons() -> list[str]:
+    """Graph-break reasons Dynamo counted since the last reset, most frequent first."""
+    counter = torch._dynamo.utils.counters.get("graph_break") or {}
+    return [reason for reason, _ in sorted(counter.items(), key=lambda kv: -kv[1])]
+
+
+def graph_break_count() -> int:
+    counter = torch._dynamo.utils.counters.get("graph_break") or {}
+    return int(sum(counter.values()))
+
+
+def compile_and_run(module: torch.nn.Module, inputs: dict[str, Any], *, settings: dict[str, Any],
+                    backend: str = "count") -> tuple[dict[str, Any], Exception | None]:
+    """Compile `module` under `settings`, run it once on `inputs`: (counts, the exception or None)."""
+    reset_dynamo()
+    stats = CompileStats()
+    error = None
+    start = time.perf_counter()
+    try:
+        with patched(settings), torch.no_grad():
+            compiled = torch.compile(module, backend=counting_backend(stats, backend))
+            compiled(**inputs)
+    except Exception as exc:  # the item's result, not the worker's failure
+        error = exc
+    elapsed = time.perf_counter() - start
+    # Counts are kept for a crash too: how far it got before failing.
+    reasons = break_reasons()[:20]
+    counts = {
+        "graphs": stats.graphs,
+        "ops_per_graph": stats.ops_per_graph,
+        "ops": sum(stats.ops_per_graph),
+        "graph_breaks": graph_break_count(),
+        "break_reasons": reasons,
+        "break_ids": [reason_id(r) for r in reasons],
+        "recompiles": stats.recompiles,
+        "compile_s": round(elapsed, 4),
+    }
+    return counts, error
+
+
+def eager_run(module: torch.nn.Module, inputs: dict[str, Any]) -> float:
+    """One uncompiled forward; returns its seconds (a failure here is eager_error)."""
+    start = time.perf_counter()
+    with torch.no_grad():
+        module(**inputs)
+    return time.perf_counter() - start

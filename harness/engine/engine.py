@@ -1,0 +1,280 @@
+"""The sweep engine: plan items, run them in warm workers, store each outcome as it finishes.
+
+The parent never imports torch (workers do; see harness/engine/pool.py). The store's
+connection is used only here, in the main process, so every finished item is
+committed at once and an interrupted sweep resumes where it stopped.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from typing import Any, Callable
+
+from harness.engine.configs import Checked, ConfigError, check_all_syntax
+from harness.engine.configs import check as config_check
+from harness.core.effects import BASELINE
+from harness.engine.options import SweepOptions
+from harness.core.outcome import Outcome
+from harness.engine.pool import Group, Pool, PoolError, worker_env
+from harness.engine.progress import Progress
+from harness.core.scrub import scrub
+from state import history, leases, runs
+
+log = logging.getLogger(__name__)
+
+_PATH_FIELDS = ("error_message", "traceback", "torch_frame")  # outcome text that may carry machine paths
+
+# Fields of the environment that make two runs incomparable if they differ.
+_ENV_KEYS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "recipe_fingerprint")
+
+
+class ResumeError(ValueError):
+    """The run to resume does not exist, is finished, or ran in another environment."""
+
+
+class ConfigUnavailable(ConfigError):
+    """run_items was asked for a config whose key the torch under test lacks."""
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a sweep: workers stopped, finished items kept, run marked interrupted."""
+
+    def __init__(self, run_id: int):
+        super().__init__(run_id)
+        self.run_id = run_id
+
+
+def _pool(options: SweepOptions, base_settings: dict, n_groups: int, fresh: bool = False) -> Pool:
+    return Pool(options, workers=options.worker_count(n_groups), base_settings=base_settings, fresh_workers=fresh)
+
+
+def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset(),
+                mode: str = "compile") -> list[Group]:
+    """One group per model: baseline first, then its configs, skipping items already done."""
+    names = [BASELINE] + [c for c in configs if c != BASELINE]
+    groups, index = [], 0
+    for model in models:
+        items = []
+        for name in names:
+            if (model, name) not in done:
+                items.append((index, name, configs.get(name, {})))
+            index += 1
+        if items:
+            groups.append(Group(model, items, mode))
+    return groups
+
+
+def _stratum_lookup() -> Callable[[str], str | None]:
+    """Strata for models that never built (their outcome has none); asks the zoo once, lazily."""
+    cache: dict[str, str | None] = {}
+
+    def lookup(model: str) -> str | None:
+        if model not in cache:
+            from harness import zoo   # late: scanning transformers is slow, and most outcomes carry their stratum
+
+            try:
+                cache.update({c.model: c.stratum for c in zoo.resolve([model])})
+            except ValueError:  # zoo.UnknownModel, or a name that is no model glob: the stratum stays empty
+                pass
+            cache.setdefault(model, None)
+        return cache[model]
+
+    return lookup
+
+
+def _outcome(data: dict[str, Any], stratum_of: Callable[[str], str | None]) -> Outcome:
+    # Stored without machine paths (the signature, made from the raw text, keeps only file names).
+    data = {**data, **{k: scrub(data.get(k)) for k in _PATH_FIELDS if data.get(k)}}
+    outcome = Outcome.from_dict(data)
+    if outcome.stratum is None:
+        outcome.stratum = stratum_of(outcome.model)
+    return outcome
+
+
+def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settings: dict,
+          options: SweepOptions, run_id: int | None = None, resume: bool = False, kind: str = "sweep",
+          nightly: str | None = None, shard: str | None = None, progress: bool = True,
+          extra_environment: dict | None = None,
+          prior: list[Outcome] | None = None, population: dict[str, Any] | None = None) -> int:
+    """Run models x (baseline + configs), storing each outcome as it finishes; returns the run id.
+
+    extra_environment: what the caller knows of the build beyond what the workers see
+    (the index and channel it came from), stored with the environment.
+    `prior`: outcomes already had on this torch (a baseline pass), stored into a new run instead of run again;
+    `population`: how the models were chosen, kept with the run's options for the issues' method table.
+
+    A run that finishes is finalized here (effects, signature history): the engine ends it, so the engine
+    finalizes it, once. An interrupted or failed run is not finalized.
+    """
+    configs = {BASELINE: configs.get(BASELINE, {}), **{k: v for k, v in configs.items() if k != BASELINE}}
+    prior = [o for o in prior or [] if o.model in set(models) and o.config in configs] if not resume else []
+    done: set[tuple[str, str]] = {(o.model, o.config) for o in prior}
+    stored, unavailable = None, {}
+    lease = None
+    if not resume:
+        check_all_syntax(configs, base_settings)   # malformed keys stop us before a worker starts
+    if resume:
+        if run_id is None:
+            raise ResumeError("--resume needs a run id")
+        stored = runs.get_run(conn, run_id)
+        if stored is None:
+            raise ResumeError(f"run {run_id} does not exist")
+        if stored.status == "finished":
+            raise ResumeError(f"run {run_id} is already finished")
+        models, configs, base_settings = stored.models, stored.configs, stored.base_settings
+        try:
+            lease = leases.acquire(conn, run_id)   # before any worker starts: a live holder is refused at once
+        except leases.LeaseHeld as exc:
+            raise ResumeError(str(exc)) from None
+        lease.keep_alive()
+        done = runs.finished_items(conn, run_id)
+    groups = plan_groups(models, configs, done)
+    pool = _pool(options, base_settings, len(groups))
+    bar = None
+    try:
+        try:
+            pool.start()  # the workers import torch while we set up the run and check the configs
+        except OSError as exc:   # no such interpreter: a bad --python, said in one line
+            raise ConfigError(f"{options.python or sys.executable}: cannot start the workers ({exc.strerror})") from None
+        if not resume:
+            # In the interpreter under test, before any model runs: ConfigError on a wrong type,
+            # a config whose key that torch lacks set aside.
+            checked = check_configs(configs, base_settings, options.python)
+            configs, unavailable = checked.configs, checked.unavailable
+            groups = plan_groups(models, configs, done)
+        total = len(models) * len(configs)
+        bar = Progress(total=total, done=len(done), enabled=progress, label=f"sweep {len(models)} models")
+        # "python": the interpreter the workers were started with, what a reproducer is verified under.
+        env = {**pool.environment(), "python": options.python or sys.executable, **(extra_environment or {})}
+        if stored is not None:
+            _check_same_environment(stored.environment, env, run_id)
+        else:
+            run_options = {**options.to_dict(), **({"population": population} if population else {})}
+            lease = leases.create_held(conn, lambda: runs.create_run(
+                conn, environment=env, models=models, configs=configs, base_settings=base_settings,
+                options=run_options, kind=kind, nightly=nightly, shard=shard, unavailable=unavailable))
+            run_id = lease.run_id
+            lease.keep_alive()
+            for outcome in prior:
+                runs.record_outcome(conn, run_id, outcome)
+        stratum_of = _stratum_lookup()
+        for _, data in pool.run(groups):
+            outcome = _outcome(data, stratum_of)
+            built = pool.model_data.pop(outcome.model, None)
+            if built is not None:   # once per model: what its reproducer is rendered from
+                runs.record_model(conn, run_id, outcome.model, built)
+            runs.record_outcome(conn, run_id, outcome)
+            bar.advance(crashed=outcome.crashed)
+        bar.close()
+        pool.close()
+        runs.finish_run(conn, run_id, "finished")
+    except KeyboardInterrupt:
+        pool.close(kill=True)
+        if bar is not None:
+            bar.close()
+        if run_id is None:
+            raise
+        runs.finish_run(conn, run_id, "interrupted", reason="interrupted (Ctrl-C or SIGTERM)")
+        raise SweepInterrupted(run_id) from None
+    except BaseException as exc:
+        pool.close(kill=True)
+        if bar is not None:
+            bar.close()
+        if run_id is not None and isinstance(exc, PoolError):
+            # The interpreter, not the run, is broken: keep the run resumable with a working --python.
+            runs.finish_run(conn, run_id, "interrupted", reason=str(exc).splitlines()[0][:500])
+        elif run_id is not None and not isinstance(exc, ResumeError):
+            runs.finish_run(conn, run_id, "failed", reason=f"{type(exc).__name__}: {exc}"[:500])
+        raise
+    finally:
+        if lease is not None:
+            lease.release(conn)
+    history.finalize_run(conn, run_id)
+    return run_id
+
+
+def check_configs(configs: dict[str, dict], base_settings: dict, python: str | None) -> Checked:
+    """The configs checked in `python`'s torch (a subprocess): runnable ones and unavailable ones."""
+    checked = config_check(configs, base_settings, python)
+    for line in checked.describe():
+        log.warning("%s", line)
+    return checked
+
+
+def _check_same_environment(old: dict, new: dict, run_id: int) -> None:
+    diffs = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in _ENV_KEYS if old.get(k) != new.get(k)]
+    if diffs:
+        raise ResumeError(f"run {run_id} ran in another environment ({'; '.join(diffs)}); start a new sweep instead")
+
+
+def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict,
+              options: SweepOptions, fresh_workers: bool = False, mode: str = "compile",
+              progress: bool = False) -> list[Outcome]:
+    """Run (model, config) items without storing them; outcomes in the order of `items`.
+
+    fresh_workers: every item in a new worker (flake confirmation). mode="eager":
+    build and one eager forward only (zoo check); the config name may be "-".
+    """
+    checked = check_configs({name: configs.get(name, {}) for _, name in items}, base_settings, options.python)
+    if checked.unavailable:
+        raise ConfigUnavailable(checked.describe()[0])
+    settings_of = {}
+    for _, name in items:
+        if name in ("-", BASELINE):
+            settings_of[name] = configs.get(name, {})
+        elif name not in configs:
+            raise KeyError(f"config {name!r} is not in the configs given")
+        else:
+            settings_of[name] = configs[name]
+    if fresh_workers:
+        groups = [Group(model, [(i, name, settings_of[name])], mode) for i, (model, name) in enumerate(items)]
+    else:
+        by_model: dict[str, list] = {}
+        for i, (model, name) in enumerate(items):
+            by_model.setdefault(model, []).append((i, name, settings_of[name]))
+        groups = [Group(model, its, mode) for model, its in by_model.items()]
+    results: list[Outcome | None] = [None] * len(items)
+    stratum_of = _stratum_lookup()
+    bar = Progress(total=len(items), enabled=progress, label=f"{mode} {len(items)} items")
+    pool = _pool(options, base_settings, len(groups), fresh=fresh_workers)
+    try:
+        for index, data in pool.run(groups):
+            results[index] = _outcome(data, stratum_of)
+            bar.advance(crashed=results[index].crashed)
+    except BaseException:
+        pool.close(kill=True)
+        raise
+    finally:
+        bar.close()
+    pool.close()
+    return [r if r is not None else Outcome(model=m, config=c, status="killed", error_type="killed",
+                                            error_message="no result", signature="killed")
+            for r, (m, c) in zip(results, items)]
+
+
+def describe(models: list[str], *, options: SweepOptions) -> dict[str, dict]:
+    """{model: its build as plain data} (what a reproducer embeds), from workers; nothing is stored.
+
+    Models that do not build, or have no transformers config to embed, are left out.
+    """
+    groups = [Group(model, [(i, "-", {})], "eager") for i, model in enumerate(models)]
+    pool = _pool(options, {}, len(groups))
+    try:
+        for _ in pool.run(groups):
+            pass
+    except BaseException:
+        pool.close(kill=True)
+        raise
+    pool.close()
+    return dict(pool.model_data)
+
+
+def collect_environment(python: str | None = None, device: str = "cpu") -> dict:
+    """The run environment as seen by the interpreter that runs the workers (no torch import here)."""
+    proc = subprocess.run([python or sys.executable, "-m", "harness.engine.environment", "--device", device],
+                          capture_output=True, text=True, env=worker_env(), timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{python or sys.executable}: cannot gather the environment: {proc.stderr.strip()[-500:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,0 +1,56 @@
+"""The environment of a run, gathered inside the interpreter that runs the models.
+
+`python -m harness.engine.environment [--device D]` prints it as JSON, so the parent
+can ask an interpreter other than its own (--python) without importing torch.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from typing import Any
+
+
+def _version(dist: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version(dist)
+    except Exception:  # not installed as a distribution (a source checkout)
+        return None
+
+
+def gather(device: str = "cpu") -> dict[str, Any]:
+    """torch, transformers, Python, device, CUDA and flagsweep versions, plus the recipe fingerprint."""
+    import torch
+    import transformers
+
+    env: dict[str, Any] = {
+        "torch_version": torch.__version__,
+        "torch_git": getattr(torch.version, "git_version", None),
+        "transformers_version": transformers.__version__,
+        "python_version": platform.python_version(),
+        "python": sys.executable,
+        "platform": platform.platform(),
+        "device": device,
+        "device_name": platform.processor() or platform.machine(),
+        "cuda_version": torch.version.cuda,
+        "flagsweep_version": _version("flagsweep"),
+        "recipe_fingerprint": None,
+    }
+    if device.startswith("cuda") and torch.cuda.is_available():
+        # Only ever in a worker: the parent must not initialize CUDA.
+        env["device_name"] = torch.cuda.get_device_name(torch.device(device))
+    env["recipe_fingerprint"] = _recipe_fingerprint()
+    return env
+
+
+def _recipe_fingerprint() -> str:
+    """The zoo's hash of its build code and recipes (the zoo owns it)."""
+    from harness.zoo import zoo_code_version   # late: only the environment probe needs the zoo
+    return zoo_code_version()
+
+
+if __name__ == "__main__":
+    dev = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cpu"
+    print(json.dumps(gather(dev), sort_keys=True))

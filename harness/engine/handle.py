@@ -1,0 +1,172 @@
+"""The parent's handle on one worker process: its environment, its pipe, its events, its memory, its log.
+
+bot and harness code reach workers through harness/engine/pool.py; this module only
+knows one process at a time (spawned there, as `python -m harness.engine.worker`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import PROJECT_ROOT
+
+
+def worker_env(threads: int | None = None) -> dict[str, str]:
+    """The environment of a worker: project root importable, one thread budget, no downloads."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("HF_HUB_OFFLINE", "1")          # tiny random models only, never weights
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # Each worker gets its share of the cores; inductor's own compile pool would
+    # oversubscribe them again, so it compiles in-process.
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+        env["MKL_NUM_THREADS"] = str(threads)
+    return env
+
+
+@dataclass
+class Group:
+    """One model and the configs to compile it under, in one worker (build once, compile many)."""
+
+    model: str
+    items: list[tuple[int, str, dict]]   # (index in the caller's list, config name, settings)
+    mode: str = "compile"
+
+
+@dataclass
+class Worker:
+    """One worker process and what it is doing."""
+
+    proc: subprocess.Popen
+    fd: int
+    log: Any
+    buf: bytes = b""
+    ready: bool = False
+    group: Group | None = None
+    pending: list[tuple[int, str, dict]] = field(default_factory=list)
+    current: int | None = None           # index of the item being compiled
+    built: bool = False
+    deadline: float = 0.0
+    items_done: int = 0
+    log_mark: int = 0
+    spawned: float = field(default_factory=time.monotonic)
+    retiring: bool = False
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def send(self, obj: dict) -> bool:
+        try:
+            self.proc.stdin.write((json.dumps(obj) + "\n").encode())
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+    def read_events(self) -> tuple[list[dict], bool]:
+        """Events available now, and whether the pipe reached EOF."""
+        eof = False
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                break
+            except OSError:
+                eof = True
+                break
+            if not chunk:
+                eof = True
+                break
+            self.buf += chunk
+        events = []
+        while b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            if line.strip():
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    pass  # a torn line can only come from a dying worker
+        return events, eof
+
+    def rss_mb(self) -> float:
+        try:
+            with open(f"/proc/{self.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return 0.0
+
+    def log_tail(self, chars: int = 6000) -> str:
+        """What the worker wrote to stderr since the current item started (faulthandler's stack on a crash)."""
+        try:
+            self.log.flush()
+            size = os.fstat(self.log.fileno()).st_size
+            start = max(self.log_mark, size - chars)
+            self.log.seek(start)
+            return self.log.read(size - start).decode(errors="replace")
+        except (OSError, ValueError):
+            return ""
+
+    def mark_log(self) -> None:
+        try:
+            self.log_mark = os.fstat(self.log.fileno()).st_size
+        except (OSError, ValueError):
+            self.log_mark = 0
+
+    def kill(self) -> None:
+        """SIGKILL the worker's whole process group and reap it."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        for closer in (lambda: os.close(self.fd), self.log.close, self.proc.stdin.close):
+            try:
+                closer()
+            except (OSError, ValueError):
+                pass
+
+
+def spawn(python: str, threads: int, extra_modules: list[str], logdir: str) -> Worker:
+    """Start one worker process (its own session, output to a log file in `logdir`, events on a pipe)."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    log = tempfile.TemporaryFile(dir=logdir)
+    opts = {"fd": write_fd, "threads": threads, "extra_modules": extra_modules}
+    proc = subprocess.Popen(
+        [python, "-m", "harness.engine.worker", json.dumps(opts)],
+        stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(write_fd,),
+        env=worker_env(threads), cwd=str(PROJECT_ROOT), start_new_session=True,
+    )
+    os.close(write_fd)
+    return Worker(proc=proc, fd=read_fd, log=log)
+
+
+def signal_name(returncode: int | None) -> str:
+    if returncode is None:
+        return "unknown"
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit code {returncode}"

@@ -1,0 +1,300 @@
+"""The worker pool: spawn, feed, time out, replace and recycle worker processes.
+
+The parent never imports torch here (it must never initialize CUDA). Each
+worker is `[python, "-m", "harness.engine.worker"]` in its own session, so Ctrl-C in
+the terminal reaches only the parent, which then stops the workers itself, and
+a kill takes the worker's whole process group (inductor's compile helpers too).
+
+How an item ends, as seen from here (asv's rule: every end is a status):
+result event -> its status; worker died -> killed (signal name; SIGKILL from
+the kernel's OOM killer included); no event before --timeout -> timeout;
+RSS above the hard limit -> killed ("memory limit"). The hard limit is
+1.5 x max_rss_mb, enforced by polling each busy worker's RSS every 0.1 s
+(an RLIMIT_AS would break CUDA and many allocators); above max_rss_mb after
+a model the worker is recycled instead.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Iterator
+
+from harness.engine.options import SweepOptions
+from harness.core.signature import innermost_torch_frame, signature
+from harness.engine.handle import PROJECT_ROOT, Group, Worker, signal_name, spawn, worker_env
+
+__all__ = ["PROJECT_ROOT", "Group", "Pool", "PoolError", "worker_env"]
+
+HARD_RSS_FACTOR = 1.5
+POLL_S = 0.1
+STARTUP_TIMEOUT_S = 300.0
+
+
+class PoolError(RuntimeError):
+    """Workers cannot start at all (a broken --python, a missing torch)."""
+
+
+class Pool:
+    """A set of warm workers fed with Groups; `run` yields (index, outcome dict) as items finish."""
+
+    def __init__(self, options: SweepOptions, *, workers: int | None = None, base_settings: dict | None = None,
+                 fresh_workers: bool = False):
+        """`workers`: how many to start (default: what the options say); fresh: one item per worker."""
+        self.size = max(1, workers if workers is not None else options.worker_count())
+        self.timeout = options.timeout
+        self.python = options.python or sys.executable
+        self.backend, self.device = options.backend, options.device
+        self.max_items = 1 if fresh_workers else max(1, options.max_items_per_worker)
+        self.fresh = fresh_workers
+        self.max_rss_mb = options.max_rss_mb
+        self.hard_rss_mb = options.max_rss_mb * HARD_RSS_FACTOR
+        self.extra_modules = list(options.extra_modules)
+        self.base_settings = dict(base_settings or {})
+        self.threads = max(1, (os.cpu_count() or 1) // self.size)
+        self.logdir = tempfile.TemporaryDirectory(prefix="flagsweep-workers-")
+        self.workers: list[Worker] = []
+        self.retired: list[Worker] = []
+        self.started_ok = 0
+        self.startup_failures = 0
+        self.stats = collections.Counter()
+        # What the worker said about each model it built: a killed item has no report of its own.
+        self.model_info: dict[str, dict] = {}
+        # What a reproducer needs per model (the worker's build as plain data), for the engine to store.
+        self.model_data: dict[str, dict] = {}
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self, n: int | None = None) -> None:
+        """Spawn workers now (they warm up, importing torch, while the caller does other work)."""
+        for _ in range((n if n is not None else self.size) - len(self.workers)):
+            self.workers.append(self._spawn())
+
+    def _spawn(self) -> Worker:
+        self.stats["spawned"] += 1
+        return spawn(self.python, self.threads, self.extra_modules, self.logdir.name)
+
+    def close(self, kill: bool = False) -> None:
+        """Stop every worker: politely (exit request) unless `kill`, then SIGKILL whatever is left."""
+        for w in self.workers:
+            if not kill and w.group is None:
+                w.send({"op": "exit"})
+                try:
+                    w.proc.stdin.close()
+                except OSError:
+                    pass
+        deadline = time.monotonic() + (0 if kill else 5)
+        for w in self.workers + self.retired:
+            try:
+                w.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                w.cleanup()
+            except subprocess.TimeoutExpired:
+                w.kill()
+        self.workers, self.retired = [], []
+        self.logdir.cleanup()
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        self.close(kill=exc_type is not None)
+
+    # -- requests --------------------------------------------------------------
+
+    def environment(self) -> dict:
+        """The environment as the first ready worker sees it (no extra interpreter start)."""
+        self.start()
+        asked: Worker | None = None
+        while True:
+            for w in list(self.workers):
+                if w.ready and asked is None and w.group is None:
+                    if w.send({"op": "env", "device": self.device}):
+                        asked = w
+            for w, event in self._wait_events():
+                if event.get("event") == "env" and w is asked:
+                    return event["env"]
+                for _ in self._on_event(w, event, collections.deque()):
+                    pass  # only "ready" can come before any work is assigned
+            for _ in self._check_limits(collections.deque()):
+                pass  # reaps workers that died starting (PoolError after repeated failures)
+            if asked is not None and asked not in self.workers:
+                asked = None  # it died answering; ask another
+            self._top_up_to(self.size if asked is None and not self.workers else 0)
+
+    def run(self, groups: list[Group]) -> Iterator[tuple[int, dict]]:
+        """Run every item of `groups`; yield (index, outcome dict) in finishing order."""
+        queue = collections.deque(groups)
+        self.start(min(self.size, max(1, len(queue))) if not self.workers else None)
+        while queue or any(w.group for w in self.workers):
+            for w in self.workers:
+                if queue and w.ready and w.group is None and not w.retiring:
+                    self._assign(w, queue.popleft())
+            for w, event in self._wait_events():
+                yield from self._on_event(w, event, queue)
+            yield from self._check_limits(queue)
+            self._top_up(queue)
+            self._reap()
+
+    def _assign(self, w: Worker, group: Group) -> None:
+        w.group, w.pending, w.current, w.built = group, list(group.items), None, False
+        w.deadline = time.monotonic() + self.timeout
+        w.mark_log()
+        ok = w.send({"op": "run", "model": group.model, "items": group.items, "mode": group.mode,
+                     "base_settings": self.base_settings, "backend": self.backend, "device": self.device})
+        if not ok:
+            w.deadline = time.monotonic()  # dead already: _check_limits reaps it next round
+
+    def _on_event(self, w: Worker, event: dict, queue: collections.deque) -> Iterator[tuple[int, dict]]:
+        kind = event.get("event")
+        if kind == "ready":
+            w.ready = True
+            self.started_ok += 1
+            self.startup_failures = 0
+        elif kind == "built":
+            w.built = True
+            if event.get("repro") and w.group is not None:
+                self.model_data[w.group.model] = event["repro"]
+            w.deadline = time.monotonic() + self.timeout
+        elif kind == "start":
+            w.current = event["index"]
+            w.deadline = time.monotonic() + self.timeout
+            w.mark_log()
+        elif kind == "result":
+            index = event["index"]
+            w.pending = [it for it in w.pending if it[0] != index]
+            w.current = None
+            w.items_done += 1
+            w.deadline = time.monotonic() + self.timeout
+            out = event["outcome"]
+            self.model_info[out["model"]] = {k: out.get(k) for k in ("stratum", "fingerprint", "text_only")}
+            yield index, out
+        elif kind == "done":
+            w.group, w.pending, w.current = None, [], None
+            if w.items_done >= self.max_items or event.get("rss_mb", 0) > self.max_rss_mb:
+                self._retire(w)
+                self.stats["recycled"] += 1
+
+    def _retire(self, w: Worker) -> None:
+        """Let an idle worker exit on its own (recycling); it is reaped later, without waiting."""
+        w.retiring = True
+        w.send({"op": "exit"})
+        try:
+            w.proc.stdin.close()
+        except OSError:
+            pass
+        self.workers.remove(w)
+        self.retired.append(w)
+
+    def _reap(self) -> None:
+        for w in list(self.retired):
+            if w.proc.poll() is not None:
+                w.cleanup()
+                self.retired.remove(w)
+
+    def _top_up(self, queue: collections.deque) -> None:
+        """Keep as many workers as there is work for, up to the pool size."""
+        busy = sum(1 for w in self.workers if w.group)
+        wanted = min(self.size, busy + len(queue))
+        while len(self.workers) < wanted:
+            self.workers.append(self._spawn())
+
+    def _top_up_to(self, n: int) -> None:
+        while len(self.workers) < n:
+            self.workers.append(self._spawn())
+
+    def _wait_events(self) -> Iterator[tuple[Worker, dict]]:
+        """Wait up to POLL_S for events; reap workers whose pipe closed."""
+        fds = {w.fd: w for w in self.workers}
+        if not fds:
+            time.sleep(POLL_S)
+            return
+        readable, _, _ = select.select(list(fds), [], [], POLL_S)
+        for fd in readable:
+            w = fds[fd]
+            events, eof = w.read_events()
+            for event in events:
+                yield w, event
+            if eof:
+                self._on_death(w)
+
+    def _on_death(self, w: Worker) -> None:
+        """The worker's pipe closed: it exited or was killed. Mark it for _check_limits."""
+        try:
+            w.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(w.pid, signal.SIGKILL)
+            w.proc.wait()
+        w.deadline = 0.0  # handled in _check_limits, which owns requeueing
+
+    def _check_limits(self, queue: collections.deque) -> Iterator[tuple[int, dict]]:
+        """Deaths, timeouts and the memory limit: end the item with its status, replace the worker."""
+        now = time.monotonic()
+        for w in list(self.workers):
+            died = w.proc.poll() is not None
+            if not w.ready and not died:
+                if now - w.spawned > STARTUP_TIMEOUT_S:
+                    w.kill()
+                    died = True
+                else:
+                    continue
+            if died and not w.ready:
+                self._startup_failed(w)
+                continue
+            status = message = None
+            if died:
+                status, message = "killed", signal_name(w.proc.returncode)
+            elif w.group is not None and now > w.deadline:
+                status, message = "timeout", f"no result after {self.timeout:g} s"
+            elif w.group is not None and (rss := w.rss_mb()) > self.hard_rss_mb:
+                status, message = "killed", f"memory limit: RSS {rss:.0f} MB > {self.hard_rss_mb:.0f} MB"
+            if status is None:
+                continue
+            tail = w.log_tail()
+            if not died:
+                w.kill()
+            else:
+                w.cleanup()
+            self.workers.remove(w)
+            self.stats[status] += 1
+            yield from self._fail_group(w, status, message, tail, queue)
+
+    def _startup_failed(self, w: Worker) -> None:
+        tail = w.log_tail()
+        w.cleanup()
+        self.workers.remove(w)
+        self.startup_failures += 1
+        if self.started_ok == 0 and self.startup_failures >= 2 or self.startup_failures >= 5:
+            self.close(kill=True)
+            lines = [ln for ln in tail.strip().splitlines() if ln.strip()][-8:]
+            raise PoolError(f"{self.python}: workers do not start ({signal_name(w.proc.returncode)}):\n" + "\n".join(lines))
+
+    def _fail_group(self, w: Worker, status: str, message: str, tail: str,
+                    queue: collections.deque) -> Iterator[tuple[int, dict]]:
+        """The item in progress ends with `status`; the group's other items go to a fresh worker."""
+        group = w.group
+        if group is None:
+            return
+        kind = "timeout" if status == "timeout" else "killed"
+        short = "memory limit" if message.startswith("memory limit") else message
+        sig = signature(kind, "" if kind == "timeout" else short)
+        if not w.built:
+            # It died or hung while building: every config of this model would do the same.
+            failed, rest = list(w.pending), []
+            message = f"{message} (while building the model)"
+        else:
+            failed = [it for it in w.pending if it[0] == w.current]
+            rest = [it for it in w.pending if it[0] != w.current]
+        for index, config, _ in failed:
+            yield index, {
+                **self.model_info.get(group.model, {}),
+                "model": group.model, "config": config, "status": status, "error_type": kind,
+                "error_message": message, "signature": sig, "traceback": tail or None,
+                "torch_frame": innermost_torch_frame(tail),
+            }
+        if rest:
+            queue.appendleft(Group(group.model, rest, group.mode))

@@ -1,0 +1,46 @@
+"""Run a standalone reproducer in a fresh, isolated interpreter and read its result line.
+
+Scripts are rendered elsewhere (bot/verify/repro_script.py, from what a run stored);
+this module only runs one, under whichever interpreter it is given (the run's
+own, so a crash that exists only in a nightly is checked on that nightly).
+Stdlib only: it never imports torch.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+RESULT_PREFIX = "FLAGSWEEP_RESULT "
+
+
+def run_script(text: str, python: str = sys.executable, timeout: float = 300) -> dict:
+    """Run a reproducer's source in a fresh isolated interpreter in an empty dir; its parsed result.
+
+    The result is the script's FLAGSWEEP_RESULT object plus `returncode`; a script
+    that hangs is status `timeout`, one that dies without a result `killed`, and an
+    interpreter that cannot start has status None and an `error`.
+    """
+    with tempfile.TemporaryDirectory(prefix="flagsweep-repro-") as tmp:
+        path = Path(tmp) / "repro.py"
+        path.write_text(text)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env["HF_HUB_OFFLINE"] = "1"
+        try:
+            proc = subprocess.run([python, "-I", str(path)], cwd=tmp, capture_output=True, text=True,
+                                  timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            return {"status": "timeout", "graphs": None, "signature": None, "error_type": None, "returncode": None}
+        except OSError as exc:
+            return {"status": None, "error": f"cannot run {Path(python).name}: {exc.strerror or exc}",
+                    "returncode": None}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            result = json.loads(line[len(RESULT_PREFIX):])
+            result["returncode"] = proc.returncode
+            return result
+    return {"status": "killed", "graphs": None, "signature": None, "error_type": None,
+            "returncode": proc.returncode, "stderr_tail": proc.stderr[-2000:]}

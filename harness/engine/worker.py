@@ -1,0 +1,234 @@
+"""The worker process: import torch once, then build models and compile them on request.
+
+Started by harness/engine/pool.py as `[python, "-m", "harness.engine.worker", JSON]` under any
+interpreter (--python), with the project root on PYTHONPATH. It imports only the
+stdlib, torch, transformers and harness. Requests arrive as JSON lines on stdin;
+events go back as JSON lines on a dedicated pipe (fd in the JSON argument), so
+whatever a model prints to stdout cannot corrupt the protocol.
+
+Requests: {"op": "env"}; {"op": "run", "model", "items": [[index, config, settings], ...],
+"base_settings", "backend", "device", "mode"}; {"op": "exit"} (or EOF).
+Events: ready, env, built, start, result, done.
+"""
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from harness.zoo import BuildError, Built
+
+TRACEBACK_CHARS = 16_000  # Dynamo's verbose tracebacks run long; the head and tail say the most
+
+
+class Channel:
+    """JSON lines to the parent over the result pipe."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def send(self, event: str, **data: Any) -> None:
+        line = (json.dumps({"event": event, **data}, default=str) + "\n").encode()
+        view = memoryview(line)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+
+def _die_with_parent() -> None:
+    """Linux: get SIGKILL when the parent dies, so a killed sweep leaves no orphans compiling."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os._exit(1)
+    except Exception:  # not Linux: stdin EOF still ends the worker between items
+        pass
+
+
+def _clip(text: str, limit: int = TRACEBACK_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit // 4
+    return text[:head] + "\n[... clipped ...]\n" + text[-(limit - head):]
+
+
+def _reset_peak() -> None:
+    """Reset the kernel's peak-RSS mark (VmHWM) so the next reading is this item's peak."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _peak_mb(device: str) -> float | None:
+    import torch
+
+    if device.startswith("cuda"):
+        return round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    return _status_mb("VmHWM:")
+
+
+def _rss_mb() -> float | None:
+    return _status_mb("VmRSS:")
+
+
+def _status_mb(field: str) -> float | None:
+    """One memory line of /proc/self/status (VmRSS, VmHWM) in MiB; None where there is no /proc."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _error_fields(exc: BaseException) -> dict[str, Any]:
+    from harness.engine.gbregistry import error_id
+    from harness.core.signature import error_kind, innermost_torch_frame, signature
+
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    message = str(exc)
+    error_type = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    gb_id = error_id(exc)
+    sig = signature(error_type, message, tb, gb_id=gb_id)
+    gb_id = gb_id if gb_id and sig.startswith(f"{gb_id}: ") else None  # only an Unsupported is named by its id
+    return {
+        # The type the signature names: Dynamo's wrappers (InternalTorchDynamoError,
+        # BackendCompilerFailed) peeled off, so titles say what actually failed.
+        "error_type": error_kind(error_type, message),
+        "gb_id": gb_id,
+        "error_message": _clip(message, 8000),
+        "torch_frame": innermost_torch_frame(tb),
+        "signature": sig,
+        "traceback": _clip(tb),
+    }
+
+
+def _build(model: str, device: str) -> Built:
+    """The zoo's build (the one place here that knows the zoo's API)."""
+    from harness import zoo
+
+    return zoo.build(model, device)
+
+
+def _repro_data(model: str, built: Any) -> dict[str, Any] | None:
+    """What a reproducer needs to rebuild this model without the zoo, as plain data (None: not rebuildable)."""
+    import transformers
+
+    from harness.zoo.build import SEED
+
+    if not built.config:   # a test-only registered model: no transformers config to embed
+        return None
+    return {"model": model, "config_class": type(built.module.config).__name__, "config": built.config,
+            "spec": built.spec, "seed": SEED, "fingerprint": built.fingerprint,
+            "transformers_version": transformers.__version__}
+
+
+def run_group(chan: Channel, req: dict[str, Any]) -> None:
+    """Build one model once, then compile it under each requested config, reporting each item."""
+    import torch
+
+    from harness.engine.backend import compile_and_run, eager_run, reset_dynamo
+
+    model, device, items = req["model"], req.get("device", "cpu"), req["items"]
+    mode, backend, base = req.get("mode", "compile"), req.get("backend", "count"), req.get("base_settings") or {}
+
+    def report(index: int, config: str, **fields: Any) -> None:
+        chan.send("result", index=index, outcome={"model": model, "config": config, **fields})
+
+    start = time.perf_counter()
+    built, status, cause = None, None, None
+    try:
+        built = _build(model, device)
+    except BuildError as exc:  # it carries its status
+        status, cause = exc.status, exc.cause
+    except Exception as exc:  # anything else is a failed create
+        status, cause = "create_error", f"{type(exc).__name__}: {exc}"
+    build_s = round(time.perf_counter() - start, 4)
+    common: dict[str, Any] = {"build_s": build_s}
+    if built is not None:
+        common.update(stratum=built.stratum or None, fingerprint=built.fingerprint or None,
+                      text_only=bool(built.text_only))
+        try:
+            reset_dynamo()
+            eager_s = eager_run(built.module, built.inputs)
+        except Exception as exc:
+            status, cause = "eager_error", None
+            common.update(_error_fields(exc))
+    if status is not None:
+        chan.send("built", ok=False)
+        if cause:
+            from harness.core.signature import signature
+
+            common.update(error_type=status, error_message=cause, signature=signature(status, cause))
+        for index, config, _ in items:
+            report(index, config, status=status, **common)
+        return
+    chan.send("built", ok=True, repro=_repro_data(model, built))
+    if mode == "eager":
+        for index, config, _ in items:
+            report(index, config, status="ok", compile_s=round(eager_s, 4), **common)
+        return
+    for n, (index, config, settings) in enumerate(items):
+        chan.send("start", index=index)
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        _reset_peak()
+        counts, error = compile_and_run(built.module, built.inputs, settings={**base, **settings}, backend=backend)
+        fields = {**common, **counts, "peak_mem_mb": _peak_mb(device)}
+        if n:  # the build is shared; count it once, on the first item
+            fields["build_s"] = 0.0
+        if error is None:
+            report(index, config, status="ok", **fields)
+        else:
+            report(index, config, status="error", **fields, **_error_fields(error))
+    reset_dynamo()
+
+
+def main(argv: list[str]) -> int:
+    """Serve requests until told to exit or stdin closes."""
+    opts = json.loads(argv[1]) if len(argv) > 1 else {}
+    chan = Channel(int(opts.get("fd", 1)))
+    _die_with_parent()
+    # A segfault or abort prints the Python stack to stderr (the parent keeps its tail).
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    import torch
+    import transformers
+
+    torch.set_num_threads(int(opts.get("threads") or torch.get_num_threads()))
+    # Keep Dynamo's internal frames in tracebacks: the innermost torch frame is the point.
+    torch._dynamo.config.verbose = True
+    transformers.logging.set_verbosity_error()
+    import harness.zoo  # noqa: F401  (its registry must exist before extra modules register)
+
+    for name in opts.get("extra_modules") or []:
+        __import__(name)
+    chan.send("ready", pid=os.getpid())
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        op = req.get("op")
+        if op == "exit":
+            break
+        if op == "env":
+            from harness.engine.environment import gather
+
+            chan.send("env", env=gather(req.get("device", "cpu")))
+        elif op == "run":
+            run_group(chan, req)
+            chan.send("done", rss_mb=_rss_mb())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
