@@ -113,3 +113,37 @@ def test_the_bisect_command_takes_versions():
 
     cmds = parse_comment("@flagsweep-bot bisect --config c --model M --good 2.13.0 --bad 2.15.0rc1", "@flagsweep-bot")
     assert cmds[0].args["good"] == "2.13.0" and cmds[0].args["bad"] == "2.15.0rc1"
+
+
+def test_known_ends_are_not_probed_and_give_the_pair_the_probed_ends_give():
+    """The range search's use of the one search: both ends known from stored runs, only builds between probed."""
+    flip = DATES[20]
+    probe, calls = series(flip)
+    good = Probe(DATES[0], None, None, "ok: 3 graphs")
+    bad = Probe(DATES[-1], None, None, "error: PendingUnbackedSymbolNotFound")
+    r = search(DATES[1:-1], probe, good=good, bad=bad)
+    assert (r.good.date, r.bad.date) == (DATES[19], flip) and r.status == "found" and r.candidates == 38
+    assert DATES[0] not in calls and DATES[-1] not in calls and len(set(calls)) == len(calls)
+    probed, probed_calls = series(flip)          # the command's use: the same series, ends probed
+    r2 = search(DATES, probed)
+    assert (r2.good.date, r2.bad.date) == (r.good.date, r.bad.date)
+    assert probed_calls[:2] == [DATES[0], DATES[-1]] and probed_calls[2:] == calls
+
+
+def test_a_spent_budget_bounds_the_search_and_an_untested_build_is_stepped_around():
+    """OutOfInstalls stops the search where it is (`bounded`); a probe with no key counts as made and skipped."""
+    flip = DATES[20]
+    calls: list[str] = []
+
+    def probe(d: str) -> Probe:
+        if len(calls) == 3:
+            raise OutOfInstalls(d)
+        calls.append(d)
+        key = None if d == DATES[19] else ("new" if d >= flip else "old")   # nothing testable on the 19th
+        return Probe(d, None, None, key)
+
+    r = search(DATES[1:-1], probe, good=Probe(DATES[0], None, None, "old"), bad=Probe(DATES[-1], None, None, "new"))
+    assert calls == [DATES[19], DATES[20], DATES[9]]
+    assert r.status == "bounded" and (r.good.date, r.bad.date) == (DATES[9], flip)
+    assert [p.date for p in r.steps] == calls and r.skipped == [DATES[19]]
+    assert r.remaining == 9          # DATES[10] .. DATES[18]: the 19th is already known untestable

@@ -506,3 +506,31 @@ def test_serve_with_a_port_out_of_range_is_one_line(tmp_path, capsys):
     assert serve(s, schedule=False) == 2
     err = capsys.readouterr().err
     assert err.startswith("flagsweep serve: cannot listen on 127.0.0.1:99999") and "Traceback" not in err
+
+
+def test_a_dry_run_service_renders_its_replies_and_their_plan_to_files(tmp_path):
+    """Without GitHub the commands' port is the dry-run twin: each reply a file, plan.json written as the job ends."""
+    s = Settings(state_path=tmp_path / "state.sqlite")
+    s.webhook.secret, s.webhook.port = SECRET, 0
+    s.issues.dry_run_out = str(tmp_path / "out")
+    s.commands.any_issue = True                    # no tracking issue in this store: answer on any issue
+    svc = Service(s, dry_run=True, schedule=False)
+    svc.start()
+    conn = db.connect(s.state_path)
+    try:
+        data = json.loads((FIXTURES / "issue_comment.created.payload.json").read_text())
+        data["comment"]["body"] = "@flagsweep-bot help"
+        raw = json.dumps(data).encode()
+        r = httpx.post(svc.url + "/webhook", content=raw, timeout=5, headers={
+            "X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "dry-1",
+            "X-Hub-Signature-256": sign(SECRET, raw), "Content-Type": "application/json"})
+        assert r.status_code == 202, r.text
+        job = wait_for(lambda: (j := jobs.get(conn, r.json()["job"])) and j.status in ("done", "failed") and j)
+        assert job.status == "done" and job.result["commands"][0]["outcome"] == "answered"
+        out = tmp_path / "out" / "commands"
+        plan = json.loads((out / "plan.json").read_text())
+        replies = [a for a in plan["actions"] if a["action"] == "comment"]
+        assert len(replies) == 1 and "Commands I understand" in (out / replies[0]["file"]).read_text()
+    finally:
+        svc.stop(grace=5)
+        conn.close()
