@@ -15,7 +15,6 @@ from typing import Any, Callable
 from bot.commands import parse as cmd_mod
 from bot.commands import work
 from bot.commands.context import Context, RetryLater, UserError, role_at_least
-from bot.commands.work import check_base_settings, check_configs, check_models, model_rows
 from bot.github.port import GitHubUnavailable
 from bot.text.render import render
 
@@ -127,15 +126,15 @@ def do_rerun(ctx: Context, number: int, link: Any, args: dict[str, Any], author:
     # the corpus, so a run of one model would retitle the issue "1/1 models".
     result = ctx.steps.rerun(ctx.conn, ctx.settings, force=True, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
     _reply(ctx, number, "reply_rerun.md.j2", r=result, models=models, config=link.config,
-           rows=model_rows(ctx.conn, result.get("run_id"), link.config, models))
+           rows=work.model_rows(ctx.conn, result.get("run_id"), link.config, models))
     return "rerun"
 
 
 def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
     from state import history
-    chosen = check_configs(ctx, [args["config"]])
-    models = check_models(ctx, [args["models"]])
-    base = check_base_settings(ctx, args.get("base_setting") or [])
+    chosen = work.check_configs(ctx, [args["config"]])
+    models = work.check_models(ctx, [args["models"]])
+    base = work.check_base_settings(ctx, args.get("base_setting") or [])
     run_id = work.sweep(ctx, models, chosen, base)   # the sweep finalizes the run it ends
     effects = [e.to_dict() for e in history.effects(ctx.conn, run_id) if e.config == args["config"]]
     unavailable = _unavailable(ctx.conn, run_id)
@@ -157,8 +156,8 @@ def do_range(ctx: Context, number: int, link: Any) -> str:
 def do_bisect(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
     if not args.get("config") and not args.get("model"):
         return do_range(ctx, number, link)
-    check_configs(ctx, [args["config"]])
-    model = check_models(ctx, [args["model"]])
+    work.check_configs(ctx, [args["config"]])
+    model = work.check_models(ctx, [args["model"]])
     if len(model) != 1:
         raise UserError(f"--model must name one model, {args['model']} names {len(model)}")
     result = work.bisect(ctx, model[0], args["config"], args.get("good"), args.get("bad"))
