@@ -153,7 +153,6 @@ class Settings:
     zoo: ZooSettings = field(default_factory=ZooSettings)
     routing: list[dict[str, Any]] = field(default_factory=list)   # cc rules, validated by bot.issues.routing
     source: str | None = None        # the settings file read, if any
-    raw: dict[str, Any] = field(default_factory=dict)
 
 
 def _expected(hint: Any) -> tuple[tuple[type, ...], bool]:
@@ -257,7 +256,6 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
             raise SettingsError(f"{p}: not a text file (a TOML settings file is UTF-8 text)") from None
         except tomllib.TOMLDecodeError as exc:
             raise SettingsError(f"{p}: {exc}") from None
-        settings.raw = data
         settings.source = str(p)
         routing = data.pop("routing", None)
         if routing is not None:

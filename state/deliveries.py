@@ -5,8 +5,6 @@ import sqlite3
 
 from state.runs import now
 
-OUTCOMES = ("queued", "ignored", "rejected")
-
 
 def record(conn: sqlite3.Connection, delivery_id: str, event: str, outcome: str) -> bool:
     """Record a delivery; False when this id was seen before (a replay or a GitHub redelivery)."""
@@ -15,11 +13,6 @@ def record(conn: sqlite3.Connection, delivery_id: str, event: str, outcome: str)
     cur = conn.execute("INSERT OR IGNORE INTO deliveries (id, event, received_at, outcome) VALUES (?, ?, ?, ?)",
                        (delivery_id, event, now(), outcome))
     return cur.rowcount == 1
-
-
-def set_outcome(conn: sqlite3.Connection, delivery_id: str, outcome: str) -> None:
-    """Update what became of a delivery."""
-    conn.execute("UPDATE deliveries SET outcome = ? WHERE id = ?", (outcome, delivery_id))
 
 
 def get(conn: sqlite3.Connection, delivery_id: str) -> dict | None:

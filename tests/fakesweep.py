@@ -75,8 +75,3 @@ class World:
     def report(self, conn, view, out_dir):
         self.views.append(view)
         return out_dir / "report.html"
-
-    def command_sweep(self, ctx, models, configs, base):
-        """The handlers' `sweep` command twin: a stored `command` run."""
-        return self.sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
-                          python=None, run_id=None, resume=False, nightly=None, shard=None, kind="command")

@@ -127,21 +127,22 @@ def test_the_repro_injection_from_the_issue_is_refused(tmp_path, capsys, monkeyp
 
 def test_a_command_sweep_checks_in_the_torch_it_runs_on(tmp_path, stand_in):
     """`@bot sweep --base-setting K=V`: K is asked of the nightly's torch, and a miss is a reply, not a run."""
-    from bot.commands import handlers
+    from bot.commands import work
+    from bot.commands.context import Context, UserError
     from bot.settings import Settings
 
     settings = Settings(state_path=tmp_path / "s.sqlite")
     settings.sweep.python, settings.nightly.torch = str(stand_in), "current"
-    ctx = handlers.Context(conn=db.connect(settings.state_path), settings=settings, github=None, gate=None)
-    with pytest.raises(handlers.UserError, match=f"^--base-setting: unknown setting '{GONE}'"):
-        handlers.default_sweep(ctx, [MODEL], {"baseline": {}}, {GONE: 0.3})
+    ctx = Context(conn=db.connect(settings.state_path), settings=settings, github=None, gate=None)
+    with pytest.raises(UserError, match=f"^--base-setting: unknown setting '{GONE}'"):
+        work.sweep(ctx, [MODEL], {"baseline": {}}, {GONE: 0.3})
     assert runs.list_runs(ctx.conn) == []
 
 
 def test_a_bisect_probe_on_a_build_without_the_key_reports_it_unavailable(tmp_path, stand_in, monkeypatch):
     """Bisecting a flag across builds: a build that lacks its key is an outcome of its own, not a crash."""
-    from bot.commands import handlers
     from bot.builds import provider
+    from bot.commands.steps import probe_build
     from bot.settings import Settings
 
     settings = Settings(state_path=tmp_path / "s.sqlite")
@@ -150,8 +151,7 @@ def test_a_bisect_probe_on_a_build_without_the_key_reports_it_unavailable(tmp_pa
     # The install of that day's build is the provider's business (tests/test_provider.py); here it is the stand-in.
     monkeypatch.setattr(provider, "provide_spec",
                         lambda nightly, spec, progress=False, client=None: provider.current(str(stand_in)))
-    ctx = handlers.Context(conn=db.connect(settings.state_path), settings=settings, github=None, gate=None)
-    probe = handlers.default_bisect_probe(ctx, "2026-11-01", MODEL, "budget")
+    probe = probe_build(settings, "2026-11-01", MODEL, "budget")
     assert probe.key == "unavailable" and GONE in probe.detail
 
 

@@ -17,6 +17,7 @@ from bot.commands import handlers
 from bot.pipeline import nightly
 from bot.pipeline import steps as steps_mod
 from bot.commands.context import Context, Gate
+from bot.commands.steps import CommandSteps
 from bot.github.dryrun import DryRunPublisher
 from bot.issues.material import tracking_key
 from bot.settings import NightlySettings, Settings
@@ -262,7 +263,7 @@ def test_the_bisect_command_searches_a_bounded_range_again(env):
     settings.commands.allowlist = ["alice"]
     out = tmp / "cmd"
     ctx = Context(conn=conn, settings=settings, github=DryRunPublisher(out, clean=False), gate=Gate(), dry_run=True,
-                  out_dir=tmp / "republish", steps=world.steps(real_publish=True))
+                  out_dir=tmp / "republish", steps=CommandSteps(pipeline=world.steps(real_publish=True)))
     res = handlers.handle_job(ctx, {"issue": 7, "author": "alice", "repo": "o/r", "body": "@flagsweep-bot bisect"})
     assert res["commands"][0]["outcome"] == "range: new_crash found", res
     (again,) = ranges.for_run(conn, [b.run_id])

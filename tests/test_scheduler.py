@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from apscheduler.triggers.base import BaseTrigger
 
-from bot.service.scheduler import ScheduleError, build_trigger, from_settings, next_fire_times, queue_nightly
+from bot.service.scheduler import ScheduleError, build_trigger, from_settings, queue_nightly
 from bot.settings import SchedulerSettings
 from state import db, jobs
 from tests.waiting import wait_for
@@ -23,6 +23,20 @@ class ListTrigger(BaseTrigger):
             if previous_fire_time is None or t > previous_fire_time:
                 return t
         return None
+
+
+def next_fire_times(trigger: BaseTrigger, now: datetime, n: int = 3) -> list[datetime]:
+    """The next `n` times `trigger` fires after `now` (the clock is an argument)."""
+    out: list[datetime] = []
+    prev = None
+    t = now
+    for _ in range(n):
+        nxt = trigger.get_next_fire_time(prev, t)
+        if nxt is None:
+            break
+        out.append(nxt)
+        prev, t = nxt, nxt
+    return out
 
 
 def test_cron_in_a_timezone_with_a_fake_now():

@@ -10,10 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bot.commands.context import Gate
+from bot.commands.steps import CommandSteps
 from bot.pipeline import nightly
 from bot.ranges.bisect import Probe
-from bot.commands.handlers import Gate
-from bot.service.daemon import Hooks, Service
+from bot.service.daemon import Service, ServiceSteps
 from bot.settings import Settings
 from bot.service.webhook import sign
 from harness.zoo import registry
@@ -62,28 +63,32 @@ class Bot:
             self.number, self.key = issue.number, "seeded"
             links.upsert(self.conn, links.Link(key="seeded", repo=self.repo, number=self.number, kind="tracking",
                                                config=CONFIG, signature=SIGNATURE))
-        self.reruns: list[list[str]] = []
+        self.reruns: list[bool] = []      # `force` of each rerun
         self.probes: list[str] = []
         self.on_rerun = lambda: None      # a test's hook, called as a rerun starts
 
-        def rerun(ctx, link, models):
+        def rerun(conn, settings, *, force, dry_run, out_dir):
             self.on_rerun()
-            self.reruns.append(models)
-            return nightly.run_nightly(ctx.conn, ctx.settings, torch="current", force=True, dry_run=ctx.dry_run,
-                                       out_dir=ctx.out_dir, progress=False,
+            self.reruns.append(force)
+            return nightly.run_nightly(conn, settings, torch=settings.nightly.torch, force=force, dry_run=dry_run,
+                                       out_dir=out_dir, progress=False,
                                        steps=self.world.steps(real_publish=real_publish)).to_dict()
 
-        def probe(ctx, date, model, config):
-            self.probes.append(date)
-            key = "error: RuntimeError: boom uN" if date >= "2026-11-14" else "ok: 2 graphs"
-            return Probe(date, f"2.14.0.dev{date.replace('-', '')}+cpu", f"{date.replace('-', '')}cafe", key)
+        def probe(settings, label, model, config):
+            self.probes.append(label)
+            key = "error: RuntimeError: boom uN" if label >= "2026-11-14" else "ok: 2 graphs"
+            return Probe(label, f"2.14.0.dev{label.replace('-', '')}+cpu", f"{label.replace('-', '')}cafe", key)
 
-        context = {"rerun": rerun, "sweep": self.world.command_sweep, "bisect_probe": probe,
-                   "bisect_dates": lambda ctx: [f"2026-11-{d:02d}" for d in range(1, 21) if d != 7]}
+        pipeline = self.world.steps()      # a command's sweep: the world's; the builds a bisect spans: 11-07 missing
+        pipeline.list_builds = lambda settings: [f"2026-11-{d:02d}" for d in range(1, 21) if d != 7]
+        commands = CommandSteps(pipeline=pipeline, rerun=rerun, probe=probe)
         for m in MODELS:   # test-only names: resolve() answers without scanning transformers
             registry.register(m, "decoder_llm", lambda device: None)
-        self.service = Service(s, dry_run=False, schedule=trigger is not None, trigger=trigger,
-                               hooks=Hooks(context=context, nightly=nightly_hook), gate=Gate(per_hour=per_hour))
+        steps = ServiceSteps(commands=commands)
+        if nightly_hook:
+            steps.nightly = nightly_hook   # else the real nightly
+        self.service = Service(s, dry_run=False, schedule=trigger is not None, trigger=trigger, steps=steps,
+                               gate=Gate(per_hour=per_hour))
         self.service.start()
 
     def close(self) -> None:
@@ -153,9 +158,10 @@ def test_rerun_from_a_triager_sweeps_the_issue_models(bot):
     bot.world.version, bot.world.date = "2.14.0.dev20261122+cpu", "2026-11-22"
     bot.world.crashing = set()   # fixed on the new nightly
     job, replies = bot.command("@flagsweep-bot rerun")
-    assert bot.reruns == [["GammaModel"]]
+    assert bot.reruns == [True]                  # forced: the nightly is swept again though it is stored
     assert "Re-ran the nightly set (5 models) on torch `2.14.0.dev20261122+cpu`" in replies[0]
     assert "| GammaModel | ok | 1 |" in replies[0] and "fixed 1" in replies[0]
+    assert not any(f"| {m} |" in replies[0] for m in MODELS if m != "GammaModel")   # only this issue's models
     assert bot.reactions() == ["eyes", "+1"]
 
 
@@ -240,7 +246,7 @@ def test_done_when_serve_takes_a_triagers_rerun_refuses_a_stranger_and_fires_the
     fired = []
     soon = datetime.now(timezone.utc) + timedelta(seconds=1)
     b = Bot(tmp_path, fake_github, trigger=ListTrigger([soon]), real_publish=True,
-            nightly_hook=lambda conn, settings, payload: fired.append(payload) or {"ok": True})
+            nightly_hook=lambda conn, settings, *, force, dry_run, out_dir: fired.append(force) or {"ok": True})
     try:
         issue = fake_github.state.repo(b.repo).issues[b.number]
         assert "1/5" in issue.title
@@ -262,7 +268,7 @@ def test_done_when_serve_takes_a_triagers_rerun_refuses_a_stranger_and_fires_the
         assert wait_for(lambda: fired)
         nightly_jobs = jobs.list_jobs(b.conn, kind="nightly")
         assert wait_for(lambda: jobs.list_jobs(b.conn, kind="nightly")[0].status == "done")
-        assert len(nightly_jobs) == 1 and fired == [{"source": "schedule"}]
+        assert len(nightly_jobs) == 1 and nightly_jobs[0].payload == {"source": "schedule"} and fired == [False]
     finally:
         b.close()
 
@@ -363,7 +369,7 @@ def test_questions_are_answered_while_a_nightly_runs(tmp_path, fake_github):
 
     started, release = threading.Event(), threading.Event()
 
-    def long_nightly(conn, settings, payload):
+    def long_nightly(conn, settings, *, force, dry_run, out_dir):
         started.set()
         release.wait(60)
         return {"ok": True}
@@ -394,11 +400,11 @@ def test_shutdown_requeues_a_job_that_outlives_the_grace(tmp_path):
     s.webhook.secret, s.webhook.port = SECRET, 0
     started, release = threading.Event(), threading.Event()
 
-    def slow_nightly(conn, settings, payload):
+    def slow_nightly(conn, settings, *, force, dry_run, out_dir):
         started.set()
         release.wait(30)
         return {"ok": True}
-    svc = Service(s, dry_run=True, schedule=False, hooks=Hooks(nightly=slow_nightly))
+    svc = Service(s, dry_run=True, schedule=False, steps=ServiceSteps(nightly=slow_nightly))
     svc.start()
     job_id = svc.queue_nightly()
     assert started.wait(30)
@@ -411,7 +417,8 @@ def test_shutdown_requeues_a_job_that_outlives_the_grace(tmp_path):
         svc.runner.join(10)
         assert jobs.get(conn, job_id).status == "queued"     # the cut-off runner did not mark it done
         # The next start finds it queued and runs it to the end.
-        svc2 = Service(s, dry_run=True, schedule=False, hooks=Hooks(nightly=lambda c, st, p: {"second": True}))
+        svc2 = Service(s, dry_run=True, schedule=False,
+                       steps=ServiceSteps(nightly=lambda conn, settings, *, force, dry_run, out_dir: {"second": True}))
         svc2.start()
         assert wait_for(lambda: jobs.get(conn, job_id).status == "done")
         assert jobs.get(conn, job_id).result == {"second": True}
@@ -499,3 +506,31 @@ def test_serve_with_a_port_out_of_range_is_one_line(tmp_path, capsys):
     assert serve(s, schedule=False) == 2
     err = capsys.readouterr().err
     assert err.startswith("flagsweep serve: cannot listen on 127.0.0.1:99999") and "Traceback" not in err
+
+
+def test_a_dry_run_service_renders_its_replies_and_their_plan_to_files(tmp_path):
+    """Without GitHub the commands' port is the dry-run twin: each reply a file, plan.json written as the job ends."""
+    s = Settings(state_path=tmp_path / "state.sqlite")
+    s.webhook.secret, s.webhook.port = SECRET, 0
+    s.issues.dry_run_out = str(tmp_path / "out")
+    s.commands.any_issue = True                    # no tracking issue in this store: answer on any issue
+    svc = Service(s, dry_run=True, schedule=False)
+    svc.start()
+    conn = db.connect(s.state_path)
+    try:
+        data = json.loads((FIXTURES / "issue_comment.created.payload.json").read_text())
+        data["comment"]["body"] = "@flagsweep-bot help"
+        raw = json.dumps(data).encode()
+        r = httpx.post(svc.url + "/webhook", content=raw, timeout=5, headers={
+            "X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "dry-1",
+            "X-Hub-Signature-256": sign(SECRET, raw), "Content-Type": "application/json"})
+        assert r.status_code == 202, r.text
+        job = wait_for(lambda: (j := jobs.get(conn, r.json()["job"])) and j.status in ("done", "failed") and j)
+        assert job.status == "done" and job.result["commands"][0]["outcome"] == "answered"
+        out = tmp_path / "out" / "commands"
+        plan = json.loads((out / "plan.json").read_text())
+        replies = [a for a in plan["actions"] if a["action"] == "comment"]
+        assert len(replies) == 1 and "Commands I understand" in (out / replies[0]["file"]).read_text()
+    finally:
+        svc.stop(grace=5)
+        conn.close()

@@ -106,3 +106,24 @@ def test_scripts_stay_runnable_but_cannot_fake_markers() -> None:
     block = markdown.script(code)
     assert "@contextlib.contextmanager" in block and "<!-- flagsweep:end" not in block
     assert block.startswith("```python\n") and block.endswith("\n```")
+
+
+def test_the_environment_registers_every_filter_itself_and_no_import_changes_it() -> None:
+    """No side effect on import: importing the escaping module leaves the renderer alone, and the environment
+    built by `environment()` alone has every filter the templates use (each template compiles)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    script = ("import sys\n"
+              "import bot.text.markdown\n"
+              "assert 'bot.text.render' not in sys.modules, 'importing markdown touched the renderer'\n"
+              "from bot.text import render\n"
+              "env = render.environment()\n"
+              "assert set(render.FILTERS) <= set(env.filters)\n"
+              "for path in sorted(render.TEMPLATE_DIR.rglob('*.j2')):\n"
+              "    env.get_template(str(path.relative_to(render.TEMPLATE_DIR)))\n"
+              "print(len(render.FILTERS))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == 8

@@ -120,8 +120,9 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
 
 def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
     """flagsweep merge RUN..."""
-    from bot.pipeline import merge, nightly
     from bot.builds import provider
+    from bot.pipeline import merge, nightly
+    from bot.pipeline.steps import Steps
     from state import db, runs
     conn = db.connect(settings.state_path)
     try:
@@ -143,8 +144,7 @@ def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
                                        torch={"version": run.environment.get("torch_version"),
                                               "git": run.environment.get("torch_git"), "current": False})
         result = nightly.publish_stage(conn, settings, result, python=python or settings.sweep.python,
-                                       steps=nightly.Steps(),
-                                       out=out)
+                                       steps=Steps(), out=out)
     finally:
         conn.close()
     _emit(result, args.json)

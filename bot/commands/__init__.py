@@ -1,1 +1,1 @@
-"""Comment commands: the parser, their context, and the handlers that run them."""
+"""Comment commands: the parser, their context and steps, and the handlers that run them."""

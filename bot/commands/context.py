@@ -1,7 +1,7 @@
 """What a comment-command handler works with: its context, the GitHub port, the permission and rate gate.
 
 Plain types and small rules, kept apart from the handlers (bot/commands/handlers.py) so
-that each stays short; tests build a Context with their own twins.
+that each stays short; tests build a Context with twins of its steps (bot/commands/steps.py).
 """
 from __future__ import annotations
 
@@ -10,13 +10,10 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import Any, Callable, Protocol
 
-from bot.ranges.bisect import Probe
+from bot.commands.steps import CommandSteps
 from bot.settings import Settings
-
-if TYPE_CHECKING:
-    from bot.pipeline.steps import Steps
 
 
 ROLES = ("none", "read", "triage", "write", "maintain", "admin")
@@ -28,6 +25,17 @@ class GitHubPort(Protocol):
     def comment(self, number: int, body: str, *, look: bool = False) -> Any: ...
     def react(self, comment_id: int, content: str) -> Any: ...
     def user_permission(self, login: str) -> str: ...
+
+
+class JobsHealth(Protocol):
+    """The service's stuck, failed and retrying jobs, for `status` (bot.service.daemon.Service.jobs_health)."""
+
+    def __call__(self, conn: sqlite3.Connection) -> dict[str, Any] | None: ...
+
+
+def no_jobs(conn: sqlite3.Connection) -> None:
+    """Outside the service no runner holds jobs: `status` lists none."""
+    return None
 
 
 class UserError(ValueError):
@@ -85,7 +93,7 @@ class Gate:
 
 @dataclass
 class Context:
-    """What a handler may use; the expensive actions are injectable functions."""
+    """What a handler may use; the expensive actions are its steps, passed in explicitly."""
 
     conn: sqlite3.Connection
     settings: Settings
@@ -94,9 +102,5 @@ class Context:
     dry_run: bool = True
     out_dir: Path = Path("flagsweep-out")
     retry: bool = False               # an earlier attempt of this job met a GitHub outage
-    jobs_health: Callable[[], dict[str, Any]] | None = None   # the service's stuck/failed jobs, for `status`
-    rerun: Callable[["Context", Any, list[str]], dict[str, Any]] | None = None
-    sweep: Callable[["Context", list[str], dict[str, dict], dict[str, Any]], int] | None = None
-    bisect_dates: Callable[["Context"], list[str]] | None = None
-    bisect_probe: Callable[["Context", str, str, str], Probe] | None = None
-    steps: "Steps | None" = None      # the pipeline steps a range re-run uses (tests: twins of install and sweep)
+    steps: CommandSteps = field(default_factory=CommandSteps)
+    jobs_health: JobsHealth = no_jobs

@@ -13,16 +13,10 @@ import sqlite3
 from typing import Any, Callable
 
 from bot.commands import parse as cmd_mod
-from bot.text import markdown as _text  # noqa: F401  (registers the escaping filters the reply templates use)
-from bot.ranges.bisect import BisectError, bisect, window
-from bot.commands.context import ROLES, Context, Gate, GitHubPort, RetryLater, UserError, role_at_least
-from bot.commands.work import (check_base_settings, check_configs, check_models, default_bisect_dates,
-                              default_bisect_probe, default_range_rerun, default_rerun, default_sweep,
-                              model_rows)
+from bot.commands import work
+from bot.commands.context import Context, RetryLater, UserError, role_at_least
 from bot.github.port import GitHubUnavailable
 from bot.text.render import render
-
-__all__ = ["ROLES", "Context", "Gate", "GitHubPort", "RetryLater", "UserError", "handle_job", "role_at_least"]
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +80,7 @@ def do_status(ctx: Context, number: int, link: Any, args: dict[str, Any], author
     sig = _signature_row(ctx.conn, link.config, link.signature) if link else None
     last = _last_nightly(ctx.conn)
     _reply(ctx, number, "reply_status.md.j2", link=link.to_dict() if link else None, sig=sig,
-           jobs=ctx.jobs_health() if ctx.jobs_health else None,
+           jobs=ctx.jobs_health(ctx.conn),
            last_nightly={"id": last.id, "nightly": last.nightly,
                          "torch": last.environment.get("torch_version")} if last else None)
     return "answered"
@@ -128,18 +122,20 @@ def do_rerun(ctx: Context, number: int, link: Any, args: dict[str, Any], author:
     if link is None:
         raise UserError("this issue is not one the bot keeps, so there is nothing to re-run")
     models = _issue_models(ctx, link)
-    result = (ctx.rerun or default_rerun)(ctx, link, models)
+    # The whole nightly set is swept, not only this issue's models: the planner reads a run as
+    # the corpus, so a run of one model would retitle the issue "1/1 models".
+    result = ctx.steps.rerun(ctx.conn, ctx.settings, force=True, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
     _reply(ctx, number, "reply_rerun.md.j2", r=result, models=models, config=link.config,
-           rows=model_rows(ctx.conn, result.get("run_id"), link.config, models))
+           rows=work.model_rows(ctx.conn, result.get("run_id"), link.config, models))
     return "rerun"
 
 
 def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
     from state import history
-    chosen = check_configs(ctx, [args["config"]])
-    models = check_models(ctx, [args["models"]])
-    base = check_base_settings(ctx, args.get("base_setting") or [])
-    run_id = (ctx.sweep or default_sweep)(ctx, models, chosen, base)   # the sweep finalizes the run it ends
+    chosen = work.check_configs(ctx, [args["config"]])
+    models = work.check_models(ctx, [args["models"]])
+    base = work.check_base_settings(ctx, args.get("base_setting") or [])
+    run_id = work.sweep(ctx, models, chosen, base)   # the sweep finalizes the run it ends
     effects = [e.to_dict() for e in history.effects(ctx.conn, run_id) if e.config == args["config"]]
     unavailable = _unavailable(ctx.conn, run_id)
     _reply(ctx, number, "reply_sweep.md.j2", run_id=run_id, config=args["config"], models=models,
@@ -152,7 +148,7 @@ def do_range(ctx: Context, number: int, link: Any) -> str:
     if link is None or link.kind != "tracking" or not link.signature:
         raise UserError("`bisect` without --config and --model searches a tracking issue's regression range "
                         "again; this issue is not a tracking issue")
-    result = default_range_rerun(ctx, link)
+    result = work.search_range(ctx, link)
     _reply(ctx, number, "reply_range.md.j2", r=result, dry_run=ctx.dry_run)
     return "range: " + ", ".join(f"{r['kind']} {r['status']}" for r in result["ranges"])
 
@@ -160,16 +156,11 @@ def do_range(ctx: Context, number: int, link: Any) -> str:
 def do_bisect(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
     if not args.get("config") and not args.get("model"):
         return do_range(ctx, number, link)
-    check_configs(ctx, [args["config"]])
-    model = check_models(ctx, [args["model"]])
+    work.check_configs(ctx, [args["config"]])
+    model = work.check_models(ctx, [args["model"]])
     if len(model) != 1:
         raise UserError(f"--model must name one model, {args['model']} names {len(model)}")
-    try:
-        dates = window((ctx.bisect_dates or default_bisect_dates)(ctx), args.get("good"), args.get("bad"))
-        probe = ctx.bisect_probe or default_bisect_probe
-        result = bisect(dates, lambda d: probe(ctx, d, model[0], args["config"]))
-    except BisectError as exc:
-        raise UserError(str(exc)) from None
+    result = work.bisect(ctx, model[0], args["config"], args.get("good"), args.get("bad"))
     _reply(ctx, number, "reply_bisect.md.j2", r=result.to_dict(), model=model[0], config=args["config"])
     return f"bisected: {result.good.date}..{result.bad.date}"
 

@@ -1,6 +1,6 @@
-"""The work comment commands start: checked arguments, then a sweep, a rerun or a bisect probe.
+"""The work comment commands start: checked arguments, then a sweep, a bisect or a range searched again.
 
-Each `default_*` is the real step a `Context` uses unless a test hands it its own.
+Each goes through the context's steps (bot/commands/steps.py), which tests replace with twins.
 User errors (a bad config, an unknown model, no torch to sweep with) become `UserError`.
 """
 from __future__ import annotations
@@ -9,9 +9,9 @@ import logging
 import sqlite3
 from typing import Any
 
-from bot.pipeline import steps
-from bot.ranges.bisect import Probe, SkipNightly, outcome_key
 from bot.commands.context import Context, UserError
+from bot.pipeline import steps
+from bot.ranges.bisect import Bisection, BisectError, search, window
 from harness.engine.configs import ConfigError
 
 log = logging.getLogger(__name__)
@@ -47,31 +47,20 @@ def check_base_settings(ctx: Context, texts: list[str]) -> dict[str, Any]:
     return out
 
 
-def default_sweep(ctx: Context, models: list[str], configs: dict[str, dict], base: dict[str, Any]) -> int:
+def sweep(ctx: Context, models: list[str], configs: dict[str, dict], base: dict[str, Any]) -> int:
     """An ad-hoc sweep on the torch the nightly uses, stored as a `command` run (kept out of the nightly history)."""
     from bot.builds import provider
+    pipeline = ctx.steps.pipeline
     try:
-        built = steps.provide(ctx.settings, ctx.settings.nightly.torch, None, False)
+        built = pipeline.provide(ctx.settings, ctx.settings.nightly.torch, None, False)
     except provider.ProviderError as exc:
         raise UserError(f"no torch to sweep with: {exc}") from None
     try:
-        return steps.sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
-                           python=built.python, run_id=None, resume=False, nightly=None, shard=None,
-                           kind="command", progress=False)
+        return pipeline.sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
+                              python=built.python, run_id=None, resume=False, nightly=None, shard=None,
+                              kind="command", progress=False)
     except ConfigError as exc:   # checked in that torch before anything ran
         raise UserError(str(exc)) from None
-
-
-def default_rerun(ctx: Context, link: Any, models: list[str]) -> dict[str, Any]:
-    """Sweep on the newest nightly now (forced), then publish, which updates this issue.
-
-    The whole nightly set is swept, not only this issue's models: the planner reads a
-    run as the corpus, so a run of one model would retitle the issue "1/1 models".
-    """
-    from bot.pipeline import nightly
-    result = nightly.run_nightly(ctx.conn, ctx.settings, torch=ctx.settings.nightly.torch, force=True,
-                                 dry_run=ctx.dry_run, out_dir=ctx.out_dir, progress=False)
-    return result.to_dict()
 
 
 def model_rows(conn: sqlite3.Connection, run_id: int | None, config: str | None, models: list[str]) -> list[dict]:
@@ -84,32 +73,16 @@ def model_rows(conn: sqlite3.Connection, run_id: int | None, config: str | None,
             for o in runs.outcomes(conn, run_id) if o.model in wanted and o.config == config]
 
 
-def default_bisect_dates(ctx: Context) -> list[str]:
-    """Builds installable here, oldest first: nightlies by date, other builds (releases, rcs) by version."""
-    from bot.builds import provider
-    return provider.build_labels(provider.list_wheels(ctx.settings.nightly))
-
-
-def default_bisect_probe(ctx: Context, date: str, model: str, config: str) -> Probe:
-    """Install the build `date` names (a nightly's date or a version) and run the one item under it."""
-    from bot.builds import provider
-    from harness.engine import engine
+def bisect(ctx: Context, model: str, config: str, good: str | None, bad: str | None) -> Bisection:
+    """The first build between good and bad (defaults: see `window`) where the item's outcome changed."""
     try:
-        built = provider.provide_spec(ctx.settings.nightly, provider.parse_spec(date), progress=False)
-    except (provider.ProviderError, provider.SpecError) as exc:
-        log.warning("bisect: skipping %s: %s", date, exc)
-        raise SkipNightly(date) from exc
-    chosen = steps.select_configs(ctx.settings, [config])
-    try:
-        out = engine.run_items([(model, config)], configs=chosen, base_settings={},
-                               options=ctx.settings.sweep.options(built.python))[0]
-    except engine.ConfigUnavailable as exc:   # a key this build lacks is an outcome of its own
-        return Probe(date=date, version=built.version, git=built.git, key="unavailable", detail=str(exc)[:300])
-    return Probe(date=date, version=built.version, git=built.git, key=outcome_key(out),
-                 detail=(out.error_message or "")[:300])
+        labels = window(ctx.steps.pipeline.list_builds(ctx.settings), good, bad)
+        return search(labels, lambda label: ctx.steps.probe(ctx.settings, label, model, config))
+    except BisectError as exc:
+        raise UserError(str(exc)) from None
 
 
-def default_range_rerun(ctx: Context, link: Any) -> dict[str, Any]:
+def search_range(ctx: Context, link: Any) -> dict[str, Any]:
     """Search this issue's regression range again, then publish the latest nightly (which rewrites the issue).
 
     The run searched is the latest that holds a range of the issue's (config, signature),
@@ -119,20 +92,20 @@ def default_range_rerun(ctx: Context, link: Any) -> dict[str, Any]:
     from state import runs
     if ctx.settings.nightly.range_installs <= 0:
         raise UserError("the range search is off ([nightly] range_installs = 0)")
-    run_steps = ctx.steps or steps.Steps()
+    pipeline = ctx.steps.pipeline
     key = (link.config, link.signature)
     latest = runs.list_runs(ctx.conn, kinds=["nightly"], status="finished", limit=1)
     if not latest:
         raise UserError("no finished nightly yet, so there is no range to search")
     run_id = (stored_ranges.runs_with(ctx.conn, *key) or [latest[0].id])[0]
-    prev, diff = run_steps.diff(ctx.conn, run_id)
+    prev, diff = pipeline.diff(ctx.conn, run_id)
     starts = {r.key: (r.good, r.bad) for r in stored_ranges.for_run(ctx.conn, [run_id])
               if (r.config, r.signature) == key and r.status == "bounded"}
-    report = run_steps.ranges(ctx.conn, run_id, prev, diff, ctx.settings, provide=run_steps.provide,
-                              sweep_items=run_steps.range_sweep, builds=run_steps.list_builds, keys=[key],
-                              starts=starts)
+    report = pipeline.ranges(ctx.conn, run_id, prev, diff, ctx.settings, provide=pipeline.provide,
+                             sweep_items=pipeline.range_sweep, builds=pipeline.list_builds, keys=[key],
+                             starts=starts)
     if not report.ranges:
         raise UserError(f"nightly run {run_id} shows no confirmed new crash or fix of this signature to search")
     view = steps.load_view(ctx.conn, latest[0].id, ctx.settings)
-    run_steps.publish(ctx.conn, ctx.settings, view, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
+    pipeline.publish(ctx.conn, ctx.settings, view, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
     return {"run_id": run_id, "published_run": latest[0].id, **report.to_dict()}

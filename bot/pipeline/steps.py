@@ -1,8 +1,8 @@
 """The pipeline's steps: the one public function per call into another area, and the typed seams tests replace.
 
-The nightly pipeline (bot/pipeline/nightly.py) and the comment commands (bot/commands/handlers.py)
-call these functions; a test swaps one step (usually `sweep`) for a cheap twin
-that has the same signature, checked through the Protocols below.
+The nightly pipeline (bot/pipeline/nightly.py) and the comment commands (bot/commands/work.py,
+through `CommandSteps.pipeline`) call these functions; a test swaps one step (usually `sweep`) for
+a cheap twin that has the same signature, checked through the Protocols below.
 """
 from __future__ import annotations
 

@@ -1,8 +1,12 @@
-"""Bisect over nightlies: the first nightly where one (model, config) item's outcome changed.
+"""Bisection over builds: the last build that behaves like the good end and the first that does not.
 
-Pure search over an injected `probe(date) -> Probe` (which, for real, installs
-that nightly through the provider and runs the one item): tests drive it with a
-fake series, and a nightly that cannot be installed is skipped, like `git bisect skip`.
+One binary search serves both callers: the `bisect` comment command (one item; its ends are
+probed) and the nightly's regression-range search (`bot.ranges.finder`: a target's models; its
+ends are known from the stored runs). The search itself is pure: an injected `probe(label) -> Probe`
+installs the build and runs it for real, and tests drive it with a fake series. A build that
+cannot be installed (the probe raises `SkipNightly`) or where nothing could be tested (a probe
+without a key) is stepped around, like `git bisect skip`; a probe that raises `OutOfInstalls`
+stops the search, whose range found so far is then `bounded`.
 """
 from __future__ import annotations
 
@@ -18,15 +22,24 @@ class BisectError(ValueError):
     """The bisect cannot run (no nightlies in range, no change); the message is for the user."""
 
 
+class SkipNightly(Exception):
+    """Raised by a probe when a build cannot be tested (install failed): the search steps around it."""
+
+
+class OutOfInstalls(Exception):
+    """Raised by a probe when the install budget is spent: the search stops where it is."""
+
+
 @dataclass
 class Probe:
-    """One nightly's result for the item."""
+    """One build's result: what the search compares (`key`; None when nothing could be tested there)."""
 
-    date: str
+    date: str                    # the build's label: a nightly's date, or the version of another build
     version: str | None
     git: str | None
-    key: str                     # what is compared: ok:<graphs> | <status>:<signature>
-    detail: str = ""
+    key: str | None              # the command: ok: <graphs> | <status>: <signature>; the range search: old | new
+    detail: str = ""             # the command: the error message of the outcome
+    outcomes: dict[str, str] = field(default_factory=dict)   # the range search: outcome key by model
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -34,23 +47,74 @@ class Probe:
 
 
 @dataclass
-class BisectResult:
-    """The last nightly like `good` and the first like `bad`, with every probe made."""
+class Bisection:
+    """The last build like `good` and the first not like it, every probe made, and why it stopped early if it did."""
 
     good: Probe
     bad: Probe
-    steps: list[Probe] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    candidates: int = 0
+    status: str = "found"        # found | bounded (a probe ran out of installs)
+    steps: list[Probe] = field(default_factory=list)    # every probe made, in order
+    skipped: list[str] = field(default_factory=list)    # the builds stepped around
+    candidates: int = 0          # the builds the search was given
+    remaining: int = 0           # builds still between good and bad (bounded only)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return {"good": self.good.to_dict(), "bad": self.bad.to_dict(), "steps": [p.to_dict() for p in self.steps],
-                "skipped": self.skipped, "candidates": self.candidates}
+        return {"good": self.good.to_dict(), "bad": self.bad.to_dict(), "status": self.status,
+                "steps": [p.to_dict() for p in self.steps], "skipped": self.skipped, "candidates": self.candidates,
+                "remaining": self.remaining}
 
 
-class SkipNightly(Exception):
-    """Raised by a probe when a nightly cannot be tested (install failed): bisect steps around it."""
+def search(candidates: list[str], probe: Callable[[str], Probe], *, good: Probe | None = None,
+           bad: Probe | None = None) -> Bisection:
+    """Binary search over `candidates` (build labels, oldest first) for the first build whose key differs from good's.
+
+    good, bad: ends already known (the range search: from the stored runs), outside `candidates`.
+    An end not given is probed among the candidates, moving inwards past builds that cannot be tested
+    (the bisect command). BisectError when fewer than two ends can be tested or both behave alike.
+    """
+    steps: list[Probe] = []
+    skipped: list[str] = []
+
+    def run(label: str) -> Probe | None:
+        """The probe of `label`, or None when it is stepped around."""
+        try:
+            p = probe(label)
+        except SkipNightly:
+            skipped.append(label)
+            return None
+        steps.append(p)
+        if p.key is None:
+            skipped.append(label)
+            return None
+        return p
+
+    between = list(candidates)
+    while good is None and between:
+        good = run(between.pop(0))
+    while bad is None and between:
+        bad = run(between.pop())
+    if good is None or bad is None:
+        raise BisectError("fewer than two nightlies in the range could be installed")
+    if good.key == bad.key:
+        raise BisectError(f"no change between {good.date} and {bad.date}: both give {good.key}")
+    found = Bisection(good=good, bad=bad, steps=steps, skipped=skipped, candidates=len(candidates))
+    lo, hi = -1, len(between)            # -1: the good end; len: the bad end
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            p = run(between[mid])
+        except OutOfInstalls:
+            found.status, found.remaining = "bounded", hi - lo - 1
+            break
+        if p is None:
+            between.pop(mid)
+            hi -= 1
+        elif p.key == found.good.key:
+            lo, found.good = mid, p
+        else:
+            hi, found.bad = mid, p
+    return found
 
 
 def outcome_key(outcome: Outcome) -> str:
@@ -114,48 +178,3 @@ def _bound(builds: list[str], wanted: str, last: bool) -> int | None:
         return pos
     dated = [i for i, b in enumerate(builds) if is_date(b) and (b <= wanted if last else b >= wanted)]
     return (dated[-1] if last else dated[0]) if dated else None
-
-
-def bisect(dates: list[str], probe: Callable[[str], Probe]) -> BisectResult:
-    """Binary search for the first date whose probe key differs from the first date's."""
-    steps: list[Probe] = []
-    skipped: list[str] = []
-    cands = list(dates)
-
-    def run(d: str) -> Probe | None:
-        try:
-            p = probe(d)
-        except SkipNightly:
-            skipped.append(d)
-            return None
-        steps.append(p)
-        return p
-
-    # The ends must be testable: move inwards past nightlies that cannot be installed.
-    good = None
-    while cands and good is None:
-        good = run(cands[0])
-        if good is None:
-            cands.pop(0)
-    bad = None
-    while len(cands) > 1 and bad is None:
-        bad = run(cands[-1])
-        if bad is None:
-            cands.pop()
-    if good is None or bad is None:
-        raise BisectError("fewer than two nightlies in the range could be installed")
-    if good.key == bad.key:
-        raise BisectError(f"no change between {good.date} and {bad.date}: both give {good.key}")
-    lo, hi = 0, len(cands) - 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        p = run(cands[mid])
-        if p is None:
-            cands.pop(mid)
-            hi -= 1
-            continue
-        if p.key == good.key:
-            lo, good = mid, p
-        else:
-            hi, bad = mid, p
-    return BisectResult(good=good, bad=bad, steps=steps, skipped=skipped, candidates=len(dates))

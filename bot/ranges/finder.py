@@ -2,25 +2,31 @@
 
 The two ends come from the stored runs (the previous comparable nightly and this
 one): nothing is installed for them, and two nightlies adjacent on the index give
-the range at once. The nightlies strictly between are bisected (bot.ranges.bisection),
+the range at once. The nightlies strictly between are bisected (bot.ranges.bisect),
 installed through the provider (venvs cached per version) and swept through an
 injected `sweep_items`. Cost rule: a probed build is swept once, for every item of
 every search still pending, and its outcomes are kept for the searches after it;
-the night installs at most `[nightly] range_installs` builds.
+the night installs at most `[nightly] range_installs` builds (past it: `OutOfInstalls`,
+and the range found so far is kept as "bounded").
+
+A target groups the models of one (config, signature, kind). A build is "new"
+for it when any of its models tested there is in the new state (crashes, for a
+new crash; compiles, for a fix) and "old" when all of them are in the old one;
+models that could not be built there do not count, and a build where none could
+is skipped for that target. Failing is what `harness.core.diff` calls failing.
 """
 from __future__ import annotations
 
 import logging
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
-from bot.ranges.bisect import SkipNightly, is_date
+from bot.ranges.bisect import Bisection, OutOfInstalls, Probe, SkipNightly, is_date, outcome_key, search
 from harness.core.diff import DiffResult
-from bot.ranges.bisection import Found, OutOfInstalls, Outcomes, Target, search
 from bot.settings import Settings
 from bot.builds.wheel_index import ProviderError, dev_date
-from harness.core.outcome import Outcome
+from harness.core.outcome import BUILD_STATUSES, Outcome
 from state import ranges as store
 from state import runs as runs_mod
 from state.ranges import Build, Range
@@ -32,6 +38,37 @@ log = logging.getLogger(__name__)
 Provide = Callable[[Settings, str, "str | None", bool], Any]          # -> provider.Nightly
 SweepItems = Callable[..., list[Outcome]]                               # (items, *, configs, base_settings, build, settings)
 ListBuilds = Callable[[Settings], list[str]]
+Outcomes = Mapping[tuple[str, str], Outcome]
+
+
+@dataclass(frozen=True)
+class Target:
+    """The models of one (config, signature) that made one transition (new_crash or fixed)."""
+
+    config: str
+    signature: str
+    kind: str                    # new_crash | fixed
+    models: tuple[str, ...]
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """(config, signature, kind), as a stored range is keyed."""
+        return (self.config, self.signature, self.kind)
+
+    @property
+    def items(self) -> list[tuple[str, str]]:
+        """The (model, config) items a probe of a build must run for this target."""
+        return [(m, self.config) for m in self.models]
+
+
+def state(target: Target, outcomes: Outcomes) -> str | None:
+    """`old`, `new`, or None when none of the target's models could be tested on the build."""
+    tested = [o for o in (outcomes.get(item) for item in target.items) if o is not None
+              and o.status not in BUILD_STATUSES]
+    if not tested:
+        return None
+    old_failed = target.kind == "fixed"
+    return "new" if any((o.status != "ok") != old_failed for o in tested) else "old"
 
 
 @dataclass
@@ -133,14 +170,34 @@ class Prober:
         return Build(label, built.version, built.git), {(o.model, o.config): o for o in outcomes}
 
 
-def _stored(run_id: int, found: Found, reason: str | None) -> Range:
-    return Range(run_id=run_id, config=found.target.config, signature=found.target.signature,
-                 kind=found.target.kind, status=found.status, good=found.good, bad=found.bad,
-                 models=list(found.target.models), installs=len(found.probes) + len(found.skipped),
-                 probes=found.probes, reason=reason)
+def judge(target: Target, prober: Prober) -> Callable[[str], Probe]:
+    """The search's probe for one target: the build's outcomes (shared by every target), judged old or new."""
+    def probe(label: str) -> Probe:
+        build, outcomes = prober(label)
+        keys = {m: outcome_key(outcomes[(m, target.config)]) for m in target.models if (m, target.config) in outcomes}
+        return Probe(build.date, build.version, build.git, state(target, outcomes), outcomes=keys)
+    return probe
 
 
-def _reason(found: Found, prober: Prober) -> str | None:
+def _end(build: Build, key: str) -> Probe:
+    """A known end of the range (from a stored run) as the search takes it."""
+    return Probe(build.date, build.version, build.git, key)
+
+
+def _build(probe: Probe) -> Build:
+    """An end the search found, as a stored range keeps it."""
+    return Build(probe.date, probe.version, probe.git)
+
+
+def _stored(run_id: int, target: Target, found: Bisection, reason: str | None) -> Range:
+    rows = [{"date": p.date, "version": p.version, "git": p.git, "state": p.key or "untested",
+             "outcomes": p.outcomes} for p in found.steps]
+    return Range(run_id=run_id, config=target.config, signature=target.signature, kind=target.kind,
+                 status=found.status, good=_build(found.good), bad=_build(found.bad), models=list(target.models),
+                 installs=len(found.steps) + len(found.skipped), probes=rows, reason=reason)
+
+
+def _reason(found: Bisection, prober: Prober) -> str | None:
     parts = []
     if found.status == "bounded":
         parts.append(f"stopped after {prober.installs} installs ([nightly] range_installs = {prober.budget}); "
@@ -167,9 +224,8 @@ def search_run(conn: sqlite3.Connection, run_id: int, prev_id: int | None, resul
     if keys is None:
         # A nightly published again (reused, merged again) keeps the ranges it has: no second search.
         have = {r.key: r for r in store.for_run(conn, [run_id])}
-        report.ranges = [have[(t.config, t.signature, t.kind)] for t in found_targets
-                         if (t.config, t.signature, t.kind) in have]
-        found_targets = [t for t in found_targets if (t.config, t.signature, t.kind) not in have]
+        report.ranges = [have[t.key] for t in found_targets if t.key in have]
+        found_targets = [t for t in found_targets if t.key not in have]
         if not found_targets:
             return report
     run = runs_mod.get_run(conn, run_id)
@@ -190,11 +246,11 @@ def search_run(conn: sqlite3.Connection, run_id: int, prev_id: int | None, resul
     prober = Prober(settings, run, found_targets, provide=provide, sweep_items=sweep_items,
                     budget=settings.nightly.range_installs)
     for t in found_targets:
-        good, bad = (starts or {}).get((t.config, t.signature, t.kind)) or (end(prev), end(run))
+        good, bad = (starts or {}).get(t.key) or (end(prev), end(run))
         between = [lb for lb in labels if is_date(lb) and good.date < lb < bad.date]
-        found = search(t, between, good, bad, prober)
+        found = search(between, judge(t, prober), good=_end(good, "old"), bad=_end(bad, "new"))
         prober.done(t)
-        r = _stored(run_id, found, _reason(found, prober))
+        r = _stored(run_id, t, found, _reason(found, prober))
         store.record(conn, r)
         report.ranges.append(r)
     report.installs, report.sweeps, report.items_swept = prober.installs, prober.sweeps, prober.items_swept

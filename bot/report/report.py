@@ -14,7 +14,6 @@ from bot.view import run_view
 from harness.core.diff import NEWS, TRANSITIONS, DiffResult
 from bot.view.run_view import RunView
 from bot.view.stored_diff import diff_stored
-from bot.text import markdown as _text  # noqa: F401  (registers the escaping filters the templates use)
 from bot.text.render import render
 from harness.core.effects import effect_table
 from harness.core.outcome import EFFECTS, Outcome

@@ -8,6 +8,8 @@ answered an hour late behind a nightly. Each thread has its own store connection
 (SQLite WAL).
 SIGTERM/SIGINT stop intake first, give the job in progress `shutdown_grace`
 seconds to finish, and requeue it otherwise; a restart picks it up again.
+What the jobs call into other areas is the service's steps (`ServiceSteps`), passed in
+explicitly; the commands' own steps are among them.
 """
 from __future__ import annotations
 
@@ -16,12 +18,15 @@ import signal
 import sqlite3
 import threading
 import time
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Iterator, Protocol
 
 from bot.commands import handlers
+from bot.commands.context import Context, Gate, GitHubPort, RetryLater
+from bot.commands.steps import CommandSteps, NightlyStep, nightly
 from bot.service import scheduler, webhook, server as webhook_server
 from bot.settings import Settings
 from state import db, jobs
@@ -29,44 +34,45 @@ from state import db, jobs
 log = logging.getLogger(__name__)
 
 
-def github_port(settings: Settings, conn: sqlite3.Connection, dry_run: bool, out_dir: Path) -> handlers.GitHubPort:
-    """The publisher (or its dry-run twin): the handlers' way to GitHub. Adapter: the one call into bot.github.client."""
-    if dry_run:
-        from bot.github.dryrun import DryRunPublisher
-        # No GitHub to ask for roles in a dry run: only the allowlist may start work.
-        return DryRunPublisher(out_dir / "commands", clean=False)  # replies accumulate
-    from bot.github.client import GitHubPublisher
-    return GitHubPublisher(settings.github)
+@contextmanager
+def github_port(settings: Settings, dry_run: bool, out_dir: Path) -> Iterator[GitHubPort]:
+    """The publisher, or in a dry run its twin (whose plan.json is written as the job ends): the handlers' GitHub."""
+    if not dry_run:
+        from bot.github.client import GitHubPublisher
+        yield GitHubPublisher(settings.github)
+        return
+    from bot.github.dryrun import DryRunPublisher
+    # No GitHub to ask for roles in a dry run: only the allowlist may start work.
+    port = DryRunPublisher(out_dir / "commands", clean=False)   # replies accumulate
+    try:
+        yield port
+    finally:
+        port.finish()
+
+
+class PortStep(Protocol):
+    def __call__(self, settings: Settings, dry_run: bool, out_dir: Path) -> AbstractContextManager[GitHubPort]: ...
 
 
 @dataclass
-class Hooks:
-    """What the service runs; tests inject cheap twins (the nightly, the handlers' sweep)."""
+class ServiceSteps:
+    """What the service's jobs call into other areas; tests swap one for a twin of the same type."""
 
-    nightly: Callable[[sqlite3.Connection, Settings, dict[str, Any]], dict[str, Any]] | None = None
-    port: Callable[[Settings, sqlite3.Connection, bool, Path], handlers.GitHubPort] = github_port
-    context: dict[str, Any] = field(default_factory=dict)   # extra handlers.Context fields (rerun, sweep, ...)
-
-
-def default_nightly(conn: sqlite3.Connection, settings: Settings, payload: dict[str, Any], *, dry_run: bool,
-                    out_dir: Path) -> dict[str, Any]:
-    """The scheduled nightly job."""
-    from bot.pipeline import nightly
-    result = nightly.run_nightly(conn, settings, torch=settings.nightly.torch, dry_run=dry_run, out_dir=out_dir,
-                                 progress=False)
-    return result.to_dict()
+    nightly: NightlyStep = nightly                   # the scheduled nightly job
+    port: PortStep = github_port                     # the comment commands' way to GitHub, for one job
+    commands: CommandSteps = field(default_factory=CommandSteps)
 
 
 class Service:
     """The long-running bot; `start()`, then `stop()` (or `serve()` for the signal-driven loop)."""
 
     def __init__(self, settings: Settings, *, dry_run: bool | None = None, schedule: bool = True,
-                 trigger: Any = None, hooks: Hooks | None = None, gate: handlers.Gate | None = None) -> None:
+                 trigger: Any = None, steps: ServiceSteps | None = None, gate: Gate | None = None) -> None:
         self.settings = settings
         self.dry_run = (not settings.github.has_credentials) if dry_run is None else dry_run
         self.out_dir = Path(settings.issues.dry_run_out)
-        self.hooks = hooks or Hooks()
-        self.gate = gate or handlers.Gate(ttl=settings.commands.permission_ttl, per_hour=settings.commands.rate_limit)
+        self.steps = steps or ServiceSteps()
+        self.gate = gate or Gate(ttl=settings.commands.permission_ttl, per_hour=settings.commands.rate_limit)
         self.stopping = threading.Event()
         self.queue_lock = threading.Lock()
         self.conn_web = db.connect(settings.state_path)
@@ -159,7 +165,7 @@ class Service:
             try:
                 result = self.execute(job, lane.conn)
                 jobs.finish(lane.conn, job.id, result=result)
-            except handlers.RetryLater as exc:
+            except RetryLater as exc:
                 self._retry_or_fail(lane.conn, job, exc)
             except BaseException as exc:   # a job never takes the runner down
                 log.exception("job %s (%s) failed", job.id, job.kind)
@@ -167,7 +173,7 @@ class Service:
             finally:
                 lane.current = None
 
-    def _retry_or_fail(self, conn: sqlite3.Connection, job: jobs.Job, exc: "handlers.RetryLater") -> None:
+    def _retry_or_fail(self, conn: sqlite3.Connection, job: jobs.Job, exc: RetryLater) -> None:
         """GitHub was down mid-job: queue it again after a backoff, or fail it once `retry_for` has passed."""
         cfg = self.settings.commands
         until = job.retry_until if job.retry_until is not None else time.time() + cfg.retry_for
@@ -184,20 +190,13 @@ class Service:
     def execute(self, job: jobs.Job, conn: sqlite3.Connection) -> dict[str, Any]:
         """Run one job to its result."""
         if job.kind == "nightly":
-            fn = self.hooks.nightly or (lambda c, s, p: default_nightly(c, s, p, dry_run=self.dry_run,
-                                                                        out_dir=self.out_dir))
-            return fn(conn, self.settings, job.payload)
+            return self.steps.nightly(conn, self.settings, force=False, dry_run=self.dry_run, out_dir=self.out_dir)
         if job.kind in ("command", "quick"):
-            port = self.hooks.port(self.settings, conn, self.dry_run, self.out_dir)
-            ctx = handlers.Context(conn=conn, settings=self.settings, github=port, gate=self.gate,
-                                   dry_run=self.dry_run, out_dir=self.out_dir, retry=job.attempts > 0,
-                                   jobs_health=lambda: self.jobs_health(conn), **self.hooks.context)
-            try:
+            with self.steps.port(self.settings, self.dry_run, self.out_dir) as port:
+                ctx = Context(conn=conn, settings=self.settings, github=port, gate=self.gate, dry_run=self.dry_run,
+                              out_dir=self.out_dir, retry=job.attempts > 0, steps=self.steps.commands,
+                              jobs_health=self.jobs_health)
                 return handlers.handle_job(ctx, job.payload, job.result if job.attempts else None)
-            finally:
-                finish = getattr(port, "finish", None)   # the dry-run twin writes its plan.json here
-                if callable(finish):
-                    finish()
         raise ValueError(f"unknown job kind {job.kind!r}")
 
     def stop(self, grace: float | None = None) -> bool:

@@ -36,20 +36,6 @@ def build_trigger(settings: SchedulerSettings) -> CronTrigger:
         raise ScheduleError(f"scheduler: cron {settings.cron!r} / timezone {settings.timezone!r}: {exc}") from None
 
 
-def next_fire_times(trigger: BaseTrigger, now: datetime, n: int = 3) -> list[datetime]:
-    """The next `n` times `trigger` fires after `now` (pure: the clock is an argument)."""
-    out: list[datetime] = []
-    prev = None
-    t = now
-    for _ in range(n):
-        nxt = trigger.get_next_fire_time(prev, t)
-        if nxt is None:
-            break
-        out.append(nxt)
-        prev, t = nxt, nxt
-    return out
-
-
 def queue_nightly(conn: sqlite3.Connection, lock: threading.Lock | None = None,
                   payload: dict[str, Any] | None = None) -> int | None:
     """Queue a nightly job unless one is already queued or running; returns the job id or None."""

@@ -3,14 +3,12 @@
 "Foreign" text is anything taken from errors, models, tracebacks or users. It
 can hold `@someone` (a GitHub notification), `|` (a broken table), backticks
 (a broken code span), or our own `<!-- flagsweep:... -->` markers (which would
-confuse the splice of the bot's region). Registered as jinja filters so
-templates say `{{ msg | cell }}` instead of escaping by hand.
+confuse the splice of the bot's region). The jinja environment (bot.text.render) has
+them as filters, so templates say `{{ msg | cell }}` instead of escaping by hand.
 """
 from __future__ import annotations
 
 import re
-
-from bot.text.render import register_filter
 
 MAX_BODY = 65536          # GitHub rejects longer issue and comment bodies with 422
 MAX_TITLE = 256
@@ -94,11 +92,6 @@ def handle(login: str) -> str:
 def fits(body: str) -> bool:
     """True when GitHub will accept `body`."""
     return len(body) <= MAX_BODY
-
-
-for _name, _fn in {"neutralize": neutralize, "cell": cell, "code": code, "fenced": fenced, "script": script, "prose": prose,
-                   "handle": handle}.items():
-    register_filter(_name, _fn)
 
 
 BEGIN = "<!-- flagsweep:begin -->"

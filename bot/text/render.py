@@ -1,4 +1,8 @@
-"""The one jinja2 environment: every word the bot writes comes from templates/."""
+"""The one jinja2 environment: every word the bot writes comes from templates/.
+
+`environment()` builds it and registers every filter the templates use, here and nowhere
+else: importing a module never changes it.
+"""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -8,6 +12,7 @@ from typing import Any
 import jinja2
 
 import templates
+from bot.text import markdown
 from harness.core.scrub import scrub
 from harness.core.signature import gb_doc_url
 
@@ -15,6 +20,10 @@ TEMPLATE_DIR = Path(templates.__file__).parent
 # Templates whose text leaves this machine (issue bodies, comments, replies, reports):
 # the one edge where machine paths are scrubbed. Terminal output (.txt) keeps local paths.
 LEAVING = (".md.j2", ".html.j2")
+# Every filter the templates use: text safety for foreign text (bot.text.markdown), and a
+# graph-break id's documentation page.
+FILTERS = {"neutralize": markdown.neutralize, "cell": markdown.cell, "code": markdown.code, "fenced": markdown.fenced,
+           "script": markdown.script, "prose": markdown.prose, "handle": markdown.handle, "gb_url": gb_doc_url}
 
 
 @lru_cache(maxsize=None)
@@ -28,13 +37,8 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["gb_url"] = gb_doc_url  # a graph-break id's documentation page
+    env.filters.update(FILTERS)
     return env
-
-
-def register_filter(name: str, fn: Any) -> None:
-    """Add a filter (modules that own text safety register theirs here)."""
-    environment().filters[name] = fn
 
 
 def render(name: str, **context: Any) -> str:
