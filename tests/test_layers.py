@@ -28,7 +28,7 @@ def _layer_modules() -> set[str]:
 def test_the_tree_keeps_the_contract():
     res = _lint(ROOT)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "1 kept, 0 broken" in res.stdout
+    assert "2 kept, 0 broken" in res.stdout
 
 
 def test_every_module_has_a_layer():
@@ -57,6 +57,34 @@ def test_the_contract_fails_when_the_engine_imports_the_bot(tmp_path):
     res = _lint(tmp_path)
     assert res.returncode != 0
     assert "BROKEN" in res.stdout and "harness.engine.engine -> bot.github.publish" in res.stdout, res.stdout
+
+
+def _planted(tmp_path: Path, module: str, line: str) -> subprocess.CompletedProcess:
+    """lint-imports over a copy of the tree where `module` (a path under the root) gained `line`."""
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
+    path = tmp_path / module
+    path.write_text(path.read_text() + f"\n{line}\n")
+    return _lint(tmp_path)
+
+
+def test_publishing_never_imports_the_verify_step(tmp_path):
+    """The planner may import bot.verify as far as the layers go (verify sits below issues): the second contract
+    says publishing only reads, so the import breaks it."""
+    res = _planted(tmp_path, "bot/issues/planner.py", "from bot.verify import reproducers  # runs scripts")
+    assert res.returncode != 0
+    assert "Publishing only reads" in res.stdout and "bot.issues.planner -> bot.verify.reproducers" in res.stdout, \
+        res.stdout
+    assert "1 kept, 1 broken" in res.stdout       # the layers still hold: only the forbidden contract sees it
+
+
+def test_publishing_never_reaches_the_engine_even_through_a_module_below(tmp_path):
+    """An indirect import counts: bot.text may import the engine as far as the layers go, and the publisher
+    imports bot.text, so the engine would be loaded on the publish path."""
+    res = _planted(tmp_path, "bot/text/markdown.py", "from harness.engine import script_runner  # starts processes")
+    assert res.returncode != 0
+    assert "Publishing only reads" in res.stdout and "harness.engine.script_runner" in res.stdout, res.stdout
 
 
 def test_the_store_is_the_only_sql():

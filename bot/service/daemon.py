@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bot.commands import handlers
+from bot.github.port import Publisher
 from bot.service import scheduler, webhook, server as webhook_server
 from bot.settings import Settings
 from state import db, jobs
@@ -29,7 +30,7 @@ from state import db, jobs
 log = logging.getLogger(__name__)
 
 
-def github_port(settings: Settings, conn: sqlite3.Connection, dry_run: bool, out_dir: Path) -> handlers.GitHubPort:
+def github_port(settings: Settings, conn: sqlite3.Connection, dry_run: bool, out_dir: Path) -> Publisher:
     """The publisher (or its dry-run twin): the handlers' way to GitHub. Adapter: the one call into bot.github.client."""
     if dry_run:
         from bot.github.dryrun import DryRunPublisher
@@ -44,7 +45,7 @@ class Hooks:
     """What the service runs; tests inject cheap twins (the nightly, the handlers' sweep)."""
 
     nightly: Callable[[sqlite3.Connection, Settings, dict[str, Any]], dict[str, Any]] | None = None
-    port: Callable[[Settings, sqlite3.Connection, bool, Path], handlers.GitHubPort] = github_port
+    port: Callable[[Settings, sqlite3.Connection, bool, Path], Publisher] = github_port
     context: dict[str, Any] = field(default_factory=dict)   # extra handlers.Context fields (rerun, sweep, ...)
 
 
@@ -195,9 +196,7 @@ class Service:
             try:
                 return handlers.handle_job(ctx, job.payload, job.result if job.attempts else None)
             finally:
-                finish = getattr(port, "finish", None)   # the dry-run twin writes its plan.json here
-                if callable(finish):
-                    finish()
+                port.finish()   # the dry-run twin writes its plan.json here
         raise ValueError(f"unknown job kind {job.kind!r}")
 
     def stop(self, grace: float | None = None) -> bool:
