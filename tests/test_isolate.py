@@ -92,7 +92,7 @@ def _groups_and_run(backend: str, torch_git: str = "abc") -> tuple[dict, list, A
     return tracking_groups(effects_for(outs), outs), outs, a_run({**ENV, "torch_git": torch_git}, backend)
 
 
-def _verify_and_isolate(twin: Twin, backend: str, conn: sqlite3.Connection, torch_git: str = "abc") -> tuple[dict, dict]:
+def _verify_and_isolate(twin: Any, backend: str, conn: sqlite3.Connection, torch_git: str = "abc") -> tuple[dict, dict]:
     groups, outs, run = _groups_and_run(backend, torch_git)
     builds = {m: {"model": m} for m in sc.corpus()}
     found = reproducers.verify_all(conn, groups, outs, run, builds, runner=twin)

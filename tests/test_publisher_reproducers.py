@@ -48,9 +48,9 @@ def test_same_signature_confirms_other_does_not_and_verdicts_are_reused(tmp_path
 
     v = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=runner)
     a, b, c = v[(CSO, sc.SIG_A)], v[(CSO, sc.SIG_B)], v[(CDO, sc.SIG_C)]
-    assert a == verdicts.Verdict(CSO, sc.SIG_A, "Model01ForCausalLM", "fp-Model01ForCausalLM", "2.14.0.dev20261121+cpu",
-                                 "abc", "confirmed", script="print('repro A')\n", torch_version="2.14.0.dev20261121+cpu",
-                                 torch_git="abc")
+    built_on = ("2.14.0.dev20261121+cpu", "abc")
+    assert a == verdicts.Verdict(CSO, sc.SIG_A, "Model01ForCausalLM", "fp-Model01ForCausalLM", *built_on, "confirmed",
+                                 script="print('repro A')\n", torch_version=built_on[0], torch_git=built_on[1])
     assert b.status == "unconfirmed" and "without crashing" in b.reason and b.script == ""
     assert c.status == "unconfirmed" and "another signature" in c.reason
     assert sorted(calls) == ["Model00ForCausalLM", "Model01ForCausalLM", "Model02ForCausalLM"]

@@ -1,5 +1,5 @@
-"""Minimal reproducers (bot/verify/shrink.py): only same-signature candidates are kept, the budget stops it, the stored
-verdict makes a second verification free. A twin runner stands in for the subprocess here (it renders the real script and
+"""Minimal reproducers (bot/verify/shrink.py): only same-signature candidates are kept, the budget stops it, the
+stored verdict makes a second verification free. A twin runner stands in for the subprocess here (it renders the real script and
 answers like a crash that needs a minimum size); tests/test_shrink_real.py shrinks the real MimiModel crash."""
 from __future__ import annotations
 

@@ -64,7 +64,8 @@ case "$(cat "$2")" in
   *Model02ForCausalLM*) sig='{sc.SIG_B}' ;;
   *) sig='{sc.SIG_A}' ;;
 esac
-echo "FLAGSWEEP_RESULT {{\\"status\\": \\"error\\", \\"signature\\": \\"$sig\\", \\"parameters\\": 10, \\"seconds\\": 0.1, \\"torch_version\\": \\"2.13.0\\", \\"torch_git\\": \\"abc\\"}}"
+ran='"status": "error", "parameters": 10, "seconds": 0.1, "torch_version": "2.13.0", "torch_git": "abc"'
+echo "FLAGSWEEP_RESULT {{$ran, \\"signature\\": \\"$sig\\"}}"
 """)
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
     return path

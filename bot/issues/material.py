@@ -139,4 +139,5 @@ def repro_material(repro: Verdict | None) -> list[Any]:
     if repro is None:
         return ["skipped", None]
     stats = repro.shrink.stats if repro.shrink else {}
-    return [repro.status, repro.model] + ([stats.get("after", {}).get("parameters"), stats.get("kept")] if stats else [])
+    shrunk = [stats.get("after", {}).get("parameters"), stats.get("kept")] if stats else []
+    return [repro.status, repro.model] + shrunk

@@ -30,6 +30,7 @@ from harness.core.effects import effect_table
 from harness.core.outcome import Effect, Outcome
 from harness.core.tracking import crash_signature, tracking_groups as groups_by_signature
 
+
 def tracking_groups(effects: list[Effect], outcomes: list[Outcome]) -> dict[str, tuple[str, str, list[Effect]]]:
     """{tracking key: (config, signature, effects)} for every tracking group (harness.core.tracking)."""
     return {tracking_key(c, s): (c, s, effs) for (c, s), effs in groups_by_signature(effects, outcomes).items()}
@@ -154,7 +155,8 @@ class _Planner:
         )
         body = render_fitting("issue_tracking.md.j2", ctx)
         material = material_sha({"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"])
-                                 for c in crashing], "repro": repro_material(repro), "cc": cc, "component": component_material(component)})
+                                 for c in crashing], "repro": repro_material(repro), "cc": cc,
+                                 "component": component_material(component)})
         results_material = material
         material += range_material(ctx["regression"])
         labels_sha = material_sha(sorted(labels))

@@ -124,9 +124,9 @@ def verify(conn: sqlite3.Connection, run_id: int, settings: Settings, *, enabled
     """
     from bot.verify import verify_run as verify_mod
     verify_mod.note_old_cache(settings.state_path)
-    return verify_mod.verify_run(conn, run_id, enabled=settings.issues.verify_reproducers if enabled is None else enabled,
-                                 timeout=settings.issues.repro_timeout, shrink_budget=settings.issues.shrink_budget,
-                                 progress=progress)
+    issues = settings.issues
+    return verify_mod.verify_run(conn, run_id, enabled=issues.verify_reproducers if enabled is None else enabled,
+                                 timeout=issues.repro_timeout, shrink_budget=issues.shrink_budget, progress=progress)
 
 
 def load_view(conn: sqlite3.Connection, run_id: int, settings: Settings) -> RunView:

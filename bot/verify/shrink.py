@@ -162,4 +162,3 @@ def _finish(built: dict[str, Any], original: tuple[str, dict[str, Any]], s: _Sea
              "before": measure(built, *original), "after": measure(s.build, s.script, s.result),
              **changed_fields(built, s.build)}
     return Shrunk(s.build, s.script, stats)
-

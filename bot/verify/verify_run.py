@@ -48,7 +48,7 @@ def verify_run(conn: sqlite3.Connection, run_id: int, *, enabled: bool, timeout:
 
 
 def note_old_cache(state_path: str | Path) -> None:
-    """Say once per step, in one line, that a reproducer cache left beside the store by an older flagsweep is ignored."""
+    """Say in one line that a reproducer cache an older flagsweep left beside the store is ignored (never deleted)."""
     old = Path(state_path).with_name(OLD_CACHE)
     if old.exists():
         log.warning("%s is ignored: reproducer verdicts are kept in the store now (%s); the file can be deleted",
