@@ -7,8 +7,8 @@ inductor: BertModel and GPT2Model swept under `inductor` with a config whose C++
 one new crash signature (InvalidCxxCompiler), an Inductor one, so isolation spends its most runs (eager,
 aot_eager, inductor). count: the same two and MimiModel swept under `count` with capture_scalar_outputs: one
 new crash (PendingUnbackedSymbolNotFound), Dynamo's by construction, no runs. Each nightly is a real sweep in
-a temporary store, then the publish path's steps: verify the reproducer (timed, not isolation's cost), isolate
-(timed), isolate again as a quiet nightly would (must run nothing). Not a test: timings vary with load.
+a temporary store, then the verify step's parts: verify the reproducer (timed, not isolation's cost), isolate
+(timed), isolate again as a quiet nightly would (must run nothing: the record is stored with the verdict). Not a test: timings vary with load.
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.sweep_common import machine  # noqa: E402
 from bot.verify import isolate, reproducers  # noqa: E402
-from bot.issues import inputs as plan_inputs, planner
-from bot.view import run_view
+from bot.view import run_view  # noqa: E402
+from harness.core.tracking import tracking_groups  # noqa: E402
 from harness.engine.engine import SweepOptions, sweep  # noqa: E402
 from state import db  # noqa: E402
 
@@ -50,26 +50,22 @@ def one_nightly(backend: str) -> dict[str, Any]:
         run_id = sweep(conn, models=models, configs=configs, base_settings={},
                        options=SweepOptions(workers=1, timeout=900, backend=backend), progress=True)
         sweep_s = time.perf_counter() - start
-        view = run_view.load(conn, run_id, None)
-        inputs = plan_inputs.gather(conn, view)
-        groups = planner.tracking_groups(inputs.effects, inputs.outcomes)
-        cache = Path(tmp) / "repro-cache.json"
+        items = run_view.load_items(conn, run_id)
+        groups = tracking_groups(list(items.effects), list(items.outcomes))
         start = time.perf_counter()
-        verdicts = reproducers.verify_all(groups, inputs.outcomes, inputs.run, dict(view.builds), cache_path=cache,
-                                          runner=counting)
+        verdicts = reproducers.verify_all(conn, groups, items.outcomes, items.run, dict(items.builds), runner=counting)
         verify_s = time.perf_counter() - start
         timings = {}
         for name in ("isolate", "quiet"):
             phase[0] = name
             start = time.perf_counter()
-            comps = isolate.isolate_all(groups, verdicts, inputs.outcomes, inputs.run, dict(view.builds),
-                                        cache_path=cache, runner=counting)
+            comps = isolate.isolate_all(conn, groups, verdicts, items.run, dict(items.builds), runner=counting)
             timings[name] = time.perf_counter() - start
         conn.close()
     return {"backend": backend, "models": len(models), "sweep_s": sweep_s, "new_crashes": len(groups),
-            "confirmed": sum(v["status"] == "confirmed" for v in verdicts.values()), "verify_runs": len(runs_by["verify"]),
+            "confirmed": sum(v.status == "confirmed" for v in verdicts.values()), "verify_runs": len(runs_by["verify"]),
             "verify_s": verify_s, "isolate_runs": runs_by["isolate"], "isolate_s": timings["isolate"],
-            "quiet_runs": len(runs_by["quiet"]), "components": sorted(c["component"] for c in comps.values())}
+            "quiet_runs": len(runs_by["quiet"]), "components": sorted(c.component for c in comps.values())}
 
 
 def main() -> int:

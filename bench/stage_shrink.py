@@ -2,10 +2,11 @@
 
 One real sweep of MimiModel under the baseline and capture_scalar_outputs (torch 2.13
 crashes it with PendingUnbackedSymbolNotFound), stored in a real SQLite file, then
-three dry-run publishes through the real publish path (bot.github.publish.publish_run):
-  1. reproducer verified, not shrunk ([issues] shrink_budget = 0), fresh cache;
-  2. verified and shrunk under the default budget, fresh cache;
-  3. the same again with the cache of 2 (the quiet nightly): it must run nothing.
+three dry runs of the pipeline's verify step and the publish after it (bot.pipeline.steps.verify,
+bot.github.publish.publish_run), each on a copy of the swept store:
+  1. reproducer verified, not shrunk ([issues] shrink_budget = 0), no stored verdict;
+  2. verified and shrunk under the default budget, no stored verdict;
+  3. the same again on the store of 2 (the quiet nightly): it must run nothing.
 Prints the sweep time of the model, what the shrink did (tries, kept, seconds, the
 ratios of parameters, lines, input elements and script run time) and the shrink's
 cost as a ratio to that sweep time; writes the rendered tracking issue of publish 2.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -24,17 +26,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.github import publish  # noqa: E402
-from bot.verify import reproducers
+from bot.pipeline import steps  # noqa: E402
+from bot.verify import reproducers  # noqa: E402
 from bot.settings import Settings  # noqa: E402
 from harness.engine import engine  # noqa: E402
 from state import db, history  # noqa: E402
+from state.verdicts import Verdict  # noqa: E402
 
 MODEL = "MimiModel"
 CSO = {"torch._dynamo.config.capture_scalar_outputs": True}
 
 
-def _publish(path: Path, run_id: int, budget: float, cache_dir: Path, out: Path) -> tuple[float, int, dict]:
-    """(seconds, reproducer runs, the tracking verdict) of one dry-run publish."""
+def _publish(swept: Path, run_id: int, budget: float, store_dir: Path, out: Path) -> tuple[float, int, Verdict]:
+    """(seconds, reproducer runs, the tracking verdict) of the verify step and a dry-run publish on store_dir's copy."""
     calls = []
     real = reproducers.render_and_run
 
@@ -42,20 +46,22 @@ def _publish(path: Path, run_id: int, budget: float, cache_dir: Path, out: Path)
         calls.append(1)
         return real(*args)
 
-    settings = Settings(state_path=cache_dir / "state.sqlite")
+    store = store_dir / "state.sqlite"
+    if not store.exists():
+        shutil.copyfile(swept, store)         # the swept run, no verdict stored yet
+    settings = Settings(state_path=store)
     settings.issues.shrink_budget = budget
-    conn = db.connect(path)
+    conn = db.connect(store)
     reproducers.render_and_run = counting
     try:
         t0 = time.perf_counter()
-        publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out), verify_repros=True)
+        (found,) = steps.verify(conn, run_id, settings).values()
+        publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out))
         seconds = time.perf_counter() - t0
     finally:
         reproducers.render_and_run = real
         conn.close()
-    cache = json.loads((cache_dir / "repro-cache.json").read_text())
-    entry = next(iter(cache["entries"].values()))
-    return seconds, len(calls), entry
+    return seconds, len(calls), found.verdict
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -75,19 +81,19 @@ def main() -> None:
                           options=engine.SweepOptions(workers=1, timeout=600), progress=False)
     sweep_s = time.perf_counter() - t0
     history.finalize_run(conn, run_id)
-    conn.close()
+    conn.close()                              # checkpoints the WAL: the file alone holds the run
     for name in ("verify", "shrink"):
         (tmp / name).mkdir()
     verify_s, verify_runs, plain = _publish(store, run_id, 0, tmp / "verify", tmp / "out-verify")
     total_s, total_runs, shrunk = _publish(store, run_id, args.budget, tmp / "shrink", tmp / "out-shrink")
     quiet_s, quiet_runs, again = _publish(store, run_id, args.budget, tmp / "shrink", tmp / "out-quiet")
-    st = (shrunk.get("shrink") or {}).get("stats") or {}
+    st = shrunk.shrink.stats if shrunk.shrink else {}
     before, after = st.get("before", {}), st.get("after", {})
-    print(f"model {MODEL} under capture_scalar_outputs; verdict {plain['status']}; shrink budget {args.budget:.0f} s")
+    print(f"model {MODEL} under capture_scalar_outputs; verdict {plain.status}; shrink budget {args.budget:.0f} s")
     print(f"sweep of the model (baseline + flag)  {sweep_s:8.1f} s")
     print(f"publish, verify only                  {verify_s:8.1f} s  runs {verify_runs}")
     print(f"publish, verify + shrink              {total_s:8.1f} s  runs {total_runs}")
-    print(f"publish again (quiet nightly, cached) {quiet_s:8.1f} s  runs {quiet_runs}  same entry: {again == shrunk}")
+    print(f"publish again (quiet nightly, stored) {quiet_s:8.1f} s  runs {quiet_runs}  same verdict: {again == shrunk}")
     print(f"shrink: tries {st.get('tries')}, kept {st.get('kept')}, {st.get('seconds')} s, stopped: {st.get('stopped')}")
     for field, old, new in st.get("rows", []):
         print(f"  {field}: {old} -> {new}")

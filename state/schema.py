@@ -194,5 +194,38 @@ CREATE TABLE ranges (
 CREATE INDEX ranges_key ON ranges(config, signature, kind, run_id);
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8]
+# v8 -> v9: reproducer verdicts (state/verdicts.py), stored by the pipeline's verify step (bot/verify/) and
+# only read by publishing. One verdict per (config, signature, model, fingerprint, torch build), reused by
+# later runs when something ran to reach it; per run and tracking group, the verdict and component its issue shows.
+V9 = """
+CREATE TABLE verdicts (
+    key TEXT PRIMARY KEY,                  -- sha of (config, signature, model, fingerprint, [build_version, build_git])
+    config TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    model TEXT NOT NULL,                   -- the smallest affected model, whose reproducer ran
+    fingerprint TEXT,
+    build_version TEXT, build_git TEXT,    -- the run's torch build
+    status TEXT NOT NULL,                  -- confirmed | unconfirmed
+    reason TEXT NOT NULL DEFAULT '',
+    script TEXT NOT NULL DEFAULT '',       -- the script an issue embeds (the shrunk one when shrunk)
+    torch_version TEXT, torch_git TEXT,    -- the torch the script ran on, as it reported it
+    shrunk INTEGER NOT NULL DEFAULT 0,     -- a shrink was tried
+    shrink TEXT,                           -- JSON {build, stats}: what the shrink kept
+    component TEXT,                        -- JSON: the component isolation record
+    reusable INTEGER NOT NULL DEFAULT 1,   -- 0: reached without a run, the next verification runs again
+    recorded_at TEXT NOT NULL
+);
+CREATE INDEX verdicts_group ON verdicts(config, signature);
+CREATE TABLE run_verdicts (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    config TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    verdict_key TEXT REFERENCES verdicts(key),  -- NULL: verification was off for this run
+    component TEXT,                        -- JSON: the component record the issue shows
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (run_id, config, signature)
+);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9]
 SCHEMA_VERSION = len(MIGRATIONS)

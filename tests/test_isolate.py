@@ -1,20 +1,26 @@
 """Component isolation with a twin runner: stage order and early stop, another signature, no runs under the
-counting backend, and a cache that makes a quiet nightly run nothing (counted through the real publish path)."""
+counting backend, and stored records that make a quiet nightly run nothing (counted through the real verify step
+and publish path)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.verify import isolate, reproducers
+from bot.verify.verify_run import verify_run
 from bot.issues import planner
 from bot.github import publish
 from bot.settings import Settings
 from harness.core.effects import effects_for
-from state import db, runs
+from harness.core.tracking import tracking_groups
+from state import db, runs, verdicts as store
+from state.verdicts import Component, Shrink, Verdict
 from tests.fakegithub import scenario as sc
+from tests.test_publisher_reproducers import a_run
 
 CSO, CDO = "capture_scalar_outputs", "capture_dynamic_output_shape_ops"
 SIG = sc.SIG_A
@@ -40,7 +46,7 @@ class Twin:
         return "x", {"status": "ok", "graphs": 1, "signature": None, "torch_version": "2.13.0", "torch_git": "abc"}
 
 
-def run_isolate(twin: Twin, model: str, backend: str = "inductor") -> dict[str, Any]:
+def run_isolate(twin: Twin, model: str, backend: str = "inductor") -> Component:
     return isolate.isolate({"model": model}, {}, SIG, backend=backend, device="cpu", python="py", timeout=9,
                            runner=twin)
 
@@ -53,24 +59,24 @@ def test_stages_run_in_order_and_stop_at_the_first_same_signature(fails_from: st
     order = ["eager", "aot_eager", "inductor"]
     ran = order[:order.index(fails_from) + 1]
     assert [b for _, b in twin.calls] == ran                      # in order, nothing after the failing stage
-    assert record["component"] == component and not record["by_construction"]
-    assert [s["result"] for s in record["stages"]] == ["passes"] * (len(ran) - 1) + ["fails"]
+    assert record.component == component and not record.by_construction
+    assert [s.result for s in record.stages] == ["passes"] * (len(ran) - 1) + ["fails"]
 
 
 def test_another_signature_is_reported_not_counted_as_the_component() -> None:
     twin = Twin({"M": "inductor"}, other={"M": "aot_eager"})
     record = run_isolate(twin, "M")
     assert [b for _, b in twin.calls] == ["eager", "aot_eager"]
-    assert record["component"] == "undetermined"
-    assert record["stages"][-1]["result"] == "other"
-    assert record["stages"][-1]["signature"] == "RuntimeError: something else entirely"
+    assert record.component == "undetermined"
+    assert record.stages[-1].result == "other"
+    assert record.stages[-1].signature == "RuntimeError: something else entirely"
 
 
 def test_a_crash_that_passes_every_stage_says_so_and_stages_stop_at_the_runs_backend() -> None:
     twin = Twin({})
     record = run_isolate(twin, "M", backend="aot_eager")
     assert [b for _, b in twin.calls] == ["eager", "aot_eager"]   # never past the backend it was seen under
-    assert record["component"] == "none"
+    assert record.component == "none"
 
 
 @pytest.mark.parametrize("backend", ["count", "eager"])
@@ -80,51 +86,66 @@ def test_count_and_eager_runs_are_dynamo_by_construction_with_no_runs(backend: s
     assert twin.calls == []
 
 
-def _groups_and_run(backend: str, torch_git: str = "abc") -> tuple[dict, list, dict]:
+def _groups_and_run(backend: str, torch_git: str = "abc") -> tuple[dict, list, Any]:
     outs = [sc.outcome(m, c, spec.get(c, spec.get("baseline", 3)), "decoder_llm")
             for m, spec in sorted(sc.corpus().items()) for c in sc.CONFIGS]
-    run = {"configs": sc.CONFIGS, "base_settings": {}, "options": {"backend": backend, "device": "cpu"},
-           "environment": {**ENV, "torch_git": torch_git}}
-    return planner.tracking_groups(effects_for(outs), outs), outs, run
+    return tracking_groups(effects_for(outs), outs), outs, a_run({**ENV, "torch_git": torch_git}, backend)
 
 
-def _verify_and_isolate(twin: Twin, backend: str, cache: Path, torch_git: str = "abc") -> tuple[dict, dict]:
+def _verify_and_isolate(twin: Any, backend: str, conn: sqlite3.Connection, torch_git: str = "abc") -> tuple[dict, dict]:
     groups, outs, run = _groups_and_run(backend, torch_git)
     builds = {m: {"model": m} for m in sc.corpus()}
-    verdicts = reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=twin)
-    return verdicts, isolate.isolate_all(groups, verdicts, outs, run, builds, cache_path=cache, runner=twin)
+    found = reproducers.verify_all(conn, groups, outs, run, builds, runner=twin)
+    return found, isolate.isolate_all(conn, groups, found, run, builds, runner=twin)
 
 
 def test_isolated_once_per_signature_even_across_torch_builds(tmp_path: Path) -> None:
     # Model00 (smallest with A and with C) fails with A from aot_eager on; Model02 (B) never reproduces.
     twin = Twin({"Model00ForCausalLM": "aot_eager"})
-    cache = tmp_path / "repro-cache.json"
-    verdicts, comps = _verify_and_isolate(twin, "inductor", cache)
-    key_a = planner.tracking_key(CSO, SIG)
+    conn = db.connect(tmp_path / "state.sqlite")
+    found, comps = _verify_and_isolate(twin, "inductor", conn)
+    group_a = (CSO, SIG)
     assert twin.calls.count(("Model00ForCausalLM", "eager")) == 1 and len(twin.calls) == 3 + 2  # verify 3 + isolate 2
-    assert set(comps) == {key_a} and comps[key_a]["component"] == "aot_autograd"
-    stored = json.loads(cache.read_text())
-    assert stored["version"] == reproducers.CACHE_VERSION == 3
-    assert [e["component"]["component"] for e in stored["entries"].values() if "component" in e] == ["aot_autograd"]
-    # The same nightly again (a quiet one): everything comes from the cache, nothing runs.
+    assert set(comps) == {group_a} and comps[group_a].component == "aot_autograd"
+    stored = store.get(conn, found[group_a].key)
+    assert stored.component == comps[group_a] and stored.component.model == "Model00ForCausalLM"
+    assert store.components(conn) == {group_a: comps[group_a]}
+    # The same nightly again (a quiet one): everything comes from the store, nothing runs.
     calls = len(twin.calls)
-    again = _verify_and_isolate(twin, "inductor", cache)
+    again = _verify_and_isolate(twin, "inductor", conn)
     assert again[1] == comps and len(twin.calls) == calls
     # A new torch build re-verifies (3 runs) but does not re-isolate: the signature was isolated already.
-    _, carried = _verify_and_isolate(twin, "inductor", cache, torch_git="def")
-    assert len(twin.calls) == calls + 3 and carried[key_a]["component"] == "aot_autograd"
+    _, carried = _verify_and_isolate(twin, "inductor", conn, torch_git="def")
+    assert len(twin.calls) == calls + 3 and carried[group_a].component == "aot_autograd"
+
+
+def test_a_stage_without_a_result_is_shown_but_not_stored(tmp_path: Path) -> None:
+    """An interpreter that did not start under one stage: "undetermined" this time, isolated again next time."""
+    conn = db.connect(tmp_path / "state.sqlite")
+    twin = Twin({"Model00ForCausalLM": "inductor"})
+
+    def flaky(built, settings, backend, device, python, timeout):
+        if backend == "aot_eager" and len(twin.calls) < 6:
+            twin.calls.append(((built or {}).get("model"), backend))
+            return "", {"status": None, "error": "cannot run python"}
+        return twin(built, settings, backend, device, python, timeout)
+
+    found, comps = _verify_and_isolate(flaky, "inductor", conn)
+    assert comps[(CSO, SIG)].component == "undetermined" and not comps[(CSO, SIG)].complete
+    assert store.get(conn, found[(CSO, SIG)].key).component is None
+    _, comps = _verify_and_isolate(flaky, "inductor", conn)
+    assert comps[(CSO, SIG)].component == "inductor" and store.components(conn)[(CSO, SIG)] == comps[(CSO, SIG)]
 
 
 def test_count_backend_isolates_nothing_and_states_dynamo_for_every_group(tmp_path: Path) -> None:
     twin = Twin({"Model00ForCausalLM": "eager"})
-    verdicts, comps = _verify_and_isolate(twin, "count", tmp_path / "c.json")
+    found, comps = _verify_and_isolate(twin, "count", db.connect(tmp_path / "state.sqlite"))
     assert {b for _, b in twin.calls} == {"count"}                # only the verification runs
     assert len(comps) == 3 and all(c == isolate.by_construction("count") for c in comps.values())
 
 
 def _publish_twice(tmp_path: Path, backend: str, twin: Twin) -> tuple[list[int], str]:
     settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.issues.verify_reproducers = True
     conn = db.connect(settings.state_path)
     calls = []
     for date in ("2026-11-20", "2026-11-21"):            # the second nightly is quiet: same torch, same results
@@ -132,7 +153,8 @@ def _publish_twice(tmp_path: Path, backend: str, twin: Twin) -> tuple[list[int],
         for model in sc.corpus():                          # what reproducers are rendered from
             runs.record_model(conn, run_id, model, {"model": model, "config_class": "X"})
         before = len(twin.calls)
-        publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / date), repro_runner=twin)
+        verify_run(conn, run_id, enabled=True, timeout=600, shrink_budget=settings.issues.shrink_budget, runner=twin)
+        publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / date))
         calls.append(len(twin.calls) - before)
     plan = json.loads((tmp_path / "2026-11-20" / "plan.json").read_text())
     files = [a["file"] for a in plan["actions"] if a["key"] == planner.tracking_key(CSO, SIG) and a["action"] == "create"]
@@ -162,7 +184,7 @@ def test_an_unknown_backend_is_refused_not_called_dynamo() -> None:
         run_isolate(Twin({}), "M", backend="tvm")
 
 
-def test_isolation_runs_on_the_shrunk_build_when_the_verdict_carries_one() -> None:
+def test_isolation_runs_on_the_shrunk_build_when_the_verdict_carries_one(tmp_path: Path) -> None:
     """After minimisation, the component runs use the smallest verified build, not the model's stored one."""
     seen: list[dict[str, Any]] = []
 
@@ -171,9 +193,9 @@ def test_isolation_runs_on_the_shrunk_build_when_the_verdict_carries_one() -> No
         return "s", {"status": "error", "signature": SIG}
 
     small = {"model": "M", "config": {"num_hidden_layers": 1}}
-    verdict = {"status": "confirmed", "model": "M", "script": "s", "shrink": {"build": small, "stats": {}}}
-    groups = {"k": (CSO, SIG, [])}
-    run = {"options": {"backend": "inductor", "device": "cpu"}, "environment": ENV, "configs": {CSO: {}}}
-    out = isolate.isolate_all(groups, {"k": verdict}, [], run, {"M": {"model": "M", "config": {"num_hidden_layers": 4}}},
-                              cache_path=None, runner=runner)
-    assert out["k"]["component"] == "dynamo" and seen == [small]
+    verdict = Verdict(CSO, SIG, "M", "fp", "2.13.0", "abc", "confirmed", script="s", shrunk=True,
+                      shrink=Shrink(small, {}))
+    run = a_run(ENV, "inductor")
+    out = isolate.isolate_all(db.connect(tmp_path / "state.sqlite"), {(CSO, SIG): []}, {(CSO, SIG): verdict}, run,
+                              {"M": {"model": "M", "config": {"num_hidden_layers": 4}}}, runner=runner)
+    assert out[(CSO, SIG)].component == "dynamo" and seen == [small]

@@ -2,8 +2,9 @@
 
 Inductor: BertModel under a config whose C++ compiler does not exist (a real inductor key, set through our key
 syntax): Dynamo and AOTAutograd never need a compiler, Inductor does. Dynamo: MimiModel under
-capture_scalar_outputs (PendingUnbackedSymbolNotFound), swept for real under `aot_eager`, then published
-twice through the real path with an interpreter that logs each start: one isolation run, then none.
+capture_scalar_outputs (PendingUnbackedSymbolNotFound), swept for real under `aot_eager`, then verified and
+published twice through the real path (the pipeline's verify step, then publish) with an interpreter that logs
+each start: one isolation run, then none.
 """
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ import pytest
 from bot.verify import isolate, reproducers
 from bot.issues import planner
 from bot.github import publish
+from bot.pipeline import steps
 from bot.settings import Settings
 from harness.engine import configs, engine
-from state import db, history
+from state import db, history, verdicts
 
 BROKEN_CXX = {"torch._inductor.config.cpp.cxx": ["/nonexistent/flagsweep-c++"]}
 CSO = {"torch._dynamo.config.capture_scalar_outputs": True}
@@ -42,9 +44,9 @@ def test_a_missing_cpp_compiler_is_isolated_to_inductor():
     record = isolate.isolate(built, BROKEN_CXX, seen["signature"], backend="inductor", device="cpu",
                              python=sys.executable, timeout=600, runner=counting)
     assert ran == ["eager", "aot_eager", "inductor"]
-    assert [(s["backend"], s["result"]) for s in record["stages"]] == [
+    assert [(s.backend, s.result) for s in record.stages] == [
         ("eager", "passes"), ("aot_eager", "passes"), ("inductor", "fails")]
-    assert record["component"] == "inductor" and record["stages"][-1]["signature"] == seen["signature"]
+    assert record.component == "inductor" and record.stages[-1].signature == seen["signature"]
 
 
 @pytest.mark.compile
@@ -64,14 +66,15 @@ def test_a_dynamo_crash_is_isolated_once_through_the_real_publish_path(tmp_path:
     starts = []
     for n in (1, 2):
         before = log.read_text().count("repro.py")
+        steps.verify(conn, run_id, settings)
         publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / f"out{n}"))
         starts.append(log.read_text().count("repro.py") - before)
-    assert starts == [2, 0]                     # verify + one stage (eager fails), then all from the cache
+    assert starts == [2, 0]                     # verify + one stage (eager fails), then all from the store
     plan = json.loads((tmp_path / "out1" / "plan.json").read_text())
-    sig = next(s for s in json.loads((tmp_path / "repro-cache.json").read_text())["entries"].values())
-    assert sig["status"] == "confirmed" and sig["component"]["component"] == "dynamo"
-    assert "PendingUnbackedSymbolNotFound" in sig["component"]["signature"]
-    key = planner.tracking_key("cso", sig["component"]["signature"])
+    (group, stored), = verdicts.for_run(conn, run_id).items()
+    assert stored.verdict.status == "confirmed" and stored.component.component == "dynamo"
+    assert stored.verdict.component == stored.component and "PendingUnbackedSymbolNotFound" in group[1]
+    key = planner.tracking_key("cso", group[1])
     body = (tmp_path / "out1" / next(a["file"] for a in plan["actions"] if a["key"] == key)).read_text()
     assert "Component: Dynamo tracing (fails under `eager`)." in body
     assert "| `eager` | fails with the same signature |" in body and "`aot_eager` |" not in body

@@ -137,6 +137,26 @@ def test_packages_are_small_and_their_modules_are_distinct_concepts():
     assert problems == []
 
 
+def test_publishing_never_imports_the_verify_step(tmp_path):
+    """The planner may import bot.verify as far as the layers go (verify sits below issues): the forbidden
+    contract says publishing only reads, so the import breaks it while the layers still hold."""
+    root = _copy_tree(tmp_path)
+    _plant(root, "bot.issues.planner", "from bot.verify import reproducers")
+    res = _lint(root)
+    assert res.returncode != 0
+    assert "bot.issues.planner -> bot.verify.reproducers" in res.stdout, res.stdout
+    assert _lint(root, "flow").returncode == 0
+
+
+def test_publishing_never_reaches_the_engine_even_through_a_module_below(tmp_path):
+    """An indirect import counts: bot.text may import the engine as far as the layers go, and the publisher
+    imports bot.text, so the engine would be loaded on the publish path."""
+    root = _copy_tree(tmp_path)
+    _plant(root, "bot.text.markdown", "from harness.engine import script_runner")
+    res = _lint(root)
+    assert res.returncode != 0 and "harness.engine.script_runner" in res.stdout, res.stdout
+
+
 def test_the_store_is_the_only_sql():
     """No SQL statement is written outside state/: the bot and the engine read and write through store functions."""
     sql = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|CREATE|PRAGMA)\b")

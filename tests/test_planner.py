@@ -8,6 +8,7 @@ from bot.issues import planner
 from bot.issues.routing import compile_rules
 from harness.core.effects import effects_for
 from harness.core.outcome import Outcome
+from state.verdicts import Verdict
 from tests.fakegithub import scenario as sc
 
 CSO = "capture_scalar_outputs"
@@ -178,15 +179,19 @@ def test_trend_has_one_point_per_change() -> None:
 def test_verified_reproducer_is_embedded_and_unconfirmed_is_said() -> None:
     key_a, key_b = planner.tracking_key(CSO, sc.SIG_A), planner.tracking_key(CSO, sc.SIG_B)
     i = inputs(sc.corpus())
-    i.reproducers = {key_a: {"status": "confirmed", "model": "Model00ForCausalLM", "script": "import torch\nprint(1)\n",
-                             "reason": ""},
-                     key_b: {"status": "unconfirmed", "model": "Model02ForCausalLM", "script": "",
-                             "reason": "ran without crashing in a fresh interpreter"}}
+    build = dict(fingerprint="fp", build_version="2.13.0", build_git="abc")
+    i.reproducers = {(CSO, sc.SIG_A): Verdict(CSO, sc.SIG_A, "Model00ForCausalLM", status="confirmed",
+                                              script="import torch\nprint(1)\n", **build),
+                     (CSO, sc.SIG_B): Verdict(CSO, sc.SIG_B, "Model02ForCausalLM", status="unconfirmed",
+                                              reason="ran without crashing in a fresh interpreter", **build)}
     plan = planner.plan(i, planner.PlanSettings())
     a = next(x for x in plan.actions if x.key == key_a).body
     b = next(x for x in plan.actions if x.key == key_b).body
     assert "Verified" in a and "```python\nimport torch" in a and "<details><summary>repro.py" in a
     assert "No reproducer was confirmed" in b and "ran without crashing" in b and "```python" not in b
+    # A group the verify step gave no verdict (verification off) says so.
+    c = next(x for x in plan.actions if x.config != CSO and x.kind == "tracking").body
+    assert "Reproducer verification was not run for this publish." in c
 
 
 def test_command_cc_handles_join_routing_without_repeats() -> None:

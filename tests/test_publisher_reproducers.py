@@ -1,29 +1,38 @@
-"""Verified reproducers: smallest model chosen, embedded only on the same signature, verdicts cached."""
+"""Verified reproducers: smallest model chosen, embedded only on the same signature, verdicts stored and reused."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from bot.issues import planner
 from bot.verify import reproducers
 from harness.core.effects import effects_for
+from harness.core.tracking import tracking_groups
+from state import db, verdicts
+from state.runs import Run
 from tests.fakegithub import scenario as sc
 
-CSO = "capture_scalar_outputs"
+CSO, CDO = "capture_scalar_outputs", "capture_dynamic_output_shape_ops"
+ENV = {"python": "/nightly/bin/python", "torch_version": "2.14.0.dev20261121+cpu", "torch_git": "abc"}
+
+
+def a_run(env: dict | None = None, backend: str = "count") -> Run:
+    """A finished nightly as the store reads it back (what the verify step hands the reproducers)."""
+    return Run(id=1, kind="nightly", status="finished", started_at="2026-11-21T03:00:00+00:00", finished_at=None,
+               models=sorted(sc.corpus()), configs=sc.CONFIGS, base_settings={},
+               options={"backend": backend, "device": "cpu"}, environment=env or ENV)
 
 
 def setup():
     outs = [sc.outcome(m, c, spec.get(c, spec.get("baseline", 3)), "decoder_llm")
             for m, spec in sorted(sc.corpus().items()) for c in sc.CONFIGS]
     outs[0].ops = 500                    # Model00 baseline is big: Model01 is the smallest crashing with A
-    groups = planner.tracking_groups(effects_for(outs), outs)
-    run = {"configs": sc.CONFIGS, "base_settings": {}, "options": {"backend": "count", "device": "cpu"},
-           "environment": {"python": "/nightly/bin/python", "torch_version": "2.14.0.dev20261121+cpu", "torch_git": "abc"}}
+    groups = tracking_groups(effects_for(outs), outs)
     builds = {m: {"model": m, "config_class": "X"} for m in sc.corpus()}
-    return outs, groups, run, builds
+    return outs, groups, builds
 
 
-def test_same_signature_confirms_other_does_not_and_verdicts_are_cached(tmp_path: Path) -> None:
-    outs, groups, run, builds = setup()
+def test_same_signature_confirms_other_does_not_and_verdicts_are_reused(tmp_path: Path) -> None:
+    outs, groups, builds = setup()
+    conn = db.connect(tmp_path / "state.sqlite")
     calls = []
 
     def runner(built, settings, backend, device, python, timeout):
@@ -37,32 +46,36 @@ def test_same_signature_confirms_other_does_not_and_verdicts_are_cached(tmp_path
             return "print('repro B')\n", {"status": "ok", "graphs": 1, "signature": None}
         return "x", {"status": "error", "signature": "SomethingElse: entirely"}
 
-    cache = tmp_path / "repro-cache.json"
-    v = reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=runner)
-    a, b, c = (v[planner.tracking_key(CSO, sc.SIG_A)], v[planner.tracking_key(CSO, sc.SIG_B)],
-               v[planner.tracking_key("capture_dynamic_output_shape_ops", sc.SIG_C)])
-    assert a == {"status": "confirmed", "model": "Model01ForCausalLM", "reason": "", "script": "print('repro A')\n",
-                 "torch_version": "2.14.0.dev20261121+cpu", "torch_git": "abc"}
-    assert b["status"] == "unconfirmed" and "without crashing" in b["reason"] and b["script"] == ""
-    assert c["status"] == "unconfirmed" and "another signature" in c["reason"]
+    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=runner)
+    a, b, c = v[(CSO, sc.SIG_A)], v[(CSO, sc.SIG_B)], v[(CDO, sc.SIG_C)]
+    built_on = ("2.14.0.dev20261121+cpu", "abc")
+    assert a == verdicts.Verdict(CSO, sc.SIG_A, "Model01ForCausalLM", "fp-Model01ForCausalLM", *built_on, "confirmed",
+                                 script="print('repro A')\n", torch_version=built_on[0], torch_git=built_on[1])
+    assert b.status == "unconfirmed" and "without crashing" in b.reason and b.script == ""
+    assert c.status == "unconfirmed" and "another signature" in c.reason
     assert sorted(calls) == ["Model00ForCausalLM", "Model01ForCausalLM", "Model02ForCausalLM"]
-    again = reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=runner)
-    assert again == v and len(calls) == 3                     # nothing re-run: all from the cache
-    # Another torch build is another verdict: nothing is reused from the cache.
-    run["environment"] = {**run["environment"], "torch_git": "def"}
-    reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=runner)
+    assert all(verdicts.get(conn, x.key) == x for x in v.values())   # each stored under its key, typed
+    again = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=runner)
+    assert again == v and len(calls) == 3                     # nothing re-run: all from the store
+    # Another torch build is another verdict: nothing is reused.
+    reproducers.verify_all(conn, groups, outs, a_run({**ENV, "torch_git": "def"}), builds, runner=runner)
     assert len(calls) == 6
 
 
-def test_a_broken_generator_is_reported_not_cached(tmp_path: Path) -> None:
-    outs, groups, run, builds = setup()
+def test_a_broken_generator_is_reported_and_not_reused(tmp_path: Path) -> None:
+    outs, groups, builds = setup()
+    conn = db.connect(tmp_path / "state.sqlite")
+    calls = []
 
     def broken(*args):
+        calls.append(args)
         raise RuntimeError("no such model in this transformers")
 
-    v = reproducers.verify_all(groups, outs, run, builds, cache_path=tmp_path / "c.json", runner=broken)
-    assert all(x["status"] == "unconfirmed" and "could not be generated" in x["reason"] for x in v.values())
-    assert not (tmp_path / "c.json").exists()
+    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=broken)
+    assert all(x.status == "unconfirmed" and "could not be generated" in x.reason for x in v.values())
+    assert all(verdicts.get(conn, x.key) is None for x in v.values())   # kept for the run, never reused
+    reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=broken)
+    assert len(calls) == 2 * len(groups)                                 # so the next verification tries again
 
 
 def test_verdict_rules() -> None:
@@ -70,9 +83,21 @@ def test_verdict_rules() -> None:
     assert reproducers.verdict({}, "x")[0] == "unconfirmed"
 
 
-def test_nothing_stored_for_a_model_is_reported_not_cached(tmp_path: Path) -> None:
+def test_nothing_stored_for_a_model_is_reported_not_reused(tmp_path: Path) -> None:
     """The default runner renders from stored data only: a model the run stored nothing for is "not generated"."""
-    outs, groups, run, _ = setup()
-    v = reproducers.verify_all(groups, outs, run, {}, cache_path=tmp_path / "c.json")
-    assert all(x["status"] == "unconfirmed" and "stored no build data" in x["reason"] for x in v.values())
-    assert not (tmp_path / "c.json").exists()
+    outs, groups, _ = setup()
+    conn = db.connect(tmp_path / "state.sqlite")
+    v = reproducers.verify_all(conn, groups, outs, a_run(), {})
+    assert all(x.status == "unconfirmed" and "stored no build data" in x.reason for x in v.values())
+    assert all(verdicts.get(conn, x.key) is None for x in v.values())
+
+
+def test_a_run_without_an_interpreter_says_so_and_runs_nothing(tmp_path: Path) -> None:
+    outs, groups, builds = setup()
+    conn = db.connect(tmp_path / "state.sqlite")
+
+    def never(*args):
+        raise AssertionError("nothing may run without an interpreter")
+
+    v = reproducers.verify_all(conn, groups, outs, a_run({"torch_version": "2.13.0"}), builds, runner=never)
+    assert {x.reason for x in v.values()} == {"could not be run: the run recorded no interpreter"}

@@ -117,7 +117,7 @@ def test_a_model_without_stored_build_data_is_not_renderable():
 
 @pytest.mark.compile
 def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_path):
-    """The whole publish path (plan, verify, render) in a fresh bot process: torch stays out of it."""
+    """The whole publish path (the verify step, then plan and render) in a fresh bot process: torch stays out of it."""
     path, run_id, wrapper, log = swept
     conn = db.connect(path)
     from state import history
@@ -129,12 +129,14 @@ def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_
         import json, sys
         from pathlib import Path
         from bot.github.publish import publish_run
+        from bot.pipeline import steps
         from bot.settings import Settings
         from state import db
         settings = Settings(state_path=Path({str(path)!r}))
         settings.issues.shrink_budget = 0   # verification alone here; tests/test_shrink*.py shrink
         conn = db.connect(settings.state_path)
-        publish_run(conn, settings, {run_id}, dry_run=True, out_dir={str(out)!r}, verify_repros=True)
+        steps.verify(conn, {run_id}, settings)
+        publish_run(conn, settings, {run_id}, dry_run=True, out_dir={str(out)!r})
         print(json.dumps(sorted(m for m in ("torch", "transformers") if m in sys.modules)))
     """)
     before = log.read_text().count("repro.py")

@@ -1,5 +1,5 @@
-"""Minimal reproducers (bot/verify/shrink.py): only same-signature candidates are kept, the budget stops it, the cache
-makes a second publish free. A twin runner stands in for the subprocess here (it renders the real script and
+"""Minimal reproducers (bot/verify/shrink.py): only same-signature candidates are kept, the budget stops it, the
+stored verdict makes a second verification free. A twin runner stands in for the subprocess here (it renders the real script and
 answers like a crash that needs a minimum size); tests/test_shrink_real.py shrinks the real MimiModel crash."""
 from __future__ import annotations
 
@@ -11,15 +11,18 @@ from typing import Any
 
 import pytest
 
-from bot.issues import planner
 from bot.github import publish
+from bot.pipeline import steps
 from bot.verify import reproducers, shrink
 from bot.text.render import render
 from bot.verify.repro_script import render_script
 from bot.settings import Settings
 from harness.core.effects import effects_for
-from state import db, runs
+from harness.core.tracking import tracking_groups
+from state import db, runs, verdicts
+from state.verdicts import Shrink, Verdict
 from tests.fakegithub import scenario as sc
+from tests.test_publisher_reproducers import a_run
 
 SIG = sc.SIG_A
 PY = "/nightly/bin/python"
@@ -133,24 +136,28 @@ def test_a_candidate_the_runner_cannot_render_is_rejected() -> None:
     assert small.build["config"]["num_hidden_layers"] == 2 and small.stats["kept"] >= 1
 
 
+def _verdict(shrunk: Shrink | None = None) -> Verdict:
+    return Verdict("cso", SIG, "MimiModel", "fp", "2.13.0", "abc", "confirmed", script="s", shrunk=True, shrink=shrunk)
+
+
 def test_shrink_stats_render_in_the_tracking_issue() -> None:
     small = run_shrink(Twin())
-    text = render("tracking_shrink.md.j2", repro={"shrink": {"build": small.build, "stats": small.stats}})
+    text = render("tracking_shrink.md.j2", repro=_verdict(Shrink(small.build, small.stats)))
     assert text.startswith("Minimised: ") and "`num_hidden_layers` 2 → 1" in text
     assert f"Parameters 49 k → {small.stats['after']['parameters']}" in text
     assert f"({small.stats['tries']} tries, {small.stats['kept']} kept" in text
     none = {**small.stats, "kept": 0, "rows": []}
-    assert "Not minimised" in render("tracking_shrink.md.j2", repro={"shrink": {"build": BUILD, "stats": none}})
-    assert render("tracking_shrink.md.j2", repro={"status": "confirmed"}).strip() == ""
+    assert "Not minimised" in render("tracking_shrink.md.j2", repro=_verdict(Shrink(BUILD, none)))
+    assert render("tracking_shrink.md.j2", repro=_verdict()).strip() == ""
 
 
-# ---- through verify_all and the real publish path -----------------------------------------------------
+# ---- through verify_all and the real verify step and publish path -------------------------------------
 
 
 def _groups():
     outs = [sc.outcome(m, c, spec.get(c, spec.get("baseline", 3)), "decoder_llm")
             for m, spec in sorted(sc.corpus(5).items()) for c in sc.CONFIGS]
-    return outs, planner.tracking_groups(effects_for(outs), outs)
+    return outs, tracking_groups(effects_for(outs), outs)
 
 
 def _sig_twin(twin: Twin):
@@ -170,45 +177,43 @@ def _build(model: str) -> dict[str, Any]:
     return {**copy.deepcopy(BUILD), "model": model}
 
 
-def _verify_setup() -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
-    """(outcomes, groups, run, builds) of three confirmed signatures over five models."""
+RUN = a_run({"python": PY, "torch_version": "2.13.0", "torch_git": "abc"})
+
+
+def _verify_setup() -> tuple[Any, Any, dict[str, Any]]:
+    """(outcomes, groups, builds) of three confirmed signatures over five models."""
     outs, groups = _groups()
-    run = {"configs": sc.CONFIGS, "base_settings": {}, "options": {"backend": "count", "device": "cpu"},
-           "environment": {"python": PY, "torch_version": "2.13.0", "torch_git": "abc"}}
-    return outs, groups, run, {m: _build(m) for m in sc.corpus(5)}
+    return outs, groups, {m: _build(m) for m in sc.corpus(5)}
 
 
-def test_verify_all_caches_the_shrink_and_a_second_call_runs_nothing(tmp_path: Path) -> None:
-    outs, groups, run, builds = _verify_setup()
+def test_verify_all_stores_the_shrink_and_a_second_call_runs_nothing(tmp_path: Path) -> None:
+    outs, groups, builds = _verify_setup()
+    conn = db.connect(tmp_path / "state.sqlite")
     twin = Twin()
-    cache = tmp_path / "repro-cache.json"
-    first = reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=_sig_twin(twin),
-                                   shrink_budget=600.0)
+    first = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=_sig_twin(twin), shrink_budget=600.0)
     assert len(groups) == 3 and len(twin.calls) > 3                   # verified, then shrunk
-    for entry in first.values():
-        assert entry["status"] == "confirmed"
-        small = shrink.from_entry(entry)
-        assert small is not None and small.script == entry["script"] and '"num_hidden_layers": 1' in small.script
+    for found in first.values():
+        assert found.status == "confirmed" and found.shrunk
+        small = found.shrink
+        assert small is not None and '"num_hidden_layers": 1' in found.script
         assert small.stats["after"]["parameters"] < small.stats["before"]["parameters"]
-        assert small.build["config"]["num_hidden_layers"] == 1 and small.build["model"] == entry["model"]
-    assert json.loads(cache.read_text())["version"] == 3
+        assert small.build["config"]["num_hidden_layers"] == 1 and small.build["model"] == found.model
+        assert verdicts.get(conn, found.key) == found                  # stored as it came out, shrink included
     n = len(twin.calls)
-    again = reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=_sig_twin(twin),
-                                   shrink_budget=600.0)
+    again = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=_sig_twin(twin), shrink_budget=600.0)
     assert again == first and len(twin.calls) == n                     # the quiet nightly: zero runs
 
 
-def test_a_cache_made_without_shrinking_is_shrunk_once_when_the_budget_is_on(tmp_path: Path) -> None:
-    outs, groups, run, builds = _verify_setup()
+def test_a_verdict_stored_without_shrinking_is_shrunk_once_when_the_budget_is_on(tmp_path: Path) -> None:
+    outs, groups, builds = _verify_setup()
+    conn = db.connect(tmp_path / "state.sqlite")
     twin = Twin()
-    cache = tmp_path / "repro-cache.json"
-    plain = reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=_sig_twin(twin))
-    assert len(twin.calls) == 3 and all("shrink" not in v for v in plain.values())
-    shrunk = reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=_sig_twin(twin),
-                                    shrink_budget=600.0)
-    assert all(shrink.from_entry(v) for v in shrunk.values())
+    plain = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=_sig_twin(twin))
+    assert len(twin.calls) == 3 and all(not v.shrunk and v.shrink is None for v in plain.values())
+    shrunk = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=_sig_twin(twin), shrink_budget=600.0)
+    assert all(v.shrink for v in shrunk.values())
     n = len(twin.calls)
-    reproducers.verify_all(groups, outs, run, builds, cache_path=cache, runner=_sig_twin(twin), shrink_budget=600.0)
+    reproducers.verify_all(conn, groups, outs, RUN, builds, runner=_sig_twin(twin), shrink_budget=600.0)
     assert len(twin.calls) == n
 
 
@@ -225,22 +230,25 @@ def stored_run(tmp_path: Path):
 
 
 def test_second_publish_of_the_same_run_runs_no_reproducer(stored_run, tmp_path: Path, monkeypatch) -> None:
-    """The real publish path (dry run): the first publish verifies and shrinks, the second runs nothing."""
+    """The real verify step and publish path (dry run): the first verifies and shrinks, the second runs nothing."""
     conn, run_id = stored_run
     twin = Twin()
     monkeypatch.setattr(reproducers, "render_and_run", _sig_twin(twin))
     settings = Settings(state_path=tmp_path / "state.sqlite")
-    assert settings.issues.shrink_budget == 600.0                       # on by default
+    assert settings.issues.shrink_budget == 600.0 and settings.issues.verify_reproducers    # on by default
     out = tmp_path / "out"
-    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out), verify_repros=True)
+    steps.verify(conn, run_id, settings)
+    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out))
     n = len(twin.calls)
     assert n > 3
     plan = json.loads((out / "plan.json").read_text())
     tracking = [a for a in plan["actions"] if a["action"] == "create" and "crashes" in (a.get("title") or "")]
     body = (out / tracking[0]["file"]).read_text()
     assert "Minimised: " in body and '"num_hidden_layers": 1' in body and '"num_hidden_layers": 2' not in body
-    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / "out2"), verify_repros=True)
-    assert len(twin.calls) == n                                         # zero runs: all from the cache
+    steps.verify(conn, run_id, settings)
+    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / "out2"))
+    assert len(twin.calls) == n                                         # zero runs: all from the store
+    assert (tmp_path / "out2" / tracking[0]["file"]).read_text() == body
 
 
 def test_shrink_budget_setting_loads_and_zero_turns_it_off(tmp_path: Path) -> None:
@@ -250,9 +258,7 @@ def test_shrink_budget_setting_loads_and_zero_turns_it_off(tmp_path: Path) -> No
     path.write_text("[issues]\nshrink_budget = 0\n")
     assert settings_mod.load(path, env={}).issues.shrink_budget == 0.0
     outs, groups = _groups()
-    run = {"configs": sc.CONFIGS, "base_settings": {}, "options": {"backend": "count", "device": "cpu"},
-           "environment": {"python": PY, "torch_version": "2.13.0", "torch_git": "abc"}}
     twin = Twin()
-    v = reproducers.verify_all(groups, outs, run, {m: _build(m) for m in sc.corpus(5)}, cache_path=None,
-                               runner=_sig_twin(twin), shrink_budget=0.0)
-    assert len(twin.calls) == len(groups) and all("shrink" not in e for e in v.values())
+    v = reproducers.verify_all(db.connect(tmp_path / "state.sqlite"), groups, outs, RUN,
+                               {m: _build(m) for m in sc.corpus(5)}, runner=_sig_twin(twin), shrink_budget=0.0)
+    assert len(twin.calls) == len(groups) and all(not e.shrunk for e in v.values())

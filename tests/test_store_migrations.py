@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from harness.core.outcome import Outcome
-from state import history, jobs, leases, ranges, runs
+from state import history, jobs, leases, ranges, runs, verdicts
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 from tests import historydata as hd
@@ -81,7 +81,15 @@ def _fill_v7(conn: sqlite3.Connection) -> None:
                  " (2, 'LlamaForCausalLM', 'baseline', 0, 'Tensor.item', 'GB0124')")
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7}
+def _fill_v8(conn: sqlite3.Connection) -> None:
+    """v8 added regression ranges: v7's rows and one range of run 2 (reproducer verdicts lived in a JSON file)."""
+    _fill_v7(conn)
+    conn.execute("INSERT INTO ranges (run_id, config, signature, kind, status, reason, recorded_at) VALUES"
+                 " (2, 'capture_scalar_outputs', ?, 'new_crash', 'no_series', 'current torch',"
+                 " '2026-10-02T05:00:00+00:00')", (hd.PENDING,))
+
+
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8}
 
 
 def _build_at(path, version: int) -> None:
@@ -151,11 +159,20 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
                                            break_ids=["GB0124", None]))
     assert [b for b in runs.graph_breaks(conn, rid) if b[0] == "M"] == [
         ("M", "baseline", "r1", "GB0124"), ("M", "baseline", "r2", None)]
-    # v8: regression ranges: none for old runs, and a new run's range is stored and read back.
-    assert ranges.latest(conn, rid) == {}
+    # v8: regression ranges: an older store's range reads back, and a new run's range is stored and read back.
+    assert [r.run_id for r in ranges.latest(conn, rid).values()] == ([2] if version >= 8 else [])
     ranges.record(conn, ranges.Range(rid, "capture_scalar_outputs", hd.PENDING, "new_crash", "no_series",
                                      reason="current torch"))
     assert [r.status for r in ranges.for_run(conn, [rid])] == ["no_series"]
+    # v9: reproducer verdicts: none for old runs (a JSON file beside the store held them, it is not read);
+    # a new run's verdict and its run row are stored and read back.
+    assert verdicts.for_run(conn, 2) == {} and verdicts.components(conn) == {}
+    v = verdicts.Verdict("capture_scalar_outputs", hd.PENDING, "LlamaForCausalLM", "fp", "2.12.0", None, "confirmed",
+                         script="print(1)\n", component=verdicts.Component("dynamo", "count", True))
+    verdicts.put(conn, v)
+    verdicts.record_run(conn, rid, [verdicts.RunVerdict(v.config, v.signature, v, v.component)])
+    assert verdicts.get(conn, v.key) == v
+    assert verdicts.for_run(conn, rid)[(v.config, v.signature)].verdict == v
 
 
 def test_each_migration_is_one_transaction(tmp_path):

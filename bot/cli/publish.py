@@ -23,11 +23,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_publish)
 
 
+def _say(msg: str) -> None:
+    print(f"flagsweep publish: {msg}", file=sys.stderr, flush=True)
+
+
 def run_publish(args: argparse.Namespace, settings: Settings) -> int:
     """Handler of `flagsweep publish`."""
     from bot.github import publish
     from bot.github.port import ActionRefused
     from bot.issues.routing import RoutingError
+    from bot.pipeline import steps
     from state import db, history
 
     try:
@@ -52,8 +57,9 @@ def run_publish(args: argparse.Namespace, settings: Settings) -> int:
             return 1
         run_id = latest[0].id
     try:
-        summary = publish.publish_run(conn, settings, run_id, dry_run=dry_run, out_dir=args.out,
-                                      verify_repros=False if args.no_verify else None, progress=True)
+        # The pipeline's verify step first (stored verdicts are reused: nothing runs twice), then publish reads them.
+        steps.verify(conn, run_id, settings, enabled=False if args.no_verify else None, progress=_say)
+        summary = publish.publish_run(conn, settings, run_id, dry_run=dry_run, out_dir=args.out, progress=True)
     except (RoutingError, ActionRefused, KeyError) as exc:
         print(f"flagsweep publish: {exc}", file=sys.stderr)
         return 2

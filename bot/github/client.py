@@ -287,3 +287,7 @@ class GitHubPublisher:
         url = f"/repos/{self.settings.repo}/issues/comments/{comment_id}/reactions"
         self._call(f"react {content} to comment {comment_id}",
                    lambda: self.gh.requester.requestJsonAndCheck("POST", url, input={"content": content}), write=True)
+
+    def finish(self, extra: dict[str, Any] | None = None) -> Path | None:
+        """Nothing to finish: each write reached GitHub when it was made (the dry-run twin writes its plan here)."""
+        return None

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from bot.settings import GitHubSettings
 
@@ -55,6 +56,8 @@ class Publisher(Protocol):
     def find_by_marker(self, key: str) -> IssueRef | None: ...
     def user_permission(self, login: str) -> str: ...
     def list_own_issues(self) -> list[IssueRef]: ...
+    def finish(self, extra: dict[str, Any] | None = None) -> Path | None:
+        """End of a publish or a job: the dry-run twin writes its plan file (returned); GitHub needs nothing."""
 
 
 class IdentityError(ActionRefused):

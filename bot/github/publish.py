@@ -7,6 +7,10 @@ action at a time, marking each done together with its link update. When GitHub
 stays down the rest stays pending and the summary says so. A dry run takes
 the same five steps against an in-memory copy of the store and a publisher
 that writes files (bot.github.dryrun), so the file store is left as it was.
+
+Publishing only reads: the reproducer verdicts and components come with the run
+view, stored by the pipeline's verify step (bot/verify/) before it; nothing here
+runs a script or starts a process.
 """
 from __future__ import annotations
 
@@ -15,10 +19,8 @@ import re
 import sqlite3
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
-from bot.verify import isolate, reproducers
 from bot.issues import planner, inputs as plan_inputs, routing
 from bot.text import render
 from bot.view import run_view
@@ -84,43 +86,22 @@ def _progress(enabled: bool) -> Callable[[str], None]:
     return say
 
 
-def _make_plan(conn: sqlite3.Connection, settings: Settings, view: RunView, verify: bool,
-               say: Callable[[str], None], psettings: planner.PlanSettings,
-               runner: reproducers.Runner | None = None) -> planner.Plan:
-    inputs = plan_inputs.gather(conn, view)
-    groups = planner.tracking_groups(inputs.effects, inputs.outcomes)
-    cache_path = Path(settings.state_path).with_name("repro-cache.json")
-    if verify:
-        # Verified on the run's own interpreter (its environment records it), from what the run stored.
-        inputs.reproducers = reproducers.verify_all(
-            groups, inputs.outcomes, inputs.run, dict(view.builds), cache_path=cache_path,
-            timeout=settings.issues.repro_timeout, shrink_budget=settings.issues.shrink_budget, progress=say,
-            runner=runner)
-    # Where each crash lives: by construction under count/eager, else once per signature on its verified reproducer.
-    inputs.components = isolate.isolate_all(
-        groups, inputs.reproducers, inputs.outcomes, inputs.run, dict(view.builds), cache_path=cache_path,
-        timeout=settings.issues.repro_timeout, progress=say, runner=runner)
-    return planner.plan(inputs, psettings)
-
-
 def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dry_run: bool, out_dir: str | None,
-                publisher: Publisher | None = None, verify_repros: bool | None = None,
-                progress: bool = False, view: RunView | None = None,
-                repro_runner: reproducers.Runner | None = None) -> PublishSummary:
+                publisher: Publisher | None = None, progress: bool = False,
+                view: RunView | None = None) -> PublishSummary:
     """Plan the issues for `run_id` and publish them: to GitHub, or in a dry run to files, by the same steps.
 
     `view`: the run as already loaded by the caller (the nightly loads it once for publish and report).
-    `repro_runner`: runs one reproducer (default: render it and run it in a fresh interpreter).
+    The run's reproducer verdicts are what the verify step stored (bot.pipeline.steps.verify).
     """
     repo = settings.github.repo
-    verify = settings.issues.verify_reproducers if verify_repros is None else verify_repros
     say = _progress(progress)
     psettings = plan_settings(settings)          # a bad routing rule stops us before anything is written
     view = view or run_view.load(conn, run_id, repo)
     summary = PublishSummary(run_id=run_id, dry_run=dry_run, repo=repo)
 
     def make_plan(store: sqlite3.Connection, seen: RunView) -> planner.Plan:
-        return _make_plan(store, settings, seen, verify, say, psettings, repro_runner)
+        return planner.plan(plan_inputs.gather(store, seen), psettings)
 
     if not dry_run:
         if publisher is None:
@@ -132,16 +113,21 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
                 return _finish(conn, summary)
         if not repo:
             raise ActionRefused("no repository: set github.repo or pass --repo OWNER/NAME")
-        return _publish(conn, view, publisher, repo, summary, say, make_plan)
+        _publish(conn, view, publisher, repo, summary, say, make_plan)
+        return _done(publisher, summary)
     pub = publisher or DryRunPublisher(out_dir or settings.issues.dry_run_out)
     scratch = db.scratch_copy(conn)             # the real steps against a copy: a dry run leaves the store as it was
     try:
         _publish(scratch, view, pub, repo or DRY_RUN_REPO, summary, say, make_plan)
     finally:
         scratch.close()
-    if isinstance(pub, DryRunPublisher):
-        path = pub.finish({"run_id": run_id, "repo": repo})
-        summary.out_dir, summary.plan_file = (str(pub.out_dir) if pub.out_dir else None), (str(path) if path else None)
+    return _done(pub, summary)
+
+
+def _done(pub: Publisher, summary: PublishSummary) -> PublishSummary:
+    """Let the publisher finish (a dry run writes plan.json; GitHub needs nothing) and say where its files are."""
+    path = pub.finish({"run_id": summary.run_id, "repo": summary.repo})
+    summary.out_dir, summary.plan_file = (str(path.parent), str(path)) if path else (None, None)
     return summary
 
 

@@ -67,7 +67,9 @@ def gather(conn: sqlite3.Connection, view: RunView) -> PlanInputs:
                       transitions=transitions, previous=previous, signatures=sigs, quiet=quiet, nights=nights,
                       links={k: link.to_dict() for k, link in view.links.items()}, trend=trend,
                       breaks=dict(view.breaks), leverage=dict(view.leverage),
-                      ranges={key: r.to_dict() for key, r in view.ranges.items()})
+                      ranges={key: r.to_dict() for key, r in view.ranges.items()},
+                      reproducers={key: v.verdict for key, v in view.verdicts.items() if v.verdict},
+                      components={key: v.component for key, v in view.verdicts.items() if v.component})
 
 
 def _awaits_fix(view: RunView, config: str, sig: str, row: dict[str, Any]) -> bool:

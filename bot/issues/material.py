@@ -1,7 +1,6 @@
 """The planner's plain data: its inputs and settings, the actions it plans, and the keys and hashes naming issues.
 
-Shared by the planner (bot/issues/planner.py), the publisher glue and the reproducers;
-no I/O and no rendering here.
+Shared by the planner (bot/issues/planner.py) and the publisher glue; no I/O and no rendering here.
 """
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from harness.core.fixes import Night
 from bot.issues.routing import Rule
 from harness.core.graph_breaks import FlagBreaks, Leverage
 from harness.core.outcome import Effect, Outcome
+from state.verdicts import Component, Verdict
 
 REF = "[[flagsweep-ref:{key}]]"          # resolved to "#N" at send time (the number may not exist yet)
 # The environment fields an issue shows, in this order.
@@ -35,8 +35,9 @@ class PlanInputs:
     # (config, sig) -> the nightlies since it was last seen (oldest first), for open issues awaiting a verified fix
     nights: dict[tuple[str, str], list[Night]] = field(default_factory=dict)
     trend: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # config -> [{date, counts}] oldest first
-    reproducers: dict[str, dict[str, Any]] = field(default_factory=dict)  # tracking key -> verdict
-    components: dict[str, dict[str, Any]] = field(default_factory=dict)   # tracking key -> bot.verify.isolate record
+    # (config, sig) -> the reproducer verdict and the component the verify step stored (none: verification off)
+    reproducers: dict[tuple[str, str], Verdict] = field(default_factory=dict)
+    components: dict[tuple[str, str], Component] = field(default_factory=dict)
     breaks: dict[str, FlagBreaks] = field(default_factory=dict)      # config -> ids it removes/introduces
     leverage: dict[str, Leverage] = field(default_factory=dict)      # config -> crashes and breaks by models
     # (config, signature, kind) -> the newest regression range (state.ranges.Range.to_dict()), kind new_crash | fixed
@@ -116,11 +117,11 @@ def leverage_material(lev: Leverage | None) -> Any:
     return [[(s, len(ms)) for s, ms in lev.crashes], [(r.gb_id, r.count) for r in lev.breaks]]
 
 
-def component_material(record: dict[str, Any] | None) -> Any:
-    """What of a crash's component (bot.verify.isolate) makes a tracking issue worth rewriting."""
+def component_material(record: Component | None) -> Any:
+    """What of a crash's component (bot/verify/isolate.py) makes a tracking issue worth rewriting."""
     if record is None:
         return None
-    return [record.get("component"), record.get("backend"), [(s["backend"], s["result"]) for s in record.get("stages", [])]]
+    return [record.component, record.backend, [(s.backend, s.result) for s in record.stages]]
 
 
 def range_material(r: dict[str, Any] | None) -> str:
@@ -132,7 +133,11 @@ def range_material(r: dict[str, Any] | None) -> str:
                                r["reason"]])
 
 
-def shrink_material(repro: dict[str, Any]) -> list[Any]:
-    """A shrunk reproducer's part of the body hash (none without a shrink: older bodies keep their hash)."""
-    stats = (repro.get("shrink") or {}).get("stats") or {}
-    return [stats.get("after", {}).get("parameters"), stats.get("kept")] if stats else []
+def repro_material(repro: Verdict | None) -> list[Any]:
+    """What of a reproducer verdict makes a tracking issue worth rewriting: status, model and, when it was shrunk,
+    the parameters and steps kept (none without a shrink: older bodies keep their hash); "skipped" when not run."""
+    if repro is None:
+        return ["skipped", None]
+    stats = repro.shrink.stats if repro.shrink else {}
+    shrunk = [stats.get("after", {}).get("parameters"), stats.get("kept")] if stats else []
+    return [repro.status, repro.model] + shrunk

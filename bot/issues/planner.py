@@ -23,25 +23,17 @@ from harness.core import fixes
 from bot.text import render, markdown
 from bot.issues.wording import line, render_fitting, short, when
 from bot.issues.material import (ENV_FIELDS, REF, Action, Plan, PlanInputs, PlanSettings, break_material, component_material,
-                           config_display, leverage_material, material_sha, range_material, shrink_material,
+                           config_display, leverage_material, material_sha, range_material, repro_material,
                            summary_key, tracking_key)
 from bot.issues.routing import route, valid_handle
 from harness.core.effects import effect_table
 from harness.core.outcome import Effect, Outcome
-
-def _crash_sig(o: Outcome | None, e: Effect) -> str:
-    return e.config_signature or (o.crash_signature if o else "error")
+from harness.core.tracking import crash_signature, tracking_groups as groups_by_signature
 
 
 def tracking_groups(effects: list[Effect], outcomes: list[Outcome]) -> dict[str, tuple[str, str, list[Effect]]]:
-    """{tracking key: (config, signature, effects)} for every crash the flag causes; flaky crashes are not believed."""
-    out = {(o.model, o.config): o for o in outcomes}
-    groups: dict[tuple[str, str], list[Effect]] = {}
-    for e in effects:
-        o = out.get((e.model, e.config))
-        if e.effect == "crashes" and not (o and o.flaky_rate is not None):
-            groups.setdefault((e.config, _crash_sig(o, e)), []).append(e)
-    return {tracking_key(c, s): (c, s, effs) for (c, s), effs in sorted(groups.items())}
+    """{tracking key: (config, signature, effects)} for every tracking group (harness.core.tracking)."""
+    return {tracking_key(c, s): (c, s, effs) for (c, s), effs in groups_by_signature(effects, outcomes).items()}
 
 
 def _gb_id(examples: list[Outcome], sig: str) -> str | None:
@@ -138,9 +130,9 @@ class _Planner:
         overlap = Counter(e.config for c, effs2 in self.by_config.items() if c != config for e in effs2
                           if e.effect == "crashes" and e.model in crash_models)
         all_crashes = sum(1 for e in self.by_config.get(config, []) if e.effect == "crashes")
-        repro = self.i.reproducers.get(key) or {"status": "skipped", "model": None, "reason": "", "script": ""}
-        component = self.i.components.get(key)
-        same_type = {_crash_sig(self.out.get((e.model, e.config)), e) for e in self.by_config.get(config, [])
+        repro = self.i.reproducers.get((config, sig))      # None: verification was not run
+        component = self.i.components.get((config, sig))
+        same_type = {crash_signature(self.out.get((e.model, e.config)), e) for e in self.by_config.get(config, [])
                      if e.effect == "crashes"}
         named = error_type
         if sum(1 for s in same_type if s.split(":", 1)[0] == error_type) > 1:
@@ -163,8 +155,8 @@ class _Planner:
         )
         body = render_fitting("issue_tracking.md.j2", ctx)
         material = material_sha({"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"])
-                                 for c in crashing], "repro": [repro.get("status"), repro.get("model")]
-                                 + shrink_material(repro), "cc": cc, "component": component_material(component)})
+                                 for c in crashing], "repro": repro_material(repro), "cc": cc,
+                                 "component": component_material(component)})
         results_material = material
         material += range_material(ctx["regression"])
         labels_sha = material_sha(sorted(labels))

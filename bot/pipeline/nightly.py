@@ -1,4 +1,4 @@
-"""The nightly pipeline: provider → sweep (the engine finalizes) → diff → flake confirmation → ranges → publish → report.
+"""The nightly pipeline: provider → sweep (the engine finalizes) → diff → flake confirmation → ranges → verify → publish → report.
 
 Each call into another area is one public function of bot/pipeline/steps.py, collected
 in `Steps` so tests can replace the expensive one through its typed seam.
@@ -173,7 +173,7 @@ def _population(conn: sqlite3.Connection, settings: Settings, steps: Steps, name
 
 def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, *, python: str | None,
                   steps: Steps, out: Path) -> NightlyResult:
-    """Diff with the previous comparable run, confirm, search regression ranges, publish, write the report."""
+    """Diff with the previous comparable run, confirm, search regression ranges, verify reproducers, publish, report."""
     prev, diff_result = steps.diff(conn, result.run_id)
     diff_result = steps.confirm(conn, result.run_id, diff_result, settings, python)
     found = steps.ranges(conn, result.run_id, prev, diff_result, settings, provide=steps.provide,
@@ -183,6 +183,7 @@ def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyR
     result.previous_run = prev
     if diff_result is not None:
         result.transitions = {k: v for k, v in diff_result.counts().items() if v}
+    steps.verify(conn, result.run_id, settings)          # stores the verdicts: publishing only reads them
     view = load_view(conn, result.run_id, settings)     # read once: the publisher and the report share it
     result.published = steps.publish(conn, settings, view, dry_run=result.dry_run, out_dir=out)
     result.report = str(steps.report(conn, view, out))

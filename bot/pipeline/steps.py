@@ -10,7 +10,7 @@ import dataclasses
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from bot.builds import provider
 from bot.view import run_view
@@ -21,6 +21,7 @@ from bot.view.run_view import RunView
 from bot.settings import Settings
 from harness.core.outcome import Outcome
 from state.ranges import Build
+from state.verdicts import RunVerdict
 
 
 # ---- the steps ---------------------------------------------------------------------------------
@@ -114,8 +115,22 @@ def ranges(conn: sqlite3.Connection, run_id: int, prev_id: int | None, result: D
                                  list_builds=builds, keys=keys, starts=starts)
 
 
+def verify(conn: sqlite3.Connection, run_id: int, settings: Settings, *, enabled: bool | None = None,
+           progress: Callable[[str], None] | None = None) -> Mapping[tuple[str, str], RunVerdict]:
+    """Verify, shrink and isolate the run's tracking groups' reproducers; store the verdicts publishing reads.
+
+    enabled: run the reproducers (default: `[issues] verify_reproducers`). A verdict stored for the
+    same key is reused, so verifying a run again runs nothing.
+    """
+    from bot.verify import verify_run as verify_mod
+    verify_mod.note_old_cache(settings.state_path)
+    issues = settings.issues
+    return verify_mod.verify_run(conn, run_id, enabled=issues.verify_reproducers if enabled is None else enabled,
+                                 timeout=issues.repro_timeout, shrink_budget=issues.shrink_budget, progress=progress)
+
+
 def load_view(conn: sqlite3.Connection, run_id: int, settings: Settings) -> RunView:
-    """The run as publishing sees it, read once (after flake confirmation has marked what it re-ran)."""
+    """The run as publishing sees it, read once (after flake confirmation and the verify step stored theirs)."""
     return run_view.load(conn, run_id, settings.github.repo)
 
 
@@ -199,6 +214,11 @@ class RangesStep(Protocol):
                  starts: dict[tuple[str, str, str], tuple[Build, Build]] | None = ...) -> RangeReport: ...
 
 
+class VerifyStep(Protocol):
+    def __call__(self, conn: sqlite3.Connection, run_id: int, settings: Settings, *, enabled: bool | None = ...,
+                 progress: Callable[[str], None] | None = ...) -> Mapping[tuple[str, str], RunVerdict]: ...
+
+
 class PublishStep(Protocol):
     def __call__(self, conn: sqlite3.Connection, settings: Settings, view: RunView, *, dry_run: bool,
                  out_dir: Path) -> PublishSummary: ...
@@ -221,5 +241,6 @@ class Steps:
     ranges: RangesStep = ranges
     range_sweep: RangeSweepStep = range_sweep
     list_builds: ListBuildsStep = list_builds
+    verify: VerifyStep = verify
     publish: PublishStep = publish
     report: ReportStep = report

@@ -162,11 +162,3 @@ def _finish(built: dict[str, Any], original: tuple[str, dict[str, Any]], s: _Sea
              "before": measure(built, *original), "after": measure(s.build, s.script, s.result),
              **changed_fields(built, s.build)}
     return Shrunk(s.build, s.script, stats)
-
-
-def from_entry(entry: dict[str, Any]) -> Shrunk | None:
-    """The shrunk reproducer a cached verdict carries (what component isolation runs on), if any."""
-    shrink = entry.get("shrink")
-    if not shrink or not shrink.get("build"):
-        return None
-    return Shrunk(shrink["build"], entry.get("script") or "", shrink.get("stats") or {})

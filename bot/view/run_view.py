@@ -1,7 +1,9 @@
 """One run as publishing sees it: loaded from the store once, then passed down, never re-read.
 
-The planner's inputs, the reproducers, the report and the terminal summary all
-read this object; nothing below it goes back to the store for the run itself.
+The planner's inputs, the report and the terminal summary all read this object;
+nothing below it goes back to the store for the run itself. The verify step reads
+the part it needs (`load_items`: the run, its outcomes, effects and builds) before
+the view is loaded, and stores the verdicts the view then carries.
 """
 from __future__ import annotations
 
@@ -16,10 +18,11 @@ from bot.view.stored_diff import diff_loaded
 from harness.core.effects import effects_for
 from harness.core.graph_breaks import FlagBreaks, Leverage, flag_breaks, leverage
 from harness.core.outcome import Effect, Outcome
-from state import history, links as links_mod, ranges as ranges_mod, runs
+from state import history, links as links_mod, ranges as ranges_mod, runs, verdicts as verdicts_mod
 from state.links import Link
 from state.ranges import Range
 from state.runs import Run
+from state.verdicts import RunVerdict
 
 
 class NoSuchRun(KeyError):
@@ -49,6 +52,8 @@ class RunView:
     builds: Mapping[str, dict[str, Any]] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     # (config, signature, kind) -> the newest regression range stored up to this run (this run's own included)
     ranges: Mapping[tuple[str, str, str], Range] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    # (config, signature) -> what the run's verify step concluded for that tracking group (none: it never ran)
+    verdicts: Mapping[tuple[str, str], RunVerdict] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def id(self) -> int:
@@ -60,22 +65,42 @@ class RunView:
         return dataclasses.replace(self, links=MappingProxyType(dict(links)))
 
 
-def load(conn: sqlite3.Connection, run_id: int, repo: str | None = None) -> RunView:
-    """Read everything publishing needs about `run_id`; NoSuchRun when there is none."""
+@dataclass(frozen=True)
+class RunItems:
+    """The part of a run its items make: the run, its group's outcomes and effects, its stored builds."""
+
+    run: Run
+    group: tuple[int, ...]                  # the runs that form this one (shards of a nightly)
+    outcomes: tuple[Outcome, ...]           # sorted by (model, config)
+    effects: tuple[Effect, ...]             # sorted by (config, model)
+    builds: Mapping[str, dict[str, Any]]    # model -> stored build (what reproducers are rendered from)
+
+
+def load_items(conn: sqlite3.Connection, run_id: int) -> RunItems:
+    """Read the run and its items; NoSuchRun when there is none."""
     run = runs.get_run(conn, run_id)
     if run is None:
         raise NoSuchRun(f"no run {run_id}")
+    group = tuple(history.run_group(conn, run_id))
     outcomes = history.group_outcomes(conn, run_id)
     # A run that ended without finishing (interrupted) was never finalized: classify it here, store nothing.
     effects = history.effects(conn, run_id) or sorted(effects_for(outcomes), key=lambda e: (e.config, e.model))
+    return RunItems(run=run, group=group, outcomes=tuple(outcomes), effects=tuple(effects),
+                    builds=MappingProxyType(runs.group_model_data(conn, list(group))))
+
+
+def load(conn: sqlite3.Connection, run_id: int, repo: str | None = None) -> RunView:
+    """Read everything publishing needs about `run_id`; NoSuchRun when there is none."""
+    items = load_items(conn, run_id)
+    run, outcomes = items.run, list(items.outcomes)
     models = history.models_of(conn, run)
     previous = history.previous_comparable(conn, run, models)
-    diff = diff_loaded(conn, previous, run, outcomes, effects) if previous is not None else None
-    return RunView(run=run, group=tuple(history.run_group(conn, run_id)), models=frozenset(models),
-                   outcomes=tuple(outcomes), effects=tuple(effects), previous=previous, diff=diff,
+    diff = diff_loaded(conn, previous, run, outcomes, list(items.effects)) if previous is not None else None
+    return RunView(run=run, group=items.group, models=frozenset(models),
+                   outcomes=items.outcomes, effects=items.effects, previous=previous, diff=diff,
                    signatures=tuple(history.signature_history(conn)),
                    links=MappingProxyType(links_mod.all_links(conn, repo or None)),
                    breaks=MappingProxyType(flag_breaks(outcomes, run.configs)),
-                   leverage=MappingProxyType(leverage(outcomes)),
-                   builds=MappingProxyType(runs.group_model_data(conn, list(history.run_group(conn, run_id)))),
-                   ranges=MappingProxyType(ranges_mod.latest(conn, max(history.run_group(conn, run_id) or [run_id]))))
+                   leverage=MappingProxyType(leverage(outcomes)), builds=items.builds,
+                   ranges=MappingProxyType(ranges_mod.latest(conn, max(items.group or (run_id,)))),
+                   verdicts=MappingProxyType(verdicts_mod.for_run(conn, run_id)))

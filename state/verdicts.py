@@ -1,0 +1,194 @@
+"""Reproducer verdicts: what running a tracking group's reproducer showed, and what each run's issues show of it.
+
+`verdicts` holds one verdict per (config, signature, model, the model's fingerprint,
+the run's torch build): whether the smallest affected model's script failed with the
+same signature in a fresh interpreter, the script, its shrink and where the crash
+lives (component isolation). A verdict that something ran to reach is reused by later
+runs of the same key; one reached without a run (no interpreter recorded, nothing to
+render from, an interpreter that did not start) is kept for its run only, and the next
+verification of its key runs again. `run_verdicts` holds what a run's verify step
+concluded per tracking group: the verdict its issue shows (none: verification was
+off) and the component record. Written by bot/verify/, read by bot/view/run_view.py.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from state.db import transaction
+from state.runs import now
+
+STATUSES = ("confirmed", "unconfirmed")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One isolation run: the reproducer under one backend."""
+
+    backend: str                 # eager | aot_eager | inductor
+    result: str                  # fails (same signature) | passes | other | no_result
+    seconds: float
+    signature: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Component:
+    """Where a confirmed crash lives: Dynamo tracing, AOTAutograd or Inductor (bot/verify/isolate.py)."""
+
+    component: str               # dynamo | aot_autograd | inductor | none | undetermined
+    backend: str                 # the run's backend
+    by_construction: bool        # known without a run (count, eager)
+    stages: tuple[Stage, ...] = ()
+    config: str | None = None    # the group it was isolated for (None when by construction)
+    signature: str | None = None
+    model: str | None = None
+    torch_version: str | None = None   # as the last stage's script reported it
+    torch_git: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Every stage ran and reported (a stage without a result is tried again by a later run)."""
+        return not any(s.result == "no_result" for s in self.stages)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> "Component | None":
+        if text is None:
+            return None
+        data = json.loads(text)
+        return cls(**{**data, "stages": tuple(Stage(**s) for s in data.get("stages") or [])})
+
+
+@dataclass(frozen=True)
+class Shrink:
+    """A confirmed reproducer made smaller (bot/verify/shrink.py): the smallest build that still fails, and stats."""
+
+    build: dict[str, Any]
+    stats: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One tracking group's reproducer, as verified on one torch build."""
+
+    config: str
+    signature: str
+    model: str                           # the smallest affected model, whose script was run
+    fingerprint: str | None              # of the model's build, as the run recorded it
+    build_version: str | None            # the run's torch build (with the four fields above: the key)
+    build_git: str | None
+    status: str                          # confirmed | unconfirmed
+    reason: str = ""                     # why unconfirmed
+    script: str = ""                     # the script to embed (the shrunk one when shrunk); "" when unconfirmed
+    torch_version: str | None = None     # the torch the script ran on, as it reported it (None: nothing ran)
+    torch_git: str | None = None
+    shrunk: bool = False                 # a shrink was tried (a confirmed verdict never shrunk is, once it is on)
+    shrink: Shrink | None = None         # what it kept (None: not tried, or it could not start)
+    component: Component | None = None   # isolated on this verdict's reproducer, carried to later builds
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"verdict status {self.status!r}: expected one of {STATUSES}")
+
+    @property
+    def key(self) -> str:
+        """What a verdict is stored and reused by."""
+        return key(self.config, self.signature, self.model, self.fingerprint, self.build_version, self.build_git)
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    """What a run's verify step concluded for one tracking group: what its issue shows."""
+
+    config: str
+    signature: str
+    verdict: Verdict | None = None       # None: verification was off for this run
+    component: Component | None = None   # None: not isolated (no confirmed reproducer under a compiling backend)
+
+
+def key(config: str, signature: str, model: str, fingerprint: str | None, build_version: str | None,
+        build_git: str | None) -> str:
+    """The stored key of a verdict: (config, signature, model, fingerprint, torch build), hashed."""
+    data = [config, signature, model, fingerprint, [build_version, build_git]]
+    return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:24]
+
+
+_COLUMNS = ("key", "config", "signature", "model", "fingerprint", "build_version", "build_git", "status", "reason",
+            "script", "torch_version", "torch_git", "shrunk", "shrink", "component", "reusable", "recorded_at")
+
+
+def _verdict(row: sqlite3.Row) -> Verdict:
+    shrink = json.loads(row["shrink"]) if row["shrink"] is not None else None
+    return Verdict(config=row["config"], signature=row["signature"], model=row["model"], fingerprint=row["fingerprint"],
+                   build_version=row["build_version"], build_git=row["build_git"], status=row["status"],
+                   reason=row["reason"], script=row["script"], torch_version=row["torch_version"],
+                   torch_git=row["torch_git"], shrunk=bool(row["shrunk"]),
+                   shrink=Shrink(shrink["build"], shrink["stats"]) if shrink else None,
+                   component=Component.from_json(row["component"]))
+
+
+def put(conn: sqlite3.Connection, verdict: Verdict, *, reusable: bool = True) -> None:
+    """Store (or replace) the verdict of its key; `reusable`: later verifications of the key may take it as is."""
+    shrink = json.dumps(asdict(verdict.shrink), sort_keys=True) if verdict.shrink else None
+    component = verdict.component.to_json() if verdict.component else None
+    values = (verdict.key, verdict.config, verdict.signature, verdict.model, verdict.fingerprint,
+              verdict.build_version, verdict.build_git, verdict.status, verdict.reason, verdict.script,
+              verdict.torch_version, verdict.torch_git, int(verdict.shrunk), shrink, component, int(reusable), now())
+    updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
+    with transaction(conn):
+        conn.execute(f"INSERT INTO verdicts ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+                     f" ON CONFLICT(key) DO UPDATE SET {updates}", values)
+
+
+def get(conn: sqlite3.Connection, verdict_key: str) -> Verdict | None:
+    """The reusable verdict stored under `verdict_key`, if any."""
+    row = conn.execute("SELECT * FROM verdicts WHERE key = ? AND reusable = 1", (verdict_key,)).fetchone()
+    return _verdict(row) if row else None
+
+
+def components(conn: sqlite3.Connection) -> dict[tuple[str, str], Component]:
+    """{(config, signature): component} isolated already, from the reusable verdicts of any torch build."""
+    rows = conn.execute("SELECT component FROM verdicts WHERE reusable = 1 AND component IS NOT NULL"
+                        " ORDER BY key").fetchall()
+    found: dict[tuple[str, str], Component] = {}
+    for row in rows:
+        comp = Component.from_json(row["component"])
+        if comp is not None and comp.config and comp.signature:
+            found.setdefault((comp.config, comp.signature), comp)
+    return found
+
+
+def record_run(conn: sqlite3.Connection, run_id: int, rows: list[RunVerdict]) -> bool:
+    """Make `rows` the run's verdicts (one per tracking group; a group no longer there is dropped).
+
+    Writes nothing when the run already has exactly these; returns whether it wrote.
+    """
+    wanted = {(r.config, r.signature): (r.verdict.key if r.verdict else None,
+                                        r.component.to_json() if r.component else None) for r in rows}
+    have = {(r["config"], r["signature"]): (r["verdict_key"], r["component"]) for r in
+            conn.execute("SELECT * FROM run_verdicts WHERE run_id = ?", (run_id,)).fetchall()}
+    if wanted == have:
+        return False
+    with transaction(conn):
+        conn.execute("DELETE FROM run_verdicts WHERE run_id = ?", (run_id,))
+        conn.executemany("INSERT INTO run_verdicts (run_id, config, signature, verdict_key, component, recorded_at)"
+                         " VALUES (?,?,?,?,?,?)",
+                         [(run_id, c, s, vkey, comp, now()) for (c, s), (vkey, comp) in sorted(wanted.items())])
+    return True
+
+
+def for_run(conn: sqlite3.Connection, run_id: int) -> dict[tuple[str, str], RunVerdict]:
+    """{(config, signature): what the run's verify step concluded}, empty when it never ran for this run."""
+    rows = conn.execute("SELECT r.config AS group_config, r.signature AS group_signature, r.component AS run_component,"
+                        " v.* FROM run_verdicts r LEFT JOIN verdicts v ON v.key = r.verdict_key"
+                        " WHERE r.run_id = ? ORDER BY r.config, r.signature", (run_id,)).fetchall()
+    return {(r["group_config"], r["group_signature"]): RunVerdict(
+        r["group_config"], r["group_signature"], _verdict(r) if r["key"] is not None else None,
+        Component.from_json(r["run_component"])) for r in rows}
+
