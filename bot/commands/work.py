@@ -106,7 +106,7 @@ def search_range(ctx: Context, link: Any) -> dict[str, Any]:
                              starts=starts)
     if not report.ranges:
         raise UserError(f"nightly run {run_id} shows no confirmed new crash or fix of this signature to search")
-    run_steps.verify(ctx.conn, latest[0].id, ctx.settings)
+    pipeline.verify(ctx.conn, latest[0].id, ctx.settings)
     view = steps.load_view(ctx.conn, latest[0].id, ctx.settings)
     pipeline.publish(ctx.conn, ctx.settings, view, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
     return {"run_id": run_id, "published_run": latest[0].id, **report.to_dict()}
