@@ -39,20 +39,6 @@ def is_abstract(name: str, module: str) -> bool:
     return name.endswith(("PreTrainedModel", "PretrainedModel")) or module.startswith("models.auto.")
 
 
-def is_candidate_fast(name: str) -> bool:
-    """Whether `name` is a candidate, importing only its own module (no full scan)."""
-    import transformers
-
-    module = getattr(transformers, "_class_to_module", {}).get(name, "")
-    if is_abstract(name, module):
-        return False
-    try:
-        model_class(name)
-    except Exception:
-        return False
-    return True
-
-
 @lru_cache(maxsize=1)
 def scan() -> tuple[dict[str, type], dict[str, str]]:
     """(name -> class) for candidates and (name -> reason) for exclusions; imports every modeling module once (~10 s)."""
