@@ -28,7 +28,7 @@ def _layer_modules() -> set[str]:
 def test_the_tree_keeps_the_contract():
     res = _lint(ROOT)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "1 kept, 0 broken" in res.stdout
+    assert "3 kept, 0 broken" in res.stdout
 
 
 def test_every_module_has_a_layer():
@@ -48,15 +48,34 @@ def test_every_module_has_a_layer():
     assert missing == []
 
 
-def test_the_contract_fails_when_the_engine_imports_the_bot(tmp_path):
+def _lint_with(tmp_path: Path, module: str, line: str) -> subprocess.CompletedProcess:
+    """lint-imports over a copy of the tree where `module` (a path under the root) has one more line."""
     for pkg in PACKAGES:
         shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
-    engine = tmp_path / "harness" / "engine" / "engine.py"
-    engine.write_text(engine.read_text() + "\nfrom bot.github import publish  # an arrow that climbs\n")
-    res = _lint(tmp_path)
+    path = tmp_path / module
+    path.write_text(path.read_text() + f"\n{line}\n")
+    return _lint(tmp_path)
+
+
+def test_the_contract_fails_when_the_engine_imports_the_bot(tmp_path):
+    res = _lint_with(tmp_path, "harness/engine/engine.py", "from bot.github import publish  # an arrow that climbs")
     assert res.returncode != 0
     assert "BROKEN" in res.stdout and "harness.engine.engine -> bot.github.publish" in res.stdout, res.stdout
+
+
+def test_the_contract_fails_when_the_zoo_imports_discovery(tmp_path):
+    res = _lint_with(tmp_path, "harness/zoo/build.py", "from harness.discovery import discover  # sweeps would discover")
+    assert res.returncode != 0
+    assert "Contracts: 1 kept, 2 broken." in res.stdout, res.stdout  # the layers and the zoo-not-discovery contracts
+    assert "harness.zoo.build -> harness.discovery.discover" in res.stdout, res.stdout
+
+
+def test_the_contract_fails_when_discovery_starts_a_process(tmp_path):
+    res = _lint_with(tmp_path, "harness/discovery/locker.py", "import subprocess  # the engine runs interpreters")
+    assert res.returncode != 0
+    assert "harness.discovery.locker -> subprocess" in res.stdout, res.stdout
+    assert "Contracts: 2 kept, 1 broken." in res.stdout, res.stdout
 
 
 def test_the_store_is_the_only_sql():

@@ -7,7 +7,7 @@ towers of composite models are candidates too). Everything else that matches
 the name pattern is excluded with a reason, so `zoo list` can explain itself.
 Only discovery (`flagsweep zoo lock`) scans; sweeps read the lock.
 
-enumerate.main() prints the scan as JSON (the lock command runs
+scan_document() is the scan as plain data (the lock command has the engine call
 it in the workers' interpreter, so its own process never imports torch).
 """
 from __future__ import annotations
@@ -165,14 +165,11 @@ def exclusions() -> dict[str, str]:
     return dict(scan()[1])
 
 
-def main() -> int:
-    """Print the scan as JSON: candidates (name, kind) and exclusions (name -> reason)."""
-    import json
-
+def scan_document() -> dict:
+    """The scan as plain data: the transformers version, candidates (name, kind) and exclusions (name -> reason)."""
     import transformers
 
     found, excluded = scan()
-    print(json.dumps({"transformers": transformers.__version__, "candidates": [{"model": n, "kind": kind_of(n)} for n in sorted(found)],
-                      "excluded": dict(sorted(excluded.items()))}))
-    return 0
+    return {"transformers": transformers.__version__, "candidates": [{"model": n, "kind": kind_of(n)} for n in sorted(found)],
+            "excluded": dict(sorted(excluded.items()))}
 

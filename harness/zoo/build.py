@@ -94,8 +94,6 @@ def build(model: str, device: str = "cpu") -> Built:
     """Build the tiny model (eval, on device) and its inputs from its lock entry; BuildError on failure."""
     if model in registry.EXTRA:
         return registry.EXTRA[model][1](device)
-    if registry.BUILDER is not None:  # `zoo lock` workers: discovery instead of the lock
-        return registry.BUILDER(model, device)
     quiet_transformers()
     try:
         built = materialize(entry(model), device)
