@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from harness.core.outcome import Outcome
-from state import history, jobs, leases, ranges, runs
+from state import history, jobs, leases, ranges, runs, zoo
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 from tests import historydata as hd
@@ -81,7 +81,15 @@ def _fill_v7(conn: sqlite3.Connection) -> None:
                  " (2, 'LlamaForCausalLM', 'baseline', 0, 'Tensor.item', 'GB0124')")
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7}
+def _fill_v8(conn: sqlite3.Connection) -> None:
+    """v8 added regression ranges: v7's rows and one range of run 2's crash."""
+    _fill_v7(conn)
+    conn.execute("INSERT INTO ranges (run_id, config, signature, kind, status, good_date, bad_date, models, recorded_at)"
+                 " VALUES (2, 'capture_scalar_outputs', ?, 'new_crash', 'found', '2026-10-01', '2026-10-02', ?,"
+                 " '2026-10-02T06:00:00+00:00')", (hd.PENDING, json.dumps(["LlamaForCausalLM"])))
+
+
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8}
 
 
 def _build_at(path, version: int) -> None:
@@ -152,10 +160,19 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     assert [b for b in runs.graph_breaks(conn, rid) if b[0] == "M"] == [
         ("M", "baseline", "r1", "GB0124"), ("M", "baseline", "r2", None)]
     # v8: regression ranges: none for old runs, and a new run's range is stored and read back.
-    assert ranges.latest(conn, rid) == {}
+    old_ranges = ranges.latest(conn, rid)
+    assert [(k, r.run_id, r.status) for k, r in old_ranges.items()] == (
+        [] if version < 8 else [(("capture_scalar_outputs", hd.PENDING, "new_crash"), 2, "found")])
     ranges.record(conn, ranges.Range(rid, "capture_scalar_outputs", hd.PENDING, "new_crash", "no_series",
                                      reason="current torch"))
     assert [r.status for r in ranges.for_run(conn, [rid])] == ["no_series"]
+    assert [(r.status, r.good.date) for r in ranges.for_run(conn, [2])] == ([("found", "2026-10-01")] if version >= 8 else [])
+    # v9: the zoo's results live in the store: none in an older one, and it keeps them now.
+    assert zoo.check_results(conn) == {} and zoo.lock_entries(conn, "5.0.0") == {}
+    zoo.record_checks(conn, [{"model": "GPT2Model", "fingerprint": "f", "status": "ok", "timeout_s": 120.0}])
+    zoo.keep_lock_entry(conn, "5.0.0", {"model": "GPT2Model", "status": "ok"})
+    assert zoo.check_results(conn)["GPT2Model"]["status"] == "ok"
+    assert zoo.lock_entries(conn, "5.0.0") == {"GPT2Model": {"model": "GPT2Model", "status": "ok"}}
 
 
 def test_each_migration_is_one_transaction(tmp_path):
