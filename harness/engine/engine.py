@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -256,22 +257,30 @@ def describe(models: list[str], *, options: SweepOptions) -> dict[str, dict]:
     return dict(pool.model_data)
 
 
-def _outcomes(pool: Pool, groups: list[Group], items: list[tuple[str, str]], progress: bool,
-              label: str) -> list[Outcome]:
-    """Run the groups on the pool and close it; one outcome per (model, label) item, in order."""
-    results: list[Outcome | None] = [None] * len(items)
-    stratum_of = _stratum_lookup()
-    bar = Progress(total=len(items), enabled=progress, label=label)
+@contextmanager
+def _running(pool: Pool, bar: Progress) -> Iterator[None]:
+    """While the pool runs groups: on the way out the bar is closed and so is the pool (its workers killed
+    when anything went wrong, a caller that stopped listening included)."""
     try:
-        for index, data in pool.run(groups):
-            results[index] = _outcome(data, stratum_of)
-            bar.advance(crashed=results[index].crashed)
+        yield
     except BaseException:
         pool.close(kill=True)
         raise
     finally:
         bar.close()
     pool.close()
+
+
+def _outcomes(pool: Pool, groups: list[Group], items: list[tuple[str, str]], progress: bool,
+              label: str) -> list[Outcome]:
+    """Run the groups on the pool and close it; one outcome per (model, label) item, in order."""
+    results: list[Outcome | None] = [None] * len(items)
+    stratum_of = _stratum_lookup()
+    bar = Progress(total=len(items), enabled=progress, label=label)
+    with _running(pool, bar):
+        for index, data in pool.run(groups):
+            results[index] = _outcome(data, stratum_of)
+            bar.advance(crashed=results[index].crashed)
     return [r if r is not None else Outcome(model=m, config=c, status="killed", error_type="killed",
                                             error_message="no result", signature="killed")
             for r, (m, c) in zip(results, items)]
@@ -296,18 +305,12 @@ def run_job(job: str, models: list[str], *, options: SweepOptions, progress: boo
     groups = [Group(model, [(i, job, {})], "job", job) for i, model in enumerate(models)]
     pool = _pool(options, {}, len(groups))
     bar = Progress(total=len(models), enabled=progress, label=f"{job.rpartition(':')[2]} {len(models)} models")
-    try:
+    with _running(pool, bar):
         for _, data in pool.run(groups):
             lines = (data.get("error_message") or "").strip().splitlines()
             result = JobResult(data["model"], data["status"], data.get("data"), lines[0] if lines else None)
             bar.advance(crashed=result.status != "ok")
             yield result
-    except BaseException:
-        pool.close(kill=True)
-        raise
-    finally:
-        bar.close()
-    pool.close()
 
 
 def collect_environment(python: str | None = None, device: str = "cpu") -> dict:

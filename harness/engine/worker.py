@@ -141,14 +141,12 @@ def run_job(chan: Channel, req: dict[str, Any]) -> None:
     """Call the requested job ("module:function") on the model; its answer, or its error, is the one result."""
     model, ((index, label, _),) = req["model"], req["items"]
     module, _, name = req["job"].partition(":")
-    start = time.perf_counter()
     try:
         data = getattr(importlib.import_module(module), name)(model, req.get("device", "cpu"))
     except Exception as exc:
         chan.send("result", index=index, outcome={"model": model, "config": label, "status": "error", **_error_fields(exc)})
         return
-    chan.send("result", index=index, outcome={"model": model, "config": label, "status": "ok", "data": data,
-                                              "build_s": round(time.perf_counter() - start, 4)})
+    chan.send("result", index=index, outcome={"model": model, "config": label, "status": "ok", "data": data})
 
 
 def run_group(chan: Channel, req: dict[str, Any]) -> None:
