@@ -163,6 +163,19 @@ def test_run_job_calls_the_callers_function_by_module_path_in_workers():
     assert (hung.status, hung.data) == ("timeout", None) and hung.error.startswith("no result after 5 s")
 
 
+def test_a_call_in_another_interpreter_answers_in_json_and_says_why_it_failed():
+    from harness.engine.interpreter import CallFailed, call
+
+    sig = call("harness.core.signature:signature", "RuntimeError", "fault at 0xdeadbeef in layer 3", "")
+    assert sig == "RuntimeError: fault at 0xADDR in layer 3"
+    with pytest.raises(CallFailed) as broke:
+        call("harness.core.signature:no_such_function")
+    assert broke.value.started and "AttributeError" in broke.value.why and "no_such_function" in broke.value.why
+    with pytest.raises(CallFailed) as absent:
+        call("harness.core.signature:signature", python="/nonexistent/python3")
+    assert not absent.value.started and str(absent.value).startswith("/nonexistent/python3: ")
+
+
 def test_collect_environment_in_a_worker_interpreter():
     env = collect_environment(sys.executable)
     import transformers
