@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterator
 
 from harness.engine import engine
+from harness.engine.interpreter import CallFailed, call
 from harness.engine.options import SweepOptions
 from harness.zoo import lock
 from state import zoo as kept
@@ -35,8 +36,6 @@ class LockResult:
 
 def scan(python: str | None = None) -> dict:
     """The installed transformers' candidates and exclusions, scanned in the workers' interpreter."""
-    from harness.engine.interpreter import CallFailed, call
-
     try:
         return call(SCAN, python=python, timeout=1800)
     except CallFailed as exc:
