@@ -123,7 +123,7 @@ def cmd_check(args: argparse.Namespace, settings: Any) -> int:
 
 
 def _ignore_old_files(settings: Any) -> None:
-    """Say once that files where the zoo kept results before the store did are ignored now."""
+    """One log line for each file where an older flagsweep kept zoo results beside the store: it is ignored now."""
     old = Path(settings.zoo.cache_dir) if settings.zoo.cache_dir else Path(settings.state_path).parent / "zoo-cache"
     for path in (old / "zoo-check.json", old / "lock-stage"):
         if path.exists():
