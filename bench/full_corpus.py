@@ -25,10 +25,9 @@ RUNNER_CORES = 16
 
 def eager_seconds(models: list[str], workers: int) -> float:
     """The summed eager-forward seconds of the models (zoo check's mode: build + one forward)."""
-    from harness.engine.engine import SweepOptions, run_items
+    from harness.engine.engine import SweepOptions, eager_check
 
-    outs = run_items([(m, "-") for m in models], configs={"-": {}}, base_settings={},
-                     options=SweepOptions(workers=workers, timeout=600), mode="eager", progress=True)
+    outs = eager_check(models, options=SweepOptions(workers=workers, timeout=600), progress=True)
     return sum(o.compile_s or 0.0 for o in outs)
 
 

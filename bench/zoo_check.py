@@ -41,8 +41,8 @@ def main() -> int:
         except zoo.BuildError:
             pass
     t1 = time.perf_counter()
-    results = check.check([c.model for c in cands], fps, cache_dir=None, workers=args.workers,
-                          timeout=args.timeout, use_cache=False, progress=True)
+    results = check.check([c.model for c in cands], fps, conn=None, workers=args.workers,
+                          timeout=args.timeout, progress=True)
     wall = time.perf_counter() - t1
     strata = {c.model: c.stratum for c in cands}
     for r in results:

@@ -136,7 +136,7 @@ class NightlySettings:
 
 @dataclass
 class ZooSettings:
-    cache_dir: str | None = None     # `zoo check` results cache; default: beside the state file
+    cache_dir: str | None = None     # where older versions kept `zoo check` files (ignored now); default: beside the state file
     check_timeout: float = 120.0     # seconds per model for build + eager forward
 
 

@@ -227,5 +227,26 @@ CREATE TABLE run_verdicts (
 );
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9]
+# v9 -> v10: what the zoo's commands keep between runs (state/zoo.py), in the store rather than in files beside it:
+# `zoo check` results, one per model, reused while the model's build fingerprint is the same; and the entries an
+# unfinished `zoo lock` has made, so that a lock that crashed resumes where it stopped.
+V10 = """
+CREATE TABLE zoo_checks (
+    model TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,             -- the build checked: its lock entry's hash and the code that builds it
+    status TEXT NOT NULL,                  -- ok | create_error | input_error | eager_error | timeout | killed
+    timeout_s REAL,                        -- the limit it ran under (a timeout is reused only under no larger one)
+    data TEXT NOT NULL,                    -- JSON: the whole result (stratum, cause, text_only, seconds)
+    checked_at TEXT NOT NULL
+);
+CREATE TABLE zoo_lock_entries (
+    transformers TEXT NOT NULL,            -- the transformers version the lock is for
+    model TEXT NOT NULL,
+    entry TEXT NOT NULL,                   -- JSON: the finished lock entry, sealed (harness/zoo/lock.py)
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (transformers, model)
+);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from harness.engine.configs import BUILTIN
-from harness.engine.engine import SweepOptions, collect_environment, run_items, sweep
+from harness.engine.engine import EAGER, SweepOptions, collect_environment, eager_check, run_items, run_job, sweep
 from harness.core.effects import effects_for
 from harness.engine.pool import Group, Pool
 from state import db, runs
@@ -125,13 +125,55 @@ def test_base_settings_apply_to_baseline_too_and_fresh_workers():
 def test_eager_mode_and_recycling():
     pool = Pool(SweepOptions(workers=1, timeout=60, max_items_per_worker=1, extra_modules=["tests.fault_models"]))
     try:
-        groups = [Group("TinyItemModel", [(0, "-", {})], "eager"), Group("BrokenEagerModel", [(1, "-", {})], "eager")]
+        groups = [Group("TinyItemModel", [(0, EAGER, {})], "eager"), Group("BrokenEagerModel", [(1, EAGER, {})], "eager")]
         got = dict(pool.run(groups))
     finally:
         pool.close()
     assert got[0]["status"] == "ok" and got[0].get("graphs") is None
     assert got[1]["status"] == "eager_error"
     assert pool.stats["spawned"] == 2 and pool.stats["recycled"] == 2
+
+
+def test_eager_check_builds_and_runs_one_forward_per_model():
+    outs = eager_check(["BrokenCreateModel", "TinyItemModel", "BrokenEagerModel"],
+                       options=SweepOptions(workers=2, timeout=60, extra_modules=["tests.fault_models"]))
+    assert [(o.model, o.config, o.status) for o in outs] == [
+        ("BrokenCreateModel", EAGER, "create_error"), ("TinyItemModel", EAGER, "ok"), ("BrokenEagerModel", EAGER, "eager_error")]
+    assert outs[1].graphs is None and outs[1].compile_s > 0 and outs[1].stratum == "decoder_llm"
+    assert "hidden_size" in outs[0].error_message and outs[2].error_type == "RuntimeError"
+
+
+def test_run_items_has_no_pseudo_config():
+    # An eager check is its own entry point: no config name stands for "no config" (nor starts a worker).
+    with pytest.raises(KeyError, match="'-' is not in the configs given"):
+        run_items([("TinyItemModel", "-")], configs={}, base_settings={}, options=OPTIONS)
+
+
+def test_run_job_calls_the_callers_function_by_module_path_in_workers():
+    job = "tests.zoo_extra_models:what_it_is"
+    results = {r.model: r for r in run_job(job, ["BertModel", "ViTModel"], options=SweepOptions(workers=2, timeout=120))}
+    bert, vit = results["BertModel"], results["ViTModel"]
+    assert (bert.status, bert.error) == ("ok", None)
+    assert bert.data["stratum"] == "decoder_llm" and "input_ids" in bert.data["inputs"] and bert.data["parameters"] > 0
+    assert vit.data["stratum"] == "vision_other" and vit.data["inputs"] == ["pixel_values"]
+    one = SweepOptions(workers=1, timeout=5)
+    (broke,) = run_job("tests.zoo_extra_models:no_answer", ["BertModel"], options=one)
+    assert (broke.status, broke.data) == ("error", None) and "no answer for BertModel" in broke.error
+    (hung,) = run_job("tests.zoo_extra_models:never_ends", ["BertModel"], options=one)
+    assert (hung.status, hung.data) == ("timeout", None) and hung.error.startswith("no result after 5 s")
+
+
+def test_a_call_in_another_interpreter_answers_in_json_and_says_why_it_failed():
+    from harness.engine.interpreter import CallFailed, call
+
+    sig = call("harness.core.signature:signature", "RuntimeError", "fault at 0xdeadbeef in layer 3", "")
+    assert sig == "RuntimeError: fault at 0xADDR in layer 3"
+    with pytest.raises(CallFailed) as broke:
+        call("harness.core.signature:no_such_function")
+    assert broke.value.started and "AttributeError" in broke.value.why and "no_such_function" in broke.value.why
+    with pytest.raises(CallFailed) as absent:
+        call("harness.core.signature:signature", python="/nonexistent/python3")
+    assert not absent.value.started and str(absent.value).startswith("/nonexistent/python3: ")
 
 
 def test_collect_environment_in_a_worker_interpreter():

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from harness.core.outcome import Outcome
-from state import history, jobs, leases, ranges, runs, verdicts
+from state import history, jobs, leases, ranges, runs, verdicts, zoo
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 from tests import historydata as hd
@@ -82,14 +82,23 @@ def _fill_v7(conn: sqlite3.Connection) -> None:
 
 
 def _fill_v8(conn: sqlite3.Connection) -> None:
-    """v8 added regression ranges: v7's rows and one range of run 2 (reproducer verdicts lived in a JSON file)."""
+    """v8 added regression ranges: v7's rows and one range of run 2's crash."""
     _fill_v7(conn)
-    conn.execute("INSERT INTO ranges (run_id, config, signature, kind, status, reason, recorded_at) VALUES"
-                 " (2, 'capture_scalar_outputs', ?, 'new_crash', 'no_series', 'current torch',"
-                 " '2026-10-02T05:00:00+00:00')", (hd.PENDING,))
+    conn.execute("INSERT INTO ranges (run_id, config, signature, kind, status, good_date, bad_date, models, recorded_at)"
+                 " VALUES (2, 'capture_scalar_outputs', ?, 'new_crash', 'found', '2026-10-01', '2026-10-02', ?,"
+                 " '2026-10-02T06:00:00+00:00')", (hd.PENDING, json.dumps(["LlamaForCausalLM"])))
 
 
-FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8}
+def _fill_v9(conn: sqlite3.Connection) -> None:
+    """v9 added reproducer verdicts: v8's rows and one stored verdict (no run shows it yet)."""
+    _fill_v8(conn)
+    conn.execute("INSERT INTO verdicts (key, config, signature, model, status, recorded_at) VALUES"
+                 " ('k9', 'capture_scalar_outputs', ?, 'LlamaForCausalLM', 'confirmed', '2026-10-02T07:00:00+00:00')",
+                 (hd.PENDING,))
+
+
+FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
+           9: _fill_v9}
 
 
 def _build_at(path, version: int) -> None:
@@ -159,20 +168,30 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
                                            break_ids=["GB0124", None]))
     assert [b for b in runs.graph_breaks(conn, rid) if b[0] == "M"] == [
         ("M", "baseline", "r1", "GB0124"), ("M", "baseline", "r2", None)]
-    # v8: regression ranges: an older store's range reads back, and a new run's range is stored and read back.
-    assert [r.run_id for r in ranges.latest(conn, rid).values()] == ([2] if version >= 8 else [])
+    # v8: regression ranges: none for old runs, and a new run's range is stored and read back.
+    old_ranges = ranges.latest(conn, rid)
+    assert [(k, r.run_id, r.status) for k, r in old_ranges.items()] == (
+        [] if version < 8 else [(("capture_scalar_outputs", hd.PENDING, "new_crash"), 2, "found")])
     ranges.record(conn, ranges.Range(rid, "capture_scalar_outputs", hd.PENDING, "new_crash", "no_series",
                                      reason="current torch"))
     assert [r.status for r in ranges.for_run(conn, [rid])] == ["no_series"]
+    assert [(r.status, r.good.date) for r in ranges.for_run(conn, [2])] == ([("found", "2026-10-01")] if version >= 8 else [])
     # v9: reproducer verdicts: none for old runs (a JSON file beside the store held them, it is not read);
     # a new run's verdict and its run row are stored and read back.
     assert verdicts.for_run(conn, 2) == {} and verdicts.components(conn) == {}
+    assert [k for k in ('k9',) if verdicts.get(conn, k)] == (['k9'] if version >= 9 else [])
     v = verdicts.Verdict("capture_scalar_outputs", hd.PENDING, "LlamaForCausalLM", "fp", "2.12.0", None, "confirmed",
                          script="print(1)\n", component=verdicts.Component("dynamo", "count", True))
     verdicts.put(conn, v)
     verdicts.record_run(conn, rid, [verdicts.RunVerdict(v.config, v.signature, v, v.component)])
     assert verdicts.get(conn, v.key) == v
     assert verdicts.for_run(conn, rid)[(v.config, v.signature)].verdict == v
+    # v10: the zoo's results live in the store: none in an older one, and it keeps them now.
+    assert zoo.check_results(conn) == {} and zoo.lock_entries(conn, "5.0.0") == {}
+    zoo.record_checks(conn, [{"model": "GPT2Model", "fingerprint": "f", "status": "ok", "timeout_s": 120.0}])
+    zoo.keep_lock_entry(conn, "5.0.0", {"model": "GPT2Model", "status": "ok"})
+    assert zoo.check_results(conn)["GPT2Model"]["status"] == "ok"
+    assert zoo.lock_entries(conn, "5.0.0") == {"GPT2Model": {"model": "GPT2Model", "status": "ok"}}
 
 
 def test_each_migration_is_one_transaction(tmp_path):

@@ -5,6 +5,8 @@ import json
 
 from harness import zoo
 from harness.discovery import check
+from state import db
+from state import zoo as kept
 from tests import zoo_extra_models  # noqa: F401  (registers ZooTestBadInputs here too)
 
 
@@ -30,33 +32,56 @@ def test_failures_grouped_by_cause_biggest_first():
     assert groups == [("eager_error: y", ["B", "C"]), ("create_error: x", ["A"])]
 
 
-def test_cache_roundtrip_and_foreign_files(tmp_path):
-    assert check.load_cache(tmp_path) == {}
-    check.save_cache(tmp_path, {"A": r("A", "decoder_llm")})
-    assert check.load_cache(tmp_path)["A"]["status"] == "ok"
-    (tmp_path / check.CACHE_NAME).write_text('{"version": 999, "results": {"A": {}}}')
-    assert check.load_cache(tmp_path) == {}
-    (tmp_path / check.CACHE_NAME).write_text("not json")
-    assert check.load_cache(tmp_path) == {}
+def test_results_are_kept_in_the_store_one_per_model(tmp_path):
+    conn = db.connect(tmp_path / "state.sqlite")
+    assert kept.check_results(conn) == {}
+    kept.record_checks(conn, [{**r("A", "decoder_llm"), "timeout_s": 60.0}, r("B", "vision_other", "timeout")])
+    kept.record_checks(conn, [{**r("A", "decoder_llm", "eager_error", "boom"), "timeout_s": 120.0}])
+    results = kept.check_results(db.connect(tmp_path / "state.sqlite"))   # read back from the file
+    assert set(results) == {"A", "B"}
+    assert (results["A"]["status"], results["A"]["cause"], results["A"]["timeout_s"]) == ("eager_error", "boom", 120.0)
+    assert check.reused(conn, {"A": "f", "B": "f"}, 60) == {"A": results["A"]}   # B timed out under no known limit
 
 
 def test_check_runs_in_engine_workers_and_reuses_only_matching_fingerprints(tmp_path):
+    conn = db.connect(tmp_path / "state.sqlite")
     models = ["GPT2Model", "ZooTestBadInputs"]
     fps = {"GPT2Model": zoo.fingerprint("GPT2Model")}
     extra = ["tests.zoo_extra_models"]
-    first = check.check(models, fps, cache_dir=tmp_path, workers=2, timeout=120, progress=False, extra_modules=extra)
+    first = check.check(models, fps, conn=conn, workers=2, timeout=120, progress=False, extra_modules=extra)
     assert [x["status"] for x in first] == ["ok", "input_error"]
     assert "no inputs can be made" in first[1]["cause"]
     assert first[0]["stratum"] == "decoder_llm" and first[0]["fingerprint"] == fps["GPT2Model"]
-    cached = check.load_cache(tmp_path)
-    assert set(cached) == {"GPT2Model"}  # no fingerprint, never cached
-    # a cached result is reused only while the fingerprint matches: prove it by planting a marker
-    cached["GPT2Model"]["cause"] = "from-cache"
-    check.save_cache(tmp_path, cached)
-    again = check.check(["GPT2Model"], fps, cache_dir=tmp_path, workers=1, timeout=120, progress=False)
-    assert again[0]["cause"] == "from-cache"
-    fresh = check.check(["GPT2Model"], {"GPT2Model": "changed"}, cache_dir=tmp_path, workers=1, timeout=120, progress=False)
+    stored = kept.check_results(conn)
+    assert set(stored) == {"GPT2Model"}  # no fingerprint, never kept
+    # a kept result is reused only while the fingerprint matches: prove it by planting a marker
+    kept.record_checks(conn, [{**stored["GPT2Model"], "cause": "from-the-store"}])
+    again = check.check(["GPT2Model"], fps, conn=conn, workers=1, timeout=120, progress=False)
+    assert again[0]["cause"] == "from-the-store"
+    fresh = check.check(["GPT2Model"], {"GPT2Model": "changed"}, conn=conn, workers=1, timeout=120, progress=False)
     assert fresh[0]["cause"] is None and fresh[0]["status"] == "ok"
+    assert kept.check_results(conn)["GPT2Model"]["fingerprint"] == "changed"
+
+
+def test_cli_zoo_check_ignores_an_old_json_cache_with_one_log_line(tmp_path, capsys, caplog):
+    """A zoo-check.json left beside the store by an older flagsweep is never read: its planted result is not
+    reused (the model runs), one log line says so, and the result is kept in the store instead."""
+    from bot.cli.main import main
+
+    old = tmp_path / "zoo-cache" / "zoo-check.json"
+    old.parent.mkdir()
+    planted = {**r("GPT2Model", "decoder_llm", "eager_error", "from-the-old-file"),
+               "fingerprint": zoo.fingerprint("GPT2Model"), "timeout_s": 120}
+    old.write_text(json.dumps({"version": 1, "results": {"GPT2Model": planted}}))
+    caplog.set_level("INFO")
+    state = tmp_path / "state.sqlite"
+    assert main(["--state", str(state), "zoo", "check", "--models", "GPT2Model", "--workers", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["candidates"], doc["ok"], doc["failures"]) == (1, 1, [])
+    said = [rec.getMessage() for rec in caplog.records if "zoo-check.json" in rec.getMessage()]
+    assert len(said) == 1 and "ignoring" in said[0] and str(state) in said[0]
+    assert kept.check_results(db.connect(state))["GPT2Model"]["status"] == "ok"
+    assert old.read_text() == json.dumps({"version": 1, "results": {"GPT2Model": planted}})   # left as it was
 
 
 def test_cli_zoo_list_json_is_only_the_document(capsys):

@@ -13,20 +13,22 @@ import torch
 
 from harness import zoo
 from harness.discovery import check, locker
+from harness.engine import engine
 from harness.zoo import lock
 from harness.zoo.build import materialize
 from harness.zoo.fingerprint import HERE, MATERIALIZE_SOURCES, materialize_version
 
 CHEAP = ("GPT2Model", "ViTModel")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
 def small_lock(tmp_path, monkeypatch):
-    """A lock dir holding copies of a few real entries; the zoo reads it instead of the package's."""
+    """A lock dir holding copies of a few real entries; the zoo in this process reads it instead of the package's."""
     real = lock.current()
     entries = {m: copy.deepcopy(real.entry(m)) for m in CHEAP}
     lock.write(lock.lock_path(real.version, tmp_path), real.version, entries)
-    monkeypatch.setenv("FLAGSWEEP_ZOO_LOCK_DIR", str(tmp_path))
+    monkeypatch.setattr(lock, "LOCK_DIR", tmp_path)
     lock.load.cache_clear()
     yield tmp_path, real.version
     lock.load.cache_clear()
@@ -138,17 +140,55 @@ def test_reading_the_lock_never_imports_torch():
     assert int(out.stdout) > 900
 
 
-def test_lock_workers_stage_discovered_entries_that_build(tmp_path):
-    """The real lock path for one cheap class: discovery in an engine worker, staged, merged, built from the lock."""
-    outcomes = locker.run_discovery(["GPT2Model"], tmp_path / "stage", workers=1, timeout=300, python=None, progress=False)
-    assert [o.status for o in outcomes] == ["ok"]
-    staged = locker.staged(tmp_path / "stage")
-    version = staged["GPT2Model"]["transformers"]
-    path = lock.lock_path(version, tmp_path / "lock")
-    entries = locker.merge(path, version, staged, None, {"GPT2PreTrainedModel": "abstract"})
-    fresh = lock.load(version, str(tmp_path / "lock")).entry("GPT2Model")
-    assert fresh == entries["GPT2Model"] == lock.current().entry("GPT2Model")  # discovery is deterministic
-    assert lock.load(version, str(tmp_path / "lock")).excluded == {"GPT2PreTrainedModel": "abstract"}
+def test_the_lock_job_answers_entries_that_build(tmp_path):
+    """The real lock path for one cheap class: discovery in an engine worker, its entry as the answer, merged, built."""
+    real = lock.current()
+    answers = list(locker.discover_entries(["GPT2Model"], real.version, {}, workers=1, timeout=300, python=None,
+                                           progress=False))
+    assert [(e["model"], e["status"], answered) for e, answered in answers] == [("GPT2Model", "ok", True)]
+    path = lock.lock_path(real.version, tmp_path / "lock")
+    entries = locker.merge(path, real.version, {"GPT2Model": answers[0][0]}, None, {"GPT2PreTrainedModel": "abstract"})
+    fresh = lock.load(real.version, str(tmp_path / "lock")).entry("GPT2Model")
+    assert fresh == entries["GPT2Model"] == real.entry("GPT2Model")  # discovery is deterministic
+    assert lock.load(real.version, str(tmp_path / "lock")).excluded == {"GPT2PreTrainedModel": "abstract"}
+
+
+def test_a_worker_without_an_answer_gets_an_entry_saying_why(tmp_path):
+    """A class whose lock job hangs past the timeout is locked as a timeout with its cause, in the stratum known."""
+    result = engine.JobResult("Qwen2VLForConditionalGeneration", "timeout", None,
+                              "no result after 600 s (while building the model)")
+    entry = locker.unanswered_entry(result, "5.0.0", "vl_multimodal")
+    assert lock.check_entry("Qwen2VLForConditionalGeneration", entry, "5.0.0") == entry
+    assert (entry["status"], entry["stratum"], entry["kind"]) == ("timeout", "vl_multimodal", "conditional_generation")
+    assert entry["cause"] == "no result after 600 s (while building the model)"
+    broke = locker.unanswered_entry(engine.JobResult("GPT2Model", "error", None, "ImportError: x"), "5.0.0", None)
+    assert (broke["status"], broke["stratum"], broke["cause"]) == ("create_error", "decoder_llm", "ImportError: x")
+
+
+def test_zoo_lock_with_a_relative_state_and_lock_dir_writes_whole_entries_and_resumes(tmp_path, monkeypatch, capsys):
+    """`zoo lock` from another directory, --state and --lock-dir relative: the entries come back from the workers
+    whole (no stage folder that the workers, started in the project root, would resolve elsewhere), and an entry
+    an interrupted lock kept in the store is reused, then forgotten once the lock file has it."""
+    from bot.cli.main import main
+    from state import db
+    from state import zoo as kept
+
+    real = lock.current()
+    planted = lock.seal({**real.entry("ViTModel"), "cause": "kept by an interrupted lock"})
+    monkeypatch.chdir(tmp_path)
+    conn = db.connect(tmp_path / "run" / "state.sqlite")
+    kept.keep_lock_entry(conn, real.version, planted)
+    rc = main(["--state", "run/state.sqlite", "zoo", "lock", "--models", "GPT2Model,ViTModel", "--lock-dir", "locks",
+               "--workers", "1", "--json"])
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["locked"], doc["resumed"], doc["ok"]) == (["GPT2Model"], ["ViTModel"], 2)
+    written = lock.load(real.version, str(tmp_path / "locks"))
+    assert written.entry("GPT2Model") == real.entry("GPT2Model")   # whole: config class, config, spec, hash
+    assert written.entry("GPT2Model")["config_class"] == "GPT2Config"
+    assert written.entry("ViTModel") == planted
+    assert kept.lock_entries(conn, real.version) == {}
+    assert not (ROOT / "run").exists() and not (ROOT / "locks").exists()
 
 
 def test_staleness_names_added_removed_broken_and_changed():

@@ -152,3 +152,22 @@ def test_shrink_keeps_relations_the_code_derives():
     n, k = shared["num_hidden_layers"], shared["num_kv_shared_layers"]
     assert 0 < k < n == len(shared["layer_types"])
     assert set(shared["layer_types"][: n - k]) == set(shared["layer_types"][n - k:]) == set(kinds)
+
+
+def test_one_size_vocabulary_for_both_shrinks():
+    """The zoo's shrink caps the exact names of harness/zoo/sizes.py; the reproducer's proposals take those names
+    and their families by pattern, so a width only the zoo named (GPT-2's n_embd) is shrunk in reproducers too."""
+    from bot.verify import proposals
+    from harness.zoo import sizes
+
+    assert all(sizes.is_layers(k) for k in sizes.LAYER_KEYS) and all(sizes.is_heads(k) for k in sizes.KV_KEYS)
+    assert all(sizes.is_width(k) for k in sizes.WIDTH_KEYS + sizes.FFN_KEYS)
+    assert all(sizes.is_count(k) for k in sizes.EXPERT_KEYS)
+    assert not any(f(k) for k in ("vocab_size", "max_position_embeddings", "image_token_id")
+                   for f in (sizes.is_layers, sizes.is_heads, sizes.is_count))
+    # the zoo caps by names only: a key of a width's family that no list names is left as it was
+    assert shrink_dict({"hidden_size": 4096, "mlp_dim": 3000}) == {"hidden_size": 64, "mlp_dim": 3000}
+    entry = lock.current().entry("GPT2Model")
+    widths = [c for c in proposals.propose({"config": entry["config"], "spec": entry["spec"]}, set())
+              if c.knob == "widths"]
+    assert [path for c in widths for path, _ in c.sets] == [("config", "n_embd")]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections import Counter
 from pathlib import Path
@@ -10,6 +11,8 @@ from typing import Any
 
 from bot.cli import arguments as types
 from bot.text.render import render
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     chk.add_argument("--seed", type=int, default=0, help="seed of the sample")
     chk.add_argument("--workers", type=types.count_or_auto, metavar="N", help="worker processes (default: settings.sweep.workers)")
     chk.add_argument("--timeout", type=types.positive_float, metavar="S", help="seconds per model (default: settings.zoo.check_timeout)")
-    chk.add_argument("--no-cache", action="store_true", help="rerun every model, ignoring cached results")
+    chk.add_argument("--no-cache", action="store_true", help="rerun every model, ignoring the results kept in the store")
     chk.add_argument("--json", action="store_true", help="print one JSON document only")
     chk.set_defaults(func=cmd_check)
     lk = zsub.add_parser("lock", help="discover every candidate and write the locked corpus (the only writer of the lock)")
@@ -34,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     lk.add_argument("--seed", type=int, default=0, help="seed of the sample")
     lk.add_argument("--workers", type=int, metavar="N", help="worker processes (default: settings.sweep.workers)")
     lk.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per class (default: 600)")
-    lk.add_argument("--fresh", action="store_true", help="ignore entries staged by an interrupted lock")
+    lk.add_argument("--fresh", action="store_true", help="redo the entries an interrupted lock kept in the store")
     lk.add_argument("--lock-dir", metavar="DIR", help="where lock files live (default: the package's harness/zoo/lock)")
     lk.add_argument("--check", action="store_true", help="compare the lock with the installed transformers; exit 1 if stale")
     lk.add_argument("--json", action="store_true", help="print one JSON document only")
@@ -86,25 +89,26 @@ def cmd_check(args: argparse.Namespace, settings: Any) -> int:
     """Build + eager forward for the selected models; coverage per stratum, failures by cause."""
     from harness import zoo
     from harness.discovery import check
+    from state import db
 
     try:
         cands = _selected(args)
     except zoo.UnknownModel as exc:
         print(f"flagsweep zoo check: {exc}", file=sys.stderr)
         return 2
-    cache_dir = Path(settings.zoo.cache_dir) if settings.zoo.cache_dir else Path(settings.state_path).parent / "zoo-cache"
+    _ignore_old_files(settings)
     fingerprints = {}
     for c in cands:
         try:
             fingerprints[c.model] = zoo.fingerprint(c.model)
         except (zoo.BuildError, zoo.LockError):
-            pass  # no fingerprint: never cached, always rerun
+            pass  # no fingerprint: never kept, always rerun
     timeout = args.timeout or settings.zoo.check_timeout
-    cached = 0 if args.no_cache else sum(1 for m, hit in check.load_cache(cache_dir).items()
-                                         if check.reusable(hit, fingerprints.get(m), timeout))
-    results = check.check([c.model for c in cands], fingerprints, cache_dir=cache_dir,
+    conn = db.connect(settings.state_path)
+    cached = 0 if args.no_cache else len(check.reused(conn, fingerprints, timeout))
+    results = check.check([c.model for c in cands], fingerprints, conn=conn,
                           workers=args.workers or settings.sweep.workers or 0,
-                          timeout=timeout, use_cache=not args.no_cache,
+                          timeout=timeout, use_kept=not args.no_cache,
                           progress=True)  # stderr only: --json keeps stdout to the document
     strata = {c.model: c.stratum for c in cands}
     for r in results:
@@ -114,33 +118,39 @@ def cmd_check(args: argparse.Namespace, settings: Any) -> int:
         print(json.dumps(doc, indent=1))
     else:
         print(render("zoo_check.txt.j2", doc=doc, groups=check.group_failures(doc["failures"]),
-                     cached=cached, cache_dir=str(cache_dir)), end="")
+                     cached=cached, store=str(settings.state_path)), end="")
     return 0 if doc["ok"] == doc["candidates"] else 1
 
 
-def _stage_root(settings: Any) -> Path:
-    base = Path(settings.zoo.cache_dir) if settings.zoo.cache_dir else Path(settings.state_path).parent / "zoo-cache"
-    return base / "lock-stage"
+def _ignore_old_files(settings: Any) -> None:
+    """One log line for each file where an older flagsweep kept zoo results beside the store: it is ignored now."""
+    old = Path(settings.zoo.cache_dir) if settings.zoo.cache_dir else Path(settings.state_path).parent / "zoo-cache"
+    for path in (old / "zoo-check.json", old / "lock-stage"):
+        if path.exists():
+            log.info("ignoring %s: the zoo keeps its results in the store %s now (the file can be deleted)",
+                     path, settings.state_path)
 
 
 def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
     """Write the locked corpus (or, with --check, say whether it is stale)."""
-    from harness.zoo import UnknownModel
     from harness.discovery import check, locker
+    from harness.zoo import UnknownModel, lock
+    from state import db
 
     if args.sample is not None and args.sample < 1:
         print(f"flagsweep zoo lock: --sample must be at least 1, got {args.sample}", file=sys.stderr)
         return 2
+    _ignore_old_files(settings)
     patterns = [p.strip() for chunk in args.models for p in chunk.split(",") if p.strip()]
     common = dict(patterns=patterns, sample_n=args.sample, seed=args.seed, workers=args.workers or settings.sweep.workers or 0,
-                  timeout=args.timeout, python=settings.sweep.python, stage_root=_stage_root(settings),
-                  lock_dir=Path(args.lock_dir) if args.lock_dir else None, progress=True)
+                  timeout=args.timeout, python=settings.sweep.python,
+                  lock_dir=Path(args.lock_dir) if args.lock_dir else lock.LOCK_DIR, progress=True)
     try:
         if args.check:
             report = locker.check_lock(**common)
             print(json.dumps(report, indent=1) if args.json else render("zoo_lock_check.txt.j2", report=report), end="\n" if args.json else "")
             return 1 if report["stale"] else 0
-        result = locker.lock_corpus(fresh=args.fresh, **common)
+        result = locker.lock_corpus(db.connect(settings.state_path), fresh=args.fresh, **common)
     except UnknownModel as exc:
         print(f"flagsweep zoo lock: {exc}", file=sys.stderr)
         return 2
@@ -150,7 +160,7 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
         print(json.dumps({"lock": str(result.path.name), "locked": result.locked, "resumed": result.resumed, **doc}, indent=1))
     else:
         print(render("zoo_lock.txt.j2", locked=len(result.locked), resumed=len(result.resumed), path=result.path.name,
-                     doc=doc, groups=check.group_failures(doc["failures"]), cached=0, cache_dir=""), end="")
+                     doc=doc, groups=check.group_failures(doc["failures"]), cached=0, store=""), end="")
     return 0
 
 

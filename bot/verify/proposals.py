@@ -1,6 +1,7 @@
 """The shrink's proposals: smaller builds to try (fewer layers, smaller widths and heads, smaller vocab and
 counts, shorter inputs, a batch of one, fewer images, dropped optional inputs, other config fields at
-their defaults), as assignments into a stored build's data, and applying them. Stdlib only.
+their defaults), as assignments into a stored build's data, and applying them. Stdlib only, and the zoo's
+size vocabulary (harness/zoo/sizes.py: which keys count layers and heads, which hold widths).
 
 bot/verify/shrink.py runs the search over these; a proposal is only ever kept when its script reproduces.
 """
@@ -12,16 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from harness.zoo.sizes import is_count, is_depths, is_heads, is_layers, is_width
+
 KeyPath = tuple[Any, ...]       # keys (and list indexes) into a build dict
 DROP = object()                 # assignment value: remove the key
 
-_LAYERS = re.compile(r"^(num_\w*layers|\w+_layers|n_layers?|layers|depth|\w+_depth)$")
-_DEPTHS = re.compile(r"^(depths|\w+_depths)$")
-_HEADS = re.compile(r"^(num_attention_heads|num_key_value_heads|num_heads|n_heads?|\w+_attention_heads|\w+_num_heads)$")
-_WIDTH = re.compile(r"^(hidden_size|intermediate_size|d_model|d_ff|d_kv|dim|hidden_dim|embed_dim|ffn_dim|head_dim|"
-                    r"projection_dim|num_filters|upsample_groups|vector_quantization_hidden_dimension|"
-                    r"\w+_hidden_size|\w+_intermediate_size|\w+_ffn_dim|\w+_dim)$")
-_COUNTS = re.compile(r"^(num_quantizers|codebook_size|num_codebooks|num_experts|num_local_experts|n_routed_experts)$")
 _TOKEN = re.compile(r"(_token_id|_token_index|_token_ids|_id)$")
 _OPTIONAL_INPUT = re.compile(r"(mask|^token_type_ids$|^position_ids$|^cache_position$|^labels$)")
 _KEEP = ("model_type", "layer_types", "vocab_size")   # never left to the defaults
@@ -89,16 +85,16 @@ def _config_changes(build: dict[str, Any], rejected: set[str]) -> list[Change]:
     for path, cfg in _configs(build.get("config") or {}):
         for name, value in sorted(cfg.items()):
             knob = label(path + (name,))
-            if is_int(value) and _LAYERS.match(name) and value > 1:
+            if is_int(value) and is_layers(name) and value > 1:
                 sets = [(path + (name,), 1)]
                 if name == "num_hidden_layers" and isinstance(cfg.get("layer_types"), list):
                     sets.append((path + ("layer_types",), cfg["layer_types"][:1]))
                 if _next(knob, [1], rejected) is not None:
                     layers.append(Change(knob, 1, tuple(sets)))
-            elif isinstance(value, list) and _DEPTHS.match(name) and any(is_int(v) and v > 1 for v in value):
+            elif isinstance(value, list) and is_depths(name) and any(is_int(v) and v > 1 for v in value):
                 if _next(knob, [1], rejected) is not None:
                     layers.append(Change(knob, 1, ((path + (name,), [1] * len(value)),)))
-            elif is_int(value) and _COUNTS.match(name) and value > 1:
+            elif is_int(value) and is_count(name) and value > 1:
                 rung = _next(knob, _ladder(value, 1), rejected)
                 if rung is not None:
                     counts.append(Change(knob, rung, ((path + (name,), rung),)))
@@ -113,7 +109,7 @@ def _config_changes(build: dict[str, Any], rejected: set[str]) -> list[Change]:
 
 def _heads_change(path: KeyPath, cfg: dict[str, Any], rejected: set[str]) -> list[Change]:
     """All head counts of one config together (key/value heads never above attention heads)."""
-    names = [n for n, v in sorted(cfg.items()) if is_int(v) and _HEADS.match(n) and v > 1]
+    names = [n for n, v in sorted(cfg.items()) if is_int(v) and is_heads(n) and v > 1]
     if not names:
         return []
     knob = label(path + ("heads",))
@@ -126,7 +122,7 @@ def _heads_change(path: KeyPath, cfg: dict[str, Any], rejected: set[str]) -> lis
 def _width_change(path: KeyPath, cfg: dict[str, Any], rejected: set[str]) -> list[Change]:
     """All widths of one config scaled by one factor (so their ratios stay as the zoo made them)."""
     names = [n for n, v in sorted(cfg.items())
-             if is_int(v) and _WIDTH.match(n) and not _TOKEN.search(n) and v > WIDTH_FLOOR]
+             if is_int(v) and is_width(n) and not _TOKEN.search(n) and v > WIDTH_FLOOR]
     if not names:
         return []
     knob = label(path + ("widths",))
@@ -192,7 +188,7 @@ def _defaults_change(build: dict[str, Any], rejected: set[str]) -> list[Change]:
     for path, cfg in _configs(build.get("config") or {}):
         subs = {p[-1] for p, _ in _configs(cfg, path)[1:] if len(p) == len(path) + 1}
         for name in sorted(cfg):
-            knob_like = any(p.match(name) for p in (_LAYERS, _DEPTHS, _HEADS, _WIDTH, _COUNTS))
+            knob_like = any(is_role(name) for is_role in (is_layers, is_depths, is_heads, is_width, is_count))
             if not (knob_like or _TOKEN.search(name) or name in _KEEP or name in subs):
                 sets.append((path + (name,), DROP))
     if not sets or _next("config.other_fields", ["defaults"], rejected) is None:

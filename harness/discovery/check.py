@@ -1,23 +1,19 @@
-"""`zoo check`: build + eager forward of candidates in the engine's workers, cached, summarized.
+"""`zoo check`: build + eager forward of candidates in the engine's workers, kept in the store, summarized.
 
-The summary is pure (plain dicts in, the --json document out); the cache is a
-JSON file keyed by model and fingerprint (its lock entry plus the code that
-builds from it), so a result is reused only for the same build; a timeout is
-reused only when the new limit is no larger than the one it ran under.
+The summary is pure (plain dicts in, the --json document out). Results are kept in
+the store (state/zoo.py) by model with the fingerprint of the build they checked
+(its lock entry plus the code that builds from it), so a result is reused only for
+the same build; a timeout is reused only when the new limit is no larger than the
+one it ran under.
 """
 from __future__ import annotations
 
-import json
-import os
-import tempfile
+import sqlite3
 from collections import defaultdict
-from pathlib import Path
 from typing import Any, Iterable
 
 from harness.core.outcome import STRATA
-
-CACHE_VERSION = 1
-CACHE_NAME = "zoo-check.json"
+from state import zoo as kept
 
 
 def result_of(outcome: Any, fingerprint: str | None) -> dict:
@@ -81,56 +77,30 @@ def group_failures(failures: list[dict]) -> list[tuple[str, list[str]]]:
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
-def load_cache(cache_dir: Path) -> dict[str, dict]:
-    """Cached results by model; an unreadable or old-version cache is empty."""
-    path = Path(cache_dir) / CACHE_NAME
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
-        return {}
-    return data.get("results", {})
+def reused(conn: sqlite3.Connection | None, fingerprints: dict[str, str], timeout: float) -> dict[str, dict]:
+    """The kept results that answer for these builds now, by model (none without a store)."""
+    results = kept.check_results(conn) if conn is not None else {}
+    return {m: r for m, r in results.items() if reusable(r, fingerprints.get(m), timeout)}
 
 
-def save_cache(cache_dir: Path, results: dict[str, dict]) -> None:
-    """Write the cache atomically (a crash never leaves half a file)."""
-    cache_dir = Path(cache_dir)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=".zoo-check.")
-    with os.fdopen(fd, "w") as f:
-        json.dump({"version": CACHE_VERSION, "results": results}, f, indent=1, sort_keys=True)
-    os.replace(tmp, cache_dir / CACHE_NAME)
-
-
-def run_eager(models: list[str], *, workers: int, timeout: float, python: str | None = None,
-              progress: bool = True, extra_modules: list[str] | None = None) -> list[Any]:
-    """Eager-mode outcomes from the engine (adapter: the one call into harness.engine.engine)."""
-    from harness.engine.engine import SweepOptions, run_items
-
-    options = SweepOptions(workers=workers, timeout=timeout, python=python, max_items_per_worker=25,
-                           extra_modules=list(extra_modules or []))
-    return run_items([(m, "-") for m in models], configs={"-": {}}, base_settings={}, options=options,
-                     mode="eager", progress=progress)
-
-
-def check(models: list[str], fingerprints: dict[str, str], *, cache_dir: Path | None, workers: int,
-          timeout: float, use_cache: bool = True, progress: bool = True,
+def check(models: list[str], fingerprints: dict[str, str], *, conn: sqlite3.Connection | None, workers: int,
+          timeout: float, use_kept: bool = True, progress: bool = True,
           extra_modules: list[str] | None = None) -> list[dict]:
-    """Results for models: cached ones reused when their fingerprint matches, the rest run now."""
-    cache = load_cache(cache_dir) if (cache_dir and use_cache) else {}
-    results, todo = {}, []
-    for m in models:
-        hit = cache.get(m)
-        if reusable(hit, fingerprints.get(m), timeout):
-            results[m] = hit
-        else:
-            todo.append(m)
+    """Results for models: kept ones reused when their fingerprint matches, the rest run now and kept.
+
+    conn: the store (None: nothing reused or kept). use_kept=False reruns every model.
+    """
+    from harness.engine.engine import eager_check
+    from harness.engine.options import SweepOptions
+
+    results = reused(conn, fingerprints, timeout) if use_kept else {}
+    results = {m: results[m] for m in models if m in results}
+    todo = [m for m in models if m not in results]
     if todo:
-        for outcome in run_eager(todo, workers=workers, timeout=timeout, progress=progress, extra_modules=extra_modules):
+        options = SweepOptions(workers=workers, timeout=timeout, max_items_per_worker=25,
+                               extra_modules=list(extra_modules or []))
+        for outcome in eager_check(todo, options=options, progress=progress):
             results[outcome.model] = {**result_of(outcome, fingerprints.get(outcome.model)), "timeout_s": timeout}
-        if cache_dir:
-            fresh = load_cache(cache_dir)
-            fresh.update({m: r for m, r in results.items() if fingerprints.get(m)})
-            save_cache(cache_dir, fresh)
+        if conn is not None:
+            kept.record_checks(conn, [results[m] for m in todo if fingerprints.get(m)])
     return [results[m] for m in models]

@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from harness.discovery import enumerate as enum_mod
+from harness.zoo.build import SEED, quiet_transformers
 from harness.zoo.errors import BuildError
 from harness.discovery.fixups import (clip_feature_layers, code_default_mrope, code_token_ids, default_towers, fit_mrope,
                                 fit_pinpoints, fit_pixel_shuffle, fit_vocab, missing_kv_heads, name_image_token,
@@ -20,7 +21,6 @@ from harness.discovery.recipes import apply_config, recipe_for
 from harness.discovery.shrink import shrink_dict
 from harness.discovery.strata import stratum_of
 
-SEED = 0
 # Keys of to_dict() that are bookkeeping, not configuration.
 DROP_KEYS = ("transformers_version", "architectures", "_name_or_path", "output_hidden_states", "torchscript")
 
@@ -50,13 +50,6 @@ class Discovered:
     recipes: list[str]
     fixups: list[str]
     repairs: list[str]
-
-
-def quiet_transformers() -> None:
-    """Silence transformers' config warnings (special ids out of the shrunk range are expected)."""
-    import transformers
-
-    transformers.logging.set_verbosity_error()
 
 
 def _clean(d: Any) -> Any:
@@ -145,20 +138,23 @@ def _module(cls: type, p: Plan, fixups: list[str]) -> tuple[Any, Any, dict]:
     return module, config, cfg_dict
 
 
-def _probe(module: Any, config: Any, spec: dict, repairs: list[str]) -> dict:
+def _probe(module: Any, config: Any, spec: dict, repairs: list[str], evidence: list[dict] | None) -> dict:
     """The spec after input repairs and media-token counting, by eager forwards on CPU."""
-    spec = repair_inputs(module, spec, "cpu", repairs)
+    spec = repair_inputs(module, spec, "cpu", repairs, evidence)
     counted = probe_counts(module, spec, media_tokens(config), "cpu")
     if counted != spec:
         repairs.append("probe_counts")
         # once one medium's tokens are counted the forward gets further: repair and count what follows
         # (Gemma 4: its audio features are repaired only after its image tokens are in place)
-        counted = probe_counts(module, repair_inputs(module, counted, "cpu", repairs), media_tokens(config), "cpu")
+        counted = probe_counts(module, repair_inputs(module, counted, "cpu", repairs, evidence), media_tokens(config), "cpu")
     return counted
 
 
-def discover(model: str) -> Discovered:
-    """Run discovery for one class on CPU: the data of its lock entry; BuildError on failure."""
+def discover(model: str, evidence: list[dict] | None = None) -> Discovered:
+    """Run discovery for one class on CPU: the data of its lock entry; BuildError on failure.
+
+    evidence: where each input repair made records the error text it handled (see probe.repair_inputs).
+    """
     from harness.discovery.specs import make_spec
 
     p = plan(model)
@@ -172,7 +168,7 @@ def discover(model: str) -> Discovered:
     repairs: list[str] = []
     try:
         spec, text_only = make_spec(cls, config, cfg_dict, p.stratum, p.recipe.get("inputs"))
-        spec = _probe(module, config, spec, repairs)
+        spec = _probe(module, config, spec, repairs, evidence)
     except BuildError:
         raise
     except Exception as exc:

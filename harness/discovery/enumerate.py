@@ -7,7 +7,7 @@ towers of composite models are candidates too). Everything else that matches
 the name pattern is excluded with a reason, so `zoo list` can explain itself.
 Only discovery (`flagsweep zoo lock`) scans; sweeps read the lock.
 
-enumerate.main() prints the scan as JSON (the lock command runs
+scan_document() is the scan as plain data (the lock command has the engine call
 it in the workers' interpreter, so its own process never imports torch).
 """
 from __future__ import annotations
@@ -37,20 +37,6 @@ def stratum_fallback(name: str) -> str:
 def is_abstract(name: str, module: str) -> bool:
     """A base class or an Auto factory: never a model (decided by where it lives, not by how its name starts)."""
     return name.endswith(("PreTrainedModel", "PretrainedModel")) or module.startswith("models.auto.")
-
-
-def is_candidate_fast(name: str) -> bool:
-    """Whether `name` is a candidate, importing only its own module (no full scan)."""
-    import transformers
-
-    module = getattr(transformers, "_class_to_module", {}).get(name, "")
-    if is_abstract(name, module):
-        return False
-    try:
-        model_class(name)
-    except Exception:
-        return False
-    return True
 
 
 @lru_cache(maxsize=1)
@@ -179,14 +165,11 @@ def exclusions() -> dict[str, str]:
     return dict(scan()[1])
 
 
-def main() -> int:
-    """Print the scan as JSON: candidates (name, kind) and exclusions (name -> reason)."""
-    import json
-
+def scan_document() -> dict:
+    """The scan as plain data: the transformers version, candidates (name, kind) and exclusions (name -> reason)."""
     import transformers
 
     found, excluded = scan()
-    print(json.dumps({"transformers": transformers.__version__, "candidates": [{"model": n, "kind": kind_of(n)} for n in sorted(found)],
-                      "excluded": dict(sorted(excluded.items()))}))
-    return 0
+    return {"transformers": transformers.__version__, "candidates": [{"model": n, "kind": kind_of(n)} for n in sorted(found)],
+            "excluded": dict(sorted(excluded.items()))}
 

@@ -1,29 +1,32 @@
-"""`flagsweep zoo lock`: discovery for every candidate in the engine's isolated workers, staged, merged into the lock.
+"""`flagsweep zoo lock`: discovery for every candidate in the engine's isolated workers, merged into the lock.
 
-The parent never imports torch: the scan runs in the workers' interpreter
-(harness.discovery.enumerate.main), discovery runs in engine workers that
-import harness.discovery.lockjob, and each finished class is staged as a file, so an
-interrupted lock resumes where it stopped. Merging the stage into the lock file
-is plain JSON work.
+The parent never imports torch: the scan runs in the workers' interpreter (the
+engine calls harness.discovery.enumerate.scan_document there), and discovery runs in
+engine workers as a job (harness.discovery.lockjob.lock_entry) whose answer is the
+class's entry. Each finished entry is kept in the store until the lock file has it,
+so an interrupted lock resumes where it stopped. Merging into the lock file is plain
+JSON work, into the lock directory the caller names.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Iterator
 
+from harness.engine import engine
+from harness.engine.interpreter import CallFailed, call
+from harness.engine.options import SweepOptions
 from harness.zoo import lock
-LOCKJOB = "harness.discovery.lockjob"
-STAGE_ENV = "FLAGSWEEP_ZOO_STAGE"   # where lock workers stage entries (read by harness.discovery.lockjob)
+from state import zoo as kept
+
+LOCK_JOB = "harness.discovery.lockjob:lock_entry"
+SCAN = "harness.discovery.enumerate:scan_document"
 
 
 @dataclass
 class LockResult:
-    """What one `zoo lock` did: classes locked now, reused from the stage, and the lock file written."""
+    """What one `zoo lock` did: classes locked now, reused from an interrupted lock, and the lock file written."""
 
     path: Path
     locked: list[str]
@@ -33,55 +36,36 @@ class LockResult:
 
 def scan(python: str | None = None) -> dict:
     """The installed transformers' candidates and exclusions, scanned in the workers' interpreter."""
-    from harness.engine.pool import worker_env
-
-    proc = subprocess.run([python or sys.executable, "-c", "from harness.discovery.enumerate import main; main()"], capture_output=True,
-                          text=True, env=worker_env(), timeout=1800)
-    if proc.returncode != 0:
-        raise RuntimeError(f"cannot scan transformers: {proc.stderr.strip()[-500:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def staged(stage_dir: Path) -> dict[str, dict]:
-    """Entries already staged (a resumed lock reuses them); unreadable files are ignored and redone."""
-    out = {}
-    for path in sorted(Path(stage_dir).glob("*.json")):
-        try:
-            entry = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(entry, dict) and entry.get("model") == path.stem:
-            out[path.stem] = entry
-    return out
-
-
-def run_discovery(models: list[str], stage_dir: Path, *, workers: int, timeout: float, python: str | None,
-                  progress: bool) -> list[Any]:
-    """Discovery for models in engine workers (adapter: the one call into harness.engine.engine); outcomes in order."""
-    from harness.engine.engine import SweepOptions, run_items
-
-    options = SweepOptions(workers=workers, timeout=timeout, python=python, max_items_per_worker=20,
-                           extra_modules=[LOCKJOB])
-    before = os.environ.get(STAGE_ENV)
-    os.environ[STAGE_ENV] = str(stage_dir)  # inherited by the workers (harness.engine.pool.worker_env copies it)
     try:
-        return run_items([(m, "-") for m in models], configs={"-": {}}, base_settings={}, options=options,
-                         mode="eager", progress=progress)
-    finally:
-        if before is None:
-            os.environ.pop(STAGE_ENV, None)
+        return call(SCAN, python=python, timeout=1800)
+    except CallFailed as exc:
+        raise RuntimeError(f"cannot scan transformers: {exc.tail}") from None
+
+
+def discover_entries(models: list[str], version: str, strata: dict[str, str], *, workers: int, timeout: float,
+                     python: str | None, progress: bool) -> Iterator[tuple[dict, bool]]:
+    """(entry, answered) per model as its worker finishes the lock job, in finishing order.
+
+    A class whose worker gave no entry (timeout, killed) gets one saying so (answered False), not dropped,
+    for this transformers version and in the stratum the lock already knows for it (strata), if any.
+    """
+    options = SweepOptions(workers=workers, timeout=timeout, python=python, max_items_per_worker=20)
+    for result in engine.run_job(LOCK_JOB, models, options=options, progress=progress):
+        if result.status == "ok":
+            yield result.data, True
         else:
-            os.environ[STAGE_ENV] = before
+            yield unanswered_entry(result, version, strata.get(result.model)), False
 
 
-def unstaged_entry(outcome: Any, version: str, kind: str) -> dict:
-    """The entry of a class whose worker staged nothing (timeout, killed): its status and cause, not dropped."""
-    cause = (outcome.error_message or outcome.status or "").strip().splitlines()
-    return lock.seal({"model": outcome.model, "config_class": "", "stratum": outcome.stratum or "decoder_llm",
-                      "kind": kind, "status": outcome.status if outcome.status in lock.LOCK_STATUSES else "killed",
-                      "cause": (cause[0] if cause else outcome.status)[:300], "config": {}, "spec": {},
-                      "text_only": False, "applied": {"recipes": [], "fixups": [], "repairs": []},
-                      "transformers": version})
+def unanswered_entry(result: engine.JobResult, version: str, stratum: str | None) -> dict:
+    """The entry of a class whose worker gave no entry (timeout, killed, the job broke): its status and cause."""
+    from harness.discovery.enumerate import kind_of, stratum_fallback
+
+    status = result.status if result.status in lock.LOCK_STATUSES else "create_error"
+    return lock.seal({"model": result.model, "config_class": "", "stratum": stratum or stratum_fallback(result.model),
+                      "kind": kind_of(result.model), "status": status, "cause": (result.error or status)[:300],
+                      "config": {}, "spec": {}, "text_only": False,
+                      "applied": {"recipes": [], "fixups": [], "repairs": []}, "transformers": version})
 
 
 def merge(path: Path, version: str, fresh: dict[str, dict], keep: set[str] | None, excluded: dict[str, str]) -> dict[str, dict]:
@@ -97,9 +81,8 @@ def select(names: list[str], patterns: list[str], sample_n: int | None, seed: in
     """Scanned class names matching patterns (all if none), optionally a stratified sample; UnknownModel if one matches nothing."""
     import fnmatch
 
-    from harness.zoo.select import Candidate
     from harness.zoo.errors import UnknownModel
-    from harness.zoo.select import sample
+    from harness.zoo.select import Candidate, sample
 
     chosen = names
     if patterns:
@@ -115,41 +98,35 @@ def select(names: list[str], patterns: list[str], sample_n: int | None, seed: in
     return chosen
 
 
-def _collect(selected: list[str], stage_dir: Path, outcomes: list[Any], version: str, kinds: dict) -> dict[str, dict]:
-    st = staged(stage_dir)
-    by_model = {o.model: o for o in outcomes}
-    out = {}
-    for m in selected:
-        if m in st:
-            out[m] = st[m]
-        elif m in by_model:
-            out[m] = unstaged_entry(by_model[m], version, kinds.get(m, ""))
-    return out
+def _locked(path: Path) -> tuple[dict[str, dict], dict[str, str]]:
+    """The entries of the lock file at path (none if there is none yet), and each one's stratum."""
+    entries = lock.read(path)["entries"] if path.exists() else {}
+    return entries, {m: e.get("stratum") for m, e in entries.items() if isinstance(e, dict)}
 
 
-def lock_corpus(*, patterns: list[str], sample_n: int | None, seed: int, workers: int, timeout: float,
-                python: str | None, stage_root: Path, lock_dir: Path | None = None, fresh: bool = False,
+def lock_corpus(conn: sqlite3.Connection, *, patterns: list[str], sample_n: int | None, seed: int, workers: int,
+                timeout: float, python: str | None, lock_dir: Path, fresh: bool = False,
                 progress: bool = True) -> LockResult:
-    """Discover the selected classes (all by default), stage them, merge them into the lock file of that transformers."""
+    """Discover the selected classes (all by default) and merge their entries into the lock file in lock_dir."""
     doc = scan(python)
     version, kinds = doc["transformers"], {c["model"]: c["kind"] for c in doc["candidates"]}
-    path = lock.lock_path(version, lock_dir)
-    old = lock.read(path)["entries"] if path.exists() else {}
-    strata = {m: e.get("stratum") for m, e in old.items() if isinstance(e, dict)}
+    path = lock.lock_path(version, Path(lock_dir).resolve())
+    _, strata = _locked(path)
     selected = select(sorted(kinds), patterns, sample_n, seed, strata)
-    stage_dir = Path(stage_root) / f"transformers-{version}"
     if fresh:
-        for m in selected:
-            (stage_dir / f"{m}.json").unlink(missing_ok=True)
-    resumed = [m for m in selected if m in staged(stage_dir)]
-    todo = [m for m in selected if m not in resumed]
-    outcomes = run_discovery(todo, stage_dir, workers=workers, timeout=timeout, python=python,
-                             progress=progress) if todo else []
-    fresh_entries = _collect(selected, stage_dir, outcomes, version, kinds)
+        kept.forget_lock_entries(conn, version, selected)
+    done = kept.lock_entries(conn, version)
+    resumed = [m for m in selected if m in done]
+    todo = [m for m in selected if m not in done]
+    for entry, answered in discover_entries(todo, version, strata, workers=workers, timeout=timeout,
+                                            python=python, progress=progress):
+        if answered:   # kept until the lock file has it; a class whose worker died is tried again on resume
+            kept.keep_lock_entry(conn, version, entry)
+        done[entry["model"]] = entry
+    fresh_entries = {m: done[m] for m in selected if m in done}
     full = not patterns and not sample_n
     entries = merge(path, version, fresh_entries, set(kinds) if full else None, doc["excluded"])
-    for m in fresh_entries:
-        (stage_dir / f"{m}.json").unlink(missing_ok=True)
+    kept.forget_lock_entries(conn, version, fresh_entries)
     return LockResult(path, todo, resumed, entries)
 
 
@@ -172,26 +149,14 @@ def staleness(locked: dict[str, dict], scanned: list[str], rediscovered: dict[st
 
 
 def check_lock(*, patterns: list[str], sample_n: int | None, seed: int, workers: int, timeout: float,
-               python: str | None, stage_root: Path, lock_dir: Path | None = None, progress: bool = True) -> dict:
-    """Rediscover the selected locked classes into a scratch stage and compare with the lock; nothing is written."""
-    import shutil
-    import tempfile
-
+               python: str | None, lock_dir: Path, progress: bool = True) -> dict:
+    """Rediscover the selected locked classes and compare with the lock file in lock_dir; nothing is written."""
     doc = scan(python)
     version, scanned = doc["transformers"], [c["model"] for c in doc["candidates"]]
-    path = lock.lock_path(version, lock_dir)
-    locked = lock.read(path)["entries"] if path.exists() else {}
-    strata = {m: e.get("stratum") for m, e in locked.items() if isinstance(e, dict)}
+    locked, strata = _locked(lock.lock_path(version, Path(lock_dir).resolve()))
     selected = select(sorted(set(scanned) & set(locked)), patterns, sample_n, seed, strata)
-    Path(stage_root).mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="check-", dir=stage_root))
-    try:
-        outcomes = run_discovery(selected, scratch, workers=workers, timeout=timeout, python=python,
-                                 progress=progress) if selected else []
-        kinds = {m: e.get("kind", "") for m, e in locked.items() if isinstance(e, dict)}
-        fresh = _collect(selected, scratch, outcomes, version, kinds)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    fresh = {e["model"]: e for e, _ in discover_entries(selected, version, strata, workers=workers,
+                                                        timeout=timeout, python=python, progress=progress)}
     report = staleness(locked, scanned, fresh)
     report["transformers"] = version
     return report

@@ -1,25 +1,30 @@
-"""Inside a `flagsweep zoo lock` worker: build by discovery, stage the lock entry, verify it as a sweep would.
+"""The `zoo lock` job, run in engine workers: discover one class and verify its entry as a sweep would build it.
 
-Imported by the lock's workers as an extra module (see harness/discovery/locker.py);
-importing it points build() at stage_build. The stage directory comes from
-FLAGSWEEP_ZOO_STAGE; each model's entry lands there as <model>.json, so an
-interrupted lock resumes where it stopped.
+locker.py hands the engine this job by name ("harness.discovery.lockjob:lock_entry"); a
+worker calls lock_entry(model, device), and the entry goes back to the parent as the
+job's answer. Nothing here writes files or changes another module's state.
 """
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from harness.zoo import registry
-from harness.zoo.build import Built, materialize
 from harness.discovery.discover import discover, plan
 from harness.discovery.enumerate import kind_of, stratum_fallback
+from harness.zoo.build import materialize
 from harness.zoo.errors import BuildError
 from harness.zoo.lock import seal
-from harness.discovery.locker import STAGE_ENV
+
+
+def lock_entry(model: str, device: str) -> dict:
+    """The lock entry of one class: discovered and verified (status ok), or why it could not be (never raises)."""
+    try:
+        entry = discovered_entry(model)
+    except BuildError as exc:
+        return failed_entry(model, exc.status, exc.cause)
+    except Exception as exc:  # discovery itself broke on this class: recorded, not dropped
+        return failed_entry(model, "create_error", f"{type(exc).__name__}: {str(exc)[:280]}")
+    return verify(entry, device)
 
 
 def _json_data(data: Any) -> Any:
@@ -52,7 +57,7 @@ def discovered_entry(model: str) -> dict:
                  "transformers": transformers.__version__})
 
 
-def verify(entry: dict, device: str) -> tuple[dict, Built | None]:
+def verify(entry: dict, device: str) -> dict:
     """Build the entry exactly as a sweep will and run one eager forward: the entry with its final status."""
     import torch
 
@@ -61,38 +66,7 @@ def verify(entry: dict, device: str) -> tuple[dict, Built | None]:
         with torch.no_grad():
             built.module(**built.inputs)
     except BuildError as exc:
-        return seal({**entry, "status": exc.status, "cause": exc.cause[:300]}), None
+        return seal({**entry, "status": exc.status, "cause": exc.cause[:300]})
     except Exception as exc:
-        return seal({**entry, "status": "eager_error", "cause": f"{type(exc).__name__}: {str(exc)[:280]}"}), None
-    return entry, built
-
-
-def stage(entry: dict, stage_dir: Path) -> None:
-    """Write one model's entry into the stage directory atomically."""
-    stage_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=stage_dir, prefix=".stage.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(entry, f, sort_keys=True)
-    os.replace(tmp, stage_dir / f"{entry['model']}.json")
-
-
-def stage_build(model: str, device: str) -> Built:
-    """build() in a lock worker: discover, verify, stage; raise the failure so the worker reports it too."""
-    stage_dir = Path(os.environ[STAGE_ENV])
-    try:
-        entry = discovered_entry(model)
-    except BuildError as exc:
-        stage(failed_entry(model, exc.status, exc.cause), stage_dir)
-        raise
-    except Exception as exc:  # discovery itself broke on this class: recorded, not dropped
-        stage(failed_entry(model, "create_error", f"{type(exc).__name__}: {str(exc)[:280]}"), stage_dir)
-        raise BuildError("create_error", f"{type(exc).__name__}: {str(exc)[:200]}") from None
-    entry, built = verify(entry, device)
-    stage(entry, stage_dir)
-    if built is None:
-        raise BuildError(entry["status"], entry["cause"])
-    built.fingerprint = entry["hash"]
-    return built
-
-
-registry.BUILDER = stage_build
+        return seal({**entry, "status": "eager_error", "cause": f"{type(exc).__name__}: {str(exc)[:280]}"})
+    return entry

@@ -11,8 +11,8 @@ import math
 import re
 from typing import Any
 
-SEED = 0  # the same seed as build.SEED: probes see the inputs the build will make
-EVIDENCE: list[dict] | None = None  # set by scripts/zoo_repair_cases.py to record (repair, error text, spec before/after)
+from harness.zoo.build import SEED  # the build's seed: probes see the inputs the build will make
+
 
 def _capture_feature_tokens(module: Any, media: dict[int, str] | None = None) -> tuple[dict, list]:
     """Wrap every get_placeholder_mask so a probe forward records how many feature tokens each medium produced."""
@@ -132,13 +132,18 @@ def _grow(spec: dict, counts: dict[int, int]) -> dict:
     return spec
 
 
-def _add_image_axis(spec: dict) -> dict | None:
-    """(B, C, H, W) -> (B, 1, C, H, W): models that take several images per sample."""
+def _images_per_sample(spec: dict, n: int) -> dict | None:
+    """(B, C, H, W) -> (B, n, C, H, W); None when there are no such images."""
     pix = spec.get("pixel_values")
     if not pix or len(pix["shape"]) != 4:
         return None
     b, c, h, w = pix["shape"]
-    return {**spec, "pixel_values": {**pix, "shape": [b, 1, c, h, w]}}
+    return {**spec, "pixel_values": {**pix, "shape": [b, n, c, h, w]}}
+
+
+def _add_image_axis(spec: dict) -> dict | None:
+    """(B, C, H, W) -> (B, 1, C, H, W): models that take several images per sample."""
+    return _images_per_sample(spec, 1)
 
 
 _PAIR = re.compile(r"5D tensor of shape \(batch_size, (\d+), num_channels")
@@ -146,11 +151,8 @@ _PAIR = re.compile(r"5D tensor of shape \(batch_size, (\d+), num_channels")
 
 def _image_group(spec: dict, error: str) -> dict | None:
     """(B, C, H, W) -> (B, n, C, H, W): matchers that take n images at once (EfficientLoFTR: pairs)."""
-    pix, m = spec.get("pixel_values"), _PAIR.search(error)
-    if not pix or not m or len(pix["shape"]) != 4:
-        return None
-    b, c, h, w = pix["shape"]
-    return {**spec, "pixel_values": {**pix, "shape": [b, int(m.group(1)), c, h, w]}}
+    m = _PAIR.search(error)
+    return _images_per_sample(spec, int(m.group(1))) if m else None
 
 
 def _add_image_sizes(spec: dict) -> dict | None:
@@ -212,11 +214,8 @@ _SPLIT = re.compile(r"split_sizes to sum exactly to \d+ \(input tensor's size at
 
 def _patches_per_image(spec: dict, error: str) -> dict | None:
     """(B, C, H, W) -> (B, n, C, H, W): any-resolution models (LLaVA-NeXT) cut each image into n tiles."""
-    pix, m = spec.get("pixel_values"), _SPLIT.search(error)
-    if not pix or not m or len(pix["shape"]) != 4:
-        return None
-    b, c, h, w = pix["shape"]
-    return {**spec, "pixel_values": {**pix, "shape": [b, int(m.group(1)), c, h, w]}}
+    m = _SPLIT.search(error)
+    return _images_per_sample(spec, int(m.group(1))) if m else None
 
 
 def _patches_as_images(spec: dict) -> dict | None:
@@ -247,17 +246,21 @@ def _patch_width(spec: dict, error: str) -> dict | None:
     return {**spec, key: {**spec[key], "shape": [n, want]}}
 
 
+def _patch_count(shape: list, width: int) -> int | None:
+    """How many square patches of `width` flattened values (C*p*p) cover one (B, C, H, W) image; None if no p fits."""
+    _, c, h, w = shape
+    p = math.isqrt(width // c)
+    return -(-h // p) * -(-w // p) if p and c * p * p == width else None
+
+
 def _image_as_patches(spec: dict, error: str) -> dict | None:
     """(B, C, H, W) -> (B, patches, C*p*p): models whose patch embedding is a linear layer over flattened patches (Fuyu)."""
     m, pix = _MATMUL.search(error), spec.get("pixel_values")
-    if not m or not pix or len(pix["shape"]) != 4:
+    if not m or not pix or len(pix["shape"]) != 4 or int(m.group(2)) != pix["shape"][3]:
         return None
-    b, c, h, w = pix["shape"]
     want = int(m.group(3))
-    p = int(round((want / c) ** 0.5))
-    if c * p * p != want or int(m.group(2)) != w:
-        return None
-    return {**spec, "pixel_values": {**pix, "shape": [b, -(-h // p) * -(-w // p), want]}}
+    patches = _patch_count(pix["shape"], want)
+    return {**spec, "pixel_values": {**pix, "shape": [pix["shape"][0], patches, want]}} if patches else None
 
 
 _RESHAPE_LAST = re.compile(r"shape '\[-1, ([\d, ]+)\]' is invalid for input of size (\d+)")
@@ -286,12 +289,9 @@ def _image_as_patch_rows(spec: dict, error: str) -> dict | None:
     m, pix = _PATCH_WIDTH.search(error), spec.get("pixel_values")
     if not m or not pix or len(pix["shape"]) != 4:
         return None
-    b, c, h, w = pix["shape"]
     want = int(m.group(1))
-    p = math.isqrt(want // c)
-    if c * p * p != want:
-        return None
-    return {**spec, "pixel_values": {**pix, "shape": [b * -(-h // p) * -(-w // p), want]}}
+    patches = _patch_count(pix["shape"], want)
+    return {**spec, "pixel_values": {**pix, "shape": [pix["shape"][0] * patches, want]}} if patches else None
 
 
 _NORM_WIDTH = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[\*, \d+\], but got input of size\s*\[(\d+), (\d+), (\d+)\]")
@@ -582,8 +582,13 @@ INPUT_REPAIRS = (
 )
 
 
-def repair_inputs(module: Any, spec: dict, device: str, applied: list[str] | None = None) -> dict:
-    """One eager forward; if it fails with an error an input repair knows, apply it and try again (names into applied)."""
+def repair_inputs(module: Any, spec: dict, device: str, applied: list[str] | None = None,
+                  evidence: list[dict] | None = None) -> dict:
+    """One eager forward; if it fails with an error an input repair knows, apply it and try again.
+
+    applied: the names of the repairs made are appended to it. evidence: for each, its name, the error text it
+    handled and the spec before and after (scripts/zoo_repair_cases.py records them as test data).
+    """
     from harness.discovery.specs import BATCH
 
     codes = spec.get("input_ids", {}).get("shape", [BATCH])[0] > BATCH  # one row per codebook: audio codes
@@ -609,8 +614,8 @@ def repair_inputs(module: Any, spec: dict, device: str, applied: list[str] | Non
                     used.add(fix)
                     if applied is not None:
                         applied.append(fix.__name__.lstrip("_"))
-                    if EVIDENCE is not None:  # scripts/zoo_repair_cases.py: the real error text each repair handled
-                        EVIDENCE.append({"repair": fix.__name__, "error": str(exc)[:2000], "before": spec, "after": new})
+                    if evidence is not None:
+                        evidence.append({"repair": fix.__name__, "error": str(exc)[:2000], "before": spec, "after": new})
                     break
             if new is None:
                 return spec

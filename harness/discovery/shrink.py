@@ -10,6 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from harness.zoo.sizes import (EXPERT_KEYS, FFN_KEYS, HEAD_KEYS, KV_KEYS, LAYER_KEYS, PER_TOKEN_KEYS, WIDTH_KEYS,
+                               WIDTH_LIST_KEYS)
+
 WIDTH = 64
 HEADS = 4
 HEAD_DIM = WIDTH // HEADS
@@ -19,25 +22,8 @@ MAX_IMAGE = 448
 MAX_AUDIO_POSITIONS = 64
 VQ_BASE = 32  # GroupNorm in VQ-GAN convs takes 32 groups
 
-LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
-              "num_encoder_layers", "num_decoder_layers", "depth", "num_text_layers", "num_vision_layers",
-              "text_layers", "vision_layers", "encoder_num_layers", "decoder_num_layers")
-WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "word_embed_proj_dim", "out_hidden_size",
-              "projection_dim", "encoder_hidden_size", "decoder_hidden_size", "text_hidden_size",
-              "vision_hidden_size", "hidden_dim", "embedding_size", "d_embed", "projector_hidden_size",
-              "output_hidden_size", "mm_hidden_size", "vision_output_dim", "audio_hidden_size", "condition_dim",
-              "text_embed_dim", "vision_embed_dim", "audio_embed_dim", "hidden_dim_vision", "cross_attention_hidden_size", "cross_hidden_size",
-              "input_embedding_size", "output_embedding_size", "adapter_out_dim", "projection_hidden_size",
-              "hidden_size_global", "backbone_hidden_size", "output_channels", "fpn_hidden_size", "vit_dim")
-WIDTH_LIST_KEYS = ("downsample_channels",)  # SAM necks in OCR towers (DeepSeek-OCR 2, Unlimited OCR)
-HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads", "decoder_attention_heads",
-             "num_heads", "encoder_num_attention_heads", "decoder_num_attention_heads")
-KV_KEYS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num", "encoder_num_key_value_heads")
-FFN_KEYS = ("intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "n_inner", "d_ff", "d_kv_ff",
-            "moe_intermediate_size", "shared_expert_intermediate_size", "intermediate_size_mlp", "ffn_hidden_size",
-            "expert_intermediate_size", "dense_intermediate_size", "encoder_intermediate_size", "decoder_intermediate_size")
 SMALL_KEYS = {  # key -> cap
-    "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4, "num_routed_experts": 4,
+    **dict.fromkeys(EXPERT_KEYS, 4),
     "num_experts_per_tok": 2, "top_k": 2, "moe_k": 2, "num_experts_per_token": 2, "moe_topk": 2,
     "n_shared_experts": 1, "num_shared_experts": 1, "n_group": 1, "topk_group": 1, "num_expert_group": 1,
     "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
@@ -201,8 +187,6 @@ def shrink_dict(d: dict) -> dict:
         d["dtype"] = "float32"
     return d
 
-
-PER_TOKEN_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_k", "moe_topk")
 
 
 def _unset_routing(d: dict) -> None:

@@ -3,8 +3,8 @@
 A config is a flat dict {"torch._dynamo.config.capture_scalar_outputs": True}.
 Keys are dotted identifiers under CONFIG_MODULES and values TOML/JSON scalars
 or lists (check_syntax, wherever a config enters). `check` then asks the
-interpreter that will run the workers (`python -m harness.engine.keycheck`, a
-subprocess: the caller never imports torch) about every key: a wrongly typed
+interpreter that will run the workers (harness.engine.keycheck.probe_here, called
+there through harness.engine.interpreter: the caller never imports torch) about every key: a wrongly typed
 value is a ConfigError before any model runs, and a config whose key that torch
 lacks is set aside as unavailable.
 """
@@ -14,8 +14,6 @@ import difflib
 import json
 import keyword
 import re
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -189,19 +187,15 @@ def _type_ok(value: Any, expected: str) -> bool:
 
 
 def probe(keys: list[str], python: str | None = None) -> dict[str, dict[str, Any]]:
-    """probe_here run in a subprocess of `python` (default: this interpreter), so the caller never imports torch."""
-    from harness.engine.pool import worker_env  # the same PYTHONPATH the workers get
+    """probe_here called in `python` (default: this interpreter), so the caller never imports torch."""
+    from harness.engine.interpreter import CallFailed, call
 
-    python = python or sys.executable
     try:
-        proc = subprocess.run([python, "-m", "harness.engine.keycheck"], input=json.dumps(sorted(set(keys))),
-                              capture_output=True, text=True, env=worker_env(), timeout=300)
-    except OSError as exc:
-        raise ConfigError(f"{python}: cannot run it to check settings ({exc.strerror})") from None
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
-        raise ConfigError(f"{python}: could not check settings there: {' '.join(tail)}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        return call("harness.engine.keycheck:probe_here", sorted(set(keys)), python=python, timeout=300)
+    except CallFailed as exc:
+        if not exc.started:
+            raise ConfigError(f"{exc.python}: cannot run it to check settings ({exc.why})") from None
+        raise ConfigError(f"{exc.python}: could not check settings there: {exc.why}") from None
 
 
 def _problem(key: str, value: Any, report: dict[str, Any]) -> str | None:

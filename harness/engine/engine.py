@@ -6,18 +6,19 @@ committed at once and an interrupted sweep resumes where it stopped.
 """
 from __future__ import annotations
 
-import json
 import logging
-import subprocess
 import sys
-from typing import Any, Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 from harness.engine.configs import Checked, ConfigError, check_all_syntax
 from harness.engine.configs import check as config_check
 from harness.core.effects import BASELINE
 from harness.engine.options import SweepOptions
 from harness.core.outcome import Outcome
-from harness.engine.pool import Group, Pool, PoolError, worker_env
+from harness.engine.interpreter import CallFailed, call
+from harness.engine.pool import Group, Pool, PoolError
 from harness.engine.progress import Progress
 from harness.core.scrub import scrub
 from state import history, leases, runs
@@ -50,8 +51,7 @@ def _pool(options: SweepOptions, base_settings: dict, n_groups: int, fresh: bool
     return Pool(options, workers=options.worker_count(n_groups), base_settings=base_settings, fresh_workers=fresh)
 
 
-def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset(),
-                mode: str = "compile") -> list[Group]:
+def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset()) -> list[Group]:
     """One group per model: baseline first, then its configs, skipping items already done."""
     names = [BASELINE] + [c for c in configs if c != BASELINE]
     groups, index = [], 0
@@ -62,7 +62,7 @@ def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str
                 items.append((index, name, configs.get(name, {})))
             index += 1
         if items:
-            groups.append(Group(model, items, mode))
+            groups.append(Group(model, items))
     return groups
 
 
@@ -210,48 +210,40 @@ def _check_same_environment(old: dict, new: dict, run_id: int) -> None:
 
 
 def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict,
-              options: SweepOptions, fresh_workers: bool = False, mode: str = "compile",
-              progress: bool = False) -> list[Outcome]:
+              options: SweepOptions, fresh_workers: bool = False, progress: bool = False) -> list[Outcome]:
     """Run (model, config) items without storing them; outcomes in the order of `items`.
 
-    fresh_workers: every item in a new worker (flake confirmation). mode="eager":
-    build and one eager forward only (zoo check); the config name may be "-".
+    Every config named must be in `configs` (baseline, when absent, is no settings).
+    fresh_workers: every item in a new worker (flake confirmation).
     """
     checked = check_configs({name: configs.get(name, {}) for _, name in items}, base_settings, options.python)
     if checked.unavailable:
         raise ConfigUnavailable(checked.describe()[0])
     settings_of = {}
     for _, name in items:
-        if name in ("-", BASELINE):
-            settings_of[name] = configs.get(name, {})
-        elif name not in configs:
+        if name not in configs and name != BASELINE:
             raise KeyError(f"config {name!r} is not in the configs given")
-        else:
-            settings_of[name] = configs[name]
+        settings_of[name] = configs.get(name, {})
     if fresh_workers:
-        groups = [Group(model, [(i, name, settings_of[name])], mode) for i, (model, name) in enumerate(items)]
+        groups = [Group(model, [(i, name, settings_of[name])]) for i, (model, name) in enumerate(items)]
     else:
         by_model: dict[str, list] = {}
         for i, (model, name) in enumerate(items):
             by_model.setdefault(model, []).append((i, name, settings_of[name]))
-        groups = [Group(model, its, mode) for model, its in by_model.items()]
-    results: list[Outcome | None] = [None] * len(items)
-    stratum_of = _stratum_lookup()
-    bar = Progress(total=len(items), enabled=progress, label=f"{mode} {len(items)} items")
+        groups = [Group(model, its) for model, its in by_model.items()]
     pool = _pool(options, base_settings, len(groups), fresh=fresh_workers)
-    try:
-        for index, data in pool.run(groups):
-            results[index] = _outcome(data, stratum_of)
-            bar.advance(crashed=results[index].crashed)
-    except BaseException:
-        pool.close(kill=True)
-        raise
-    finally:
-        bar.close()
-    pool.close()
-    return [r if r is not None else Outcome(model=m, config=c, status="killed", error_type="killed",
-                                            error_message="no result", signature="killed")
-            for r, (m, c) in zip(results, items)]
+    return _outcomes(pool, groups, items, progress, f"compile {len(items)} items")
+
+
+# The label an eager check's outcomes carry where a sweep's name their config: no config ran.
+EAGER = "eager"
+
+
+def eager_check(models: list[str], *, options: SweepOptions, progress: bool = False) -> list[Outcome]:
+    """Build each model and run one eager forward, in workers (`zoo check`); outcomes in the order of `models`."""
+    groups = [Group(model, [(i, EAGER, {})], "eager") for i, model in enumerate(models)]
+    pool = _pool(options, {}, len(groups))
+    return _outcomes(pool, groups, [(m, EAGER) for m in models], progress, f"eager {len(models)} models")
 
 
 def describe(models: list[str], *, options: SweepOptions) -> dict[str, dict]:
@@ -259,22 +251,71 @@ def describe(models: list[str], *, options: SweepOptions) -> dict[str, dict]:
 
     Models that do not build, or have no transformers config to embed, are left out.
     """
-    groups = [Group(model, [(i, "-", {})], "eager") for i, model in enumerate(models)]
+    groups = [Group(model, [(i, EAGER, {})], "eager") for i, model in enumerate(models)]
     pool = _pool(options, {}, len(groups))
+    _outcomes(pool, groups, [(m, EAGER) for m in models], False, "")
+    return dict(pool.model_data)
+
+
+@contextmanager
+def _running(pool: Pool, bar: Progress) -> Iterator[None]:
+    """While the pool runs groups: on the way out the bar is closed and so is the pool (its workers killed
+    when anything went wrong, a caller that stopped listening included)."""
     try:
-        for _ in pool.run(groups):
-            pass
+        yield
     except BaseException:
         pool.close(kill=True)
         raise
+    finally:
+        bar.close()
     pool.close()
-    return dict(pool.model_data)
+
+
+def _outcomes(pool: Pool, groups: list[Group], items: list[tuple[str, str]], progress: bool,
+              label: str) -> list[Outcome]:
+    """Run the groups on the pool and close it; one outcome per (model, label) item, in order."""
+    results: list[Outcome | None] = [None] * len(items)
+    stratum_of = _stratum_lookup()
+    bar = Progress(total=len(items), enabled=progress, label=label)
+    with _running(pool, bar):
+        for index, data in pool.run(groups):
+            results[index] = _outcome(data, stratum_of)
+            bar.advance(crashed=results[index].crashed)
+    return [r if r is not None else Outcome(model=m, config=c, status="killed", error_type="killed",
+                                            error_message="no result", signature="killed")
+            for r, (m, c) in zip(results, items)]
+
+
+@dataclass
+class JobResult:
+    """What a job answered for one model (status ok), or how it ended without an answer."""
+
+    model: str
+    status: str                  # ok | error (the job raised) | timeout | killed (the worker died or went over memory)
+    data: Any = None             # the job's answer (JSON data) when ok
+    error: str | None = None     # why there is no answer, in one line
+
+
+def run_job(job: str, models: list[str], *, options: SweepOptions, progress: bool = False) -> Iterator[JobResult]:
+    """Call the caller's job on each model in workers; results in the order they finish.
+
+    job: "module:function", imported by the worker; function(model, device) returns JSON data.
+    The engine knows nothing of what it does (`zoo lock` passes discovery's).
+    """
+    groups = [Group(model, [(i, job, {})], "job", job) for i, model in enumerate(models)]
+    pool = _pool(options, {}, len(groups))
+    bar = Progress(total=len(models), enabled=progress, label=f"{job.rpartition(':')[2]} {len(models)} models")
+    with _running(pool, bar):
+        for _, data in pool.run(groups):
+            lines = (data.get("error_message") or "").strip().splitlines()
+            result = JobResult(data["model"], data["status"], data.get("data"), lines[0] if lines else None)
+            bar.advance(crashed=result.status != "ok")
+            yield result
 
 
 def collect_environment(python: str | None = None, device: str = "cpu") -> dict:
     """The run environment as seen by the interpreter that runs the workers (no torch import here)."""
-    proc = subprocess.run([python or sys.executable, "-m", "harness.engine.environment", "--device", device],
-                          capture_output=True, text=True, env=worker_env(), timeout=600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{python or sys.executable}: cannot gather the environment: {proc.stderr.strip()[-500:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        return call("harness.engine.environment:gather", device, python=python, timeout=600)
+    except CallFailed as exc:
+        raise RuntimeError(f"{exc.python}: cannot gather the environment: {exc.tail}") from None

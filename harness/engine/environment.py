@@ -1,11 +1,11 @@
 """The environment of a run, gathered inside the interpreter that runs the models.
 
-`python -m harness.engine.environment [--device D]` prints it as JSON, so the parent
-can ask an interpreter other than its own (--python) without importing torch.
+gather() runs in a worker, or is called in the workers' interpreter through
+harness.engine.interpreter, so the parent can ask an interpreter other than its own
+(--python) without importing torch.
 """
 from __future__ import annotations
 
-import json
 import platform
 import sys
 from typing import Any
@@ -50,7 +50,3 @@ def _recipe_fingerprint() -> str:
     from harness.zoo import zoo_code_version   # late: only the environment probe needs the zoo
     return zoo_code_version()
 
-
-if __name__ == "__main__":
-    dev = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cpu"
-    print(json.dumps(gather(dev), sort_keys=True))

@@ -36,11 +36,13 @@ def worker_env(threads: int | None = None) -> dict[str, str]:
 
 @dataclass
 class Group:
-    """One model and the configs to compile it under, in one worker (build once, compile many)."""
+    """One model and what to do with it in one worker: compile it under configs (build once, compile many),
+    run one eager forward (mode "eager"), or call a job (mode "job": `job` is "module:function")."""
 
     model: str
-    items: list[tuple[int, str, dict]]   # (index in the caller's list, config name, settings)
-    mode: str = "compile"
+    items: list[tuple[int, str, dict]]   # (index in the caller's list, label: the config name, settings)
+    mode: str = "compile"                # compile | eager | job
+    job: str | None = None
 
 
 @dataclass

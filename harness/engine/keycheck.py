@@ -1,14 +1,12 @@
-"""Runs in the torch under test (`python -m harness.engine.keycheck`, keys as JSON on stdin): what it has of each key.
+"""Runs in the torch under test: what it has of each config key.
 
-The bot process never imports torch; `harness.engine.configs.probe` starts this in the
-interpreter that will run the workers and judges its answer there.
+The bot process never imports torch; `harness.engine.configs.probe` calls probe_here in the
+interpreter that will run the workers (through harness.engine.interpreter) and judges its answer.
 """
 from __future__ import annotations
 
 import difflib
 import functools
-import json
-import sys
 from typing import Any
 
 from harness.engine.configs import ConfigError, split_key
@@ -52,6 +50,3 @@ def probe_here(keys: list[str]) -> dict[str, dict[str, Any]]:
             close = difflib.get_close_matches(attr, list(table), n=3, cutoff=0.8)
             found[key] = {"status": "missing", "close": [f"{module_name}.{a}" for a in close]}
     return found
-
-if __name__ == "__main__":
-    print(json.dumps(probe_here(json.loads(sys.stdin.read()))))

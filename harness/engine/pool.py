@@ -16,6 +16,7 @@ a model the worker is recycled instead.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import select
 import signal
@@ -144,7 +145,7 @@ class Pool:
         w.group, w.pending, w.current, w.built = group, list(group.items), None, False
         w.deadline = time.monotonic() + self.timeout
         w.mark_log()
-        ok = w.send({"op": "run", "model": group.model, "items": group.items, "mode": group.mode,
+        ok = w.send({"op": "run", "model": group.model, "items": group.items, "mode": group.mode, "job": group.job,
                      "base_settings": self.base_settings, "backend": self.backend, "device": self.device})
         if not ok:
             w.deadline = time.monotonic()  # dead already: _check_limits reaps it next round
@@ -297,4 +298,4 @@ class Pool:
                 "torch_frame": innermost_torch_frame(tail),
             }
         if rest:
-            queue.appendleft(Group(group.model, rest, group.mode))
+            queue.appendleft(dataclasses.replace(group, items=rest))

@@ -7,12 +7,16 @@ events go back as JSON lines on a dedicated pipe (fd in the JSON argument), so
 whatever a model prints to stdout cannot corrupt the protocol.
 
 Requests: {"op": "env"}; {"op": "run", "model", "items": [[index, config, settings], ...],
-"base_settings", "backend", "device", "mode"}; {"op": "exit"} (or EOF).
+"base_settings", "backend", "device", "mode", "job"}; {"op": "exit"} (or EOF).
 Events: ready, env, built, start, result, done.
+
+Modes of "run": compile (each item under its config), eager (build + one eager forward), job (call
+the caller's "module:function" with (model, device); its JSON answer is the result's "data").
 """
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import json
 import os
 import sys
@@ -133,6 +137,18 @@ def _repro_data(model: str, built: Any) -> dict[str, Any] | None:
             "transformers_version": transformers.__version__}
 
 
+def run_job(chan: Channel, req: dict[str, Any]) -> None:
+    """Call the requested job ("module:function") on the model; its answer, or its error, is the one result."""
+    model, ((index, label, _),) = req["model"], req["items"]
+    module, _, name = req["job"].partition(":")
+    try:
+        data = getattr(importlib.import_module(module), name)(model, req.get("device", "cpu"))
+    except Exception as exc:
+        chan.send("result", index=index, outcome={"model": model, "config": label, "status": "error", **_error_fields(exc)})
+        return
+    chan.send("result", index=index, outcome={"model": model, "config": label, "status": "ok", "data": data})
+
+
 def run_group(chan: Channel, req: dict[str, Any]) -> None:
     """Build one model once, then compile it under each requested config, reporting each item."""
     import torch
@@ -225,7 +241,7 @@ def main(argv: list[str]) -> int:
 
             chan.send("env", env=gather(req.get("device", "cpu")))
         elif op == "run":
-            run_group(chan, req)
+            (run_job if req.get("mode") == "job" else run_group)(chan, req)
             chan.send("done", rss_mb=_rss_mb())
     return 0
 

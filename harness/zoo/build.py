@@ -30,26 +30,9 @@ class Built:
     config: dict = field(default_factory=dict)   # the config dict it was built from (what a reproducer embeds)
 
 
-@dataclass
-class Plan:
-    """Everything that determines a build, as plain data (what the reproducer embeds)."""
-
-    model: str
-    config_class: str
-    config: dict
-    recipe: dict
-    stratum: str
-
-
 def entry(model: str) -> dict:
     """The checked lock entry of a model for the installed transformers (LockError / CorruptEntry if none or bad)."""
     return lock_mod.current().entry(model)
-
-
-def plan(model: str) -> Plan:
-    """The locked build plan of a model: config class, config as built, stratum (recipe names as data)."""
-    e = entry(model)
-    return Plan(model, e["config_class"], e["config"], dict(e["applied"]), e["stratum"])
 
 
 def fingerprint(model: str) -> str:
@@ -111,8 +94,6 @@ def build(model: str, device: str = "cpu") -> Built:
     """Build the tiny model (eval, on device) and its inputs from its lock entry; BuildError on failure."""
     if model in registry.EXTRA:
         return registry.EXTRA[model][1](device)
-    if registry.BUILDER is not None:  # `zoo lock` workers: discovery instead of the lock
-        return registry.BUILDER(model, device)
     quiet_transformers()
     try:
         built = materialize(entry(model), device)

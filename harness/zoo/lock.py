@@ -128,9 +128,9 @@ def load(version: str | None = None, lock_dir: str | None = None) -> Lock:
     return Lock(version, path, doc["entries"], doc.get("excluded") or {})
 
 
-def current(lock_dir: str | None = None) -> Lock:
-    """The lock of the installed transformers, with the directory from FLAGSWEEP_ZOO_LOCK_DIR if set."""
-    return load(None, lock_dir or os.environ.get("FLAGSWEEP_ZOO_LOCK_DIR") or None)
+def current() -> Lock:
+    """The lock of the installed transformers in the package's lock directory (LOCK_DIR): what sweeps build from."""
+    return load()
 
 
 def _scalar(value: Any) -> bool:
