@@ -104,9 +104,9 @@ def _night(date: str, status: str | None) -> fixes.Night:
 
 def _awaiting(quiet: int, nights: list[fixes.Night]) -> Timeline:
     """B not seen for `quiet` nightlies, last seen on Model02 on 2026-11-19, with what `nights` did to it."""
-    seen = Seen(CSO, sc.SIG_B, models=("Model02ForCausalLM",), last_seen="2026-11-19")
-    return Timeline(signatures={(CSO, sc.SIG_B): seen}, quiet={(CSO, sc.SIG_B): quiet},
-                    nights={(CSO, sc.SIG_B): tuple(nights)})
+    seen = Seen(CSO, sc.SIG_B, models=("Model02ForCausalLM",), last_seen="2026-11-19", quiet=quiet,
+                nights=tuple(nights))
+    return Timeline(signatures={(CSO, sc.SIG_B): seen})
 
 
 def test_close_only_after_n_verified_nightlies_never_on_quiet_ones() -> None:
@@ -145,7 +145,7 @@ def test_human_closed_issue_is_left_alone_unless_it_regresses_after_a_fix() -> N
     assert [a for a in done.actions if a.key == key] == []
     gone = sc.corpus()
     gone["Model02ForCausalLM"][CSO] = 3
-    quiet = plan(inputs(gone, links=links), Timeline(quiet={(CSO, sc.SIG_B): 1}), PlanSettings())
+    quiet = plan(inputs(gone, links=links), Timeline(signatures={(CSO, sc.SIG_B): Seen(CSO, sc.SIG_B, quiet=1)}), PlanSettings())
     assert (key, {"closed_by": "human-fixed"}) in quiet.notes and not [a for a in quiet.actions if a.key == key]
     links[key].closed_by = "human-fixed"
     back = plan(inputs(sc.corpus(), links=links), NONE, PlanSettings())

@@ -38,7 +38,7 @@ class RunContext:
 
     def __init__(self, view: RunView, timeline: Timeline, settings: PlanSettings) -> None:
         self.view, self.timeline, self.settings = view, timeline, settings
-        self.outcome: dict[tuple[str, str], Outcome] = {(o.model, o.config): o for o in view.outcomes}
+        self._outcome: dict[tuple[str, str], Outcome] = {(o.model, o.config): o for o in view.outcomes}
         self.by_config: dict[str, list[Effect]] = {}
         for e in view.effects:
             self.by_config.setdefault(e.config, []).append(e)
@@ -46,6 +46,10 @@ class RunContext:
         previous = issue_date(view.previous) if view.previous else ""
         self.previous_text = short(previous) if previous else "the previous run"
         self.transitions: list[Transition] = list(view.diff.transitions) if view.diff else []
+
+    def outcome_of(self, e: Effect) -> Outcome | None:
+        """The outcome an effect was classified from (None: the view has none)."""
+        return self._outcome.get((e.model, e.config))
 
     def effects(self, config: str) -> list[Effect]:
         """The config's effects, by model."""

@@ -104,7 +104,8 @@ def active(ctx: RunContext, issue: TrackingIssue, link: Link | None, out: Decisi
 def inactive(ctx: RunContext, link: Link, out: Decisions) -> None:
     """A tracking issue whose signature this run did not show: count the quiet night, close on a verified fix."""
     config, sig = link.config or "", link.signature or ""
-    quiet = ctx.timeline.quiet.get((config, sig), 0)
+    seen = ctx.timeline.seen(config, sig)
+    quiet = seen.quiet
     base = dict(key=link.key, kind="tracking", config=config, signature=sig)
     if link.state == "closed":
         if link.closed_by == "human" and quiet >= 1:
@@ -114,9 +115,7 @@ def inactive(ctx: RunContext, link: Link, out: Decisions) -> None:
         return
     if link.quiet_nightlies != quiet:
         out.notes.append((link.key, {"quiet_nightlies": quiet}))
-    seen = ctx.timeline.seen(config, sig)
-    found = fixes.verdict(sig, list(seen.models), ctx.timeline.nights.get((config, sig), ()),
-                          ctx.settings.verify_nightlies, seen.last_seen)
+    found = fixes.verdict(sig, list(seen.models), seen.nights, ctx.settings.verify_nightlies, seen.last_seen)
     if found.close:
         out.actions.append(Action("comment", number=link.number, reason="closing", body=render.render(
             "comment_close.md.j2", comment_marker=ctx.comment_marker(link.key, "close"), config=config,

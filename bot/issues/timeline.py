@@ -1,12 +1,13 @@
 """What the store's history says about one run's issues (the I/O shell around the pure planner).
 
-For each (config, signature) the run view knows: its signature record, how many nightlies it has been quiet,
-and, for an open issue awaiting a verified fix, the nightlies since it was last seen with what they did to its
-models; for each config, its trend over the recent runs. Read once per publish from the run view and the run
-history; the planner (bot.issues.plan) only reads the typed result.
+For each (config, signature) of the run's configs: its signature record, how many nightlies it has been
+quiet and, for an open issue awaiting a verified fix, the nightlies since it was last seen with what they did
+to its models; for each config, its trend over the recent runs. Read once per publish from the run view and
+the run history; the planner (bot.issues.plan) only reads the typed result.
 """
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -29,7 +30,8 @@ def issue_date(run: Run) -> str:
 
 @dataclass(frozen=True)
 class Seen:
-    """A (config, signature)'s record in the signature history (state.history.signature_history)."""
+    """What the history says of one (config, signature): its record (state.history.signature_history), how
+    many nightlies it has been quiet, and the nightlies since it was last seen when its issue awaits a fix."""
 
     config: str
     signature: str
@@ -41,6 +43,10 @@ class Seen:
     error_type: str | None = None
     torch_frame: str | None = None
     example_message: str | None = None
+    # nightlies (run groups) since it was last seen that swept its config and one of its models
+    quiet: int = 0
+    # for an open issue awaiting a verified fix: the nightlies since it was last seen (oldest first)
+    nights: tuple[Night, ...] = ()
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> "Seen":
@@ -65,10 +71,6 @@ class Timeline:
     """The history the planner reads for one run (empty: a run with no history)."""
 
     signatures: Mapping[GroupKey, Seen] = field(default_factory=lambda: MappingProxyType({}))
-    # (config, signature) -> nightlies (run groups) since it was last seen, for the signatures of this run's configs
-    quiet: Mapping[GroupKey, int] = field(default_factory=lambda: MappingProxyType({}))
-    # (config, signature) -> the nightlies since it was last seen (oldest first), for open issues awaiting a fix
-    nights: Mapping[GroupKey, tuple[Night, ...]] = field(default_factory=lambda: MappingProxyType({}))
     trend: Mapping[str, tuple[TrendPoint, ...]] = field(default_factory=lambda: MappingProxyType({}))  # oldest first
 
     def seen(self, config: str, signature: str) -> Seen:
@@ -97,19 +99,17 @@ def gather(conn: sqlite3.Connection, view: RunView) -> Timeline:
             model_sets[r.id] = history.models_of(conn, r)
         return model_sets[r.id]
 
-    sigs = {(row["config"], row["signature"]): Seen.of(row) for row in view.signatures if row["config"] in configs}
-    quiet: dict[GroupKey, int] = {}
-    for (config, sig), seen in sigs.items():
+    sigs = {}
+    for seen in (Seen.of(row) for row in view.signatures if row["config"] in configs):
         # Nightlies (run groups) that had this config and started after the group that last saw the signature.
         last = max(history.run_group(conn, seen.last_run) or [seen.last_run or 0])
         # ...that also swept at least one of the models it was last seen on.
         seen_on = set(seen.models)
-        quiet[(config, sig)] = sum(1 for r in timeline if config in r.configs and min(groups[r.id]) > last
-                                   and (not seen_on or seen_on & models_of(r)))
-    nights = {key: _nights(conn, view, timeline, groups, models_of, seen)
-              for key, seen in sigs.items() if _awaits_fix(view, seen)}
-    return Timeline(signatures=MappingProxyType(sigs), quiet=MappingProxyType(quiet),
-                    nights=MappingProxyType(nights), trend=MappingProxyType(_trend(conn, timeline, configs)))
+        quiet = sum(1 for r in timeline if seen.config in r.configs and min(groups[r.id]) > last
+                    and (not seen_on or seen_on & models_of(r)))
+        nights = _nights(conn, view, timeline, groups, models_of, seen) if _awaits_fix(view, seen) else ()
+        sigs[(seen.config, seen.signature)] = dataclasses.replace(seen, quiet=quiet, nights=nights)
+    return Timeline(signatures=MappingProxyType(sigs), trend=MappingProxyType(_trend(conn, timeline, configs)))
 
 
 def _trend(conn: sqlite3.Connection, timeline: list[Run], configs: set[str]) -> dict[str, tuple[TrendPoint, ...]]:
@@ -118,7 +118,7 @@ def _trend(conn: sqlite3.Connection, timeline: list[Run], configs: set[str]) -> 
     counts = history.effect_counts(conn, [r.id for r in recent])
     trend = {}
     for c in configs:
-        points = [(r, counts[r.id][c]) for r in recent if c in counts.get(r.id, {})]
+        points = [(r, counts[r.id][c]) for r in recent if c in counts[r.id]]
         trend[c] = tuple(TrendPoint(issue_date(r)[:10], n.get("crashes", 0), n.get("reduces_graphs", 0))
                          for r, n in points)
     return trend

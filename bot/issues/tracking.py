@@ -64,7 +64,7 @@ def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
     """The tracking issue of `group` (`link`: the issue as known, whose cc handles a command may have added)."""
     config, sig = group.config, group.signature
     crashing = _crashing(ctx, group)
-    examples = [o for o in (ctx.outcome.get((e.model, config)) for e in group.effects) if o is not None]
+    examples = [o for o in map(ctx.outcome_of, group.effects) if o is not None]
     example = min(examples, key=lambda o: (not o.error_message, o.model)) if examples else None
     seen = ctx.timeline.seen(config, sig)
     error_type = (example.error_type if example else None) or seen.error_type or sig.split(":", 1)[0]
@@ -109,7 +109,7 @@ def _crashing(ctx: RunContext, group: Group) -> list[dict[str, Any]]:
     """The crashing models' table rows, by model."""
     rows = []
     for e in sorted(group.effects, key=lambda e: e.model):
-        o = ctx.outcome.get((e.model, e.config))
+        o = ctx.outcome_of(e)
         rows.append({"model": e.model, "stratum": e.stratum, "baseline": e.baseline_graphs,
                      "status": o.status if o else "error", "error_type": o.error_type if o else None,
                      "message": (o.error_message if o else None) or (o.status if o else "")})
@@ -132,7 +132,7 @@ def _overlap(ctx: RunContext, config: str, models: set[str]) -> list[tuple[str, 
 
 def _named(ctx: RunContext, config: str, sig: str, error_type: str) -> str:
     """How the title names the crash: its error type, or the signature when the type alone is ambiguous."""
-    same_type = {crash_signature(ctx.outcome.get((e.model, e.config)), e) for e in ctx.effects(config)
+    same_type = {crash_signature(ctx.outcome_of(e), e) for e in ctx.effects(config)
                  if e.effect == "crashes"}
     if sum(1 for s in same_type if s.split(":", 1)[0] == error_type) > 1:
         return sig[:100]
