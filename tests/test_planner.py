@@ -7,7 +7,8 @@ from harness.core import fixes
 from bot.issues.context import PlanSettings
 from bot.issues.keys import summary_key, tracking_key
 from bot.issues.material import BodyHash
-from bot.issues.plan import Plan, plan
+from bot.issues.lifecycle import Plan
+from bot.issues.plan import plan
 from bot.issues.routing import compile_rules
 from bot.issues.timeline import Seen, Timeline, TrendPoint
 from bot.view.run_view import RunView
@@ -145,7 +146,8 @@ def test_human_closed_issue_is_left_alone_unless_it_regresses_after_a_fix() -> N
     assert [a for a in done.actions if a.key == key] == []
     gone = sc.corpus()
     gone["Model02ForCausalLM"][CSO] = 3
-    quiet = plan(inputs(gone, links=links), Timeline(signatures={(CSO, sc.SIG_B): Seen(CSO, sc.SIG_B, quiet=1)}), PlanSettings())
+    one_quiet = Timeline(signatures={(CSO, sc.SIG_B): Seen(CSO, sc.SIG_B, quiet=1)})
+    quiet = plan(inputs(gone, links=links), one_quiet, PlanSettings())
     assert (key, {"closed_by": "human-fixed"}) in quiet.notes and not [a for a in quiet.actions if a.key == key]
     links[key].closed_by = "human-fixed"
     back = plan(inputs(sc.corpus(), links=links), NONE, PlanSettings())
@@ -186,7 +188,8 @@ def test_trend_has_one_point_per_change() -> None:
 def test_verified_reproducer_is_embedded_and_unconfirmed_is_said() -> None:
     key_a, key_b = tracking_key(CSO, sc.SIG_A), tracking_key(CSO, sc.SIG_B)
     build = dict(fingerprint="fp", build_version="2.13.0", build_git="abc")
-    found = [Verdict(CSO, sc.SIG_A, "Model00ForCausalLM", status="confirmed", script="import torch\nprint(1)\n", **build),
+    found = [Verdict(CSO, sc.SIG_A, "Model00ForCausalLM", status="confirmed", script="import torch\nprint(1)\n",
+                     **build),
              Verdict(CSO, sc.SIG_B, "Model02ForCausalLM", status="unconfirmed",
                      reason="ran without crashing in a fresh interpreter", **build)]
     done = plan(inputs(sc.corpus(), verdicts=[RunVerdict(v.config, v.signature, v) for v in found]), NONE,

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from bot.issues import plan as issue_plan, routing, timeline
+from bot.issues.lifecycle import Plan
 from bot.issues.context import PlanSettings
 from bot.issues.material import BodyHash, labels_digest
 from bot.text import render
@@ -102,7 +103,7 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
     view = view or run_view.load(conn, run_id, repo)
     summary = PublishSummary(run_id=run_id, dry_run=dry_run, repo=repo)
 
-    def make_plan(store: sqlite3.Connection, seen: RunView) -> issue_plan.Plan:
+    def make_plan(store: sqlite3.Connection, seen: RunView) -> Plan:
         return issue_plan.plan(seen, timeline.gather(store, seen), psettings)
 
     if not dry_run:
@@ -134,7 +135,7 @@ def _done(pub: Publisher, summary: PublishSummary) -> PublishSummary:
 
 
 def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str, summary: PublishSummary,
-             say: Callable[[str], None], make_plan: Callable[[sqlite3.Connection, RunView], issue_plan.Plan]) -> PublishSummary:
+             say: Callable[[str], None], make_plan: Callable[[sqlite3.Connection, RunView], Plan]) -> PublishSummary:
     """Steps (1) to (5) of the module docstring, for a real publish and a dry run alike."""
     # (1) an earlier publish may have left work behind: finish it before planning anew.
     leftovers = outbox.unfinished(conn)

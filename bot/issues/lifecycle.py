@@ -49,8 +49,8 @@ class Action:
 
 
 @dataclass
-class Decisions:
-    """The actions planned so far, and the store-only link updates (key, fields) that go with them."""
+class Plan:
+    """The actions planned for a run, in order, and the store-only link updates (key, fields) that go with them."""
 
     actions: list[Action] = field(default_factory=list)
     notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -70,7 +70,7 @@ def news(ctx: RunContext, config: str, signature: str) -> tuple[list[str], list[
     return sorted(new), sorted(gone)
 
 
-def active(ctx: RunContext, issue: TrackingIssue, link: Link | None, out: Decisions) -> None:
+def active(ctx: RunContext, issue: TrackingIssue, link: Link | None, out: Plan) -> None:
     """A tracking issue whose signature this run shows: file it, refresh it, reopen it."""
     g = issue.group
     base = dict(key=g.key, kind="tracking", config=g.config, signature=g.signature)
@@ -101,7 +101,7 @@ def active(ctx: RunContext, issue: TrackingIssue, link: Link | None, out: Decisi
                                   reason="routing labels changed", **base))
 
 
-def inactive(ctx: RunContext, link: Link, out: Decisions) -> None:
+def inactive(ctx: RunContext, link: Link, out: Plan) -> None:
     """A tracking issue whose signature this run did not show: count the quiet night, close on a verified fix."""
     config, sig = link.config or "", link.signature or ""
     seen = ctx.timeline.seen(config, sig)
@@ -131,7 +131,7 @@ def inactive(ctx: RunContext, link: Link, out: Decisions) -> None:
             ctx, link.key, [], gone, [], quiet=True, untested=found.untested), **base))
 
 
-def summary(ctx: RunContext, issue: SummaryIssue, link: Link | None, out: Decisions) -> None:
+def summary(ctx: RunContext, issue: SummaryIssue, link: Link | None, out: Plan) -> None:
     """A config's summary issue: file it, or refresh it with a comment on what changed."""
     base = dict(key=issue.key, kind="summary", config=issue.config, signature=None)
     if link is None:

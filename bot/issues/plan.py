@@ -7,27 +7,18 @@ read once by bot.view.run_view, the timeline by bot.issues.timeline.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from bot.issues import lifecycle, summary, tracking
 from bot.issues.context import PlanSettings, RunContext
 from bot.issues.keys import summary_key
-from bot.issues.lifecycle import Action
+from bot.issues.lifecycle import Plan
 from bot.issues.timeline import Timeline
 from bot.view.run_view import RunView
-
-
-@dataclass
-class Plan:
-    actions: list[Action]
-    notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (key, link fields) store-only updates
 
 
 def plan(view: RunView, timeline: Timeline, settings: PlanSettings) -> Plan:
     """All the actions for one run."""
     ctx = RunContext(view, timeline, settings)
-    out = lifecycle.Decisions()
+    out = Plan()
     groups = tracking.groups(ctx)
     for group in groups:
         link = view.links.get(group.key)
@@ -38,4 +29,4 @@ def plan(view: RunView, timeline: Timeline, settings: PlanSettings) -> Plan:
             lifecycle.inactive(ctx, link, out)
     for config in sorted(ctx.by_config):
         lifecycle.summary(ctx, summary.issue(ctx, config, groups), view.links.get(summary_key(config)), out)
-    return Plan(actions=out.actions, notes=out.notes)
+    return out

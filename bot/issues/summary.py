@@ -46,8 +46,8 @@ def issue(ctx: RunContext, config: str, groups: list[Group]) -> SummaryIssue:
                                 crashes=counts["crashes"], reduces=counts["reduces_graphs"],
                                 testable=body_ctx["testable"]))
     breaks, lev = ctx.view.breaks.get(config), ctx.view.leverage.get(config)
-    body_ctx.update(key=key, marker=markdown.marker(key), meta=markdown.meta_marker({"kind": "summary", "config": config}),
-                    crashes=counts["crashes"], reduces=counts["reduces_graphs"], rows=rows, tracking=tracking,
+    body_ctx.update(key=key, marker=markdown.marker(key),
+                    meta=markdown.meta_marker({"kind": "summary", "config": config}), crashes=counts["crashes"], reduces=counts["reduces_graphs"], rows=rows, tracking=tracking,
                     trend=trend, breaks=breaks, leverage=lev,
                     torch_version=ctx.view.run.environment.get("torch_version") or "unknown")
     material = {"title": title, "rows": rows, "trend": [(p["crashes"], p["reduces"]) for p in trend],

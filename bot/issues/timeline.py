@@ -144,8 +144,9 @@ def _nights(conn: sqlite3.Connection, view: RunView, timeline: list[Run], groups
              and (r.kind == "nightly" or set(models) & models_of(r))][-MAX_NIGHTS:]
     out = []
     for r in after:
-        got = {(o.model, o.config): o for o in
-               (view.outcomes if max(groups[r.id]) == max(view.group) else history.group_items(conn, r.id, models, ("baseline", config)))}
+        this_run = max(groups[r.id]) == max(view.group)
+        items = view.outcomes if this_run else history.group_items(conn, r.id, models, ("baseline", config))
+        got = {(o.model, o.config): o for o in items}
         out.append(Night(date=issue_date(r), items={m: (got.get((m, "baseline")), got[(m, config)])
                                                     for m in models if (m, config) in got}))
     return tuple(out)
