@@ -80,19 +80,9 @@ class Timeline:
 
 def gather(conn: sqlite3.Connection, view: RunView) -> Timeline:
     """Read the history the planner needs about the viewed run."""
-    run = view.run
     configs = {e.config for e in view.effects}
-    # Runs up to this one, oldest first, one per group: the axis for quiet counts and trends.
-    # A nightly is measured against nightlies only: an ad-hoc sweep of three models is not a quiet night.
-    kinds = ("nightly",) if run.kind == "nightly" else history.HISTORY_KINDS
-    me = max(view.group)
-    latest = history.latest_runs(conn, 500, kinds=kinds)
-    groups = {r.id: history.run_group(conn, r.id) or [r.id] for r in latest}
-    timeline = [r for r in reversed(latest) if max(groups[r.id]) <= me]
-    if not any(max(groups[r.id]) == me for r in timeline):
-        groups[run.id] = list(view.group)
-        timeline.append(run)
-    model_sets: dict[int, set[str]] = {run.id: set(view.models)}
+    axis, groups = _axis(conn, view)
+    model_sets: dict[int, set[str]] = {view.run.id: set(view.models)}
 
     def models_of(r: Run) -> set[str]:
         if r.id not in model_sets:
@@ -105,16 +95,33 @@ def gather(conn: sqlite3.Connection, view: RunView) -> Timeline:
         last = max(history.run_group(conn, seen.last_run) or [seen.last_run or 0])
         # ...that also swept at least one of the models it was last seen on.
         seen_on = set(seen.models)
-        quiet = sum(1 for r in timeline if seen.config in r.configs and min(groups[r.id]) > last
+        quiet = sum(1 for r in axis if seen.config in r.configs and min(groups[r.id]) > last
                     and (not seen_on or seen_on & models_of(r)))
-        nights = _nights(conn, view, timeline, groups, models_of, seen) if _awaits_fix(view, seen) else ()
+        nights = _nights(conn, view, axis, groups, models_of, seen) if _awaits_fix(view, seen) else ()
         sigs[(seen.config, seen.signature)] = dataclasses.replace(seen, quiet=quiet, nights=nights)
-    return Timeline(signatures=MappingProxyType(sigs), trend=MappingProxyType(_trend(conn, timeline, configs)))
+    return Timeline(signatures=MappingProxyType(sigs), trend=MappingProxyType(_trend(conn, axis, configs)))
 
 
-def _trend(conn: sqlite3.Connection, timeline: list[Run], configs: set[str]) -> dict[str, tuple[TrendPoint, ...]]:
+def _axis(conn: sqlite3.Connection, view: RunView) -> tuple[list[Run], dict[int, list[int]]]:
+    """Runs up to this one, oldest first, one per group (the axis for quiet counts and trends), and each one's group.
+
+    A nightly is measured against nightlies only: an ad-hoc sweep of three models is not a quiet night.
+    """
+    run = view.run
+    kinds = ("nightly",) if run.kind == "nightly" else history.HISTORY_KINDS
+    me = max(view.group)
+    latest = history.latest_runs(conn, 500, kinds=kinds)
+    groups = {r.id: history.run_group(conn, r.id) or [r.id] for r in latest}
+    axis = [r for r in reversed(latest) if max(groups[r.id]) <= me]
+    if not any(max(groups[r.id]) == me for r in axis):
+        groups[run.id] = list(view.group)
+        axis.append(run)
+    return axis, groups
+
+
+def _trend(conn: sqlite3.Connection, axis: list[Run], configs: set[str]) -> dict[str, tuple[TrendPoint, ...]]:
     """Each config's crash and fewer-graphs counts over the recent runs that had it, oldest first."""
-    recent = timeline[-TREND_RUNS:]
+    recent = axis[-TREND_RUNS:]
     counts = history.effect_counts(conn, [r.id for r in recent])
     trend = {}
     for c in configs:
@@ -130,7 +137,7 @@ def _awaits_fix(view: RunView, seen: Seen) -> bool:
     return link is not None and link.state == "open" and not link.muted and seen.last_run not in view.group
 
 
-def _nights(conn: sqlite3.Connection, view: RunView, timeline: list[Run], groups: dict[int, list[int]],
+def _nights(conn: sqlite3.Connection, view: RunView, axis: list[Run], groups: dict[int, list[int]],
             models_of: Callable[[Run], set[str]], seen: Seen) -> tuple[Night, ...]:
     """The newest nightlies since the signature was last seen, oldest first, with what they did to its models.
 
@@ -140,7 +147,7 @@ def _nights(conn: sqlite3.Connection, view: RunView, timeline: list[Run], groups
     config = seen.config
     last = max(history.run_group(conn, seen.last_run) or [seen.last_run or 0])
     models = list(seen.models)
-    after = [r for r in timeline if config in r.configs and min(groups[r.id]) > last
+    after = [r for r in axis if config in r.configs and min(groups[r.id]) > last
              and (r.kind == "nightly" or set(models) & models_of(r))][-MAX_NIGHTS:]
     out = []
     for r in after:
