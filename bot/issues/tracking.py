@@ -16,6 +16,7 @@ from bot.issues.context import RunContext, line, render_fitting, short, when
 from bot.issues.keys import tracking_key
 from bot.issues.material import BodyHash, component_material, repro_material
 from bot.issues.routing import route, valid_handle
+from bot.issues.timeline import Seen
 from bot.text import markdown
 from harness.core.outcome import Effect, Outcome
 from harness.core.tracking import crash_signature, tracking_groups
@@ -69,11 +70,7 @@ def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
     seen = ctx.timeline.seen(config, sig)
     error_type = (example.error_type if example else None) or seen.error_type or sig.split(":", 1)[0]
     frame = (example.torch_frame if example else None) or seen.torch_frame
-    routed = route(ctx.settings.rules, sig, error_type, frame)
-    # Handles added by the `cc` command are stored as typed ("@alice"); only valid handles are mentioned.
-    extra = [h.lstrip("@") for h in (link.cc if link else []) if valid_handle(h)]
-    cc = list(dict.fromkeys(routed.cc + extra))
-    labels = list(dict.fromkeys(ctx.settings.labels + routed.labels))
+    cc, labels = _audience(ctx, sig, error_type, frame, link)
     helps = _helps(ctx.effects(config))
     verdict = ctx.view.verdicts.get((config, sig))          # none: verification was not run
     repro = verdict.verdict if verdict else None
@@ -84,18 +81,12 @@ def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
     title = markdown.title(line("title_tracking.txt.j2", config_display=body_ctx["config_display"],
                                 crashing=len(crashing), testable=body_ctx["testable"],
                                 error=_named(ctx, config, sig, error_type)))
-    tb = example.traceback if example and example.traceback else ""
-    first, last = seen.first_seen or ctx.date, seen.last_seen or ctx.date
     body_ctx.update(
         key=group.key, marker=markdown.marker(group.key),
         meta=markdown.meta_marker({"kind": "tracking", "config": config, "signature": sig}),
         signature=sig, error_type=error_type, crashing=crashing, gb_id=_gb_id(examples, sig),
-        example={"model": example.model if example else "", "message": (example.error_message if example else None)
-                 or seen.example_message or sig, "traceback": tb,
-                 "traceback_lines": tb.count("\n") + 1, "torch_frame": frame},
-        helps=helps, overlap=_overlap(ctx, config, {c["model"] for c in crashing}), repro=repro, component=component,
-        first_seen=short(first), last_seen=short(last), first_seen_text=when(first), last_seen_text=when(last),
-        nightlies_seen=seen.nightlies_seen or 1,
+        example=_example(example, seen, frame), helps=helps,
+        overlap=_overlap(ctx, config, {c["model"] for c in crashing}), repro=repro, component=component, **_seen(ctx, seen),
         ratio=f"{all_crashes} : {len(helps)} (this signature: {len(crashing)})", cc=cc, regression=regression,
     )
     material = {"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"]) for c in crashing],
@@ -103,6 +94,30 @@ def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
     return TrackingIssue(group=group, title=title, body=render_fitting("issue_tracking.md.j2", body_ctx),
                          labels=labels, models=[c["model"] for c in crashing],
                          hash=BodyHash.of(material, labels, regression))
+
+
+def _audience(ctx: RunContext, sig: str, error_type: str, frame: str | None,
+              link: Link | None) -> tuple[list[str], list[str]]:
+    """(cc handles, labels): the routing rules', then the handles a `cc` command added to the issue."""
+    routed = route(ctx.settings.rules, sig, error_type, frame)
+    # Handles added by the `cc` command are stored as typed ("@alice"); only valid handles are mentioned.
+    extra = [h.lstrip("@") for h in (link.cc if link else []) if valid_handle(h)]
+    return list(dict.fromkeys(routed.cc + extra)), list(dict.fromkeys(ctx.settings.labels + routed.labels))
+
+
+def _example(example: Outcome | None, seen: Seen, frame: str | None) -> dict[str, Any]:
+    """The one full error the body shows (the history's example message when no crash of this run has one)."""
+    tb = example.traceback if example and example.traceback else ""
+    message = (example.error_message if example else None) or seen.example_message or seen.signature
+    return {"model": example.model if example else "", "message": message, "traceback": tb,
+            "traceback_lines": tb.count("\n") + 1, "torch_frame": frame}
+
+
+def _seen(ctx: RunContext, seen: Seen) -> dict[str, Any]:
+    """The history row's fields: first and last seen (this run when the history has none), nightlies seen."""
+    first, last = seen.first_seen or ctx.date, seen.last_seen or ctx.date
+    return {"first_seen": short(first), "last_seen": short(last), "first_seen_text": when(first),
+            "last_seen_text": when(last), "nightlies_seen": seen.nightlies_seen or 1}
 
 
 def _crashing(ctx: RunContext, group: Group) -> list[dict[str, Any]]:
