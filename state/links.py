@@ -1,7 +1,8 @@
 """Issue links: which GitHub issue stands for which marker key, and its lifecycle as the bot knows it.
 
-`body_sha` holds the sha of the *material* content last written (see
-bot.issues.planner.material_sha), so an unchanged nightly plans no write at all.
+`body_sha` holds the hash of the *material* content last written and of the labels
+given (bot.issues.material.BodyHash, which writes and reads this string), so an
+unchanged nightly plans no write at all.
 `closed_by` is `bot`, `human`, or `human-fixed` (a human closed it and the
 signature has since been absent: if it returns, that is a regression).
 """

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.issues import planner
-from bot.issues.material import summary_key
-from harness.core.effects import effects_for
-from harness.core.graph_breaks import flag_breaks, leverage
+from bot.issues.context import PlanSettings
+from bot.issues.keys import summary_key
+from bot.issues.plan import plan
+from bot.issues.timeline import Timeline
+from bot.view.run_view import RunView
+from tests import issueviews as iv
 from harness.core.outcome import Outcome
 from harness.core.signature import error_kind, gb_doc_url, graph_break_type, linked_gb_id, signature
 
@@ -55,27 +57,24 @@ def _out(model: str, config: str, reasons: list[dict], status: str = "ok", sig: 
                    signature=sig, stratum="decoder_llm")
 
 
-def _run(outs: list[Outcome]) -> planner.PlanInputs:
-    return planner.PlanInputs(run={"id": 3, "date": "2026-11-20", "configs": CONFIGS, "models": sorted({o.model for o in outs})},
-                              effects=effects_for(outs), outcomes=outs, breaks=flag_breaks(outs, CONFIGS),
-                              leverage=leverage(outs))
+def _run(outs: list[Outcome]) -> RunView:
+    return iv.view(outs, run_id=3, configs=CONFIGS, breaks=True)
 
 
-def _summary(inputs: planner.PlanInputs) -> str:
-    plan = planner.plan(inputs, planner.PlanSettings())
-    return next(a.body for a in plan.actions if a.key == summary_key(CSO))
+def _summary(view: RunView) -> str:
+    return next(a.body for a in plan(view, Timeline(), PlanSettings()).actions if a.key == summary_key(CSO))
 
 
 def test_summary_lists_removed_and_introduced_ids_and_a_hint_the_flag_did_not_honour():
     outs = [_out("A", "baseline", [ITEM]), _out("A", CSO, []),
             _out("B", "baseline", [ITEM]), _out("B", CSO, [PRINT]),
             _out("C", "baseline", [ITEM]), _out("C", CSO, [ITEM])]          # the hint names the flag; it stayed
-    inputs = _run(outs)
-    b = inputs.breaks[CSO]
+    view = _run(outs)
+    b = view.breaks[CSO]
     assert [(r.gb_id, r.models) for r in b.removes] == [("GB0124", ("A", "B"))]
     assert [(r.gb_id, r.models) for r in b.introduces] == [("GB0059", ("B",))]
     assert [(r.gb_id, r.models, flag) for r, flag in b.hinted_kept] == [("GB0124", ("C",), CSO)]
-    body = _summary(inputs)
+    body = _summary(view)
     url = gb_doc_url("GB0124")
     assert f"`capture_scalar_outputs=True` removes [GB0124]({url}) `{ITEM['gb_type']}` in 2 models" in body
     assert f"introduces [GB0059]({gb_doc_url('GB0059')}) `Failed to trace builtin operator` in 1 model\n" in body
@@ -90,11 +89,11 @@ def test_summary_ranks_crash_signatures_and_break_ids_by_models():
         crash = common if i < 3 else rare
         outs.append(_out(model, CSO, [PRINT] if i < 2 else [], status="error", sig=crash))
     outs += [_out("M5", "baseline", []), _out("M5", CSO, [PRINT])]
-    inputs = _run(outs)
-    lev = inputs.leverage[CSO]
+    view = _run(outs)
+    lev = view.leverage[CSO]
     assert [(s, len(ms)) for s, ms in lev.crashes] == [(common, 3), (rare, 1)]
     assert [(r.gb_id, r.count) for r in lev.breaks] == [("GB0059", 3)]
-    body = _summary(inputs)
+    body = _summary(view)
     section = body.split("## Leverage", 1)[1]
     assert section.index(f"| {common} | 3 |") < section.index(f"| {rare} | 1 |")
     assert f"| [GB0059]({gb_doc_url('GB0059')}) | Failed to trace builtin operator | 3 |" in section
@@ -104,8 +103,7 @@ def test_tracking_issue_of_an_unsupported_crash_links_its_id():
     sig = signature(ERROR["type"], ERROR["message"])
     outs = [_out("A", "baseline", []), Outcome(model="A", config=CSO, status="error", signature=sig, gb_id="GB0059",
                                                error_type="Unsupported", error_message=ERROR["message"])]
-    plan = planner.plan(_run(outs), planner.PlanSettings())
-    body = next(a.body for a in plan.actions if a.kind == "tracking")
+    body = next(a.body for a in plan(_run(outs), Timeline(), PlanSettings()).actions if a.kind == "tracking")
     assert f"Dynamo's graph-break id: [GB0059]({gb_doc_url('GB0059')})" in body
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from bot.verify import isolate, reproducers
 from bot.verify.verify_run import verify_run
-from bot.issues import planner
+from bot.issues.keys import tracking_key
 from bot.github import publish
 from bot.settings import Settings
 from harness.core.effects import effects_for
@@ -157,7 +157,7 @@ def _publish_twice(tmp_path: Path, backend: str, twin: Twin) -> tuple[list[int],
         publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / date))
         calls.append(len(twin.calls) - before)
     plan = json.loads((tmp_path / "2026-11-20" / "plan.json").read_text())
-    files = [a["file"] for a in plan["actions"] if a["key"] == planner.tracking_key(CSO, SIG) and a["action"] == "create"]
+    files = [a["file"] for a in plan["actions"] if a["key"] == tracking_key(CSO, SIG) and a["action"] == "create"]
     return calls, (tmp_path / "2026-11-20" / files[0]).read_text()
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot.verify import isolate, reproducers
-from bot.issues import planner
+from bot.issues.keys import tracking_key
 from bot.github import publish
 from bot.pipeline import steps
 from bot.settings import Settings
@@ -74,7 +74,7 @@ def test_a_dynamo_crash_is_isolated_once_through_the_real_publish_path(tmp_path:
     (group, stored), = verdicts.for_run(conn, run_id).items()
     assert stored.verdict.status == "confirmed" and stored.component.component == "dynamo"
     assert stored.verdict.component == stored.component and "PendingUnbackedSymbolNotFound" in group[1]
-    key = planner.tracking_key("cso", group[1])
+    key = tracking_key("cso", group[1])
     body = (tmp_path / "out1" / next(a["file"] for a in plan["actions"] if a["key"] == key)).read_text()
     assert "Component: Dynamo tracing (fails under `eager`)." in body
     assert "| `eager` | fails with the same signature |" in body and "`aot_eager` |" not in body

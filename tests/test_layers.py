@@ -141,10 +141,10 @@ def test_publishing_never_imports_the_verify_step(tmp_path):
     """The planner may import bot.verify as far as the layers go (verify sits below issues): the forbidden
     contract says publishing only reads, so the import breaks it while the layers still hold."""
     root = _copy_tree(tmp_path)
-    _plant(root, "bot.issues.planner", "from bot.verify import reproducers")
+    _plant(root, "bot.issues.plan", "from bot.verify import reproducers")
     res = _lint(root)
     assert res.returncode != 0
-    assert "bot.issues.planner -> bot.verify.reproducers" in res.stdout, res.stdout
+    assert "bot.issues.plan -> bot.verify.reproducers" in res.stdout, res.stdout
     assert _lint(root, "flow").returncode == 0
 
 

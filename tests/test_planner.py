@@ -1,92 +1,96 @@
-"""The pure planner: plain data in, actions with rendered text out. No store, no network."""
+"""The pure planner: a run view and its timeline in, actions with rendered text out. No store, no network."""
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
 
 from harness.core import fixes
-from bot.issues import planner
+from bot.issues.context import PlanSettings
+from bot.issues.keys import summary_key, tracking_key
+from bot.issues.material import BodyHash
+from bot.issues.lifecycle import Plan
+from bot.issues.plan import plan
 from bot.issues.routing import compile_rules
-from harness.core.effects import effects_for
+from bot.issues.timeline import Seen, Timeline, TrendPoint
+from bot.view.run_view import RunView
 from harness.core.outcome import Outcome
-from state.verdicts import Verdict
+from state.links import Link
+from state.ranges import Build, Range
+from state.verdicts import RunVerdict, Verdict
+from tests import issueviews as iv
 from tests.fakegithub import scenario as sc
 
 CSO = "capture_scalar_outputs"
+NONE = Timeline()
 
 
-def inputs(results: dict, *, links: dict | None = None, quiet: dict | None = None, transitions: list | None = None,
-           trend: dict | None = None) -> planner.PlanInputs:
+def inputs(results: dict, *, links: dict[str, Link] | None = None, transitions: list | None = None,
+           ranges: list[Range] | None = None, verdicts: list[RunVerdict] | None = None) -> RunView:
     outs = [sc.outcome(m, c, spec.get(c, spec.get("baseline", 3)), "decoder_llm")
             for m, spec in sorted(results.items()) for c in sc.CONFIGS]
-    return planner.PlanInputs(run={"id": 7, "date": "2026-11-20", "environment": sc.ENV, "configs": sc.CONFIGS,
-                                   "options": {"backend": "count"}, "models": sorted(results)},
-                              effects=effects_for(outs), outcomes=outs, links=links or {}, quiet=quiet or {},
-                              transitions=transitions or [], trend=trend or {})
+    return iv.view(outs, configs=sc.CONFIGS, environment=sc.ENV, options={"backend": "count"}, models=sorted(results),
+                   links=(links or {}).values(), transitions=transitions or [], ranges=ranges or [],
+                   verdicts=verdicts or [])
 
 
-def links_after(plan: planner.Plan) -> dict[str, dict[str, Any]]:
-    """The links a successful publish of `plan` leaves behind (what bot.github.publish stores)."""
+def links_after(done: Plan) -> dict[str, Link]:
+    """The links a successful publish of `done` leaves behind (what bot.github.publish stores)."""
     out = {}
-    for n, a in enumerate((a for a in plan.actions if a.action == "create"), 1):
-        out[a.key] = {"key": a.key, "number": n, "kind": a.kind, "config": a.config, "signature": a.signature,
-                      "state": "open", "closed_by": None, "muted": False, "cc": [], "quiet_nightlies": 0,
-                      "body_sha": a.material, "title": a.title}
+    for n, a in enumerate((a for a in done.actions if a.action == "create"), 1):
+        out[a.key] = Link(key=a.key, repo="o/r", number=n, kind=a.kind, config=a.config, signature=a.signature,
+                          body_sha=a.material.text(), title=a.title)
     return out
 
 
 def test_first_plan_creates_tracking_then_summaries() -> None:
-    plan = planner.plan(inputs(sc.corpus()), planner.PlanSettings())
-    assert [(a.action, a.kind) for a in plan.actions] == [("create", "tracking")] * 3 + [("create", "summary")] * 2
-    keys = [a.key for a in plan.actions]
+    done = plan(inputs(sc.corpus()), NONE, PlanSettings())
+    assert [(a.action, a.kind) for a in done.actions] == [("create", "tracking")] * 3 + [("create", "summary")] * 2
+    keys = [a.key for a in done.actions]
     assert len(set(keys)) == 5
-    assert planner.tracking_key(CSO, sc.SIG_A) in keys
-    for a in plan.actions:
+    assert tracking_key(CSO, sc.SIG_A) in keys
+    for a in done.actions:
         assert a.body.startswith(f"<!-- flagsweep:key={a.key} -->") and len(a.title) <= 256
 
 
 def test_same_results_plan_nothing() -> None:
-    first = planner.plan(inputs(sc.corpus()), planner.PlanSettings())
-    again = planner.plan(inputs(sc.corpus(), links=links_after(first)), planner.PlanSettings())
+    first = plan(inputs(sc.corpus()), NONE, PlanSettings())
+    again = plan(inputs(sc.corpus(), links=links_after(first)), NONE, PlanSettings())
     assert again.actions == [] and again.notes == []
 
 
 def test_keys_are_stable_and_distinct() -> None:
-    assert planner.tracking_key("a", "s") == planner.tracking_key("a", "s")
-    assert planner.tracking_key("a", "s") != planner.tracking_key("b", "s") != planner.summary_key("a")
+    assert tracking_key("a", "s") == tracking_key("a", "s")
+    assert tracking_key("a", "s") != tracking_key("b", "s") != summary_key("a")
 
 
 def test_title_counts_follow_the_results() -> None:
-    first = planner.plan(inputs(sc.corpus()), planner.PlanSettings())
+    first = plan(inputs(sc.corpus()), NONE, PlanSettings())
     worse = sc.corpus()
     worse["Model06ForCausalLM"][CSO] = sc.SIG_A
-    plan = planner.plan(inputs(worse, links=links_after(first)), planner.PlanSettings())
-    edits = {a.key: a for a in plan.actions if a.action == "edit" and a.kind == "tracking"}
-    assert list(edits) == [planner.tracking_key(CSO, sc.SIG_A)]
-    assert edits[planner.tracking_key(CSO, sc.SIG_A)].title == \
+    done = plan(inputs(worse, links=links_after(first)), NONE, PlanSettings())
+    edits = {a.key: a for a in done.actions if a.action == "edit" and a.kind == "tracking"}
+    assert list(edits) == [tracking_key(CSO, sc.SIG_A)]
+    assert edits[tracking_key(CSO, sc.SIG_A)].title == \
         "capture_scalar_outputs=True crashes 3/10 models with PendingUnbackedSymbolNotFound"
 
 
 def test_flaky_crashes_are_not_filed() -> None:
     outs = [sc.outcome("M", "baseline", 3, "decoder_llm"), sc.outcome("M", CSO, sc.SIG_A, "decoder_llm")]
     outs[1].flaky_rate = 0.5
-    plan = planner.plan(planner.PlanInputs(run={"id": 1, "date": "d", "configs": sc.CONFIGS}, effects=effects_for(outs),
-                                           outcomes=outs), planner.PlanSettings())
-    assert [a.kind for a in plan.actions] == ["summary"]
+    done = plan(iv.view(outs, run_id=1, date="d", configs=sc.CONFIGS), NONE, PlanSettings())
+    assert [a.kind for a in done.actions] == ["summary"]
 
 
 def test_timeouts_group_by_status() -> None:
     outs = [sc.outcome("M", "baseline", 3, "decoder_llm"),
             Outcome(model="M", config=CSO, status="timeout", stratum="decoder_llm")]
-    plan = planner.plan(planner.PlanInputs(run={"id": 1, "date": "d", "configs": sc.CONFIGS}, effects=effects_for(outs),
-                                           outcomes=outs), planner.PlanSettings())
-    assert plan.actions[0].signature == "timeout" and plan.actions[0].title.endswith("with timeout")
+    done = plan(iv.view(outs, run_id=1, date="d", configs=sc.CONFIGS), NONE, PlanSettings())
+    assert done.actions[0].signature == "timeout" and done.actions[0].title.endswith("with timeout")
 
 
-def _quiet_setup(closed_by: str | None, state: str, quiet: int):
-    first = planner.plan(inputs(sc.corpus()), planner.PlanSettings())
-    links = links_after(first)
-    key = planner.tracking_key(CSO, sc.SIG_B)
-    links[key].update(state=state, closed_by=closed_by)
+def _quiet_setup(closed_by: str | None, state: str) -> tuple[str, dict[str, Link]]:
+    links = links_after(plan(inputs(sc.corpus()), NONE, PlanSettings()))
+    key = tracking_key(CSO, sc.SIG_B)
+    links[key] = dataclasses.replace(links[key], state=state, closed_by=closed_by)
     return key, links
 
 
@@ -99,151 +103,203 @@ def _night(date: str, status: str | None) -> fixes.Night:
                                   Outcome(m, CSO, status, graphs=3))})
 
 
+def _awaiting(quiet: int, nights: list[fixes.Night]) -> Timeline:
+    """B not seen for `quiet` nightlies, last seen on Model02 on 2026-11-19, with what `nights` did to it."""
+    seen = Seen(CSO, sc.SIG_B, models=("Model02ForCausalLM",), last_seen="2026-11-19", quiet=quiet,
+                nights=tuple(nights))
+    return Timeline(signatures={(CSO, sc.SIG_B): seen})
+
+
 def test_close_only_after_n_verified_nightlies_never_on_quiet_ones() -> None:
-    key, links = _quiet_setup(None, "open", 0)
+    key, links = _quiet_setup(None, "open")
     gone = sc.corpus()
     gone["Model02ForCausalLM"][CSO] = 3
-    sigs = {(CSO, sc.SIG_B): {"models": ["Model02ForCausalLM"], "last_seen": "2026-11-19"}}
-    t = [{"model": "Model02ForCausalLM", "config": CSO, "transition": "fixed", "before": {"signature": sc.SIG_B},
-          "after": {"signature": None}}]
+    t = [iv.transition("Model02ForCausalLM", CSO, "fixed", sc.SIG_B, None)]
 
-    def plan(nights, quiet, transitions=None):
-        i = inputs(gone, links=links, quiet={(CSO, sc.SIG_B): quiet}, transitions=transitions)
-        i.signatures, i.nights = sigs, {(CSO, sc.SIG_B): nights}
-        return planner.plan(i, planner.PlanSettings(verify_nightlies=2))
+    def night_plan(nights, quiet, transitions=None):
+        return plan(inputs(gone, links=links, transitions=transitions), _awaiting(quiet, nights),
+                    PlanSettings(verify_nightlies=2))
 
-    one = plan([_night("2026-11-20", "ok")], 1, t)
+    one = night_plan([_night("2026-11-20", "ok")], 1, t)
     assert [a.action for a in one.actions if a.key == key] == ["comment"] and (key, {"quiet_nightlies": 1}) in one.notes
-    untested_comment = plan([_night("2026-11-20", "create_error")], 1, t)
+    untested_comment = night_plan([_night("2026-11-20", "create_error")], 1, t)
     [comment] = [a for a in untested_comment.actions if a.key == key]
     assert "Not tested in this nightly, so not counted as fixed: `Model02ForCausalLM` (create_error)" in comment.body
     # Five quiet nightlies on which the model was never tested: the old rule closed, this one does not.
     untested = [_night("2026-11-2" + str(d), s) for d, s in enumerate([None, "create_error", None, "input_error", None])]
-    assert [a.action for a in plan(untested, 5).actions if a.key == key] == []
-    two = plan([_night("2026-11-20", None), _night("2026-11-21", "ok"), _night("2026-11-22", "ok")], 3)
+    assert [a.action for a in night_plan(untested, 5).actions if a.key == key] == []
+    two = night_plan([_night("2026-11-20", None), _night("2026-11-21", "ok"), _night("2026-11-22", "ok")], 3)
     assert [a.action for a in two.actions if a.key == key] == ["comment", "close"]
     body = two.actions[[a.key for a in two.actions].index(key)].body
     assert "verified fixed in nightly 2026-11-21; last failing 2026-11-19" in body and "2 consecutive" in body
 
 
 def test_bot_closed_issue_reopens_when_the_signature_returns() -> None:
-    key, links = _quiet_setup("bot", "closed", 0)
-    plan = planner.plan(inputs(sc.corpus(), links=links), planner.PlanSettings())
-    assert [a.action for a in plan.actions if a.key == key] == ["reopen", "comment", "edit"]
+    key, links = _quiet_setup("bot", "closed")
+    done = plan(inputs(sc.corpus(), links=links), NONE, PlanSettings())
+    assert [a.action for a in done.actions if a.key == key] == ["reopen", "comment", "edit"]
 
 
 def test_human_closed_issue_is_left_alone_unless_it_regresses_after_a_fix() -> None:
-    key, links = _quiet_setup("human", "closed", 0)
-    plan = planner.plan(inputs(sc.corpus(), links=links), planner.PlanSettings())
-    assert [a for a in plan.actions if a.key == key] == []
+    key, links = _quiet_setup("human", "closed")
+    done = plan(inputs(sc.corpus(), links=links), NONE, PlanSettings())
+    assert [a for a in done.actions if a.key == key] == []
     gone = sc.corpus()
     gone["Model02ForCausalLM"][CSO] = 3
-    quiet = planner.plan(inputs(gone, links=links, quiet={(CSO, sc.SIG_B): 1}), planner.PlanSettings())
+    one_quiet = Timeline(signatures={(CSO, sc.SIG_B): Seen(CSO, sc.SIG_B, quiet=1)})
+    quiet = plan(inputs(gone, links=links), one_quiet, PlanSettings())
     assert (key, {"closed_by": "human-fixed"}) in quiet.notes and not [a for a in quiet.actions if a.key == key]
-    links[key]["closed_by"] = "human-fixed"
-    back = planner.plan(inputs(sc.corpus(), links=links), planner.PlanSettings())
+    links[key].closed_by = "human-fixed"
+    back = plan(inputs(sc.corpus(), links=links), NONE, PlanSettings())
     reopen = [a for a in back.actions if a.key == key]
     assert [a.action for a in reopen] == ["reopen", "comment", "edit"] and "after it had been fixed" in reopen[1].body
 
 
 def test_muted_issue_gets_nothing() -> None:
-    key, links = _quiet_setup(None, "open", 0)
-    links[key]["muted"] = True
+    key, links = _quiet_setup(None, "open")
+    links[key].muted = True
     worse = sc.corpus()
     worse["Model06ForCausalLM"][CSO] = sc.SIG_B
-    plan = planner.plan(inputs(worse, links=links), planner.PlanSettings())
-    assert [a for a in plan.actions if a.key == key] == []
+    done = plan(inputs(worse, links=links), NONE, PlanSettings())
+    assert [a for a in done.actions if a.key == key] == []
 
 
 def test_routing_cc_and_labels_reach_the_issue() -> None:
     rules = compile_rules([{"signature": "^PendingUnbacked", "cc": ["ezyang"], "labels": ["module: dynamic shapes"]}])
-    plan = planner.plan(inputs(sc.corpus()), planner.PlanSettings(rules=rules))
-    a = next(a for a in plan.actions if a.signature == sc.SIG_A)
+    done = plan(inputs(sc.corpus()), NONE, PlanSettings(rules=rules))
+    a = next(a for a in done.actions if a.signature == sc.SIG_A)
     assert a.labels == ["flagsweep", "module: dynamic shapes"] and "cc @ezyang" in a.body
-    b = next(a for a in plan.actions if a.signature == sc.SIG_B)
+    b = next(a for a in done.actions if a.signature == sc.SIG_B)
     assert "cc @" not in b.body
     # A routing change alone re-labels the existing issue without a comment.
-    again = planner.plan(inputs(sc.corpus(), links=links_after(planner.plan(inputs(sc.corpus()), planner.PlanSettings()))),
-                         planner.PlanSettings(rules=rules))
-    assert sorted(a.action for a in again.actions if a.key == planner.tracking_key(CSO, sc.SIG_A)) == ["edit", "labels"]
+    again = plan(inputs(sc.corpus(), links=links_after(plan(inputs(sc.corpus()), NONE, PlanSettings()))), NONE,
+                 PlanSettings(rules=rules))
+    assert sorted(a.action for a in again.actions if a.key == tracking_key(CSO, sc.SIG_A)) == ["edit", "labels"]
 
 
 def test_trend_has_one_point_per_change() -> None:
-    counts = [{"crashes": 3, "reduces_graphs": 2}] * 3 + [{"crashes": 4, "reduces_graphs": 2}]
-    trend = {CSO: [{"date": f"2026-11-{17 + i}", "counts": c} for i, c in enumerate(counts)]}
-    plan = planner.plan(inputs(sc.corpus(), trend=trend), planner.PlanSettings())
-    body = next(a.body for a in plan.actions if a.kind == "summary" and a.config == CSO)
+    counts = [(3, 2)] * 3 + [(4, 2)]
+    trend = {CSO: tuple(TrendPoint(f"2026-11-{17 + i}", c, r) for i, (c, r) in enumerate(counts))}
+    done = plan(inputs(sc.corpus()), Timeline(trend=trend), PlanSettings())
+    body = next(a.body for a in done.actions if a.kind == "summary" and a.config == CSO)
     assert 'x-axis ["2026-11-17", "2026-11-20"]' in body and "line [3, 4]" in body
 
 
 def test_verified_reproducer_is_embedded_and_unconfirmed_is_said() -> None:
-    key_a, key_b = planner.tracking_key(CSO, sc.SIG_A), planner.tracking_key(CSO, sc.SIG_B)
-    i = inputs(sc.corpus())
+    key_a, key_b = tracking_key(CSO, sc.SIG_A), tracking_key(CSO, sc.SIG_B)
     build = dict(fingerprint="fp", build_version="2.13.0", build_git="abc")
-    i.reproducers = {(CSO, sc.SIG_A): Verdict(CSO, sc.SIG_A, "Model00ForCausalLM", status="confirmed",
-                                              script="import torch\nprint(1)\n", **build),
-                     (CSO, sc.SIG_B): Verdict(CSO, sc.SIG_B, "Model02ForCausalLM", status="unconfirmed",
-                                              reason="ran without crashing in a fresh interpreter", **build)}
-    plan = planner.plan(i, planner.PlanSettings())
-    a = next(x for x in plan.actions if x.key == key_a).body
-    b = next(x for x in plan.actions if x.key == key_b).body
+    found = [Verdict(CSO, sc.SIG_A, "Model00ForCausalLM", status="confirmed", script="import torch\nprint(1)\n",
+                     **build),
+             Verdict(CSO, sc.SIG_B, "Model02ForCausalLM", status="unconfirmed",
+                     reason="ran without crashing in a fresh interpreter", **build)]
+    done = plan(inputs(sc.corpus(), verdicts=[RunVerdict(v.config, v.signature, v) for v in found]), NONE,
+                PlanSettings())
+    a = next(x for x in done.actions if x.key == key_a).body
+    b = next(x for x in done.actions if x.key == key_b).body
     assert "Verified" in a and "```python\nimport torch" in a and "<details><summary>repro.py" in a
     assert "No reproducer was confirmed" in b and "ran without crashing" in b and "```python" not in b
     # A group the verify step gave no verdict (verification off) says so.
-    c = next(x for x in plan.actions if x.config != CSO and x.kind == "tracking").body
+    c = next(x for x in done.actions if x.config != CSO and x.kind == "tracking").body
     assert "Reproducer verification was not run for this publish." in c
 
 
 def test_command_cc_handles_join_routing_without_repeats() -> None:
     rules = compile_rules([{"signature": "^PendingUnbacked", "cc": ["ezyang"]}])
-    first = planner.plan(inputs(sc.corpus()), planner.PlanSettings(rules=rules))
-    links = links_after(first)
-    key = planner.tracking_key(CSO, sc.SIG_A)
-    links[key]["cc"] = ["@ezyang", "@alice", "not a handle!"]
-    plan = planner.plan(inputs(sc.corpus(), links=links), planner.PlanSettings(rules=rules))
-    [edit] = [a for a in plan.actions if a.key == key]
+    links = links_after(plan(inputs(sc.corpus()), NONE, PlanSettings(rules=rules)))
+    key = tracking_key(CSO, sc.SIG_A)
+    links[key].cc = ["@ezyang", "@alice", "not a handle!"]
+    done = plan(inputs(sc.corpus(), links=links), NONE, PlanSettings(rules=rules))
+    [edit] = [a for a in done.actions if a.key == key]
     assert "cc @ezyang @alice\n" in edit.body and "not a handle" not in edit.body
 
 
-def _range(kind: str, status: str = "found", reason: str | None = None) -> dict[str, Any]:
-    from state.ranges import Build, Range
-    return Range(run_id=7, config=CSO, signature=sc.SIG_A, kind=kind, status=status,
+def _range(kind: str, status: str = "found", reason: str | None = None, sig: str = sc.SIG_A) -> Range:
+    return Range(run_id=7, config=CSO, signature=sig, kind=kind, status=status,
                  good=Build("2026-11-03", "2.14.0.dev20261103+cpu", "a" * 40),
-                 bad=Build("2026-11-04", "2.14.0.dev20261104+cpu", "b" * 40), models=["M"], installs=3,
-                 reason=reason).to_dict()
+                 bad=Build("2026-11-04", "2.14.0.dev20261104+cpu", "b" * 40), models=["M"], installs=3, reason=reason)
 
 
 def test_a_range_alone_rewrites_the_body_without_a_what_changed_comment() -> None:
-    key = planner.tracking_key(CSO, sc.SIG_A)
+    key = tracking_key(CSO, sc.SIG_A)
     worse = sc.corpus()
     worse["Model06ForCausalLM"][CSO] = sc.SIG_A
-    t = [{"model": "Model06ForCausalLM", "config": CSO, "transition": "new_crash", "before": {"signature": None},
-          "after": {"signature": sc.SIG_A, "effect": "crashes"}, "flaky": False}]
-    first = planner.plan(inputs(sc.corpus()), planner.PlanSettings())
-    night = planner.plan(inputs(worse, links=links_after(first), transitions=t), planner.PlanSettings())
+    t = [iv.transition("Model06ForCausalLM", CSO, "new_crash", None, sc.SIG_A, effect="crashes")]
+    first = plan(inputs(sc.corpus()), NONE, PlanSettings())
+    night = plan(inputs(worse, links=links_after(first), transitions=t), NONE, PlanSettings())
     assert [a.action for a in night.actions if a.key == key] == ["edit", "comment"]
-    ranged = inputs(worse, links=links_after(night) | {key: {**links_after(first)[key],
-                    "body_sha": next(a.material for a in night.actions if a.key == key and a.action == "edit")}},
-                    transitions=t)
-    ranged.ranges = {(CSO, sc.SIG_A, "new_crash"): _range("new_crash", "bounded", "stopped after 8 installs")}
-    again = planner.plan(ranged, planner.PlanSettings())
+    edited = next(a.material for a in night.actions if a.key == key and a.action == "edit")
+    links = links_after(first)
+    links[key].body_sha = edited.text()
+    ranged = inputs(worse, links=links, transitions=t,
+                    ranges=[_range("new_crash", "bounded", "stopped after 8 installs")])
+    again = plan(ranged, NONE, PlanSettings())
     [edit] = [a for a in again.actions if a.key == key]          # the body, and no second "what changed"
     assert edit.action == "edit" and f"compare/{'a' * 40}...{'b' * 40}" in edit.body
     assert "Regression range (bounded): last good nightly 2026-11-03" in edit.body
     assert "stopped after 8 installs" in edit.body
+    assert (edit.material.results, edit.material.labels) == (edited.results, edited.labels)
+    assert edited.range == "" and edit.material.range != ""
 
 
 def test_the_close_comment_carries_the_fix_range() -> None:
-    key, links = _quiet_setup(None, "open", 0)
+    key, links = _quiet_setup(None, "open")
     gone = sc.corpus()
     gone["Model02ForCausalLM"][CSO] = 3
-    i = inputs(gone, links=links, quiet={(CSO, sc.SIG_B): 3})
-    i.signatures = {(CSO, sc.SIG_B): {"models": ["Model02ForCausalLM"], "last_seen": "2026-11-19"}}
-    i.nights = {(CSO, sc.SIG_B): [_night("2026-11-21", "ok"), _night("2026-11-22", "ok")]}
-    i.ranges = {(CSO, sc.SIG_B, "fixed"): {**_range("fixed"), "signature": sc.SIG_B}}
-    plan = planner.plan(i, planner.PlanSettings(verify_nightlies=2))
-    [comment] = [a for a in plan.actions if a.key == key and a.action == "comment"]
+    timeline = _awaiting(3, [_night("2026-11-21", "ok"), _night("2026-11-22", "ok")])
+    done = plan(inputs(gone, links=links, ranges=[_range("fixed", sig=sc.SIG_B)]), timeline,
+                PlanSettings(verify_nightlies=2))
+    [comment] = [a for a in done.actions if a.key == key and a.action == "comment"]
     assert "verified fixed in nightly 2026-11-21" in comment.body
     assert ("Fix range: last failing nightly 2026-11-03 (`aaaaaaaaaa`) .. first fixed nightly 2026-11-04 "
             f"(`bbbbbbbbbb`): [aaaaaaaaaa...bbbbbbbbbb](https://github.com/pytorch/pytorch/compare/{'a' * 40}..."
             f"{'b' * 40})") in comment.body
+
+
+# The hashes the previous version of the planner stored for this plan (the `results[+range].labels` strings):
+# a store it wrote must read back as unchanged, or every issue would be rewritten once.
+STORED_BEFORE = {
+    tracking_key("capture_dynamic_output_shape_ops", sc.SIG_C): "e82ff24e154de73372b6.baafe276627074c42b3d",
+    tracking_key(CSO, sc.SIG_B): "63a734cbab29a8c7612a.baafe276627074c42b3d",
+    tracking_key(CSO, sc.SIG_A): "49c652d58bbe3cf31425+106cf158c5ad3d580bcb.baafe276627074c42b3d",
+    summary_key("capture_dynamic_output_shape_ops"): "6c47a5c65bfb3bca7dfa.baafe276627074c42b3d",
+    summary_key(CSO): "a23d51321bbc3e15ba1a.baafe276627074c42b3d",
+}
+
+
+def test_a_store_written_by_the_previous_version_plans_no_rewrite() -> None:
+    found = Range(run_id=7, config=CSO, signature=sc.SIG_A, kind="new_crash", status="found",
+                  good=Build("2026-11-03", "v", "a" * 40), bad=Build("2026-11-04", "w", "b" * 40), models=["M"],
+                  installs=3)
+    first = plan(inputs(sc.corpus(), ranges=[found]), NONE, PlanSettings())
+    assert {a.key: a.material.text() for a in first.actions} == STORED_BEFORE
+    links = links_after(first)
+    for key, text in STORED_BEFORE.items():
+        links[key].body_sha = text
+    assert plan(inputs(sc.corpus(), links=links, ranges=[found]), NONE, PlanSettings()).actions == []
+
+
+def test_the_body_hash_reads_back_every_form_it_was_stored_in() -> None:
+    results, regression, labels = "1" * 20, "2" * 20, "3" * 20
+    for text in (f"{results}.{labels}", f"{results}+{regression}.{labels}", f".{labels}"):
+        assert BodyHash.parse(text).text() == text
+    assert BodyHash.parse(f"{results}+{regression}.{labels}") == BodyHash(results, regression, labels)
+    assert BodyHash.parse(f".{labels}") == BodyHash(labels=labels)           # a link rebuilt from GitHub's labels
+    assert BodyHash.parse(None) == BodyHash.parse("") == BodyHash()          # never stored: nothing known
+    stored = BodyHash(results, regression, labels)
+    assert stored.same_body(BodyHash(results, regression, "other labels"))
+    assert not stored.same_body(BodyHash(results, "", labels)) and not stored.same_body(stored.without_body())
+
+
+def test_a_link_without_a_stored_hash_is_rewritten_and_relabelled_once() -> None:
+    first = plan(inputs(sc.corpus()), NONE, PlanSettings())
+    cleared = links_after(first)
+    for link in cleared.values():
+        link.body_sha = None
+    again = plan(inputs(sc.corpus(), links=cleared), NONE, PlanSettings())
+    kinds = {(a.kind, a.action) for a in again.actions}
+    assert kinds == {("tracking", "edit"), ("tracking", "labels"), ("summary", "edit")}
+    assert not [a for a in again.actions if a.action == "comment"]          # nothing changed: nothing to say
+    relinked = links_after(first)
+    for a in again.actions:
+        relinked[a.key].body_sha = a.material.text()
+    assert plan(inputs(sc.corpus(), links=relinked), NONE, PlanSettings()).actions == []

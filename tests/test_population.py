@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from bot.pipeline import nightly, sampling
-from bot.issues import planner
-from bot.issues.inputs import gather
+from bot.issues import timeline
+from bot.issues.context import PlanSettings
+from bot.issues.plan import plan as plan_issues
 from bot.view.run_view import load
 from bot.settings import Settings, SettingsError, load as load_settings
 from harness.core.effects import effects_for
@@ -127,7 +128,8 @@ def test_method_table_shows_strata_sample_population_and_seed(tmp_path: Path) ->
     for o in outs:
         runs.record_outcome(conn, rid, o)
     runs.finish_run(conn, rid)
-    plan = planner.plan(gather(conn, load(conn, rid)), planner.PlanSettings())
+    view = load(conn, rid)
+    plan = plan_issues(view, timeline.gather(conn, view), PlanSettings())
     assert len(effects_for(outs)) == 1
     for action in plan.actions:
         assert "| decoder\\_llm | 2 | 3 |" in action.body and "| vision\\_other | 1 | 2 |" in action.body

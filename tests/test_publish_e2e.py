@@ -10,6 +10,7 @@ import pytest
 
 from bot.github import publish
 from bot.github.client import GitHubPublisher
+from bot.issues.material import BodyHash
 from bot.settings import Settings
 from state import db, links, outbox
 from tests.fakegithub import FakeGitHub
@@ -253,6 +254,28 @@ def test_human_edits_kept_and_human_close_respected(fake_github: FakeGitHub, tmp
     run(conn, settings, "2026-11-23", nightly3())
     assert fake.state.repo(fake.repo).issues[b.number].state == "open"
     assert "after it had been fixed" in fake.state.comments(fake.repo, b.number)[-1].body
+
+
+def test_the_body_hash_the_plan_sends_is_the_one_the_link_keeps(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """The outbox carries each action's body hash in its stored form and the link keeps it as sent; an entry left
+    by an earlier publish is applied the same way, and a stale body part alone earns one edit, no relabel."""
+    fake, settings = fake_github, make_settings(fake_github, tmp_path)
+    conn = db.connect(settings.state_path)
+    run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus())
+    publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    stored = {k: l.body_sha for k, l in links.all_links(conn).items()}
+    assert stored == {e.key: e.payload["material"] for e in outbox.entries(conn)}
+    assert all(BodyHash.parse(text).text() == text for text in stored.values())
+    key = next(k for k in stored if k.startswith("t"))
+    labels_part = BodyHash.parse(stored[key]).labels
+    stale = BodyHash("0" * 20, "1" * 20, labels_part).text()
+    outbox.enqueue(conn, "left-over", run_id, [(key, "labels", {"number": links.get(conn, key).number,
+                                                                 "labels": ["flagsweep"], "material": stale})])
+    mark = len(outbox.entries(conn))
+    summary = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    assert summary.resumed == 1
+    assert [(e.key, e.action) for e in outbox.entries(conn)[mark:]] == [(key, "edit")]
+    assert links.get(conn, key).body_sha == stored[key]
 
 
 def test_lost_store_is_rebuilt_from_github(fake_github: FakeGitHub, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from bot.pipeline import steps as steps_mod
 from bot.commands.context import Context, Gate
 from bot.commands.steps import CommandSteps
 from bot.github.dryrun import DryRunPublisher
-from bot.issues.material import tracking_key
+from bot.issues.keys import tracking_key
 from bot.settings import NightlySettings, Settings
 from harness.core.outcome import Outcome
 from state import db, links, ranges

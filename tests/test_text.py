@@ -4,7 +4,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bot.issues import planner
+from bot.issues.context import PlanSettings
+from bot.issues.plan import plan as plan_issues
+from bot.issues.timeline import Timeline
+from tests import issueviews as iv
 from bot.text import markdown
 from bot.settings import Settings
 from bot.github import publish
@@ -86,10 +89,8 @@ def test_hostile_error_through_the_whole_pipeline(fake_github: FakeGitHub, tmp_p
 def test_huge_tables_are_truncated_under_githubs_limit() -> None:
     n = 3000
     effects = [sc_effect(f"Model{i:05d}ForCausalLM", "crashes", "E: " + "boom " * 40) for i in range(n)]
-    inputs = planner.PlanInputs(run={"id": 1, "date": "2026-11-20", "environment": {}, "configs": {"c": {"k.x": True}},
-                                     "options": {}, "models": [e.model for e in effects]},
-                                effects=effects, outcomes=[])
-    plan = planner.plan(inputs, planner.PlanSettings(report_url="https://example.org/report"))
+    view = iv.view([], effects=effects, run_id=1, configs={"c": {"k.x": True}})
+    plan = plan_issues(view, Timeline(), PlanSettings(report_url="https://example.org/report"))
     bodies = [a.body for a in plan.actions if a.body]
     assert bodies and all(len(b) <= markdown.MAX_BODY for b in bodies)
     assert any("more ([full report](https://example.org/report))" in b for b in bodies)

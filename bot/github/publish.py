@@ -21,7 +21,10 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from bot.issues import planner, inputs as plan_inputs, routing
+from bot.issues import plan as issue_plan, routing, timeline
+from bot.issues.lifecycle import Plan
+from bot.issues.context import PlanSettings
+from bot.issues.material import BodyHash, labels_digest
 from bot.text import render
 from bot.view import run_view
 from bot.github.dryrun import DryRunPublisher
@@ -67,11 +70,11 @@ class PublishSummary:
                              failed=self.failed, out_dir=self.out_dir, stopped=self.stopped)
 
 
-def plan_settings(settings: Settings) -> planner.PlanSettings:
+def plan_settings(settings: Settings) -> PlanSettings:
     """The planner's view of the settings (routing validated here: a bad rule fails before anything runs)."""
-    return planner.PlanSettings(verify_nightlies=settings.issues.verify_nightlies, labels=list(settings.issues.labels),
-                                rules=routing.compile_rules(settings.routing, settings.source),
-                                report_url=settings.issues.report_url)
+    return PlanSettings(verify_nightlies=settings.issues.verify_nightlies, labels=list(settings.issues.labels),
+                        rules=routing.compile_rules(settings.routing, settings.source),
+                        report_url=settings.issues.report_url)
 
 
 def resolve_refs(body: str, numbers: dict[str, int | None]) -> str:
@@ -100,8 +103,8 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
     view = view or run_view.load(conn, run_id, repo)
     summary = PublishSummary(run_id=run_id, dry_run=dry_run, repo=repo)
 
-    def make_plan(store: sqlite3.Connection, seen: RunView) -> planner.Plan:
-        return planner.plan(plan_inputs.gather(store, seen), psettings)
+    def make_plan(store: sqlite3.Connection, seen: RunView) -> Plan:
+        return issue_plan.plan(seen, timeline.gather(store, seen), psettings)
 
     if not dry_run:
         if publisher is None:
@@ -132,7 +135,7 @@ def _done(pub: Publisher, summary: PublishSummary) -> PublishSummary:
 
 
 def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str, summary: PublishSummary,
-             say: Callable[[str], None], make_plan: Callable[[sqlite3.Connection, RunView], planner.Plan]) -> PublishSummary:
+             say: Callable[[str], None], make_plan: Callable[[sqlite3.Connection, RunView], Plan]) -> PublishSummary:
     """Steps (1) to (5) of the module docstring, for a real publish and a dry run alike."""
     # (1) an earlier publish may have left work behind: finish it before planning anew.
     leftovers = outbox.unfinished(conn)
@@ -145,7 +148,7 @@ def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str,
     try:
         # A rebuilt link knows the labels GitHub has (so they are not re-sent) but no body hash (so it is refreshed).
         seen = [{"key": r.key, "number": r.number, "state": r.state, "title": r.title, **_meta(r.body),
-                 "body_sha": "." + planner.material_sha(sorted(r.labels))} for r in pub.list_own_issues()]
+                 "body_sha": BodyHash(labels=labels_digest(r.labels)).text()} for r in pub.list_own_issues()]
     except GitHubUnavailable as exc:
         summary.stopped = str(exc)
         return _finish(conn, summary)
@@ -266,14 +269,15 @@ def _execute(conn: sqlite3.Connection, pub: Publisher, repo: str, entry: outbox.
 def _apply(conn: sqlite3.Connection, repo: str, entry: outbox.Entry, result: dict[str, Any]) -> None:
     """The link update that goes with a done action (same transaction as marking it done)."""
     p = entry.payload
+    body_sha = BodyHash.parse(p["material"]).text() if p.get("material") else None
     if entry.action == "create":
         existing = links_mod.get(conn, entry.key, repo)
         links_mod.upsert(conn, links_mod.Link(
             key=entry.key, repo=repo, number=result["number"], kind=p.get("kind") or "tracking", config=p.get("config"),
-            signature=p.get("signature"), state="open", body_sha=p.get("material"), title=p.get("title"),
+            signature=p.get("signature"), state="open", body_sha=body_sha, title=p.get("title"),
             cc=existing.cc if existing else [], muted=existing.muted if existing else False))
     elif entry.action in ("edit", "labels"):
-        fields: dict[str, Any] = {"body_sha": p.get("material")}
+        fields: dict[str, Any] = {"body_sha": body_sha}
         if entry.action == "edit" and p.get("title"):
             fields["title"] = p["title"]
         links_mod.update(conn, entry.key, **fields)

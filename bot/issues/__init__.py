@@ -1,1 +1,1 @@
-"""The issue planner: from a run view and its verdicts to GitHub actions with rendered text."""
+"""The issues of a run: from its view, timeline and verdicts to GitHub actions with rendered text (bot.issues.plan)."""

@@ -1,105 +1,97 @@
-"""The planner's plain data: its inputs and settings, the actions it plans, and the keys and hashes naming issues.
+"""What of an issue is material, and the body hash stored with its link.
 
-Shared by the planner (bot/issues/planner.py) and the publisher glue; no I/O and no rendering here.
+An issue is rewritten only when its material content changed: the hash of that content is stored with the
+issue's link (`state.links.Link.body_sha`), and equal hashes mean nothing to write, so a quiet nightly writes
+nothing. Volatile parts (environment, last seen, the config-wide tables) are not material: they are refreshed
+whenever the issue is rewritten for a material reason.
+
+`BodyHash` is the stored hash, typed; `BodyHash.text` and `BodyHash.parse` are the one place its stored form
+(`results[+range].labels`) is written and read. The other functions here say which part of a reproducer
+verdict, a component, a regression range, a config's graph breaks and its leverage is material.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterable
 
-from harness.core.fixes import Night
-from bot.issues.routing import Rule
 from harness.core.graph_breaks import FlagBreaks, Leverage
-from harness.core.outcome import Effect, Outcome
+from state.ranges import Range
 from state.verdicts import Component, Verdict
 
-REF = "[[flagsweep-ref:{key}]]"          # resolved to "#N" at send time (the number may not exist yet)
-# The environment fields an issue shows, in this order.
-ENV_FIELDS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "cuda_version",
-              "flagsweep_version", "recipe_fingerprint")
 
-@dataclass
-class PlanInputs:
-    """Everything the planner reads, as plain data (built by bot.issues.inputs)."""
-
-    run: dict[str, Any]                        # id, date, environment, configs, base_settings, options, models
-    effects: list[Effect]
-    outcomes: list[Outcome]
-    transitions: list[dict[str, Any]] = field(default_factory=list)   # harness.core.diff Transition.to_dict() + "flaky"
-    previous: dict[str, Any] | None = None     # id, date of the previous comparable run
-    signatures: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (config, sig) -> history row
-    quiet: dict[tuple[str, str], int] = field(default_factory=dict)  # (config, sig) -> nightlies since last seen
-    links: dict[str, dict[str, Any]] = field(default_factory=dict)   # key -> state.links.Link as dict
-    # (config, sig) -> the nightlies since it was last seen (oldest first), for open issues awaiting a verified fix
-    nights: dict[tuple[str, str], list[Night]] = field(default_factory=dict)
-    trend: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # config -> [{date, counts}] oldest first
-    # (config, sig) -> the reproducer verdict and the component the verify step stored (none: verification off)
-    reproducers: dict[tuple[str, str], Verdict] = field(default_factory=dict)
-    components: dict[tuple[str, str], Component] = field(default_factory=dict)
-    breaks: dict[str, FlagBreaks] = field(default_factory=dict)      # config -> ids it removes/introduces
-    leverage: dict[str, Leverage] = field(default_factory=dict)      # config -> crashes and breaks by models
-    # (config, signature, kind) -> the newest regression range (state.ranges.Range.to_dict()), kind new_crash | fixed
-    ranges: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
-
-
-@dataclass
-class PlanSettings:
-    verify_nightlies: int = 2    # consecutive nightlies on which every crashing model must compile before a close
-    labels: list[str] = field(default_factory=lambda: ["flagsweep"])
-    rules: list[Rule] = field(default_factory=list)
-    report_url: str | None = None
-
-
-@dataclass
-class Action:
-    """One GitHub write the planner wants, with its rendered text."""
-
-    action: str                  # create | edit | comment | close | reopen | labels
-    key: str
-    number: int | None           # None for create
-    kind: str                    # tracking | summary
-    title: str | None = None
-    body: str | None = None
-    labels: list[str] | None = None
-    material: str | None = None  # stored with the link once done
-    config: str | None = None
-    signature: str | None = None
-    reason: str = ""
-
-    def payload(self) -> dict[str, Any]:
-        """What the outbox stores."""
-        return {k: v for k, v in asdict(self).items() if k not in ("action", "key")}
-
-
-@dataclass
-class Plan:
-    actions: list[Action]
-    notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (key, link fields) store-only updates
-
-
-def tracking_key(config: str, signature: str) -> str:
-    """Stable key of a (config, signature) tracking issue."""
-    return "t" + hashlib.sha256(f"{config}\n{signature}".encode()).hexdigest()[:16]
-
-
-def summary_key(config: str) -> str:
-    """Stable key of a config's summary issue."""
-    return "s" + hashlib.sha256(config.encode()).hexdigest()[:16]
-
-
-def material_sha(data: Any) -> str:
-    """Hash of what matters in an issue; equal hashes mean nothing to write."""
+def digest(data: Any) -> str:
+    """Hash of what matters in an issue (plain data): equal digests mean nothing to write."""
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def config_display(name: str, settings: dict[str, Any]) -> str:
-    """`capture_scalar_outputs=True` for a one-flag config, else its name."""
-    if len(settings) == 1:
-        (key, value), = settings.items()
-        return f"{key.rsplit('.', 1)[-1]}={value!r}"
-    return name
+@dataclass(frozen=True)
+class BodyHash:
+    """The hash stored with an issue's link: what its body showed, and the labels it was given.
+
+    `results`: the digest of the body's material content; `range`: the digest of the regression range it
+    shows ("" when none: a range alone rewrites the body, and the planner tells it apart from changed
+    results, which alone earn a "what changed" comment); `labels`: the digest of its labels. A part that is
+    "" is unknown: a link rebuilt from GitHub knows only its labels, one whose hash was never stored nothing.
+    """
+
+    results: str = ""
+    range: str = ""
+    labels: str = ""
+
+    @classmethod
+    def of(cls, results: Any, labels: Iterable[str], regression: Range | None = None) -> "BodyHash":
+        """The hash of an issue's material content, the regression range its body shows, and its labels."""
+        return cls(digest(results), range_digest(regression), labels_digest(labels))
+
+    @classmethod
+    def parse(cls, text: str | None) -> "BodyHash":
+        """Read a stored hash (None: never stored, every part unknown)."""
+        body, _, labels = (text or "").partition(".")
+        results, _, regression = body.partition("+")
+        return cls(results, regression, labels)
+
+    def text(self) -> str:
+        """The stored form: `results[+range].labels`."""
+        return self.results + (f"+{self.range}" if self.range else "") + "." + self.labels
+
+    def same_body(self, other: "BodyHash") -> bool:
+        """Whether the two bodies showed the same material content and the same range."""
+        return (self.results, self.range) == (other.results, other.range)
+
+    def without_body(self) -> "BodyHash":
+        """The same labels, the body unknown (it is refreshed whatever it showed)."""
+        return BodyHash(labels=self.labels)
+
+
+def labels_digest(labels: Iterable[str]) -> str:
+    """The digest of a set of labels (their order does not matter)."""
+    return digest(sorted(labels))
+
+
+def range_digest(r: Range | None) -> str:
+    """The digest of what of a regression range the body shows ("" when none)."""
+    if r is None:
+        return ""
+    return digest([r.status, r.good.date, r.good.git, r.bad.date, r.bad.git, r.reason])
+
+
+def repro_material(repro: Verdict | None) -> list[Any]:
+    """What of a reproducer verdict makes a tracking issue worth rewriting: status, model and, when it was shrunk,
+    the parameters and steps kept (none without a shrink: older bodies keep their hash); "skipped" when not run."""
+    if repro is None:
+        return ["skipped", None]
+    stats = repro.shrink.stats if repro.shrink else {}
+    shrunk = [stats.get("after", {}).get("parameters"), stats.get("kept")] if stats else []
+    return [repro.status, repro.model] + shrunk
+
+
+def component_material(record: Component | None) -> Any:
+    """What of a crash's component (bot/verify/isolate.py) makes a tracking issue worth rewriting."""
+    if record is None:
+        return None
+    return [record.component, record.backend, [(s.backend, s.result) for s in record.stages]]
 
 
 def break_material(b: FlagBreaks | None) -> Any:
@@ -115,29 +107,3 @@ def leverage_material(lev: Leverage | None) -> Any:
     if lev is None:
         return None
     return [[(s, len(ms)) for s, ms in lev.crashes], [(r.gb_id, r.count) for r in lev.breaks]]
-
-
-def component_material(record: Component | None) -> Any:
-    """What of a crash's component (bot/verify/isolate.py) makes a tracking issue worth rewriting."""
-    if record is None:
-        return None
-    return [record.component, record.backend, [(s.backend, s.result) for s in record.stages]]
-
-
-def range_material(r: dict[str, Any] | None) -> str:
-    """`+sha` of what of a regression range the body shows ("" when none): a range alone rewrites the body,
-    and the planner tells it apart from changed results, which alone earn a "what changed" comment."""
-    if not r:
-        return ""
-    return "+" + material_sha([r["status"], r["good"]["date"], r["good"]["git"], r["bad"]["date"], r["bad"]["git"],
-                               r["reason"]])
-
-
-def repro_material(repro: Verdict | None) -> list[Any]:
-    """What of a reproducer verdict makes a tracking issue worth rewriting: status, model and, when it was shrunk,
-    the parameters and steps kept (none without a shrink: older bodies keep their hash); "skipped" when not run."""
-    if repro is None:
-        return ["skipped", None]
-    stats = repro.shrink.stats if repro.shrink else {}
-    shrunk = [stats.get("after", {}).get("parameters"), stats.get("kept")] if stats else []
-    return [repro.status, repro.model] + shrunk

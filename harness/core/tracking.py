@@ -1,6 +1,6 @@
 """Which crashes form a tracking group (pure): one group per (config, signature) of a crash the flag causes.
 
-The planner files one tracking issue per group (its key: bot/issues/material.py
+The planner files one tracking issue per group (its key: bot/issues/keys.py
 `tracking_key`); the verify step (bot/verify/) verifies one reproducer per group.
 A crash that flake confirmation found flaky is not believed, so it forms no group.
 """

@@ -1,0 +1,115 @@
+"""The run as its issues tell it: what every issue body of one run shares, and the words to say it.
+
+`RunContext` holds the run view, its timeline and the settings, indexed once (outcomes by item, effects by
+config), and gives the fields every body of a config shares: environment, method, the config's effects,
+dates. The small words (date phrases, one-line templates, a body that fits GitHub's limit) are here too.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.issues.routing import Rule
+from bot.issues.timeline import Timeline, issue_date
+from bot.text import markdown, render
+from bot.view.run_view import RunView
+from harness.core.diff import Transition
+from harness.core.effects import effect_table
+from harness.core.outcome import Effect, Outcome
+
+# The environment fields an issue shows, in this order.
+ENV_FIELDS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "cuda_version",
+              "flagsweep_version", "recipe_fingerprint")
+ROW_LIMITS = (200, 100, 50, 20, 5)       # table rows tried, largest first, until the body fits
+
+
+@dataclass
+class PlanSettings:
+    verify_nightlies: int = 2    # consecutive nightlies on which every crashing model must compile before a close
+    labels: list[str] = field(default_factory=lambda: ["flagsweep"])
+    rules: list[Rule] = field(default_factory=list)
+    report_url: str | None = None
+
+
+class RunContext:
+    """One run's view, timeline and settings, with what its issues share."""
+
+    def __init__(self, view: RunView, timeline: Timeline, settings: PlanSettings) -> None:
+        self.view, self.timeline, self.settings = view, timeline, settings
+        self._outcome: dict[tuple[str, str], Outcome] = {(o.model, o.config): o for o in view.outcomes}
+        self.by_config: dict[str, list[Effect]] = {}
+        for e in view.effects:
+            self.by_config.setdefault(e.config, []).append(e)
+        self.date = issue_date(view.run)
+        previous = issue_date(view.previous) if view.previous else ""
+        self.previous_text = short(previous) if previous else "the previous run"
+        self.transitions: list[Transition] = list(view.diff.transitions) if view.diff else []
+
+    def outcome_of(self, e: Effect) -> Outcome | None:
+        """The outcome an effect was classified from (None: the view has none)."""
+        return self._outcome.get((e.model, e.config))
+
+    def effects(self, config: str) -> list[Effect]:
+        """The config's effects, by model."""
+        return self.by_config.get(config, [])
+
+    def display(self, config: str) -> str:
+        """How issues name a config."""
+        return config_display(config, self.view.run.configs.get(config, {}))
+
+    def comment_marker(self, key: str, what: str) -> str:
+        """The marker that makes one comment of this run on issue `key` findable (and so never sent twice)."""
+        return f"<!-- flagsweep:comment={key}/{self.view.run.id}/{what} -->"
+
+    def shared(self, config: str) -> dict[str, Any]:
+        """The body fields every issue of `config` shares (the template context they start from)."""
+        run = self.view.run
+        env, options = run.environment, run.options
+        table = effect_table(self.effects(config), config)
+        strata = Counter(o.stratum or "unknown" for o in self.view.outcomes if o.config == "baseline")
+        return {
+            "config": config, "config_display": self.display(config),
+            "environment": [(k, env[k]) for k in ENV_FIELDS if env.get(k)],
+            "n_models": len(self.view.models or strata), "strata": sorted(strata.items()),
+            "configs": [(n, json.dumps(v, sort_keys=True)) for n, v in sorted(run.configs.items())],
+            "backend": options.get("backend", "count"), "device": options.get("device", "cpu"),
+            "effects_table": table.rows, "testable": table.testable, "report_url": self.settings.report_url,
+            "begin": markdown.BEGIN, "end": markdown.END, "date": self.date, "date_text": when(self.date),
+            "population": options.get("population"),
+            "unavailable": sorted((n, u.get("missing") or []) for n, u in run.unavailable.items()),
+        }
+
+
+def config_display(name: str, settings: dict[str, Any]) -> str:
+    """`capture_scalar_outputs=True` for a one-flag config, else its name."""
+    if len(settings) == 1:
+        (key, value), = settings.items()
+        return f"{key.rsplit('.', 1)[-1]}={value!r}"
+    return name
+
+
+def when(stamp: str) -> str:
+    """'in nightly 2026-11-20' for a nightly date, 'on 2026-11-20 13:47 UTC' for a run's start time."""
+    return line("date_phrase.txt.j2", stamp=str(stamp))
+
+
+def line(template: str, **values: Any) -> str:
+    """A one-line template (a title, a date phrase) rendered without its trailing newline."""
+    return render.render(template, **values).strip("\n")
+
+
+def short(stamp: str) -> str:
+    """A date, or a run's start time to the minute."""
+    return str(stamp)[:16].replace("T", " ")
+
+
+def render_fitting(template: str, ctx: dict[str, Any]) -> str:
+    """Render with the largest table size that keeps the body under GitHub's limit."""
+    for limit in ROW_LIMITS:
+        body = render.render(template, limit=limit, **ctx)
+        if markdown.fits(body):
+            return body
+    cut = body[: markdown.MAX_BODY - 200]
+    return cut + "\n\n… (truncated)\n" + markdown.END + "\n"

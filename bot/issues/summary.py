@@ -1,0 +1,68 @@
+"""One summary issue per config: every model's effect, the config's tracking issues, its trend, graph breaks.
+
+The body links the config's tracking issues by key (bot.issues.keys.REF, resolved to "#N" when sent), shows
+the trend as one point per change of the crash and fewer-graphs counts, the graph-break ids the flag removes
+and introduces and the leverage ranking. Its material content makes its body hash (bot.issues.material); what
+becomes of the issue is bot.issues.lifecycle's.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from bot.issues.context import RunContext, line, render_fitting
+from bot.issues.keys import REF, summary_key
+from bot.issues.material import BodyHash, break_material, leverage_material
+from bot.issues.tracking import Group
+from bot.text import markdown
+
+
+@dataclass(frozen=True)
+class SummaryIssue:
+    """What the summary issue of one config should say."""
+
+    key: str
+    config: str
+    title: str
+    body: str
+    labels: list[str]
+    hash: BodyHash
+
+
+def issue(ctx: RunContext, config: str, groups: list[Group]) -> SummaryIssue:
+    """The summary issue of `config`, linking the run's tracking groups of it."""
+    key = summary_key(config)
+    effects = ctx.effects(config)
+    counts = Counter(e.effect for e in effects)
+    rows = [{"model": e.model, "stratum": e.stratum, "effect": e.effect, "baseline": e.baseline_graphs,
+             "flagged": e.config_graphs, "signature": e.config_signature} for e in effects]
+    tracking = sorted(({"ref": REF.format(key=g.key), "key": g.key, "signature": g.signature, "count": len(g.effects)}
+                       for g in groups if g.config == config), key=lambda r: (-r["count"], r["signature"]))
+    trend = _trend(ctx, config) or [{"date": ctx.date[:10], "crashes": counts["crashes"],
+                                     "reduces": counts["reduces_graphs"]}]
+    body_ctx = ctx.shared(config)
+    title = markdown.title(line("title_summary.txt.j2", config_display=body_ctx["config_display"],
+                                crashes=counts["crashes"], reduces=counts["reduces_graphs"],
+                                testable=body_ctx["testable"]))
+    breaks, lev = ctx.view.breaks.get(config), ctx.view.leverage.get(config)
+    body_ctx.update(key=key, marker=markdown.marker(key),
+                    meta=markdown.meta_marker({"kind": "summary", "config": config}), crashes=counts["crashes"], reduces=counts["reduces_graphs"], rows=rows, tracking=tracking,
+                    trend=trend, breaks=breaks, leverage=lev,
+                    torch_version=ctx.view.run.environment.get("torch_version") or "unknown")
+    material = {"title": title, "rows": rows, "trend": [(p["crashes"], p["reduces"]) for p in trend],
+                "tracking": [(r["key"], r["count"]) for r in tracking],
+                "breaks": break_material(breaks), "leverage": leverage_material(lev)}
+    labels = list(ctx.settings.labels)
+    return SummaryIssue(key=key, config=config, title=title, body=render_fitting("issue_summary.md.j2", body_ctx),
+                        labels=labels, hash=BodyHash.of(material, labels))
+
+
+def _trend(ctx: RunContext, config: str) -> list[dict[str, Any]]:
+    """The config's trend, one point per change of its crash and fewer-graphs counts."""
+    trend: list[dict[str, Any]] = []
+    for point in ctx.timeline.trend.get(config, ()):
+        p = {"date": point.date, "crashes": point.crashes, "reduces": point.reduces}
+        if not trend or (trend[-1]["crashes"], trend[-1]["reduces"]) != (p["crashes"], p["reduces"]):
+            trend.append(p)
+    return trend

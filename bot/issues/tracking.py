@@ -1,0 +1,154 @@
+"""One tracking issue per (config, signature) of a crash the flag causes: its title, body, labels, cc and hash.
+
+The groups are harness.core.tracking's; the body shows the crashing models, one full error, the reproducer
+the verify step confirmed (or why none was), the component the crash lives in, the regression range, the
+environment and method, where the flag helps, the overlap with other configs and the signature's history.
+Its material content (title, signature, crashing models, reproducer verdict, cc, component) and the range
+it shows make its body hash (bot.issues.material); what becomes of the issue is bot.issues.lifecycle's.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from bot.issues.context import RunContext, line, render_fitting, short, when
+from bot.issues.keys import tracking_key
+from bot.issues.material import BodyHash, component_material, repro_material
+from bot.issues.routing import route, valid_handle
+from bot.issues.timeline import Seen
+from bot.text import markdown
+from harness.core.outcome import Effect, Outcome
+from harness.core.tracking import crash_signature, tracking_groups
+from state.links import Link
+
+
+@dataclass(frozen=True)
+class Group:
+    """One tracking group: the crashes of one signature under one config."""
+
+    key: str
+    config: str
+    signature: str
+    effects: tuple[Effect, ...]
+
+    @property
+    def models(self) -> list[str]:
+        return [e.model for e in self.effects]
+
+
+@dataclass(frozen=True)
+class TrackingIssue:
+    """What the tracking issue of one group should say."""
+
+    group: Group
+    title: str
+    body: str
+    labels: list[str]
+    models: list[str]            # the crashing models, sorted
+    hash: BodyHash
+
+
+def groups(ctx: RunContext) -> list[Group]:
+    """Every tracking group of the run, sorted by (config, signature)."""
+    found = tracking_groups(list(ctx.view.effects), list(ctx.view.outcomes))
+    return [Group(tracking_key(c, s), c, s, tuple(effs)) for (c, s), effs in found.items()]
+
+
+def _gb_id(examples: list[Outcome], sig: str) -> str | None:
+    """The graph-break id a signature is named by ('GB0124: ...'), as the crashing outcomes recorded it."""
+    ids = {o.gb_id for o in examples if o.gb_id and sig.startswith(f"{o.gb_id}: ")}
+    return min(ids) if ids else None
+
+
+def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
+    """The tracking issue of `group` (`link`: the issue as known, whose cc handles a command may have added)."""
+    config, sig = group.config, group.signature
+    crashing = _crashing(ctx, group)
+    examples = [o for o in map(ctx.outcome_of, group.effects) if o is not None]
+    example = min(examples, key=lambda o: (not o.error_message, o.model)) if examples else None
+    seen = ctx.timeline.seen(config, sig)
+    error_type = (example.error_type if example else None) or seen.error_type or sig.split(":", 1)[0]
+    frame = (example.torch_frame if example else None) or seen.torch_frame
+    cc, labels = _audience(ctx, sig, error_type, frame, link)
+    helps = _helps(ctx.effects(config))
+    verdict = ctx.view.verdicts.get((config, sig))          # none: verification was not run
+    repro = verdict.verdict if verdict else None
+    component = verdict.component if verdict else None
+    regression = ctx.view.ranges.get((config, sig, "new_crash"))
+    all_crashes = sum(1 for e in ctx.effects(config) if e.effect == "crashes")
+    body_ctx = ctx.shared(config)
+    title = markdown.title(line("title_tracking.txt.j2", config_display=body_ctx["config_display"],
+                                crashing=len(crashing), testable=body_ctx["testable"],
+                                error=_named(ctx, config, sig, error_type)))
+    body_ctx.update(
+        key=group.key, marker=markdown.marker(group.key),
+        meta=markdown.meta_marker({"kind": "tracking", "config": config, "signature": sig}),
+        signature=sig, error_type=error_type, crashing=crashing, gb_id=_gb_id(examples, sig),
+        example=_example(example, seen, frame), helps=helps,
+        overlap=_overlap(ctx, config, {c["model"] for c in crashing}), repro=repro, component=component, **_seen(ctx, seen),
+        ratio=f"{all_crashes} : {len(helps)} (this signature: {len(crashing)})", cc=cc, regression=regression,
+    )
+    material = {"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"]) for c in crashing],
+                "repro": repro_material(repro), "cc": cc, "component": component_material(component)}
+    return TrackingIssue(group=group, title=title, body=render_fitting("issue_tracking.md.j2", body_ctx),
+                         labels=labels, models=[c["model"] for c in crashing],
+                         hash=BodyHash.of(material, labels, regression))
+
+
+def _audience(ctx: RunContext, sig: str, error_type: str, frame: str | None,
+              link: Link | None) -> tuple[list[str], list[str]]:
+    """(cc handles, labels): the routing rules', then the handles a `cc` command added to the issue."""
+    routed = route(ctx.settings.rules, sig, error_type, frame)
+    # Handles added by the `cc` command are stored as typed ("@alice"); only valid handles are mentioned.
+    extra = [h.lstrip("@") for h in (link.cc if link else []) if valid_handle(h)]
+    return list(dict.fromkeys(routed.cc + extra)), list(dict.fromkeys(ctx.settings.labels + routed.labels))
+
+
+def _example(example: Outcome | None, seen: Seen, frame: str | None) -> dict[str, Any]:
+    """The one full error the body shows (the history's example message when no crash of this run has one)."""
+    tb = example.traceback if example and example.traceback else ""
+    message = (example.error_message if example else None) or seen.example_message or seen.signature
+    return {"model": example.model if example else "", "message": message, "traceback": tb,
+            "traceback_lines": tb.count("\n") + 1, "torch_frame": frame}
+
+
+def _seen(ctx: RunContext, seen: Seen) -> dict[str, Any]:
+    """The history row's fields: first and last seen (this run when the history has none), nightlies seen."""
+    first, last = seen.first_seen or ctx.date, seen.last_seen or ctx.date
+    return {"first_seen": short(first), "last_seen": short(last), "first_seen_text": when(first),
+            "last_seen_text": when(last), "nightlies_seen": seen.nightlies_seen or 1}
+
+
+def _crashing(ctx: RunContext, group: Group) -> list[dict[str, Any]]:
+    """The crashing models' table rows, by model."""
+    rows = []
+    for e in sorted(group.effects, key=lambda e: e.model):
+        o = ctx.outcome_of(e)
+        rows.append({"model": e.model, "stratum": e.stratum, "baseline": e.baseline_graphs,
+                     "status": o.status if o else "error", "error_type": o.error_type if o else None,
+                     "message": (o.error_message if o else None) or (o.status if o else "")})
+    return rows
+
+
+def _helps(effects: list[Effect]) -> list[dict[str, Any]]:
+    """The models the flag gives fewer graphs, the biggest reduction first."""
+    return sorted(({"model": e.model, "baseline": e.baseline_graphs, "flagged": e.config_graphs,
+                    "reduction": (e.baseline_graphs or 0) - (e.config_graphs or 0)}
+                   for e in effects if e.effect == "reduces_graphs"), key=lambda r: (-r["reduction"], r["model"]))
+
+
+def _overlap(ctx: RunContext, config: str, models: set[str]) -> list[tuple[str, int]]:
+    """(other config, how many of these models also crash there), by config."""
+    overlap = Counter(e.config for c, effs in ctx.by_config.items() if c != config for e in effs
+                      if e.effect == "crashes" and e.model in models)
+    return sorted(overlap.items())
+
+
+def _named(ctx: RunContext, config: str, sig: str, error_type: str) -> str:
+    """How the title names the crash: its error type, or the signature when the type alone is ambiguous."""
+    same_type = {crash_signature(ctx.outcome_of(e), e) for e in ctx.effects(config)
+                 if e.effect == "crashes"}
+    if sum(1 for s in same_type if s.split(":", 1)[0] == error_type) > 1:
+        return sig[:100]
+    return error_type
