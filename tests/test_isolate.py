@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bot.verify import isolate, reproducers
-from bot.verify.verify_run import verify_run
+from bot.verify.step import verify_run
 from bot.issues.keys import tracking_key
 from bot.github import publish
 from bot.settings import Settings

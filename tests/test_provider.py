@@ -5,8 +5,8 @@ import sys
 import pytest
 from packaging.tags import Tag
 
-from bot.builds.provider import (ProviderError, available_dates, current, dev_date, install, list_wheels,
-                          parse_index, parse_wheel, pick, provide, resolve, transformers_requirement)
+from bot.builds.provider import current, install, provide, resolve, transformers_requirement
+from bot.builds.wheel_index import (ProviderError, available_dates, dev_date, list_wheels, parse_index, parse_wheel, pick)
 from bot.settings import NightlySettings
 from tests.fakeindex import FakeIndex
 
@@ -146,7 +146,8 @@ def test_build_names_people_use():
 
 def test_versions_release_candidates_and_dev_builds_resolve(index, tmp_path):
     # Versions stay at or below 2.14.1: this machine's pip config caps torch there (/etc/xdg/pip).
-    from bot.builds.provider import BuildSpec, available_builds, pick_version, provide_spec
+    from bot.builds.provider import BuildSpec, provide_spec
+    from bot.builds.wheel_index import available_builds, pick_version
 
     index.add("2.13.0+cpu", "rel13")
     index.add("2.14.0rc1+cpu", "rc14")
@@ -201,7 +202,7 @@ def test_a_half_installed_venv_is_rebuilt(index, tmp_path):
     half = tmp_path / "venvs" / "torch-2.14.1+cpu"
     (half / "bin").mkdir(parents=True)
     (half / "leftover-from-a-killed-pip").write_text("x")          # no ready marker: an interrupted install
-    from bot.builds.provider import pick_version
+    from bot.builds.wheel_index import pick_version
 
     n = install(pick_version(list_wheels(s), "2.14.1"), s, progress=False)
     assert n.git == "rel14" and not (half / "leftover-from-a-killed-pip").exists() and (half / ".flagsweep-ready").exists()

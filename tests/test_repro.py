@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.verify.repro_script import NotRenderable, render_script
+from bot.verify.script import NotRenderable, render_script
 from harness.engine import engine
 from harness.engine.script_runner import run_script
 from state import db, runs

@@ -15,7 +15,7 @@ from bot.github import publish
 from bot.pipeline import steps
 from bot.verify import reproducers, shrink
 from bot.text.render import render
-from bot.verify.repro_script import render_script
+from bot.verify.script import render_script
 from bot.settings import Settings
 from harness.core.effects import effects_for
 from harness.core.tracking import tracking_groups

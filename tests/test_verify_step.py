@@ -22,7 +22,7 @@ import pytest
 from bot.github import publish
 from bot.pipeline import nightly, steps
 from bot.settings import Settings
-from bot.verify import verify_run as verify_mod
+from bot.verify import step as verify_mod
 from bot.view import run_view
 from state import db, runs, verdicts
 from state.verdicts import Component, RunVerdict, Shrink, Stage, Verdict
@@ -58,7 +58,7 @@ def fake_interpreter(tmp_path: Path) -> Path:
     """The run's "python": answers each reproducer with the crash of its group, without torch."""
     path = tmp_path / "run-python"
     path.write_text(f"""#!/bin/sh
-# $1 is -I, $2 the reproducer (bot.verify.repro_script renders the model and the config's settings into it)
+# $1 is -I, $2 the reproducer (bot.verify.script renders the model and the config's settings into it)
 case "$(cat "$2")" in
   *{CDO}*) sig='{sc.SIG_C}' ;;
   *Model02ForCausalLM*) sig='{sc.SIG_B}' ;;
@@ -224,6 +224,6 @@ def test_an_old_reproducer_cache_is_ignored_with_one_line(world, tmp_path):
 
 
 def test_the_note_is_silent_without_an_old_cache(tmp_path, caplog):
-    with caplog.at_level(logging.WARNING, logger="bot.verify.verify_run"):
+    with caplog.at_level(logging.WARNING, logger="bot.verify.step"):
         verify_mod.note_old_cache(tmp_path / "state.sqlite")
     assert caplog.records == []

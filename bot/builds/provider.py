@@ -27,10 +27,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from bot.settings import NightlySettings
-# The index half of the provider; its names are the provider's public API too.
-from bot.builds.wheel_index import (ProviderError, Wheel, available_builds, available_dates, build_labels,  # noqa: F401
-                             compatible, dev_date, list_wheels, parse_index, parse_wheel, pick, pick_version,
-                             project_url)
+from harness.core.files import write_atomic
+from bot.builds.wheel_index import ProviderError, Wheel, dev_date, list_wheels, pick, pick_version, project_url
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +166,7 @@ def install(wheel: Wheel, settings: NightlySettings, *, progress: bool = True) -
         nightly = Nightly(version=info["version"], git=info.get("git"), python=str(venv_python(path)),
                           date=wheel.date or _today(), venv=str(path), wheel_url=wheel.url,
                           index=settings.index_url, channel=settings.channel)
-        ready.write_text(json.dumps(nightly.to_dict()))
+        write_atomic(ready, json.dumps(nightly.to_dict()))
         return nightly
 
 

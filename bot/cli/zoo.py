@@ -166,7 +166,7 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
 
 def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     """Write (and optionally run) a standalone reproducer."""
-    from bot.verify.repro_script import NotRenderable, render_script
+    from bot.verify.script import NotRenderable, render_script
     from harness.engine import configs as configs_mod
     from harness.engine import engine
     from harness import zoo

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.github.port import IssueRef
+from harness.core.files import write_atomic
 
 PLACEHOLDER_BASE = 900000
 _OURS = re.compile(r"^\d{3,}-[a-z]+-.*\.md$")
@@ -120,6 +121,4 @@ class DryRunPublisher:
         if self.out_dir is None:
             return None
         data = {"actions": [r.__dict__ for r in self.records], **(extra or {})}
-        path = self.out_dir / "plan.json"
-        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-        return path
+        return write_atomic(self.out_dir / "plan.json", json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -15,13 +15,12 @@ runs a script or starts a process.
 from __future__ import annotations
 
 import logging
-import re
 import sqlite3
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from bot.issues import plan as issue_plan, routing, timeline
+from bot.issues import keys, plan as issue_plan, routing, timeline
 from bot.issues.lifecycle import Plan
 from bot.issues.context import PlanSettings
 from bot.issues.material import BodyHash, labels_digest
@@ -36,7 +35,6 @@ from state.db import transaction
 
 log = logging.getLogger(__name__)
 DRY_RUN_REPO = "dry-run/no-repository"   # where a dry run without github.repo files its (scratch) links
-_REF = re.compile(r"\[\[flagsweep-ref:([A-Za-z0-9]+)\]\]")
 
 
 @dataclass
@@ -75,11 +73,6 @@ def plan_settings(settings: Settings) -> PlanSettings:
     return PlanSettings(verify_nightlies=settings.issues.verify_nightlies, labels=list(settings.issues.labels),
                         rules=routing.compile_rules(settings.routing, settings.source),
                         report_url=settings.issues.report_url)
-
-
-def resolve_refs(body: str, numbers: dict[str, int | None]) -> str:
-    """Turn `[[flagsweep-ref:KEY]]` into `#N` (or "a pending issue" when it has no number yet)."""
-    return _REF.sub(lambda m: f"#{numbers[m.group(1)]}" if numbers.get(m.group(1)) else "(issue pending)", body)
 
 
 def _progress(enabled: bool) -> Callable[[str], None]:
@@ -240,8 +233,8 @@ def _execute(conn: sqlite3.Connection, pub: Publisher, repo: str, entry: outbox.
              uncertain: bool) -> tuple[dict[str, Any], bool]:
     """Send one entry; returns (result to store, whether GitHub changed)."""
     p = entry.payload
-    numbers = {k: l.number for k, l in links_mod.all_links(conn, repo).items()} if p.get("body") and "[[flagsweep-ref:" in p["body"] else {}
-    body = resolve_refs(p["body"], numbers) if p.get("body") else p.get("body")
+    numbers = {k: l.number for k, l in links_mod.all_links(conn, repo).items()} if keys.has_refs(p.get("body")) else {}
+    body = keys.resolve_refs(p["body"], numbers) if p.get("body") else p.get("body")
     if entry.action == "create":
         link = links_mod.get(conn, entry.key, repo)
         if link is not None:              # filed by an earlier publish (or adopted by the sync): edit instead

@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from harness.core.files import write_atomic
 from harness.core.outcome import Outcome
 from state import history
 from state import runs as runs_mod
@@ -105,11 +106,7 @@ def export_run(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
 
 def write_export(conn: sqlite3.Connection, run_id: int, path: str | Path) -> Path:
     """Write `export_run` to `path` (atomically: a half-written file is never left under that name)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(export_run(conn, run_id), sort_keys=True) + "\n")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, json.dumps(export_run(conn, run_id), sort_keys=True) + "\n")
 
 
 def read_export(path: str | Path) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
-from bot.builds import provider
+from bot.builds import provider, wheel_index
 from bot.view import run_view
 from harness.core.diff import DiffResult
 from bot.github.publish import PublishSummary
@@ -83,7 +83,7 @@ def confirm(conn: sqlite3.Connection, run_id: int, result: DiffResult | None, se
 
 def list_builds(settings: Settings) -> list[str]:
     """The index's installable builds, oldest first: nightlies by date (ProviderError when it cannot be read)."""
-    return provider.build_labels(provider.list_wheels(settings.nightly))
+    return wheel_index.build_labels(wheel_index.list_wheels(settings.nightly))
 
 
 def range_sweep(items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict[str, Any],
@@ -122,7 +122,7 @@ def verify(conn: sqlite3.Connection, run_id: int, settings: Settings, *, enabled
     enabled: run the reproducers (default: `[issues] verify_reproducers`). A verdict stored for the
     same key is reused, so verifying a run again runs nothing.
     """
-    from bot.verify import verify_run as verify_mod
+    from bot.verify import step as verify_mod
     verify_mod.note_old_cache(settings.state_path)
     issues = settings.issues
     return verify_mod.verify_run(conn, run_id, enabled=issues.verify_reproducers if enabled is None else enabled,

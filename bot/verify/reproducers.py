@@ -2,7 +2,7 @@
 
 For each tracking group the smallest affected model (fewest ops, then fewest
 baseline graphs, then name) gets a standalone script rendered from what the run
-stored (bot/verify/repro_script.py; no model is built here and torch is never imported),
+stored (bot/verify/script.py; no model is built here and torch is never imported),
 run in a fresh subprocess of the interpreter the run used: a crash that exists
 only in a nightly is checked on that nightly. That is slow (a new Python, a
 compile), so verdicts are stored (state/verdicts.py) per (config, signature,
@@ -31,7 +31,7 @@ Groups = dict[tuple[str, str], list[Effect]]   # (config, signature) -> effects 
 def render_and_run(built: dict[str, Any] | None, settings: dict[str, Any], backend: str, device: str,
                    python: str, timeout: float) -> tuple[str, dict[str, Any]]:
     """Render the script from stored data, run it under `python`; (script, its result)."""
-    from bot.verify.repro_script import render_script
+    from bot.verify.script import render_script
     from harness.engine.script_runner import run_script
 
     script = render_script(built, settings, backend, device)

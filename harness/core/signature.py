@@ -1,6 +1,6 @@
 """Error signatures: a stable, short, human-readable name for an error.
 
-Stdlib only and self-contained: bot/verify/repro_script.py inlines this module's source
+Stdlib only and self-contained: bot/verify/script.py inlines this module's source
 into standalone reproducer scripts, so it must not import anything from
 flagsweep. A signature keeps the exception type and the message's shape and
 drops what varies between runs and models (symbol numbers, sizes, addresses,

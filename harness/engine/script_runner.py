@@ -1,6 +1,6 @@
 """Run a standalone reproducer in a fresh, isolated interpreter and read its result line.
 
-Scripts are rendered elsewhere (bot/verify/repro_script.py, from what a run stored);
+Scripts are rendered elsewhere (bot/verify/script.py, from what a run stored);
 this module only runs one, under whichever interpreter it is given (the run's
 own, so a crash that exists only in a nightly is checked on that nightly).
 Stdlib only: it never imports torch.

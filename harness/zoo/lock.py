@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from harness.core.files import write_atomic
 from harness.zoo.errors import CorruptEntry, LockError
 
 LOCK_DIR = Path(__file__).with_name("lock")
@@ -154,13 +153,7 @@ def pretty(value: Any, depth: int = 0) -> str:
 
 def write(path: Path, version: str, entries: dict[str, dict], excluded: dict[str, str] | None = None) -> None:
     """Write a lock deterministically (sorted keys, one entry per model in name order) and atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"format": FORMAT, "transformers": version, "entries": {m: seal(entries[m]) for m in sorted(entries)},
            "excluded": dict(sorted((excluded or {}).items()))}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".lock.")
-    with os.fdopen(fd, "w") as f:
-        f.write(pretty(doc) + "\n")
-    os.chmod(tmp, 0o644)  # a file of the repository, not a private temp file
-    os.replace(tmp, path)
+    write_atomic(path, pretty(doc) + "\n")
     load.cache_clear()
