@@ -38,8 +38,8 @@ from state.verdicts import Component, RunVerdict, Shrink, Stage, Verdict
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub import scenario as sc
 
-CSO, CDO = "capture_scalar_outputs", "capture_dynamic_output_shape_ops"
-M = [f"Model{i:02d}ForCausalLM" for i in range(10)]
+CSO, CDO, M = sc.CSO, sc.CDO, sc.M
+nightly3, quiet_c = sc.nightly3, sc.quiet_c
 FIXTURE = json.loads((Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "graph_breaks.json").read_text())
 
 
@@ -65,18 +65,6 @@ def record(conn: sqlite3.Connection, date: str, results: dict[str, dict[str, Any
     return run_id
 
 
-def nightly3() -> dict:
-    """M01 no longer crashes with A, M05 newly crashes with B."""
-    n = sc.corpus()
-    n[M[1]][CSO] = 1
-    n[M[5]][CSO] = sc.SIG_B
-    return n
-
-
-def quiet_c(n: dict) -> dict:
-    n = copy.deepcopy(n)
-    n[M[0]][CDO] = 3
-    return n
 
 
 def settings_for(fake: FakeGitHub, state: Path, **issues: Any) -> Settings:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 import types
 import typing
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.core.files import UnreadableFile, read_toml
 from harness.core.fixes import MAX_NIGHTS
 from harness.engine.options import SweepOptions
 from harness.core.population import POPULATIONS
@@ -245,17 +245,9 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
     if path:
         p = Path(path)
         try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise SettingsError(f"{p}: settings file not found") from None
-        except IsADirectoryError:
-            raise SettingsError(f"{p}: is a folder, not a settings file") from None
-        except OSError as exc:
-            raise SettingsError(f"{p}: cannot read the settings file ({exc.strerror})") from None
-        except UnicodeDecodeError:
-            raise SettingsError(f"{p}: not a text file (a TOML settings file is UTF-8 text)") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise SettingsError(f"{p}: {exc}") from None
+            data = read_toml(p, "settings file")
+        except UnreadableFile as exc:
+            raise SettingsError(str(exc)) from None
         settings.source = str(p)
         routing = data.pop("routing", None)
         if routing is not None:

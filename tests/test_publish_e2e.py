@@ -16,8 +16,8 @@ from state import db, links, outbox
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub import scenario as sc
 
-CSO, CDO = "capture_scalar_outputs", "capture_dynamic_output_shape_ops"
-M = [f"Model{i:02d}ForCausalLM" for i in range(10)]
+CSO, CDO, M = sc.CSO, sc.CDO, sc.M
+nightly3, quiet_c = sc.nightly3, sc.quiet_c
 
 
 def make_settings(fake: FakeGitHub, tmp: Path, **gh: Any) -> Settings:
@@ -28,19 +28,6 @@ def make_settings(fake: FakeGitHub, tmp: Path, **gh: Any) -> Settings:
     return s
 
 
-def nightly3() -> dict:
-    """One model fixed (M01 no longer crashes with A) and one new crash (M05 crashes with B)."""
-    n = sc.corpus()
-    n[M[1]][CSO] = 1
-    n[M[5]][CSO] = sc.SIG_B
-    return n
-
-
-def quiet_c(n: dict) -> dict:
-    """The same nightly with signature C gone (M00 compiles under CDO)."""
-    n = copy.deepcopy(n)
-    n[M[0]][CDO] = 3
-    return n
 
 
 def run(conn, settings, date: str, results: dict, publisher=None) -> publish.PublishSummary:

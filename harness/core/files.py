@@ -21,3 +21,26 @@ def write_atomic(path: str | Path, text: str, mode: int = 0o644) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+class UnreadableFile(ValueError):
+    """A file the person named cannot be read as what it should be; the message names it and why, in one line."""
+
+
+def read_toml(path: str | Path, what: str) -> dict:
+    """The TOML document at `path`; `what` names it in errors ("settings file", "config file")."""
+    import tomllib  # 3.11+; only the parent reads TOML files
+
+    path = Path(path)
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UnreadableFile(f"{path}: {what} not found") from None
+    except IsADirectoryError:
+        raise UnreadableFile(f"{path}: is a folder, not a {what}") from None
+    except OSError as exc:          # no permission, an unreadable device
+        raise UnreadableFile(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise UnreadableFile(f"{path}: not a text file (a TOML {what} is UTF-8 text)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UnreadableFile(f"{path}: {exc}") from None

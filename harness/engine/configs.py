@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core.files import UnreadableFile, read_toml
+
 # The torch modules whose keys a config may set (DESIGN "Words").
 CONFIG_MODULES = (
     "torch._dynamo.config",
@@ -115,21 +117,11 @@ def load_catalog(config_file: str | None) -> dict[str, dict]:
     catalog = {name: dict(settings) for name, settings in BUILTIN.items()}
     if not config_file:
         return catalog
-    import tomllib  # 3.11+; only the parent reads config files
-
     path = Path(config_file)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: is a folder, not a config file") from None
-    except OSError as exc:          # no permission, an unreadable device
-        raise ConfigError(f"{path}: cannot read the config file ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not a text file (a TOML config file is UTF-8 text)") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+        data = read_toml(path, "config file")
+    except UnreadableFile as exc:
+        raise ConfigError(str(exc)) from None
     tables = data.get("configs", data)
     if not isinstance(tables, dict):
         raise ConfigError(f"{path}: [configs] must hold one table per config")

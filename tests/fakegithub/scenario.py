@@ -6,6 +6,7 @@ config compile with the baseline's graph count.
 """
 from __future__ import annotations
 
+import copy
 import sqlite3
 from typing import Any, Union
 
@@ -18,6 +19,9 @@ CONFIGS = {"baseline": {},
 ENV = {"torch_version": "2.13.0.dev20261120+cpu", "torch_git": "abc1234", "transformers_version": "5.23.0",
        "python_version": "3.11.7", "device": "cpu", "flagsweep_version": "0.1.0"}
 Spec = Union[int, str]
+
+CSO, CDO = "capture_scalar_outputs", "capture_dynamic_output_shape_ops"
+M = [f"Model{i:02d}ForCausalLM" for i in range(10)]   # the models of corpus(), in order
 
 SIG_A = "PendingUnbackedSymbolNotFound: Pending unbacked symbols {uN}"
 SIG_B = "GuardOnDataDependentSymNode: Could not guard on data-dependent expression Eq(uN, 0)"
@@ -66,3 +70,18 @@ def corpus(n: int = 10) -> dict[str, dict[str, Spec]]:
     models[names[3]][cso] = 1
     models[names[4]][cso] = 2
     return models
+
+
+def nightly3() -> dict[str, dict[str, Spec]]:
+    """One model fixed (M01 no longer crashes with A) and one new crash (M05 crashes with B)."""
+    n = corpus()
+    n[M[1]][CSO] = 1
+    n[M[5]][CSO] = SIG_B
+    return n
+
+
+def quiet_c(n: dict[str, dict[str, Spec]]) -> dict[str, dict[str, Spec]]:
+    """The same nightly with signature C gone (M00 compiles under CDO)."""
+    n = copy.deepcopy(n)
+    n[M[0]][CDO] = 3
+    return n
