@@ -101,6 +101,10 @@ class WebhookSettings:
     drain_limit: int = 16_000_000    # bytes of an oversize body read and discarded so the sender reads its 413
     max_headers: int = 100           # more header fields than this: 431
     read_timeout: float = 10.0       # seconds a sender may pause while sending a body (then 408)
+    header_timeout: float = 5.0      # seconds a connection has to send a complete request head, then it is closed
+    max_connections: int = 200       # open connections at most
+    max_per_peer: int = 20           # open connections from one address at most (a proxy in front: raise it)
+    reserve: int = 50                # of max_connections, kept for requests being answered (not for slow headers)
     access_log: bool = True          # one line per request on the `flagsweep.access` logger
 
 
@@ -208,6 +212,10 @@ _LIMITS: dict[str, tuple[Any, str]] = {
     "webhook.drain_limit": (lambda v: v >= 0, "0 or more bytes"),
     "webhook.max_headers": (lambda v: v >= 1, "at least 1"),
     "webhook.read_timeout": (lambda v: v > 0, "more than 0 seconds"),
+    "webhook.header_timeout": (lambda v: v > 0, "more than 0 seconds"),
+    "webhook.max_connections": (lambda v: v >= 2, "at least 2"),
+    "webhook.max_per_peer": (lambda v: v >= 1, "at least 1"),
+    "webhook.reserve": (lambda v: v >= 1, "at least 1"),
     "commands.retry_for": (lambda v: v >= 0, "0 or more seconds"),
     "commands.retry_backoff": (lambda v: v > 0, "more than 0 seconds"),
     "scheduler.stuck_after": (lambda v: v > 0, "more than 0 seconds"),

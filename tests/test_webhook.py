@@ -32,9 +32,14 @@ def comment_payload(body: str, login: str = "triager", action: str = "created", 
 
 @pytest.fixture
 def server(tmp_path):
+    yield from serving(tmp_path, read_timeout=1.0, header_timeout=1.0)
+
+
+def serving(tmp_path, **webhook):
     settings = Settings(state_path=tmp_path / "state.sqlite")
     settings.webhook.secret = SECRET
-    settings.webhook.read_timeout = 1.0
+    for key, value in webhook.items():
+        setattr(settings.webhook, key, value)
     conn = db.connect(settings.state_path)
     woken = []
     app = WebhookApp(conn, settings, notify=lambda: woken.append(1), health=lambda: {"ok": True, "queue": jobs.depth(conn)})
@@ -155,7 +160,63 @@ def test_a_sender_that_stalls_mid_body_gets_408(server):
 def test_a_sender_that_never_finishes_its_headers_is_dropped(server):
     with socket.create_connection(("127.0.0.1", server.server_port), timeout=10) as s:
         s.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\n")
-        assert s.recv(4096) == b""          # closed by the server after read_timeout, no answer owed
+        assert s.recv(4096) == b""          # closed by the server after header_timeout, no answer owed
+    with socket.create_connection(("127.0.0.1", server.server_port), timeout=10) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")   # kept alive: the next head has the same deadline
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        assert s.recv(4096) == b""
+    assert httpx.get(server.url + "/healthz", timeout=5).json()["connections"]["timed_out"] == 2
+
+
+def slow_clients(port: int, peers: range, per_peer: int) -> list[socket.socket]:
+    """Connections from 127.0.0.<peer> that send half a request head and then nothing."""
+    opened = []
+    for peer in peers:
+        for _ in range(per_peer):
+            s = socket.socket()
+            s.settimeout(5)
+            s.bind((f"127.0.0.{peer}", 0))
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: ping\r\n")
+            opened.append(s)
+    return opened
+
+
+@pytest.fixture
+def patient_server(tmp_path):
+    # Slow clients are not timed out during the test: only the connection caps keep the server reachable.
+    yield from serving(tmp_path, read_timeout=60.0, header_timeout=60.0)
+
+
+def test_slow_clients_from_many_addresses_do_not_take_deliveries_down(patient_server):
+    srv, opened = patient_server, []
+    try:
+        for round_ in range(3):         # a flood, then the same flood reconnecting, twice
+            opened += slow_clients(srv.server_port, range(2, 14), per_peer=25)   # 300 connections a round
+            r = post(srv, "issue_comment", comment_payload("@flagsweep-bot rerun"), delivery=f"flood-{round_}")
+            assert r.status_code == 202 and r.json()["status"] == "queued"
+        health = httpx.get(srv.url + "/healthz", timeout=5).json()["connections"]
+    finally:
+        for s in opened:
+            s.close()
+    assert jobs.depth(srv.conn) == 3
+    cfg = Settings().webhook
+    assert health["refused"] >= 3 * 300 - (cfg.max_connections - cfg.reserve)
+    assert health["waiting"] <= cfg.max_connections - cfg.reserve
+
+
+def test_one_address_holds_at_most_max_per_peer_connections(patient_server):
+    srv = patient_server
+    opened = slow_clients(srv.server_port, range(2, 3), per_peer=Settings().webhook.max_per_peer + 5)
+    try:
+        r = post(srv, "ping", payload("ping"), delivery="p")
+        assert r.status_code == 200
+        health = httpx.get(srv.url + "/healthz", timeout=5).json()["connections"]
+    finally:
+        for s in opened:
+            s.close()
+    assert health["refused"] == 5 and health["waiting"] == Settings().webhook.max_per_peer
 
 
 def test_too_many_header_fields_get_431(server):
@@ -214,7 +275,8 @@ def test_app_installation_payload_keeps_the_installation(server):
 
 def test_healthz_and_unknown_paths(server):
     r = httpx.get(server.url + "/healthz", timeout=5)
-    assert r.status_code == 200 and r.json() == {"ok": True, "queue": 0}
+    assert r.status_code == 200 and r.json() == {"ok": True, "queue": 0, "connections": {
+        "open": 1, "waiting": 0, "busy": 1, "refused": 0, "timed_out": 0}}
     assert httpx.get(server.url + "/nope", timeout=5).status_code == 404
     assert httpx.get(server.url + "/webhook", timeout=5).status_code == 405
 

@@ -8,12 +8,12 @@ this module only speaks HTTP, with the limits a public endpoint needs:
 - more than `max_headers` header fields get 431 (uvicorn's h11 already bounds
   the header block's bytes);
 - a sender that stops sending mid-body for `read_timeout` seconds gets 408;
-- a sender that never finishes its headers is dropped after `read_timeout`;
+- a sender that never finishes its headers is dropped after `header_timeout`, and
+  connections are capped per peer and in all (bot.service.connections);
 - one access-log line per request on the `flagsweep.access` logger.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import threading
@@ -27,9 +27,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
-from uvicorn.protocols.http.h11_impl import H11Protocol
-
 from bot.settings import WebhookSettings
+from bot.service import connections
 from bot.service.webhook import WebhookApp
 
 log = logging.getLogger(__name__)
@@ -66,8 +65,8 @@ async def read_body(request: Request, cfg: WebhookSettings) -> bytes:
     return b"".join(chunks)
 
 
-def asgi_app(app: WebhookApp) -> Any:
-    """The ASGI application: POST /webhook (or /), GET /healthz, wrapped in the access log."""
+def asgi_app(app: WebhookApp, gate: connections.Gate) -> Any:
+    """The ASGI application: POST /webhook (or /), GET /healthz (with `gate`'s counts), wrapped in the access log."""
     cfg = app.settings.webhook
 
     async def webhook(request: Request) -> JSONResponse:
@@ -90,6 +89,7 @@ def asgi_app(app: WebhookApp) -> Any:
 
     async def healthz(request: Request) -> JSONResponse:
         status, data = await run_in_threadpool(app.healthz)
+        data["connections"] = gate.counts()
         return JSONResponse(data, status)
 
     async def not_found(request: Request, exc: Exception) -> JSONResponse:
@@ -130,34 +130,6 @@ class AccessLog:
                         seen["status"], seen["bytes"], (time.monotonic() - start) * 1000, delivery)
 
 
-def _header_timeout_protocol(seconds: float) -> type[H11Protocol]:
-    """uvicorn's h11 protocol, plus: a connection whose request headers are not complete in `seconds` is closed."""
-
-    class Protocol(H11Protocol):
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._header_deadline = self.loop.call_later(seconds, self._headers_too_slow)
-
-        def handle_events(self) -> None:
-            super().handle_events()
-            if self.cycle is not None and self._header_deadline is not None:
-                self._header_deadline.cancel()       # headers are in: the body has its own timeout
-                self._header_deadline = None
-
-        def _headers_too_slow(self) -> None:
-            self._header_deadline = None
-            if self.cycle is None and not self.transport.is_closing():
-                log.info("closing a connection that sent no complete request in %.0fs", seconds)
-                self.transport.close()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            if self._header_deadline is not None:
-                self._header_deadline.cancel()
-            super().connection_lost(exc)
-
-    return Protocol
-
-
 class WebhookServer:
     """uvicorn serving the app on a socket bound at construction (so a bad port fails at once); start()/stop()."""
 
@@ -166,9 +138,11 @@ class WebhookServer:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.create_server((host, port), family=family, backlog=128)
         self.server_address = self.sock.getsockname()
-        config = uvicorn.Config(asgi_app(app), http=_header_timeout_protocol(cfg.read_timeout), lifespan="off",
+        self.gate = connections.Gate(cfg)
+        # No uvicorn limit_concurrency: it counts connections still sending headers and answers 503 to all.
+        config = uvicorn.Config(asgi_app(app, self.gate), http=connections.protocol(self.gate), lifespan="off",
                                 log_config=None, access_log=False, server_header=False, timeout_keep_alive=5,
-                                timeout_graceful_shutdown=max(1, int(grace)), limit_concurrency=200)
+                                timeout_graceful_shutdown=max(1, int(grace)))
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
                                        name="flagsweep-webhook", daemon=True)
