@@ -163,9 +163,12 @@ def test_a_sender_that_never_finishes_its_headers_is_dropped(server):
         assert s.recv(4096) == b""          # closed by the server after header_timeout, no answer owed
     with socket.create_connection(("127.0.0.1", server.server_port), timeout=10) as s:
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")   # kept alive: the next head has the same deadline
-        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        answer = s.makefile("rb")
+        assert answer.readline().startswith(b"HTTP/1.1 200")
+        head = dict(line.decode().strip().lower().split(": ", 1) for line in iter(answer.readline, b"\r\n"))
+        answer.read(int(head["content-length"]))
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
-        assert s.recv(4096) == b""
+        assert answer.read() == b""
     assert httpx.get(server.url + "/healthz", timeout=5).json()["connections"]["timed_out"] == 2
 
 
@@ -293,3 +296,35 @@ def test_decide_is_pure_and_checks_the_repository():
     assert d.outcome == "ignored" and "not pytorch/flagsweep-triage" in d.reason
     assert decide("issue_comment", {**comment_payload("x"), "action": "deleted"}, Settings()).outcome == "ignored"
     assert is_own("FlagSweep-Bot[bot]", "flagsweep-bot") and not is_own("flagsweep-bot-fan", "flagsweep-bot")
+
+
+def _set(path: str, value):
+    def mutate(data: dict) -> None:
+        *parents, last = path.split(".")
+        for key in parents:
+            data = data[key]
+        data[last] = value
+    return mutate
+
+
+@pytest.mark.parametrize("fixture,path,value", [
+    ("issue_comment.created", "issue.number", "1"),
+    ("issue_comment.created", "issue.number", True),
+    ("issue_comment.created", "comment", ["a list"]),
+    ("issue_comment.created", "comment.body", 5),
+    ("issue_comment.created", "comment.user", None),
+    ("issue_comment.created", "sender.login", None),
+    ("issue_comment.created", "repository", "Codertocat/Hello-World"),
+    ("issue_comment.created", "installation", {"id": "7"}),
+    ("issue_comment.created", "action", ["created"]),
+    ("issue_comment.edited", "changes.body", "old text"),
+])
+def test_a_signed_payload_with_wrongly_typed_fields_gets_400_and_queues_nothing(server, caplog, fixture, path, value):
+    data = comment_payload("@flagsweep-bot rerun", action=fixture.split(".")[1], previous="before")
+    _set(path, value)(data)
+    with caplog.at_level(logging.INFO):
+        r = post(server, "issue_comment", data, delivery="typed")
+    assert r.status_code == 400 and path in r.json()["error"]
+    assert jobs.depth(server.conn) == 0 and deliveries.count(server.conn) == 0
+    told = [rec for rec in caplog.records if rec.name == "bot.service.webhook"]
+    assert len(told) == 1 and path in told[0].getMessage() and not any(rec.exc_info for rec in caplog.records)

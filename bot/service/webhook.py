@@ -36,6 +36,39 @@ def verify_signature(secret: str | None, body: bytes, header: str | None) -> boo
     return hmac.compare_digest(sign(secret, body).encode(), header.strip().encode())
 
 
+# The fields of a comment delivery that decide() reads, with their JSON types; optional ones may be absent or null.
+COMMENT_FIELDS: list[tuple[str, type, bool]] = [
+    ("comment", dict, False), ("comment.id", int, False), ("comment.body", str, False),
+    ("comment.user", dict, False), ("comment.user.login", str, False), ("comment.author_association", str, False),
+    ("issue", dict, False), ("issue.number", int, False),
+    ("repository", dict, False), ("repository.full_name", str, False),
+    ("sender", dict, False), ("sender.login", str, False),
+    ("installation", dict, True), ("installation.id", int, True),
+    ("changes", dict, True), ("changes.body", dict, True), ("changes.body.from", str, True),
+]
+
+
+def malformed(event: str, payload: dict[str, Any]) -> str | None:
+    """What is wrong with the shape of a verified payload we would act on (None: nothing)."""
+    action = payload.get("action")
+    if action is not None and not isinstance(action, str):
+        return f"action: expected str, got {type(action).__name__}"
+    if (event, action) not in HANDLED_ACTIONS:
+        return None
+    for path, kind, optional in COMMENT_FIELDS:
+        parent: Any = payload
+        for key in path.split(".")[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if parent is None:
+            continue                    # an optional parent that is absent (a required one was named already)
+        value = parent.get(path.split(".")[-1])
+        if value is None and optional:
+            continue
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            return f"{path}: expected {kind.__name__}, got {type(value).__name__}"
+    return None
+
+
 @dataclass
 class Decision:
     """What to do with a verified delivery: queue a job, or ignore it with a reason."""
@@ -119,6 +152,10 @@ class WebhookApp:
             return 400, {"error": f"malformed JSON: {exc}"}
         if not isinstance(payload, dict):
             return 400, {"error": "payload is not a JSON object"}
+        wrong = malformed(event, payload)
+        if wrong:
+            log.warning("delivery %s: %s payload ignored: %s", delivery, event, wrong)
+            return 400, {"error": f"unexpected payload: {wrong}"}
         decision = decide(event, payload, self.settings)
         with self.lock:
             if not deliveries.record(self.conn, delivery, event, decision.outcome):
