@@ -7,6 +7,7 @@ Each feature reads its own section; a bad value is a SettingsError naming it.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import types
@@ -193,36 +194,115 @@ def _check_type(hint: Any, value: Any, where: str) -> Any:
     return Path(value) if hint is Path else value
 
 
-# Values a field's type allows but the program cannot use: (test, what it must be).
-_LIMITS: dict[str, tuple[Any, str]] = {
-    "sweep.timeout": (lambda v: v > 0, "more than 0 seconds"),
+ROLES = ("none", "read", "triage", "write", "maintain", "admin")   # repository roles, lowest first
+_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}(\[bot\])?$")
+
+
+def _at_least(low: float, unit: str = "") -> tuple[Any, str]:
+    return (lambda v: v >= low), f"at least {low:g}{unit}"
+
+
+def _more_than(low: float, unit: str = "") -> tuple[Any, str]:
+    return (lambda v: v > low), f"more than {low:g}{unit}"
+
+
+def _between(low: float, high: float, unit: str = "") -> tuple[Any, str]:
+    return (lambda v: low <= v <= high), f"{low:g} to {high:g}{unit}"
+
+
+def _one_of(*values: str) -> tuple[Any, str]:
+    return (lambda v: v in values), " or ".join(values)
+
+
+_ANY = (lambda v: True, "any value")
+_TEXT = (lambda v: bool(v.strip()), "not empty")
+_NAMES = (lambda v: all(x.strip() for x in v), "a list of non-empty names")
+_URL = (lambda v: re.match(r"^(https?|file)://\S+$", v), "an http(s):// or file:// URL")
+_URL_OR_NONE = (lambda v: v == "" or re.match(r"^(https?|file)://\S+$", v), 'an http(s):// URL or "" (none)')
+_S = " seconds"
+
+# Every setting a file may set, with the values the program can use beyond its type (the annotation):
+# (test, what it must be). A key not here is unknown; floats must also be finite.
+FIELDS: dict[str, tuple[Any, str]] = {
+    "state_path": _ANY,
     "sweep.workers": (lambda v: v >= 0, "0 (one per core) or more"),
-    "sweep.max_rss_mb": (lambda v: v > 0, "more than 0 MB"),
-    "sweep.max_items_per_worker": (lambda v: v >= 1, "at least 1"),
-    "sweep.confirm_runs": (lambda v: v >= 0, "0 or more"),
-    "sweep.backend": (lambda v: v in ("count", "eager", "aot_eager", "inductor"), "count, eager, aot_eager or inductor"),
+    "sweep.timeout": _more_than(0, _S),
+    "sweep.backend": _one_of("count", "eager", "aot_eager", "inductor"),
     "sweep.device": (lambda v: re.match(r"^(cpu|cuda(:\d+)?|mps|xpu(:\d+)?)$", v), "cpu, cuda or cuda:N"),
-    "sweep.population": (lambda v: v in POPULATIONS, " or ".join(POPULATIONS)),
+    "sweep.max_items_per_worker": _at_least(1),
+    "sweep.max_rss_mb": _more_than(0, " MB"),
     "sweep.python": (lambda v: v.strip(), "an interpreter path"),
+    "sweep.config_file": _TEXT,
+    "sweep.confirm_runs": _between(0, 20, " re-runs"),
+    "sweep.population": _one_of(*POPULATIONS),
     "github.repo": (lambda v: v.count("/") == 1 and all(v.split("/")), "OWNER/NAME"),
-    "webhook.port": (lambda v: 0 <= v <= 65535, "a TCP port, 0 to 65535"),
-    "webhook.max_body": (lambda v: v > 0, "more than 0 bytes"),
-    "nightly.range_installs": (lambda v: 0 <= v <= 64, "0 (no range search) to 64 installs"),
-    "issues.verify_nightlies": (lambda v: 1 <= v <= MAX_NIGHTS, f"1 to {MAX_NIGHTS} nightlies"),
-    "webhook.drain_limit": (lambda v: v >= 0, "0 or more bytes"),
-    "webhook.max_headers": (lambda v: v >= 1, "at least 1"),
-    "webhook.read_timeout": (lambda v: v > 0, "more than 0 seconds"),
-    "webhook.header_timeout": (lambda v: v > 0, "more than 0 seconds"),
-    "webhook.max_connections": (lambda v: v >= 2, "at least 2"),
-    "webhook.max_per_peer": (lambda v: v >= 1, "at least 1"),
-    "webhook.reserve": (lambda v: v >= 1, "at least 1"),
-    "commands.retry_for": (lambda v: v >= 0, "0 or more seconds"),
-    "commands.retry_backoff": (lambda v: v > 0, "more than 0 seconds"),
-    "scheduler.stuck_after": (lambda v: v > 0, "more than 0 seconds"),
-    "issues.repro_timeout": (lambda v: v > 0, "more than 0 seconds"),
+    "github.base_url": _URL,
+    "github.token": _TEXT,
+    "github.app_id": _at_least(1),
+    "github.private_key_path": _TEXT,
+    "github.private_key": _TEXT,
+    "github.installation_id": _at_least(1),
+    "github.bot_login": (lambda v: v == "" or _LOGIN.match(v), 'a GitHub login, or "" (the credentials\' own)'),
+    "github.mutation_interval": _between(0, 60, _S),
+    "github.max_retries": _between(0, 20, " retries"),
+    "github.max_wait": _between(1, 3600, _S),
+    "github.retry_backoff": _between(0.01, 600, _S),
+    "github.request_timeout": _between(1, 600, _S),
+    "issues.verify_nightlies": _between(1, MAX_NIGHTS, " nightlies"),
+    "issues.labels": _NAMES,
+    "issues.report_url": _URL,
+    "issues.dry_run_out": _TEXT,
+    "issues.verify_reproducers": _ANY,
+    "issues.repro_timeout": _more_than(0, _S),
     "issues.shrink_budget": (lambda v: v >= 0, "0 or more seconds (0: no shrinking)"),
-    "zoo.check_timeout": (lambda v: v > 0, "more than 0 seconds"),
+    "scheduler.cron": _TEXT,
+    "scheduler.timezone": _TEXT,
+    "scheduler.misfire_grace_time": _at_least(0, _S),
+    "scheduler.shutdown_grace": _at_least(0, _S),
+    "scheduler.stuck_after": _more_than(0, _S),
+    "webhook.host": _TEXT,
+    "webhook.port": (lambda v: 0 <= v <= 65535, "a TCP port, 0 to 65535"),
+    "webhook.secret": _TEXT,
+    "webhook.max_body": _more_than(0, " bytes"),
+    "webhook.drain_limit": _at_least(0, " bytes"),
+    "webhook.max_headers": _at_least(1),
+    "webhook.read_timeout": _more_than(0, _S),
+    "webhook.header_timeout": _more_than(0, _S),
+    "webhook.max_connections": _at_least(2),
+    "webhook.max_per_peer": _at_least(1),
+    "webhook.reserve": _at_least(1),
+    "webhook.access_log": _ANY,
+    "commands.handle": (lambda v: v.startswith("@") and _LOGIN.match(v[1:]), "@ and a GitHub login"),
+    "commands.allowlist": (lambda v: all(_LOGIN.match(x) for x in v), "a list of GitHub logins"),
+    "commands.min_permission": _one_of(*ROLES),
+    "commands.rate_limit": _between(1, 1000, " commands an hour"),
+    "commands.any_issue": _ANY,
+    "commands.permission_ttl": _at_least(0, _S),
+    "commands.max_models": _between(1, 10_000, " models"),
+    "commands.retry_for": (lambda v: v >= 0, "0 or more seconds"),
+    "commands.retry_backoff": _more_than(0, _S),
+    "nightly.index_url": _URL,
+    "nightly.channel": _ANY,
+    "nightly.venv_dir": _TEXT,
+    "nightly.transformers_pin": _ANY,
+    "nightly.configs": _NAMES,
+    "nightly.models": _NAMES,
+    "nightly.extra_index_url": _URL_OR_NONE,
+    "nightly.find_links": _NAMES,
+    "nightly.no_deps": _ANY,
+    "nightly.pip_args": _ANY,
+    "nightly.install_timeout": _more_than(0, _S),
+    "nightly.torch": _TEXT,
+    "nightly.range_installs": _between(0, 64, " installs (0: no range search)"),
+    "zoo.cache_dir": _TEXT,
+    "zoo.check_timeout": _more_than(0, _S),
 }
+
+# Settings that must agree with another: (field, test on the section, what it must be).
+_RELATIONS: list[tuple[str, Any, str]] = [
+    ("webhook.drain_limit", lambda w: w.drain_limit >= w.max_body, "max_body or more"),
+    ("webhook.reserve", lambda w: w.reserve < w.max_connections, "less than max_connections"),
+]
 
 
 def _fill(obj: Any, data: Mapping[str, Any], where: str, section: str = "") -> None:
@@ -231,18 +311,39 @@ def _fill(obj: Any, data: Mapping[str, Any], where: str, section: str = "") -> N
     hints = typing.get_type_hints(type(obj))
     for key, value in data.items():
         if key not in known:
-            raise SettingsError(f"{where}: unknown setting {key!r} (known: {', '.join(sorted(known))})")
+            raise SettingsError(f"{where}: unknown setting {key!r} (known: {', '.join(sorted(_settable(section)))})")
         current = getattr(obj, key)
         if is_dataclass(current):
             if not isinstance(value, dict):
                 raise SettingsError(f"{where}.{key}: expected a table")
             _fill(current, value, f"{where}.{key}", key)
             continue
-        value = _check_type(hints[key], value, f"{where}.{key}")
         name = f"{section}.{key}" if section else key
-        if name in _LIMITS and not _LIMITS[name][0](value):
-            raise SettingsError(f"{where}.{key}: must be {_LIMITS[name][1]}, got {value!r}")
+        if name not in FIELDS:
+            raise SettingsError(f"{where}: unknown setting {key!r} (known: {', '.join(sorted(_settable(section)))})")
+        value = _check_type(hints[key], value, f"{where}.{key}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SettingsError(f"{where}.{key}: must be a finite number, got {value!r}")
+        if value is not None and not FIELDS[name][0](value):
+            raise SettingsError(f"{where}.{key}: must be {FIELDS[name][1]}, got {value!r}")
         setattr(obj, key, value)
+
+
+def _settable(section: str) -> list[str]:
+    """The keys a file may set in `section` ("" for the top level)."""
+    names = [n.split(".") for n in FIELDS]
+    if not section:
+        return [n[0] for n in names if len(n) == 1] + sorted({n[0] for n in names if len(n) == 2})
+    return [n[1] for n in names if n[0] == section]
+
+
+def _check_relations(settings: Settings, where: str) -> None:
+    """The settings that must agree with another one; a SettingsError names the first that does not."""
+    for name, test, what in _RELATIONS:
+        section, key = name.split(".")
+        values = getattr(settings, section)
+        if not test(values):
+            raise SettingsError(f"{where}.{name}: must be {what}, got {getattr(values, key)!r}")
 
 
 def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
@@ -264,6 +365,7 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
                 raise SettingsError(f"{p}: [routing] must hold [[routing.rule]] tables")
             settings.routing = rules
         _fill(settings, data, str(p))
+        _check_relations(settings, str(p))
     if env.get("FLAGSWEEP_STATE"):
         settings.state_path = Path(env["FLAGSWEEP_STATE"])
     if env.get("FLAGSWEEP_GITHUB_TOKEN"):

@@ -265,3 +265,15 @@ def test_a_valid_store_in_a_read_only_folder_is_not_called_foreign(tmp_path, cap
     line = one_line(err)
     assert code == 2 and "folder" in line and "read-only" in line
     assert "not a flagsweep state file" not in line and "move it away" not in line
+
+
+@pytest.mark.parametrize("nightly,named", [
+    ('torch = "tomorrow"', "[nightly] torch = 'tomorrow': expected current, nightly"),
+    ('configs = ["capture_scalar_outputz"]', "[nightly] configs = ['capture_scalar_outputz']: unknown config"),
+])
+def test_serve_refuses_at_start_up_what_the_nightly_would_fail_on(capsys, tmp_path, nightly, named):
+    conf = tmp_path / "s.toml"
+    conf.write_text(f"[nightly]\n{nightly}\n")
+    code, err = run_cli(capsys, "--settings", str(conf), "--state", str(tmp_path / "st.sqlite"),
+                        "serve", "--port", "0", "--no-schedule", "--dry-run")
+    assert code == 2 and one_line(err) == f"flagsweep serve: {conf}: {named}" + one_line(err).split(named, 1)[1]

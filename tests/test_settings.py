@@ -1,4 +1,5 @@
 """Settings: the example file loads, bad values are named, secrets come from the environment only."""
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,46 @@ def test_service_retry_and_webhook_limits_are_checked(tmp_path):
         bad.write_text(text)
         with pytest.raises(settings.SettingsError, match=named):
             settings.load(bad, env={})
+
+
+@pytest.mark.parametrize("text,named", [
+    ('source = "/etc/elsewhere.toml"\n', r"unknown setting 'source'"),
+    ("raw = 1\n", r"unknown setting 'raw'"),
+    ("[commands]\nrate_limit = -1\n", r"commands\.rate_limit: must be 1 to 1000 commands an hour, got -1$"),
+    ("[commands]\nmax_models = 0\n", r"commands\.max_models: must be 1 to 10000 models, got 0$"),
+    ('[commands]\nmin_permission = "god"\n', r"commands\.min_permission: must be none or read .*, got 'god'$"),
+    ('[commands]\nhandle = ""\n', r"commands\.handle: must be @ and a GitHub login, got ''$"),
+    ("[github]\nmax_retries = -3\n", r"github\.max_retries: must be 0 to 20 retries, got -3$"),
+    ("[github]\nrequest_timeout = 0\n", r"github\.request_timeout: must be 1 to 600 seconds, got 0$"),
+    ("[github]\nmax_wait = nan\n", r"github\.max_wait: must be a finite number, got nan$"),
+    ("[nightly]\ninstall_timeout = -5\n", r"nightly\.install_timeout: must be more than 0 seconds, got -5\.0$"),
+    ("[scheduler]\nshutdown_grace = nan\n", r"scheduler\.shutdown_grace: must be a finite number, got nan$"),
+    ("[sweep]\ntimeout = inf\n", r"sweep\.timeout: must be a finite number, got inf$"),
+    ("[webhook]\ndrain_limit = 0\n", r"webhook\.drain_limit: must be max_body or more, got 0$"),
+    ("[webhook]\nreserve = 200\n", r"webhook\.reserve: must be less than max_connections, got 200$"),
+])
+def test_each_refused_value_is_one_line_naming_section_field_and_value(tmp_path, text, named):
+    bad = tmp_path / "s.toml"
+    bad.write_text(text)
+    with pytest.raises(settings.SettingsError, match=named) as refused:
+        settings.load(bad, env={})
+    assert str(refused.value).startswith(str(bad)) and "\n" not in str(refused.value)
+
+
+def _leaves(obj, prefix=""):
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            yield from _leaves(value, f"{f.name}.")
+        else:
+            yield prefix + f.name
+
+
+def test_every_field_but_the_internal_ones_has_a_row_in_the_one_table():
+    assert set(_leaves(settings.Settings())) - set(settings.FIELDS) == {"source", "routing"}
+    assert set(settings.FIELDS) <= set(_leaves(settings.Settings()))
+    # The defaults pass their own rows.
+    for name, (test, _) in settings.FIELDS.items():
+        section, _, key = name.rpartition(".")
+        value = getattr(getattr(settings.Settings(), section) if section else settings.Settings(), key)
+        assert value is None or test(value), name

@@ -162,12 +162,32 @@ def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
     return built.python
 
 
+def _nightly_error(settings: Any) -> str | None:
+    """What the scheduled nightly would fail on at 03:00, found at start-up: [nightly] torch and configs."""
+    from bot.builds import provider
+    from harness.engine import configs
+    where = settings.source or "settings"
+    try:
+        provider.parse_spec(settings.nightly.torch)
+    except provider.SpecError as exc:
+        return f"{where}: [nightly] torch = {settings.nightly.torch!r}: {str(exc).split(': ', 1)[-1]}"
+    try:
+        configs.select(configs.load_catalog(settings.sweep.config_file), settings.nightly.configs)
+    except configs.ConfigError as exc:
+        return f"{where}: [nightly] configs = {settings.nightly.configs!r}: {exc}"
+    return None
+
+
 def cmd_serve(args: argparse.Namespace, settings: Any) -> int:
     """flagsweep serve."""
     from bot.issues import routing
     from bot.service import daemon
     # The same validation as `publish`: a bad rule stops the service before it listens (exit 2, rule index).
     routing.compile_rules(settings.routing, settings.source)
+    refused = _nightly_error(settings)
+    if refused:
+        print(f"flagsweep serve: {refused}", file=sys.stderr)
+        return 2
     if args.host:
         settings.webhook.host = args.host
     if args.port is not None:

@@ -13,10 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from bot.commands.steps import CommandSteps
-from bot.settings import Settings
-
-
-ROLES = ("none", "read", "triage", "write", "maintain", "admin")
+from bot.settings import ROLES, Settings
 
 
 class GitHubPort(Protocol):
