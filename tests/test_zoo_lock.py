@@ -16,6 +16,7 @@ from harness.discovery import check, locker
 from harness.engine import engine
 from harness.zoo import lock
 from harness.zoo.build import materialize
+from bot.text.render import render
 from harness.zoo.fingerprint import HERE, MATERIALIZE_SOURCES, materialize_version
 
 CHEAP = ("GPT2Model", "ViTModel")
@@ -225,3 +226,41 @@ def test_zoo_lock_refuses_a_bad_sample_in_one_line(capsys):
     assert main(["zoo", "lock", "--sample", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--sample" in err[0] and "0" in err[0]
+
+
+# --- issue 21: the lock's check re-hashes and refuses hollow entries -----------------------------------
+
+def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """The real `flagsweep` in a fresh interpreter."""
+    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_zoo_lock_check_re_hashes_a_hand_edited_entry(tmp_path):
+    """A hand edit that left the stored hash alone is stale for `--check` (rc 1, naming model and field), as for sweeps."""
+    real = lock.current()
+    shutil.copy(real.path, tmp_path / real.path.name)
+    _rewrite(tmp_path / real.path.name, "BertModel", lambda e: e["config"].update(hidden_size=128))
+    done = _cli("--state", str(tmp_path / "s.sqlite"), "zoo", "lock", "--check", "--models", "BertModel",
+                "--lock-dir", str(tmp_path), "--workers", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "is stale" in done.stdout and "corrupt entry: BertModel (field 'hash'" in done.stdout
+
+
+@pytest.mark.parametrize("field, empty", [("config_class", ""), ("config", {})])
+def test_a_hollow_ok_entry_is_refused_by_loading_and_by_the_check(small_lock, field, empty):
+    tmp, version = small_lock
+    path = lock.lock_path(version, tmp)
+    doc = json.loads(path.read_text())
+    doc["entries"]["ViTModel"] = lock.seal({**doc["entries"]["ViTModel"], field: empty})   # a consistent hash
+    path.write_text(json.dumps(doc))
+    lock.load.cache_clear()
+    with pytest.raises(zoo.CorruptEntry) as err:
+        lock.current().entry("ViTModel")
+    assert (err.value.model, err.value.field) == ("ViTModel", field) and "\n" not in str(err.value)
+    bad = locker.corrupt_entries(doc["entries"], version)
+    assert [(b["model"], b["field"]) for b in bad] == [("ViTModel", field)]
+    report = locker.staleness(doc["entries"], list(doc["entries"]), {}, bad)
+    assert report["stale"] and report["corrupt"] == bad
+    text = render("zoo_lock_check.txt.j2", report={**report, "transformers": version})
+    assert [ln for ln in text.splitlines() if "ViTModel" in ln] == [f"  corrupt entry: ViTModel (field '{field}': empty in an entry with status ok)"]

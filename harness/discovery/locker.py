@@ -130,9 +130,23 @@ def lock_corpus(conn: sqlite3.Connection, *, patterns: list[str], sample_n: int 
     return LockResult(path, todo, resumed, entries)
 
 
-def staleness(locked: dict[str, dict], scanned: list[str], rediscovered: dict[str, dict]) -> dict:
-    """What `zoo lock --check` reports: classes added/removed, entries that no longer build, entries that would differ."""
-    broken, differ = [], []
+def corrupt_entries(locked: dict[str, dict], version: str) -> list[dict]:
+    """The locked entries that fail the checks a sweep applies (hand edits, hollow entries): model, field and why."""
+    from harness.zoo.errors import CorruptEntry
+
+    bad = []
+    for model in sorted(locked):
+        try:
+            lock.check_entry(model, locked[model], version)
+        except CorruptEntry as exc:
+            bad.append({"model": model, "field": exc.field, "why": exc.why})
+    return bad
+
+
+def staleness(locked: dict[str, dict], scanned: list[str], rediscovered: dict[str, dict],
+              corrupt: list[dict] | None = None) -> dict:
+    """What `zoo lock --check` reports: classes added/removed, corrupt entries, entries that no longer build or would differ."""
+    broken, differ, corrupt = [], [], list(corrupt or [])
     for m, new in sorted(rediscovered.items()):
         old = locked.get(m)
         if old is None:
@@ -144,8 +158,8 @@ def staleness(locked: dict[str, dict], scanned: list[str], rediscovered: dict[st
             differ.append({"model": m, "fields": fields})
     added = sorted(set(scanned) - set(locked))
     removed = sorted(set(locked) - set(scanned))
-    return {"added": added, "removed": removed, "no_longer_build": broken, "would_differ": differ,
-            "checked": len(rediscovered), "stale": bool(added or removed or broken or differ)}
+    return {"added": added, "removed": removed, "corrupt": corrupt, "no_longer_build": broken, "would_differ": differ,
+            "checked": len(rediscovered), "stale": bool(added or removed or corrupt or broken or differ)}
 
 
 def check_lock(*, patterns: list[str], sample_n: int | None, seed: int, workers: int, timeout: float,
@@ -157,6 +171,6 @@ def check_lock(*, patterns: list[str], sample_n: int | None, seed: int, workers:
     selected = select(sorted(set(scanned) & set(locked)), patterns, sample_n, seed, strata)
     fresh = {e["model"]: e for e, _ in discover_entries(selected, version, strata, workers=workers,
                                                         timeout=timeout, python=python, progress=progress)}
-    report = staleness(locked, scanned, fresh)
+    report = staleness(locked, scanned, fresh, corrupt_entries(locked, version))
     report["transformers"] = version
     return report

@@ -27,6 +27,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "applied": (dict,), "transformers": (str,), "hash": (str,),
 }
 APPLIED_KEYS = ("recipes", "fixups", "repairs")
+HOLLOW_IF_EMPTY = ("config_class", "config")   # an ok entry without these has nothing to build from
 
 
 def installed_transformers() -> str:
@@ -70,6 +71,10 @@ def check_entry(model: str, entry: Any, version: str) -> dict:
         raise CorruptEntry(model, "model", f"names {entry['model']!r}")
     if entry["status"] not in LOCK_STATUSES:
         raise CorruptEntry(model, "status", f"{entry['status']!r} is not one of {', '.join(LOCK_STATUSES)}")
+    if entry["status"] == "ok":
+        for name in HOLLOW_IF_EMPTY:
+            if not entry[name]:
+                raise CorruptEntry(model, name, "empty in an entry with status ok")
     if entry["transformers"] != version:
         raise CorruptEntry(model, "transformers", f"{entry['transformers']} in the lock for {version}")
     for key in APPLIED_KEYS:
