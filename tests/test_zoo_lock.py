@@ -220,12 +220,20 @@ def test_default_corpus_is_a_subset_of_the_lock_that_builds():
         corpus("nope")
 
 
-def test_zoo_lock_refuses_a_bad_sample_in_one_line(capsys):
+@pytest.mark.parametrize("flag, value", [("--sample", "0"), ("--timeout", "-1"), ("--timeout", "0"),
+                                         ("--workers", "-1"), ("--timeout", "soon")])
+def test_zoo_lock_refuses_a_bad_value_in_one_line_and_leaves_the_lock_alone(tmp_path, capsys, flag, value):
     from bot.cli.main import main
 
-    assert main(["zoo", "lock", "--sample", "0"]) == 2
+    real = lock.current()
+    shutil.copy(real.path, tmp_path / real.path.name)
+    with pytest.raises(SystemExit) as done:
+        main(["--state", str(tmp_path / "s.sqlite"), "zoo", "lock", "--models", "BertModel", flag, value,
+              "--lock-dir", str(tmp_path)])
+    assert done.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--sample" in err[0] and "0" in err[0]
+    assert len(err) == 1 and flag in err[0] and repr(value) in err[0]
+    assert (tmp_path / real.path.name).read_bytes() == real.path.read_bytes()
 
 
 # --- issue 21: the lock's check re-hashes and refuses hollow entries -----------------------------------
@@ -264,3 +272,24 @@ def test_a_hollow_ok_entry_is_refused_by_loading_and_by_the_check(small_lock, fi
     assert report["stale"] and report["corrupt"] == bad
     text = render("zoo_lock_check.txt.j2", report={**report, "transformers": version})
     assert [ln for ln in text.splitlines() if "ViTModel" in ln] == [f"  corrupt entry: ViTModel (field '{field}': empty in an entry with status ok)"]
+
+
+def test_a_relock_that_times_out_keeps_the_good_entry_and_says_so(tmp_path):
+    """A worker that gave no answer says nothing about the class: the good entry stays, a warning names it, rc 1."""
+    real = lock.current()
+    shutil.copy(real.path, tmp_path / real.path.name)
+    done = _cli("--state", str(tmp_path / "s.sqlite"), "zoo", "lock", "--models", "BertModel", "--timeout", "0.01",
+                "--workers", "1", "--lock-dir", str(tmp_path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    warning = [ln for ln in done.stderr.splitlines() if ln.startswith("WARNING: BertModel")]
+    assert len(warning) == 1 and "timeout" in warning[0] and "good entry is kept" in warning[0]
+    assert lock.load(real.version, str(tmp_path)).entry("BertModel") == real.entry("BertModel")
+
+
+def test_an_answered_failure_of_a_good_entry_replaces_it_and_is_reported():
+    old = {"A": {"status": "ok"}, "B": {"status": "ok"}, "C": {"status": "eager_error"}}
+    fresh = {"A": {"status": "eager_error", "cause": "boom"}, "B": {"status": "ok", "cause": None},
+             "C": {"status": "timeout", "cause": "slow"}, "D": {"status": "timeout", "cause": "slow"}}
+    assert locker.downgrades(old, fresh, unanswered={"C", "D"}) == [
+        {"model": "A", "status": "eager_error", "cause": "boom", "kept": False}]
+    assert locker.downgrades(old, {"A": fresh["D"]}, unanswered={"A"})[0]["kept"] is True

@@ -26,12 +26,14 @@ SCAN = "harness.discovery.enumerate:scan_document"
 
 @dataclass
 class LockResult:
-    """What one `zoo lock` did: classes locked now, reused from an interrupted lock, and the lock file written."""
+    """What one `zoo lock` did: classes locked now, reused from an interrupted lock, the lock file written, and
+    the good entries this lock found failing (each says whether the good entry was kept)."""
 
     path: Path
     locked: list[str]
     resumed: list[str]
     entries: dict
+    downgraded: list[dict]
 
 
 def scan(python: str | None = None) -> dict:
@@ -111,23 +113,41 @@ def lock_corpus(conn: sqlite3.Connection, *, patterns: list[str], sample_n: int 
     doc = scan(python)
     version, kinds = doc["transformers"], {c["model"]: c["kind"] for c in doc["candidates"]}
     path = lock.lock_path(version, Path(lock_dir).resolve())
-    _, strata = _locked(path)
+    old, strata = _locked(path)
     selected = select(sorted(kinds), patterns, sample_n, seed, strata)
     if fresh:
         kept.forget_lock_entries(conn, version, selected)
     done = kept.lock_entries(conn, version)
     resumed = [m for m in selected if m in done]
     todo = [m for m in selected if m not in done]
+    unanswered = set()
     for entry, answered in discover_entries(todo, version, strata, workers=workers, timeout=timeout,
                                             python=python, progress=progress):
         if answered:   # kept until the lock file has it; a class whose worker died is tried again on resume
             kept.keep_lock_entry(conn, version, entry)
+        else:
+            unanswered.add(entry["model"])
         done[entry["model"]] = entry
     fresh_entries = {m: done[m] for m in selected if m in done}
+    downgraded = downgrades(old, fresh_entries, unanswered)
+    for d in downgraded:
+        if d["kept"]:
+            fresh_entries[d["model"]] = old[d["model"]]
     full = not patterns and not sample_n
     entries = merge(path, version, fresh_entries, set(kinds) if full else None, doc["excluded"])
     kept.forget_lock_entries(conn, version, fresh_entries)
-    return LockResult(path, todo, resumed, entries)
+    return LockResult(path, todo, resumed, entries, downgraded)
+
+
+def downgrades(old: dict[str, dict], fresh: dict[str, dict], unanswered: set[str]) -> list[dict]:
+    """Good (ok) locked entries this lock found failing: model, new status and cause, and whether the good entry is
+    kept (it is when the worker gave no answer: a timeout or a killed worker says nothing about the class)."""
+    out = []
+    for m in sorted(fresh):
+        before = old.get(m)
+        if isinstance(before, dict) and before.get("status") == "ok" and fresh[m]["status"] != "ok":
+            out.append({"model": m, "status": fresh[m]["status"], "cause": fresh[m]["cause"], "kept": m in unanswered})
+    return out
 
 
 def corrupt_entries(locked: dict[str, dict], version: str) -> list[dict]:
