@@ -142,13 +142,14 @@ def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
         result = nightly.NightlyResult(status="swept", run_id=run_id, nightly=run.nightly, models=len(run.models),
                                        configs=list(run.configs), dry_run=dry_run, out_dir=str(out),
                                        torch={"version": run.environment.get("torch_version"),
-                                              "git": run.environment.get("torch_git"), "current": False})
+                                              "git": run.environment.get("torch_git"), "current": False},
+                                       missing_shards=list(run.options.get("missing_shards") or []))
         result = nightly.publish_stage(conn, settings, result, python=python or settings.sweep.python,
                                        steps=Steps(), out=out)
     finally:
         conn.close()
     _emit(result, args.json)
-    return 0
+    return 1 if result.missing_shards else 0     # published, but not the whole nightly
 
 
 def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
