@@ -265,3 +265,11 @@ def test_a_valid_store_in_a_read_only_folder_is_not_called_foreign(tmp_path, cap
     line = one_line(err)
     assert code == 2 and "folder" in line and "read-only" in line
     assert "not a flagsweep state file" not in line and "move it away" not in line
+
+
+@pytest.mark.parametrize("program", ["/bin/true", "/bin/echo"])
+def test_an_interpreter_that_is_not_python_is_one_line(tmp_path, capsys, program):
+    """Issue 21 A: `sweep --python` at an executable that answers no JSON is refused, not a decode traceback."""
+    code, err = run_cli(capsys, "--state", str(tmp_path / "s.sqlite"), "sweep", "--models", "BertModel",
+                        "--python", program)
+    assert code == 2 and program in one_line(err) and "gave no answer" in err

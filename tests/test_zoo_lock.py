@@ -293,3 +293,44 @@ def test_an_answered_failure_of_a_good_entry_replaces_it_and_is_reported():
     assert locker.downgrades(old, fresh, unanswered={"C", "D"}) == [
         {"model": "A", "status": "eager_error", "cause": "boom", "kept": False}]
     assert locker.downgrades(old, {"A": fresh["D"]}, unanswered={"A"})[0]["kept"] is True
+
+
+@pytest.mark.parametrize("edit, named", [
+    (lambda d: d.update(format=99), "lock format 99; this flagsweep reads format 1"),
+    (lambda d: d.update(notes="hand-made"), "'notes' is not a lock key"),
+    (lambda d: d.update(excluded=["BarkModel"]), "'excluded' must map class names to reasons, got list"),
+])
+def test_a_lock_file_of_another_format_or_shape_is_refused_in_one_line(small_lock, capsys, edit, named):
+    from bot.cli.main import main
+
+    tmp, version = small_lock
+    path = lock.lock_path(version, tmp)
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    lock.load.cache_clear()
+    assert main(["zoo", "list"]) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err and named in lines[0] and path.name in lines[0]
+
+
+def test_zoo_lock_check_of_a_model_missing_from_the_lock_reports_it_stale(tmp_path):
+    real = lock.current()
+    doc = json.loads(real.path.read_text())
+    del doc["entries"]["BertModel"]
+    (tmp_path / real.path.name).write_text(json.dumps(doc))
+    done = _cli("zoo", "lock", "--check", "--models", "BertModel", "--lock-dir", str(tmp_path), "--workers", "1")
+    assert done.returncode == 1, done.stderr
+    assert "1 class(es) not in the lock: BertModel" in done.stdout
+
+
+def test_zoo_lock_with_an_interpreter_without_transformers_is_one_line(tmp_path):
+    import venv
+
+    venv.create(tmp_path / "bare", with_pip=False)      # a real Python, without transformers
+    (tmp_path / "s.toml").write_text(f'[sweep]\npython = "{tmp_path / "bare" / "bin" / "python"}"\n')
+    done = _cli("--settings", str(tmp_path / "s.toml"), "zoo", "lock", "--check", "--lock-dir", str(tmp_path))
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "cannot scan transformers in" in lines[0] and "No module named" in lines[0]

@@ -148,7 +148,7 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
             print(json.dumps(report, indent=1) if args.json else render("zoo_lock_check.txt.j2", report=report), end="\n" if args.json else "")
             return 1 if report["stale"] else 0
         result = locker.lock_corpus(db.connect(settings.state_path), fresh=args.fresh, **common)
-    except UnknownModel as exc:
+    except (UnknownModel, locker.ScanFailed) as exc:
         print(f"flagsweep zoo lock: {exc}", file=sys.stderr)
         return 2
     chosen = [result.entries[m] for m in sorted(result.entries)]

@@ -24,6 +24,10 @@ LOCK_JOB = "harness.discovery.lockjob:lock_entry"
 SCAN = "harness.discovery.enumerate:scan_document"
 
 
+class ScanFailed(RuntimeError):
+    """The workers' interpreter could not list the installed transformers' classes; one line says why."""
+
+
 @dataclass
 class LockResult:
     """What one `zoo lock` did: classes locked now, reused from an interrupted lock, the lock file written, and
@@ -41,7 +45,7 @@ def scan(python: str | None = None) -> dict:
     try:
         return call(SCAN, python=python, timeout=1800)
     except CallFailed as exc:
-        raise RuntimeError(f"cannot scan transformers: {exc.tail}") from None
+        raise ScanFailed(f"cannot scan transformers in {exc.python}: {exc.why}") from None
 
 
 def discover_entries(models: list[str], version: str, strata: dict[str, str], *, workers: int, timeout: float,
@@ -188,7 +192,8 @@ def check_lock(*, patterns: list[str], sample_n: int | None, seed: int, workers:
     doc = scan(python)
     version, scanned = doc["transformers"], [c["model"] for c in doc["candidates"]]
     locked, strata = _locked(lock.lock_path(version, Path(lock_dir).resolve()))
-    selected = select(sorted(set(scanned) & set(locked)), patterns, sample_n, seed, strata)
+    wanted = select(sorted(scanned), patterns, None, seed, strata)    # a class missing from the lock is stale, not unknown
+    selected = select([m for m in wanted if m in locked], [], sample_n, seed, strata)
     fresh = {e["model"]: e for e, _ in discover_entries(selected, version, strata, workers=workers,
                                                         timeout=timeout, python=python, progress=progress)}
     report = staleness(locked, scanned, fresh, corrupt_entries(locked, version))
