@@ -273,3 +273,15 @@ def test_an_interpreter_that_is_not_python_is_one_line(tmp_path, capsys, program
     code, err = run_cli(capsys, "--state", str(tmp_path / "s.sqlite"), "sweep", "--models", "BertModel",
                         "--python", program)
     assert code == 2 and program in one_line(err) and "gave no answer" in err
+
+
+@pytest.mark.parametrize("target, named", [("folder", "is a folder"), ("nope/run.json", "no folder")])
+def test_nightly_export_target_is_checked_before_the_sweep(tmp_path, capsys, target, named):
+    """Issue 21 A: a bad `nightly --export` path is refused before anything is swept, and leaves no stray .tmp."""
+    (tmp_path / "folder").mkdir()
+    code, err = run_cli(capsys, "--state", str(tmp_path / "s.sqlite"), "nightly", "--torch", "current",
+                        "--models", "BertModel", "--configs", "baseline", "--dry-run", "--out", str(tmp_path / "o"),
+                        "--export", str(tmp_path / target))
+    assert code == 2 and named in one_line(err) and str(tmp_path / target) in err
+    assert not (tmp_path / "s.sqlite").exists()                       # nothing swept, nothing stored
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]    # no folder.tmp

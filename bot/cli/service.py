@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,10 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
     if refused:
         print(f"flagsweep nightly: {refused}", file=sys.stderr)
         return 2
+    unwritable = _export_refusal(args.export) if args.export else None
+    if unwritable:
+        print(f"flagsweep nightly: --export {args.export}: {unwritable}", file=sys.stderr)
+        return 2
     conn = db.connect(settings.state_path)
     try:
         with sigterm_as_interrupt():
@@ -116,6 +121,19 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
         conn.close()
     _emit(result, args.json)
     return 1 if result.status == "failed" else 0
+
+
+def _export_refusal(target: str) -> str | None:
+    """Why the run cannot be exported to `target` (checked before the sweep, so it is not lost after), or None."""
+    path = Path(target)
+    if path.is_dir():
+        return "is a folder; name the file to write"
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        return f"no folder {folder}"
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return "cannot be written"
+    return None
 
 
 def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
