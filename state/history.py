@@ -22,17 +22,24 @@ EXAMPLE_MESSAGE_CHARS = 4000
 
 
 def run_group(conn: sqlite3.Connection, run_id: int) -> list[int]:
-    """Ids of the runs that form one logical run with `run_id` (shards of one nightly)."""
+    """Ids of the runs that form one logical run with `run_id`: the shards of one nightly and split, the latest run
+    of each shard (a shard swept again replaces its earlier run; a run that did not fail is a replacement).
+
+    A shard run that a later one replaced is a group of its own: it is history, no longer part of the nightly.
+    """
     row = conn.execute("SELECT kind, nightly, shard FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         return []
     if not row["nightly"] or not row["shard"]:
         return [run_id]
-    ids = conn.execute(
-        "SELECT id FROM runs WHERE kind = ? AND nightly = ? AND shard IS NOT NULL ORDER BY id",
-        (row["kind"], row["nightly"]),
-    )
-    return [r[0] for r in ids]
+    split = row["shard"].partition("/")[2]
+    rows = conn.execute(
+        "SELECT id, shard FROM runs WHERE kind = ? AND nightly = ? AND shard LIKE ? AND (status != 'failed' OR id = ?)"
+        " ORDER BY id", (row["kind"], row["nightly"], f"%/{split}", run_id))
+    latest = {shard: rid for rid, shard in rows}
+    if latest[row["shard"]] != run_id:
+        return [run_id]
+    return sorted(latest.values())
 
 
 def group_outcomes(conn: sqlite3.Connection, run_id: int) -> list[Outcome]:
@@ -192,7 +199,7 @@ def previous_comparable(conn: sqlite3.Connection, run: Run, models: set[str]) ->
     """
     kinds = ("nightly",) if run.kind == "nightly" else HISTORY_KINDS
     earliest_own = min(run_group(conn, run.id))
-    seen: set[tuple] = set()
+    seen: set[tuple] = {_group_key(run)}    # a shard's earlier, replaced runs are the same nightly, never the previous one
     for cand in runs_mod.finished_runs(conn, kinds, before_id=earliest_own):
         key = _group_key(cand)
         if key in seen:

@@ -277,3 +277,23 @@ def test_serve_refuses_at_start_up_what_the_nightly_would_fail_on(capsys, tmp_pa
     code, err = run_cli(capsys, "--settings", str(conf), "--state", str(tmp_path / "st.sqlite"),
                         "serve", "--port", "0", "--no-schedule", "--dry-run")
     assert code == 2 and one_line(err) == f"flagsweep serve: {conf}: {named}" + one_line(err).split(named, 1)[1]
+
+
+@pytest.mark.parametrize("program", ["/bin/true", "/bin/echo"])
+def test_an_interpreter_that_is_not_python_is_one_line(tmp_path, capsys, program):
+    """Issue 21 A: `sweep --python` at an executable that answers no JSON is refused, not a decode traceback."""
+    code, err = run_cli(capsys, "--state", str(tmp_path / "s.sqlite"), "sweep", "--models", "BertModel",
+                        "--python", program)
+    assert code == 2 and program in one_line(err) and "gave no answer" in err
+
+
+@pytest.mark.parametrize("target, named", [("folder", "is a folder"), ("nope/run.json", "no folder")])
+def test_nightly_export_target_is_checked_before_the_sweep(tmp_path, capsys, target, named):
+    """Issue 21 A: a bad `nightly --export` path is refused before anything is swept, and leaves no stray .tmp."""
+    (tmp_path / "folder").mkdir()
+    code, err = run_cli(capsys, "--state", str(tmp_path / "s.sqlite"), "nightly", "--torch", "current",
+                        "--models", "BertModel", "--configs", "baseline", "--dry-run", "--out", str(tmp_path / "o"),
+                        "--export", str(tmp_path / target))
+    assert code == 2 and named in one_line(err) and str(tmp_path / target) in err
+    assert not (tmp_path / "s.sqlite").exists()                       # nothing swept, nothing stored
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]    # no folder.tmp

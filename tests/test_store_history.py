@@ -143,3 +143,39 @@ def test_finalize_inside_a_callers_transaction_is_all_or_nothing(conn):
     assert history.effects(conn, rid) == [] and _sig(conn) is None
     history.finalize_run(conn, rid)
     assert len(history.effects(conn, rid)) == 3 and _sig(conn)["models"] == ["BertModel", "Qwen2VLForConditionalGeneration"]
+
+
+def test_shards_swept_again_with_force_replace_their_earlier_runs(tmp_path, capsys):
+    """Issue 21 A, major 3: `nightly --shard i/N --force` twice over a swept date. Each shard run's group is the latest
+    run of each shard, a replaced run is alone, and diff, publish (the run view), `runs show` and `export` read that."""
+    import json
+
+    from bot.cli.main import main
+    from bot.view import run_view
+    from bot.view.stored_diff import diff_stored
+
+    path = tmp_path / "state.sqlite"
+    conn = connect(path)
+    night = hd.night()
+    llama = [o for o in night if o.model == "LlamaForCausalLM"]
+    others = [o for o in night if o.model != "LlamaForCausalLM"]
+    before = hd.store_run(conn, night, kind="nightly", nightly="2026-11-01")
+    old = [hd.store_run(conn, part, kind="nightly", nightly="2026-11-02", shard=s)
+           for part, s in ((llama, "1/2"), (others, "2/2"))]
+    new = [hd.store_run(conn, part, kind="nightly", nightly="2026-11-02", shard=s)
+           for part, s in ((llama, "1/2"), (others, "2/2"))]
+    assert history.run_group(conn, old[0]) == [old[0]] and history.run_group(conn, old[1]) == [old[1]]
+    assert history.run_group(conn, new[0]) == history.run_group(conn, new[1]) == new
+    keys = [(o.model, o.config) for o in history.group_outcomes(conn, new[1])]
+    assert len(keys) == len(set(keys)) == len(night)
+    assert history.previous_comparable_run(conn, new[0]) == before      # never the same night's replaced shards
+    assert len(diff_stored(conn, before, new[1]).transitions) == len(night)
+    view = run_view.load(conn, new[0])
+    assert view.group == tuple(new) and len(view.outcomes) == len(night) and view.previous.id == before
+    conn.close()
+
+    assert main(["--state", str(path), "runs", "show", str(old[0])]) == 0
+    assert f"items     {len(llama)} " in capsys.readouterr().out
+    assert main(["--state", str(path), "export", str(old[0]), "--format", "jsonl"]) == 0
+    rows = [json.loads(ln) for ln in capsys.readouterr().out.splitlines()]
+    assert len(rows) == len(llama) and {r["model"] for r in rows} == {"LlamaForCausalLM"}

@@ -16,6 +16,7 @@ from harness.discovery import check, locker
 from harness.engine import engine
 from harness.zoo import lock
 from harness.zoo.build import materialize
+from bot.text.render import render
 from harness.zoo.fingerprint import HERE, MATERIALIZE_SOURCES, materialize_version
 
 CHEAP = ("GPT2Model", "ViTModel")
@@ -219,9 +220,117 @@ def test_default_corpus_is_a_subset_of_the_lock_that_builds():
         corpus("nope")
 
 
-def test_zoo_lock_refuses_a_bad_sample_in_one_line(capsys):
+@pytest.mark.parametrize("flag, value", [("--sample", "0"), ("--timeout", "-1"), ("--timeout", "0"),
+                                         ("--workers", "-1"), ("--timeout", "soon")])
+def test_zoo_lock_refuses_a_bad_value_in_one_line_and_leaves_the_lock_alone(tmp_path, capsys, flag, value):
     from bot.cli.main import main
 
-    assert main(["zoo", "lock", "--sample", "0"]) == 2
+    real = lock.current()
+    shutil.copy(real.path, tmp_path / real.path.name)
+    with pytest.raises(SystemExit) as done:
+        main(["--state", str(tmp_path / "s.sqlite"), "zoo", "lock", "--models", "BertModel", flag, value,
+              "--lock-dir", str(tmp_path)])
+    assert done.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--sample" in err[0] and "0" in err[0]
+    assert len(err) == 1 and flag in err[0] and repr(value) in err[0]
+    assert (tmp_path / real.path.name).read_bytes() == real.path.read_bytes()
+
+
+# --- issue 21: the lock's check re-hashes and refuses hollow entries -----------------------------------
+
+def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """The real `flagsweep` in a fresh interpreter."""
+    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_zoo_lock_check_re_hashes_a_hand_edited_entry(tmp_path):
+    """A hand edit that left the stored hash alone is stale for `--check` (rc 1, naming model and field), as for sweeps."""
+    real = lock.current()
+    shutil.copy(real.path, tmp_path / real.path.name)
+    _rewrite(tmp_path / real.path.name, "BertModel", lambda e: e["config"].update(hidden_size=128))
+    done = _cli("--state", str(tmp_path / "s.sqlite"), "zoo", "lock", "--check", "--models", "BertModel",
+                "--lock-dir", str(tmp_path), "--workers", "1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "is stale" in done.stdout and "corrupt entry: BertModel (field 'hash'" in done.stdout
+
+
+@pytest.mark.parametrize("field, empty", [("config_class", ""), ("config", {})])
+def test_a_hollow_ok_entry_is_refused_by_loading_and_by_the_check(small_lock, field, empty):
+    tmp, version = small_lock
+    path = lock.lock_path(version, tmp)
+    doc = json.loads(path.read_text())
+    doc["entries"]["ViTModel"] = lock.seal({**doc["entries"]["ViTModel"], field: empty})   # a consistent hash
+    path.write_text(json.dumps(doc))
+    lock.load.cache_clear()
+    with pytest.raises(zoo.CorruptEntry) as err:
+        lock.current().entry("ViTModel")
+    assert (err.value.model, err.value.field) == ("ViTModel", field) and "\n" not in str(err.value)
+    bad = locker.corrupt_entries(doc["entries"], version)
+    assert [(b["model"], b["field"]) for b in bad] == [("ViTModel", field)]
+    report = locker.staleness(doc["entries"], list(doc["entries"]), {}, bad)
+    assert report["stale"] and report["corrupt"] == bad
+    text = render("zoo_lock_check.txt.j2", report={**report, "transformers": version})
+    assert [ln for ln in text.splitlines() if "ViTModel" in ln] == [f"  corrupt entry: ViTModel (field '{field}': empty in an entry with status ok)"]
+
+
+def test_a_relock_that_times_out_keeps_the_good_entry_and_says_so(tmp_path):
+    """A worker that gave no answer says nothing about the class: the good entry stays, a warning names it, rc 1."""
+    real = lock.current()
+    shutil.copy(real.path, tmp_path / real.path.name)
+    done = _cli("--state", str(tmp_path / "s.sqlite"), "zoo", "lock", "--models", "BertModel", "--timeout", "0.01",
+                "--workers", "1", "--lock-dir", str(tmp_path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    warning = [ln for ln in done.stderr.splitlines() if ln.startswith("WARNING: BertModel")]
+    assert len(warning) == 1 and "timeout" in warning[0] and "good entry is kept" in warning[0]
+    assert lock.load(real.version, str(tmp_path)).entry("BertModel") == real.entry("BertModel")
+
+
+def test_an_answered_failure_of_a_good_entry_replaces_it_and_is_reported():
+    old = {"A": {"status": "ok"}, "B": {"status": "ok"}, "C": {"status": "eager_error"}}
+    fresh = {"A": {"status": "eager_error", "cause": "boom"}, "B": {"status": "ok", "cause": None},
+             "C": {"status": "timeout", "cause": "slow"}, "D": {"status": "timeout", "cause": "slow"}}
+    assert locker.downgrades(old, fresh, unanswered={"C", "D"}) == [
+        {"model": "A", "status": "eager_error", "cause": "boom", "kept": False}]
+    assert locker.downgrades(old, {"A": fresh["D"]}, unanswered={"A"})[0]["kept"] is True
+
+
+@pytest.mark.parametrize("edit, named", [
+    (lambda d: d.update(format=99), "lock format 99; this flagsweep reads format 1"),
+    (lambda d: d.update(notes="hand-made"), "'notes' is not a lock key"),
+    (lambda d: d.update(excluded=["BarkModel"]), "'excluded' must map class names to reasons, got list"),
+])
+def test_a_lock_file_of_another_format_or_shape_is_refused_in_one_line(small_lock, capsys, edit, named):
+    from bot.cli.main import main
+
+    tmp, version = small_lock
+    path = lock.lock_path(version, tmp)
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    lock.load.cache_clear()
+    assert main(["zoo", "list"]) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err and named in lines[0] and path.name in lines[0]
+
+
+def test_zoo_lock_check_of_a_model_missing_from_the_lock_reports_it_stale(tmp_path):
+    real = lock.current()
+    doc = json.loads(real.path.read_text())
+    del doc["entries"]["BertModel"]
+    (tmp_path / real.path.name).write_text(json.dumps(doc))
+    done = _cli("zoo", "lock", "--check", "--models", "BertModel", "--lock-dir", str(tmp_path), "--workers", "1")
+    assert done.returncode == 1, done.stderr
+    assert "1 class(es) not in the lock: BertModel" in done.stdout
+
+
+def test_zoo_lock_with_an_interpreter_without_transformers_is_one_line(tmp_path):
+    import venv
+
+    venv.create(tmp_path / "bare", with_pip=False)      # a real Python, without transformers
+    (tmp_path / "s.toml").write_text(f'[sweep]\npython = "{tmp_path / "bare" / "bin" / "python"}"\n')
+    done = _cli("--settings", str(tmp_path / "s.toml"), "zoo", "lock", "--check", "--lock-dir", str(tmp_path))
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "cannot scan transformers in" in lines[0] and "No module named" in lines[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,10 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
     if refused:
         print(f"flagsweep nightly: {refused}", file=sys.stderr)
         return 2
+    unwritable = _export_refusal(args.export) if args.export else None
+    if unwritable:
+        print(f"flagsweep nightly: --export {args.export}: {unwritable}", file=sys.stderr)
+        return 2
     conn = db.connect(settings.state_path)
     try:
         with sigterm_as_interrupt():
@@ -116,6 +121,19 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
         conn.close()
     _emit(result, args.json)
     return 1 if result.status == "failed" else 0
+
+
+def _export_refusal(target: str) -> str | None:
+    """Why the run cannot be exported to `target` (checked before the sweep, so it is not lost after), or None."""
+    path = Path(target)
+    if path.is_dir():
+        return "is a folder; name the file to write"
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        return f"no folder {folder}"
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return "cannot be written"
+    return None
 
 
 def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
@@ -142,13 +160,14 @@ def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
         result = nightly.NightlyResult(status="swept", run_id=run_id, nightly=run.nightly, models=len(run.models),
                                        configs=list(run.configs), dry_run=dry_run, out_dir=str(out),
                                        torch={"version": run.environment.get("torch_version"),
-                                              "git": run.environment.get("torch_git"), "current": False})
+                                              "git": run.environment.get("torch_git"), "current": False},
+                                       missing_shards=list(run.options.get("missing_shards") or []))
         result = nightly.publish_stage(conn, settings, result, python=python or settings.sweep.python,
                                        steps=Steps(), out=out)
     finally:
         conn.close()
     _emit(result, args.json)
-    return 0
+    return 1 if result.missing_shards else 0     # published, but not the whole nightly
 
 
 def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:

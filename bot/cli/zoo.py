@@ -33,10 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     chk.set_defaults(func=cmd_check)
     lk = zsub.add_parser("lock", help="discover every candidate and write the locked corpus (the only writer of the lock)")
     lk.add_argument("--models", action="append", default=[], metavar="A,B,'Qwen*'", help="re-lock only these (repeatable)")
-    lk.add_argument("--sample", type=int, metavar="N", help="re-lock a stratified random sample of N")
+    lk.add_argument("--sample", type=types.positive_int, metavar="N", help="re-lock a stratified random sample of N")
     lk.add_argument("--seed", type=int, default=0, help="seed of the sample")
-    lk.add_argument("--workers", type=int, metavar="N", help="worker processes (default: settings.sweep.workers)")
-    lk.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per class (default: 600)")
+    lk.add_argument("--workers", type=types.count_or_auto, metavar="N", help="worker processes (default: settings.sweep.workers)")
+    lk.add_argument("--timeout", type=types.positive_float, default=600.0, metavar="S", help="seconds per class (default: 600)")
     lk.add_argument("--fresh", action="store_true", help="redo the entries an interrupted lock kept in the store")
     lk.add_argument("--lock-dir", metavar="DIR", help="where lock files live (default: the package's harness/zoo/lock)")
     lk.add_argument("--check", action="store_true", help="compare the lock with the installed transformers; exit 1 if stale")
@@ -137,9 +137,6 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
     from harness.zoo import UnknownModel, lock
     from state import db
 
-    if args.sample is not None and args.sample < 1:
-        print(f"flagsweep zoo lock: --sample must be at least 1, got {args.sample}", file=sys.stderr)
-        return 2
     _ignore_old_files(settings)
     patterns = [p.strip() for chunk in args.models for p in chunk.split(",") if p.strip()]
     common = dict(patterns=patterns, sample_n=args.sample, seed=args.seed, workers=args.workers or settings.sweep.workers or 0,
@@ -151,17 +148,20 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
             print(json.dumps(report, indent=1) if args.json else render("zoo_lock_check.txt.j2", report=report), end="\n" if args.json else "")
             return 1 if report["stale"] else 0
         result = locker.lock_corpus(db.connect(settings.state_path), fresh=args.fresh, **common)
-    except UnknownModel as exc:
+    except (UnknownModel, locker.ScanFailed) as exc:
         print(f"flagsweep zoo lock: {exc}", file=sys.stderr)
         return 2
     chosen = [result.entries[m] for m in sorted(result.entries)]
     doc = check.summarize(check.result_of_entry(e) for e in chosen)
     if args.json:
-        print(json.dumps({"lock": str(result.path.name), "locked": result.locked, "resumed": result.resumed, **doc}, indent=1))
+        print(json.dumps({"lock": str(result.path.name), "locked": result.locked, "resumed": result.resumed,
+                          "downgraded": result.downgraded, **doc}, indent=1))
     else:
         print(render("zoo_lock.txt.j2", locked=len(result.locked), resumed=len(result.resumed), path=result.path.name,
                      doc=doc, groups=check.group_failures(doc["failures"]), cached=0, store=""), end="")
-    return 0
+    for d in result.downgraded:
+        print(render("zoo_lock_downgrade.txt.j2", d=d), file=sys.stderr, end="")
+    return 1 if result.downgraded else 0
 
 
 def cmd_repro(args: argparse.Namespace, settings: Any) -> int:

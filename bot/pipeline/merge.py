@@ -25,8 +25,53 @@ _RUN_FIELDS = ("kind", "status", "started_at", "finished_at", "reason", "nightly
                "base_settings", "options", "environment")
 
 
+# the run document's schema: field -> the JSON types it may hold
+_RUN_TYPES: dict[str, tuple[type, ...]] = {
+    "kind": (str,), "status": (str,), "started_at": (str,), "finished_at": (str, type(None)),
+    "reason": (str, type(None)), "nightly": (str, type(None)), "shard": (str, type(None)), "models": (list,),
+    "configs": (dict,), "base_settings": (dict,), "options": (dict,), "environment": (dict,),
+}
+
+
 class MergeError(ValueError):
     """The runs cannot be merged; the message says why."""
+
+
+def shard_of(label: str) -> tuple[int, int]:
+    """(i, N) of a shard label "i/N" with 1 <= i <= N; MergeError naming the label otherwise."""
+    i, slash, n = label.partition("/")
+    if not (slash and i.isdigit() and n.isdigit() and 1 <= int(i) <= int(n)):
+        raise MergeError(f"shard {label!r} is not i/N with 1 <= i <= N")
+    return int(i), int(n)
+
+
+def _typed(where: str, value: Any, types: tuple[type, ...]) -> None:
+    if not isinstance(value, types):
+        raise MergeError(f"{where}: expected {' or '.join('null' if t is type(None) else t.__name__ for t in types)}, "
+                         f"got {type(value).__name__}")
+
+
+def validate(doc: dict, path: Path) -> None:
+    """Check a run document against its schema before anything of it is imported; MergeError names file and field."""
+    run = doc.get("run")
+    _typed(f"{path}: run", run, (dict,))
+    for name, types in _RUN_TYPES.items():
+        if name not in run:
+            raise MergeError(f"{path}: run.{name} is missing")
+        _typed(f"{path}: run.{name}", run[name], types)
+    if not all(isinstance(m, str) and m for m in run["models"]):
+        raise MergeError(f"{path}: run.models: expected a list of model names")
+    if run["shard"] is not None:
+        try:
+            shard_of(run["shard"])
+        except MergeError as exc:
+            raise MergeError(f"{path}: run.{exc}") from None
+    _typed(f"{path}: outcomes", doc.get("outcomes"), (list,))
+    if not all(isinstance(o, dict) for o in doc["outcomes"]):
+        raise MergeError(f"{path}: outcomes: expected a list of objects")
+    _typed(f"{path}: builds", doc.get("builds"), (dict,))
+    if not all(isinstance(b, dict) for b in doc["builds"].values()):
+        raise MergeError(f"{path}: builds: expected an object of objects")
 
 
 def check(shards: list[runs_mod.Run]) -> None:
@@ -50,9 +95,16 @@ def check(shards: list[runs_mod.Run]) -> None:
     labels = [r.shard for r in shards]
     if len(set(labels)) != len(labels):
         raise MergeError(f"the same shard appears twice: {sorted(labels)}")
-    total = {lbl.split("/")[1] for lbl in labels}
+    total = {shard_of(lbl)[1] for lbl in labels}
     if len(total) != 1:
         raise MergeError(f"shards of different splits: {sorted(labels)}")
+
+
+def missing_shards(labels: list[str]) -> list[str]:
+    """The shard labels of the split that `labels` (checked, of one split) do not cover, in order."""
+    n = shard_of(labels[0])[1]
+    have = {shard_of(lbl)[0] for lbl in labels}
+    return [f"{i}/{n}" for i in range(1, n + 1) if i not in have]
 
 
 def merge(conn: sqlite3.Connection, run_ids: list[int], *, python: str | None = None) -> int:
@@ -70,8 +122,7 @@ def merge(conn: sqlite3.Connection, run_ids: list[int], *, python: str | None = 
         shards.append(run)
     check(shards)
     first = shards[0]
-    n = int(first.shard.split("/")[1])
-    missing = sorted(set(range(1, n + 1)) - {int(r.shard.split("/")[0]) for r in shards})
+    missing = missing_shards([r.shard for r in shards])
     models = sorted({m for r in shards for m in r.models})
     with transaction(conn):
         options = dict(first.options)
@@ -122,9 +173,7 @@ def read_export(path: str | Path) -> dict[str, Any]:
         raise MergeError(f"{path}: not a flagsweep run export")
     if doc.get("version") != FORMAT_VERSION:
         raise MergeError(f"{path}: export format version {doc.get('version')!r}; this flagsweep reads {FORMAT_VERSION}")
-    run = doc.get("run")
-    if not isinstance(run, dict) or any(k not in run for k in _RUN_FIELDS):
-        raise MergeError(f"{path}: the run is incomplete")
+    validate(doc, path)
     return doc
 
 
@@ -133,10 +182,10 @@ def import_file(conn: sqlite3.Connection, path: str | Path) -> int:
     doc = read_export(path)
     origin = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
     try:
-        outcomes = [Outcome.from_dict(o) for o in doc.get("outcomes") or []]
+        outcomes = [Outcome.from_dict(o) for o in doc["outcomes"]]
     except (TypeError, ValueError, KeyError) as exc:
         raise MergeError(f"{path}: an outcome does not read ({exc})") from None
-    return runs_mod.import_run(conn, doc["run"], outcomes, doc.get("builds") or {}, origin)
+    return runs_mod.import_run(conn, doc["run"], outcomes, doc["builds"], origin)
 
 
 def resolve_runs(conn: sqlite3.Connection, refs: list[str]) -> list[int]:

@@ -51,6 +51,7 @@ class NightlyResult:
     unavailable: dict[str, Any] = field(default_factory=dict)   # configs the swept torch lacks a key of
     ranges: list[dict[str, Any]] = field(default_factory=list)  # regression ranges searched (state.ranges.Range)
     range_cost: dict[str, int] = field(default_factory=dict)    # installs, sweeps, items the search took
+    missing_shards: list[str] = field(default_factory=list)     # a merge of only some shards: those it lacks
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

@@ -24,14 +24,20 @@ LOCK_JOB = "harness.discovery.lockjob:lock_entry"
 SCAN = "harness.discovery.enumerate:scan_document"
 
 
+class ScanFailed(RuntimeError):
+    """The workers' interpreter could not list the installed transformers' classes; one line says why."""
+
+
 @dataclass
 class LockResult:
-    """What one `zoo lock` did: classes locked now, reused from an interrupted lock, and the lock file written."""
+    """What one `zoo lock` did: classes locked now, reused from an interrupted lock, the lock file written, and
+    the good entries this lock found failing (each says whether the good entry was kept)."""
 
     path: Path
     locked: list[str]
     resumed: list[str]
     entries: dict
+    downgraded: list[dict]
 
 
 def scan(python: str | None = None) -> dict:
@@ -39,7 +45,7 @@ def scan(python: str | None = None) -> dict:
     try:
         return call(SCAN, python=python, timeout=1800)
     except CallFailed as exc:
-        raise RuntimeError(f"cannot scan transformers: {exc.tail}") from None
+        raise ScanFailed(f"cannot scan transformers in {exc.python}: {exc.why}") from None
 
 
 def discover_entries(models: list[str], version: str, strata: dict[str, str], *, workers: int, timeout: float,
@@ -111,28 +117,60 @@ def lock_corpus(conn: sqlite3.Connection, *, patterns: list[str], sample_n: int 
     doc = scan(python)
     version, kinds = doc["transformers"], {c["model"]: c["kind"] for c in doc["candidates"]}
     path = lock.lock_path(version, Path(lock_dir).resolve())
-    _, strata = _locked(path)
+    old, strata = _locked(path)
     selected = select(sorted(kinds), patterns, sample_n, seed, strata)
     if fresh:
         kept.forget_lock_entries(conn, version, selected)
     done = kept.lock_entries(conn, version)
     resumed = [m for m in selected if m in done]
     todo = [m for m in selected if m not in done]
+    unanswered = set()
     for entry, answered in discover_entries(todo, version, strata, workers=workers, timeout=timeout,
                                             python=python, progress=progress):
         if answered:   # kept until the lock file has it; a class whose worker died is tried again on resume
             kept.keep_lock_entry(conn, version, entry)
+        else:
+            unanswered.add(entry["model"])
         done[entry["model"]] = entry
     fresh_entries = {m: done[m] for m in selected if m in done}
+    downgraded = downgrades(old, fresh_entries, unanswered)
+    for d in downgraded:
+        if d["kept"]:
+            fresh_entries[d["model"]] = old[d["model"]]
     full = not patterns and not sample_n
     entries = merge(path, version, fresh_entries, set(kinds) if full else None, doc["excluded"])
     kept.forget_lock_entries(conn, version, fresh_entries)
-    return LockResult(path, todo, resumed, entries)
+    return LockResult(path, todo, resumed, entries, downgraded)
 
 
-def staleness(locked: dict[str, dict], scanned: list[str], rediscovered: dict[str, dict]) -> dict:
-    """What `zoo lock --check` reports: classes added/removed, entries that no longer build, entries that would differ."""
-    broken, differ = [], []
+def downgrades(old: dict[str, dict], fresh: dict[str, dict], unanswered: set[str]) -> list[dict]:
+    """Good (ok) locked entries this lock found failing: model, new status and cause, and whether the good entry is
+    kept (it is when the worker gave no answer: a timeout or a killed worker says nothing about the class)."""
+    out = []
+    for m in sorted(fresh):
+        before = old.get(m)
+        if isinstance(before, dict) and before.get("status") == "ok" and fresh[m]["status"] != "ok":
+            out.append({"model": m, "status": fresh[m]["status"], "cause": fresh[m]["cause"], "kept": m in unanswered})
+    return out
+
+
+def corrupt_entries(locked: dict[str, dict], version: str) -> list[dict]:
+    """The locked entries that fail the checks a sweep applies (hand edits, hollow entries): model, field and why."""
+    from harness.zoo.errors import CorruptEntry
+
+    bad = []
+    for model in sorted(locked):
+        try:
+            lock.check_entry(model, locked[model], version)
+        except CorruptEntry as exc:
+            bad.append({"model": model, "field": exc.field, "why": exc.why})
+    return bad
+
+
+def staleness(locked: dict[str, dict], scanned: list[str], rediscovered: dict[str, dict],
+              corrupt: list[dict] | None = None) -> dict:
+    """What `zoo lock --check` reports: classes added/removed, corrupt entries, entries that no longer build or would differ."""
+    broken, differ, corrupt = [], [], list(corrupt or [])
     for m, new in sorted(rediscovered.items()):
         old = locked.get(m)
         if old is None:
@@ -144,8 +182,8 @@ def staleness(locked: dict[str, dict], scanned: list[str], rediscovered: dict[st
             differ.append({"model": m, "fields": fields})
     added = sorted(set(scanned) - set(locked))
     removed = sorted(set(locked) - set(scanned))
-    return {"added": added, "removed": removed, "no_longer_build": broken, "would_differ": differ,
-            "checked": len(rediscovered), "stale": bool(added or removed or broken or differ)}
+    return {"added": added, "removed": removed, "corrupt": corrupt, "no_longer_build": broken, "would_differ": differ,
+            "checked": len(rediscovered), "stale": bool(added or removed or corrupt or broken or differ)}
 
 
 def check_lock(*, patterns: list[str], sample_n: int | None, seed: int, workers: int, timeout: float,
@@ -154,9 +192,10 @@ def check_lock(*, patterns: list[str], sample_n: int | None, seed: int, workers:
     doc = scan(python)
     version, scanned = doc["transformers"], [c["model"] for c in doc["candidates"]]
     locked, strata = _locked(lock.lock_path(version, Path(lock_dir).resolve()))
-    selected = select(sorted(set(scanned) & set(locked)), patterns, sample_n, seed, strata)
+    wanted = select(sorted(scanned), patterns, None, seed, strata)    # a class missing from the lock is stale, not unknown
+    selected = select([m for m in wanted if m in locked], [], sample_n, seed, strata)
     fresh = {e["model"]: e for e, _ in discover_entries(selected, version, strata, workers=workers,
                                                         timeout=timeout, python=python, progress=progress)}
-    report = staleness(locked, scanned, fresh)
+    report = staleness(locked, scanned, fresh, corrupt_entries(locked, version))
     report["transformers"] = version
     return report

@@ -40,7 +40,18 @@ def call(target: str, *args: Any, python: str | None = None, timeout: float = 60
         said = (proc.stderr or proc.stdout).strip()
         lines = said.splitlines()
         raise CallFailed(python, True, lines[-1] if lines else f"exit code {proc.returncode}", said[-500:])
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return _answer(python, proc.stdout)
+
+
+def _answer(python: str, stdout: str) -> Any:
+    """The JSON answer on the last line the call wrote; CallFailed when there is none (not a Python interpreter?)."""
+    lines = stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, ValueError):
+        said = f"wrote {lines[-1][:80]!r}" if lines else "wrote nothing"
+        raise CallFailed(python, True, f"gave no answer ({said}); is it a Python interpreter with flagsweep's "
+                                       "dependencies?") from None
 
 
 def main(argv: list[str]) -> int:

@@ -27,3 +27,4 @@ class CorruptEntry(LockError):
                          f"re-lock it with `flagsweep zoo lock --models {model}`")
         self.model = model
         self.field = field
+        self.why = why

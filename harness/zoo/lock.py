@@ -19,6 +19,7 @@ from harness.zoo.errors import CorruptEntry, LockError
 
 LOCK_DIR = Path(__file__).with_name("lock")
 FORMAT = 1
+DOC_KEYS = ("format", "transformers", "entries", "excluded")   # the top-level keys of a lock file
 LOCK_STATUSES = ("ok", "create_error", "input_error", "eager_error", "timeout", "killed")
 # field -> the JSON types it may hold
 FIELDS: dict[str, tuple[type, ...]] = {
@@ -27,6 +28,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "applied": (dict,), "transformers": (str,), "hash": (str,),
 }
 APPLIED_KEYS = ("recipes", "fixups", "repairs")
+HOLLOW_IF_EMPTY = ("config_class", "config")   # an ok entry without these has nothing to build from
 
 
 def installed_transformers() -> str:
@@ -70,6 +72,10 @@ def check_entry(model: str, entry: Any, version: str) -> dict:
         raise CorruptEntry(model, "model", f"names {entry['model']!r}")
     if entry["status"] not in LOCK_STATUSES:
         raise CorruptEntry(model, "status", f"{entry['status']!r} is not one of {', '.join(LOCK_STATUSES)}")
+    if entry["status"] == "ok":
+        for name in HOLLOW_IF_EMPTY:
+            if not entry[name]:
+                raise CorruptEntry(model, name, "empty in an entry with status ok")
     if entry["transformers"] != version:
         raise CorruptEntry(model, "transformers", f"{entry['transformers']} in the lock for {version}")
     for key in APPLIED_KEYS:
@@ -107,8 +113,17 @@ def read(path: Path) -> dict:
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise LockError(f"cannot read the lock {Path(path).name}: {exc}") from None
+    name = Path(path).name
     if not isinstance(doc, dict) or not isinstance(doc.get("entries"), dict):
-        raise LockError(f"{Path(path).name} is not a lock file (no entries)")
+        raise LockError(f"{name} is not a lock file (no entries)")
+    if doc.get("format") != FORMAT:
+        raise LockError(f"{name} is lock format {doc.get('format')!r}; this flagsweep reads format {FORMAT}")
+    extra = sorted(set(doc) - set(DOC_KEYS))
+    if extra:
+        raise LockError(f"{name}: {extra[0]!r} is not a lock key (a lock holds {', '.join(DOC_KEYS)})")
+    excluded = doc.get("excluded", {})
+    if not isinstance(excluded, dict) or not all(isinstance(v, str) for v in excluded.values()):
+        raise LockError(f"{name}: 'excluded' must map class names to reasons, got {type(excluded).__name__}")
     return doc
 
 
