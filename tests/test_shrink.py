@@ -271,3 +271,31 @@ def test_shrink_budget_setting_loads_and_zero_turns_it_off(tmp_path: Path) -> No
     v = reproducers.verify_all(db.connect(tmp_path / "state.sqlite"), groups, outs, RUN,
                                {m: _build(m) for m in sc.corpus(5)}, runner=_sig_twin(twin), shrink_budget=0.0)
     assert len(twin.calls) == len(groups) and all(not e.shrunk for e in v.values())
+
+
+def test_a_step_that_keeps_the_signature_but_breaks_eager_is_rejected() -> None:
+    """Cutting one input's batch and not the other's keeps the compiled crash (Dynamo fails first) but makes the
+    inputs invalid in eager, like Qwen2-VL's pixel_values cut under an image_grid_thw still saying two images."""
+    twin = Twin(eager_needs_batch=True)
+    small = run_shrink(twin)
+    spec = small.build["spec"]
+    assert spec["input_values"]["shape"][0] == spec["input_ids"]["shape"][0]        # never a mismatched batch
+    mismatched = [b for b in twin.calls if b["spec"]["input_values"]["shape"][0] != b["spec"]["input_ids"]["shape"][0]]
+    assert not mismatched                 # eager ran first and rejected them: the flag run never started for them
+    assert "eager" in twin.modes and small.stats["kept"] >= 1 and small.stats["tries"] > small.stats["kept"]
+    loose = run_shrink(Twin())           # without the oracle's eager check the same search would keep a mismatch
+    assert loose.build["spec"]["input_values"]["shape"][0] == 1
+
+
+def test_the_script_takes_the_oracles_mode() -> None:
+    """One script, three modes: eager never calls torch.compile, baseline compiles under the baseline settings."""
+    script = render_script(BUILD, {"torch._dynamo.config.capture_scalar_outputs": True},
+                           baseline={"torch._dynamo.config.cache_size_limit": 8})
+    tree = ast.parse(script)
+    forward = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run_forward")
+    eager_branch = forward.body[1]
+    assert isinstance(eager_branch, ast.If) and "eager" in ast.unparse(eager_branch.test)
+    assert "torch.compile" not in ast.unparse(eager_branch.body[0]) and "model(**inputs)" in ast.unparse(eager_branch)
+    assert "torch.compile" in ast.unparse(forward.body[2:])
+    line = next(x for x in script.splitlines() if x.startswith("BASELINE_SETTINGS = "))
+    assert "cache_size_limit" in line and "capture_scalar_outputs" not in line and "sys.argv[1:2]" in script
