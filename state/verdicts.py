@@ -22,6 +22,9 @@ from state.db import transaction
 from state.runs import now
 
 STATUSES = ("confirmed", "unconfirmed")
+# What a verdict's runs checked, part of its key: verdicts stored before the validity oracle (bot/verify/oracle.py:
+# eager, baseline, flag) checked the flag only, and are not reused as if they had checked all three.
+CHECKS = "eager+baseline+flag"
 
 
 @dataclass(frozen=True)
@@ -114,8 +117,8 @@ class RunVerdict:
 
 def key(config: str, signature: str, model: str, fingerprint: str | None, build_version: str | None,
         build_git: str | None) -> str:
-    """The stored key of a verdict: (config, signature, model, fingerprint, torch build), hashed."""
-    data = [config, signature, model, fingerprint, [build_version, build_git]]
+    """The stored key of a verdict: (config, signature, model, fingerprint, torch build, CHECKS), hashed."""
+    data = [config, signature, model, fingerprint, [build_version, build_git], CHECKS]
     return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:24]
 
 

@@ -3,11 +3,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.verify import reproducers
+from bot.issues.context import PlanSettings
+from bot.issues.keys import tracking_key
+from bot.issues.plan import plan
+from bot.issues.timeline import Timeline
+from bot.verify import oracle, reproducers
 from harness.core.effects import effects_for
 from harness.core.tracking import tracking_groups
 from state import db, verdicts
 from state.runs import Run
+from state.verdicts import RunVerdict
 from tests.fakegithub import scenario as sc
 
 CSO, CDO = "capture_scalar_outputs", "capture_dynamic_output_shape_ops"
@@ -35,10 +40,12 @@ def test_same_signature_confirms_other_does_not_and_verdicts_are_reused(tmp_path
     conn = db.connect(tmp_path / "state.sqlite")
     calls = []
 
-    def runner(built, settings, backend, device, python, timeout):
+    def runner(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
         model = built["model"]
-        calls.append(model)
         assert python == "/nightly/bin/python"            # the run's own interpreter, from its environment
+        if mode != "flag":                                # every build here is valid in eager and the baseline
+            return "x", {"status": "ok", "graphs": 1, "signature": None}
+        calls.append(model)
         if model == "Model01ForCausalLM":
             return "print('repro A')\n", {"status": "error", "signature": sc.SIG_A, "torch_version": "2.14.0.dev20261121+cpu",
                                           "torch_git": "abc"}
@@ -79,8 +86,44 @@ def test_a_broken_generator_is_reported_and_not_reused(tmp_path: Path) -> None:
 
 
 def test_verdict_rules() -> None:
-    assert reproducers.verdict({"status": "timeout", "signature": None}, "timeout") == ("confirmed", "")
-    assert reproducers.verdict({}, "x")[0] == "unconfirmed"
+    assert oracle.reproduces({"status": "timeout", "signature": None}, "timeout")
+    assert not oracle.reproduces({}, "x") and oracle.flag_problem({}, "x").startswith("did not report a result")
+
+
+def test_an_eager_invalid_reproducer_is_not_verified(tmp_path: Path) -> None:
+    """The oracle, cheapest check first: a script that fails in plain eager is stored unconfirmed, and the issue
+    says which check failed; nothing after the failing check runs, and nothing claims it reproduces."""
+    outs, groups, builds = setup()
+    conn = db.connect(tmp_path / "state.sqlite")
+    runs_seen: list[tuple[str, str]] = []
+
+    def runner(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
+        model = built["model"]
+        runs_seen.append((model, mode))
+        if model == "Model01ForCausalLM" and mode == "eager":      # the inputs are not a valid test case
+            return "s", {"status": "error", "signature": "RuntimeError: split_with_sizes expects split_sizes"}
+        if model == "Model02ForCausalLM" and mode == "baseline":   # crashes without the flag too
+            return "s", {"status": "error", "signature": sc.SIG_B}
+        if mode != "flag":
+            return "s", {"status": "ok", "signature": None}
+        sig = {"Model01ForCausalLM": sc.SIG_A, "Model02ForCausalLM": sc.SIG_B}.get(model, sc.SIG_C)
+        return "s", {"status": "error", "signature": sig, "torch_version": "2.13.0", "torch_git": "abc"}
+
+    from tests.test_planner import inputs
+
+    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=runner)
+    a, b, c = v[(CSO, sc.SIG_A)], v[(CSO, sc.SIG_B)], v[(CDO, sc.SIG_C)]
+    assert a.status == "unconfirmed" and a.script == "" and a.reason.startswith("eager failed: ")
+    assert "split_with_sizes" in a.reason and ("Model01ForCausalLM", "baseline") not in runs_seen
+    assert b.status == "unconfirmed" and b.reason.startswith("baseline failed: ")
+    assert ("Model02ForCausalLM", "flag") not in runs_seen
+    assert c.status == "confirmed" and [m for m in runs_seen if m[0] == c.model] == [
+        (c.model, "eager"), (c.model, "baseline"), (c.model, "flag")]
+    assert verdicts.get(conn, a.key) == a                       # stored: a quiet nightly runs nothing
+    done = plan(inputs(sc.corpus(), verdicts=[RunVerdict(CSO, sc.SIG_A, a)]), Timeline(), PlanSettings())
+    body = next(x for x in done.actions if x.key == tracking_key(CSO, sc.SIG_A)).body
+    assert "Not verified: eager failed: the script fails without torch.compile" in body
+    assert "```python" not in body and "Verified:" not in body
 
 
 def test_nothing_stored_for_a_model_is_reported_not_reused(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from bot.github import publish
 from bot.pipeline import steps
-from bot.verify import reproducers, shrink
+from bot.verify import oracle, reproducers, shrink
 from bot.text.render import render
 from bot.verify.script import render_script
 from bot.settings import Settings
@@ -49,18 +49,26 @@ def params(b: dict[str, Any]) -> int:
 class Twin:
     """Crashes with SIG while the build is big enough and consistent; another signature otherwise."""
 
-    def __init__(self, clock: list[float] | None = None, cost: float = 0.0, needs_window: bool = True) -> None:
-        self.needs_window = needs_window
+    def __init__(self, clock: list[float] | None = None, cost: float = 0.0, needs_window: bool = True,
+                 eager_needs_batch: bool = False) -> None:
+        self.needs_window, self.eager_needs_batch = needs_window, eager_needs_batch
+        self.modes: list[str] = []
         self.calls: list[dict[str, Any]] = []
         self.results: list[dict[str, Any]] = []
         self.clock, self.cost = clock, cost
 
-    def __call__(self, b, settings, backend, device, python, timeout):
+    def __call__(self, b, settings, backend, device, python, timeout, mode="flag", baseline=None):
         assert python == PY and timeout > 0
-        self.calls.append(copy.deepcopy(b))
         if self.clock is not None:
             self.clock[0] += self.cost
+        self.modes.append(mode)
         c, spec = b["config"], b["spec"]
+        if mode != "flag":        # eager and baseline: valid unless the inputs disagree (like Qwen2-VL's image grid)
+            bad = self.eager_needs_batch and spec["input_values"]["shape"][0] != spec["input_ids"]["shape"][0]
+            return render_script(b, settings, baseline=baseline), (
+                {"status": "error", "signature": "RuntimeError: split_with_sizes expects split_sizes to sum"}
+                if bad else {"status": "ok", "signature": None})
+        self.calls.append(copy.deepcopy(b))
         result = {"status": "error", "signature": SIG, "parameters": params(b), "seconds": params(b) / 1e4}
         if c["hidden_size"] % c["num_attention_heads"]:
             result["signature"] = "ValueError: hidden_size is not a multiple of num_attention_heads"
@@ -71,7 +79,7 @@ class Twin:
         elif "padding_mask" not in spec:
             result["signature"] = "KeyError: padding_mask"
         self.results.append(result)
-        return render_script(b, settings), result
+        return render_script(b, settings, baseline=baseline), result
 
 
 def run_shrink(twin: Twin, budget: float = 600.0, **kw: Any) -> shrink.Shrunk:
@@ -110,14 +118,15 @@ def test_other_config_fields_go_to_their_defaults_when_the_crash_stays() -> None
 
 def test_the_budget_stops_it_before_a_try_would_overrun() -> None:
     now = [0.0]
-    twin = Twin(clock=now, cost=30.0)
+    twin = Twin(clock=now, cost=10.0)      # each try is three oracle runs (eager, baseline, flag): 30 s
     original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
     now[0] = 0.0
     small = shrink.minimise(BUILD, {}, "count", "cpu", PY, SIG, original=original, budget=100.0, runner=twin,
                             clock=lambda: now[0])
     # Tries start at 0, 30 and 60 s; at 90 s the next (30 s, like the last) would end past 100 s.
     assert small.stats["tries"] == 3 and small.stats["stopped"] == "budget" and now[0] == 90.0
-    assert shrink.reproduces({"status": "error", "signature": SIG}, SIG)
+    assert oracle.reproduces({"status": "error", "signature": SIG}, SIG)
+    assert twin.modes[1:4] == ["eager", "baseline", "flag"]                        # cheapest first
     assert twin(small.build, {}, "count", "cpu", PY, 1.0)[1]["signature"] == SIG   # what it kept still fails
     capped = run_shrink(Twin(), max_tries=2)
     assert capped.stats["tries"] == 2 and capped.stats["stopped"] == "tries"
@@ -126,7 +135,7 @@ def test_the_budget_stops_it_before_a_try_would_overrun() -> None:
 def test_a_candidate_the_runner_cannot_render_is_rejected() -> None:
     twin = Twin()
 
-    def picky(b, *args):
+    def picky(b, *args):   # (the twin records flag runs only)
         if b["config"]["num_hidden_layers"] == 1:
             raise ValueError("no such config field")
         return twin(b, *args)
@@ -262,3 +271,31 @@ def test_shrink_budget_setting_loads_and_zero_turns_it_off(tmp_path: Path) -> No
     v = reproducers.verify_all(db.connect(tmp_path / "state.sqlite"), groups, outs, RUN,
                                {m: _build(m) for m in sc.corpus(5)}, runner=_sig_twin(twin), shrink_budget=0.0)
     assert len(twin.calls) == len(groups) and all(not e.shrunk for e in v.values())
+
+
+def test_a_step_that_keeps_the_signature_but_breaks_eager_is_rejected() -> None:
+    """Cutting one input's batch and not the other's keeps the compiled crash (Dynamo fails first) but makes the
+    inputs invalid in eager, like Qwen2-VL's pixel_values cut under an image_grid_thw still saying two images."""
+    twin = Twin(eager_needs_batch=True)
+    small = run_shrink(twin)
+    spec = small.build["spec"]
+    assert spec["input_values"]["shape"][0] == spec["input_ids"]["shape"][0]        # never a mismatched batch
+    mismatched = [b for b in twin.calls if b["spec"]["input_values"]["shape"][0] != b["spec"]["input_ids"]["shape"][0]]
+    assert not mismatched                 # eager ran first and rejected them: the flag run never started for them
+    assert "eager" in twin.modes and small.stats["kept"] >= 1 and small.stats["tries"] > small.stats["kept"]
+    loose = run_shrink(Twin())           # without the oracle's eager check the same search would keep a mismatch
+    assert loose.build["spec"]["input_values"]["shape"][0] == 1
+
+
+def test_the_script_takes_the_oracles_mode() -> None:
+    """One script, three modes: eager never calls torch.compile, baseline compiles under the baseline settings."""
+    script = render_script(BUILD, {"torch._dynamo.config.capture_scalar_outputs": True},
+                           baseline={"torch._dynamo.config.cache_size_limit": 8})
+    tree = ast.parse(script)
+    forward = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run_forward")
+    eager_branch = forward.body[1]
+    assert isinstance(eager_branch, ast.If) and "eager" in ast.unparse(eager_branch.test)
+    assert "torch.compile" not in ast.unparse(eager_branch.body[0]) and "model(**inputs)" in ast.unparse(eager_branch)
+    assert "torch.compile" in ast.unparse(forward.body[2:])
+    line = next(x for x in script.splitlines() if x.startswith("BASELINE_SETTINGS = "))
+    assert "cache_size_limit" in line and "capture_scalar_outputs" not in line and "sys.argv[1:2]" in script

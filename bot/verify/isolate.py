@@ -23,7 +23,7 @@ import sqlite3
 import time
 from typing import Any, Callable
 
-from bot.verify import reproducers
+from bot.verify import oracle, reproducers
 from bot.verify.reproducers import Groups, Runner
 from state import verdicts as store
 from state.runs import Run
@@ -51,7 +51,7 @@ def stage_result(result: dict[str, Any], signature: str) -> str:
         return "no_result"
     if status == "ok":
         return "passes"
-    return "fails" if reproducers.verdict(result, signature)[0] == "confirmed" else "other"
+    return "fails" if oracle.reproduces(result, signature) else "other"
 
 
 def isolate(built: dict[str, Any] | None, settings: dict[str, Any], signature: str, *, backend: str,
@@ -74,7 +74,7 @@ def isolate(built: dict[str, Any] | None, settings: dict[str, Any], signature: s
         if progress:
             progress(f"isolating under {stage}")
         start = time.monotonic()
-        _, result = runner(built, settings, stage, device, python, timeout)
+        _, result = runner(built, settings, stage, device, python, timeout, "flag", {})   # only the flag's run
         outcome = stage_result(result, signature)
         stages.append(Stage(backend=stage, result=outcome, seconds=round(time.monotonic() - start, 1),
                             signature=result.get("signature") or result.get("status"), error=result.get("error")))

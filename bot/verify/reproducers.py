@@ -3,12 +3,14 @@
 For each tracking group the smallest affected model (fewest ops, then fewest
 baseline graphs, then name) gets a standalone script rendered from what the run
 stored (bot/verify/script.py; no model is built here and torch is never imported),
-run in a fresh subprocess of the interpreter the run used: a crash that exists
-only in a nightly is checked on that nightly. That is slow (a new Python, a
+run in fresh subprocesses of the interpreter the run used (a crash that exists
+only in a nightly is checked on that nightly) and judged by the validity oracle
+(bot/verify/oracle.py: it runs in eager, it compiles under the baseline, it fails
+under the flag with the same signature). That is slow (a new Python, a
 compile), so verdicts are stored (state/verdicts.py) per (config, signature,
 model, fingerprint, torch build) and reused. A confirmed one is then shrunk
 (bot/verify/shrink.py) under a time budget, and the verdict keeps the smallest
-script that still fails the same way, with its shrink.
+script the oracle still keeps, with its shrink.
 """
 from __future__ import annotations
 
@@ -17,25 +19,26 @@ import logging
 import sqlite3
 from typing import Any, Callable
 
-from bot.verify import shrink
+from bot.verify import oracle, shrink
 from harness.core.outcome import Effect, Outcome
 from state import verdicts as store
 from state.runs import Run
 from state.verdicts import Shrink, Verdict
 
 log = logging.getLogger(__name__)
-Runner = shrink.Runner   # (stored build, settings, backend, device, python, timeout) -> (script, result)
+Runner = oracle.Runner   # (stored build, settings, backend, device, python, timeout, mode, baseline) -> (script, result)
 Groups = dict[tuple[str, str], list[Effect]]   # (config, signature) -> effects (harness.core.tracking)
 
 
 def render_and_run(built: dict[str, Any] | None, settings: dict[str, Any], backend: str, device: str,
-                   python: str, timeout: float) -> tuple[str, dict[str, Any]]:
-    """Render the script from stored data, run it under `python`; (script, its result)."""
+                   python: str, timeout: float, mode: str = "flag",
+                   baseline: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """Render the script from stored data, run it in `mode` (oracle.MODES) under `python`; (script, its result)."""
     from bot.verify.script import render_script
     from harness.engine.script_runner import run_script
 
-    script = render_script(built, settings, backend, device)
-    return script, run_script(script, python, timeout)
+    script = render_script(built, settings, backend, device, baseline)
+    return script, run_script(script, python, timeout, args=() if mode == "flag" else (mode,))
 
 
 def pick_model(effects: list[Effect], outcomes: dict[tuple[str, str], Outcome]) -> Effect:
@@ -62,19 +65,6 @@ def run_how(run: Run) -> tuple[str, str]:
     return run.options.get("backend", "count"), run.options.get("device", "cpu")
 
 
-def verdict(result: dict[str, Any], signature: str) -> tuple[str, str]:
-    """(status, reason) for one script result: confirmed only when it failed with the same signature."""
-    status = result.get("status")
-    seen = result.get("signature") or status
-    if shrink.reproduces(result, signature):
-        return "confirmed", ""
-    if status == "ok":
-        return "unconfirmed", "ran without crashing in a fresh interpreter"
-    if status is None:
-        return "unconfirmed", f"did not report a result ({result.get('error') or 'no FLAGSWEEP_RESULT line'})"
-    return "unconfirmed", f"ended with {status} and another signature: {seen}"
-
-
 def verify_all(conn: sqlite3.Connection, groups: Groups, outcomes: list[Outcome] | tuple[Outcome, ...], run: Run,
                builds: dict[str, dict[str, Any]], *, python: str | None = None, timeout: float = 600.0,
                runner: Runner | None = None, shrink_budget: float = 0.0,
@@ -95,7 +85,7 @@ def verify_all(conn: sqlite3.Connection, groups: Groups, outcomes: list[Outcome]
         item = by_item.get((chosen.model, config))
         blank = Verdict(config, signature, chosen.model, item.fingerprint if item else None,
                         run.environment.get("torch_version"), run.environment.get("torch_git"), "unconfirmed")
-        settings = run_settings(run, config)
+        settings = (run_settings(run, config), run_settings(run, "baseline"))
         built = builds.get(chosen.model)
         cached = store.get(conn, blank.key)
         if cached is not None and not _wants_shrink(cached, shrink_budget, python):
@@ -110,45 +100,56 @@ def verify_all(conn: sqlite3.Connection, groups: Groups, outcomes: list[Outcome]
         if ran is not None and found.status == "confirmed" and shrink_budget > 0:
             found = _shrunk(found, built, settings, how, python or "", ran, shrink_budget, runner, timeout, progress)
         # Reused later only when something ran and reported; a verdict reached otherwise is kept for this run.
-        reusable = ran is not None and ran[1].get("status") is not None
+        reusable = ran is not None and ran.result.get("status") is not None
         if reusable or cached is None:
             store.put(conn, found, reusable=reusable)
         out[(config, signature)] = found
     return out
 
 
-def _verify(blank: Verdict, built: dict[str, Any] | None, settings: dict[str, Any], how: tuple[str, str],
-            python: str | None, runner: Runner, timeout: float) -> tuple[Verdict, tuple[str, dict[str, Any]] | None]:
-    """(verdict, (script, result)) of one fresh run; None in place of the run when nothing could run."""
+Settings = tuple[dict[str, Any], dict[str, Any]]   # (the flag's settings, the baseline's), each base + config
+
+
+def _judge(built: dict[str, Any] | None, settings: Settings, how: tuple[str, str], python: str, signature: str,
+           runner: Runner, timeout: float) -> oracle.Judged:
+    flag, baseline = settings
+    return oracle.judge(built, flag, baseline, *how, python, signature, runner=runner, timeout=timeout)
+
+
+def _verify(blank: Verdict, built: dict[str, Any] | None, settings: Settings, how: tuple[str, str],
+            python: str | None, runner: Runner, timeout: float) -> tuple[Verdict, oracle.Judged | None]:
+    """(verdict, what the oracle saw); None in place of the oracle's answer when nothing could run."""
     if not python:
         return dataclasses.replace(blank, reason="could not be run: the run recorded no interpreter"), None
     try:
-        script, result = runner(built, settings, *how, python, timeout)
+        judged = _judge(built, settings, how, python, blank.signature, runner, timeout)
     except Exception as exc:  # nothing stored to render from, or a template error: "not confirmed"
         return dataclasses.replace(blank, reason=f"could not be generated ({type(exc).__name__}: {exc})"), None
-    status, reason = verdict(result, blank.signature)
-    return dataclasses.replace(blank, status=status, reason=reason, script=script if status == "confirmed" else "",
-                               torch_version=result.get("torch_version"), torch_git=result.get("torch_git")), \
-        (script, result)
+    status = "confirmed" if judged.passed else "unconfirmed"
+    result = judged.result
+    return dataclasses.replace(blank, status=status, reason=judged.reason, script=judged.script if judged.passed else "",
+                               torch_version=result.get("torch_version"), torch_git=result.get("torch_git")), judged
 
 
-def _remeasure(cached: Verdict, built: dict[str, Any] | None, settings: dict[str, Any], how: tuple[str, str],
-               python: str, runner: Runner, timeout: float) -> tuple[Verdict, tuple[str, dict[str, Any]] | None]:
-    """A stored confirmed verdict run again so it can be shrunk; None in place of the run when its build is gone."""
+def _remeasure(cached: Verdict, built: dict[str, Any] | None, settings: Settings, how: tuple[str, str],
+               python: str, runner: Runner, timeout: float) -> tuple[Verdict, oracle.Judged | None]:
+    """A stored confirmed verdict judged again so it can be shrunk; None in place of the answer when its build is gone."""
     try:
-        return cached, runner(built, settings, *how, python, timeout)
+        return cached, _judge(built, settings, how, python, cached.signature, runner, timeout)
     except Exception:
         return cached, None
 
 
-def _shrunk(found: Verdict, built: dict[str, Any] | None, settings: dict[str, Any], how: tuple[str, str],
-            python: str, original: tuple[str, dict[str, Any]], budget: float, runner: Runner, timeout: float,
+def _shrunk(found: Verdict, built: dict[str, Any] | None, settings: Settings, how: tuple[str, str],
+            python: str, original: oracle.Judged, budget: float, runner: Runner, timeout: float,
             progress: Callable[[str], None] | None) -> Verdict:
-    """The verdict with its shrink: the smallest verified script (no shrink when it could not start)."""
-    if not built or not shrink.reproduces(original[1], found.signature):
+    """The verdict with its shrink: the smallest script the oracle keeps (no shrink when it could not start)."""
+    if not built or not original.passed:
         return dataclasses.replace(found, shrunk=True, shrink=None)
-    small = shrink.minimise(built, settings, *how, python, found.signature, original=original, budget=budget,
-                            runner=runner, timeout=timeout, progress=progress)
+    flag, baseline = settings
+    small = shrink.minimise(built, flag, *how, python, found.signature, baseline=baseline,
+                            original=(original.script, original.result), budget=budget, runner=runner,
+                            timeout=timeout, progress=progress)
     return dataclasses.replace(found, script=small.script, shrunk=True, shrink=Shrink(small.build, small.stats))
 
 

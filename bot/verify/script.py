@@ -37,14 +37,18 @@ def _json_literal(data: Any) -> str:
 
 
 def render_script(built: dict[str, Any] | None, settings: dict[str, Any], backend: str = "count",
-                  device: str = "cpu") -> str:
-    """The reproducer's source text for one stored model build under `settings` (base + config)."""
+                  device: str = "cpu", baseline: dict[str, Any] | None = None) -> str:
+    """The reproducer's source text for one stored model build under `settings` (base + config).
+
+    baseline: the run's baseline settings, for the script's `baseline` mode (None: torch's defaults).
+    """
     if not built or not built.get("config_class") or not built.get("model"):
         raise NotRenderable("the run stored no build data for this model")
     return render(
         "repro_script.py.j2",
         model=built["model"], config_class=built["config_class"], settings=settings,
-        settings_json=json.dumps(settings, sort_keys=True), backend=backend, device=device,
+        settings_json=json.dumps(settings, sort_keys=True),
+        baseline_json=json.dumps(baseline or {}, sort_keys=True), backend=backend, device=device,
         seed=int(built.get("seed") or 0), fingerprint=built.get("fingerprint") or "",
         transformers_version=built.get("transformers_version") or "",
         config_json=_json_literal(built.get("config") or {}), spec_json=_json_literal(built.get("spec") or {}),

@@ -1,11 +1,12 @@
-"""Minimal reproducers: shrink a confirmed reproducer's build while the same signature still reproduces.
+"""Minimal reproducers: shrink a confirmed reproducer's build while the validity oracle still keeps it.
 
 Given the stored build data of a reproducer that was seen to fail (config class,
 config dict, input spec, seed), propose smaller builds - fewer layers, smaller
 widths and heads, smaller vocab and counts, shorter inputs, a batch of one,
 fewer images, dropped optional inputs, other config fields at their defaults -
-and keep each only when its rendered script, run on the run's own interpreter
-through the same runner that verified it, fails with the same signature.
+and keep each only when the oracle that verified the reproducer keeps it
+(bot/verify/oracle.py: its script runs in eager, compiles under the baseline and
+fails under the flag with the same signature, on the run's own interpreter).
 Greedy and delta-debugging style: every pass proposes one change per knob (the
 smallest rung first), tries them all at once, and splits a rejected group in
 halves down to single changes; a rejected change comes back one rung larger in
@@ -19,17 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
+from bot.verify import oracle
 from bot.verify.proposals import Change, KeyPath, apply, input_shapes, is_int, label, propose
-
-# (stored build of the model, settings, backend, device, python, timeout) -> (script, result)
-Runner = Callable[[dict[str, Any] | None, dict[str, Any], str, str, str, float], tuple[str, dict[str, Any]]]
-
-
-def reproduces(result: dict[str, Any], signature: str) -> bool:
-    """The one rule: a script reproduces a crash when it failed and its signature (or status) is the same."""
-    status = result.get("status")
-    return status not in (None, "ok") and (result.get("signature") or status) == signature
-
 
 class Shrunk(NamedTuple):
     """The smallest verified build: (shrunk build data, its script, stats of the shrink)."""
@@ -57,14 +49,16 @@ class _Search:
 
 
 def minimise(built: dict[str, Any], settings: dict[str, Any], backend: str, device: str, python: str,
-             signature: str, *, original: tuple[str, dict[str, Any]], budget: float, runner: Runner,
+             signature: str, *, original: tuple[str, dict[str, Any]], budget: float, runner: oracle.Runner,
+             baseline: dict[str, Any] | None = None,
              timeout: float = 600.0, max_tries: int | None = None, clock: Callable[[], float] = time.monotonic,
              progress: Callable[[str], None] | None = None) -> Shrunk:
-    """Shrink a confirmed reproducer's build while its script still fails with `signature` on `python`.
+    """Shrink a confirmed reproducer's build while the oracle keeps it (fails with `signature` on `python`).
 
-    original: the (script, result) that confirmed it. budget: seconds for the whole shrink (a try
-    that would overrun it, judged by the last try's duration, is not started). Each try is one
-    `runner` call; max_tries caps them.
+    original: the flag run's (script, result) that confirmed it. baseline: the run's baseline settings.
+    budget: seconds for the whole shrink, oracle runs included (a try that would overrun it, judged by
+    the last try's duration, is not started). Each try is one oracle judgement (up to three `runner`
+    calls); max_tries caps them.
     """
     s = _Search(built, original[0], original[1], clock())
     s.last_wall = float(original[1].get("seconds") or 0.0)   # the first try is judged by the run that confirmed it
@@ -82,13 +76,14 @@ def minimise(built: dict[str, Any], settings: dict[str, Any], backend: str, devi
         if progress:
             progress(f"shrinking {built.get('model')}: try {s.tries + 1} ({s.kept} kept)")
         try:
-            script, result = runner(candidate, settings, backend, device, python, min(timeout, budget - elapsed))
-        except Exception as exc:      # a candidate the template cannot render is only a rejected one
-            script, result = "", {"status": None, "error": f"{type(exc).__name__}: {exc}"}
+            judged = oracle.judge(candidate, settings, baseline or {}, backend, device, python, signature,
+                                  runner=runner, timeout=min(timeout, budget - elapsed), clock=clock)
+        except Exception:             # a candidate the template cannot render is only a rejected one
+            judged = None
         s.tries, s.last_wall = s.tries + 1, clock() - t0
-        if not reproduces(result, signature):
+        if judged is None or not judged.passed:
             return False
-        s.build, s.script, s.result, s.kept = candidate, script, result, s.kept + 1
+        s.build, s.script, s.result, s.kept = candidate, judged.script, judged.result, s.kept + 1
         return True
 
     while True:

@@ -13,14 +13,15 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Sequence
 
 RESULT_PREFIX = "FLAGSWEEP_RESULT "
 
 
-def run_script(text: str, python: str = sys.executable, timeout: float = 300) -> dict:
-    """Run a reproducer's source in a fresh isolated interpreter in an empty dir; its parsed result.
+def run_script(text: str, python: str = sys.executable, timeout: float = 300, args: Sequence[str] = ()) -> dict:
+    """Run a reproducer's source (with command-line `args`) in a fresh isolated interpreter in an empty dir.
 
-    The result is the script's FLAGSWEEP_RESULT object plus `returncode`; a script
+    Its parsed result is the script's FLAGSWEEP_RESULT object plus `returncode`; a script
     that hangs is status `timeout`, one that dies without a result `killed`, and an
     interpreter that cannot start has status None and an `error`.
     """
@@ -30,7 +31,7 @@ def run_script(text: str, python: str = sys.executable, timeout: float = 300) ->
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env["HF_HUB_OFFLINE"] = "1"
         try:
-            proc = subprocess.run([python, "-I", str(path)], cwd=tmp, capture_output=True, text=True,
+            proc = subprocess.run([python, "-I", str(path), *args], cwd=tmp, capture_output=True, text=True,
                                   timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
             return {"status": "timeout", "graphs": None, "signature": None, "error_type": None, "returncode": None}

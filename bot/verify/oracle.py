@@ -1,0 +1,83 @@
+"""The validity oracle: one rule for whether a reproducer (the initial one and every shrink step) is kept.
+
+A candidate build is kept only when, in fresh interpreters of the run's torch,
+its script (one script, run in three modes; templates/repro_script.py.j2):
+  (a) eager    - runs without torch.compile on the same inputs: the test case is valid,
+  (b) baseline - compiles and runs under the run's baseline settings: the crash needs the flag,
+  (c) flag     - fails under the flag's settings with the same signature: it reproduces.
+Checks run cheapest first and stop at the first that fails; the timeout bounds them all.
+Without (a) a shrink can keep the signature while making inputs the model cannot take
+(Qwen2-VL: pixel_values cut to one image, image_grid_thw still saying two): Dynamo
+reaches the crash before the bad shapes matter, and the report is bogus in eager.
+Stdlib only: torch is never imported here.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, NamedTuple
+
+MODES = ("eager", "baseline", "flag")     # cheapest first
+FAILED = {"eager": "eager failed", "baseline": "baseline failed"}
+
+# (stored build, flag settings, backend, device, python, timeout, mode, baseline settings) -> (script, result)
+Runner = Callable[[dict[str, Any] | None, dict[str, Any], str, str, str, float, str, dict[str, Any]],
+                  tuple[str, dict[str, Any]]]
+
+
+class Judged(NamedTuple):
+    """What the oracle saw: kept or not, the check that failed, why, and the script with its last result."""
+
+    passed: bool
+    failed: str | None            # eager | baseline | flag (None: passed)
+    reason: str                   # "" when passed
+    script: str
+    result: dict[str, Any]        # the last run's result (the flag run's when passed)
+
+
+def reproduces(result: dict[str, Any], signature: str) -> bool:
+    """Check (c): a script reproduces a crash when it failed and its signature (or status) is the same."""
+    status = result.get("status")
+    return status not in (None, "ok") and (result.get("signature") or status) == signature
+
+
+def flag_problem(result: dict[str, Any], signature: str) -> str:
+    """Why a flag run does not reproduce `signature` ("" when it does)."""
+    status = result.get("status")
+    if reproduces(result, signature):
+        return ""
+    if status == "ok":
+        return "ran without crashing in a fresh interpreter"
+    if status is None:
+        return f"did not report a result ({result.get('error') or 'no FLAGSWEEP_RESULT line'})"
+    return f"ended with {status} and another signature: {result.get('signature') or status}"
+
+
+def _valid_problem(mode: str, result: dict[str, Any]) -> str:
+    """Why an eager or baseline run makes the candidate invalid ("" when it ran)."""
+    status = result.get("status")
+    if status == "ok":
+        return ""
+    if status is None:
+        return f"{FAILED[mode]}: did not report a result ({result.get('error') or 'no FLAGSWEEP_RESULT line'})"
+    where = "without torch.compile" if mode == "eager" else "compiled under the baseline settings"
+    return f"{FAILED[mode]}: the script fails {where} ({result.get('signature') or status})"
+
+
+def judge(built: dict[str, Any] | None, settings: dict[str, Any], baseline: dict[str, Any], backend: str,
+          device: str, python: str, signature: str, *, runner: Runner, timeout: float,
+          clock: Callable[[], float] = time.monotonic) -> Judged:
+    """Run the checks in MODES order on `built` and stop at the first that fails; `timeout` bounds them all.
+
+    A runner that raises (nothing to render from) propagates: the caller says what that means.
+    """
+    started = clock()
+    script, result = "", {}
+    for mode in MODES:
+        left = timeout - (clock() - started)
+        if left <= 0:
+            return Judged(False, mode, f"ran out of time before the {mode} check", script, result)
+        script, result = runner(built, settings, backend, device, python, left, mode, baseline)
+        problem = flag_problem(result, signature) if mode == "flag" else _valid_problem(mode, result)
+        if problem:
+            return Judged(False, mode, problem, script, result)
+    return Judged(True, None, "", script, result)
