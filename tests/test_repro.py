@@ -144,7 +144,9 @@ def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_
                           cwd=str(Path(__file__).parent.parent), env={**os.environ, "PYTHONPATH": "."})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
-    assert log.read_text().count("repro.py") == before + 1        # verified under the run's interpreter
+    runs = log.read_text().splitlines()[-3:]
+    assert log.read_text().count("repro.py") == before + 3        # the oracle, under the run's interpreter:
+    assert [r.split("repro.py")[1].strip() for r in runs] == ["eager", "baseline", ""]   # eager, baseline, flag
     plan = json.loads((out / "plan.json").read_text())
     crash = [a for a in plan["actions"] if a["action"] == "create" and "crashes" in (a.get("title") or "")]
     assert crash, plan["actions"]
