@@ -246,7 +246,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "github.mutation_interval": _between(0, 60, _S),
     "github.max_retries": _between(0, 20, " retries"),
     "github.max_wait": _between(1, 3600, _S),
-    "github.retry_backoff": _between(0.01, 600, _S),
+    "github.retry_backoff": _between(0, 600, _S),           # 0: retry at once (tests, a local GitHub Enterprise)
     "github.request_timeout": _between(1, 600, _S),
     "issues.verify_nightlies": _between(1, MAX_NIGHTS, " nightlies"),
     "issues.labels": _NAMES,

@@ -332,7 +332,7 @@ def test_range_installs_is_checked_and_documented(tmp_path):
     assert settings_mod.load(root / "flagsweep.example.toml", env={"HOME": "/nonexistent"}).nightly.range_installs == 8
     bad = tmp_path / "s.toml"
     bad.write_text("[nightly]\nrange_installs = -1\n")
-    with pytest.raises(settings_mod.SettingsError, match=r"nightly\.range_installs: must be 0 \(no range search\)"):
+    with pytest.raises(settings_mod.SettingsError, match=r"nightly\.range_installs: must be 0 to 64 installs \(0: no range search\), got -1"):
         settings_mod.load(bad, env={})
 
 
