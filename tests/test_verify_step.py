@@ -208,6 +208,27 @@ def test_the_nightly_verifies_before_it_loads_the_view_and_publishes(tmp_path):
     assert "could not be generated" in seen.verdict.reason         # the fake sweep stored no build to render
 
 
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_the_nightly_says_what_the_verify_step_does(tmp_path, capsys, progress):
+    """The verify step's minutes are not silent: its progress lines reach stderr (and only with progress on)."""
+    settings = Settings(state_path=tmp_path / "state.sqlite")
+    settings.nightly.configs = [CSO]
+    conn = db.connect(settings.state_path)
+    world = World()
+    world.crashing = {"GammaModel"}
+    chosen = world.steps()
+
+    def verify(conn, run_id, settings, *, enabled=None, progress=None):
+        if progress:
+            progress("reproducer 1/1: GammaModel under capture_scalar_outputs")
+        return steps.verify(conn, run_id, settings, enabled=enabled)
+
+    chosen.verify = verify
+    nightly.run_nightly(conn, settings, out_dir=tmp_path / "out", steps=chosen, progress=progress)
+    said = "flagsweep nightly: reproducer 1/1: GammaModel under capture_scalar_outputs" in capsys.readouterr().err
+    assert said is progress
+
 def test_an_old_reproducer_cache_is_ignored_with_one_line(world, tmp_path):
     settings, conn, run_id, _ = world
     old = tmp_path / "repro-cache.json"           # beside the store, as an older flagsweep left it

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,7 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         # A shard stops here: `flagsweep merge` joins the shards and publishes once.
         result.status = "shard_done" if result.status == "swept" else result.status
         return result
-    return publish_stage(conn, settings, result, python=built.python, steps=steps, out=out)
+    return publish_stage(conn, settings, result, python=built.python, steps=steps, out=out, progress=progress)
 
 
 def _population(conn: sqlite3.Connection, settings: Settings, steps: Steps, names: list[str],
@@ -172,9 +173,17 @@ def _population(conn: sqlite3.Connection, settings: Settings, steps: Steps, name
                          base_settings={}, torch_version=built.version, baseline_pass=baseline_pass)
 
 
+def _say(msg: str) -> None:
+    """One progress line of the verify step on stderr (stdout may hold --json)."""
+    print(f"flagsweep nightly: {msg}", file=sys.stderr, flush=True)
+
+
 def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, *, python: str | None,
-                  steps: Steps, out: Path) -> NightlyResult:
-    """Diff with the previous comparable run, confirm, search regression ranges, verify reproducers, publish, report."""
+                  steps: Steps, out: Path, progress: bool = True) -> NightlyResult:
+    """Diff with the previous comparable run, confirm, search regression ranges, verify reproducers, publish, report.
+
+    progress: say on stderr what the verify step is doing (a shrink takes minutes; without it the console is silent).
+    """
     prev, diff_result = steps.diff(conn, result.run_id)
     diff_result = steps.confirm(conn, result.run_id, diff_result, settings, python)
     found = steps.ranges(conn, result.run_id, prev, diff_result, settings, provide=steps.provide,
@@ -184,7 +193,8 @@ def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyR
     result.previous_run = prev
     if diff_result is not None:
         result.transitions = {k: v for k, v in diff_result.counts().items() if v}
-    steps.verify(conn, result.run_id, settings)          # stores the verdicts: publishing only reads them
+    # stores the verdicts: publishing only reads them
+    steps.verify(conn, result.run_id, settings, progress=_say if progress else None)
     view = load_view(conn, result.run_id, settings)     # read once: the publisher and the report share it
     result.published = steps.publish(conn, settings, view, dry_run=result.dry_run, out_dir=out)
     result.report = str(steps.report(conn, view, out))
