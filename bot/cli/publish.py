@@ -23,10 +23,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_publish)
 
 
-def _say(msg: str) -> None:
-    print(f"flagsweep publish: {msg}", file=sys.stderr, flush=True)
-
-
 def run_publish(args: argparse.Namespace, settings: Settings) -> int:
     """Handler of `flagsweep publish`."""
     from bot.github import publish
@@ -58,7 +54,8 @@ def run_publish(args: argparse.Namespace, settings: Settings) -> int:
         run_id = latest[0].id
     try:
         # The pipeline's verify step first (stored verdicts are reused: nothing runs twice), then publish reads them.
-        steps.verify(conn, run_id, settings, enabled=False if args.no_verify else None, progress=_say)
+        steps.verify(conn, run_id, settings, enabled=False if args.no_verify else None,
+                     progress=publish.stderr_progress(True))
         summary = publish.publish_run(conn, settings, run_id, dry_run=dry_run, out_dir=args.out, progress=True)
     except (RoutingError, ActionRefused, KeyError) as exc:
         print(f"flagsweep publish: {exc}", file=sys.stderr)

@@ -75,10 +75,11 @@ def plan_settings(settings: Settings) -> PlanSettings:
                         report_url=settings.issues.report_url)
 
 
-def _progress(enabled: bool) -> Callable[[str], None]:
+def stderr_progress(enabled: bool, command: str = "publish") -> Callable[[str], None]:
+    """A progress printer: one `flagsweep <command>: msg` line on stderr (stdout may hold --json); silent when off."""
     def say(msg: str) -> None:
         if enabled:
-            print(f"flagsweep publish: {msg}", file=sys.stderr, flush=True)
+            print(f"flagsweep {command}: {msg}", file=sys.stderr, flush=True)
     return say
 
 
@@ -91,7 +92,7 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
     The run's reproducer verdicts are what the verify step stored (bot.pipeline.steps.verify).
     """
     repo = settings.github.repo
-    say = _progress(progress)
+    say = stderr_progress(progress)
     psettings = plan_settings(settings)          # a bad routing rule stops us before anything is written
     view = view or run_view.load(conn, run_id, repo)
     summary = PublishSummary(run_id=run_id, dry_run=dry_run, repo=repo)

@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bot.builds import provider
 from bot.pipeline import sampling
-from bot.github.publish import PublishSummary
+from bot.github.publish import PublishSummary, stderr_progress
 from bot.settings import Settings
 from bot.pipeline.steps import Steps, load_view
 from state import runs as runs_mod
@@ -173,11 +172,6 @@ def _population(conn: sqlite3.Connection, settings: Settings, steps: Steps, name
                          base_settings={}, torch_version=built.version, baseline_pass=baseline_pass)
 
 
-def _say(msg: str) -> None:
-    """One progress line of the verify step on stderr (stdout may hold --json)."""
-    print(f"flagsweep nightly: {msg}", file=sys.stderr, flush=True)
-
-
 def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, *, python: str | None,
                   steps: Steps, out: Path, progress: bool = True) -> NightlyResult:
     """Diff with the previous comparable run, confirm, search regression ranges, verify reproducers, publish, report.
@@ -194,7 +188,7 @@ def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyR
     if diff_result is not None:
         result.transitions = {k: v for k, v in diff_result.counts().items() if v}
     # stores the verdicts: publishing only reads them
-    steps.verify(conn, result.run_id, settings, progress=_say if progress else None)
+    steps.verify(conn, result.run_id, settings, progress=stderr_progress(progress, "nightly"))
     view = load_view(conn, result.run_id, settings)     # read once: the publisher and the report share it
     result.published = steps.publish(conn, settings, view, dry_run=result.dry_run, out_dir=out)
     result.report = str(steps.report(conn, view, out))
