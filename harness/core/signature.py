@@ -24,8 +24,9 @@ _GB_NESTED = "*** While handling this graph break, another graph break occurred:
 _WRAPPERS = ("BackendCompilerFailed", "InternalTorchDynamoError", "TorchRuntimeError", "UserError",
              "InductorError", "LoweringException")
 
-# Where Dynamo's long hints start: everything after these is advice, not the error.
-_CUTS = (
+# Where Dynamo's long hints start: everything after these is advice, not the error
+# (harness/core/error_parts.py splits a message for display at the same places).
+HINT_STARTS = (
     "\n  Explanation:", "\n  Hint:", "\n  Developer debug context:", "\nfrom user code:",
     "\nUser Stack", "\nSet TORCHDYNAMO_VERBOSE", "\nFor more information", "\nFor more help",
     "\nDid you accidentally", "\nYou can suppress this exception", "\nconsider using data-dependent",
@@ -33,7 +34,7 @@ _CUTS = (
 )
 
 # Prefixes that say nothing about which bug it is.
-_PREFIXES = (
+ADVICE_PREFIXES = (
     "Consider annotating your code using torch._check*(). ",
 )
 
@@ -99,12 +100,12 @@ def _unwrap(error_type: str, message: str) -> tuple[str, str]:
 def _first_line(message: str) -> str:
     """The part of the message that names the error, without Dynamo's advice."""
     text = message
-    for cut in _CUTS:
+    for cut in HINT_STARTS:
         idx = text.find(cut)
         if idx > 0:
             text = text[:idx]
     text = text.strip()
-    for prefix in _PREFIXES:
+    for prefix in ADVICE_PREFIXES:
         if text.startswith(prefix):
             text = text[len(prefix):]
     for line in text.splitlines():
