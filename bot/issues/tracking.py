@@ -1,26 +1,31 @@
 """One tracking issue per (config, signature) of a crash the flag causes: its title, body, labels, cc and hash.
 
-The groups are harness.core.tracking's; the body shows the crashing models, one full error, the reproducer
-the verify step confirmed (or why none was), the component the crash lives in, the regression range, the
-environment and method, where the flag helps, the overlap with other configs and the signature's history.
+The groups are harness.core.tracking's. The body reads in one screen, in this order: a summary; the error
+(its head and user-code frames once, harness.core.error_parts; the advice and the traceback folded); the
+affected models; the observations (bot.issues.observations); the reproducer the verify step confirmed (or
+why none was) and the component it lives in; the environment; the history, regression range and method.
 Its material content (title, signature, crashing models, reproducer verdict, cc, component) and the range
 it shows make its body hash (bot.issues.material); what becomes of the issue is bot.issues.lifecycle's.
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from bot.issues.context import RunContext, line, render_fitting, short, when
 from bot.issues.keys import tracking_key
 from bot.issues.material import BodyHash, component_material, repro_material
+from bot.issues.observations import observe
 from bot.issues.routing import route, valid_handle
 from bot.issues.timeline import Seen
 from bot.text import markdown
+from harness.core import error_parts
 from harness.core.outcome import Effect, Outcome
 from harness.core.tracking import crash_signature, tracking_groups
 from state.links import Link
+
+
+TRACEBACK_CHARS = 4000     # the traceback excerpt's bound: the outermost frames and the innermost
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,6 @@ def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
     repro = verdict.verdict if verdict else None
     component = verdict.component if verdict else None
     regression = ctx.view.ranges.get((config, sig, "new_crash"))
-    all_crashes = sum(1 for e in ctx.effects(config) if e.effect == "crashes")
     body_ctx = ctx.shared(config)
     title = markdown.title(line("title_tracking.txt.j2", config_display=body_ctx["config_display"],
                                 crashing=len(crashing), testable=body_ctx["testable"],
@@ -85,9 +89,9 @@ def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
         key=group.key, marker=markdown.marker(group.key),
         meta=markdown.meta_marker({"kind": "tracking", "config": config, "signature": sig}),
         signature=sig, error_type=error_type, crashing=crashing, gb_id=_gb_id(examples, sig),
-        example=_example(example, seen, frame), helps=helps,
-        overlap=_overlap(ctx, config, {c["model"] for c in crashing}), repro=repro, component=component, **_seen(ctx, seen),
-        ratio=f"{all_crashes} : {len(helps)} (this signature: {len(crashing)})", cc=cc, regression=regression,
+        example=_example(example, seen, frame), error=_error(example, seen, error_type), helps=helps,
+        observations=observe(ctx, config, sig, [c["model"] for c in crashing]), repro=repro, component=component,
+        env=ctx.view.run.environment, cc=cc, regression=regression, **_seen(ctx, seen),
     )
     material = {"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"]) for c in crashing],
                 "repro": repro_material(repro), "cc": cc, "component": component_material(component)}
@@ -106,11 +110,19 @@ def _audience(ctx: RunContext, sig: str, error_type: str, frame: str | None,
 
 
 def _example(example: Outcome | None, seen: Seen, frame: str | None) -> dict[str, Any]:
-    """The one full error the body shows (the history's example message when no crash of this run has one)."""
+    """The one crash the body shows the error of (the history's example when no crash of this run has one)."""
     tb = example.traceback if example and example.traceback else ""
+    excerpt = error_parts.traceback_excerpt(tb, TRACEBACK_CHARS)
+    return {"model": example.model if example else "", "traceback": tb, "traceback_lines": tb.count("\n") + 1,
+            "excerpt": excerpt, "excerpt_lines": excerpt.count("\n") + 1, "torch_frame": frame}
+
+
+def _error(example: Outcome | None, seen: Seen, error_type: str) -> dict[str, Any]:
+    """The example's error taken apart (harness.core.error_parts): its head, user-code frames once, advice."""
     message = (example.error_message if example else None) or seen.example_message or seen.signature
-    return {"model": example.model if example else "", "message": message, "traceback": tb,
-            "traceback_lines": tb.count("\n") + 1, "torch_frame": frame}
+    parts = error_parts.split((example.error_type if example else None) or error_type, message)
+    return {"head": parts.head, "explanation": parts.explanation, "frames": parts.frames_text,
+            "advice": parts.advice, "advice_lines": parts.advice.count("\n") + 1}
 
 
 def _seen(ctx: RunContext, seen: Seen) -> dict[str, Any]:
@@ -127,7 +139,8 @@ def _crashing(ctx: RunContext, group: Group) -> list[dict[str, Any]]:
         o = ctx.outcome_of(e)
         rows.append({"model": e.model, "stratum": e.stratum, "baseline": e.baseline_graphs,
                      "status": o.status if o else "error", "error_type": o.error_type if o else None,
-                     "message": (o.error_message if o else None) or (o.status if o else "")})
+                     "message": error_parts.headline(o.error_type, o.error_message) if o and o.error_message
+                     else (o.status if o else "")})
     return rows
 
 
@@ -136,13 +149,6 @@ def _helps(effects: list[Effect]) -> list[dict[str, Any]]:
     return sorted(({"model": e.model, "baseline": e.baseline_graphs, "flagged": e.config_graphs,
                     "reduction": (e.baseline_graphs or 0) - (e.config_graphs or 0)}
                    for e in effects if e.effect == "reduces_graphs"), key=lambda r: (-r["reduction"], r["model"]))
-
-
-def _overlap(ctx: RunContext, config: str, models: set[str]) -> list[tuple[str, int]]:
-    """(other config, how many of these models also crash there), by config."""
-    overlap = Counter(e.config for c, effs in ctx.by_config.items() if c != config for e in effs
-                      if e.effect == "crashes" and e.model in models)
-    return sorted(overlap.items())
 
 
 def _named(ctx: RunContext, config: str, sig: str, error_type: str) -> str:
