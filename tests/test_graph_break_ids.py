@@ -104,7 +104,7 @@ def test_tracking_issue_of_an_unsupported_crash_links_its_id():
     outs = [_out("A", "baseline", []), Outcome(model="A", config=CSO, status="error", signature=sig, gb_id="GB0059",
                                                error_type="Unsupported", error_message=ERROR["message"])]
     body = next(a.body for a in plan(_run(outs), Timeline(), PlanSettings()).actions if a.kind == "tracking")
-    assert f"Dynamo's graph-break id: [GB0059]({gb_doc_url('GB0059')})" in body
+    assert f"graph-break id [GB0059]({gb_doc_url('GB0059')})" in body
 
 
 def test_report_shows_removed_ids_and_leverage_from_the_store(tmp_path):

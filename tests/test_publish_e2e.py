@@ -63,8 +63,8 @@ def test_nightly_story_files_updates_closes_and_reopens(fake_github: FakeGitHub,
         assert issue.user == fake.bot_login and issue.labels == ["flagsweep"]
         assert issue.body.count("<!-- flagsweep:key=") == 1
     body_a = by_title(fake)["capture_scalar_outputs=True crashes 2/10 models with PendingUnbackedSymbolNotFound"].body
-    sections = ["## Summary", "## Signature", "## Environment", "## Method", "## Effects of", "## Where the flag helps",
-                "## Crashing models", "## Overlap with other configs", "## Reproducer", "## History"]
+    sections = ["## Summary", "## Error", "## Affected models", "## Observations", "## Reproducer", "## Environment",
+                "## History", "<details><summary>Method"]
     assert [body_a.index(s) for s in sections] == sorted(body_a.index(s) for s in sections)
     summary_cso = next(i for i in fake.state.issues(repo) if i.title.startswith("flagsweep summary: capture_scalar"))
     assert "```mermaid" in summary_cso.body and "[[flagsweep-ref:" not in summary_cso.body
@@ -229,7 +229,7 @@ def test_human_edits_kept_and_human_close_respected(fake_github: FakeGitHub, tmp
     run(conn, settings, "2026-11-21", nightly3())
     a2 = fake.state.repo(fake.repo).issues[a.number]
     assert a2.body.startswith("Triage note: looking into it") and a2.body.endswith("More human notes below.")
-    assert "1/10 models" in a2.title and M[1] not in a2.body.split("## Crashing models")[1].split("##")[0]
+    assert "1/10 models" in a2.title and M[1] not in a2.body.split("## Affected models")[1].split("##")[0]
     b2 = fake.state.repo(fake.repo).issues[b.number]
     assert b2.state == "closed" and fake.state.comments(fake.repo, b.number) == []
     # B goes away, then regresses: now the bot reopens the human-closed issue.

@@ -80,8 +80,8 @@ def test_hostile_error_through_the_whole_pipeline(fake_github: FakeGitHub, tmp_p
         assert issue.body.count("<!-- flagsweep:key=") == 1
         assert issue.body.count(markdown.BEGIN) == 1 and issue.body.count(markdown.END) == 1
     hostile_issue = next(i for i in issues if i.title.startswith("capture_scalar_outputs=True crashes 1/10 models with ValueError"))
-    # Every table row of the crashing-models table still has exactly its 4 cells.
-    table = hostile_issue.body.split("## Crashing models")[1].split("##")[0]
+    # Every table row of the affected-models table still has exactly its 4 cells.
+    table = hostile_issue.body.split("## Affected models")[1].split("##")[0]
     rows = [ln for ln in table.splitlines() if ln.startswith("| Model")]
     assert rows and all(len(re.split(r"(?<!\\)\|", ln)) == 6 for ln in rows)
 

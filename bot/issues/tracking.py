@@ -133,13 +133,15 @@ def _seen(ctx: RunContext, seen: Seen) -> dict[str, Any]:
 
 
 def _crashing(ctx: RunContext, group: Group) -> list[dict[str, Any]]:
-    """The crashing models' table rows, by model."""
+    """The crashing models' table rows, by model: where each fails (its innermost user frame), else its error."""
     rows = []
     for e in sorted(group.effects, key=lambda e: e.model):
         o = ctx.outcome_of(e)
+        parts = error_parts.split(o.error_type, o.error_message) if o and o.error_message else None
         rows.append({"model": e.model, "stratum": e.stratum, "baseline": e.baseline_graphs,
                      "status": o.status if o else "error", "error_type": o.error_type if o else None,
-                     "message": error_parts.headline(o.error_type, o.error_message) if o and o.error_message
+                     "where": parts.frames[-1].place if parts and parts.frames else None,
+                     "message": error_parts.headline(o.error_type, o.error_message) if parts
                      else (o.status if o else "")})
     return rows
 

@@ -36,6 +36,11 @@ class Frame:
     function: str
     code: str
 
+    @property
+    def place(self) -> str:
+        """'modeling_x.py:403 in <listcomp>'."""
+        return f"{self.file}:{self.line} in {self.function}"
+
     def text(self) -> str:
         """The frame as Python prints it (without the column markers)."""
         head = f'File "{self.file}", line {self.line}, in {self.function}'
