@@ -82,6 +82,11 @@ class IssueSettings:
     verify_reproducers: bool = True   # run each tracking issue's reproducer in a fresh interpreter
     repro_timeout: float = 600.0      # seconds per reproducer run
     shrink_budget: float = 600.0      # seconds per issue to shrink its confirmed reproducer (0: embed it unshrunk)
+    max_new_per_night: int = 5        # new tracking issues filed per publish; the rest wait, by leverage (pending)
+    max_open: int = 25                # open tracking issues at most; new ones wait while this many are open
+    max_comments_per_issue_per_day: int = 1   # "what changed" comments per issue per day; later changes: body only
+    min_models: int = 2               # a new signature is filed once it crashes this many models...
+    min_nights: int = 2               # ...or was seen on this many consecutive nightlies (and a crash is confirmed)
 
 
 @dataclass
@@ -255,6 +260,11 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "issues.verify_reproducers": _ANY,
     "issues.repro_timeout": _more_than(0, _S),
     "issues.shrink_budget": (lambda v: v >= 0, "0 or more seconds (0: no shrinking)"),
+    "issues.max_new_per_night": _at_least(0, " issues"),
+    "issues.max_open": _at_least(0, " issues"),
+    "issues.max_comments_per_issue_per_day": _at_least(0, " comments"),
+    "issues.min_models": _at_least(1, " models"),
+    "issues.min_nights": _between(1, MAX_NIGHTS, " nightlies"),
     "scheduler.cron": _TEXT,
     "scheduler.timezone": _TEXT,
     "scheduler.misfire_grace_time": _at_least(0, _S),

@@ -92,6 +92,12 @@ def update(conn: sqlite3.Connection, key: str, **fields: Any) -> None:
     conn.execute(f"UPDATE issue_links SET {sets} WHERE key = ?", (*fields.values(), now(), key))
 
 
+def rekey(conn: sqlite3.Connection, old: str, new: str, signature: str) -> None:
+    """Move a tracking issue's link to another key and signature (its signature shifted: same issue, new name)."""
+    conn.execute("UPDATE issue_links SET key = ?, signature = ?, quiet_nightlies = 0, updated_at = ? WHERE key = ?",
+                 (new, signature, now(), old))
+
+
 def sync(conn: sqlite3.Connection, repo: str, seen: Iterable[dict[str, Any]]) -> dict[str, int]:
     """Fold what GitHub says about the bot's issues into the links; rebuilds lost links from markers.
 

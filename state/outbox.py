@@ -109,3 +109,24 @@ def counts(conn: sqlite3.Connection, batch: str | None = None) -> dict[str, int]
         sql += " WHERE batch = ?"
         args.append(batch)
     return {s: n for s, n in conn.execute(sql + " GROUP BY status", args)}
+
+
+@dataclass(frozen=True)
+class Posted:
+    """A comment the bot posted (an outbox entry done): on which issue, by which run, why, and that run's date."""
+
+    number: int
+    run_id: int | None
+    reason: str
+    day: str                      # the posting run's nightly date, else the day it started (YYYY-MM-DD)
+
+
+def posted_comments(conn: sqlite3.Connection) -> list[Posted]:
+    """Every comment the bot has posted on an issue, oldest first (what the daily comment budget counts)."""
+    rows = conn.execute(
+        "SELECT json_extract(o.result, '$.number') AS number, o.run_id, json_extract(o.payload, '$.reason') AS reason,"
+        " COALESCE(r.nightly, substr(r.started_at, 1, 10), substr(o.done_at, 1, 10)) AS day"
+        " FROM outbox o LEFT JOIN runs r ON r.id = o.run_id"
+        " WHERE o.action = 'comment' AND o.status = 'done' ORDER BY o.id")
+    return [Posted(int(r["number"]), r["run_id"], r["reason"] or "", r["day"] or "") for r in rows
+            if r["number"] is not None]

@@ -1,7 +1,9 @@
 """The dry-run publisher, the real one's twin: records the same actions and renders them to files.
 
 One Markdown file per action (`001-create-t1a2b….md`) plus `plan.json` in the
-out dir; nothing leaves the machine. Numbers of issues it "creates" are
+out dir; nothing leaves the machine. The tracking issues the planner held back
+(pending over the filing budget, or watching for evidence) are written as they
+would be filed under `pending/` (`watching-t1a2b….md`), so their bodies can be read. Numbers of issues it "creates" are
 placeholders (900000 + n), so later actions in the same plan can refer to them.
 """
 from __future__ import annotations
@@ -103,6 +105,17 @@ class DryRunPublisher:
     def react(self, comment_id: int, content: str) -> None:
         """Record a reaction."""
         self._record("react", None, comment_id=comment_id, content=content)
+
+    def write_held(self, held: list[tuple[str, str, str, str]]) -> None:
+        """Write each held issue, (status, key, title, body), to `pending/<status>-<key>.md` (replacing the last)."""
+        if self.out_dir is None:
+            return
+        folder = self.out_dir / "pending"
+        folder.mkdir(exist_ok=True)
+        for old in folder.glob("*.md"):
+            old.unlink()
+        for status, key, title, body in held:
+            (folder / f"{status}-{key}.md").write_text(f"# {title}\n\n{body}")
 
     def find_by_marker(self, key: str) -> IssueRef | None:
         """Dry runs know nothing of GitHub."""

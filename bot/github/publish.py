@@ -54,6 +54,7 @@ class PublishSummary:
     out_dir: str | None = None
     plan_file: str | None = None
     stopped: str | None = None    # why sending stopped early
+    held: dict[str, int] = field(default_factory=dict)   # new signatures not filed: {"pending": n, "watching": n}
     synced: dict[str, int] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
 
@@ -72,7 +73,10 @@ def plan_settings(settings: Settings) -> PlanSettings:
     """The planner's view of the settings (routing validated here: a bad rule fails before anything runs)."""
     return PlanSettings(verify_nightlies=settings.issues.verify_nightlies, labels=list(settings.issues.labels),
                         rules=routing.compile_rules(settings.routing, settings.source),
-                        report_url=settings.issues.report_url)
+                        report_url=settings.issues.report_url, max_new_per_night=settings.issues.max_new_per_night,
+                        max_open=settings.issues.max_open, min_models=settings.issues.min_models,
+                        min_nights=settings.issues.min_nights,
+                        max_comments_per_issue_per_day=settings.issues.max_comments_per_issue_per_day)
 
 
 def stderr_progress(enabled: bool, command: str = "publish") -> Callable[[str], None]:
@@ -97,8 +101,13 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
     view = view or run_view.load(conn, run_id, repo)
     summary = PublishSummary(run_id=run_id, dry_run=dry_run, repo=repo)
 
+    held: list[tuple[str, str, str, str]] = []
+
     def make_plan(store: sqlite3.Connection, seen: RunView) -> Plan:
-        return issue_plan.plan(seen, timeline.gather(store, seen), psettings)
+        made = issue_plan.plan(seen, timeline.gather(store, seen, psettings.min_nights), psettings)
+        held[:] = [(h.status, h.key, h.title, h.body) for h in made.held]
+        summary.held = {s: sum(1 for h in made.held if h.status == s) for s in ("pending", "watching")}
+        return made
 
     if not dry_run:
         if publisher is None:
@@ -118,6 +127,8 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
         _publish(scratch, view, pub, repo or DRY_RUN_REPO, summary, say, make_plan)
     finally:
         scratch.close()
+    if isinstance(pub, DryRunPublisher):
+        pub.write_held(held)
     return _done(pub, summary)
 
 
@@ -151,6 +162,8 @@ def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str,
         view = view.with_links(links_mod.all_links(conn, repo))
     # (3) plan, (4) store, (5) send.
     plan = make_plan(conn, view)
+    for old, new, signature in plan.moves:
+        links_mod.rekey(conn, old, new, signature)
     for key, changes in plan.notes:
         links_mod.update(conn, key, **changes)
     summary.actions = len(plan.actions)

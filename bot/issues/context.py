@@ -31,6 +31,11 @@ class PlanSettings:
     labels: list[str] = field(default_factory=lambda: ["flagsweep"])
     rules: list[Rule] = field(default_factory=list)
     report_url: str | None = None
+    max_new_per_night: int = 5   # new tracking issues per publish (the rest wait: pending, by leverage)
+    max_open: int = 25           # open tracking issues at most
+    max_comments_per_issue_per_day: int = 1   # "what changed" comments per issue per day
+    min_models: int = 2          # evidence for a new issue: a confirmed crash and this many models...
+    min_nights: int = 2          # ...or this many consecutive nightlies
 
 
 class RunContext:

@@ -10,6 +10,13 @@ verified fix (`harness.core.fixes.verdict`): every model that crashed compiles u
 `verify_nightlies` consecutive nightlies; a model left untested is never "fixed". A quiet nightly (the
 signature not seen) is counted on the link, and earns a comment only when models stopped crashing with it.
 A summary issue a person closed is left alone.
+
+Comments: a run posts each of its comments on an issue once, however often it is published (the store's
+outbox says what was posted: bot.issues.timeline), and an issue gets at most
+`max_comments_per_issue_per_day` "what changed" / "signature gone" comments per day (the run's date); later
+changes that day rewrite the body only. Reopen, close and shift comments go with a state change and are
+not counted against the day. A shifted signature (bot.issues.shifts) moves its issue: one comment, a new
+title and body, the link re-keyed.
 """
 from __future__ import annotations
 
@@ -48,12 +55,39 @@ class Action:
                 "config": self.config, "signature": self.signature, "reason": self.reason}
 
 
+@dataclass(frozen=True)
+class Held:
+    """A new signature not filed tonight: pending (over the filing budget) or watching (evidence so far)."""
+
+    key: str
+    status: str                  # pending | watching
+    title: str
+    body: str
+
+
 @dataclass
 class Plan:
-    """The actions planned for a run, in order, and the store-only link updates (key, fields) that go with them."""
+    """The actions planned for a run, in order, the store-only link updates (key, fields) that go with them,
+    the links moved to a shifted signature's key (old key, new key, new signature; applied before sending) and
+    the new signatures held back (their would-be issues, which a dry run writes out)."""
 
     actions: list[Action] = field(default_factory=list)
     notes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    moves: list[tuple[str, str, str]] = field(default_factory=list)
+    held: list[Held] = field(default_factory=list)
+
+    def comment(self, ctx: RunContext, action: Action, *, capped: bool = False) -> None:
+        """Plan a comment unless this run already posted it on that issue, or (`capped`) the issue had its
+        day's comments."""
+        day, run = ctx.date[:10], ctx.view.run.id
+        posted = [p for p in ctx.timeline.comments if p.number == action.number]
+        if any(p.run_id == run and p.reason == action.reason for p in posted):
+            return
+        today = sum(1 for p in posted if p.day == day) + sum(
+            1 for a in self.actions if a.action == "comment" and a.number == action.number)
+        if capped and today >= ctx.settings.max_comments_per_issue_per_day:
+            return
+        self.actions.append(action)
 
 
 def news(ctx: RunContext, config: str, signature: str) -> tuple[list[str], list[str]]:
@@ -86,7 +120,7 @@ def active(ctx: RunContext, issue: TrackingIssue, link: Link | None, out: Plan) 
         if link.closed_by == "human":
             return                     # a person closed it while it still crashes: do not fight them
         out.actions.append(Action("reopen", number=link.number, reason="signature is back", **base))
-        out.actions.append(Action("comment", number=link.number, reason="reopen", body=render.render(
+        out.comment(ctx, Action("comment", number=link.number, reason="reopen", body=render.render(
             "comment_reopen.md.j2", comment_marker=ctx.comment_marker(g.key, "reopen"), date_text=when(ctx.date),
             count=len(issue.models), models=issue.models, regression=link.closed_by == "human-fixed"), **base))
         old = old.without_body()       # refresh the body whatever it was
@@ -94,9 +128,26 @@ def active(ctx: RunContext, issue: TrackingIssue, link: Link | None, out: Plan) 
         out.actions.append(Action("edit", number=link.number, title=issue.title, body=issue.body,
                                   material=issue.hash, reason="results changed", **base))
         if link.state != "closed" and (new or gone) and old.results != issue.hash.results:
-            out.actions.append(Action("comment", number=link.number, reason="what changed",
-                                      body=changes(ctx, g.key, new, gone, [], quiet=False), **base))
+            out.comment(ctx, Action("comment", number=link.number, reason="what changed",
+                                    body=changes(ctx, g.key, new, gone, [], quiet=False), **base), capped=True)
     if old.labels != issue.hash.labels:
+        out.actions.append(Action("labels", number=link.number, labels=issue.labels, material=issue.hash,
+                                  reason="routing labels changed", **base))
+
+
+def shift(ctx: RunContext, issue: TrackingIssue, link: Link, out: Plan) -> None:
+    """A signature that moved: the issue of the old one says so once, takes the new title and body and key."""
+    g = issue.group
+    out.moves.append((link.key, g.key, g.signature))
+    if link.muted:
+        return
+    base = dict(key=g.key, kind="tracking", config=g.config, signature=g.signature)
+    out.comment(ctx, Action("comment", number=link.number, reason="signature moved", body=render.render(
+        "comment_shift.md.j2", comment_marker=ctx.comment_marker(g.key, "moved"), date_text=when(ctx.date),
+        old=link.signature or "", new=g.signature, models=issue.models), **base))
+    out.actions.append(Action("edit", number=link.number, title=issue.title, body=issue.body, material=issue.hash,
+                              reason="signature moved", **base))
+    if BodyHash.parse(link.body_sha).labels != issue.hash.labels:
         out.actions.append(Action("labels", number=link.number, labels=issue.labels, material=issue.hash,
                                   reason="routing labels changed", **base))
 
@@ -117,7 +168,7 @@ def inactive(ctx: RunContext, link: Link, out: Plan) -> None:
         out.notes.append((link.key, {"quiet_nightlies": quiet}))
     found = fixes.verdict(sig, list(seen.models), seen.nights, ctx.settings.verify_nightlies, seen.last_seen)
     if found.close:
-        out.actions.append(Action("comment", number=link.number, reason="closing", body=render.render(
+        out.comment(ctx, Action("comment", number=link.number, reason="closing", body=render.render(
             "comment_close.md.j2", comment_marker=ctx.comment_marker(link.key, "close"), config=config,
             fixed_in=when(found.fixed_in or ctx.date), last_failing=short(found.last_failing or "earlier"),
             streak=found.streak, models=list(seen.models), quiet=quiet,
@@ -127,8 +178,8 @@ def inactive(ctx: RunContext, link: Link, out: Plan) -> None:
         return
     _, gone = news(ctx, config, sig)
     if gone:
-        out.actions.append(Action("comment", number=link.number, reason="signature gone", body=changes(
-            ctx, link.key, [], gone, [], quiet=True, untested=found.untested), **base))
+        out.comment(ctx, Action("comment", number=link.number, reason="signature gone", body=changes(
+            ctx, link.key, [], gone, [], quiet=True, untested=found.untested), **base), capped=True)
 
 
 def summary(ctx: RunContext, issue: SummaryIssue, link: Link | None, out: Plan) -> None:
@@ -149,8 +200,8 @@ def summary(ctx: RunContext, issue: SummaryIssue, link: Link | None, out: Plan) 
         if t.config == issue.config and not t.flaky and t.transition not in ("unchanged", "still_crashing"):
             other.setdefault(t.transition.replace("_", " "), []).append(t.model)
     if other:
-        out.actions.append(Action("comment", number=link.number, reason="what changed", body=changes(
-            ctx, issue.key, [], [], sorted(other.items()), quiet=False), **base))
+        out.comment(ctx, Action("comment", number=link.number, reason="what changed", body=changes(
+            ctx, issue.key, [], [], sorted(other.items()), quiet=False), **base), capped=True)
 
 
 def changes(ctx: RunContext, key: str, new: list[str], fixed: list[str], other: list[tuple[str, list[str]]], *,

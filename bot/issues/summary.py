@@ -1,8 +1,9 @@
 """One summary issue per config: every model's effect, the config's tracking issues, its trend, graph breaks.
 
 The body links the config's tracking issues by key (bot.issues.keys.REF, resolved to "#N" when sent), shows
-the trend as one point per change of the crash and fewer-graphs counts, the graph-break ids the flag removes
-and introduces and the leverage ranking. Its material content makes its body hash (bot.issues.material); what
+the trend as one point per change of the crash and fewer-graphs counts, the new signatures not filed yet
+(pending over the filing budget, with their would-be titles; watching, with their evidence so far:
+bot.issues.filing), the graph-break ids the flag removes and introduces and the leverage ranking. Its material content makes its body hash (bot.issues.material); what
 becomes of the issue is bot.issues.lifecycle's.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.issues.context import RunContext, line, render_fitting
+from bot.issues.filing import Candidate, Filing
 from bot.issues.keys import REF, summary_key
 from bot.issues.material import BodyHash, break_material, leverage_material
 from bot.issues.tracking import Group
@@ -30,8 +32,9 @@ class SummaryIssue:
     hash: BodyHash
 
 
-def issue(ctx: RunContext, config: str, groups: list[Group]) -> SummaryIssue:
-    """The summary issue of `config`, linking the run's tracking groups of it."""
+def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | None = None) -> SummaryIssue:
+    """The summary issue of `config`, linking the run's tracking groups that have an issue, and listing the new
+    signatures held back (`filing`)."""
     key = summary_key(config)
     effects = ctx.effects(config)
     counts = Counter(e.effect for e in effects)
@@ -45,17 +48,28 @@ def issue(ctx: RunContext, config: str, groups: list[Group]) -> SummaryIssue:
     title = markdown.title(line("title_summary.txt.j2", config_display=body_ctx["config_display"],
                                 crashes=counts["crashes"], reduces=counts["reduces_graphs"],
                                 testable=body_ctx["testable"]))
+    pending, watching = (filing or Filing()).of(config)
+    held = {"pending": [_held(c) for c in pending], "watching": [_held(c) for c in watching]}
     breaks, lev = ctx.view.breaks.get(config), ctx.view.leverage.get(config)
     body_ctx.update(key=key, marker=markdown.marker(key),
                     meta=markdown.meta_marker({"kind": "summary", "config": config}), crashes=counts["crashes"], reduces=counts["reduces_graphs"], rows=rows, tracking=tracking,
-                    trend=trend, breaks=breaks, leverage=lev,
+                    trend=trend, breaks=breaks, leverage=lev, **held, budget=ctx.settings.max_new_per_night,
+                    max_open=ctx.settings.max_open, min_models=ctx.settings.min_models,
+                    min_nights=ctx.settings.min_nights,
                     torch_version=ctx.view.run.environment.get("torch_version") or "unknown")
     material = {"title": title, "rows": rows, "trend": [(p["crashes"], p["reduces"]) for p in trend],
                 "tracking": [(r["key"], r["count"]) for r in tracking],
-                "breaks": break_material(breaks), "leverage": leverage_material(lev)}
+                "breaks": break_material(breaks), "leverage": leverage_material(lev),
+                "held": {k: [(r["key"], r["models"], r["nights"], r["confirmed"]) for r in rows] for k, rows in held.items()}}
     labels = list(ctx.settings.labels)
     return SummaryIssue(key=key, config=config, title=title, body=render_fitting("issue_summary.md.j2", body_ctx),
                         labels=labels, hash=BodyHash.of(material, labels))
+
+
+def _held(c: Candidate) -> dict[str, Any]:
+    """A held signature's row: its would-be title and its evidence so far."""
+    return {"key": c.group.key, "signature": c.group.signature, "title": c.issue.title, "models": c.models,
+            "nights": c.nights, "confirmed": c.confirmed}
 
 
 def _trend(ctx: RunContext, config: str) -> list[dict[str, Any]]:

@@ -2,7 +2,9 @@
 
 For each (config, signature) of the run's configs: its signature record, how many nightlies it has been
 quiet and, for an open issue awaiting a verified fix, the nightlies since it was last seen with what they did
-to its models; for each config, its trend over the recent runs. Read once per publish from the run view and
+to its models; for each config, its trend over the recent runs; for each of the run's tracking groups without
+an issue, on how many consecutive nightlies it was seen (the evidence rule, bot.issues.filing); and the
+comments the bot has posted (the daily comment budget, one comment per issue and run). Read once per publish from the run view and
 the run history; the planner (bot.issues.plan) only reads the typed result.
 """
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import Any, Callable, Mapping
 from bot.issues.keys import tracking_key
 from bot.view.run_view import RunView
 from harness.core.fixes import MAX_NIGHTS, Night
-from state import history
+from harness.core.tracking import tracking_groups
+from state import history, outbox
+from state.outbox import Posted
 from state.runs import Run
 
 TREND_RUNS = 60
@@ -72,14 +76,22 @@ class Timeline:
 
     signatures: Mapping[GroupKey, Seen] = field(default_factory=lambda: MappingProxyType({}))
     trend: Mapping[str, tuple[TrendPoint, ...]] = field(default_factory=lambda: MappingProxyType({}))  # oldest first
+    # (config, signature) of a tracking group without an issue -> consecutive nightlies it was seen on, this one
+    # included (counted up to the evidence rule's min_nights)
+    streaks: Mapping[GroupKey, int] = field(default_factory=lambda: MappingProxyType({}))
+    comments: tuple[Posted, ...] = ()      # every comment the bot posted, oldest first
+
+    def streak(self, config: str, signature: str) -> int:
+        """Consecutive nightlies, this one included, on which the signature was seen (1 when unknown)."""
+        return self.streaks.get((config, signature), 1)
 
     def seen(self, config: str, signature: str) -> Seen:
         """The signature's record; an empty one when the history has none."""
         return self.signatures.get((config, signature)) or Seen(config, signature)
 
 
-def gather(conn: sqlite3.Connection, view: RunView) -> Timeline:
-    """Read the history the planner needs about the viewed run."""
+def gather(conn: sqlite3.Connection, view: RunView, nights: int = 2) -> Timeline:
+    """Read the history the planner needs about the viewed run (`nights`: how far back a streak is counted)."""
     configs = {e.config for e in view.effects}
     axis, groups = _axis(conn, view)
     model_sets: dict[int, set[str]] = {view.run.id: set(view.models)}
@@ -99,7 +111,30 @@ def gather(conn: sqlite3.Connection, view: RunView) -> Timeline:
                     and (not seen_on or seen_on & models_of(r)))
         nights = _nights(conn, view, axis, groups, models_of, seen) if _awaits_fix(view, seen) else ()
         sigs[(seen.config, seen.signature)] = dataclasses.replace(seen, quiet=quiet, nights=nights)
-    return Timeline(signatures=MappingProxyType(sigs), trend=MappingProxyType(_trend(conn, axis, configs)))
+    return Timeline(signatures=MappingProxyType(sigs), trend=MappingProxyType(_trend(conn, axis, configs)),
+                    streaks=MappingProxyType(_streaks(conn, view, axis, groups, nights)),
+                    comments=tuple(outbox.posted_comments(conn)))
+
+
+def _streaks(conn: sqlite3.Connection, view: RunView, axis: list[Run], groups: dict[int, list[int]],
+             nights: int) -> dict[GroupKey, int]:
+    """For each tracking group of the run without an issue: the consecutive nightlies (this one included, at most
+    `nights`) that had it; a nightly that did not sweep its config is skipped, one that swept it without it ends it."""
+    found = tracking_groups(list(view.effects), list(view.outcomes))
+    streaks = {k: 1 for k in found if tracking_key(*k) not in view.links}
+    counting = set(streaks)
+    for r in reversed([r for r in axis if max(groups[r.id]) < max(view.group)]):
+        asked = {k for k in counting if streaks[k] < nights and k[0] in r.configs}
+        counting -= {k for k in counting if streaks[k] >= nights}
+        if not counting:
+            break
+        had = tracking_groups(history.effects(conn, r.id), history.group_outcomes(conn, r.id)) if asked else {}
+        for k in asked:
+            if k in had:
+                streaks[k] += 1
+            else:
+                counting.discard(k)
+    return streaks
 
 
 def _axis(conn: sqlite3.Connection, view: RunView) -> tuple[list[Run], dict[int, list[int]]]:
