@@ -42,7 +42,7 @@ def links_after(done: Plan) -> dict[str, Link]:
 
 
 def test_first_plan_creates_tracking_then_summaries() -> None:
-    done = plan(inputs(sc.corpus()), NONE, PlanSettings())
+    done = plan(inputs(sc.corpus()), NONE, PlanSettings(min_models=1))
     assert [(a.action, a.kind) for a in done.actions] == [("create", "tracking")] * 3 + [("create", "summary")] * 2
     keys = [a.key for a in done.actions]
     assert len(set(keys)) == 5
@@ -52,8 +52,8 @@ def test_first_plan_creates_tracking_then_summaries() -> None:
 
 
 def test_same_results_plan_nothing() -> None:
-    first = plan(inputs(sc.corpus()), NONE, PlanSettings())
-    again = plan(inputs(sc.corpus(), links=links_after(first)), NONE, PlanSettings())
+    first = plan(inputs(sc.corpus()), NONE, PlanSettings(min_models=1))
+    again = plan(inputs(sc.corpus(), links=links_after(first)), NONE, PlanSettings(min_models=1))
     assert again.actions == [] and again.notes == []
 
 
@@ -63,10 +63,10 @@ def test_keys_are_stable_and_distinct() -> None:
 
 
 def test_title_counts_follow_the_results() -> None:
-    first = plan(inputs(sc.corpus()), NONE, PlanSettings())
+    first = plan(inputs(sc.corpus()), NONE, PlanSettings(min_models=1))
     worse = sc.corpus()
     worse["Model06ForCausalLM"][CSO] = sc.SIG_A
-    done = plan(inputs(worse, links=links_after(first)), NONE, PlanSettings())
+    done = plan(inputs(worse, links=links_after(first)), NONE, PlanSettings(min_models=1))
     edits = {a.key: a for a in done.actions if a.action == "edit" and a.kind == "tracking"}
     assert list(edits) == [tracking_key(CSO, sc.SIG_A)]
     assert edits[tracking_key(CSO, sc.SIG_A)].title == \
@@ -76,19 +76,19 @@ def test_title_counts_follow_the_results() -> None:
 def test_flaky_crashes_are_not_filed() -> None:
     outs = [sc.outcome("M", "baseline", 3, "decoder_llm"), sc.outcome("M", CSO, sc.SIG_A, "decoder_llm")]
     outs[1].flaky_rate = 0.5
-    done = plan(iv.view(outs, run_id=1, date="d", configs=sc.CONFIGS), NONE, PlanSettings())
+    done = plan(iv.view(outs, run_id=1, date="d", configs=sc.CONFIGS), NONE, PlanSettings(min_models=1))
     assert [a.kind for a in done.actions] == ["summary"]
 
 
 def test_timeouts_group_by_status() -> None:
     outs = [sc.outcome("M", "baseline", 3, "decoder_llm"),
-            Outcome(model="M", config=CSO, status="timeout", stratum="decoder_llm")]
-    done = plan(iv.view(outs, run_id=1, date="d", configs=sc.CONFIGS), NONE, PlanSettings())
+            Outcome(model="M", config=CSO, status="timeout", stratum="decoder_llm", attempts=3)]
+    done = plan(iv.view(outs, run_id=1, date="d", configs=sc.CONFIGS), NONE, PlanSettings(min_models=1))
     assert done.actions[0].signature == "timeout" and done.actions[0].title.endswith("with timeout")
 
 
 def _quiet_setup(closed_by: str | None, state: str) -> tuple[str, dict[str, Link]]:
-    links = links_after(plan(inputs(sc.corpus()), NONE, PlanSettings()))
+    links = links_after(plan(inputs(sc.corpus()), NONE, PlanSettings(min_models=1)))
     key = tracking_key(CSO, sc.SIG_B)
     links[key] = dataclasses.replace(links[key], state=state, closed_by=closed_by)
     return key, links
@@ -118,7 +118,7 @@ def test_close_only_after_n_verified_nightlies_never_on_quiet_ones() -> None:
 
     def night_plan(nights, quiet, transitions=None):
         return plan(inputs(gone, links=links, transitions=transitions), _awaiting(quiet, nights),
-                    PlanSettings(verify_nightlies=2))
+                    PlanSettings(verify_nightlies=2, min_models=1))
 
     one = night_plan([_night("2026-11-20", "ok")], 1, t)
     assert [a.action for a in one.actions if a.key == key] == ["comment"] and (key, {"quiet_nightlies": 1}) in one.notes
@@ -136,21 +136,21 @@ def test_close_only_after_n_verified_nightlies_never_on_quiet_ones() -> None:
 
 def test_bot_closed_issue_reopens_when_the_signature_returns() -> None:
     key, links = _quiet_setup("bot", "closed")
-    done = plan(inputs(sc.corpus(), links=links), NONE, PlanSettings())
+    done = plan(inputs(sc.corpus(), links=links), NONE, PlanSettings(min_models=1))
     assert [a.action for a in done.actions if a.key == key] == ["reopen", "comment", "edit"]
 
 
 def test_human_closed_issue_is_left_alone_unless_it_regresses_after_a_fix() -> None:
     key, links = _quiet_setup("human", "closed")
-    done = plan(inputs(sc.corpus(), links=links), NONE, PlanSettings())
+    done = plan(inputs(sc.corpus(), links=links), NONE, PlanSettings(min_models=1))
     assert [a for a in done.actions if a.key == key] == []
     gone = sc.corpus()
     gone["Model02ForCausalLM"][CSO] = 3
     one_quiet = Timeline(signatures={(CSO, sc.SIG_B): Seen(CSO, sc.SIG_B, quiet=1)})
-    quiet = plan(inputs(gone, links=links), one_quiet, PlanSettings())
+    quiet = plan(inputs(gone, links=links), one_quiet, PlanSettings(min_models=1))
     assert (key, {"closed_by": "human-fixed"}) in quiet.notes and not [a for a in quiet.actions if a.key == key]
     links[key].closed_by = "human-fixed"
-    back = plan(inputs(sc.corpus(), links=links), NONE, PlanSettings())
+    back = plan(inputs(sc.corpus(), links=links), NONE, PlanSettings(min_models=1))
     reopen = [a for a in back.actions if a.key == key]
     assert [a.action for a in reopen] == ["reopen", "comment", "edit"] and "after it had been fixed" in reopen[1].body
 
@@ -160,27 +160,27 @@ def test_muted_issue_gets_nothing() -> None:
     links[key].muted = True
     worse = sc.corpus()
     worse["Model06ForCausalLM"][CSO] = sc.SIG_B
-    done = plan(inputs(worse, links=links), NONE, PlanSettings())
+    done = plan(inputs(worse, links=links), NONE, PlanSettings(min_models=1))
     assert [a for a in done.actions if a.key == key] == []
 
 
 def test_routing_cc_and_labels_reach_the_issue() -> None:
     rules = compile_rules([{"signature": "^PendingUnbacked", "cc": ["ezyang"], "labels": ["module: dynamic shapes"]}])
-    done = plan(inputs(sc.corpus()), NONE, PlanSettings(rules=rules))
+    done = plan(inputs(sc.corpus()), NONE, PlanSettings(rules=rules, min_models=1))
     a = next(a for a in done.actions if a.signature == sc.SIG_A)
     assert a.labels == ["flagsweep", "module: dynamic shapes"] and "cc @ezyang" in a.body
     b = next(a for a in done.actions if a.signature == sc.SIG_B)
     assert "cc @" not in b.body
     # A routing change alone re-labels the existing issue without a comment.
-    again = plan(inputs(sc.corpus(), links=links_after(plan(inputs(sc.corpus()), NONE, PlanSettings()))), NONE,
-                 PlanSettings(rules=rules))
+    again = plan(inputs(sc.corpus(), links=links_after(plan(inputs(sc.corpus()), NONE, PlanSettings(min_models=1)))), NONE,
+                 PlanSettings(rules=rules, min_models=1))
     assert sorted(a.action for a in again.actions if a.key == tracking_key(CSO, sc.SIG_A)) == ["edit", "labels"]
 
 
 def test_trend_has_one_point_per_change() -> None:
     counts = [(3, 2)] * 3 + [(4, 2)]
     trend = {CSO: tuple(TrendPoint(f"2026-11-{17 + i}", c, r) for i, (c, r) in enumerate(counts))}
-    done = plan(inputs(sc.corpus()), Timeline(trend=trend), PlanSettings())
+    done = plan(inputs(sc.corpus()), Timeline(trend=trend), PlanSettings(min_models=1))
     body = next(a.body for a in done.actions if a.kind == "summary" and a.config == CSO)
     assert 'x-axis ["2026-11-17", "2026-11-20"]' in body and "line [3, 4]" in body
 
@@ -193,7 +193,7 @@ def test_verified_reproducer_is_embedded_and_unconfirmed_is_said() -> None:
              Verdict(CSO, sc.SIG_B, "Model02ForCausalLM", status="unconfirmed",
                      reason="ran without crashing in a fresh interpreter", **build)]
     done = plan(inputs(sc.corpus(), verdicts=[RunVerdict(v.config, v.signature, v) for v in found]), NONE,
-                PlanSettings())
+                PlanSettings(min_models=1))
     a = next(x for x in done.actions if x.key == key_a).body
     b = next(x for x in done.actions if x.key == key_b).body
     assert "Verified" in a and "```python\nimport torch" in a and "<details><summary>repro.py" in a
@@ -205,10 +205,10 @@ def test_verified_reproducer_is_embedded_and_unconfirmed_is_said() -> None:
 
 def test_command_cc_handles_join_routing_without_repeats() -> None:
     rules = compile_rules([{"signature": "^PendingUnbacked", "cc": ["ezyang"]}])
-    links = links_after(plan(inputs(sc.corpus()), NONE, PlanSettings(rules=rules)))
+    links = links_after(plan(inputs(sc.corpus()), NONE, PlanSettings(rules=rules, min_models=1)))
     key = tracking_key(CSO, sc.SIG_A)
     links[key].cc = ["@ezyang", "@alice", "not a handle!"]
-    done = plan(inputs(sc.corpus(), links=links), NONE, PlanSettings(rules=rules))
+    done = plan(inputs(sc.corpus(), links=links), NONE, PlanSettings(rules=rules, min_models=1))
     [edit] = [a for a in done.actions if a.key == key]
     assert "cc @ezyang @alice\n" in edit.body and "not a handle" not in edit.body
 
@@ -224,15 +224,15 @@ def test_a_range_alone_rewrites_the_body_without_a_what_changed_comment() -> Non
     worse = sc.corpus()
     worse["Model06ForCausalLM"][CSO] = sc.SIG_A
     t = [iv.transition("Model06ForCausalLM", CSO, "new_crash", None, sc.SIG_A, effect="crashes")]
-    first = plan(inputs(sc.corpus()), NONE, PlanSettings())
-    night = plan(inputs(worse, links=links_after(first), transitions=t), NONE, PlanSettings())
+    first = plan(inputs(sc.corpus()), NONE, PlanSettings(min_models=1))
+    night = plan(inputs(worse, links=links_after(first), transitions=t), NONE, PlanSettings(min_models=1))
     assert [a.action for a in night.actions if a.key == key] == ["edit", "comment"]
     edited = next(a.material for a in night.actions if a.key == key and a.action == "edit")
     links = links_after(first)
     links[key].body_sha = edited.text()
     ranged = inputs(worse, links=links, transitions=t,
                     ranges=[_range("new_crash", "bounded", "stopped after 8 installs")])
-    again = plan(ranged, NONE, PlanSettings())
+    again = plan(ranged, NONE, PlanSettings(min_models=1))
     [edit] = [a for a in again.actions if a.key == key]          # the body, and no second "what changed"
     assert edit.action == "edit" and f"compare/{'a' * 40}...{'b' * 40}" in edit.body
     assert "Regression range (bounded): last good nightly 2026-11-03" in edit.body
@@ -247,7 +247,7 @@ def test_the_close_comment_carries_the_fix_range() -> None:
     gone["Model02ForCausalLM"][CSO] = 3
     timeline = _awaiting(3, [_night("2026-11-21", "ok"), _night("2026-11-22", "ok")])
     done = plan(inputs(gone, links=links, ranges=[_range("fixed", sig=sc.SIG_B)]), timeline,
-                PlanSettings(verify_nightlies=2))
+                PlanSettings(verify_nightlies=2, min_models=1))
     [comment] = [a for a in done.actions if a.key == key and a.action == "comment"]
     assert "verified fixed in nightly 2026-11-21" in comment.body
     assert ("Fix range: last failing nightly 2026-11-03 (`aaaaaaaaaa`) .. first fixed nightly 2026-11-04 "
@@ -270,12 +270,12 @@ def test_a_store_written_by_the_previous_version_plans_no_rewrite() -> None:
     found = Range(run_id=7, config=CSO, signature=sc.SIG_A, kind="new_crash", status="found",
                   good=Build("2026-11-03", "v", "a" * 40), bad=Build("2026-11-04", "w", "b" * 40), models=["M"],
                   installs=3)
-    first = plan(inputs(sc.corpus(), ranges=[found]), NONE, PlanSettings())
+    first = plan(inputs(sc.corpus(), ranges=[found]), NONE, PlanSettings(min_models=1))
     assert {a.key: a.material.text() for a in first.actions} == STORED_BEFORE
     links = links_after(first)
     for key, text in STORED_BEFORE.items():
         links[key].body_sha = text
-    assert plan(inputs(sc.corpus(), links=links, ranges=[found]), NONE, PlanSettings()).actions == []
+    assert plan(inputs(sc.corpus(), links=links, ranges=[found]), NONE, PlanSettings(min_models=1)).actions == []
 
 
 def test_the_body_hash_reads_back_every_form_it_was_stored_in() -> None:
@@ -291,15 +291,15 @@ def test_the_body_hash_reads_back_every_form_it_was_stored_in() -> None:
 
 
 def test_a_link_without_a_stored_hash_is_rewritten_and_relabelled_once() -> None:
-    first = plan(inputs(sc.corpus()), NONE, PlanSettings())
+    first = plan(inputs(sc.corpus()), NONE, PlanSettings(min_models=1))
     cleared = links_after(first)
     for link in cleared.values():
         link.body_sha = None
-    again = plan(inputs(sc.corpus(), links=cleared), NONE, PlanSettings())
+    again = plan(inputs(sc.corpus(), links=cleared), NONE, PlanSettings(min_models=1))
     kinds = {(a.kind, a.action) for a in again.actions}
     assert kinds == {("tracking", "edit"), ("tracking", "labels"), ("summary", "edit")}
     assert not [a for a in again.actions if a.action == "comment"]          # nothing changed: nothing to say
     relinked = links_after(first)
     for a in again.actions:
         relinked[a.key].body_sha = a.material.text()
-    assert plan(inputs(sc.corpus(), links=relinked), NONE, PlanSettings()).actions == []
+    assert plan(inputs(sc.corpus(), links=relinked), NONE, PlanSettings(min_models=1)).actions == []

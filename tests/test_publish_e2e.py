@@ -25,6 +25,7 @@ def make_settings(fake: FakeGitHub, tmp: Path, **gh: Any) -> Settings:
     s.github = fake.settings(retry_backoff=0.0, **gh)
     s.issues.verify_nightlies = 2
     s.issues.verify_reproducers = False
+    s.issues.min_models = 1       # one-model signatures are filed at once here (the evidence rule: test_filing.py)
     return s
 
 
@@ -308,7 +309,7 @@ def test_cli_publish_json_dry_run_then_real(fake_github: FakeGitHub, tmp_path: P
     sc.record_nightly(conn, "2026-11-20", sc.corpus())
     toml = tmp_path / "flagsweep.toml"
     toml.write_text(f'[github]\nbase_url = "{fake_github.base_url}"\nmutation_interval = 0\nretry_backoff = 0.0\n'
-                    '[issues]\nverify_reproducers = false\n')
+                    '[issues]\nverify_reproducers = false\nmin_models = 1\n')
     monkeypatch.delenv("FLAGSWEEP_GITHUB_TOKEN", raising=False)
     # No credentials: a dry run, said on stderr; stdout holds only the JSON.
     code = main(["--settings", str(toml), "--state", str(state), "publish", "--out", str(tmp_path / "out"), "--json"])

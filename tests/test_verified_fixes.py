@@ -59,6 +59,7 @@ def _settings(fake: FakeGitHub, tmp: Path) -> Settings:
     s.github = fake.settings(retry_backoff=0.0)
     s.issues.verify_nightlies = 2
     s.issues.verify_reproducers = False
+    s.issues.min_models = 1       # one-model signatures are filed at once here (the evidence rule: test_filing.py)
     return s
 
 

@@ -111,9 +111,10 @@ class DryRunPublisher:
         if self.out_dir is None:
             return
         folder = self.out_dir / "pending"
-        folder.mkdir(exist_ok=True)
         for old in folder.glob("*.md"):
             old.unlink()
+        if held:
+            folder.mkdir(exist_ok=True)
         for status, key, title, body in held:
             (folder / f"{status}-{key}.md").write_text(f"# {title}\n\n{body}")
 

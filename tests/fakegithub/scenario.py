@@ -2,7 +2,9 @@
 
 A nightly is {model: {config: spec}}; spec is an int (compiled, that many
 graphs) or a signature string (crashed with it). Models not named for a
-config compile with the baseline's graph count.
+config compile with the baseline's graph count. A crash is stored as flake
+confirmation leaves a confirmed one (re-run twice, repeated: `attempts` 3), so
+the evidence rule for a new issue (bot.issues.filing) sees a confirmed crash.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ CONFIGS = {"baseline": {},
 ENV = {"torch_version": "2.13.0.dev20261120+cpu", "torch_git": "abc1234", "transformers_version": "5.23.0",
        "python_version": "3.11.7", "device": "cpu", "flagsweep_version": "0.1.0"}
 Spec = Union[int, str]
+CONFIRMED_ATTEMPTS = 3      # the first run and two flake re-runs, all crashed
 
 CSO, CDO = "capture_scalar_outputs", "capture_dynamic_output_shape_ops"
 M = [f"Model{i:02d}ForCausalLM" for i in range(10)]   # the models of corpus(), in order
@@ -39,7 +42,8 @@ def outcome(model: str, config: str, spec: Spec, stratum: str) -> Outcome:
           f"torch.fx.experimental.symbolic_shapes.{error_type}: {message}")
     return Outcome(model=model, config=config, status="error", stratum=stratum, error_type=error_type,
                    error_message=message, signature=spec, traceback=tb,
-                   torch_frame="torch/fx/experimental/symbolic_shapes.py:_check", fingerprint=f"fp-{model}")
+                   torch_frame="torch/fx/experimental/symbolic_shapes.py:_check", fingerprint=f"fp-{model}",
+                   attempts=CONFIRMED_ATTEMPTS)
 
 
 def record_nightly(conn: sqlite3.Connection, date: str, results: dict[str, dict[str, Spec]],
