@@ -55,6 +55,15 @@ def test_splice_keeps_human_text_around_the_region() -> None:
     assert wiped.startswith(markdown.marker("k")) and "a human rewrote everything" in wiped and "new" in wiped
 
 
+def test_splice_takes_the_new_key_and_meta_lines() -> None:
+    new = f"{markdown.marker('b')}\n{markdown.meta_marker({'signature': 'B'})}\n{markdown.BEGIN}\nnew\n{markdown.END}\n"
+    current = (f"human above\n{markdown.marker('a')}\n{markdown.meta_marker({'signature': 'A'})}\n{markdown.BEGIN}\n"
+               f"old\n{markdown.END}\nhuman below\n")
+    spliced = markdown.splice(current, new)
+    assert markdown.marker_key(spliced) == "b" and markdown.marker_meta(spliced) == {"signature": "B"}
+    assert spliced.startswith("human above\n") and spliced.endswith("human below\n") and "old" not in spliced
+
+
 def test_meta_marker_roundtrips_hostile_signatures() -> None:
     data = {"config": "c", "signature": "Err: --> <!-- x -->"}
     line = markdown.meta_marker(data)
@@ -68,6 +77,7 @@ def test_hostile_error_through_the_whole_pipeline(fake_github: FakeGitHub, tmp_p
     settings = Settings(state_path=tmp_path / "s.sqlite")
     settings.github = fake_github.settings()
     settings.issues.verify_reproducers = False
+    settings.issues.min_models = 1            # every signature filed at once (the evidence rule: test_filing.py)
     conn = db.connect(settings.state_path)
     run_id = sc.record_nightly(conn, "2026-11-20", results)
     publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)

@@ -90,8 +90,8 @@ class Timeline:
         return self.signatures.get((config, signature)) or Seen(config, signature)
 
 
-def gather(conn: sqlite3.Connection, view: RunView, nights: int = 2) -> Timeline:
-    """Read the history the planner needs about the viewed run (`nights`: how far back a streak is counted)."""
+def gather(conn: sqlite3.Connection, view: RunView, streak_depth: int = 2) -> Timeline:
+    """Read the history the planner needs about the viewed run (`streak_depth`: how far back a streak is counted)."""
     configs = {e.config for e in view.effects}
     axis, groups = _axis(conn, view)
     model_sets: dict[int, set[str]] = {view.run.id: set(view.models)}
@@ -112,7 +112,7 @@ def gather(conn: sqlite3.Connection, view: RunView, nights: int = 2) -> Timeline
         nights = _nights(conn, view, axis, groups, models_of, seen) if _awaits_fix(view, seen) else ()
         sigs[(seen.config, seen.signature)] = dataclasses.replace(seen, quiet=quiet, nights=nights)
     return Timeline(signatures=MappingProxyType(sigs), trend=MappingProxyType(_trend(conn, axis, configs)),
-                    streaks=MappingProxyType(_streaks(conn, view, axis, groups, nights)),
+                    streaks=MappingProxyType(_streaks(conn, view, axis, groups, streak_depth)),
                     comments=tuple(outbox.posted_comments(conn)))
 
 

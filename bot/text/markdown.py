@@ -108,6 +108,7 @@ def splice(current: str | None, new: str) -> str:
 
     When `current` has lost its markers (a human rewrote the body) the bot's
     body is appended below what the human wrote, so nothing of theirs is lost.
+    The key and meta marker lines above the region are the new body's (an issue re-keyed to a shifted signature).
     """
     current = current or ""
     nb, ne = new.find(BEGIN), new.rfind(END)
@@ -119,7 +120,16 @@ def splice(current: str | None, new: str) -> str:
             return new
         head = current if marker_key(current) else new[:nb] + current
         return head.rstrip("\n") + "\n\n" + new[nb:]
-    return current[:cb] + new[nb:ne] + current[ce:]
+    return _markers_of(new, current[:cb]) + new[nb:ne] + current[ce:]
+
+
+def _markers_of(new: str, head: str) -> str:
+    """`head` with its key and meta marker lines replaced by those of `new` (where both have them)."""
+    for pattern in (_KEY, _META):
+        m = pattern.search(new)
+        if m:
+            head = pattern.sub(lambda _: m.group(0), head, count=1)
+    return head
 
 
 _KEY = re.compile(r"<!-- flagsweep:key=([A-Za-z0-9_.-]+) -->")
