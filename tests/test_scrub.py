@@ -86,10 +86,11 @@ def test_issue_bodies_and_reports_carry_no_machine_path(tracebacks, fake_github:
     path_message = f"{message} (while loading {sys.prefix}/lib/python3.11/site-packages/transformers/x.py)"
     crashed = Outcome(model="BertModel", config="capture_scalar_outputs", status="error", stratum="encoder_decoder",
                       error_type=etype, error_message=path_message, signature=signature(etype, message, tb),
-                      torch_frame=None, traceback=tb)
+                      torch_frame=None, traceback=tb, attempts=3)
     settings = Settings(state_path=tmp_path / "state.sqlite")
     settings.github = fake_github.settings(retry_backoff=0.0)
     settings.issues.verify_reproducers = False
+    settings.issues.min_models = 1            # a confirmed one-model crash, filed at once
     conn = db.connect(settings.state_path)
     run_id = store_run(conn, [ok("BertModel", "baseline", 2, stratum="encoder_decoder"), crashed],
                        kind="nightly", nightly="2026-11-01")
