@@ -31,8 +31,9 @@ class World:
 
     def outcome(self, model, config):
         if config != "baseline" and model in self.crashing:
+            # stored as flake confirmation leaves a confirmed crash (the first run and two re-runs failed)
             return Outcome(model, config, "error", stratum="decoder_llm", error_type="RuntimeError",
-                           error_message="boom u3", signature="RuntimeError: boom uN")
+                           error_message="boom u3", signature="RuntimeError: boom uN", attempts=3)
         baseline = 1 if model in self.one_graph else 2
         return Outcome(model, config, "ok", stratum="decoder_llm", graphs=baseline if config == "baseline" else 1)
 

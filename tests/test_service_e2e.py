@@ -48,6 +48,7 @@ class Bot:
         fake.state.add_user(STRANGER)
         # The night before: GammaModel crashes under the flag; that is the issue's signature.
         s.issues.verify_reproducers = False   # the twin's models have no real reproducer to run
+        s.issues.min_models = 1  # one-model crashes filed at once (the evidence rule: test_filing.py)
         self.conn = db.connect(s.state_path)
         self.world.crashing = {"GammaModel"}
         first = nightly.run_nightly(self.conn, s, steps=self.world.steps(real_publish=real_publish),
