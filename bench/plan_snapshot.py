@@ -72,6 +72,7 @@ def settings_for(fake: FakeGitHub, state: Path, **issues: Any) -> Settings:
     s.github = fake.settings(retry_backoff=0.0)
     s.issues.verify_nightlies = 2
     s.issues.verify_reproducers = False
+    s.issues.min_models = 1     # the stories' one-model signatures filed at once, as before the evidence rule
     for k, v in issues.items():
         setattr(s.issues, k, v)
     return s
@@ -260,7 +261,8 @@ def breaks(s: Story) -> None:
         return Outcome(model=model, config=config, status=status, graphs=len(reasons) + 1, graph_breaks=len(reasons),
                        break_reasons=[r["reason"] for r in reasons], break_ids=[r["gb_id"] for r in reasons],
                        signature=sig, gb_id=gb_id, stratum="decoder_llm", error_type=sig and sig.split(":")[0],
-                       error_message=sig and error["message"], fingerprint=f"fp-{model}")
+                       error_message=sig and error["message"], fingerprint=f"fp-{model}",
+                       attempts=sc.CONFIRMED_ATTEMPTS if sig else 1)
     override = {(M[0], "baseline"): out(M[0], "baseline", [item]), (M[0], CSO): out(M[0], CSO, []),
                 (M[1], "baseline"): out(M[1], "baseline", [item]), (M[1], CSO): out(M[1], CSO, [printed]),
                 (M[2], "baseline"): out(M[2], "baseline", [item]), (M[2], CSO): out(M[2], CSO, [item]),
@@ -312,6 +314,7 @@ def replay(stores: Path) -> dict[str, dict[str, list[str]]]:
             settings.github.repo = repo
             settings.issues.verify_nightlies = 2
             settings.issues.verify_reproducers = False
+            settings.issues.min_models = 1
             last = runs.get_run(conn, max(r.id for r in history.latest_runs(conn, 1, kinds=("nightly",))))
             again = _identical(conn, last)
 

@@ -45,7 +45,7 @@ def _file(ctx: RunContext, new: list[tracking.Group], out: Plan) -> filing.Filin
     """File the new signatures the evidence and the budget allow; hold the rest (pending or watching)."""
     candidates = [filing.candidate(ctx, tracking.issue(ctx, g, None)) for g in new]
     chosen = filing.choose(ctx, candidates, _open_after(ctx, out))
-    for c in chosen.filed:
+    for c in sorted(chosen.filed, key=lambda c: (c.group.config, c.group.signature)):   # chosen by leverage
         lifecycle.active(ctx, c.issue, None, out)
     out.held += [Held(c.group.key, status, c.issue.title, c.issue.body)
                  for status, held in (("pending", chosen.pending), ("watching", chosen.watching)) for c in held]
