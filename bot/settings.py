@@ -82,6 +82,8 @@ class IssueSettings:
     verify_reproducers: bool = True   # run each tracking issue's reproducer in a fresh interpreter
     repro_timeout: float = 600.0      # seconds per reproducer run
     shrink_budget: float = 600.0      # seconds per issue to shrink its confirmed reproducer (0: embed it unshrunk)
+    pause_label: str = "flagsweep: pause"   # an open issue with this label stops every write (the kill switch)
+    shadow: bool = False              # read GitHub, but write the planned actions to files instead of GitHub
 
 
 @dataclass
@@ -137,6 +139,10 @@ class NightlySettings:
     install_timeout: float = 1800.0   # seconds for one venv install
     torch: str = "nightly"            # what `serve` sweeps each night and on `rerun`: as `nightly --torch` takes it
     range_installs: int = 8           # builds a night's regression-range search may install; 0: no search
+    # Models that must build, run eager and compile at baseline every night, or nothing is filed (the gate);
+    # swept with the night when its models lack them. Cheap and well-behaved, one per stratum.
+    canaries: list[str] = field(default_factory=lambda: ["GPT2Model", "BartModel", "ViTModel"])
+    max_error_jump: float = 0.15      # a rise of the share of models failing at baseline past this: environment suspect
 
 
 @dataclass
@@ -255,6 +261,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "issues.verify_reproducers": _ANY,
     "issues.repro_timeout": _more_than(0, _S),
     "issues.shrink_budget": (lambda v: v >= 0, "0 or more seconds (0: no shrinking)"),
+    "issues.pause_label": _TEXT,
+    "issues.shadow": _ANY,
     "scheduler.cron": _TEXT,
     "scheduler.timezone": _TEXT,
     "scheduler.misfire_grace_time": _at_least(0, _S),
@@ -294,6 +302,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "nightly.install_timeout": _more_than(0, _S),
     "nightly.torch": _TEXT,
     "nightly.range_installs": _between(0, 64, " installs (0: no range search)"),
+    "nightly.canaries": _NAMES,
+    "nightly.max_error_jump": (lambda v: 0 < v <= 1, "more than 0 and at most 1 (a share of the models)"),
     "zoo.cache_dir": _TEXT,
     "zoo.check_timeout": _more_than(0, _S),
 }

@@ -16,6 +16,7 @@ from tests.fakesweep import MODELS, World
 def env(tmp_path):
     settings = Settings(state_path=tmp_path / "state.sqlite")
     settings.nightly.configs = ["capture_scalar_outputs"]
+    settings.nightly.canaries = ["AlphaModel"]     # a model of the twin's corpus: the night's models stay five
     conn = db.connect(settings.state_path)
     yield settings, conn, World(), tmp_path
     conn.close()

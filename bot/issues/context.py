@@ -31,6 +31,8 @@ class PlanSettings:
     labels: list[str] = field(default_factory=lambda: ["flagsweep"])
     rules: list[Rule] = field(default_factory=list)
     report_url: str | None = None
+    gate: list[dict[str, Any]] | None = None    # why the run is environment_suspect (bot.pipeline.gate), if it is
+    precision: dict[str, Any] | None = None     # the measured precision (state.resolutions.Tally.to_dict())
 
 
 class RunContext:
@@ -76,6 +78,7 @@ class RunContext:
             "configs": [(n, json.dumps(v, sort_keys=True)) for n, v in sorted(run.configs.items())],
             "backend": options.get("backend", "count"), "device": options.get("device", "cpu"),
             "effects_table": table.rows, "testable": table.testable, "report_url": self.settings.report_url,
+            "gate": self.settings.gate, "precision": self.settings.precision,
             "begin": markdown.BEGIN, "end": markdown.END, "date": self.date, "date_text": when(self.date),
             "population": options.get("population"),
             "unavailable": sorted((n, u.get("missing") or []) for n, u in run.unavailable.items()),
