@@ -61,10 +61,15 @@ class Tally:
 
 
 def record(conn: sqlite3.Connection, repo: str, seen: Iterable[Resolution]) -> None:
-    """Store what GitHub shows now; `reopened` stays set once seen."""
+    """Store what GitHub shows now (only rows that changed: a quiet publish writes nothing); `reopened` sticks."""
     at = now()
+    have = {row["number"]: (row["key"], row["resolution"], row["state_reason"], bool(row["reopened"]))
+            for row in conn.execute("SELECT * FROM issue_resolutions WHERE repo = ?", (repo,))}
+    changed = [r for r in seen if not _unchanged(have.get(r.number), r)]
+    if not changed:
+        return
     with transaction(conn):
-        for r in seen:
+        for r in changed:
             if r.resolution not in RESOLUTIONS:
                 raise ValueError(f"unknown resolution {r.resolution!r}")
             conn.execute(
@@ -73,6 +78,10 @@ def record(conn: sqlite3.Connection, repo: str, seen: Iterable[Resolution]) -> N
                 " resolution = excluded.resolution, state_reason = excluded.state_reason,"
                 " reopened = MAX(reopened, excluded.reopened), seen_at = excluded.seen_at",
                 (repo, r.number, r.key, r.resolution, r.state_reason, int(r.reopened), at))
+
+
+def _unchanged(stored: tuple | None, r: Resolution) -> bool:
+    return stored is not None and stored == (r.key, r.resolution, r.state_reason, r.reopened or stored[3])
 
 
 def tally(conn: sqlite3.Connection, repo: str | None = None) -> Tally:

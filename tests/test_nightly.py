@@ -163,7 +163,7 @@ def test_merge_cli_joins_shards_and_publishes_once_as_json(env, capsys):
     world.crashing = {"GammaModel"}
     ids = [nightly.run_nightly(conn, settings, shard=f"{i}/2", out_dir=tmp, steps=world.steps()).run_id for i in (1, 2)]
     conf = tmp / "flagsweep.toml"
-    conf.write_text('[issues]\nverify_reproducers = false\n')
+    conf.write_text('[issues]\nverify_reproducers = false\n[nightly]\ncanaries = ["AlphaModel"]\n')
     code = main(["--settings", str(conf), "--state", str(settings.state_path), "merge", *map(str, ids),
                  "--dry-run", "--out", str(tmp / "merged-out"), "--json"])
     out = capsys.readouterr().out

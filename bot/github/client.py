@@ -165,12 +165,10 @@ class GitHubPublisher:
     # -- reads -----------------------------------------------------------------
     def _ref(self, issue: Any) -> IssueRef:
         body = issue.body or ""
-        raw = issue.raw_data                   # what the listing carried: no extra request per issue
-        closer = (raw.get("closed_by") or {}).get("login")
+        # state_reason comes with the listing; closed_by does not (touching it would cost a GET per issue).
         return IssueRef(number=issue.number, title=issue.title, body=body, state=issue.state,
                         author=issue.user.login if issue.user else "", key=markdown.marker_key(body),
-                        labels=[l.name for l in issue.labels], state_reason=raw.get("state_reason"),
-                        closed_by=closer)
+                        labels=[l.name for l in issue.labels], state_reason=issue.state_reason)
 
     def list_own_issues(self) -> list[IssueRef]:
         """Every issue the bot filed that carries a marker (one paginated listing: 100 issues a request)."""

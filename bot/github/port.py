@@ -40,7 +40,6 @@ class IssueRef:
     key: str | None = None
     labels: list[str] = field(default_factory=list)
     state_reason: str | None = None      # completed | not_planned | duplicate | reopened | None
-    closed_by: str | None = None         # the login that closed it, when GitHub's answer says
 
 
 class Publisher(Protocol):

@@ -37,7 +37,7 @@ from bot.issues.material import BodyHash, labels_digest
 from bot.text import render
 from bot.view import run_view
 from bot.github.dryrun import DryRunPublisher
-from bot.github.port import ActionRefused, GitHubUnavailable, Publisher
+from bot.github.port import ActionRefused, GitHubUnavailable, IssueRef, Publisher
 from bot.view.run_view import RunView
 from bot.settings import Settings
 from state import db, gates, links as links_mod, outbox, resolutions
@@ -132,8 +132,7 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
         made, summary.held = gated(issue_plan.plan(seen, timeline.gather(store, seen), told), gate)
         return made
 
-    run = Sending(pause_label=settings.issues.pause_label, bot_login=settings.github.bot_login, say=say,
-                  make_plan=make_plan, keep=conn)
+    run = Sending(pause_label=settings.issues.pause_label, say=say, make_plan=make_plan, keep=conn)
     if not dry_run:
         if publisher is None:
             from bot.github.client import GitHubPublisher    # the only module importing PyGithub
@@ -142,7 +141,6 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
             except GitHubUnavailable as exc:
                 summary.stopped = str(exc)
                 return _finish(conn, summary)
-            run.bot_login = settings.github.bot_login
         if not repo:
             raise ActionRefused("no repository: set github.repo or pass --repo OWNER/NAME")
         if not shadow:
@@ -166,7 +164,6 @@ class Sending:
     """What `_publish` needs beside the store and the publisher."""
 
     pause_label: str
-    bot_login: str
     say: Callable[[str], None]
     make_plan: Callable[[sqlite3.Connection, RunView], Plan]
     keep: sqlite3.Connection          # the store that keeps the resolutions read from GitHub (a shadow's: the real one)
@@ -210,7 +207,7 @@ def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str,
     seen = [{"key": r.key, "number": r.number, "state": r.state, "title": r.title, **_meta(r.body),
              "body_sha": BodyHash(labels=labels_digest(r.labels)).text()} for r in refs]
     summary.synced = links_mod.sync(conn, repo, seen)
-    _record_resolutions(run.keep, repo, refs, seen, links_mod.all_links(conn, repo), run.bot_login)
+    _record_resolutions(run.keep, repo, refs, seen, links_mod.all_links(conn, repo))
     if any(summary.synced.values()) or leftovers:
         view = view.with_links(links_mod.all_links(conn, repo))
     # (3) plan, (4) store, (5) send.
@@ -225,11 +222,11 @@ def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str,
 
 
 def _record_resolutions(keep: sqlite3.Connection, repo: str, refs: list[Any], seen: list[dict[str, Any]],
-                        links: dict[str, links_mod.Link], bot_login: str) -> None:
+                        links: dict[str, links_mod.Link]) -> None:
     """Store how each of the bot's tracking issues ended (read from the same listing: no extra request)."""
     tracked = [(ref, item) for ref, item in zip(refs, seen)
                if (item.get("kind") or (links[ref.key].kind if ref.key in links else None)) == "tracking"]
-    resolutions.record(keep, repo, [resolutions_mod.resolve(ref, links.get(ref.key), bot_login) for ref, _ in tracked])
+    resolutions.record(keep, repo, [resolutions_mod.resolve(ref, links.get(ref.key)) for ref, _ in tracked])
 
 
 def _meta(body: str) -> dict[str, Any]:
@@ -351,3 +348,14 @@ def _apply(conn: sqlite3.Connection, repo: str, entry: outbox.Entry, result: dic
         links_mod.update(conn, entry.key, state="closed", closed_by="bot")
     elif entry.action == "reopen":
         links_mod.update(conn, entry.key, state="open", closed_by=None, quiet_nightlies=0)
+    _resolved(conn, repo, entry, result)
+
+
+def _resolved(conn: sqlite3.Connection, repo: str, entry: outbox.Entry, result: dict[str, Any]) -> None:
+    """What the bot's own write did to a tracking issue's resolution (as the next listing will show it)."""
+    if entry.payload.get("kind") != "tracking" or entry.action not in ("create", "close", "reopen"):
+        return
+    link = links_mod.get(conn, entry.key, repo)
+    ref = IssueRef(number=link.number, title="", body="", state=link.state, author="", key=entry.key,
+                   state_reason={"close": "completed", "reopen": "reopened"}.get(entry.action))
+    resolutions.record(conn, repo, [resolutions_mod.resolve(ref, link)])

@@ -133,6 +133,7 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
     wanted = steps.resolve_models(list(models if models is not None else settings.nightly.models))
     canaries = steps.resolve_models(list(settings.nightly.canaries)) if settings.nightly.canaries else []
     names = shard_slice(wanted + [c for c in canaries if c not in wanted], shard_t)   # canaries sweep with the night
+    canaries = [c for c in canaries if c in names]                                  # this shard's
     result = NightlyResult(status="swept", run_id=None, shard=shard, models=len(names), configs=list(chosen),
                            dry_run=dry_run, out_dir=str(out))
     try:
@@ -146,8 +147,9 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         return result
     result.torch, result.nightly = built.to_dict(), built.date
     drawn = _population(conn, settings, steps, names, chosen, built, population or settings.sweep.population, progress)
-    if drawn.meta is not None:
-        names, result.models = drawn.models, len(drawn.models)
+    if drawn.meta is not None:      # a drawn population keeps the canaries: the gate needs them
+        names = drawn.models + [c for c in canaries if c not in drawn.models]
+        result.models = len(names)
     existing = find_existing(conn, nightly=built.date, shard=shard, configs=chosen, models=names,
                              torch_version=built.version)
     if existing and existing.status == "finished" and not force:
