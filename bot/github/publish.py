@@ -182,8 +182,9 @@ def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str,
     say = run.say
     try:
         switch = pub.paused(run.pause_label)
-    except GitHubUnavailable as exc:
+    except GitHubUnavailable as exc:          # say what is left from an earlier publish, not "0 actions"
         summary.stopped = str(exc)
+        summary.rows += [_entry_row(conn, repo, e, "pending") for e in outbox.unfinished(conn)]
         return _finish(conn, summary)
     if switch is not None:
         summary.paused = switch.number

@@ -61,6 +61,12 @@ class RunContext:
         """How issues name a config."""
         return config_display(config, self.view.run.configs.get(config, {}))
 
+    def notices(self) -> dict[str, Any]:
+        """The gate's reasons and the maintainers' verdicts, for a summary's material: only those set, so a
+        summary without them hashes as it did before they existed."""
+        told = {"gate": self.settings.gate, "precision": self.settings.precision}
+        return {k: v for k, v in told.items() if v and (k != "precision" or v.get("closed"))}
+
     def comment_marker(self, key: str, what: str) -> str:
         """The marker that makes one comment of this run on issue `key` findable (and so never sent twice)."""
         return f"<!-- flagsweep:comment={key}/{self.view.run.id}/{what} -->"

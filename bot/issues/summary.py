@@ -52,8 +52,7 @@ def issue(ctx: RunContext, config: str, groups: list[Group]) -> SummaryIssue:
                     torch_version=ctx.view.run.environment.get("torch_version") or "unknown")
     material = {"title": title, "rows": rows, "trend": [(p["crashes"], p["reduces"]) for p in trend],
                 "tracking": [(r["key"], r["count"]) for r in tracking],
-                "breaks": break_material(breaks), "leverage": leverage_material(lev),
-                "gate": ctx.settings.gate, "precision": ctx.settings.precision}
+                "breaks": break_material(breaks), "leverage": leverage_material(lev), **ctx.notices()}
     labels = list(ctx.settings.labels)
     return SummaryIssue(key=key, config=config, title=title, body=render_fitting("issue_summary.md.j2", body_ctx),
                         labels=labels, hash=BodyHash.of(material, labels))
