@@ -87,6 +87,8 @@ class IssueSettings:
     max_comments_per_issue_per_day: int = 1   # "what changed" comments per issue per day; later changes: body only
     min_models: int = 2               # a new signature is filed once it crashes this many models...
     min_nights: int = 2               # ...or was seen on this many consecutive nightlies (and a crash is confirmed)
+    pause_label: str = "flagsweep: pause"   # an open issue with this label stops every write (the kill switch)
+    shadow: bool = False              # read GitHub, but write the planned actions to files instead of GitHub
 
 
 @dataclass
@@ -142,6 +144,10 @@ class NightlySettings:
     install_timeout: float = 1800.0   # seconds for one venv install
     torch: str = "nightly"            # what `serve` sweeps each night and on `rerun`: as `nightly --torch` takes it
     range_installs: int = 8           # builds a night's regression-range search may install; 0: no search
+    # Models that must build, run eager and compile at baseline every night, or nothing is filed (the gate);
+    # swept with the night when its models lack them. Cheap and well-behaved, one per stratum.
+    canaries: list[str] = field(default_factory=lambda: ["GPT2Model", "BartModel", "ViTModel"])
+    max_error_jump: float = 0.15      # a rise of the share of models failing at baseline past this: environment suspect
 
 
 @dataclass
@@ -265,6 +271,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "issues.max_comments_per_issue_per_day": _at_least(0, " comments"),
     "issues.min_models": _at_least(1, " models"),
     "issues.min_nights": _between(1, MAX_NIGHTS, " nightlies"),
+    "issues.pause_label": _TEXT,
+    "issues.shadow": _ANY,
     "scheduler.cron": _TEXT,
     "scheduler.timezone": _TEXT,
     "scheduler.misfire_grace_time": _at_least(0, _S),
@@ -304,6 +312,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "nightly.install_timeout": _more_than(0, _S),
     "nightly.torch": _TEXT,
     "nightly.range_installs": _between(0, 64, " installs (0: no range search)"),
+    "nightly.canaries": _NAMES,
+    "nightly.max_error_jump": (lambda v: 0 < v <= 1, "more than 0 and at most 1 (a share of the models)"),
     "zoo.cache_dir": _TEXT,
     "zoo.check_timeout": _more_than(0, _S),
 }

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from harness.core.effects import effects_for
 from harness.core.outcome import CRASH_STATUSES, Effect, Outcome
-from state import runs as runs_mod
+from state import gates, runs as runs_mod
 from state.db import transaction
 from state.runs import Run
 
@@ -205,6 +205,8 @@ def previous_comparable(conn: sqlite3.Connection, run: Run, models: set[str]) ->
         if key in seen:
             continue
         seen.add(key)
+        if gates.is_suspect(conn, cand.id):
+            continue                        # a broken environment's night is never the one to compare with
         if _is_comparable(run, models, cand, models_of(conn, cand)):
             stand_in = max(run_group(conn, cand.id))
             return cand if stand_in == cand.id else runs_mod.get_run(conn, stand_in)

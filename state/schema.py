@@ -248,5 +248,27 @@ CREATE TABLE zoo_lock_entries (
 );
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10]
+# v10 -> v11: the nightly's environment gate (state/gates.py): one verdict per run, `environment_suspect` with its
+# reasons; and how the bot's tracking issues ended on GitHub (state/resolutions.py), refreshed each publish from
+# the one listing of the bot's issues, for the measured precision.
+V11 = """
+CREATE TABLE run_gates (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+    verdict TEXT NOT NULL,                 -- ok | environment_suspect
+    reasons TEXT NOT NULL DEFAULT '[]',    -- JSON list of {kind, ...}: what made it suspect
+    checked_at TEXT NOT NULL
+);
+CREATE TABLE issue_resolutions (
+    repo TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    key TEXT NOT NULL,                     -- the tracking issue's marker key
+    resolution TEXT NOT NULL,              -- open | fixed_by_bot | completed | not_planned | duplicate | invalid
+    state_reason TEXT,                     -- as GitHub said it
+    reopened INTEGER NOT NULL DEFAULT 0,   -- seen reopened at least once (sticky)
+    seen_at TEXT NOT NULL,
+    PRIMARY KEY (repo, number)
+);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -21,6 +21,7 @@ CRASHING = {"BetaForCausalLM", "DeltaModel"}
 def _host(tmp: Path, name: str):
     settings = Settings(state_path=tmp / name / "state.sqlite")
     settings.nightly.configs = ["capture_scalar_outputs"]
+    settings.nightly.canaries = ["AlphaModel"]     # a model of the twin's corpus (the gate's canary)
     settings.issues.verify_reproducers = False
     settings.issues.min_models = 1  # one-model crashes filed at once (the evidence rule: test_filing.py)
     return settings, db.connect(settings.state_path)
@@ -61,7 +62,8 @@ def test_two_shards_on_separate_stores_merge_like_one_unsharded_run(tmp_path):
 
     pub_settings, pub = _host(tmp_path, "publisher")
     conf = tmp_path / "flagsweep.toml"
-    conf.write_text("[issues]\nverify_reproducers = false\nmin_models = 1\n[nightly]\nconfigs = [\"capture_scalar_outputs\"]\n")
+    conf.write_text("[issues]\nverify_reproducers = false\nmin_models = 1\n[nightly]\nconfigs = [\"capture_scalar_outputs\"]\n"
+                    "canaries = [\"AlphaModel\"]\n")
     code = main(["--settings", str(conf), "--state", str(pub_settings.state_path), "merge", *map(str, files),
                  "--dry-run", "--out", str(tmp_path / "merged-out"), "--json"])
     assert code == 0
@@ -125,7 +127,7 @@ def test_merge_torch_installs_the_shards_build_here_and_refuses_another(tmp_path
         conf = tmp_path / "flagsweep.toml"
         conf.write_text(f'[issues]\nverify_reproducers = false\nmin_models = 1\n[nightly]\nindex_url = "{idx.url}"\n'
                         f'venv_dir = "{tmp_path / "venvs"}"\ntransformers_pin = ""\nextra_index_url = ""\n'
-                        'no_deps = true\npip_args = ["--isolated"]\n')
+                        'no_deps = true\npip_args = ["--isolated"]\ncanaries = ["AlphaModel"]\n')
         state = str(tmp_path / "publisher.sqlite")
         base = ["--settings", str(conf), "--state", state, "merge", *files, "--dry-run", "--out", str(tmp_path / "o")]
         assert main(base + ["--torch", "2026-11-20"]) == 2
@@ -182,7 +184,8 @@ def test_a_stored_shard_label_without_a_slash_is_refused_by_merge(tmp_path):
 
 def test_merging_only_some_shards_says_which_are_missing_and_exits_1(tmp_path, capsys):
     conf = tmp_path / "flagsweep.toml"
-    conf.write_text("[issues]\nverify_reproducers = false\nmin_models = 1\n[nightly]\nconfigs = [\"capture_scalar_outputs\"]\n")
+    conf.write_text("[issues]\nverify_reproducers = false\nmin_models = 1\n[nightly]\nconfigs = [\"capture_scalar_outputs\"]\n"
+                    "canaries = [\"AlphaModel\"]\n")
     code = main(["--settings", str(conf), "--state", str(tmp_path / "pub.sqlite"), "merge",
                  str(_shard_file(tmp_path, 1)), "--dry-run", "--out", str(tmp_path / "o")])
     out = capsys.readouterr().out

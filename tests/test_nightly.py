@@ -16,6 +16,7 @@ from tests.fakesweep import MODELS, World
 def env(tmp_path):
     settings = Settings(state_path=tmp_path / "state.sqlite")
     settings.nightly.configs = ["capture_scalar_outputs"]
+    settings.nightly.canaries = ["AlphaModel"]     # a model of the twin's corpus: the night's models stay five
     conn = db.connect(settings.state_path)
     yield settings, conn, World(), tmp_path
     conn.close()
@@ -111,6 +112,7 @@ def test_a_real_tiny_nightly_end_to_end_in_dry_run(env):
 
     settings, conn, world, tmp = env
     settings.issues.verify_reproducers = False   # test models exist only where tests.fault_models is imported
+    settings.nightly.canaries = ["TinyItemModel"]   # the gate's canary: one of the night's two models
 
     def real_sweep(conn, *, models, configs, base_settings, settings, python, run_id, resume, nightly, shard,
                    kind="nightly", progress=True, build=None):
@@ -162,7 +164,7 @@ def test_merge_cli_joins_shards_and_publishes_once_as_json(env, capsys):
     world.crashing = {"GammaModel"}
     ids = [nightly.run_nightly(conn, settings, shard=f"{i}/2", out_dir=tmp, steps=world.steps()).run_id for i in (1, 2)]
     conf = tmp / "flagsweep.toml"
-    conf.write_text('[issues]\nverify_reproducers = false\nmin_models = 1\n')
+    conf.write_text('[issues]\nverify_reproducers = false\nmin_models = 1\n[nightly]\ncanaries = ["AlphaModel"]\n')
     code = main(["--settings", str(conf), "--state", str(settings.state_path), "merge", *map(str, ids),
                  "--dry-run", "--out", str(tmp / "merged-out"), "--json"])
     out = capsys.readouterr().out

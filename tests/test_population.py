@@ -102,6 +102,7 @@ def test_nightly_sweeps_flags_only_on_the_breaking_models_and_reuses_their_basel
     world = World()
     world.one_graph = {"AlphaModel", "GammaModel", "EpsilonModel"}
     settings = Settings(state_path=tmp_path / "s.sqlite")
+    settings.nightly.canaries = []                 # the drawn models only (canaries stay in a drawn night: test_gate)
     conn = db.connect(settings.state_path)
     result = nightly.run_nightly(conn, settings, torch="current", configs=["capture_scalar_outputs"], dry_run=True,
                                  out_dir=tmp_path / "out", steps=world.steps(real_publish=True),

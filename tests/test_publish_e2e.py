@@ -72,11 +72,12 @@ def test_nightly_story_files_updates_closes_and_reopens(fake_github: FakeGitHub,
     numbers = {i.title.split(" with ")[-1]: i.number for i in fake.state.issues(repo)}
     assert f"#{numbers['PendingUnbackedSymbolNotFound']} " in summary_cso.body
 
-    # Nightly 2, identical: zero writes, and one read (the listing of the bot's issues).
+    # Nightly 2, identical: zero writes, and two reads (the kill switch's label, the listing of the bot's issues).
     mark = len(fake.requests)
     s2 = run(conn, settings, "2026-11-21", sc.corpus())
     assert writes(fake, mark) == [] and s2.actions == 0
-    assert [(r.method, r.path) for r in fake.requests[mark:]] == [("GET", f"/repos/{repo}/issues")]
+    assert [(r.method, r.path, r.query.get("labels")) for r in fake.requests[mark:]] == [
+        ("GET", f"/repos/{repo}/issues", "flagsweep: pause"), ("GET", f"/repos/{repo}/issues", None)]
 
     # Nightly 3: one model fixed, one new crash: exactly the affected issues are edited and commented once.
     mark = len(fake.requests)
@@ -349,4 +350,4 @@ def test_quiet_nightly_reads_do_not_grow_with_models(fake_github: FakeGitHub, tm
     run(conn, settings, "2026-11-20", results)
     mark = len(fake_github.requests)
     run(conn, settings, "2026-11-21", results)
-    assert [(r.method, r.path) for r in fake_github.requests[mark:]] == [("GET", f"/repos/{fake_github.repo}/issues")]
+    assert [(r.method, r.path) for r in fake_github.requests[mark:]] == [("GET", f"/repos/{fake_github.repo}/issues")] * 2

@@ -37,6 +37,7 @@ class Bot:
                  nightly_hook=None) -> None:
         self.fake, self.repo, self.world = fake, fake.repo, World()
         s = Settings(state_path=tmp / "state.sqlite")
+        s.nightly.canaries = ["AlphaModel"]            # a model of the twin's corpus (the gate's canary)
         s.github = fake.settings(retry_backoff=0.05)   # the publisher's own retries: quick
         s.webhook.secret, s.webhook.port = SECRET, 0
         s.commands.retry_backoff = 0.2                 # a job waiting out an outage: quick too

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from harness.core.outcome import Outcome
-from state import history, jobs, leases, ranges, runs, verdicts, zoo
+from state import gates, history, jobs, leases, ranges, resolutions, runs, verdicts, zoo
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 from tests import historydata as hd
@@ -97,8 +97,16 @@ def _fill_v9(conn: sqlite3.Connection) -> None:
                  (hd.PENDING,))
 
 
+def _fill_v10(conn: sqlite3.Connection) -> None:
+    """v10 moved the zoo's results into the store: v9's rows and one `zoo check` result."""
+    _fill_v9(conn)
+    conn.execute("INSERT INTO zoo_checks (model, fingerprint, status, timeout_s, data, checked_at) VALUES"
+                 " ('BertModel', 'fb', 'ok', 120.0, '{\"model\": \"BertModel\", \"status\": \"ok\"}',"
+                 " '2026-10-02T08:00:00+00:00')")
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
-           9: _fill_v9}
+           9: _fill_v9, 10: _fill_v10}
 
 
 def _build_at(path, version: int) -> None:
@@ -187,11 +195,18 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     assert verdicts.get(conn, v.key) == v
     assert verdicts.for_run(conn, rid)[(v.config, v.signature)].verdict == v
     # v10: the zoo's results live in the store: none in an older one, and it keeps them now.
-    assert zoo.check_results(conn) == {} and zoo.lock_entries(conn, "5.0.0") == {}
+    assert sorted(zoo.check_results(conn)) == ([] if version < 10 else ["BertModel"])
+    assert zoo.lock_entries(conn, "5.0.0") == {}
     zoo.record_checks(conn, [{"model": "GPT2Model", "fingerprint": "f", "status": "ok", "timeout_s": 120.0}])
     zoo.keep_lock_entry(conn, "5.0.0", {"model": "GPT2Model", "status": "ok"})
     assert zoo.check_results(conn)["GPT2Model"]["status"] == "ok"
     assert zoo.lock_entries(conn, "5.0.0") == {"GPT2Model": {"model": "GPT2Model", "status": "ok"}}
+    # v11: the environment gate and the issues' resolutions: none for old runs; stored and read back now.
+    assert gates.get(conn, 2) is None and resolutions.tally(conn).opened == 0
+    gates.record(conn, gates.Gate(rid, gates.SUSPECT, [{"kind": "canary", "model": "GPT2Model", "status": "error"}]))
+    assert gates.is_suspect(conn, rid) and not gates.is_suspect(conn, 2)
+    resolutions.record(conn, "o/r", [resolutions.Resolution(7, "t1", "not_planned", "not_planned")])
+    assert resolutions.tally(conn, "o/r").to_dict()["precision"] == 0.0
 
 
 def test_each_migration_is_one_transaction(tmp_path):

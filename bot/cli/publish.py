@@ -1,4 +1,5 @@
-"""`flagsweep publish`: file or update the GitHub issues for a run (dry run by default without credentials)."""
+"""`flagsweep publish`: file or update the GitHub issues for a run (dry run by default without credentials);
+`flagsweep stats`: how maintainers closed the bot's issues (the measured precision)."""
 from __future__ import annotations
 
 import argparse
@@ -21,6 +22,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-verify", action="store_true", help="skip running the reproducers (faster; none is embedded)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (and nothing else on stdout)")
     p.set_defaults(func=run_publish)
+    p = sub.add_parser("stats", help="how maintainers closed the bot's tracking issues: the measured precision",
+                       description="Of the tracking issues the bot opened: how many maintainers closed as completed, "
+                                   "not planned or duplicate, or labelled invalid; how many the bot closed as verified "
+                                   "fixed; how many were reopened; and the precision. Read from the store, refreshed "
+                                   "by each publish.")
+    p.add_argument("--repo", metavar="OWNER/NAME", help="only this repository (default: github.repo, else all)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON (and nothing else on stdout)")
+    p.set_defaults(func=run_stats)
+
+
+def run_stats(args: argparse.Namespace, settings: Settings) -> int:
+    """Handler of `flagsweep stats`."""
+    from bot.text.render import render
+    from state import db, resolutions
+
+    conn = db.connect(settings.state_path)
+    try:
+        tally = resolutions.tally(conn, args.repo or settings.github.repo)
+    finally:
+        conn.close()
+    if args.json:
+        print(json.dumps(tally.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(render("stats.txt.j2", t=tally.to_dict()), end="")
+    return 0
 
 
 def run_publish(args: argparse.Namespace, settings: Settings) -> int:

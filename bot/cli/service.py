@@ -120,7 +120,19 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
     finally:
         conn.close()
     _emit(result, args.json)
-    return 1 if result.status == "failed" else 0
+    return exit_status(result)
+
+
+ENVIRONMENT_SUSPECT = 3     # the environment gate held the night back: stored and reported, nothing filed or closed
+
+
+def exit_status(result: Any) -> int:
+    """0: done; 1: the nightly failed (or a merge lacked shards); 3: environment_suspect (nothing filed)."""
+    if result.status == "failed":
+        return 1
+    if result.suspect:
+        return ENVIRONMENT_SUSPECT
+    return 1 if result.missing_shards else 0
 
 
 def _export_refusal(target: str) -> str | None:
@@ -167,7 +179,7 @@ def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
     finally:
         conn.close()
     _emit(result, args.json)
-    return 1 if result.missing_shards else 0     # published, but not the whole nightly
+    return exit_status(result)     # 1: published, but not the whole nightly
 
 
 def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:

@@ -199,6 +199,10 @@ def handle_job(ctx: Context, payload: dict[str, Any], earlier: dict[str, Any] | 
     answered = list((earlier or {}).get("commands") or [])
     done: list[dict[str, Any]] = []
     items = cmd_mod.parse_comment(payload.get("body") or "", handle, payload.get("previous"))
+    if items:
+        stopped = _paused(ctx, number, items)
+        if stopped is not None:
+            return stopped
     for i, item in enumerate(items):
         if i < len(answered) and answered[i].get("outcome"):
             done.append(answered[i])
@@ -208,6 +212,19 @@ def handle_job(ctx: Context, payload: dict[str, Any], earlier: dict[str, Any] | 
         except GitHubUnavailable as exc:
             raise RetryLater(str(exc), {"commands": done}) from exc
     return {"commands": done}
+
+
+def _paused(ctx: Context, number: int, items: list[Any]) -> dict[str, Any] | None:
+    """The kill switch: while an open issue has the pause label, one reply saying so and nothing run (None: not paused)."""
+    label = ctx.settings.issues.pause_label
+    try:   # GitHub down: try the job again later (a retried reply looks for itself first: said once)
+        switch = ctx.github.paused(label)
+        if switch is None:
+            return None
+        _reply(ctx, number, "reply_paused.md.j2", switch=switch.number, label=label, lines=[i.line for i in items])
+    except GitHubUnavailable as exc:
+        raise RetryLater(str(exc), {"commands": []}) from exc
+    return {"paused": switch.number, "commands": [{"line": i.line, "outcome": "paused"} for i in items]}
 
 
 def _run_one(ctx: Context, item: Any, number: int, link: Any, author: str, comment_id: int | None) -> dict[str, Any]:

@@ -165,9 +165,10 @@ class GitHubPublisher:
     # -- reads -----------------------------------------------------------------
     def _ref(self, issue: Any) -> IssueRef:
         body = issue.body or ""
+        # state_reason comes with the listing; closed_by does not (touching it would cost a GET per issue).
         return IssueRef(number=issue.number, title=issue.title, body=body, state=issue.state,
                         author=issue.user.login if issue.user else "", key=markdown.marker_key(body),
-                        labels=[l.name for l in issue.labels])
+                        labels=[l.name for l in issue.labels], state_reason=issue.state_reason)
 
     def list_own_issues(self) -> list[IssueRef]:
         """Every issue the bot filed that carries a marker (one paginated listing: 100 issues a request)."""
@@ -175,6 +176,13 @@ class GitHubPublisher:
             issues = self.repo.get_issues(state="all", creator=self.login, sort="created", direction="asc")
             return [ref for ref in (self._ref(i) for i in issues) if ref.key]
         return self._call("list own issues", fetch, write=False)
+
+    def paused(self, label: str) -> IssueRef | None:
+        """The oldest open issue labelled `label` (anyone's: maintainers pull the switch), or None; one request."""
+        def fetch() -> IssueRef | None:
+            page = self.repo.get_issues(state="open", labels=[label], sort="created", direction="asc").get_page(0)
+            return self._ref(page[0]) if page else None
+        return self._call(f"look for the {label!r} label", fetch, write=False)
 
     def _recent(self, key: str) -> IssueRef | None:
         """The bot's newest issues, checked for the marker (listing is consistent; search lags)."""

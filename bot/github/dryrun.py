@@ -5,6 +5,8 @@ out dir; nothing leaves the machine. The tracking issues the planner held back
 (pending over the filing budget, or watching for evidence) are written as they
 would be filed under `pending/` (`watching-t1a2b….md`), so their bodies can be read. Numbers of issues it "creates" are
 placeholders (900000 + n), so later actions in the same plan can refer to them.
+Given `reads` (a real publisher: shadow mode), it asks GitHub everything it reads
+and still writes nothing there.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.github.port import IssueRef
+from bot.github.port import IssueRef, Publisher
 from harness.core.files import write_atomic
 
 PLACEHOLDER_BASE = 900000
@@ -39,9 +41,14 @@ class DryRunPublisher:
     dry_run = True
 
     def __init__(self, out_dir: str | Path | None = None, *, permissions: dict[str, str] | None = None,
-                 clean: bool = True) -> None:
-        """`clean`: remove an earlier dry run's files first (a publish); False appends (a service's replies)."""
+                 clean: bool = True, reads: Publisher | None = None) -> None:
+        """`clean`: remove an earlier dry run's files first (a publish); False appends (a service's replies).
+
+        `reads`: the real publisher whose reads this one passes on (shadow mode); None: GitHub is unknown.
+        """
         self.out_dir = Path(out_dir) if out_dir else None
+        self.reads = reads
+        self.shadow = reads is not None
         self.records: list[Recorded] = []
         self.permissions = permissions or {}
         self._keys: dict[int, str] = {}
@@ -119,20 +126,24 @@ class DryRunPublisher:
             (folder / f"{status}-{key}.md").write_text(f"# {title}\n\n{body}")
 
     def find_by_marker(self, key: str) -> IssueRef | None:
-        """Dry runs know nothing of GitHub."""
-        return None
+        """Dry runs know nothing of GitHub; a shadow asks it."""
+        return self.reads.find_by_marker(key) if self.reads else None
 
     def user_permission(self, login: str) -> str:
-        """From the `permissions` map given at construction, else `none`."""
-        return self.permissions.get(login, "none")
+        """From the `permissions` map given at construction (else `none`); a shadow asks GitHub."""
+        return self.reads.user_permission(login) if self.reads else self.permissions.get(login, "none")
 
     def list_own_issues(self) -> list[IssueRef]:
-        """Dry runs know nothing of GitHub."""
-        return []
+        """Dry runs know nothing of GitHub; a shadow asks it."""
+        return self.reads.list_own_issues() if self.reads else []
+
+    def paused(self, label: str) -> IssueRef | None:
+        """Dry runs know nothing of GitHub (never paused); a shadow asks it."""
+        return self.reads.paused(label) if self.reads else None
 
     def finish(self, extra: dict[str, Any] | None = None) -> Path | None:
         """Write plan.json; returns its path."""
         if self.out_dir is None:
             return None
-        data = {"actions": [r.__dict__ for r in self.records], **(extra or {})}
+        data = {"actions": [r.__dict__ for r in self.records], "shadow": self.shadow, **(extra or {})}
         return write_atomic(self.out_dir / "plan.json", json.dumps(data, indent=2, sort_keys=True) + "\n")

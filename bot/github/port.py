@@ -39,6 +39,7 @@ class IssueRef:
     author: str
     key: str | None = None
     labels: list[str] = field(default_factory=list)
+    state_reason: str | None = None      # completed | not_planned | duplicate | reopened | None
 
 
 class Publisher(Protocol):
@@ -56,6 +57,8 @@ class Publisher(Protocol):
     def find_by_marker(self, key: str) -> IssueRef | None: ...
     def user_permission(self, login: str) -> str: ...
     def list_own_issues(self) -> list[IssueRef]: ...
+    def paused(self, label: str) -> IssueRef | None:
+        """An open issue carrying `label` (the kill switch), or None: one listing, asked once per publish or job."""
     def finish(self, extra: dict[str, Any] | None = None) -> Path | None:
         """End of a publish or a job: the dry-run twin writes its plan file (returned); GitHub needs nothing."""
 

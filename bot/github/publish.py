@@ -8,12 +8,21 @@ stays down the rest stays pending and the summary says so. A dry run takes
 the same five steps against an in-memory copy of the store and a publisher
 that writes files (bot.github.dryrun), so the file store is left as it was.
 
+Before (1), the kill switch: an open issue labelled `[issues] pause_label` stops
+every write (nothing is planned or sent). Step (2) also stores how the bot's
+tracking issues ended (state.resolutions, the measured precision). A run the
+environment gate marked suspect (state.gates) files and closes nothing: of its
+plan only the summary issues' edits are sent, each saying why. In shadow mode
+(`[issues] shadow`) GitHub is read as in a real publish and the writes go to
+files as in a dry run.
+
 Publishing only reads: the reproducer verdicts and components come with the run
 view, stored by the pipeline's verify step (bot/verify/) before it; nothing here
 runs a script or starts a process.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sqlite3
 import sys
@@ -22,15 +31,16 @@ from typing import Any, Callable
 
 from bot.issues import keys, plan as issue_plan, routing, timeline
 from bot.issues.lifecycle import Plan
+from bot.github import resolutions as resolutions_mod
 from bot.issues.context import PlanSettings
 from bot.issues.material import BodyHash, labels_digest
 from bot.text import render
 from bot.view import run_view
 from bot.github.dryrun import DryRunPublisher
-from bot.github.port import ActionRefused, GitHubUnavailable, Publisher
+from bot.github.port import ActionRefused, GitHubUnavailable, IssueRef, Publisher
 from bot.view.run_view import RunView
 from bot.settings import Settings
-from state import db, links as links_mod, outbox
+from state import db, gates, links as links_mod, outbox, resolutions
 from state.db import transaction
 
 log = logging.getLogger(__name__)
@@ -55,6 +65,11 @@ class PublishSummary:
     plan_file: str | None = None
     stopped: str | None = None    # why sending stopped early
     held: dict[str, int] = field(default_factory=dict)   # new signatures not filed: {"pending": n, "watching": n}
+    paused: int | None = None     # the open issue with the pause label: nothing was written
+    shadow: bool = False          # GitHub was read, the writes went to files
+    gated: int = 0                # actions the environment gate held back (a suspect run files and closes nothing)
+    gate: dict[str, Any] | None = None        # the run's gate verdict (state.gates.Gate), when judged
+    precision: dict[str, Any] | None = None   # the measured precision (state.resolutions.Tally) after this publish
     synced: dict[str, int] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
 
@@ -66,7 +81,9 @@ class PublishSummary:
         """The terminal summary table."""
         return render.render("summary_publish.md.j2", rows=self.rows, total=len(self.rows), dry_run=self.dry_run,
                              done=self.done, written=self.written, unchanged=self.unchanged, pending=self.pending,
-                             failed=self.failed, out_dir=self.out_dir, stopped=self.stopped)
+                             failed=self.failed, out_dir=self.out_dir, stopped=self.stopped, paused=self.paused,
+                             shadow=self.shadow, gated=self.gated, gate=self.gate,
+                             held=self.held)
 
 
 def plan_settings(settings: Settings) -> PlanSettings:
@@ -77,6 +94,14 @@ def plan_settings(settings: Settings) -> PlanSettings:
                         max_open=settings.issues.max_open, min_models=settings.issues.min_models,
                         min_nights=settings.issues.min_nights,
                         max_comments_per_issue_per_day=settings.issues.max_comments_per_issue_per_day)
+
+
+def gated(plan: Plan, gate: gates.Gate | None) -> tuple[Plan, int]:
+    """A suspect run's plan: only the summary issues' edits (nothing filed, closed or commented), no link notes."""
+    if gate is None or not gate.suspect:
+        return plan, 0
+    kept = [a for a in plan.actions if a.kind == "summary" and a.action in ("edit", "labels")]
+    return Plan(actions=kept), len(plan.actions) - len(kept)
 
 
 def stderr_progress(enabled: bool, command: str = "publish") -> Callable[[str], None]:
@@ -99,16 +124,25 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
     say = stderr_progress(progress)
     psettings = plan_settings(settings)          # a bad routing rule stops us before anything is written
     view = view or run_view.load(conn, run_id, repo)
-    summary = PublishSummary(run_id=run_id, dry_run=dry_run, repo=repo)
+    gate = gates.get(conn, run_id)
+    summary = PublishSummary(run_id=run_id, dry_run=dry_run, repo=repo, gate=gate.to_dict() if gate else None)
+    shadow = not dry_run and settings.issues.shadow
+    where = repo or DRY_RUN_REPO
 
     held: list[tuple[str, str, str, str]] = []
 
     def make_plan(store: sqlite3.Connection, seen: RunView) -> Plan:
-        made = issue_plan.plan(seen, timeline.gather(store, seen, psettings.min_nights), psettings)
+        tally = resolutions.tally(conn if shadow else store, where)
+        summary.precision = tally.to_dict()
+        told = dataclasses.replace(psettings, gate=gate.reasons if gate and gate.suspect else None,
+                                   precision=tally.verdicts())
+        made, summary.gated = gated(issue_plan.plan(seen, timeline.gather(store, seen, psettings.min_nights), told),
+                                    gate)
         held[:] = [(h.status, h.key, h.title, h.body) for h in made.held]
         summary.held = {s: sum(1 for h in made.held if h.status == s) for s in ("pending", "watching")}
         return made
 
+    run = Sending(pause_label=settings.issues.pause_label, say=say, make_plan=make_plan, keep=conn)
     if not dry_run:
         if publisher is None:
             from bot.github.client import GitHubPublisher    # the only module importing PyGithub
@@ -119,17 +153,30 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
                 return _finish(conn, summary)
         if not repo:
             raise ActionRefused("no repository: set github.repo or pass --repo OWNER/NAME")
-        _publish(conn, view, publisher, repo, summary, say, make_plan)
-        return _done(publisher, summary)
-    pub = publisher or DryRunPublisher(out_dir or settings.issues.dry_run_out)
+        if not shadow:
+            _publish(conn, view, publisher, repo, summary, run)
+            return _done(publisher, summary)
+        summary.shadow = True
+    files = DryRunPublisher(out_dir or settings.issues.dry_run_out, reads=publisher if shadow else None)
     scratch = db.scratch_copy(conn)             # the real steps against a copy: a dry run leaves the store as it was
+    if not shadow:
+        run.keep = scratch                      # a dry run knows nothing of GitHub: its precision is the copy's
     try:
-        _publish(scratch, view, pub, repo or DRY_RUN_REPO, summary, say, make_plan)
+        _publish(scratch, view, files, where, summary, run)
     finally:
         scratch.close()
-    if isinstance(pub, DryRunPublisher):
-        pub.write_held(held)
-    return _done(pub, summary)
+    files.write_held(held)
+    return _done(files, summary)
+
+
+@dataclass
+class Sending:
+    """What `_publish` needs beside the store and the publisher."""
+
+    pause_label: str
+    say: Callable[[str], None]
+    make_plan: Callable[[sqlite3.Connection, RunView], Plan]
+    keep: sqlite3.Connection          # the store that keeps the resolutions read from GitHub (a shadow's: the real one)
 
 
 def _done(pub: Publisher, summary: PublishSummary) -> PublishSummary:
@@ -140,8 +187,20 @@ def _done(pub: Publisher, summary: PublishSummary) -> PublishSummary:
 
 
 def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str, summary: PublishSummary,
-             say: Callable[[str], None], make_plan: Callable[[sqlite3.Connection, RunView], Plan]) -> PublishSummary:
-    """Steps (1) to (5) of the module docstring, for a real publish and a dry run alike."""
+             run: Sending) -> PublishSummary:
+    """The kill switch, then steps (1) to (5) of the module docstring, for a real publish and a dry run alike."""
+    say = run.say
+    try:
+        switch = pub.paused(run.pause_label)
+    except GitHubUnavailable as exc:          # say what is left from an earlier publish, not "0 actions"
+        summary.stopped = str(exc)
+        summary.rows += [_entry_row(conn, repo, e, "pending") for e in outbox.unfinished(conn)]
+        return _finish(conn, summary)
+    if switch is not None:
+        summary.paused = switch.number
+        summary.stopped = render.render("publish_paused.txt.j2", number=switch.number, label=run.pause_label).strip()
+        say(summary.stopped)
+        return _finish(conn, summary)
     # (1) an earlier publish may have left work behind: finish it before planning anew.
     leftovers = outbox.unfinished(conn)
     if leftovers:
@@ -152,16 +211,18 @@ def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str,
     # (2) what GitHub says now: human closes, and links lost with the store.
     try:
         # A rebuilt link knows the labels GitHub has (so they are not re-sent) but no body hash (so it is refreshed).
-        seen = [{"key": r.key, "number": r.number, "state": r.state, "title": r.title, **_meta(r.body),
-                 "body_sha": BodyHash(labels=labels_digest(r.labels)).text()} for r in pub.list_own_issues()]
+        refs = pub.list_own_issues()
     except GitHubUnavailable as exc:
         summary.stopped = str(exc)
         return _finish(conn, summary)
+    seen = [{"key": r.key, "number": r.number, "state": r.state, "title": r.title, **_meta(r.body),
+             "body_sha": BodyHash(labels=labels_digest(r.labels)).text()} for r in refs]
     summary.synced = links_mod.sync(conn, repo, seen)
+    _record_resolutions(run.keep, repo, refs, seen, links_mod.all_links(conn, repo))
     if any(summary.synced.values()) or leftovers:
         view = view.with_links(links_mod.all_links(conn, repo))
     # (3) plan, (4) store, (5) send.
-    plan = make_plan(conn, view)
+    plan = run.make_plan(conn, view)
     for old, new, signature in plan.moves:
         links_mod.rekey(conn, old, new, signature)
     for key, changes in plan.notes:
@@ -171,6 +232,14 @@ def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str,
         outbox.enqueue(conn, outbox.new_batch(), view.id, [(a.key, a.action, a.payload()) for a in plan.actions])
         _drain(conn, pub, repo, summary, say)
     return _finish(conn, summary)
+
+
+def _record_resolutions(keep: sqlite3.Connection, repo: str, refs: list[Any], seen: list[dict[str, Any]],
+                        links: dict[str, links_mod.Link]) -> None:
+    """Store how each of the bot's tracking issues ended (read from the same listing: no extra request)."""
+    tracked = [(ref, item) for ref, item in zip(refs, seen)
+               if (item.get("kind") or (links[ref.key].kind if ref.key in links else None)) == "tracking"]
+    resolutions.record(keep, repo, [resolutions_mod.resolve(ref, links.get(ref.key)) for ref, _ in tracked])
 
 
 def _meta(body: str) -> dict[str, Any]:
@@ -292,3 +361,14 @@ def _apply(conn: sqlite3.Connection, repo: str, entry: outbox.Entry, result: dic
         links_mod.update(conn, entry.key, state="closed", closed_by="bot")
     elif entry.action == "reopen":
         links_mod.update(conn, entry.key, state="open", closed_by=None, quiet_nightlies=0)
+    _resolved(conn, repo, entry, result)
+
+
+def _resolved(conn: sqlite3.Connection, repo: str, entry: outbox.Entry, result: dict[str, Any]) -> None:
+    """What the bot's own write did to a tracking issue's resolution (as the next listing will show it)."""
+    if entry.payload.get("kind") != "tracking" or entry.action not in ("create", "close", "reopen"):
+        return
+    link = links_mod.get(conn, entry.key, repo)
+    ref = IssueRef(number=link.number, title="", body="", state=link.state, author="", key=entry.key,
+                   state_reason={"close": "completed", "reopen": "reopened"}.get(entry.action))
+    resolutions.record(conn, repo, [resolutions_mod.resolve(ref, link)])

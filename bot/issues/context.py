@@ -36,6 +36,8 @@ class PlanSettings:
     max_comments_per_issue_per_day: int = 1   # "what changed" comments per issue per day
     min_models: int = 2          # evidence for a new issue: a confirmed crash and this many models...
     min_nights: int = 2          # ...or this many consecutive nightlies
+    gate: list[dict[str, Any]] | None = None    # why the run is environment_suspect (bot.pipeline.gate), if it is
+    precision: dict[str, Any] | None = None     # the measured precision (state.resolutions.Tally.to_dict())
 
 
 class RunContext:
@@ -64,6 +66,12 @@ class RunContext:
         """How issues name a config."""
         return config_display(config, self.view.run.configs.get(config, {}))
 
+    def notices(self) -> dict[str, Any]:
+        """The gate's reasons and the maintainers' verdicts, for a summary's material: only those set, so a
+        summary without them hashes as it did before they existed."""
+        told = {"gate": self.settings.gate, "precision": self.settings.precision}
+        return {k: v for k, v in told.items() if v and (k != "precision" or v.get("closed"))}
+
     def comment_marker(self, key: str, what: str) -> str:
         """The marker that makes one comment of this run on issue `key` findable (and so never sent twice)."""
         return f"<!-- flagsweep:comment={key}/{self.view.run.id}/{what} -->"
@@ -81,6 +89,7 @@ class RunContext:
             "configs": [(n, json.dumps(v, sort_keys=True)) for n, v in sorted(run.configs.items())],
             "backend": options.get("backend", "count"), "device": options.get("device", "cpu"),
             "effects_table": table.rows, "testable": table.testable, "report_url": self.settings.report_url,
+            "gate": self.settings.gate, "precision": self.settings.precision,
             "begin": markdown.BEGIN, "end": markdown.END, "date": self.date, "date_text": when(self.date),
             "population": options.get("population"),
             "unavailable": sorted((n, u.get("missing") or []) for n, u in run.unavailable.items()),

@@ -59,7 +59,7 @@ def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | No
                     torch_version=ctx.view.run.environment.get("torch_version") or "unknown")
     material = {"title": title, "rows": rows, "trend": [(p["crashes"], p["reduces"]) for p in trend],
                 "tracking": [(r["key"], r["count"]) for r in tracking],
-                "breaks": break_material(breaks), "leverage": leverage_material(lev)}
+                "breaks": break_material(breaks), "leverage": leverage_material(lev), **ctx.notices()}
     if any(held.values()):            # none held: the hash an older body was stored with
         material["held"] = {k: [(r["key"], r["models"], r["nights"], r["confirmed"]) for r in rows]
                             for k, rows in held.items()}

@@ -1,4 +1,8 @@
-"""The nightly pipeline: provider → sweep (the engine finalizes) → diff → flake confirmation → ranges → verify → publish → report.
+"""The nightly pipeline: provider → sweep (the engine finalizes) → diff → gate → flake confirmation → ranges → verify
+→ publish → report.
+
+The gate (bot/pipeline/gate.py) judges the environment before anything is filed: a suspect night is stored,
+reported and published to its summary issues only (nothing filed or closed, no confirmation, range or verify runs).
 
 Each call into another area is one public function of bot/pipeline/steps.py, collected
 in `Steps` so tests can replace the expensive one through its typed seam.
@@ -15,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.builds import provider
-from bot.pipeline import sampling
+from bot.pipeline import gate as gate_mod, sampling
 from bot.github.publish import PublishSummary, stderr_progress
 from bot.settings import Settings
 from bot.pipeline.steps import Steps, load_view
@@ -52,6 +56,12 @@ class NightlyResult:
     ranges: list[dict[str, Any]] = field(default_factory=list)  # regression ranges searched (state.ranges.Range)
     range_cost: dict[str, int] = field(default_factory=dict)    # installs, sweeps, items the search took
     missing_shards: list[str] = field(default_factory=list)     # a merge of only some shards: those it lacks
+    gate: dict[str, Any] | None = None    # the environment gate's verdict (state.gates.Gate), once judged
+
+    @property
+    def suspect(self) -> bool:
+        """The environment gate marked the run environment_suspect: nothing was filed or closed."""
+        return bool(self.gate and self.gate["verdict"] == "environment_suspect")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -120,7 +130,10 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
     shard_t = parse_shard(shard)
     config_names = list(configs if configs is not None else settings.nightly.configs)
     chosen = steps.select_configs(settings, config_names)
-    names = shard_slice(steps.resolve_models(list(models if models is not None else settings.nightly.models)), shard_t)
+    wanted = steps.resolve_models(list(models if models is not None else settings.nightly.models))
+    canaries = steps.resolve_models(list(settings.nightly.canaries)) if settings.nightly.canaries else []
+    names = shard_slice(wanted + [c for c in canaries if c not in wanted], shard_t)   # canaries sweep with the night
+    canaries = [c for c in canaries if c in names]                                  # this shard's
     result = NightlyResult(status="swept", run_id=None, shard=shard, models=len(names), configs=list(chosen),
                            dry_run=dry_run, out_dir=str(out))
     try:
@@ -134,8 +147,9 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         return result
     result.torch, result.nightly = built.to_dict(), built.date
     drawn = _population(conn, settings, steps, names, chosen, built, population or settings.sweep.population, progress)
-    if drawn.meta is not None:
-        names, result.models = drawn.models, len(drawn.models)
+    if drawn.meta is not None:      # a drawn population keeps the canaries: the gate needs them
+        names = drawn.models + [c for c in canaries if c not in drawn.models]
+        result.models = len(names)
     existing = find_existing(conn, nightly=built.date, shard=shard, configs=chosen, models=names,
                              torch_version=built.version)
     if existing and existing.status == "finished" and not force:
@@ -179,16 +193,28 @@ def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyR
     progress: say on stderr what the verify step is doing (a shrink takes minutes; without it the console is silent).
     """
     prev, diff_result = steps.diff(conn, result.run_id)
+    judged = gate_mod.check(conn, result.run_id, prev, settings)
+    result.gate, result.previous_run = judged.to_dict(), prev
+    if diff_result is not None:
+        result.transitions = {k: v for k, v in diff_result.counts().items() if v}
+    if judged.suspect:
+        log.error("nightly run %s is environment_suspect: nothing is filed or closed", result.run_id)
+        return _publish_and_report(conn, settings, result, steps, out)
     diff_result = steps.confirm(conn, result.run_id, diff_result, settings, python)
     found = steps.ranges(conn, result.run_id, prev, diff_result, settings, provide=steps.provide,
                          sweep_items=steps.range_sweep, builds=steps.list_builds)
     result.ranges = [r.to_dict() for r in found.ranges]
     result.range_cost = {"installs": found.installs, "sweeps": found.sweeps, "items_swept": found.items_swept}
-    result.previous_run = prev
     if diff_result is not None:
         result.transitions = {k: v for k, v in diff_result.counts().items() if v}
     # stores the verdicts: publishing only reads them
     steps.verify(conn, result.run_id, settings, progress=stderr_progress(progress, "nightly"))
+    return _publish_and_report(conn, settings, result, steps, out)
+
+
+def _publish_and_report(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, steps: Steps,
+                        out: Path) -> NightlyResult:
+    """Publish (the publisher reads the run's gate: a suspect run files nothing) and write the report."""
     view = load_view(conn, result.run_id, settings)     # read once: the publisher and the report share it
     result.published = steps.publish(conn, settings, view, dry_run=result.dry_run, out_dir=out)
     result.report = str(steps.report(conn, view, out))

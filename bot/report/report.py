@@ -17,7 +17,7 @@ from bot.view.stored_diff import diff_stored
 from bot.text.render import render
 from harness.core.effects import effect_table
 from harness.core.outcome import EFFECTS, Outcome
-from state import history
+from state import gates, history, resolutions
 from state import runs as runs_mod
 
 BASELINE = "baseline"
@@ -218,7 +218,19 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         "graph_breaks": [view.breaks[c] for c in configs if c in view.breaks],
         "leverage": [view.leverage[c] for c in [BASELINE, *configs] if c in view.leverage],
         "ranges": [r.to_dict() for _, r in sorted(view.ranges.items()) if r.run_id in view.group],
+        "gate": _gate(conn, run.id), "precision": resolutions.tally(conn, _repo(view)).to_dict(),
     }
+
+
+def _gate(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
+    """The environment gate's verdict on the run (None: never judged, e.g. an ad-hoc sweep)."""
+    gate = gates.get(conn, run_id)
+    return gate.to_dict() if gate else None
+
+
+def _repo(view: RunView) -> str | None:
+    """The repository the run's issues live in (None: every repository the store knows)."""
+    return next((link.repo for link in view.links.values()), None)
 
 
 def render_html(ctx: dict[str, Any]) -> str:

@@ -1,0 +1,74 @@
+"""The environment gate: is tonight's run the environment's fault? The one place that decides it.
+
+Before anything is filed for a night the run must pass three checks:
+- the environment: an interpreter, torch and transformers answered (the run's stored environment), CUDA when the
+  run was on a CUDA device, a C++ compiler on PATH when the backend is `inductor`;
+- the canaries (`[nightly] canaries`): each must build, run eager and compile at baseline (status `ok`);
+- the error rate: the share of models failing at baseline (create/input/eager errors, crashes) may rise by at most
+  `[nightly] max_error_jump` over the previous comparable night.
+A run failing one is `environment_suspect` (state.gates): stored and reported, nothing filed or closed.
+"""
+from __future__ import annotations
+
+import shutil
+import sqlite3
+
+from bot.settings import Settings
+from state import gates, history, runs as runs_mod
+from state.gates import Gate
+from harness.core.outcome import Outcome
+
+COMPILERS = ("c++", "g++", "clang++")     # what inductor's C++ build looks for on PATH
+FAILED_AT_BASELINE = ("create_error", "input_error", "eager_error", "error", "timeout", "killed")
+
+
+def check(conn: sqlite3.Connection, run_id: int, prev_id: int | None, settings: Settings) -> Gate:
+    """Judge the run (its shard group) and store the verdict; returns it."""
+    run = runs_mod.get_run(conn, run_id)
+    baseline = {o.model: o for o in history.group_outcomes(conn, run_id) if o.config == "baseline"}
+    reasons = environment_reasons(run.environment, run.options)
+    reasons += canary_reasons(baseline, settings.nightly.canaries)
+    if prev_id is not None:
+        before = {o.model: o for o in history.group_outcomes(conn, prev_id) if o.config == "baseline"}
+        reasons += jump_reasons(before, baseline, settings.nightly.max_error_jump)
+    verdict = gates.SUSPECT if reasons else gates.OK
+    return gates.record(conn, Gate(run_id=run_id, verdict=verdict, reasons=reasons))
+
+
+def environment_reasons(env: dict, options: dict) -> list[dict]:
+    """What the environment lacks: interpreter, torch, transformers, CUDA on a CUDA run, a compiler for inductor."""
+    wanted = {"python_version": "a Python interpreter", "torch_version": "torch", "transformers_version": "transformers"}
+    if str(options.get("device") or env.get("device") or "cpu").startswith("cuda"):
+        wanted["cuda_version"] = "CUDA"
+    reasons = [{"kind": "check", "missing": what} for key, what in wanted.items() if not env.get(key)]
+    if options.get("backend") == "inductor" and not any(shutil.which(c) for c in COMPILERS):
+        reasons.append({"kind": "check", "missing": "a C++ compiler (inductor)"})
+    return reasons
+
+
+def canary_reasons(baseline: dict[str, Outcome], canaries: list[str]) -> list[dict]:
+    """Each canary that did not build, run eager and compile at baseline (or was not swept at all)."""
+    reasons = []
+    for model in canaries:
+        out = baseline.get(model)
+        if out is None or out.status != "ok":
+            reasons.append({"kind": "canary", "model": model, "status": out.status if out else "not swept",
+                            "error": (out.error_type or "") if out else ""})
+    return reasons
+
+
+def error_share(baseline: dict[str, Outcome]) -> float:
+    """The share of models that failed at baseline."""
+    if not baseline:
+        return 0.0
+    return sum(1 for o in baseline.values() if o.status in FAILED_AT_BASELINE) / len(baseline)
+
+
+def jump_reasons(before: dict[str, Outcome], now: dict[str, Outcome], limit: float) -> list[dict]:
+    """A rise of the baseline failure share past `limit` between two nights (on the models both swept)."""
+    common = set(before) & set(now)
+    was = error_share({m: before[m] for m in common})
+    is_ = error_share({m: now[m] for m in common})
+    if is_ - was <= limit:
+        return []
+    return [{"kind": "jump", "before": round(was, 3), "now": round(is_, 3), "limit": limit, "models": len(common)}]
