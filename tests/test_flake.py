@@ -74,3 +74,23 @@ def test_nothing_to_confirm_runs_nothing(tmp_path):
     # No new crash or fix: no worker is started (an unknown option would fail if one were).
     assert flake.confirm(conn, rid, result.transitions, configs=hd.CONFIGS, base_settings={}, options=None,
                          runs=2) == result.transitions
+
+
+def test_a_first_night_confirms_each_tracked_crash(tmp_path, monkeypatch):
+    # No previous run, so no diff: every tracked crash is new, and is re-run before it may be filed.
+    counter = tmp_path / "counter"
+    counter.write_text("0")
+    monkeypatch.setenv("FLAGSWEEP_TEST_COUNTER", str(counter))
+    conn = connect(tmp_path / "state.sqlite")
+    models = ["FlakyToyModel", "SolidCrashToyModel"]
+    only = hd.store_run(conn, [_toy(m, "baseline", False) for m in models] + [_toy(m, "x", True) for m in models],
+                        configs=CONFIGS)
+    firsts = flake.first_night(conn, only)
+    assert [(t.model, t.config, t.transition) for t in firsts] == [("FlakyToyModel", "x", "new_crash"),
+                                                                   ("SolidCrashToyModel", "x", "new_crash")]
+    options = SweepOptions(workers=2, timeout=180, extra_modules=["tests.flaky_model"])
+    flake.confirm(conn, only, firsts, configs=CONFIGS, base_settings={}, options=options, runs=2, progress=False)
+    stored = {(o.model, o.config): o for o in runs.outcomes(conn, only)}
+    assert (stored[("SolidCrashToyModel", "x")].attempts, stored[("SolidCrashToyModel", "x")].flaky_rate) == (3, None)
+    assert stored[("FlakyToyModel", "x")].flaky_rate == pytest.approx(0.667, abs=1e-3)
+    assert history.signature_history(conn, "x")[0]["models"] == ["SolidCrashToyModel"]

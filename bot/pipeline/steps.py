@@ -69,16 +69,21 @@ def diff_with_previous(conn: sqlite3.Connection, run_id: int) -> tuple[int | Non
 
 def confirm(conn: sqlite3.Connection, run_id: int, result: DiffResult | None, settings: Settings,
             python: str | None) -> DiffResult | None:
-    """Re-run the new crashes and fixes in fresh workers; the same diff with flaky ones marked."""
-    if result is None or not result.news() or settings.sweep.confirm_runs <= 0:
-        return result
+    """Re-run the new crashes and fixes in fresh workers; the same diff with flaky ones marked.
+
+    A first run (no diff) re-runs each of its tracked crashes: all are new, and none may be filed unconfirmed.
+    """
     from bot.pipeline import flake
+    if settings.sweep.confirm_runs <= 0 or (result is not None and not result.news()):
+        return result
+    transitions = result.transitions if result is not None else flake.first_night(conn, run_id)
+    if not transitions:
+        return result
     from state import runs
     run = runs.get_run(conn, run_id)
-    transitions = flake.confirm(conn, run_id, result.transitions, configs=run.configs,
-                                base_settings=run.base_settings, options=settings.sweep.options(python),
-                                runs=settings.sweep.confirm_runs)
-    return dataclasses.replace(result, transitions=transitions)
+    confirmed = flake.confirm(conn, run_id, transitions, configs=run.configs, base_settings=run.base_settings,
+                              options=settings.sweep.options(python), runs=settings.sweep.confirm_runs)
+    return dataclasses.replace(result, transitions=confirmed) if result is not None else None
 
 
 def list_builds(settings: Settings) -> list[str]:
