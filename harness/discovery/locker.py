@@ -57,7 +57,7 @@ def discover_entries(models: list[str], version: str, strata: dict[str, str], *,
     """
     options = SweepOptions(workers=workers, timeout=timeout, python=python, max_items_per_worker=20)
     for result in engine.run_job(LOCK_JOB, models, options=options, progress=progress):
-        hollow = _hollow(result, version) if result.status == "ok" else None
+        hollow = not_an_entry(result, version) if result.status == "ok" else None
         if result.status == "ok" and hollow is None:
             yield result.data, True
         else:
@@ -65,7 +65,7 @@ def discover_entries(models: list[str], version: str, strata: dict[str, str], *,
             yield unanswered_entry(failed, version, strata.get(result.model)), False
 
 
-def _hollow(result: engine.JobResult, version: str) -> str | None:
+def not_an_entry(result: engine.JobResult, version: str) -> str | None:
     """Why a worker's answer is not a lock entry (nothing staged, a hollow or broken entry), or None when it is one."""
     from harness.zoo.errors import CorruptEntry
 
