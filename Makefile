@@ -1,5 +1,5 @@
 # The two commands of the README quick start. Both bootstrap .venv first.
-.PHONY: run test bootstrap cross-version
+.PHONY: run test bootstrap cross-version bump-transformers
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -14,3 +14,8 @@ test: bootstrap
 # /tmp/torch214 when missing, ~4 GB), diffed and published in dry run. MODELS=N for a subset.
 cross-version: bootstrap
 	.venv/bin/python bench/cross_version.py $(if $(MODELS),--models $(MODELS))
+
+# The transformers bump (README "Bumping transformers"): install VERSION into .venv (pinned), re-lock the
+# corpus, print the lock diff and `zoo check` the changed classes. WORKERS=N for the lock and the check.
+bump-transformers: bootstrap
+	scripts/bump_transformers.sh $(VERSION)

@@ -117,3 +117,23 @@ def test_each_repair_handles_the_real_error_text_it_was_written_for(name, case):
     fix = matching[0][1]
     after = fix(case["before"], case["error"]) if fix.__code__.co_argcount == 2 else fix(case["before"])
     assert after == case["after"] != case["before"]
+
+
+def test_a_shrink_that_breaks_the_configs_validator_backs_off_the_fewest_keys():
+    """Dory (transformers 5.24): three layer counts must sum to num_hidden_layers, and layer_types must match it."""
+    from harness.discovery.fixups import respect_validator
+
+    class Config:
+        @classmethod
+        def from_dict(cls, d):
+            if d["n_in"] + d["n_out"] != d["num_hidden_layers"] or len(d["layer_types"]) != d["num_hidden_layers"]:
+                raise ValueError("n_in + n_out must equal num_hidden_layers")
+            return cls()
+
+    orig = {"hidden_size": 512, "num_hidden_layers": 4, "layer_types": ["a"] * 4, "n_in": 2, "n_out": 2}
+    shrunk = {"hidden_size": 64, "num_hidden_layers": 2, "layer_types": ["a"] * 2, "n_in": 2, "n_out": 2}
+    assert respect_validator(Config, orig, shrunk) == {**shrunk, "num_hidden_layers": 4, "layer_types": ["a"] * 4}
+    fine = {**shrunk, "n_in": 1, "n_out": 1}
+    assert respect_validator(Config, orig, fine) is fine              # a valid shrink is left alone
+    hopeless = {**shrunk, "n_in": 9}
+    assert respect_validator(Config, {**orig, "n_in": 9}, hopeless) is hopeless   # nothing mends it: unchanged

@@ -14,7 +14,7 @@ import logging
 import sys
 from pathlib import Path
 
-from bot.cli import errors as cli_errors, arguments
+from bot.cli import errors as cli_errors, arguments, paths
 from bot import settings as settings_mod
 
 AREAS = ("bot.cli.sweep", "bot.cli.zoo", "bot.cli.history", "bot.cli.publish", "bot.cli.service")
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    paths.absolute_args(args)    # before anything reads a path: workers run in the checkout, not here
     try:
         settings = settings_mod.load(args.settings)
     except settings_mod.SettingsError as exc:
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.state is not None:
         settings.state_path = Path(args.state)
+    paths.absolute_settings(settings)
     try:
         return int(args.func(args, settings) or 0)
     except KeyboardInterrupt:

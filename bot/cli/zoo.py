@@ -42,6 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     lk.add_argument("--check", action="store_true", help="compare the lock with the installed transformers; exit 1 if stale")
     lk.add_argument("--json", action="store_true", help="print one JSON document only")
     lk.set_defaults(func=cmd_lock)
+    df = zsub.add_parser("diff", help="what a transformers bump changed: two locks, or a lock and the installed release")
+    df.add_argument("old", metavar="OLD", help="a lock: a transformers version in --lock-dir, or a lock file")
+    df.add_argument("new", metavar="NEW", help="a lock as OLD, or `installed` (the installed transformers, scanned)")
+    df.add_argument("--lock-dir", metavar="DIR", help="where lock files live (default: the package's harness/zoo/lock)")
+    df.add_argument("--json", action="store_true", help="print one JSON document only")
+    df.set_defaults(func=cmd_diff)
     zoo.set_defaults(func=lambda args, settings: (zoo.print_help(sys.stderr), 2)[1])
     rep = sub.add_parser("repro", help="write a standalone reproducer script for one model under one config")
     rep.add_argument("model", help="model class name")
@@ -162,6 +168,36 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
     for d in result.downgraded:
         print(render("zoo_lock_downgrade.txt.j2", d=d), file=sys.stderr, end="")
     return 1 if result.downgraded else 0
+
+
+def _diff_side(what: str, lock_dir: Path, settings: Any) -> Any:
+    """A side of `zoo diff`: `installed` (scanned in the workers' interpreter), a lock file, or a version's lock."""
+    from harness.discovery import locker
+    from harness.zoo import lock, lockdiff
+
+    if what == "installed":
+        return lockdiff.from_scan(locker.scan(settings.sweep.python))
+    path = Path(what)
+    if not path.is_file():
+        path = lock.lock_path(what, lock_dir)
+        if not path.is_file():
+            raise lock.LockError(f"{what} is neither a lock file nor a version with a lock in {lock_dir}")
+    return lockdiff.from_lock(lock.read(path))
+
+
+def cmd_diff(args: argparse.Namespace, settings: Any) -> int:
+    """Compare two locks (or a lock and the installed transformers): classes, entries and modeling sources."""
+    from harness.discovery import locker
+    from harness.zoo import LockError, lock, lockdiff
+
+    lock_dir = Path(args.lock_dir) if args.lock_dir else lock.LOCK_DIR
+    try:
+        doc = lockdiff.compare(_diff_side(args.old, lock_dir, settings), _diff_side(args.new, lock_dir, settings))
+    except (LockError, locker.ScanFailed) as exc:
+        print(f"flagsweep zoo diff: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(doc, indent=1) if args.json else render("zoo_diff.txt.j2", doc=doc), end="\n" if args.json else "")
+    return 0
 
 
 def cmd_repro(args: argparse.Namespace, settings: Any) -> int:

@@ -14,7 +14,8 @@ def diff_stored(conn: sqlite3.Connection, run_a: int, run_b: int) -> DiffResult:
     a, b = runs_mod.get_run(conn, run_a), runs_mod.get_run(conn, run_b)
     return diff(history.group_outcomes(conn, run_a), history.group_outcomes(conn, run_b),
                 before_effects=history.effects(conn, run_a), after_effects=history.effects(conn, run_b),
-                before_configs=a.configs if a else None, after_configs=b.configs if b else None)
+                before_configs=a.configs if a else None, after_configs=b.configs if b else None,
+                transformers=(_transformers(a), _transformers(b)))
 
 
 def diff_loaded(conn: sqlite3.Connection, before: runs_mod.Run, after: runs_mod.Run, outcomes: Sequence[Outcome],
@@ -22,4 +23,10 @@ def diff_loaded(conn: sqlite3.Connection, before: runs_mod.Run, after: runs_mod.
     """Diff `before` → `after` where `after` is already loaded with its outcomes and effects (reads `before` only)."""
     return diff(history.group_outcomes(conn, before.id), list(outcomes),
                 before_effects=history.effects(conn, before.id), after_effects=list(effects),
-                before_configs=before.configs, after_configs=after.configs)
+                before_configs=before.configs, after_configs=after.configs,
+                transformers=(_transformers(before), _transformers(after)))
+
+
+def _transformers(run: runs_mod.Run | None) -> str | None:
+    """The transformers version a run built its models with (None: unknown)."""
+    return (run.environment or {}).get("transformers_version") if run else None

@@ -40,6 +40,7 @@ class Transition:
     before: dict[str, Any]
     after: dict[str, Any]
     flaky_rate: float | None = None   # set when flake confirmation saw the change not repeat
+    reason: str | None = None         # why a not_comparable item was not compared ("transformers 5.23.0 → 5.24.0")
 
     @property
     def flaky(self) -> bool:
@@ -154,11 +155,14 @@ def _index(effects: Iterable[Effect] | None) -> dict[tuple[str, str], Effect]:
 
 def diff(before: list[Outcome], after: list[Outcome], *, before_effects: list[Effect] | None = None,
          after_effects: list[Effect] | None = None, before_configs: Mapping[str, Any] | None = None,
-         after_configs: Mapping[str, Any] | None = None) -> DiffResult:
+         after_configs: Mapping[str, Any] | None = None,
+         transformers: tuple[str | None, str | None] = (None, None)) -> DiffResult:
     """Compare two runs' outcomes item by item.
 
     Configs present in only one run, or (when `*_configs` settings are given)
     with the same name but other settings, are left out and named in the result.
+    `transformers`: the two runs' transformers versions; across a bump, the models whose build changed (lock entry
+    or modeling source: their fingerprint) are not comparable for that night with the bump as the reason.
     """
     b_items = {(o.model, o.config): o for o in before}
     a_items = {(o.model, o.config): o for o in after}
@@ -191,4 +195,18 @@ def diff(before: list[Outcome], after: list[Outcome], *, before_effects: list[Ef
         if a is not None and a.flaky_rate is not None and t.transition in ("new_crash", "fixed"):
             t.flaky_rate = a.flaky_rate
         result.transitions.append(t)
+    _not_comparable_because(result, *transformers)
     return result
+
+
+def _not_comparable_because(result: DiffResult, before: str | None, after: str | None) -> None:
+    """Say why items were not compared: a transformers bump (the reason on each, and one note), else their build."""
+    skipped = [t for t in result.transitions if t.transition == "not_comparable"]
+    bump = bool(before and after and before != after)
+    reason = f"transformers {before} → {after}" if bump else "its build changed (lock entry or build code)"
+    for t in skipped:
+        t.reason = reason
+    if bump:
+        models = {t.model for t in result.transitions}
+        result.notes.append(f"{reason}: {len({t.model for t in skipped})} of {len(models)} models not comparable "
+                            "this night (their lock entry or modeling source changed); the others were compared")

@@ -15,7 +15,7 @@ from harness.zoo.build import SEED, quiet_transformers
 from harness.zoo.errors import BuildError
 from harness.discovery.fixups import (clip_feature_layers, code_default_mrope, code_token_ids, default_towers, fit_mrope,
                                 fit_pinpoints, fit_pixel_shuffle, fit_vocab, missing_kv_heads, name_image_token,
-                                rederive, rope_per_layer_type, vocabulary_map)
+                                rederive, respect_validator, rope_per_layer_type, vocabulary_map)
 from harness.discovery.probe import media_tokens, probe_counts, repair_inputs
 from harness.discovery.recipes import apply_config, recipe_for
 from harness.discovery.shrink import shrink_dict
@@ -88,6 +88,9 @@ def plan(model: str) -> Plan:
     towers = default_towers(config_cls, cfg)
     applied += ["default_towers"] if towers != cfg else []
     shrunk = rederive(config_cls, cfg, shrink_dict(towers))
+    valid = respect_validator(config_cls, towers, shrunk)
+    applied += ["respect_validator"] if valid != shrunk else []
+    shrunk = valid
     for name, fix in _fixup_chain(cls, base):
         fixed = fix(shrunk)
         applied += [name] if fixed != shrunk else []

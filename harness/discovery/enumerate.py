@@ -170,6 +170,24 @@ def scan_document() -> dict:
     import transformers
 
     found, excluded = scan()
-    return {"transformers": transformers.__version__, "candidates": [{"model": n, "kind": kind_of(n)} for n in sorted(found)],
+    return {"transformers": transformers.__version__,
+            "candidates": [{"model": n, "kind": kind_of(n), "modeling": modeling_hash(found[n])} for n in sorted(found)],
             "excluded": dict(sorted(excluded.items()))}
 
+
+
+def modeling_hash(cls: type) -> str:
+    """A hash of the source file that defines a class (its AST: comments, docstrings and formatting do not count)."""
+    import inspect
+
+    return _file_hash(inspect.getsourcefile(cls) or "")
+
+
+@lru_cache(maxsize=None)
+def _file_hash(path: str) -> str:
+    from harness.zoo.fingerprint import code_hash
+
+    try:
+        return code_hash(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return ""

@@ -316,3 +316,30 @@ def default_towers(config_cls: type, cfg: dict) -> dict:
             except Exception:
                 continue  # a tower that has no usable default stays off
     return out
+
+
+def _accepts(config_cls: type, cfg: dict) -> bool:
+    """True when the config class builds from cfg (its own validators, post-init checks included)."""
+    try:
+        config_cls.from_dict(cfg)
+    except Exception:
+        return False
+    return True
+
+
+def respect_validator(config_cls: type, orig: dict, cfg: dict) -> dict:
+    """The shrunk cfg if the config class accepts it; else cfg with the fewest shrunk keys (one, then two, in the
+    config's own order) set back to their defaults so that it is valid again (Dory: the layer count that three
+    other counts must sum to, with its layer_types). A shrink never trades a config's validator for size; cfg
+    unchanged when no such back-off mends it (the build then names the validator)."""
+    import itertools
+
+    if _accepts(config_cls, cfg):
+        return cfg
+    shrunk = [k for k in cfg if k in orig and cfg[k] != orig[k]]
+    for size in (1, 2):
+        for keys in itertools.combinations(shrunk, size):
+            trial = {**cfg, **{k: orig[k] for k in keys}}
+            if _accepts(config_cls, trial):
+                return trial
+    return cfg

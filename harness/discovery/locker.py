@@ -57,10 +57,23 @@ def discover_entries(models: list[str], version: str, strata: dict[str, str], *,
     """
     options = SweepOptions(workers=workers, timeout=timeout, python=python, max_items_per_worker=20)
     for result in engine.run_job(LOCK_JOB, models, options=options, progress=progress):
-        if result.status == "ok":
+        hollow = not_an_entry(result, version) if result.status == "ok" else None
+        if result.status == "ok" and hollow is None:
             yield result.data, True
         else:
-            yield unanswered_entry(result, version, strata.get(result.model)), False
+            failed = engine.JobResult(result.model, "error", None, hollow) if hollow else result
+            yield unanswered_entry(failed, version, strata.get(result.model)), False
+
+
+def not_an_entry(result: engine.JobResult, version: str) -> str | None:
+    """Why a worker's answer is not a lock entry (nothing staged, a hollow or broken entry), or None when it is one."""
+    from harness.zoo.errors import CorruptEntry
+
+    try:
+        lock.check_entry(result.model, result.data, version)
+    except CorruptEntry as exc:
+        return f"the worker's answer is no lock entry: {exc}"
+    return None
 
 
 def unanswered_entry(result: engine.JobResult, version: str, stratum: str | None) -> dict:
@@ -72,6 +85,12 @@ def unanswered_entry(result: engine.JobResult, version: str, stratum: str | None
                       "kind": kind_of(result.model), "status": status, "cause": (result.error or status)[:300],
                       "config": {}, "spec": {}, "text_only": False,
                       "applied": {"recipes": [], "fixups": [], "repairs": []}, "transformers": version})
+
+
+def with_modeling(entries: dict[str, dict], doc: dict) -> dict[str, dict]:
+    """The entries, each with the hash of its class's modeling source from the scan (doc), sealed again."""
+    hashes = {c["model"]: c.get("modeling") for c in doc["candidates"]}
+    return {m: lock.seal({**e, "modeling": hashes[m]}) if hashes.get(m) else e for m, e in entries.items()}
 
 
 def merge(path: Path, version: str, fresh: dict[str, dict], keep: set[str] | None, excluded: dict[str, str]) -> dict[str, dict]:
@@ -132,7 +151,7 @@ def lock_corpus(conn: sqlite3.Connection, *, patterns: list[str], sample_n: int 
         else:
             unanswered.add(entry["model"])
         done[entry["model"]] = entry
-    fresh_entries = {m: done[m] for m in selected if m in done}
+    fresh_entries = with_modeling({m: done[m] for m in selected if m in done}, doc)
     downgraded = downgrades(old, fresh_entries, unanswered)
     for d in downgraded:
         if d["kept"]:
@@ -196,6 +215,6 @@ def check_lock(*, patterns: list[str], sample_n: int | None, seed: int, workers:
     selected = select([m for m in wanted if m in locked], [], sample_n, seed, strata)
     fresh = {e["model"]: e for e, _ in discover_entries(selected, version, strata, workers=workers,
                                                         timeout=timeout, python=python, progress=progress)}
-    report = staleness(locked, scanned, fresh, corrupt_entries(locked, version))
+    report = staleness(locked, scanned, with_modeling(fresh, doc), corrupt_entries(locked, version))
     report["transformers"] = version
     return report

@@ -36,10 +36,11 @@ def entry(model: str) -> dict:
 
 
 def fingerprint(model: str) -> str:
-    """The fingerprint of a model's build: its lock entry's hash plus the code that turns an entry into tensors."""
+    """The fingerprint of a model's build: what its lock entry builds (lock.build_hash: the same across a transformers
+    bump when neither the entry nor the class's modeling source changed) plus the code that turns an entry into tensors."""
     if model in registry.EXTRA:
         return digest({"extra": model, "code": materialize_version()})
-    return digest({"entry": entry(model)["hash"], "code": materialize_version()})
+    return digest({"build": lock_mod.build_hash(entry(model)), "code": materialize_version()})
 
 
 def model_class(name: str, module_name: str | None = None) -> type:

@@ -27,6 +27,11 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "cause": (str, type(None)), "config": (dict,), "spec": (dict,), "text_only": (bool,),
     "applied": (dict,), "transformers": (str,), "hash": (str,),
 }
+# Fields a lock made by an older flagsweep may lack: "modeling" is a hash of the class's modeling source file (its
+# AST, comments aside), so a transformers bump tells models whose code changed from those whose did not.
+OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {"modeling": (str,)}
+# Fields that name the release an entry was locked for, not what is built: left out of build_hash().
+RELEASE_FIELDS = ("transformers", "hash")
 APPLIED_KEYS = ("recipes", "fixups", "repairs")
 HOLLOW_IF_EMPTY = ("config_class", "config")   # an ok entry without these has nothing to build from
 
@@ -49,6 +54,13 @@ def entry_hash(entry: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
+def build_hash(entry: dict) -> str:
+    """The hash of what an entry builds (config, inputs, recipes, modeling source...) whatever release locked it: two
+    releases' entries with the same build_hash build the same model, so their results stay comparable."""
+    body = {k: v for k, v in entry.items() if k not in RELEASE_FIELDS}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
 def seal(entry: dict) -> dict:
     """The entry with its hash field set."""
     out = {k: v for k, v in entry.items() if k != "hash"}
@@ -65,7 +77,10 @@ def check_entry(model: str, entry: Any, version: str) -> dict:
             raise CorruptEntry(model, name, "missing")
         if not isinstance(entry[name], types):
             raise CorruptEntry(model, name, f"expected {'/'.join(t.__name__ for t in types)}, got {type(entry[name]).__name__}")
-    extra = sorted(set(entry) - set(FIELDS))
+    for name, types in OPTIONAL_FIELDS.items():
+        if name in entry and not isinstance(entry[name], types):
+            raise CorruptEntry(model, name, f"expected {'/'.join(t.__name__ for t in types)}, got {type(entry[name]).__name__}")
+    extra = sorted(set(entry) - set(FIELDS) - set(OPTIONAL_FIELDS))
     if extra:
         raise CorruptEntry(model, extra[0], "not a lock field")
     if entry["model"] != model:

@@ -1,0 +1,123 @@
+"""What a transformers bump changed: `zoo diff` over two real locks, and comparability of results across the bump."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.cli.main import main
+from harness import zoo
+from harness.core.outcome import Outcome
+from harness.discovery import locker
+from harness.engine.engine import JobResult
+from harness.zoo import lock, lockdiff
+from state import db, history, runs
+
+MODELS = ("GPT2Model", "ViTModel", "BertModel")
+
+
+def _entries(version: str) -> dict[str, dict]:
+    """Copies of real locked entries, as a lock for `version` would hold them."""
+    real = lock.current()
+    return {m: {**copy.deepcopy(real.entry(m)), "transformers": version} for m in MODELS}
+
+
+def _write(folder: Path, version: str, entries: dict[str, dict]) -> Path:
+    path = lock.lock_path(version, folder)
+    lock.write(path, version, entries)
+    return path
+
+
+@pytest.fixture
+def three_locks(tmp_path):
+    """old; new_config (GPT2Model's config changed, BertModel gone, a class added); new_modeling (ViT's source changed)."""
+    old = _entries("5.23.0")
+    config = _entries("5.24.0")
+    config["GPT2Model"]["config"]["n_layer"] = 3
+    added = copy.deepcopy(config.pop("BertModel"))
+    config["BertNewModel"] = {**added, "model": "BertNewModel"}
+    modeling = _entries("5.24.0")
+    modeling["ViTModel"]["modeling"] = "0" * 16
+    return (_write(tmp_path / "a", "5.23.0", old), _write(tmp_path / "b", "5.24.0", config),
+            _write(tmp_path / "c", "5.24.0", modeling))
+
+
+def test_zoo_diff_names_added_removed_changed_entries_and_modeling(three_locks, capsys):
+    old, config, modeling = three_locks
+    assert main(["zoo", "diff", str(old), str(config), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["old"], doc["new"]) == ("5.23.0", "5.24.0")
+    assert doc["added"] == ["BertNewModel"] and doc["removed"] == ["BertModel"]
+    assert doc["entries_changed"] == [{"model": "GPT2Model", "changed": ["config"]}]
+    assert doc["unchanged"] == ["ViTModel"] and doc["modeling_changed"] == []
+
+    assert main(["zoo", "diff", "5.23.0", "5.24.0", "--lock-dir", str(old.parent)]) == 2   # no 5.24.0 lock there
+    assert "5.24.0 is neither a lock file nor a version" in capsys.readouterr().err
+
+    assert main(["zoo", "diff", str(old), str(modeling)]) == 0
+    text = capsys.readouterr().out
+    assert "1 model(s) whose modeling source changed: ViTModel" in text
+    assert "0 entries changed" in text and "2 model(s) unchanged" in text
+
+
+def test_a_lock_without_modeling_hashes_is_unknown_not_changed(three_locks):
+    old, _, modeling = three_locks
+    doc = lock.read(old)
+    for e in doc["entries"].values():
+        e.pop("modeling", None)
+    diff = lockdiff.compare(lockdiff.from_lock(doc), lockdiff.from_lock(lock.read(modeling)))
+    assert diff["modeling_changed"] == [] and diff["modeling_unknown"] == sorted(MODELS)
+    scan = {"transformers": "5.24.0", "candidates": [{"model": m, "modeling": "1" * 16} for m in MODELS]}
+    against_installed = lockdiff.compare(lockdiff.from_lock(lock.read(modeling)), lockdiff.from_scan(scan))
+    assert against_installed["modeling_changed"] == sorted(MODELS) and not against_installed["entries_compared"]
+
+
+def _run(conn, version: str, fingerprints: dict[str, str]) -> int:
+    rid = runs.create_run(conn, environment={"torch_version": "2.13.0", "transformers_version": version,
+                                             "device": "cpu", "recipe_fingerprint": "r"},
+                          models=list(fingerprints), configs={"baseline": {}})
+    for m, fp in fingerprints.items():
+        runs.record_outcome(conn, rid, Outcome(m, "baseline", "ok", stratum="decoder_llm", graphs=2, fingerprint=fp))
+    runs.finish_run(conn, rid)
+    history.finalize_run(conn, rid)
+    return rid
+
+
+def test_across_a_bump_changed_models_are_not_comparable_and_the_rest_are_compared(three_locks, tmp_path,
+                                                                                   monkeypatch, capsys):
+    old, _, modeling = three_locks
+    prints = {}
+    for path in (old, modeling):     # each night builds from its own release's lock, as a sweep does
+        version = lock.read(path)["transformers"]
+        monkeypatch.setattr(lock, "LOCK_DIR", path.parent)
+        monkeypatch.setattr(lock, "installed_transformers", lambda v=version: v)
+        lock.load.cache_clear()
+        prints[version] = {m: zoo.fingerprint(m) for m in MODELS}
+    lock.load.cache_clear()
+    assert prints["5.23.0"]["GPT2Model"] == prints["5.24.0"]["GPT2Model"]   # the release alone moves nothing
+    assert prints["5.23.0"]["ViTModel"] != prints["5.24.0"]["ViTModel"]
+
+    state = tmp_path / "st.sqlite"
+    conn = db.connect(state)
+    a, b = _run(conn, "5.23.0", prints["5.23.0"]), _run(conn, "5.24.0", prints["5.24.0"])
+    assert main(["--state", str(state), "diff", str(a), str(b), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    by_model = {t["model"]: t for t in doc["transitions"]}
+    assert by_model["ViTModel"]["transition"] == "not_comparable"
+    assert by_model["ViTModel"]["reason"] == "transformers 5.23.0 → 5.24.0"
+    assert by_model["GPT2Model"]["transition"] == by_model["BertModel"]["transition"] == "unchanged"
+    assert any(n.startswith("transformers 5.23.0 → 5.24.0: 1 of 3 models not comparable") for n in doc["notes"])
+    assert main(["--state", str(state), "report", str(b), "-o", str(tmp_path / "r.md")]) == 0
+    report = (tmp_path / "r.md").read_text()
+    assert "not comparable (transformers 5.23.0 → 5.24.0)" in report
+
+
+def test_a_worker_answer_that_is_no_entry_is_an_error_not_ok():
+    real = lock.current().entry("GPT2Model")
+    hollow = lock.seal({**real, "config_class": "", "config": {}})
+    why = locker.not_an_entry(JobResult("GPT2Model", "ok", hollow), real["transformers"])
+    assert "config_class" in why
+    assert locker.not_an_entry(JobResult("GPT2Model", "ok", None), real["transformers"])
+    assert locker.not_an_entry(JobResult("GPT2Model", "ok", real), real["transformers"]) is None
