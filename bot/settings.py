@@ -82,6 +82,7 @@ class IssueSettings:
     verify_reproducers: bool = True   # run each tracking issue's reproducer in a fresh interpreter
     repro_timeout: float = 600.0      # seconds per reproducer run
     shrink_budget: float = 600.0      # seconds per issue to shrink its confirmed reproducer (0: embed it unshrunk)
+    dynamic_label: str = "module: dynamic shapes"   # added when dynamic=False makes the reproducer pass ("": none)
 
 
 @dataclass
@@ -255,6 +256,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "issues.verify_reproducers": _ANY,
     "issues.repro_timeout": _more_than(0, _S),
     "issues.shrink_budget": (lambda v: v >= 0, "0 or more seconds (0: no shrinking)"),
+    "issues.dynamic_label": (lambda v: v == v.strip() and "," not in v, 'a label name without commas or '
+                                                                       'surrounding spaces, or "" (none)'),
     "scheduler.cron": _TEXT,
     "scheduler.timezone": _TEXT,
     "scheduler.misfire_grace_time": _at_least(0, _S),

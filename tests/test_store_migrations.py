@@ -1,6 +1,8 @@
 """Migrations from every earlier schema version, each with realistic rows, to the current one."""
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import sqlite3
 
@@ -97,8 +99,16 @@ def _fill_v9(conn: sqlite3.Connection) -> None:
                  (hd.PENDING,))
 
 
+def _fill_v10(conn: sqlite3.Connection) -> None:
+    """v10 moved the zoo's results into the store: v9's rows and one zoo check."""
+    _fill_v9(conn)
+    conn.execute("INSERT INTO zoo_checks (model, fingerprint, status, timeout_s, data, checked_at) VALUES"
+                 " ('BertModel', 'f10', 'ok', 120.0, '{\"model\": \"BertModel\", \"status\": \"ok\"}',"
+                 " '2026-10-03T07:00:00+00:00')")
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
-           9: _fill_v9}
+           9: _fill_v9, 10: _fill_v10}
 
 
 def _build_at(path, version: int) -> None:
@@ -187,7 +197,14 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     assert verdicts.get(conn, v.key) == v
     assert verdicts.for_run(conn, rid)[(v.config, v.signature)].verdict == v
     # v10: the zoo's results live in the store: none in an older one, and it keeps them now.
-    assert zoo.check_results(conn) == {} and zoo.lock_entries(conn, "5.0.0") == {}
+    assert set(zoo.check_results(conn)) == ({"BertModel"} if version >= 10 else set())
+    assert zoo.lock_entries(conn, "5.0.0") == {}
+    # v11: a verdict's maintainer's script: none in an older one (it is tried once by the next verify step).
+    assert [verdicts.get(conn, k).maintainer for k in ('k9',) if verdicts.get(conn, k)] == ([None] if version >= 9 else [])
+    m = verdicts.Maintainer("import torch\n", "eager", "confirmed", "", (verdicts.DynamicRun("None", "fails", "E", 1.0),
+                                                                         verdicts.DynamicRun("False", "passes", None, 1.0)))
+    verdicts.put(conn, dataclasses.replace(v, maintainer=m))
+    assert verdicts.get(conn, v.key).maintainer == m and m.static_passes
     zoo.record_checks(conn, [{"model": "GPT2Model", "fingerprint": "f", "status": "ok", "timeout_s": 120.0}])
     zoo.keep_lock_entry(conn, "5.0.0", {"model": "GPT2Model", "status": "ok"})
     assert zoo.check_results(conn)["GPT2Model"]["status"] == "ok"

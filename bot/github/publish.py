@@ -72,7 +72,7 @@ def plan_settings(settings: Settings) -> PlanSettings:
     """The planner's view of the settings (routing validated here: a bad rule fails before anything runs)."""
     return PlanSettings(verify_nightlies=settings.issues.verify_nightlies, labels=list(settings.issues.labels),
                         rules=routing.compile_rules(settings.routing, settings.source),
-                        report_url=settings.issues.report_url)
+                        report_url=settings.issues.report_url, dynamic_label=settings.issues.dynamic_label)
 
 
 def stderr_progress(enabled: bool, command: str = "publish") -> Callable[[str], None]:

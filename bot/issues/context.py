@@ -31,6 +31,7 @@ class PlanSettings:
     labels: list[str] = field(default_factory=lambda: ["flagsweep"])
     rules: list[Rule] = field(default_factory=list)
     report_url: str | None = None
+    dynamic_label: str = "module: dynamic shapes"   # added when dynamic=False makes the reproducer pass (bot.issues.routing.verdict_labels)
 
 
 class RunContext:
