@@ -155,8 +155,8 @@ def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_
     body = (out / crash[0]["file"]).read_text()
     import torch
 
-    assert f"Verified on torch `{torch.__version__}` (git `{torch.version.git_version}`)" in body
-    assert "FLAGSWEEP_RESULT" in body
+    assert f"Verified in fresh interpreters of torch `{torch.__version__}` (git `{torch.version.git_version}`)" in body
+    assert "FLAGSWEEP_RESULT" in body and 'torch.compile(model, backend="eager")' in body   # both scripts
 
 
 def test_run_script_reports_a_script_that_dies_without_a_result():
