@@ -89,6 +89,7 @@ class IssueSettings:
     min_nights: int = 2               # ...or was seen on this many consecutive nightlies (and a crash is confirmed)
     pause_label: str = "flagsweep: pause"   # an open issue with this label stops every write (the kill switch)
     shadow: bool = False              # read GitHub, but write the planned actions to files instead of GitHub
+    dynamic_label: str = "module: dynamic shapes"   # added when dynamic=False makes the reproducer pass ("": none)
 
 
 @dataclass
@@ -273,6 +274,8 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "issues.min_nights": _between(1, MAX_NIGHTS, " nightlies"),
     "issues.pause_label": _TEXT,
     "issues.shadow": _ANY,
+    "issues.dynamic_label": (lambda v: v == v.strip() and "," not in v, 'a label name without commas or '
+                                                                       'surrounding spaces, or "" (none)'),
     "scheduler.cron": _TEXT,
     "scheduler.timezone": _TEXT,
     "scheduler.misfire_grace_time": _at_least(0, _S),

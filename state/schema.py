@@ -270,5 +270,12 @@ CREATE TABLE issue_resolutions (
 );
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11]
+# v11 -> v12: the maintainer's script of a verdict (bot/verify/ablation.py): the reproducer a person would write,
+# what the oracle made of it and its dynamic ablation (torch.compile dynamic=None/False/True), stored with the
+# verdict so a quiet re-publish runs nothing.
+V12 = """
+ALTER TABLE verdicts ADD COLUMN maintainer TEXT;   -- JSON: state.verdicts.Maintainer (NULL: not tried yet)
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12]
 SCHEMA_VERSION = len(MIGRATIONS)

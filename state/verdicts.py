@@ -69,6 +69,46 @@ class Component:
 
 
 @dataclass(frozen=True)
+class DynamicRun:
+    """One run of the maintainer's script with torch.compile's `dynamic` forced (bot/verify/ablation.py)."""
+
+    dynamic: str                 # "None" (as written: torch's default) | "False" | "True"
+    result: str                  # fails (same signature) | passes | other | no_result
+    signature: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Maintainer:
+    """The maintainer's script (bot/verify/maintainer.py) and what the oracle and the dynamic ablation made of it."""
+
+    script: str                  # "" when it could not be rendered
+    backend: str                 # the torch.compile backend it names
+    status: str                  # confirmed (runs in eager, fails compiled with the signature) | unconfirmed
+    reason: str = ""             # why unconfirmed
+    runs: tuple[DynamicRun, ...] = ()   # dynamic=None first; False and True only when None failed the same way
+
+    def result(self, dynamic: str) -> str | None:
+        """What the run with `dynamic` showed (None: not run)."""
+        return next((r.result for r in self.runs if r.dynamic == dynamic), None)
+
+    @property
+    def static_passes(self) -> bool:
+        """dynamic=False makes the crash go away: a dynamic-shapes bug (PyTorch routes it to `module: dynamic shapes`)."""
+        return self.status == "confirmed" and self.result("False") == "passes"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> "Maintainer | None":
+        if text is None:
+            return None
+        data = json.loads(text)
+        return cls(**{**data, "runs": tuple(DynamicRun(**r) for r in data.get("runs") or [])})
+
+
+@dataclass(frozen=True)
 class Shrink:
     """A confirmed reproducer made smaller (bot/verify/shrink.py): the smallest build that still fails, and stats."""
 
@@ -94,6 +134,7 @@ class Verdict:
     shrunk: bool = False                 # a shrink was tried (a confirmed verdict never shrunk is, once it is on)
     shrink: Shrink | None = None         # what it kept (None: not tried, or it could not start)
     component: Component | None = None   # isolated on this verdict's reproducer, carried to later builds
+    maintainer: Maintainer | None = None # the script a person would write, judged (None: not tried yet)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -123,7 +164,8 @@ def key(config: str, signature: str, model: str, fingerprint: str | None, build_
 
 
 _COLUMNS = ("key", "config", "signature", "model", "fingerprint", "build_version", "build_git", "status", "reason",
-            "script", "torch_version", "torch_git", "shrunk", "shrink", "component", "reusable", "recorded_at")
+            "script", "torch_version", "torch_git", "shrunk", "shrink", "component", "maintainer", "reusable",
+            "recorded_at")
 
 
 def _verdict(row: sqlite3.Row) -> Verdict:
@@ -133,16 +175,19 @@ def _verdict(row: sqlite3.Row) -> Verdict:
                    reason=row["reason"], script=row["script"], torch_version=row["torch_version"],
                    torch_git=row["torch_git"], shrunk=bool(row["shrunk"]),
                    shrink=Shrink(shrink["build"], shrink["stats"]) if shrink else None,
-                   component=Component.from_json(row["component"]))
+                   component=Component.from_json(row["component"]),
+                   maintainer=Maintainer.from_json(row["maintainer"]))
 
 
 def put(conn: sqlite3.Connection, verdict: Verdict, *, reusable: bool = True) -> None:
     """Store (or replace) the verdict of its key; `reusable`: later verifications of the key may take it as is."""
     shrink = json.dumps(asdict(verdict.shrink), sort_keys=True) if verdict.shrink else None
     component = verdict.component.to_json() if verdict.component else None
+    maintainer = verdict.maintainer.to_json() if verdict.maintainer else None
     values = (verdict.key, verdict.config, verdict.signature, verdict.model, verdict.fingerprint,
               verdict.build_version, verdict.build_git, verdict.status, verdict.reason, verdict.script,
-              verdict.torch_version, verdict.torch_git, int(verdict.shrunk), shrink, component, int(reusable), now())
+              verdict.torch_version, verdict.torch_git, int(verdict.shrunk), shrink, component, maintainer, int(reusable),
+              now())
     updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
     with transaction(conn):
         conn.execute(f"INSERT INTO verdicts ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"

@@ -196,7 +196,7 @@ def test_verified_reproducer_is_embedded_and_unconfirmed_is_said() -> None:
                 PlanSettings(min_models=1))
     a = next(x for x in done.actions if x.key == key_a).body
     b = next(x for x in done.actions if x.key == key_b).body
-    assert "Verified" in a and "```python\nimport torch" in a and "<details><summary>repro.py" in a
+    assert "Verified" in a and "```python\nimport torch" in a and "<details><summary>The harness script" in a
     assert "Not verified: ran without crashing" in b and "```python" not in b
     # A group the verify step gave no verdict (verification off) says so.
     c = next(x for x in done.actions if x.config != CSO and x.kind == "tracking").body

@@ -144,17 +144,19 @@ def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_
                           cwd=str(Path(__file__).parent.parent), env={**os.environ, "PYTHONPATH": "."})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
-    runs = log.read_text().splitlines()[-3:]
+    runs = [line for line in log.read_text().splitlines() if "repro.py" in line][-3:]
     assert log.read_text().count("repro.py") == before + 3        # the oracle, under the run's interpreter:
     assert [r.split("repro.py")[1].strip() for r in runs] == ["eager", "baseline", ""]   # eager, baseline, flag
+    drives = [line.split("drive.py")[1].strip() for line in log.read_text().splitlines() if "drive.py" in line]
+    assert drives == ["eager", "None", "False", "True"]          # the maintainer's script, on the run's interpreter
     plan = json.loads((out / "plan.json").read_text())
     crash = [a for a in plan["actions"] if a["action"] == "create" and "crashes" in (a.get("title") or "")]
     assert crash, plan["actions"]
     body = (out / crash[0]["file"]).read_text()
     import torch
 
-    assert f"Verified on torch `{torch.__version__}` (git `{torch.version.git_version}`)" in body
-    assert "FLAGSWEEP_RESULT" in body
+    assert f"Verified in fresh interpreters of torch `{torch.__version__}` (git `{torch.version.git_version}`)" in body
+    assert "FLAGSWEEP_RESULT" in body and 'torch.compile(model, backend="eager")' in body   # both scripts
 
 
 def test_run_script_reports_a_script_that_dies_without_a_result():

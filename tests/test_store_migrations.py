@@ -1,6 +1,8 @@
 """Migrations from every earlier schema version, each with realistic rows, to the current one."""
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import sqlite3
 
@@ -105,8 +107,17 @@ def _fill_v10(conn: sqlite3.Connection) -> None:
                  " '2026-10-02T08:00:00+00:00')")
 
 
+def _fill_v11(conn: sqlite3.Connection) -> None:
+    """v11 added the environment gate and the issues' resolutions: v10's rows, one gate verdict, one resolution."""
+    _fill_v10(conn)
+    conn.execute("INSERT INTO run_gates (run_id, verdict, reasons, checked_at) VALUES"
+                 " (2, 'ok', '[]', '2026-10-03T08:00:00+00:00')")
+    conn.execute("INSERT INTO issue_resolutions (repo, number, key, resolution, state_reason, reopened, seen_at)"
+                 " VALUES ('o/old', 3, 't-old', 'completed', 'completed', 0, '2026-10-03T08:00:00+00:00')")
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
-           9: _fill_v9, 10: _fill_v10}
+           9: _fill_v9, 10: _fill_v10, 11: _fill_v11}
 
 
 def _build_at(path, version: int) -> None:
@@ -197,12 +208,19 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     # v10: the zoo's results live in the store: none in an older one, and it keeps them now.
     assert sorted(zoo.check_results(conn)) == ([] if version < 10 else ["BertModel"])
     assert zoo.lock_entries(conn, "5.0.0") == {}
+    # v12: a verdict's maintainer's script: none in an older one (it is tried once by the next verify step).
+    assert [verdicts.get(conn, k).maintainer for k in ('k9',) if verdicts.get(conn, k)] == ([None] if version >= 9 else [])
+    m = verdicts.Maintainer("import torch\n", "eager", "confirmed", "", (verdicts.DynamicRun("None", "fails", "E", 1.0),
+                                                                         verdicts.DynamicRun("False", "passes", None, 1.0)))
+    verdicts.put(conn, dataclasses.replace(v, maintainer=m))
+    assert verdicts.get(conn, v.key).maintainer == m and m.static_passes
     zoo.record_checks(conn, [{"model": "GPT2Model", "fingerprint": "f", "status": "ok", "timeout_s": 120.0}])
     zoo.keep_lock_entry(conn, "5.0.0", {"model": "GPT2Model", "status": "ok"})
     assert zoo.check_results(conn)["GPT2Model"]["status"] == "ok"
     assert zoo.lock_entries(conn, "5.0.0") == {"GPT2Model": {"model": "GPT2Model", "status": "ok"}}
     # v11: the environment gate and the issues' resolutions: none for old runs; stored and read back now.
-    assert gates.get(conn, 2) is None and resolutions.tally(conn).opened == 0
+    assert (gates.get(conn, 2) is not None) == (version >= 11)
+    assert resolutions.tally(conn, "o/old").counts["completed"] == (1 if version >= 11 else 0)
     gates.record(conn, gates.Gate(rid, gates.SUSPECT, [{"kind": "canary", "model": "GPT2Model", "status": "error"}]))
     assert gates.is_suspect(conn, rid) and not gates.is_suspect(conn, 2)
     resolutions.record(conn, "o/r", [resolutions.Resolution(7, "t1", "not_planned", "not_planned")])

@@ -93,7 +93,8 @@ def plan_settings(settings: Settings) -> PlanSettings:
                         report_url=settings.issues.report_url, max_new_per_night=settings.issues.max_new_per_night,
                         max_open=settings.issues.max_open, min_models=settings.issues.min_models,
                         min_nights=settings.issues.min_nights,
-                        max_comments_per_issue_per_day=settings.issues.max_comments_per_issue_per_day)
+                        max_comments_per_issue_per_day=settings.issues.max_comments_per_issue_per_day,
+                        dynamic_label=settings.issues.dynamic_label)
 
 
 def gated(plan: Plan, gate: gates.Gate | None) -> tuple[Plan, int]:

@@ -38,6 +38,7 @@ class PlanSettings:
     min_nights: int = 2          # ...or this many consecutive nightlies
     gate: list[dict[str, Any]] | None = None    # why the run is environment_suspect (bot.pipeline.gate), if it is
     precision: dict[str, Any] | None = None     # the measured precision (state.resolutions.Tally.to_dict())
+    dynamic_label: str = "module: dynamic shapes"   # added when dynamic=False makes the reproducer pass (bot.issues.routing.verdict_labels)
 
 
 class RunContext:

@@ -84,7 +84,9 @@ def repro_material(repro: Verdict | None) -> list[Any]:
         return ["skipped", None]
     stats = repro.shrink.stats if repro.shrink else {}
     shrunk = [stats.get("after", {}).get("parameters"), stats.get("kept")] if stats else []
-    return [repro.status, repro.model] + shrunk
+    m = repro.maintainer   # its script and dynamic ablation (none before it was tried: older bodies keep their hash)
+    handwritten = [[m.status, [(r.dynamic, r.result) for r in m.runs]]] if m else []
+    return [repro.status, repro.model] + shrunk + handwritten
 
 
 def component_material(record: Component | None) -> Any:

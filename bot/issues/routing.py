@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from state.verdicts import Verdict
+
 KEYS = {"signature", "exception", "torch_file", "cc", "labels"}
 _HANDLE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")
 
@@ -130,3 +132,9 @@ def route(rules: list[Rule], signature: str | None, exception: str | None, torch
             out.cc += [h for h in rule.cc if h not in out.cc]
             out.labels += [l for l in rule.labels if l not in out.labels]
     return out
+
+
+def verdict_labels(dynamic_label: str, repro: Verdict | None) -> list[str]:
+    """Labels a reproducer's verdict earns: `dynamic_label` when dynamic=False makes its maintainer's script pass."""
+    passes = repro is not None and repro.maintainer is not None and repro.maintainer.static_passes
+    return [dynamic_label] if passes and dynamic_label else []

@@ -16,7 +16,7 @@ from bot.issues.context import RunContext, line, render_fitting, short, when
 from bot.issues.keys import tracking_key
 from bot.issues.material import BodyHash, component_material, repro_material
 from bot.issues.observations import observe
-from bot.issues.routing import route, valid_handle
+from bot.issues.routing import route, valid_handle, verdict_labels
 from bot.issues.timeline import Seen
 from bot.text import markdown
 from harness.core import error_parts
@@ -80,6 +80,7 @@ def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
     verdict = ctx.view.verdicts.get((config, sig))          # none: verification was not run
     repro = verdict.verdict if verdict else None
     component = verdict.component if verdict else None
+    labels = list(dict.fromkeys(labels + verdict_labels(ctx.settings.dynamic_label, repro)))
     regression = ctx.view.ranges.get((config, sig, "new_crash"))
     body_ctx = ctx.shared(config)
     title = markdown.title(line("title_tracking.txt.j2", config_display=body_ctx["config_display"],

@@ -150,7 +150,8 @@ def _shrunk(found: Verdict, built: dict[str, Any] | None, settings: Settings, ho
     small = shrink.minimise(built, flag, *how, python, found.signature, baseline=baseline,
                             original=(original.script, original.result), budget=budget, runner=runner,
                             timeout=timeout, progress=progress)
-    return dataclasses.replace(found, script=small.script, shrunk=True, shrink=Shrink(small.build, small.stats))
+    return dataclasses.replace(found, script=small.script, shrunk=True, shrink=Shrink(small.build, small.stats),
+                               maintainer=None)   # rendered again from the shrunk build
 
 
 def _wants_shrink(cached: Verdict, budget: float, python: str | None) -> bool:

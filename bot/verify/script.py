@@ -24,7 +24,7 @@ class NotRenderable(ValueError):
     """The run stored nothing a reproducer can be built from for this model."""
 
 
-def _module_source(path: Path) -> str:
+def module_source(path: Path) -> str:
     """A module's source ready to inline: docstring and `from __future__` dropped."""
     text = path.read_text()
     text = re.sub(r'^""".*?"""\n', "", text, count=1, flags=re.S)
@@ -52,6 +52,6 @@ def render_script(built: dict[str, Any] | None, settings: dict[str, Any], backen
         seed=int(built.get("seed") or 0), fingerprint=built.get("fingerprint") or "",
         transformers_version=built.get("transformers_version") or "",
         config_json=_json_literal(built.get("config") or {}), spec_json=_json_literal(built.get("spec") or {}),
-        inputs_source=_module_source(HARNESS / "zoo" / "inputs.py"),
-        signature_source=_module_source(HARNESS / "core" / "signature.py"),
+        inputs_source=module_source(HARNESS / "zoo" / "inputs.py"),
+        signature_source=module_source(HARNESS / "core" / "signature.py"),
     )

@@ -1,11 +1,12 @@
-"""The verify step of the pipeline: verify → shrink → isolate a run's tracking groups, and store the verdicts.
+"""The verify step of the pipeline: verify → shrink → isolate → the maintainer's script, and store the verdicts.
 
 Runs after flake confirmation and the range search, before the run view is loaded
 for publishing: publishing only reads what this step stored (state/verdicts.py).
 Each tracking group (harness.core.tracking) gets the verdict of its smallest
 affected model's reproducer (bot/verify/reproducers.py: reused when stored for the
 same key, else run, and shrunk when confirmed) and the component of its crash
-(bot/verify/isolate.py). With verification off, the run's groups get no verdict
+(bot/verify/isolate.py); a confirmed verdict then gets the maintainer's script and its dynamic ablation
+(bot/verify/ablation.py), once. With verification off, the run's groups get no verdict
 ("not run for this publish") and only components known by construction.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import Callable
 
-from bot.verify import isolate, reproducers
+from bot.verify import ablation, isolate, reproducers
 from bot.verify.reproducers import Runner
 from bot.view import run_view
 from harness.core.tracking import tracking_groups
@@ -42,6 +43,9 @@ def verify_run(conn: sqlite3.Connection, run_id: int, *, enabled: bool, timeout:
                                    runner=runner, shrink_budget=shrink_budget, progress=progress) if enabled else {}
     components = isolate.isolate_all(conn, groups, found, items.run, builds, python=python, timeout=timeout,
                                      runner=runner, progress=progress)
+    if enabled:
+        ablation.ablate_all(conn, groups, found, items.run, builds, components, python=python, timeout=timeout,
+                            progress=progress)
     verdicts.record_run(conn, run_id, [RunVerdict(config, signature, found.get((config, signature)),
                                                   components.get((config, signature))) for config, signature in groups])
     return verdicts.for_run(conn, run_id)

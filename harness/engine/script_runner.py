@@ -13,20 +13,25 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 RESULT_PREFIX = "FLAGSWEEP_RESULT "
 
 
-def run_script(text: str, python: str = sys.executable, timeout: float = 300, args: Sequence[str] = ()) -> dict:
+def run_script(text: str, python: str = sys.executable, timeout: float = 300, args: Sequence[str] = (),
+               files: Mapping[str, str] | None = None, name: str = "repro.py") -> dict:
     """Run a reproducer's source (with command-line `args`) in a fresh isolated interpreter in an empty dir.
 
+    files: other files written beside it first, {file name: text}; name: the script's own file name (a driver,
+    drive.py, runs the maintainer's repro.py written beside it).
     Its parsed result is the script's FLAGSWEEP_RESULT object plus `returncode`; a script
     that hangs is status `timeout`, one that dies without a result `killed`, and an
     interpreter that cannot start has status None and an `error`.
     """
     with tempfile.TemporaryDirectory(prefix="flagsweep-repro-") as tmp:
-        path = Path(tmp) / "repro.py"
+        for other, content in (files or {}).items():
+            (Path(tmp) / Path(other).name).write_text(content)
+        path = Path(tmp) / Path(name).name
         path.write_text(text)
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env["HF_HUB_OFFLINE"] = "1"

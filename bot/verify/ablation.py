@@ -1,0 +1,109 @@
+"""The maintainer's script, judged by the oracle, and its dynamic ablation; stored with the verdict.
+
+For each confirmed verdict (after isolation, so the script can name the
+component's backend) the maintainer's script (bot/verify/maintainer.py) is
+rendered from the verdict's shrunk build (else the model's stored build) and
+run in fresh interpreters of the run's torch through a driver
+(templates/maintainer_driver.py.j2) that runs it as `python repro.py` does,
+with torch.compile made the identity or given `dynamic`:
+  eager           - it must run: the test case is valid,
+  dynamic=None    - as written: it must fail with the group's signature,
+  dynamic=False   - the ablation PyTorch's bug template asks for, and
+  dynamic=True      (only once the script reproduces).
+A script that fails a check is stored as unconfirmed with the reason, and the
+issue embeds the harness script instead. The record is stored in the verdict
+(per config, signature, model and torch build): a quiet re-publish runs nothing.
+Stdlib only: torch is never imported here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import time
+from typing import Any, Callable
+
+from bot.text.render import render
+from bot.verify import isolate, maintainer, oracle, reproducers
+from bot.verify.reproducers import Groups
+from bot.verify.script import HARNESS, module_source
+from harness.engine.interpreter import CallFailed
+from state import verdicts as store
+from state.runs import Run
+from state.verdicts import Component, DynamicRun, Maintainer, Verdict
+
+DYNAMIC = ("None", "False", "True")          # torch.compile(dynamic=...): as written first
+# (the maintainer's script, python, timeout, mode: eager | None | False | True) -> its result
+Drive = Callable[[str, str, float, str], dict[str, Any]]
+# (config class, stored config, python, timeout) -> the fields set away from the class's defaults
+Ask = Callable[[str, dict[str, Any], str, float], dict[str, Any]]
+
+
+def drive(script: str, python: str, timeout: float, mode: str) -> dict[str, Any]:
+    """Run the maintainer's script as repro.py under the driver, in `mode`, in a fresh interpreter; its result."""
+    from harness.engine.script_runner import run_script
+
+    driver = render("maintainer_driver.py.j2",
+                    signature_source=module_source(HARNESS / "core" / "signature.py"))
+    return run_script(driver, python, timeout, args=(mode,), files={"repro.py": script}, name="drive.py")
+
+
+def ask_overrides(config_class: str, config: dict[str, Any], python: str, timeout: float) -> dict[str, Any]:
+    """bot.verify.overrides.overrides, asked in `python` (the torch and transformers under test)."""
+    from harness.engine.interpreter import call
+
+    return call("bot.verify.overrides:overrides", config_class, config, python=python, timeout=timeout)
+
+
+def judge(script: str, backend: str, signature: str, python: str, timeout: float, run: Drive = drive) -> Maintainer:
+    """Eager must run, dynamic=None must fail with `signature`; then dynamic=False and True are recorded."""
+    eager = run(script, python, timeout, "eager")
+    if eager.get("status") != "ok":
+        why = eager.get("signature") or eager.get("error") or eager.get("status") or "no result"
+        return Maintainer(script, backend, "unconfirmed", f"eager failed: the script fails without torch.compile ({why})")
+    runs: list[DynamicRun] = []
+    for dynamic in DYNAMIC:
+        start = time.monotonic()
+        result = run(script, python, timeout, dynamic)
+        outcome = isolate.stage_result(result, signature)
+        runs.append(DynamicRun(dynamic, outcome, result.get("signature") or result.get("status"),
+                               round(time.monotonic() - start, 1)))
+        if dynamic == "None" and outcome != "fails":
+            return Maintainer(script, backend, "unconfirmed", oracle.flag_problem(result, signature), tuple(runs))
+    return Maintainer(script, backend, "confirmed", "", tuple(runs))
+
+
+def for_verdict(verdict: Verdict, built: dict[str, Any] | None, settings: dict[str, Any], backend: str,
+                device: str, python: str, timeout: float, *, run: Drive = drive, ask: Ask = ask_overrides) -> Maintainer:
+    """The maintainer's script of a confirmed verdict, rendered from `built` and judged."""
+    if not built or not built.get("config_class") or not built.get("model"):
+        return Maintainer("", backend, "unconfirmed", "could not be rendered: no build data stored for the model")
+    try:
+        fields = ask(built["config_class"], built.get("config") or {}, python, timeout)
+        script = maintainer.render_script(built, fields, settings, backend, verdict.signature, device)
+    except CallFailed as exc:   # the torch under test could not answer
+        return Maintainer("", backend, "unconfirmed", f"could not be rendered: asking the config's defaults: {exc.why}")
+    except ValueError as exc:   # an input kind without a line
+        return Maintainer("", backend, "unconfirmed", f"could not be rendered: {exc}")
+    return judge(script, backend, verdict.signature, python, timeout, run)
+
+
+def ablate_all(conn: sqlite3.Connection, groups: Groups, found: dict[tuple[str, str], Verdict], run: Run,
+               builds: dict[str, dict[str, Any]], components: dict[tuple[str, str], Component], *,
+               python: str | None = None, timeout: float = 600.0, drive_with: Drive = drive,
+               ask: Ask = ask_overrides, progress: Callable[[str], None] | None = None) -> None:
+    """Give each confirmed, stored verdict of `groups` its maintainer's script (once: stored with the verdict)."""
+    python = python or reproducers.run_python(run)
+    run_backend, device = reproducers.run_how(run)
+    for n, group in enumerate(groups, 1):
+        seen = found.get(group)
+        current = store.get(conn, seen.key) if seen is not None else None
+        if current is None or current.status != "confirmed" or current.maintainer is not None or not python:
+            continue
+        if progress:
+            progress(f"maintainer's script {n}/{len(groups)}: {current.model} under {current.config}")
+        component = components.get(group) or current.component
+        backend = maintainer.backend_for(component.component if component else None, run_backend)
+        built = current.shrink.build if current.shrink and current.shrink.build else builds.get(current.model)
+        settings = reproducers.run_settings(run, current.config)
+        record = for_verdict(current, built, settings, backend, device, python, timeout, run=drive_with, ask=ask)
+        store.put(conn, dataclasses.replace(current, maintainer=record))
