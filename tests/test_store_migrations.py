@@ -97,8 +97,16 @@ def _fill_v9(conn: sqlite3.Connection) -> None:
                  (hd.PENDING,))
 
 
+def _fill_v10(conn: sqlite3.Connection) -> None:
+    """v10 added the zoo's results: v9's rows and a kept lock entry of another transformers (v11 tells pruned
+    effects apart: run 2's effects, stored before, have no reason)."""
+    _fill_v9(conn)
+    conn.execute("INSERT INTO zoo_lock_entries (transformers, model, entry, recorded_at) VALUES"
+                 " ('4.0.0', 'LlamaForCausalLM', '{}', '2026-10-02T07:00:00+00:00')")
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
-           9: _fill_v9}
+           9: _fill_v9, 10: _fill_v10}
 
 
 def _build_at(path, version: int) -> None:
