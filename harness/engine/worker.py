@@ -253,7 +253,11 @@ def main(argv: list[str]) -> int:
         if op == "env":
             from harness.engine.environment import gather
 
-            chan.send("env", env=gather(req.get("device", "cpu")))
+            from harness.engine.configspace import list_here, modules_for
+
+            modules = modules_for(req.get("backend", "count"))
+            chan.send("env", env=gather(req.get("device", "cpu")),
+                      config_space={"modules": modules, "entries": list_here(modules)})
         elif op == "run":
             (run_job if req.get("mode") == "job" else run_group)(chan, req)
             chan.send("done", rss_mb=_rss_mb())
