@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.sweep_common import corpus_models, machine  # noqa: E402
 from harness.core.outcome import NOT_READ  # noqa: E402
-from harness.engine import configspace, flagsets  # noqa: E402
+from harness.engine.flags import sets as flagsets, space as configspace  # noqa: E402
 from harness.engine.engine import SweepOptions, sweep  # noqa: E402
-from harness.engine.pruning import Pruning  # noqa: E402
+from harness.engine.flags.pruning import Pruning  # noqa: E402
 from state import db, pruning, runs  # noqa: E402
 
 RUNNER_CORES = 16

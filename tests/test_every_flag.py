@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from harness.core.effects import effects_for
-from harness.engine import configspace, flagsets
+from harness.engine.flags import sets as flagsets, space as configspace
 from harness.engine.configs import BUILTIN, ConfigError
 from harness.engine.engine import SweepOptions, sweep
-from harness.engine.pruning import Pruning
+from harness.engine.flags.pruning import Pruning
 from state import configspace as stored_space
 from state import db, history, pruning, runs
 

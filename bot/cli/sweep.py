@@ -94,8 +94,8 @@ def _configs(catalog: dict[str, dict], names: list[str], args: argparse.Namespac
              options: Any) -> tuple[dict[str, dict], Any]:
     """The configs to sweep (named sets expanded in the torch under test) and what may be pruned."""
     from harness.engine import configs as cfg
-    from harness.engine import configspace, flagsets
-    from harness.engine.pruning import Pruning
+    from harness.engine.flags import sets as flagsets, space as configspace
+    from harness.engine.flags.pruning import Pruning
 
     named = [n.strip() for n in names if n.strip() in flagsets.NAMED]
     configs = cfg.select(catalog, [n for n in names if n.strip() not in flagsets.NAMED])

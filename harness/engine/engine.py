@@ -21,7 +21,7 @@ from harness.engine.interpreter import CallFailed, call
 from harness.engine.pool import Group, Pool, PoolError
 from harness.engine.progress import Progress
 from harness.core.scrub import scrub
-from harness.engine.pruning import Pruning, audit, eligible
+from harness.engine.flags.pruning import Pruning, audit, eligible
 from state import configspace, history, leases, runs
 from state import pruning as stored_pruning
 

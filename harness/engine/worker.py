@@ -9,7 +9,7 @@ whatever a model prints to stdout cannot corrupt the protocol.
 Requests: {"op": "env"}; {"op": "run", "model", "items": [[index, config, settings], ...],
 "base_settings", "backend", "device", "mode", "job", "prune"}; {"op": "exit"} (or EOF).
 Events: ready, env, built, start, result, done. The baseline's result (when it is the request's first item)
-carries "config_reads", the config keys its compile read (harness.engine.readset); an item named in "prune"
+carries "config_reads", the config keys its compile read (harness.engine.flags.reads); an item named in "prune"
 whose keys the baseline never read is reported as the baseline's result with reason "not_read", uncompiled.
 
 Modes of "run": compile (each item under its config), eager (build + one eager forward), job (call
@@ -158,7 +158,7 @@ def run_group(chan: Channel, req: dict[str, Any]) -> None:
     """Build one model once, then compile it under each requested config, reporting each item."""
     import torch
 
-    from harness.engine import readset
+    from harness.engine.flags import reads as readset
     from harness.engine.backend import compile_and_run, eager_run, reset_dynamo
 
     model, device, items = req["model"], req.get("device", "cpu"), req["items"]
@@ -253,7 +253,7 @@ def main(argv: list[str]) -> int:
         if op == "env":
             from harness.engine.environment import gather
 
-            from harness.engine.configspace import list_here, modules_for
+            from harness.engine.flags.space import list_here, modules_for
 
             modules = modules_for(req.get("backend", "count"))
             chan.send("env", env=gather(req.get("device", "cpu")),

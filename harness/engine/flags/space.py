@@ -62,6 +62,6 @@ def discover(backend: str, python: str | None = None) -> tuple[list[str], dict[s
 
     modules = modules_for(backend)
     try:
-        return modules, call("harness.engine.configspace:list_here", modules, python=python, timeout=300)
+        return modules, call("harness.engine.flags.space:list_here", modules, python=python, timeout=300)
     except CallFailed as exc:
         raise ConfigError(f"{exc.python}: cannot list its config space: {exc.why}") from None
