@@ -114,3 +114,12 @@ def test_named_set_flips_every_public_boolean_but_the_excluded():
     configs = flagsets.expand("all-dynamo", space, flagsets.load_exclusions())
     assert configs == {"capture_scalar_outputs": BUILTIN["capture_scalar_outputs"],
                        "dynamo.brand_new_flag": {"torch._dynamo.config.brand_new_flag": False}}
+
+
+def test_all_inductor_without_the_inductor_backend_is_refused_in_one_line(tmp_path, capsys):
+    from bot.cli.main import main
+
+    code = main(["--state", str(tmp_path / "s.sqlite"), "sweep", "--models", "BertModel", "--configs", "all-inductor"])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert code == 2 and err == ["flagsweep sweep: all-inductor needs --backend inductor "
+                                 "(no other backend reads an Inductor flag)"]
