@@ -44,6 +44,7 @@ class SweepSettings:
     config_file: str | None = None   # extra named configs (TOML)
     confirm_runs: int = 2            # flake confirmation re-runs
     population: str = "all"          # all | graph-breaking: models with more than one graph at baseline
+    prune_audit: float = 0.05        # share of pruned (model, flag) pairs traced again after a pruned sweep (min 20)
 
     def options(self, python: str | None = None, extra_modules: list[str] | None = None) -> SweepOptions:
         """The engine's options from these settings (`python`: the workers' interpreter, default the setting)."""
@@ -247,6 +248,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "sweep.config_file": _TEXT,
     "sweep.confirm_runs": _between(0, 20, " re-runs"),
     "sweep.population": _one_of(*POPULATIONS),
+    "sweep.prune_audit": (lambda v: 0 <= v <= 1, "a share between 0 and 1"),
     "github.repo": (lambda v: v.count("/") == 1 and all(v.split("/")), "OWNER/NAME"),
     "github.base_url": _URL,
     "github.token": _TEXT,

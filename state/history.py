@@ -84,9 +84,9 @@ def finalize_run(conn: sqlite3.Connection, run_id: int) -> None:
         conn.execute("DELETE FROM effects WHERE run_id = ?", (run_id,))
         conn.executemany(
             "INSERT INTO effects (run_id, model, config, stratum, effect, baseline_graphs, config_graphs,"
-            " baseline_signature, config_signature) VALUES (?,?,?,?,?,?,?,?,?)",
+            " baseline_signature, config_signature, reason) VALUES (?,?,?,?,?,?,?,?,?,?)",
             [(run_id, e.model, e.config, e.stratum, e.effect, e.baseline_graphs, e.config_graphs,
-              e.baseline_signature, e.config_signature) for e in effs],
+              e.baseline_signature, e.config_signature, e.reason) for e in effs],
         )
         _update_signatures(conn, run, outs)
 
@@ -148,7 +148,8 @@ def effects(conn: sqlite3.Connection, run_id: int) -> list[Effect]:
         f"SELECT * FROM effects WHERE run_id IN ({','.join('?' * len(ids))}) ORDER BY config, model", ids)
     return [Effect(model=r["model"], stratum=r["stratum"], config=r["config"], effect=r["effect"],
                    baseline_graphs=r["baseline_graphs"], config_graphs=r["config_graphs"],
-                   baseline_signature=r["baseline_signature"], config_signature=r["config_signature"])
+                   baseline_signature=r["baseline_signature"], config_signature=r["config_signature"],
+                   reason=r["reason"])
             for r in rows]
 
 

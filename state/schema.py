@@ -277,5 +277,39 @@ V12 = """
 ALTER TABLE verdicts ADD COLUMN maintainer TEXT;   -- JSON: state.verdicts.Maintainer (NULL: not tried yet)
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12]
+# v12 -> v13: every flag (issue 22). The config space each build's torch declares (state/flags.py); per run
+# and model the config keys its baseline compile read; pruned effects told apart (effects.reason = 'not_read');
+# the pruning audit's re-traced pairs, and the flag keys whose pruning an audit disagreement turned off for good
+# (state/flags.py).
+V13 = """
+ALTER TABLE effects ADD COLUMN reason TEXT;
+CREATE TABLE config_spaces (
+    environment_id INTEGER PRIMARY KEY REFERENCES environments(id),
+    modules TEXT NOT NULL,                 -- JSON list of the config modules listed
+    entries TEXT NOT NULL,                 -- JSON {full key: {"type": name, "default": JSON value or repr}}
+    recorded_at TEXT NOT NULL
+);
+CREATE TABLE config_reads (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    model TEXT NOT NULL,
+    reads TEXT NOT NULL,                   -- JSON {full key: value read, or null}
+    PRIMARY KEY (run_id, model)
+);
+CREATE TABLE prune_audits (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    model TEXT NOT NULL,
+    config TEXT NOT NULL,
+    agreed INTEGER NOT NULL,               -- 1: traced, it gave what the pruned outcome said
+    traced_status TEXT, traced_graphs INTEGER, traced_signature TEXT,
+    PRIMARY KEY (run_id, model, config)
+);
+CREATE TABLE prune_disabled (
+    key TEXT PRIMARY KEY,                  -- a flag's full config key: never pruned again
+    config TEXT NOT NULL, model TEXT NOT NULL, run_id INTEGER NOT NULL,
+    traced_status TEXT, traced_graphs INTEGER, baseline_graphs INTEGER,
+    disabled_at TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -116,8 +116,18 @@ def _fill_v11(conn: sqlite3.Connection) -> None:
                  " VALUES ('o/old', 3, 't-old', 'completed', 'completed', 0, '2026-10-03T08:00:00+00:00')")
 
 
+MAINTAINER = verdicts.Maintainer("import torch\n", "eager", "confirmed", "", (verdicts.DynamicRun("None", "fails", "E", 1.0),))
+
+
+def _fill_v12(conn: sqlite3.Connection) -> None:
+    """v12 gave verdicts their maintainer's script: v11's rows, verdict k9 with one (v13 tells pruned effects apart:
+    run 2's effects, stored before, have no reason)."""
+    _fill_v11(conn)
+    conn.execute("UPDATE verdicts SET maintainer = ? WHERE key = 'k9'", (MAINTAINER.to_json(),))
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
-           9: _fill_v9, 10: _fill_v10, 11: _fill_v11}
+           9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12}
 
 
 def _build_at(path, version: int) -> None:
@@ -209,7 +219,8 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     assert sorted(zoo.check_results(conn)) == ([] if version < 10 else ["BertModel"])
     assert zoo.lock_entries(conn, "5.0.0") == {}
     # v12: a verdict's maintainer's script: none in an older one (it is tried once by the next verify step).
-    assert [verdicts.get(conn, k).maintainer for k in ('k9',) if verdicts.get(conn, k)] == ([None] if version >= 9 else [])
+    assert [verdicts.get(conn, k).maintainer for k in ('k9',) if verdicts.get(conn, k)] == (
+        [MAINTAINER] if version >= 12 else [None] if version >= 9 else [])
     m = verdicts.Maintainer("import torch\n", "eager", "confirmed", "", (verdicts.DynamicRun("None", "fails", "E", 1.0),
                                                                          verdicts.DynamicRun("False", "passes", None, 1.0)))
     verdicts.put(conn, dataclasses.replace(v, maintainer=m))
@@ -225,6 +236,9 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     assert gates.is_suspect(conn, rid) and not gates.is_suspect(conn, 2)
     resolutions.record(conn, "o/r", [resolutions.Resolution(7, "t1", "not_planned", "not_planned")])
     assert resolutions.tally(conn, "o/r").to_dict()["precision"] == 0.0
+    # v13: pruned effects are told apart; an older run's effects have no reason, and no build has a config space.
+    assert [r[0] for r in conn.execute("SELECT DISTINCT reason FROM effects")] in ([], [None])
+    assert conn.execute("SELECT COUNT(*) FROM config_spaces").fetchone()[0] == 0
 
 
 def test_each_migration_is_one_transaction(tmp_path):

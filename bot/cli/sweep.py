@@ -27,7 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Compile each model once under baseline and once per config, count Dynamo graphs, "
                                    "classify each flag's effect, and store the run (resumable).")
     p.add_argument("--models", metavar="A,B,GLOB", type=types.name_list, help="model class names or globs (default: the embedded corpus)")
-    p.add_argument("--configs", metavar="A,B", type=types.name_list, help="config names from the catalog (default: all of them); baseline always runs")
+    p.add_argument("--configs", metavar="A,B", type=types.name_list,
+                   help="config names from the catalog (default: all of them), or a named set: all-dynamo, "
+                        "all-functorch, all-inductor (every boolean flag flipped, one config each); baseline always runs")
+    p.add_argument("--prune", choices=("on", "off"), help="store a flag the baseline never read as no_effect without "
+                   "compiling it (default: on for the named sets, off for configs named one by one)")
     p.add_argument("--config-file", metavar="FILE", type=types.nonempty("the config file path"), help="TOML file with more named configs ([configs.NAME] tables)")
     p.add_argument("--base-setting", metavar="KEY=VALUE", action="append", default=[],
                    help="apply to every compile, baseline included (repeatable)")
@@ -86,6 +90,30 @@ def _draw(conn: Any, args: argparse.Namespace, population: str, cands: list[Any]
                          torch_version=torch_version, baseline_pass=baseline_pass)
 
 
+def _configs(catalog: dict[str, dict], names: list[str], args: argparse.Namespace, s: Any,
+             options: Any) -> tuple[dict[str, dict], Any]:
+    """The configs to sweep (named sets expanded in the torch under test) and what may be pruned."""
+    from harness.engine import configs as cfg
+    from harness.engine.flags import sets as flagsets, space as configspace
+    from harness.engine.flags.pruning import Pruning
+
+    named = [n.strip() for n in names if n.strip() in flagsets.NAMED]
+    configs = cfg.select(catalog, [n for n in names if n.strip() not in flagsets.NAMED])
+    if "all-inductor" in named and options.backend != "inductor":
+        raise cfg.ConfigError("all-inductor needs --backend inductor (no other backend reads an Inductor flag)")
+    flips: dict[str, dict] = {}
+    if named:
+        exclusions = flagsets.load_exclusions()
+        _, space = configspace.discover(options.backend, options.python)
+        for name in named:
+            flips.update(flagsets.expand(name, space, exclusions))
+        print(f"flagsweep sweep: {', '.join(named)}: {len(flips)} flags", file=sys.stderr)
+    configs.update(flips)
+    prune = (args.prune or ("on" if named else "off")) == "on"
+    prunable = (flips or configs) if prune else {}
+    return configs, Pruning(frozenset(prunable), audit=s.prune_audit, seed=args.seed) if prune else None
+
+
 def _resume_id(conn: Any, value: str) -> int | None:
     from state import runs
 
@@ -135,6 +163,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     models: list[str] = []
     drawn = None
     configs: dict[str, dict] = {}
+    pruning = None
     base: dict[str, Any] = {}
     try:
         if args.resume:
@@ -144,7 +173,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
         else:
             catalog = cfg.load_catalog(args.config_file or s.config_file)
             names = args.configs.split(",") if args.configs else [n for n in catalog if n != "baseline"]
-            configs = cfg.select(catalog, names)
+            configs, pruning = _configs(catalog, names, args, s, options)
             base = dict(cfg.parse_setting(text) for text in args.base_setting)
             try:
                 cands = _candidates(args)
@@ -170,7 +199,8 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
         with sigterm_as_interrupt():
             run_id = sweep(conn, models=models, configs=configs, base_settings=base, options=options,
                            run_id=run_id, resume=bool(args.resume), progress=not args.json,
-                           prior=drawn.prior if drawn else None, population=drawn.meta if drawn else None)
+                           prior=drawn.prior if drawn else None, population=drawn.meta if drawn else None,
+                           pruning=pruning)
     except (ResumeError, cfg.ConfigError) as exc:  # ConfigError: checked in the workers' torch, nothing ran
         return _fail(str(exc))
     except SweepInterrupted as exc:

@@ -10,6 +10,7 @@ import json
 import sqlite3
 from typing import Any, Iterable
 
+from bot.report import readiness
 from bot.view import run_view
 from harness.core.diff import NEWS, TRANSITIONS, DiffResult
 from bot.view.run_view import RunView
@@ -219,6 +220,7 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         "leverage": [view.leverage[c] for c in [BASELINE, *configs] if c in view.leverage],
         "ranges": [r.to_dict() for _, r in sorted(view.ranges.items()) if r.run_id in view.group],
         "gate": _gate(conn, run.id), "precision": resolutions.tally(conn, _repo(view)).to_dict(),
+        "readiness": readiness.context(conn, view),
     }
 
 

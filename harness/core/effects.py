@@ -49,7 +49,7 @@ def effects_for(outcomes: list[Outcome]) -> list[Effect]:
         effects.append(Effect(
             model=o.model, stratum=base.stratum or o.stratum, config=o.config, effect=effect,
             baseline_graphs=base.graphs, config_graphs=o.graphs,
-            baseline_signature=base.signature, config_signature=o.signature,
+            baseline_signature=base.signature, config_signature=o.signature, reason=o.reason,
         ))
     return effects
 

@@ -33,6 +33,10 @@ EFFECTS = (
     "create_error",
 )
 
+# Why an outcome was stored without compiling it: the baseline never read the config's keys (read-set pruning).
+NOT_READ = "not_read"
+REASONS = (NOT_READ,)
+
 STRATA = ("vl_multimodal", "decoder_llm", "encoder_decoder", "vision_other")
 
 
@@ -64,6 +68,7 @@ class Outcome:
     text_only: bool = False            # a multimodal model run without its other inputs
     attempts: int = 1                  # > 1 when flake confirmation re-ran it
     flaky_rate: float | None = None    # set by flake confirmation when results disagree
+    reason: str | None = None          # one of REASONS when stored without compiling (counted as tested)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -101,6 +106,7 @@ class Effect:
     config_graphs: int | None
     baseline_signature: str | None
     config_signature: str | None
+    reason: str | None = None          # the flagged outcome's reason: "not_read" = pruned, shown apart
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

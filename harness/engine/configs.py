@@ -23,6 +23,7 @@ from harness.core.files import UnreadableFile, read_toml
 # The torch modules whose keys a config may set (DESIGN "Words").
 CONFIG_MODULES = (
     "torch._dynamo.config",
+    "torch._functorch.config",
     "torch._inductor.config",
     "torch.fx.experimental._config",
     "torch.compiler.config",

@@ -21,7 +21,8 @@ from harness.engine.interpreter import CallFailed, call
 from harness.engine.pool import Group, Pool, PoolError
 from harness.engine.progress import Progress
 from harness.core.scrub import scrub
-from state import history, leases, runs
+from harness.engine.flags.pruning import Pruning, audit, eligible
+from state import flags as stored_flags, history, leases, runs
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +52,10 @@ def _pool(options: SweepOptions, base_settings: dict, n_groups: int, fresh: bool
     return Pool(options, workers=options.worker_count(n_groups), base_settings=base_settings, fresh_workers=fresh)
 
 
-def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset()) -> list[Group]:
-    """One group per model: baseline first, then its configs, skipping items already done."""
+def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset(),
+                prune: frozenset[str] = frozenset()) -> list[Group]:
+    """One group per model: baseline first, then its configs, skipping items already done; `prune`: the configs
+    the worker may report without compiling when the baseline never read their keys."""
     names = [BASELINE] + [c for c in configs if c != BASELINE]
     groups, index = [], 0
     for model in models:
@@ -62,7 +65,7 @@ def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str
                 items.append((index, name, configs.get(name, {})))
             index += 1
         if items:
-            groups.append(Group(model, items))
+            groups.append(Group(model, items, prune=prune))
     return groups
 
 
@@ -97,13 +100,16 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
           options: SweepOptions, run_id: int | None = None, resume: bool = False, kind: str = "sweep",
           nightly: str | None = None, shard: str | None = None, progress: bool = True,
           extra_environment: dict | None = None,
-          prior: list[Outcome] | None = None, population: dict[str, Any] | None = None) -> int:
+          prior: list[Outcome] | None = None, population: dict[str, Any] | None = None,
+          pruning: Pruning | None = None) -> int:
     """Run models x (baseline + configs), storing each outcome as it finishes; returns the run id.
 
     extra_environment: what the caller knows of the build beyond what the workers see
     (the index and channel it came from), stored with the environment.
     `prior`: outcomes already had on this torch (a baseline pass), stored into a new run instead of run again;
     `population`: how the models were chosen, kept with the run's options for the issues' method table.
+
+    `pruning`: the configs that may be pruned (read-set pruning) and the audit's sample; None: trace everything.
 
     A run that finishes is finalized here (effects, signature history): the engine ends it, so the engine
     finalizes it, once. An interrupted or failed run is not finalized.
@@ -130,7 +136,8 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
             raise ResumeError(str(exc)) from None
         lease.keep_alive()
         done = runs.finished_items(conn, run_id)
-    groups = plan_groups(models, configs, done)
+    prune = eligible(pruning, configs, stored_flags.disabled_keys(conn))
+    groups = plan_groups(models, configs, done, prune)
     pool = _pool(options, base_settings, len(groups))
     bar = None
     try:
@@ -143,7 +150,7 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
             # a config whose key that torch lacks set aside.
             checked = check_configs(configs, base_settings, options.python)
             configs, unavailable = checked.configs, checked.unavailable
-            groups = plan_groups(models, configs, done)
+            groups = plan_groups(models, configs, done, prune)
         total = len(models) * len(configs)
         bar = Progress(total=total, done=len(done), enabled=progress, label=f"sweep {len(models)} models")
         # "python": the interpreter the workers were started with, what a reproducer is verified under.
@@ -159,9 +166,13 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
             lease.keep_alive()
             for outcome in prior:
                 runs.record_outcome(conn, run_id, outcome)
+        if pool.config_space:
+            stored_flags.record_space(conn, env, pool.config_space["modules"], pool.config_space["entries"])
         stratum_of = _stratum_lookup()
         for _, data in pool.run(groups):
             outcome = _outcome(data, stratum_of)
+            if data.get("config_reads") is not None:
+                stored_flags.record_reads(conn, run_id, outcome.model, data["config_reads"])
             built = pool.model_data.pop(outcome.model, None)
             if built is not None:   # once per model: what its reproducer is rendered from
                 runs.record_model(conn, run_id, outcome.model, built)
@@ -169,6 +180,9 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
             bar.advance(crashed=outcome.crashed)
         bar.close()
         pool.close()
+        if prune:
+            audit(conn, run_id, configs=configs, pruning=pruning, trace=lambda items: run_items(
+                items, configs=configs, base_settings=base_settings, options=options, progress=progress))
         runs.finish_run(conn, run_id, "finished")
     except KeyboardInterrupt:
         pool.close(kill=True)

@@ -43,6 +43,9 @@ class Group:
     items: list[tuple[int, str, dict]]   # (index in the caller's list, label: the config name, settings)
     mode: str = "compile"                # compile | eager | job
     job: str | None = None
+    # Configs that may be pruned: when the baseline (run first, in the same request) never read any of their
+    # keys, the worker reports them without compiling (reason "not_read").
+    prune: frozenset[str] = frozenset()
 
 
 @dataclass

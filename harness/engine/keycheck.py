@@ -12,7 +12,7 @@ from typing import Any
 from harness.engine.configs import ConfigError, split_key
 
 
-def _entry_type(entry: Any) -> str:
+def entry_type(entry: Any) -> str:
     """The type torch declares for a config entry (aliases have a sentinel default: trust value_type first)."""
     value_type = getattr(entry, "value_type", None)
     if isinstance(value_type, type):
@@ -43,7 +43,7 @@ def probe_here(keys: list[str]) -> dict[str, dict[str, Any]]:
         table = entries[module_name]
         if attr in table:
             current = functools.reduce(getattr, attr.split("."), importlib.import_module(module_name))
-            found[key] = {"status": "present", "type": _entry_type(table[attr]), "current": type(current).__name__}
+            found[key] = {"status": "present", "type": entry_type(table[attr]), "current": type(current).__name__}
         elif any(name.startswith(attr + ".") for name in table):
             found[key] = {"status": "malformed", "reason": f"{key!r} is a group of settings, not one setting"}
         else:

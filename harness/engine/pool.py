@@ -68,6 +68,8 @@ class Pool:
         self.model_info: dict[str, dict] = {}
         # What a reproducer needs per model (the worker's build as plain data), for the engine to store.
         self.model_data: dict[str, dict] = {}
+        # The config space the environment's worker listed: {"modules": [...], "entries": {key: {...}}}.
+        self.config_space: dict | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -114,10 +116,11 @@ class Pool:
         while True:
             for w in list(self.workers):
                 if w.ready and asked is None and w.group is None:
-                    if w.send({"op": "env", "device": self.device}):
+                    if w.send({"op": "env", "device": self.device, "backend": self.backend}):
                         asked = w
             for w, event in self._wait_events():
                 if event.get("event") == "env" and w is asked:
+                    self.config_space = event.get("config_space")
                     return event["env"]
                 for _ in self._on_event(w, event, collections.deque()):
                     pass  # only "ready" can come before any work is assigned
@@ -146,7 +149,7 @@ class Pool:
         w.deadline = time.monotonic() + self.timeout
         w.mark_log()
         ok = w.send({"op": "run", "model": group.model, "items": group.items, "mode": group.mode, "job": group.job,
-                     "base_settings": self.base_settings, "backend": self.backend, "device": self.device})
+                     "prune": sorted(group.prune), "base_settings": self.base_settings, "backend": self.backend, "device": self.device})
         if not ok:
             w.deadline = time.monotonic()  # dead already: _check_limits reaps it next round
 

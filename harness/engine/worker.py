@@ -7,14 +7,17 @@ events go back as JSON lines on a dedicated pipe (fd in the JSON argument), so
 whatever a model prints to stdout cannot corrupt the protocol.
 
 Requests: {"op": "env"}; {"op": "run", "model", "items": [[index, config, settings], ...],
-"base_settings", "backend", "device", "mode", "job"}; {"op": "exit"} (or EOF).
-Events: ready, env, built, start, result, done.
+"base_settings", "backend", "device", "mode", "job", "prune"}; {"op": "exit"} (or EOF).
+Events: ready, env, built, start, result, done. The baseline's result (when it is the request's first item)
+carries "config_reads", the config keys its compile read (harness.engine.flags.reads); an item named in "prune"
+whose keys the baseline never read is reported as the baseline's result with reason "not_read", uncompiled.
 
 Modes of "run": compile (each item under its config), eager (build + one eager forward), job (call
 the caller's "module:function" with (model, device); its JSON answer is the result's "data").
 """
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import importlib
 import json
@@ -24,6 +27,8 @@ import time
 import traceback
 from typing import Any
 
+from harness.core.effects import BASELINE
+from harness.core.outcome import NOT_READ
 from harness.zoo import BuildError, Built
 
 TRACEBACK_CHARS = 16_000  # Dynamo's verbose tracebacks run long; the head and tail say the most
@@ -153,6 +158,7 @@ def run_group(chan: Channel, req: dict[str, Any]) -> None:
     """Build one model once, then compile it under each requested config, reporting each item."""
     import torch
 
+    from harness.engine.flags import reads as readset
     from harness.engine.backend import compile_and_run, eager_run, reset_dynamo
 
     model, device, items = req["model"], req.get("device", "cpu"), req["items"]
@@ -194,19 +200,27 @@ def run_group(chan: Channel, req: dict[str, Any]) -> None:
         for index, config, _ in items:
             report(index, config, status="ok", compile_s=round(eager_s, 4), **common)
         return
+    prunable, reads, baseline = set(req.get("prune") or ()), None, None
     for n, (index, config, settings) in enumerate(items):
+        if reads is not None and config in prunable and not any(key in reads for key in settings):
+            report(index, config, **{**baseline, "build_s": 0.0, "compile_s": 0.0, "reason": NOT_READ})
+            continue
         chan.send("start", index=index)
         if device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
         _reset_peak()
-        counts, error = compile_and_run(built.module, built.inputs, settings={**base, **settings}, backend=backend)
+        first = config == BASELINE and n == 0
+        with readset.recording() if first else contextlib.nullcontext({}) as seen:
+            counts, error = compile_and_run(built.module, built.inputs, settings={**base, **settings}, backend=backend)
         fields = {**common, **counts, "peak_mem_mb": _peak_mb(device)}
         if n:  # the build is shared; count it once, on the first item
             fields["build_s"] = 0.0
-        if error is None:
-            report(index, config, status="ok", **fields)
+        fields.update({"status": "ok"} if error is None else {"status": "error", **_error_fields(error)})
+        if first:   # what a flag the baseline never read would give, and the read set
+            reads, baseline = seen, fields
+            report(index, config, **fields, config_reads=seen)
         else:
-            report(index, config, status="error", **fields, **_error_fields(error))
+            report(index, config, **fields)
     reset_dynamo()
 
 
@@ -239,7 +253,11 @@ def main(argv: list[str]) -> int:
         if op == "env":
             from harness.engine.environment import gather
 
-            chan.send("env", env=gather(req.get("device", "cpu")))
+            from harness.engine.flags.space import list_here, modules_for
+
+            modules = modules_for(req.get("backend", "count"))
+            chan.send("env", env=gather(req.get("device", "cpu")),
+                      config_space={"modules": modules, "entries": list_here(modules)})
         elif op == "run":
             (run_job if req.get("mode") == "job" else run_group)(chan, req)
             chan.send("done", rss_mb=_rss_mb())

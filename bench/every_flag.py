@@ -1,0 +1,97 @@
+"""Benchmark (not a test): a stratified sample x `all-dynamo`, with read-set pruning and without.
+
+The pruned pass sweeps --sample models (its audit included: at least 20 pruned pairs traced again); the unpruned
+pass sweeps the first --unpruned of them. Prints traced and pruned items, the pruning ratio per flag, items per
+core-minute counting pruned items as done, the audit's agreement, and the projection for the whole corpus
+(CORPUS_CLASSES) on a 16-core runner.
+
+    nice .venv/bin/python bench/every_flag.py --sample 60 --unpruned 10 --workers 2
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.sweep_common import corpus_models, machine  # noqa: E402
+from harness.core.outcome import NOT_READ  # noqa: E402
+from harness.engine.flags import sets as flagsets, space as configspace  # noqa: E402
+from harness.engine.engine import SweepOptions, sweep  # noqa: E402
+from harness.engine.flags.pruning import Pruning  # noqa: E402
+from state import db, runs  # noqa: E402
+from state import flags as pruning  # noqa: E402
+
+RUNNER_CORES = 16
+CORPUS_CLASSES = 976
+
+
+def one_pass(models: list[str], configs: dict[str, dict], workers: int, prune: bool) -> dict:
+    """One stored sweep in a throwaway store: its outcomes, audit and wall time."""
+    with tempfile.TemporaryDirectory() as tmp:
+        conn = db.connect(Path(tmp) / "bench.sqlite")
+        start = time.perf_counter()
+        run_id = sweep(conn, models=models, configs=configs, base_settings={},
+                       options=SweepOptions(workers=workers, timeout=600), progress=True,
+                       pruning=Pruning(frozenset(configs) - {"baseline"}) if prune else None)
+        wall = time.perf_counter() - start
+        audits = conn.execute("SELECT model, config FROM prune_audits WHERE run_id = ?", (run_id,)).fetchall()
+        return {"wall": wall, "outcomes": runs.outcomes(conn, run_id), "audited": [tuple(a) for a in audits],
+                "audit": pruning.audit_summary(conn, run_id)}
+
+
+def report(name: str, res: dict, workers: int, n_configs: int) -> float:
+    """Print one pass's numbers; returns its items per core-minute (pruned items count as done)."""
+    outs = res["outcomes"]
+    pruned = sum(o.reason == NOT_READ for o in outs)   # the audited pairs were traced: not counted here
+    rate = len(outs) / (res["wall"] * workers / 60.0)
+    print(f"{name}: {len(outs)} items ({len(outs) - pruned} traced, {len(res['audited'])} of them by the audit; "
+          f"{pruned} pruned) in {res['wall']:.1f}s wall on {workers} workers: {rate:.2f} items per core-minute")
+    whole = CORPUS_CLASSES * n_configs
+    print(f"  whole corpus ({CORPUS_CLASSES} classes x {n_configs} configs = {whole} items) on {RUNNER_CORES} cores: "
+          f"{whole / rate / RUNNER_CORES:.1f} min")
+    return rate
+
+
+def per_flag(res: dict, n_models: int) -> None:
+    """The pruning ratio of each flag: pairs pruned (the audited ones included) over the models swept."""
+    pruned = Counter(o.config for o in res["outcomes"] if o.reason == NOT_READ)
+    pruned.update(config for _, config in res["audited"])
+    ratios = sorted(((pruned[c] / n_models, c) for c in {o.config for o in res["outcomes"]} - {"baseline"}),
+                    reverse=True)
+    print("pruning ratio per flag (pruned pairs / models):")
+    for ratio, config in ratios:
+        print(f"  {ratio:5.0%}  {config}")
+    audit = res["audit"]
+    print(f"audit: {audit.agreed} of {audit.audited} agreed ({audit.agreement}%); pruning turned off: "
+          f"{', '.join(k for k, _, _ in audit.turned_off) or 'none'}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sample", type=int, default=60, help="models in the pruned pass (stratified)")
+    ap.add_argument("--unpruned", type=int, default=10, help="models in the unpruned pass (the first of the sample)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    _, space = configspace.discover("count")
+    configs = {"baseline": {}, **flagsets.expand("all-dynamo", space, flagsets.load_exclusions())}
+    models = corpus_models(args.sample, args.seed)
+    print(f"{len(models)} models x {len(configs)} configs (all-dynamo + baseline): {', '.join(models)}")
+    pruned = one_pass(models, configs, args.workers, prune=True)
+    rate = report("pruned", pruned, args.workers, len(configs))
+    per_flag(pruned, len(models))
+    if args.unpruned:
+        plain = one_pass(models[:args.unpruned], configs, args.workers, prune=False)
+        plain_rate = report(f"unpruned ({args.unpruned} models)", plain, args.workers, len(configs))
+        print(f"pruning speed-up: {rate / plain_rate:.2f}x items per core-minute")
+    print(machine())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

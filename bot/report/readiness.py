@@ -1,0 +1,68 @@
+"""The readiness table: one row per flag of a run, what it did across the corpus and over the nightlies, plus
+what read-set pruning and its audit did, and the config keys this build added or removed.
+
+Plain dicts for templates/report_readiness.*.j2 (the words are there)."""
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from typing import Any
+
+from bot.issues.keys import tracking_key
+from bot.view.run_view import RunView
+from harness.core.effects import BASELINE
+from harness.core.outcome import NOT_READ
+from state import flags as stored_flags, history
+
+TREND_RUNS = 7      # nightlies shown in a row's trend
+COLUMNS = ("reduces_graphs", "increases_graphs", "crashes", "fixes_crash")
+
+
+def _models_read(conn: sqlite3.Connection, view: RunView) -> dict[str, set[str]]:
+    """{full key: models whose baseline read it}, over the run's group."""
+    read: dict[str, set[str]] = {}
+    for rid in view.group:
+        for model, keys in stored_flags.reads(conn, rid).items():
+            for key in keys:
+                read.setdefault(key, set()).add(model)
+    return read
+
+
+def _trend(conn: sqlite3.Connection, view: RunView, config: str) -> list[tuple[int, int]]:
+    """(crashes, reduces) of `config` in the last TREND_RUNS runs that had it, oldest first."""
+    runs = [r for r in history.latest_runs(conn, TREND_RUNS * 4) if r.id <= view.run.id and config in r.configs]
+    counts = history.effect_counts(conn, [r.id for r in runs[:TREND_RUNS]])
+    return [(counts[r.id].get(config, {}).get("crashes", 0), counts[r.id].get(config, {}).get("reduces_graphs", 0))
+            for r in reversed(runs[:TREND_RUNS])]
+
+
+def rows(conn: sqlite3.Connection, view: RunView) -> list[dict[str, Any]]:
+    """One row per flag config of the run (single-key configs: a flag), most crashes first."""
+    read = _models_read(conn, view)
+    out = []
+    for config, settings in view.run.configs.items():
+        if config == BASELINE:
+            continue
+        effects = [e for e in view.effects if e.config == config]
+        counts = Counter(e.effect for e in effects)
+        sigs = sorted({e.config_signature for e in effects if e.effect == "crashes" and e.config_signature})
+        out.append({
+            "config": config, "keys": list(settings),
+            "read": len(set().union(*[read.get(k, set()) for k in settings])) if read else None,
+            "models": len(effects), "not_read": sum(1 for e in effects if e.reason == NOT_READ),
+            "counts": {c: counts[c] for c in COLUMNS},
+            "signatures": [{"signature": s, "link": view.links.get(tracking_key(config, s))} for s in sigs],
+            "trend": _trend(conn, view, config),
+        })
+    return sorted(out, key=lambda r: (-r["counts"]["crashes"], -r["counts"]["reduces_graphs"], r["config"]))
+
+
+def context(conn: sqlite3.Connection, view: RunView) -> dict[str, Any]:
+    """The readiness section: its rows, the pruning audit, and the config keys added/removed since the last build."""
+    audits = [stored_flags.audit_summary(conn, rid) for rid in view.group]
+    audited, agreed = sum(a.audited for a in audits), sum(a.agreed for a in audits)
+    return {"rows": rows(conn, view),
+            "audit": {"audited": audited, "agreed": agreed,
+                      "agreement": round(100.0 * agreed / audited, 1) if audited else None,
+                      "turned_off": [t for a in audits for t in a.turned_off]},
+            "space_change": stored_flags.change_since_previous(conn, view.run.id)}

@@ -1,0 +1,126 @@
+"""Every flag (issue 22): the read-set recorder, pruned pairs stored as not_read, the audit turning pruning off,
+config-space discovery diffs between two builds, and the exclusion table.
+
+The stand-in build (tests/standin_build/sitecustomize.py, under this venv's Python) makes `allow_rnn` crash every
+compile without reading it through the config module, and declares one key the real build lacks.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.core.effects import effects_for
+from harness.engine.flags import sets as flagsets, space as configspace
+from harness.engine.configs import BUILTIN, ConfigError
+from harness.engine.engine import SweepOptions, sweep
+from harness.engine.flags.pruning import Pruning
+from state import flags as stored_space
+from state import db, history, runs
+from state import flags as pruning
+
+STANDIN = Path(__file__).with_name("standin_build")
+READ = "torch._dynamo.config.capture_scalar_outputs"   # TinyItemModel's .item() makes Dynamo read it
+UNREAD = "torch._dynamo.config.allow_rnn"               # nothing in a two-layer MLP asks about RNNs
+CONFIGS = {"baseline": {}, "scalars": {READ: True}, "rnn": {UNREAD: True}}
+MODEL = "TinyItemModel"
+
+
+def _standin_python(tmp_path: Path) -> str:
+    script = tmp_path / "python"
+    script.write_text(f'#!/bin/sh\nPYTHONPATH="{STANDIN}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" "$@"\n')
+    script.chmod(0o755)
+    return str(script)
+
+
+def _options(python: str | None = None) -> SweepOptions:
+    return SweepOptions(workers=1, timeout=120, python=python, extra_modules=["tests.fault_models"])
+
+
+@pytest.mark.compile
+def test_recorder_pruning_and_audit_on_a_real_compile(tmp_path):
+    conn = db.connect(tmp_path / "state.sqlite")
+    python = _standin_python(tmp_path)
+    no_audit = Pruning(frozenset({"scalars", "rnn"}), audit=0.0, audit_min=0)
+    first = sweep(conn, models=[MODEL], configs=CONFIGS, base_settings={}, options=_options(python),
+                  progress=False, pruning=no_audit)
+    # The recorder: the baseline read the flag the model's .item() asks about, never the RNN one.
+    reads = pruning.reads(conn, first)[MODEL]
+    assert reads[READ] is False and UNREAD not in reads
+    outs = {o.config: o for o in runs.outcomes(conn, first)}
+    assert outs["scalars"].reason is None and outs["scalars"].graphs == 1     # traced: one graph, no break
+    assert outs["rnn"].reason == "not_read" and outs["rnn"].graphs == outs["baseline"].graphs == 2
+    effects = {e.config: e for e in history.effects(conn, first)}
+    assert (effects["rnn"].effect, effects["rnn"].reason) == ("no_effect", "not_read")
+    assert effects["scalars"].effect == "reduces_graphs" and effects["scalars"].reason is None
+
+    # The audit traces the pruned pair: under the stand-in build it crashes, so pruning goes off for the key.
+    audited = sweep(conn, models=[MODEL], configs=CONFIGS, base_settings={}, options=_options(python),
+                    progress=False, pruning=Pruning(frozenset({"scalars", "rnn"}), audit=1.0, audit_min=20))
+    summary = pruning.audit_summary(conn, audited)
+    assert (summary.audited, summary.agreed, summary.agreement) == (1, 0, 0.0)
+    assert summary.turned_off == ((UNREAD, "rnn", MODEL),)
+    traced = {o.config: o for o in runs.outcomes(conn, audited)}["rnn"]
+    assert traced.reason is None and traced.status == "error" and "allow_rnn" in traced.error_message
+    assert {e.config: e.effect for e in history.effects(conn, audited)}["rnn"] == "crashes"
+    assert pruning.disabled_keys(conn) == {UNREAD}
+
+    # From then on the flag is traced, audit or not.
+    later = sweep(conn, models=[MODEL], configs=CONFIGS, base_settings={}, options=_options(python),
+                  progress=False, pruning=no_audit)
+    assert {o.config: o.reason for o in runs.outcomes(conn, later)} == {"baseline": None, "scalars": None, "rnn": None}
+    assert {e.config: e.effect for e in effects_for(runs.outcomes(conn, later))}["rnn"] == "crashes"
+
+
+@pytest.mark.compile
+def test_discovery_diff_between_two_builds(tmp_path):
+    conn = db.connect(tmp_path / "state.sqlite")
+    ids = []
+    for name, python in (("real", None), ("standin", _standin_python(tmp_path))):
+        modules, entries = configspace.discover("count", python)
+        env = {"torch_version": "2.13.0", "torch_git": name}    # two builds of one version
+        stored_space.record_space(conn, env, modules, entries)
+        ids.append(runs.create_run(conn, environment=env, models=[], configs={}))
+    assert stored_space.change_since_previous(conn, ids[0]) is None
+    change = stored_space.change_since_previous(conn, ids[1])
+    assert change.added == ("torch._dynamo.config.standin_only_flag",) and change.removed == ()
+    modules, entries = stored_space.space_of_run(conn, ids[0])
+    assert modules == ["torch._dynamo.config", "torch._functorch.config"]
+    assert entries[READ] == {"type": "bool", "default": False, "deprecated": False}
+
+
+def test_exclusion_table_refuses_an_unknown_reason(tmp_path):
+    bad = tmp_path / "exclusions.toml"
+    bad.write_text('[[exclude]]\nkey = "torch._dynamo.config.verbose"\nreason = "too noisy"\n')
+    with pytest.raises(ConfigError) as err:
+        flagsets.load_exclusions(bad)
+    assert str(err.value) == ("exclusions.toml: exclude #1: torch._dynamo.config.verbose: unknown reason 'too noisy' "
+                              "(one of debugging, changes_measurement, needs_another_flag, out_of_scope)")
+    assert "\n" not in str(err.value)
+    shipped = flagsets.load_exclusions()
+    assert shipped["torch._dynamo.config.suppress_errors"].reason == "changes_measurement"
+
+
+def test_named_set_flips_every_public_boolean_but_the_excluded():
+    space = {
+        "torch._dynamo.config.capture_scalar_outputs": {"type": "bool", "default": False},
+        "torch._dynamo.config.brand_new_flag": {"type": "bool", "default": True},     # unknown: included
+        "torch._dynamo.config.verbose": {"type": "bool", "default": False},           # excluded
+        "torch._dynamo.config._private": {"type": "bool", "default": False},
+        "torch._dynamo.config.old": {"type": "bool", "default": False, "deprecated": True},
+        "torch._dynamo.config.recompile_limit": {"type": "int", "default": 8},
+        "torch._functorch.config.other_module": {"type": "bool", "default": False},
+    }
+    configs = flagsets.expand("all-dynamo", space, flagsets.load_exclusions())
+    assert configs == {"capture_scalar_outputs": BUILTIN["capture_scalar_outputs"],
+                       "dynamo.brand_new_flag": {"torch._dynamo.config.brand_new_flag": False}}
+
+
+def test_all_inductor_without_the_inductor_backend_is_refused_in_one_line(tmp_path, capsys):
+    from bot.cli.main import main
+
+    code = main(["--state", str(tmp_path / "s.sqlite"), "sweep", "--models", "BertModel", "--configs", "all-inductor"])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert code == 2 and err == ["flagsweep sweep: all-inductor needs --backend inductor "
+                                 "(no other backend reads an Inductor flag)"]
