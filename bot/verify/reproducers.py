@@ -78,6 +78,7 @@ class Job:
     settings: "Settings"
     cached: Verdict | None            # stored for this key but never (fully) shrunk: shrink it now
     carry: Verdict | None             # the newest shrunk case of another build: judged first, kept while it holds
+    place: str = ""                   # "n/N": its place among the run's groups (progress lines)
 
 
 def verify_all(conn: sqlite3.Connection, groups: Groups, outcomes: list[Outcome] | tuple[Outcome, ...], run: Run,
@@ -99,12 +100,13 @@ def verify_all(conn: sqlite3.Connection, groups: Groups, outcomes: list[Outcome]
     by_item = {(o.model, o.config): o for o in outcomes}
     out: dict[tuple[str, str], Verdict] = {}
     jobs: list[Job] = []
-    for group, effects in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+    place = {group: f"{n}/{len(groups)}" for n, group in enumerate(groups, 1)}
+    for group, effects in sorted(groups.items(), key=lambda kv: (-len(kv[1]), list(groups).index(kv[0]))):
         job = _plan(conn, group, effects, by_item, run, builds, shrink_budget, python)
         if isinstance(job, Verdict):
             out[group] = job
         else:
-            jobs.append(job)
+            jobs.append(dataclasses.replace(job, place=place[group]))
     ctx = _Context(run_how(run), python or "", runner, timeout, shrink_budget, deadline, meter, clock, progress)
 
     def finished(n: int, result: tuple[Verdict, bool] | None) -> None:
@@ -173,7 +175,7 @@ def _work(job: Job, ctx: _Context) -> tuple[Verdict, bool] | None:
     if ctx.left() <= 0:
         return None
     model, config = job.blank.model, job.blank.config
-    ctx.say(f"reproducer: {model} under {config}")
+    ctx.say(f"reproducer {job.place}: {model} under {config}")
     why = None
     if job.carry is not None:
         kept, why = _carried(job, ctx)
