@@ -153,6 +153,11 @@ class NightlySettings:
 
 
 @dataclass
+class VerifySettings:
+    max_minutes: float = 30.0         # wall-clock minutes the verify step may take per night; the rest waits (pending)
+
+
+@dataclass
 class ZooSettings:
     cache_dir: str | None = None     # where older versions kept `zoo check` files (ignored now); default: beside the state file
     check_timeout: float = 120.0     # seconds per model for build + eager forward
@@ -169,6 +174,7 @@ class Settings:
     commands: CommandSettings = field(default_factory=CommandSettings)
     nightly: NightlySettings = field(default_factory=NightlySettings)
     zoo: ZooSettings = field(default_factory=ZooSettings)
+    verify: VerifySettings = field(default_factory=VerifySettings)
     routing: list[dict[str, Any]] = field(default_factory=list)   # cc rules, validated by bot.issues.routing
     source: str | None = None        # the settings file read, if any
 
@@ -321,6 +327,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "nightly.max_error_jump": (lambda v: 0 < v <= 1, "more than 0 and at most 1 (a share of the models)"),
     "zoo.cache_dir": _TEXT,
     "zoo.check_timeout": _more_than(0, _S),
+    "verify.max_minutes": _more_than(0, " minutes"),
 }
 
 # Settings that must agree with another: (field, test on the section, what it must be).

@@ -311,5 +311,24 @@ CREATE TABLE prune_disabled (
 );
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13]
+# v13 -> v14: reproducer work that keeps up with the nightly (bot/verify/): a verdict carried from an earlier
+# build's shrunk case, or why it was minimised again, and what it cost; a tracking group left for a later night by
+# the verify step's budget; and what each run's verify step cost as a whole.
+V14 = """
+ALTER TABLE verdicts ADD COLUMN carried_from TEXT;   -- the torch build whose shrunk case it carries (NULL: its own)
+ALTER TABLE verdicts ADD COLUMN reminimised TEXT;    -- why it was shrunk again from the full model (NULL: it was not)
+ALTER TABLE verdicts ADD COLUMN cost TEXT;           -- JSON: {stages: {stage: seconds}, scripts, tries, kept}
+ALTER TABLE run_verdicts ADD COLUMN pending INTEGER NOT NULL DEFAULT 0;   -- 1: past the step's budget, not verified yet
+CREATE TABLE verify_steps (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+    seconds REAL NOT NULL,                 -- the step's wall time (the last time it ran for the run)
+    scripts INTEGER NOT NULL,              -- reproducer scripts it ran
+    workers INTEGER NOT NULL,
+    groups INTEGER NOT NULL,               -- tracking groups it looked at
+    pending INTEGER NOT NULL,              -- of them, left for a later night by the budget
+    recorded_at TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14]
 SCHEMA_VERSION = len(MIGRATIONS)

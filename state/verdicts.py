@@ -87,6 +87,7 @@ class Maintainer:
     status: str                  # confirmed (runs in eager, fails compiled with the signature) | unconfirmed
     reason: str = ""             # why unconfirmed
     runs: tuple[DynamicRun, ...] = ()   # dynamic=None first; False and True only when None failed the same way
+    checked_on: str | None = None       # the torch build its as-written run last ran on (None: before this was kept)
 
     def result(self, dynamic: str) -> str | None:
         """What the run with `dynamic` showed (None: not run)."""
@@ -135,6 +136,9 @@ class Verdict:
     shrink: Shrink | None = None         # what it kept (None: not tried, or it could not start)
     component: Component | None = None   # isolated on this verdict's reproducer, carried to later builds
     maintainer: Maintainer | None = None # the script a person would write, judged (None: not tried yet)
+    carried_from: str | None = None     # the build whose shrunk case it carries, judged again here (None: its own)
+    reminimised: str | None = None      # why it was shrunk again from the full model on this build (None: it was not)
+    cost: dict[str, Any] | None = None  # what reaching it cost on this build: {stages: {stage: s}, scripts, tries, kept}
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -145,6 +149,11 @@ class Verdict:
         """What a verdict is stored and reused by."""
         return key(self.config, self.signature, self.model, self.fingerprint, self.build_version, self.build_git)
 
+    @property
+    def build(self) -> str:
+        """The torch build it was verified on, as people name it: `2.13.0 (git abc)`."""
+        return build_label(self.build_version, self.build_git)
+
 
 @dataclass(frozen=True)
 class RunVerdict:
@@ -154,6 +163,23 @@ class RunVerdict:
     signature: str
     verdict: Verdict | None = None       # None: verification was off for this run
     component: Component | None = None   # None: not isolated (no confirmed reproducer under a compiling backend)
+    pending: bool = False                # past the verify step's budget: not verified yet, finished on a later night
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """What one run's verify step cost as a whole (the last time it ran for the run)."""
+
+    seconds: float
+    scripts: int
+    workers: int
+    groups: int
+    pending: int
+
+
+def build_label(version: str | None, git: str | None) -> str:
+    """A torch build as people name it: `2.13.0 (git abc)`, `2.13.0`, or `unknown`."""
+    return f"{version or 'unknown'}" + (f" (git {git})" if git else "")
 
 
 def key(config: str, signature: str, model: str, fingerprint: str | None, build_version: str | None,
@@ -164,8 +190,8 @@ def key(config: str, signature: str, model: str, fingerprint: str | None, build_
 
 
 _COLUMNS = ("key", "config", "signature", "model", "fingerprint", "build_version", "build_git", "status", "reason",
-            "script", "torch_version", "torch_git", "shrunk", "shrink", "component", "maintainer", "reusable",
-            "recorded_at")
+            "script", "torch_version", "torch_git", "shrunk", "shrink", "component", "maintainer", "carried_from",
+            "reminimised", "cost", "reusable", "recorded_at")
 
 
 def _verdict(row: sqlite3.Row) -> Verdict:
@@ -176,7 +202,8 @@ def _verdict(row: sqlite3.Row) -> Verdict:
                    torch_git=row["torch_git"], shrunk=bool(row["shrunk"]),
                    shrink=Shrink(shrink["build"], shrink["stats"]) if shrink else None,
                    component=Component.from_json(row["component"]),
-                   maintainer=Maintainer.from_json(row["maintainer"]))
+                   maintainer=Maintainer.from_json(row["maintainer"]), carried_from=row["carried_from"],
+                   reminimised=row["reminimised"], cost=json.loads(row["cost"]) if row["cost"] else None)
 
 
 def put(conn: sqlite3.Connection, verdict: Verdict, *, reusable: bool = True) -> None:
@@ -186,8 +213,9 @@ def put(conn: sqlite3.Connection, verdict: Verdict, *, reusable: bool = True) ->
     maintainer = verdict.maintainer.to_json() if verdict.maintainer else None
     values = (verdict.key, verdict.config, verdict.signature, verdict.model, verdict.fingerprint,
               verdict.build_version, verdict.build_git, verdict.status, verdict.reason, verdict.script,
-              verdict.torch_version, verdict.torch_git, int(verdict.shrunk), shrink, component, maintainer, int(reusable),
-              now())
+              verdict.torch_version, verdict.torch_git, int(verdict.shrunk), shrink, component, maintainer,
+              verdict.carried_from, verdict.reminimised, json.dumps(verdict.cost, sort_keys=True) if verdict.cost else None,
+              int(reusable), now())
     updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
     with transaction(conn):
         conn.execute(f"INSERT INTO verdicts ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
@@ -198,6 +226,49 @@ def get(conn: sqlite3.Connection, verdict_key: str) -> Verdict | None:
     """The reusable verdict stored under `verdict_key`, if any."""
     row = conn.execute("SELECT * FROM verdicts WHERE key = ? AND reusable = 1", (verdict_key,)).fetchone()
     return _verdict(row) if row else None
+
+
+def carried(conn: sqlite3.Connection, verdict: Verdict) -> Verdict | None:
+    """The newest confirmed, shrunk verdict of `verdict`'s config and signature on another torch build (its model first)."""
+    row = conn.execute("SELECT * FROM verdicts WHERE config = ? AND signature = ? AND status = 'confirmed'"
+                       " AND reusable = 1 AND shrink IS NOT NULL AND NOT (build_version IS ? AND build_git IS ?)"
+                       " ORDER BY model = ? DESC, recorded_at DESC, rowid DESC LIMIT 1",
+                       (verdict.config, verdict.signature, verdict.build_version, verdict.build_git,
+                        verdict.model)).fetchone()
+    return _verdict(row) if row else None
+
+
+def add_cost(conn: sqlite3.Connection, verdict_key: str, cost: dict[str, Any]) -> None:
+    """Add `cost` (stage seconds, scripts, tries, kept) to what the stored verdict of `verdict_key` cost so far."""
+    row = conn.execute("SELECT cost FROM verdicts WHERE key = ?", (verdict_key,)).fetchone()
+    if row is None:
+        return
+    total = merge_cost(json.loads(row["cost"]) if row["cost"] else {}, cost)
+    with transaction(conn):
+        conn.execute("UPDATE verdicts SET cost = ? WHERE key = ?", (json.dumps(total, sort_keys=True), verdict_key))
+
+
+def merge_cost(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two costs added: stage seconds per stage, and scripts, tries and kept."""
+    stages = {k: round(a.get("stages", {}).get(k, 0.0) + b.get("stages", {}).get(k, 0.0), 1)
+              for k in sorted({*a.get("stages", {}), *b.get("stages", {})})}
+    return {"stages": stages, **{k: a.get(k, 0) + b.get(k, 0) for k in ("scripts", "tries", "kept")}}
+
+
+def record_step(conn: sqlite3.Connection, run_id: int, cost: StepCost) -> None:
+    """Store what the run's verify step cost (replacing an earlier measurement of the same run)."""
+    with transaction(conn):
+        conn.execute("INSERT INTO verify_steps (run_id, seconds, scripts, workers, groups, pending, recorded_at)"
+                     " VALUES (?,?,?,?,?,?,?) ON CONFLICT(run_id) DO UPDATE SET seconds = excluded.seconds,"
+                     " scripts = excluded.scripts, workers = excluded.workers, groups = excluded.groups,"
+                     " pending = excluded.pending, recorded_at = excluded.recorded_at",
+                     (run_id, cost.seconds, cost.scripts, cost.workers, cost.groups, cost.pending, now()))
+
+
+def step_cost(conn: sqlite3.Connection, run_id: int) -> StepCost | None:
+    """What the run's verify step cost, if it ran."""
+    row = conn.execute("SELECT * FROM verify_steps WHERE run_id = ?", (run_id,)).fetchone()
+    return StepCost(row["seconds"], row["scripts"], row["workers"], row["groups"], row["pending"]) if row else None
 
 
 def components(conn: sqlite3.Connection) -> dict[tuple[str, str], Component]:
@@ -218,25 +289,26 @@ def record_run(conn: sqlite3.Connection, run_id: int, rows: list[RunVerdict]) ->
     Writes nothing when the run already has exactly these; returns whether it wrote.
     """
     wanted = {(r.config, r.signature): (r.verdict.key if r.verdict else None,
-                                        r.component.to_json() if r.component else None) for r in rows}
-    have = {(r["config"], r["signature"]): (r["verdict_key"], r["component"]) for r in
+                                        r.component.to_json() if r.component else None, int(r.pending)) for r in rows}
+    have = {(r["config"], r["signature"]): (r["verdict_key"], r["component"], r["pending"]) for r in
             conn.execute("SELECT * FROM run_verdicts WHERE run_id = ?", (run_id,)).fetchall()}
     if wanted == have:
         return False
     with transaction(conn):
         conn.execute("DELETE FROM run_verdicts WHERE run_id = ?", (run_id,))
-        conn.executemany("INSERT INTO run_verdicts (run_id, config, signature, verdict_key, component, recorded_at)"
-                         " VALUES (?,?,?,?,?,?)",
-                         [(run_id, c, s, vkey, comp, now()) for (c, s), (vkey, comp) in sorted(wanted.items())])
+        conn.executemany("INSERT INTO run_verdicts (run_id, config, signature, verdict_key, component, pending,"
+                         " recorded_at) VALUES (?,?,?,?,?,?,?)",
+                         [(run_id, c, s, vkey, comp, pending, now())
+                          for (c, s), (vkey, comp, pending) in sorted(wanted.items())])
     return True
 
 
 def for_run(conn: sqlite3.Connection, run_id: int) -> dict[tuple[str, str], RunVerdict]:
     """{(config, signature): what the run's verify step concluded}, empty when it never ran for this run."""
     rows = conn.execute("SELECT r.config AS group_config, r.signature AS group_signature, r.component AS run_component,"
-                        " v.* FROM run_verdicts r LEFT JOIN verdicts v ON v.key = r.verdict_key"
+                        " r.pending AS run_pending, v.* FROM run_verdicts r LEFT JOIN verdicts v ON v.key = r.verdict_key"
                         " WHERE r.run_id = ? ORDER BY r.config, r.signature", (run_id,)).fetchall()
     return {(r["group_config"], r["group_signature"]): RunVerdict(
         r["group_config"], r["group_signature"], _verdict(r) if r["key"] is not None else None,
-        Component.from_json(r["run_component"])) for r in rows}
+        Component.from_json(r["run_component"]), bool(r["run_pending"])) for r in rows}
 

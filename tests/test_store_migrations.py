@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from harness.core.outcome import Outcome
-from state import gates, history, jobs, leases, ranges, resolutions, runs, verdicts, zoo
+from state import flags, gates, history, jobs, leases, ranges, resolutions, runs, verdicts, zoo
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 from tests import historydata as hd
@@ -40,8 +40,9 @@ def _fill_v2(conn: sqlite3.Connection) -> None:
     """v1 rows plus what v2 added: a nightly run, effects, a signature, an issue link and outbox row."""
     _fill_v1(conn)
     conn.execute("UPDATE runs SET kind = 'nightly', nightly = '2026-10-02' WHERE id = 2")
-    conn.execute("INSERT INTO effects VALUES (2, 'LlamaForCausalLM', 'capture_scalar_outputs', 'decoder_llm',"
-                 " 'crashes', 4, NULL, NULL, ?)", (hd.PENDING,))
+    conn.execute("INSERT INTO effects (run_id, model, config, stratum, effect, baseline_graphs, config_graphs,"
+                 " baseline_signature, config_signature) VALUES (2, 'LlamaForCausalLM', 'capture_scalar_outputs',"
+                 " 'decoder_llm', 'crashes', 4, NULL, NULL, ?)", (hd.PENDING,))
     conn.execute("INSERT INTO signatures (config, signature, first_run, last_run, first_seen, last_seen,"
                  " nightlies_seen, models) VALUES ('capture_scalar_outputs', ?, 1, 2, '2026-10-01', '2026-10-02', 2, ?)",
                  (hd.PENDING, json.dumps(["LlamaForCausalLM"])))
@@ -126,8 +127,16 @@ def _fill_v12(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE verdicts SET maintainer = ? WHERE key = 'k9'", (MAINTAINER.to_json(),))
 
 
+def _fill_v13(conn: sqlite3.Connection) -> None:
+    """v13 stored every flag's evidence: v12's rows and one flag key an audit turned pruning off for."""
+    _fill_v12(conn)
+    conn.execute("INSERT INTO prune_disabled (key, config, model, run_id, traced_status, traced_graphs,"
+                 " baseline_graphs, disabled_at) VALUES ('torch._dynamo.config.allow_rnn', 'dynamo.allow_rnn',"
+                 " 'LlamaForCausalLM', 2, 'error', NULL, 3, '2026-10-04T07:00:00+00:00')")
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
-           9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12}
+           9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13}
 
 
 def _build_at(path, version: int) -> None:
@@ -239,6 +248,11 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     # v13: pruned effects are told apart; an older run's effects have no reason, and no build has a config space.
     assert [r[0] for r in conn.execute("SELECT DISTINCT reason FROM effects")] in ([], [None])
     assert conn.execute("SELECT COUNT(*) FROM config_spaces").fetchone()[0] == 0
+    assert flags.disabled_keys(conn) == ({"torch._dynamo.config.allow_rnn"} if version >= 13 else set())
+    # v14: a verdict's carry and cost: none for an older verdict; no verify step recorded for an older run.
+    old = verdicts.get(conn, "k9")
+    assert old is None or (old.carried_from, old.reminimised) == (None, None)
+    assert conn.execute("SELECT COUNT(*) FROM verify_steps").fetchone()[0] == 0
 
 
 def test_each_migration_is_one_transaction(tmp_path):

@@ -6,7 +6,8 @@ signature on `min_nights` consecutive nightlies. A candidate without it is *watc
 filed by leverage (the models they block, then config and signature), at most `max_new_per_night` per publish
 and while fewer than `max_open` tracking issues are open; the rest are *pending* and filed on a later night
 as room frees. Nothing is stored: the queue is what the night shows less what already has an issue, so a
-signature that goes away leaves it. Signatures that already have an issue are not candidates.
+signature that goes away leaves it. Signatures that already have an issue are not candidates. A candidate
+the verify step did not reach within `[verify] max_minutes` is *verification pending*: held, finished later.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ class Filing:
     filed: list[Candidate] = field(default_factory=list)
     pending: list[Candidate] = field(default_factory=list)
     watching: list[Candidate] = field(default_factory=list)
+    verifying: list[Candidate] = field(default_factory=list)   # evident, but the verify step's budget ran out first
 
     def of(self, config: str) -> tuple[list[Candidate], list[Candidate]]:
         """(pending, watching) of one config, in leverage order."""
@@ -70,10 +72,18 @@ def evident(c: Candidate, ctx: RunContext) -> bool:
     return c.confirmed and (c.models >= s.min_models or c.nights >= s.min_nights)
 
 
+def _verification_pending(ctx: RunContext, c: Candidate) -> bool:
+    """The verify step left the group for a later night (its budget ran out): nothing unverified is filed."""
+    seen = ctx.view.verdicts.get((c.group.config, c.group.signature))
+    return bool(seen and seen.pending)
+
+
 def choose(ctx: RunContext, candidates: list[Candidate], open_now: int) -> Filing:
     """Split the candidates: file the most leveraged within the budget (`open_now`: tracking issues open)."""
     out = Filing()
-    ready = sorted((c for c in candidates if evident(c, ctx)), key=Candidate.leverage)
+    evidenced = sorted((c for c in candidates if evident(c, ctx)), key=Candidate.leverage)
+    out.verifying = [c for c in evidenced if _verification_pending(ctx, c)]
+    ready = [c for c in evidenced if c not in out.verifying]
     room = max(0, min(ctx.settings.max_new_per_night, ctx.settings.max_open - open_now))
     out.filed, out.pending = ready[:room], ready[room:]
     out.watching = sorted((c for c in candidates if not evident(c, ctx)), key=Candidate.leverage)

@@ -50,10 +50,13 @@ def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | No
                                 testable=body_ctx["testable"]))
     pending, watching = (filing or Filing()).of(config)
     held = {"pending": [_held(c) for c in pending], "watching": [_held(c) for c in watching]}
+    verifying = [_held(c) for c in (filing or Filing()).verifying if c.group.config == config]
+    if verifying:                     # only then: the hash an older body was stored with stays
+        held["verifying"] = verifying
     breaks, lev = ctx.view.breaks.get(config), ctx.view.leverage.get(config)
     body_ctx.update(key=key, marker=markdown.marker(key),
                     meta=markdown.meta_marker({"kind": "summary", "config": config}), crashes=counts["crashes"], reduces=counts["reduces_graphs"], rows=rows, tracking=tracking,
-                    trend=trend, breaks=breaks, leverage=lev, **held, budget=ctx.settings.max_new_per_night,
+                    trend=trend, breaks=breaks, leverage=lev, **{"verifying": [], **held}, budget=ctx.settings.max_new_per_night,
                     max_open=ctx.settings.max_open, min_models=ctx.settings.min_models,
                     min_nights=ctx.settings.min_nights,
                     torch_version=ctx.view.run.environment.get("torch_version") or "unknown")

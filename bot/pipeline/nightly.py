@@ -23,7 +23,7 @@ from bot.pipeline import gate as gate_mod, sampling
 from bot.github.publish import PublishSummary, stderr_progress
 from bot.settings import Settings
 from bot.pipeline.steps import Steps, load_view
-from state import runs as runs_mod
+from state import runs as runs_mod, verdicts
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ class NightlyResult:
     range_cost: dict[str, int] = field(default_factory=dict)    # installs, sweeps, items the search took
     missing_shards: list[str] = field(default_factory=list)     # a merge of only some shards: those it lacks
     gate: dict[str, Any] | None = None    # the environment gate's verdict (state.gates.Gate), once judged
+    verify: dict[str, Any] | None = None  # the verify step's cost (state.verdicts.StepCost), once it ran
 
     @property
     def suspect(self) -> bool:
@@ -208,7 +209,9 @@ def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyR
     if diff_result is not None:
         result.transitions = {k: v for k, v in diff_result.counts().items() if v}
     # stores the verdicts: publishing only reads them
-    steps.verify(conn, result.run_id, settings, progress=stderr_progress(progress, "nightly"))
+    steps.verify(conn, result.run_id, settings, progress=stderr_progress(progress, "nightly") if progress else None)
+    cost = verdicts.step_cost(conn, result.run_id)
+    result.verify = asdict(cost) if cost else None
     return _publish_and_report(conn, settings, result, steps, out)
 
 

@@ -7,6 +7,7 @@ a cheap twin that has the same signature, checked through the Protocols below.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,13 +126,16 @@ def verify(conn: sqlite3.Connection, run_id: int, settings: Settings, *, enabled
     """Verify, shrink and isolate the run's tracking groups' reproducers; store the verdicts publishing reads.
 
     enabled: run the reproducers (default: `[issues] verify_reproducers`). A verdict stored for the
-    same key is reused, so verifying a run again runs nothing.
+    same key is reused, so verifying a run again runs nothing. progress: stage lines, and the step's bar
+    on stderr (None: silent). Groups run on `[sweep] workers`, bounded by `[verify] max_minutes`.
     """
     from bot.verify import step as verify_mod
     verify_mod.note_old_cache(settings.state_path)
     issues = settings.issues
     return verify_mod.verify_run(conn, run_id, enabled=issues.verify_reproducers if enabled is None else enabled,
-                                 timeout=issues.repro_timeout, shrink_budget=issues.shrink_budget, progress=progress)
+                                 timeout=issues.repro_timeout, shrink_budget=issues.shrink_budget, progress=progress,
+                                 workers=settings.sweep.workers or os.cpu_count() or 1,
+                                 max_minutes=settings.verify.max_minutes, bar=progress is not None)
 
 
 def load_view(conn: sqlite3.Connection, run_id: int, settings: Settings) -> RunView:

@@ -18,12 +18,14 @@ Stdlib only: torch is never imported here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sqlite3
 import time
 from typing import Any, Callable
 
 from bot.text.render import render
-from bot.verify import isolate, maintainer, oracle, reproducers
+from bot.verify import isolate, maintainer, oracle, pool, reproducers
+from bot.verify.cost import Meter
 from bot.verify.reproducers import Groups
 from bot.verify.script import HARNESS, module_source
 from harness.engine.interpreter import CallFailed
@@ -90,20 +92,61 @@ def for_verdict(verdict: Verdict, built: dict[str, Any] | None, settings: dict[s
 def ablate_all(conn: sqlite3.Connection, groups: Groups, found: dict[tuple[str, str], Verdict], run: Run,
                builds: dict[str, dict[str, Any]], components: dict[tuple[str, str], Component], *,
                python: str | None = None, timeout: float = 600.0, drive_with: Drive = drive,
-               ask: Ask = ask_overrides, progress: Callable[[str], None] | None = None) -> None:
-    """Give each confirmed, stored verdict of `groups` its maintainer's script (once: stored with the verdict)."""
+               ask: Ask = ask_overrides, progress: Callable[[str], None] | None = None, workers: int = 1,
+               meter: Meter | None = None, past_deadline: Callable[[], bool] = lambda: False) -> None:
+    """Give each confirmed, stored verdict of `groups` its maintainer's script (once: stored with the verdict).
+
+    A verdict carried from an earlier build keeps that build's script and ablation while the script, as
+    written, still fails the same way here (one run; the dynamic=False/True runs are not repeated);
+    otherwise it is judged again in full. Groups run side by side on `workers`; past the deadline none
+    starts (a later run does it). The store is written on this thread.
+    """
     python = python or reproducers.run_python(run)
     run_backend, device = reproducers.run_how(run)
-    for n, group in enumerate(groups, 1):
+    meter = meter or Meter()
+    todo: list[Verdict] = []
+    for group in groups:
         seen = found.get(group)
         current = store.get(conn, seen.key) if seen is not None else None
-        if current is None or current.status != "confirmed" or current.maintainer is not None or not python:
-            continue
+        if current is not None and current.status == "confirmed" and python and (
+                current.maintainer is None or _to_recheck(current)):
+            todo.append(current)
+
+    def job(current: Verdict) -> Maintainer | None:
+        if past_deadline():
+            return None
+        group = (current.config, current.signature)
+        run_drive = meter.drive(group, "maintainer", drive_with)
+        if current.maintainer is not None and _still_fails(current, python or "", timeout, run_drive):
+            return dataclasses.replace(current.maintainer, checked_on=current.build)
         if progress:
-            progress(f"maintainer's script {n}/{len(groups)}: {current.model} under {current.config}")
+            progress(f"maintainer's script: {current.model} under {current.config}")
         component = components.get(group) or current.component
         backend = maintainer.backend_for(component.component if component else None, run_backend)
         built = current.shrink.build if current.shrink and current.shrink.build else builds.get(current.model)
         settings = reproducers.run_settings(run, current.config)
-        record = for_verdict(current, built, settings, backend, device, python, timeout, run=drive_with, ask=ask)
-        store.put(conn, dataclasses.replace(current, maintainer=record))
+        record = for_verdict(current, built, settings, backend, device, python or "", timeout, run=run_drive, ask=ask)
+        return dataclasses.replace(record, checked_on=current.build)
+
+    def done(n: int, record: Maintainer | None) -> None:
+        current = todo[n]
+        if record is not None:
+            store.put(conn, dataclasses.replace(store.get(conn, current.key) or current, maintainer=record))
+        cost = meter.take((current.config, current.signature))
+        if cost:
+            store.add_cost(conn, current.key, cost)
+
+    pool.side_by_side([functools.partial(job, v) for v in todo], workers, done)
+
+
+def _to_recheck(verdict: Verdict) -> bool:
+    """A confirmed maintainer's script carried from another build and not run on this one yet."""
+    m = verdict.maintainer
+    return bool(verdict.carried_from and m and m.status == "confirmed" and m.checked_on != verdict.build)
+
+
+def _still_fails(verdict: Verdict, python: str, timeout: float, run: Drive) -> bool:
+    """The carried script, as written, fails with the verdict's signature on this build."""
+    m = verdict.maintainer
+    return bool(m and m.status == "confirmed" and verdict.carried_from
+                and isolate.stage_result(run(m.script, python, timeout, "None"), verdict.signature) == "fails")

@@ -19,11 +19,13 @@ quiet nightly runs nothing. Stdlib only: torch is never imported here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sqlite3
 import time
 from typing import Any, Callable
 
-from bot.verify import oracle, reproducers
+from bot.verify import oracle, pool, reproducers
+from bot.verify.cost import Meter
 from bot.verify.reproducers import Groups, Runner
 from state import verdicts as store
 from state.runs import Run
@@ -96,38 +98,65 @@ def _build_for(verdict: Verdict, builds: dict[str, dict[str, Any]]) -> dict[str,
 
 def isolate_all(conn: sqlite3.Connection, groups: Groups, verdicts: dict[tuple[str, str], Verdict], run: Run,
                 builds: dict[str, dict[str, Any]], *, python: str | None = None, timeout: float = 600.0,
-                runner: Runner | None = None,
-                progress: Callable[[str], None] | None = None) -> dict[tuple[str, str], Component]:
+                runner: Runner | None = None, progress: Callable[[str], None] | None = None, workers: int = 1,
+                meter: Meter | None = None, past_deadline: Callable[[], bool] = lambda: False,
+                ) -> dict[tuple[str, str], Component]:
     """{(config, signature): component record} for each group: by construction, stored already, or isolated now.
 
     Only confirmed verdicts are isolated (their model's stored build, the run's
     settings and device, its interpreter); the record is stored with the verdict
     (unless a stage did not report: a later run tries again). A group without a
-    confirmed verdict has no record.
+    confirmed verdict has no record; nor has one reached past the deadline (a later run isolates it).
+    Groups run side by side on `workers`; the store is written on this thread.
     """
     backend, device = reproducers.run_how(run)
     if backend in BY_CONSTRUCTION:
         return {group: by_construction(backend) for group in groups}
     python = python or reproducers.run_python(run)
+    meter = meter or Meter()
     known = store.components(conn)
     out: dict[tuple[str, str], Component] = {}
-    for n, (config, signature) in enumerate(groups, 1):
-        verdict = verdicts.get((config, signature))
+    todo: list[tuple[tuple[str, str], Verdict]] = []
+    for group in groups:
+        verdict = verdicts.get(group)
         if verdict is None or verdict.status != "confirmed" or not python:
             continue
-        record = verdict.component or known.get((config, signature))
+        record = verdict.component or known.get(group)
         if record is None:
-            if progress:
-                progress(f"component {n}/{len(groups)}: {verdict.model} under {config}")
-            try:
-                record = isolate(_build_for(verdict, builds), reproducers.run_settings(run, config), signature,
-                                 backend=backend, device=device, python=python, timeout=timeout, runner=runner,
-                                 progress=progress)
-            except Exception:  # nothing to render from: no component, and nothing stored
-                continue
-            record = dataclasses.replace(record, config=config, signature=signature, model=verdict.model)
-            known[(config, signature)] = record
-        out[(config, signature)] = record
-        if verdict.component != record and record.complete:
-            store.put(conn, dataclasses.replace(verdict, component=record))
-    return out
+            todo.append((group, verdict))
+        else:
+            out[group] = record
+            _store(conn, verdict, record)
+
+    def job(group: tuple[str, str], verdict: Verdict) -> Component | None:
+        if past_deadline():
+            return None
+        if progress:
+            progress(f"component: {verdict.model} under {group[0]}")
+        try:
+            record = isolate(_build_for(verdict, builds), reproducers.run_settings(run, group[0]), group[1],
+                             backend=backend, device=device, python=python or "", timeout=timeout,
+                             runner=meter.runner(group, "isolate", runner or reproducers.render_and_run),
+                             progress=progress)
+        except Exception:  # nothing to render from: no component, and nothing stored
+            return None
+        return dataclasses.replace(record, config=group[0], signature=group[1], model=verdict.model)
+
+    def done(n: int, record: Component | None) -> None:
+        group, verdict = todo[n]
+        if record is not None:
+            out[group] = record
+            _store(conn, verdict, record)
+        cost = meter.take(group)
+        if cost:
+            store.add_cost(conn, verdict.key, cost)
+
+    pool.side_by_side([functools.partial(job, g, v) for g, v in todo], workers, done)
+    return {group: out[group] for group in groups if group in out}
+
+
+def _store(conn: sqlite3.Connection, verdict: Verdict, record: Component) -> None:
+    """Keep a complete record with the verdict (its stored cost too)."""
+    if verdict.component != record and record.complete:
+        current = store.get(conn, verdict.key) or verdict
+        store.put(conn, dataclasses.replace(current, component=record))

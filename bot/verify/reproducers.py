@@ -15,11 +15,14 @@ script the oracle still keeps, with its shrink.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import sqlite3
+import time
 from typing import Any, Callable
 
-from bot.verify import oracle, shrink
+from bot.verify import oracle, pool, shrink
+from bot.verify.cost import Meter
 from harness.core.outcome import Effect, Outcome
 from state import verdicts as store
 from state.runs import Run
@@ -65,46 +68,151 @@ def run_how(run: Run) -> tuple[str, str]:
     return run.options.get("backend", "count"), run.options.get("device", "cpu")
 
 
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One tracking group's reproducer work, planned on the store's thread and run on a worker."""
+
+    group: tuple[str, str]
+    blank: Verdict                    # the verdict's key, before anything ran
+    built: dict[str, Any] | None      # the model's stored build
+    settings: "Settings"
+    cached: Verdict | None            # stored for this key but never (fully) shrunk: shrink it now
+    carry: Verdict | None             # the newest shrunk case of another build: judged first, kept while it holds
+    place: str = ""                   # "n/N": its place among the run's groups (progress lines)
+
+
 def verify_all(conn: sqlite3.Connection, groups: Groups, outcomes: list[Outcome] | tuple[Outcome, ...], run: Run,
                builds: dict[str, dict[str, Any]], *, python: str | None = None, timeout: float = 600.0,
                runner: Runner | None = None, shrink_budget: float = 0.0,
-               progress: Callable[[str], None] | None = None) -> dict[tuple[str, str], Verdict]:
-    """{(config, signature): verdict} for each group; verdicts (and their shrinks) are stored and reused.
+               progress: Callable[[str], None] | None = None, workers: int = 1, deadline: float | None = None,
+               meter: Meter | None = None, done: Callable[[tuple[str, str]], None] | None = None,
+               clock: Callable[[], float] = time.monotonic) -> dict[tuple[str, str], Verdict]:
+    """{(config, signature): verdict} for each group that got one; verdicts (and their shrinks) are stored and reused.
 
     builds: the run's stored build data per model. python: the interpreter to verify
     under (default: the one the run used, from its environment). shrink_budget: seconds
-    per confirmed reproducer to shrink it in (0: embed it as built).
+    per confirmed reproducer to shrink it in (0: embed it as built). workers: groups run
+    side by side. deadline (on `clock`): a group not started by then gets no verdict
+    (pending: the next verification does it), and a shrink stops there. Groups run in
+    leverage order (models blocked, most first). done: called (on this thread) per group.
     """
-    runner = runner or render_and_run
-    python = python or run_python(run)
+    runner, python, meter = runner or render_and_run, python or run_python(run), meter or Meter()
     by_item = {(o.model, o.config): o for o in outcomes}
-    how = run_how(run)
     out: dict[tuple[str, str], Verdict] = {}
-    for n, ((config, signature), effects) in enumerate(groups.items(), 1):
-        chosen = pick_model(effects, by_item)
-        item = by_item.get((chosen.model, config))
-        blank = Verdict(config, signature, chosen.model, item.fingerprint if item else None,
-                        run.environment.get("torch_version"), run.environment.get("torch_git"), "unconfirmed")
-        settings = (run_settings(run, config), run_settings(run, "baseline"))
-        built = builds.get(chosen.model)
-        cached = store.get(conn, blank.key)
-        if cached is not None and not _wants_shrink(cached, shrink_budget, python):
-            out[(config, signature)] = cached
-            continue
-        if progress:
-            progress(f"reproducer {n}/{len(groups)}: {chosen.model} under {config}")
-        if cached is not None:        # confirmed before the shrink was enabled: measure it again, then shrink
-            found, ran = _remeasure(cached, built, settings, how, python or "", runner, timeout)
+    jobs: list[Job] = []
+    place = {group: f"{n}/{len(groups)}" for n, group in enumerate(groups, 1)}
+    for group, effects in sorted(groups.items(), key=lambda kv: (-len(kv[1]), list(groups).index(kv[0]))):
+        job = _plan(conn, group, effects, by_item, run, builds, shrink_budget, python)
+        if isinstance(job, Verdict):
+            out[group] = job
         else:
-            found, ran = _verify(blank, built, settings, how, python, runner, timeout)
-        if ran is not None and found.status == "confirmed" and shrink_budget > 0:
-            found = _shrunk(found, built, settings, how, python or "", ran, shrink_budget, runner, timeout, progress)
-        # Reused later only when something ran and reported; a verdict reached otherwise is kept for this run.
-        reusable = ran is not None and ran.result.get("status") is not None
-        if reusable or cached is None:
-            store.put(conn, found, reusable=reusable)
-        out[(config, signature)] = found
-    return out
+            jobs.append(dataclasses.replace(job, place=place[group]))
+    ctx = _Context(run_how(run), python or "", runner, timeout, shrink_budget, deadline, meter, clock, progress)
+
+    def finished(n: int, result: tuple[Verdict, bool] | None) -> None:
+        job = jobs[n]
+        if result is not None:
+            found, reusable = result
+            if reusable or job.cached is None:
+                store.put(conn, dataclasses.replace(found, cost=job.cached.cost if job.cached else None),
+                          reusable=reusable)
+            cost = meter.take(job.group)
+            if cost:
+                store.add_cost(conn, found.key, cost)
+            out[job.group] = store.get(conn, found.key) or found
+        if done:
+            done(job.group)
+
+    pool.side_by_side([functools.partial(_work, job, ctx) for job in jobs], workers, finished)
+    return {group: out[group] for group in groups if group in out}
+
+
+def _plan(conn: sqlite3.Connection, group: tuple[str, str], effects: list[Effect],
+          by_item: dict[tuple[str, str], Outcome], run: Run, builds: dict[str, dict[str, Any]],
+          shrink_budget: float, python: str | None) -> Job | Verdict:
+    """The group's stored verdict when it can be reused as is, else the job that reaches one."""
+    config, signature = group
+    chosen = pick_model(effects, by_item)
+    item = by_item.get((chosen.model, config))
+    blank = Verdict(config, signature, chosen.model, item.fingerprint if item else None,
+                    run.environment.get("torch_version"), run.environment.get("torch_git"), "unconfirmed")
+    cached = store.get(conn, blank.key)
+    if cached is not None and not _wants_shrink(cached, shrink_budget, python):
+        return cached
+    carry = store.carried(conn, blank) if cached is None and shrink_budget > 0 and python else None
+    return Job(group, blank, builds.get(chosen.model), (run_settings(run, config), run_settings(run, "baseline")),
+               cached, carry)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Context:
+    """What every job of one verification shares."""
+
+    how: tuple[str, str]
+    python: str
+    runner: Runner
+    timeout: float
+    shrink_budget: float
+    deadline: float | None
+    meter: Meter
+    clock: Callable[[], float]
+    progress: Callable[[str], None] | None
+
+    def run(self, job: Job, stage: str) -> Runner:
+        return self.meter.runner(job.group, stage, self.runner)
+
+    def say(self, text: str) -> None:
+        if self.progress:
+            self.progress(text)
+
+    def left(self) -> float:
+        """Seconds to the deadline (inf: none)."""
+        return float("inf") if self.deadline is None else self.deadline - self.clock()
+
+
+def _work(job: Job, ctx: _Context) -> tuple[Verdict, bool] | None:
+    """(the group's verdict, whether later runs may reuse it); None when the deadline passed before it started."""
+    if ctx.left() <= 0:
+        return None
+    model, config = job.blank.model, job.blank.config
+    ctx.say(f"reproducer {job.place}: {model} under {config}")
+    why = None
+    if job.carry is not None:
+        kept, why = _carried(job, ctx)
+        if kept is not None:
+            return kept, True
+    if job.cached is not None:        # confirmed before the shrink was enabled (or finished): measure it again
+        start = job.cached.shrink.build if job.cached.shrink else job.built
+        found, ran = _remeasure(job.cached, start, job.settings, ctx.how, ctx.python, ctx.run(job, "verify"),
+                                ctx.timeout)
+    else:
+        found, ran = _verify(job.blank, job.built, job.settings, ctx.how, ctx.python or None, ctx.run(job, "verify"),
+                             ctx.timeout)
+    if ran is not None and found.status == "confirmed" and ctx.shrink_budget > 0:
+        found = _shrunk(found, job, ran, ctx)
+    if why and found.status == "confirmed":
+        found = dataclasses.replace(found, reminimised=why)
+    # Reused later only when something ran and reported; a verdict reached otherwise is kept for this run.
+    return found, ran is not None and ran.result.get("status") is not None
+
+
+def _carried(job: Job, ctx: _Context) -> tuple[Verdict | None, str | None]:
+    """(the carried verdict, None) when the earlier build's shrunk case still holds here; else (None, why not)."""
+    carry = job.carry
+    assert carry is not None and carry.shrink is not None
+    ctx.say(f"carrying {carry.model}'s case from {carry.build} under {carry.config}")
+    try:
+        judged = _judge(carry.shrink.build, job.settings, ctx.how, ctx.python, carry.signature, ctx.run(job, "carry"),
+                        ctx.timeout)
+    except Exception as exc:  # the carried build no longer renders
+        return None, f"the case shrunk on {carry.build} could not be run here ({type(exc).__name__})"
+    if not judged.passed:
+        return None, f"the case shrunk on {carry.build} no longer reproduces: {judged.reason}"
+    result = judged.result
+    return dataclasses.replace(job.blank, status="confirmed", script=judged.script,
+                               torch_version=result.get("torch_version"), torch_git=result.get("torch_git"),
+                               shrunk=carry.shrunk, shrink=carry.shrink, component=carry.component,
+                               maintainer=carry.maintainer, carried_from=carry.carried_from or carry.build), None
 
 
 Settings = tuple[dict[str, Any], dict[str, Any]]   # (the flag's settings, the baseline's), each base + config
@@ -140,17 +248,23 @@ def _remeasure(cached: Verdict, built: dict[str, Any] | None, settings: Settings
         return cached, None
 
 
-def _shrunk(found: Verdict, built: dict[str, Any] | None, settings: Settings, how: tuple[str, str],
-            python: str, original: oracle.Judged, budget: float, runner: Runner, timeout: float,
-            progress: Callable[[str], None] | None) -> Verdict:
-    """The verdict with its shrink: the smallest script the oracle keeps (no shrink when it could not start)."""
-    if not built or not original.passed:
+def _shrunk(found: Verdict, job: Job, original: oracle.Judged, ctx: _Context) -> Verdict:
+    """The verdict with its shrink: the smallest script the oracle keeps (no shrink when it could not start).
+
+    Shrinks from where an unfinished earlier shrink stopped; one stopped by the step's deadline stays unfinished
+    (`shrunk` False: a later verification goes on from its build).
+    """
+    start = job.cached.shrink.build if job.cached and job.cached.shrink else job.built
+    if not start or not original.passed:
         return dataclasses.replace(found, shrunk=True, shrink=None)
-    flag, baseline = settings
-    small = shrink.minimise(built, flag, *how, python, found.signature, baseline=baseline,
-                            original=(original.script, original.result), budget=budget, runner=runner,
-                            timeout=timeout, progress=progress)
-    return dataclasses.replace(found, script=small.script, shrunk=True, shrink=Shrink(small.build, small.stats),
+    flag, baseline = job.settings
+    budget = min(ctx.shrink_budget, ctx.left())
+    small = shrink.minimise(start, flag, *ctx.how, ctx.python, found.signature, baseline=baseline,
+                            original=(original.script, original.result), budget=budget, runner=ctx.run(job, "shrink"),
+                            timeout=ctx.timeout, progress=ctx.progress)
+    ctx.meter.shrank(job.group, small.stats["tries"], small.stats["kept"])
+    cut = small.stats["stopped"] == "budget" and budget < ctx.shrink_budget
+    return dataclasses.replace(found, script=small.script, shrunk=not cut, shrink=Shrink(small.build, small.stats),
                                maintainer=None)   # rendered again from the shrunk build
 
 

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from pathlib import Path
 from typing import Callable
 
 from bot.verify import ablation, isolate, reproducers
+from bot.verify.bar import StepBar
+from bot.verify.cost import Meter
 from bot.verify.reproducers import Runner
 from bot.view import run_view
 from harness.core.tracking import tracking_groups
 from state import verdicts
-from state.verdicts import RunVerdict
+from state.verdicts import RunVerdict, StepCost
 
 log = logging.getLogger(__name__)
 OLD_CACHE = "repro-cache.json"   # where verdicts were kept beside the store before they moved into it
@@ -29,25 +32,45 @@ OLD_CACHE = "repro-cache.json"   # where verdicts were kept beside the store bef
 
 def verify_run(conn: sqlite3.Connection, run_id: int, *, enabled: bool, timeout: float, shrink_budget: float,
                python: str | None = None, runner: Runner | None = None,
-               progress: Callable[[str], None] | None = None) -> dict[tuple[str, str], RunVerdict]:
+               progress: Callable[[str], None] | None = None, workers: int = 1, max_minutes: float | None = None,
+               bar: bool = False, clock: Callable[[], float] = time.monotonic) -> dict[tuple[str, str], RunVerdict]:
     """Verify, shrink and isolate the reproducers of `run_id`'s tracking groups; {(config, signature): stored}.
 
     enabled: run reproducers at all (False: components by construction only). python: the interpreter
     to run them under (default: the run's own, from its environment). runner: runs one reproducer
-    (default: render it from the stored build and run it in a fresh interpreter).
+    (default: render it from the stored build and run it in a fresh interpreter). workers: groups run
+    side by side. max_minutes: the step's budget (None: none): a group not started by then is pending
+    (no verdict; a later run finishes it). bar: draw the step's progress bar on stderr.
     """
     items = run_view.load_items(conn, run_id)
     groups = tracking_groups(list(items.effects), list(items.outcomes))
     builds = dict(items.builds)
-    found = reproducers.verify_all(conn, groups, items.outcomes, items.run, builds, python=python, timeout=timeout,
-                                   runner=runner, shrink_budget=shrink_budget, progress=progress) if enabled else {}
-    components = isolate.isolate_all(conn, groups, found, items.run, builds, python=python, timeout=timeout,
-                                     runner=runner, progress=progress)
-    if enabled:
-        ablation.ablate_all(conn, groups, found, items.run, builds, components, python=python, timeout=timeout,
-                            progress=progress)
+    meter = Meter(clock)
+    deadline = None if max_minutes is None else meter.started + max_minutes * 60
+    steps = StepBar(len(groups), enabled=bar and enabled, say=progress)
+    say = steps.doing if bar and enabled else progress
+    try:
+        found = reproducers.verify_all(conn, groups, items.outcomes, items.run, builds, python=python,
+                                       timeout=timeout, runner=runner, shrink_budget=shrink_budget, progress=say,
+                                       workers=workers, deadline=deadline, meter=meter,
+                                       done=lambda group: steps.finished(), clock=clock) if enabled else {}
+        past = (lambda: clock() >= deadline) if deadline is not None else (lambda: False)
+        components = isolate.isolate_all(conn, groups, found, items.run, builds, python=python, timeout=timeout,
+                                         runner=runner, progress=say, workers=workers, meter=meter, past_deadline=past)
+        if enabled:
+            ablation.ablate_all(conn, groups, found, items.run, builds, components, python=python, timeout=timeout,
+                                progress=say, workers=workers, meter=meter, past_deadline=past)
+    finally:
+        steps.close()
+    pending = {group for group in groups if enabled and group not in found}
     verdicts.record_run(conn, run_id, [RunVerdict(config, signature, found.get((config, signature)),
-                                                  components.get((config, signature))) for config, signature in groups])
+                                                  components.get((config, signature)), (config, signature) in pending)
+                                       for config, signature in groups])
+    if meter.total or pending or verdicts.step_cost(conn, run_id) is None:   # a step that ran nothing writes nothing
+        verdicts.record_step(conn, run_id, StepCost(round(clock() - meter.started, 1), meter.total, workers,
+                                                    len(groups), len(pending)))
+    if pending and progress:
+        progress(f"{len(pending)} signature(s) past the verify budget ({max_minutes:g} min): pending, finished later")
     return verdicts.for_run(conn, run_id)
 
 

@@ -1,0 +1,127 @@
+"""Reproducer work that keeps up with the nightly (issue 24): carried across builds, side by side, budgeted, costed.
+
+Twin runners (tests/test_shrink.py's Twin: answers like a crash that needs a minimum size) stand in for the
+subprocesses; the store is a real SQLite file and the verify step and publish path are the real ones.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from bot.github import publish
+from bot.settings import Settings
+from bot.verify import reproducers
+from bot.verify.step import verify_run
+from state import db, verdicts
+from tests.fakegithub import scenario as sc
+from tests.test_publisher_reproducers import a_run
+from tests.test_shrink import PY, RUN, Twin, _build, _sig_twin, _verify_setup
+
+RUN2 = a_run({"python": PY, "torch_version": "2.14.1", "torch_git": "def"})
+
+
+def _night1(tmp_path: Path, twin: Twin):
+    outs, groups, builds = _verify_setup()
+    conn = db.connect(tmp_path / "state.sqlite")
+    first = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=_sig_twin(twin), shrink_budget=600.0)
+    return conn, outs, groups, builds, first
+
+
+def test_a_new_build_carries_the_shrunk_case_and_shrinks_nothing(tmp_path: Path) -> None:
+    twin = Twin()
+    conn, outs, groups, builds, first = _night1(tmp_path, twin)
+    night1 = len(twin.modes)
+    second = reproducers.verify_all(conn, groups, outs, RUN2, builds, runner=_sig_twin(twin), shrink_budget=600.0)
+    assert len(twin.modes) - night1 == 3 * len(groups)          # one oracle pass (eager, baseline, flag) each
+    assert night1 > 10 * 3 * len(groups) / 2                      # night 1 shrank: many more runs
+    for group, found in second.items():
+        old = first[group]
+        assert found.status == "confirmed" and found.build_version == "2.14.1" and found.key != old.key
+        assert found.shrink == old.shrink and found.script == old.script and found.reminimised is None
+        assert found.carried_from == "2.13.0 (git abc)"
+        assert found.cost["scripts"] == 3 and found.cost["tries"] == 0 and set(found.cost["stages"]) == {"carry"}
+    assert old.cost["scripts"] > 3 and old.cost["tries"] > 0 and "shrink" in old.cost["stages"]  # cost in the store
+    n = len(twin.modes)
+    reproducers.verify_all(conn, groups, outs, RUN2, builds, runner=_sig_twin(twin), shrink_budget=600.0)
+    assert len(twin.modes) == n                                   # re-publishing build 2 runs nothing
+
+
+def test_when_the_old_case_stops_failing_it_is_shrunk_again_and_says_why(tmp_path: Path) -> None:
+    twin = Twin()
+    conn, outs, groups, builds, first = _night1(tmp_path, twin)
+
+    def build2(b, settings, *rest):   # torch 2.14.1 fixed the one-layer case: the crash now needs two layers
+        script, result = _sig_twin(twin)(b, settings, *rest)
+        if rest[-2] == "flag" and b["config"]["num_hidden_layers"] < 2:
+            result = {"status": "ok", "signature": None}
+        return script, result
+
+    second = reproducers.verify_all(conn, groups, outs, RUN2, builds, runner=build2, shrink_budget=600.0)
+    for group, found in second.items():
+        assert found.status == "confirmed" and found.carried_from is None
+        assert found.reminimised.startswith("the case shrunk on 2.13.0 (git abc) no longer reproduces: ran without")
+        assert found.shrink.build["config"]["num_hidden_layers"] == 2 and found.shrink.stats["tries"] > 0
+        assert found.cost["tries"] > 0 and "carry" in found.cost["stages"] and "shrink" in found.cost["stages"]
+    from bot.text.render import render
+    text = render("tracking_reproducer.md.j2", repro=found, m=None)
+    assert "Minimised again from the full model on this build: the case shrunk on 2.13.0" in text
+
+
+def _plain(v):
+    """The verdict less its wall-clock seconds (cost stages, shrink stats): those vary with the machine's load."""
+    stats = {k: x for k, x in v.shrink.stats.items() if k != "seconds"}
+    return dataclasses.replace(v, cost={k: v.cost[k] for k in ("scripts", "tries", "kept")},
+                               shrink=dataclasses.replace(v.shrink, stats=stats))
+
+
+def test_verdicts_and_reproducers_do_not_depend_on_the_worker_count(tmp_path: Path) -> None:
+    outs, groups, builds = _verify_setup()
+    seen = []
+    for workers in (1, 2):
+        conn = db.connect(tmp_path / f"w{workers}.sqlite")
+        found = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=_sig_twin(Twin()), shrink_budget=600.0,
+                                       workers=workers)
+        seen.append({g: _plain(v) for g, v in found.items()})
+        conn.close()
+    assert seen[0] == seen[1] and len(seen[0]) == 3
+    assert all(v.shrink and v.shrink.stats["tries"] > 0 for v in seen[0].values())
+
+
+def _stored_run(tmp_path: Path):
+    conn = db.connect(tmp_path / "state.sqlite")
+    run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus(5), env={**sc.ENV, "python": PY})
+    from state import runs
+    for model in sc.corpus(5):
+        runs.record_model(conn, run_id, model, _build(model))
+    conn.commit()
+    return conn, run_id
+
+
+def test_over_the_budget_signatures_wait_as_pending_and_a_later_run_finishes_them(tmp_path: Path) -> None:
+    conn, run_id = _stored_run(tmp_path)
+    settings = Settings(state_path=tmp_path / "state.sqlite")
+    settings.issues.min_models = 1
+    clock = [0.0]
+    twin = Twin(clock=clock, cost=10.0)            # every script "takes" 10 s on the fake clock
+    found = verify_run(conn, run_id, enabled=True, timeout=600, shrink_budget=600, runner=_sig_twin(twin),
+                       max_minutes=0.5, clock=lambda: clock[0])
+    pending = {g for g, rv in found.items() if rv.pending}
+    done = {g for g, rv in found.items() if rv.verdict is not None}
+    assert len(pending) == 2 and len(done) == 1 and not pending & done
+    (first,) = [found[g].verdict for g in done]
+    assert first.status == "confirmed" and not first.shrunk     # verified, shrink cut by the budget: finished later
+    cost = verdicts.step_cost(conn, run_id)
+    assert cost.pending == 2 and cost.scripts == 3 and cost.groups == 3
+    out = tmp_path / "out"
+    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out))
+    plan = json.loads((out / "plan.json").read_text())
+    created = [a for a in plan["actions"] if a["action"] == "create" and a["key"].startswith("t")]   # tracking
+    filed = {(out / a["file"]).read_text() for a in created}
+    assert len(created) == 1 and all("Verified: in fresh interpreters" in body for body in filed)
+    summaries = "".join((out / a["file"]).read_text() for a in plan["actions"] if a["key"].startswith("s"))
+    assert "Verification pending" in summaries
+    again = verify_run(conn, run_id, enabled=True, timeout=600, shrink_budget=600, runner=_sig_twin(twin),
+                       max_minutes=600, clock=lambda: clock[0])
+    assert not any(rv.pending for rv in again.values())
+    assert all(rv.verdict.status == "confirmed" and rv.verdict.shrunk for rv in again.values())
