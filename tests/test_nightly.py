@@ -113,6 +113,7 @@ def test_a_real_tiny_nightly_end_to_end_in_dry_run(env):
     settings, conn, world, tmp = env
     settings.issues.verify_reproducers = False   # test models exist only where tests.fault_models is imported
     settings.nightly.canaries = ["TinyItemModel"]   # the gate's canary: one of the night's two models
+    settings.issues.min_models = 1               # its one crashing model is filed at once (the evidence rule: test_filing.py)
 
     def real_sweep(conn, *, models, configs, base_settings, settings, python, run_id, resume, nightly, shard,
                    kind="nightly", progress=True, build=None):
