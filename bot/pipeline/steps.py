@@ -7,6 +7,7 @@ a cheap twin that has the same signature, checked through the Protocols below.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from bot.settings import Settings
 from harness.core.outcome import Outcome
 from state.ranges import Build
 from state.verdicts import RunVerdict
+
+log = logging.getLogger(__name__)
 
 
 # ---- the steps ---------------------------------------------------------------------------------
@@ -80,10 +83,15 @@ def confirm(conn: sqlite3.Connection, run_id: int, result: DiffResult | None, se
     transitions = result.transitions if result is not None else flake.first_night(conn, run_id)
     if not transitions:
         return result
+    from harness.engine.engine import ConfigUnavailable
     from state import runs
     run = runs.get_run(conn, run_id)
-    confirmed = flake.confirm(conn, run_id, transitions, configs=run.configs, base_settings=run.base_settings,
-                              options=settings.sweep.options(python), runs=settings.sweep.confirm_runs)
+    try:
+        confirmed = flake.confirm(conn, run_id, transitions, configs=run.configs, base_settings=run.base_settings,
+                                  options=settings.sweep.options(python), runs=settings.sweep.confirm_runs)
+    except ConfigUnavailable as exc:   # this host's torch lacks a flag the run swept (a merge): nothing re-runs
+        log.warning("flake confirmation not run: %s; the run's crashes stay unconfirmed", exc)
+        return result
     return dataclasses.replace(result, transitions=confirmed) if result is not None else None
 
 
