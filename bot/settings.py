@@ -22,6 +22,11 @@ from harness.engine.options import SweepOptions
 from harness.core.population import POPULATIONS
 
 
+# The configs with a summary issue by default: the built-in flags. A named set (`--configs all-dynamo`) adds a
+# config per flag; those are summed up in the report's readiness table, not in one issue each.
+SUMMARY_CONFIGS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops")
+
+
 class SettingsError(ValueError):
     """The settings file or environment is wrong; the message says where."""
 
@@ -91,6 +96,7 @@ class IssueSettings:
     pause_label: str = "flagsweep: pause"   # an open issue with this label stops every write (the kill switch)
     shadow: bool = False              # read GitHub, but write the planned actions to files instead of GitHub
     dynamic_label: str = "module: dynamic shapes"   # added when dynamic=False makes the reproducer pass ("": none)
+    summary_configs: list[str] = field(default_factory=lambda: list(SUMMARY_CONFIGS))   # names or globs with a summary issue
 
 
 @dataclass
@@ -270,6 +276,7 @@ FIELDS: dict[str, tuple[Any, str]] = {
     "github.request_timeout": _between(1, 600, _S),
     "issues.verify_nightlies": _between(1, MAX_NIGHTS, " nightlies"),
     "issues.labels": _NAMES,
+    "issues.summary_configs": _NAMES,
     "issues.report_url": _URL,
     "issues.dry_run_out": _TEXT,
     "issues.verify_reproducers": _ANY,

@@ -206,3 +206,17 @@ def test_one_comment_per_issue_per_day(fake_github: FakeGitHub, tmp_path: Path) 
     assert len(fake.state.comments(fake.repo, b.number)) == 1     # the body only
     night(conn, settings, "2026-11-22", sc.nightly3())            # the next day: M06 fixed, commented again
     assert len(fake.state.comments(fake.repo, b.number)) == 2
+
+
+
+def test_only_the_summary_configs_get_a_summary_issue(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    # An every-flag sweep names one config per flag: summaries only for [issues] summary_configs (the readiness
+    # table has the rest); crashes under any flag are still filed as tracking issues, under the budget.
+    fake = fake_github
+    settings = settings_for(fake, tmp_path, summary_configs=["dynamo.*"])
+    conn = db.connect(settings.state_path)
+    night(conn, settings, "2026-11-20", twelve())
+    titles = [i.title for i in fake.state.issues(fake.repo)]
+    assert len(tracked(fake)) == 5 and not [t for t in titles if t.startswith("flagsweep summary")]
+    assert PlanSettings(summary_configs=["*"]).summarised(CSO) and PlanSettings().summarised(CSO)
+    assert not PlanSettings().summarised("dynamo.allow_rnn")

@@ -6,6 +6,7 @@ dates. The small words (date phrases, one-line templates, a body that fits GitHu
 """
 from __future__ import annotations
 
+import fnmatch
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from typing import Any
 
 from bot.issues.routing import Rule
 from bot.issues.timeline import Timeline, issue_date
+from bot.settings import SUMMARY_CONFIGS
 from bot.text import markdown, render
 from bot.view.run_view import RunView
 from harness.core.diff import Transition
@@ -39,6 +41,11 @@ class PlanSettings:
     gate: list[dict[str, Any]] | None = None    # why the run is environment_suspect (bot.pipeline.gate), if it is
     precision: dict[str, Any] | None = None     # the measured precision (state.resolutions.Tally.to_dict())
     dynamic_label: str = "module: dynamic shapes"   # added when dynamic=False makes the reproducer pass (bot.issues.routing.verdict_labels)
+    summary_configs: list[str] = field(default_factory=lambda: list(SUMMARY_CONFIGS))   # names or globs
+
+    def summarised(self, config: str) -> bool:
+        """Whether `config` gets a summary issue (the rest of an every-flag sweep: the report's readiness table)."""
+        return any(fnmatch.fnmatchcase(config, pattern) for pattern in self.summary_configs)
 
 
 class RunContext:

@@ -36,7 +36,7 @@ def plan(view: RunView, timeline: Timeline, settings: PlanSettings) -> Plan:
             lifecycle.inactive(ctx, link, out)
     chosen = _file(ctx, [g for g in new if g.key not in moved], out)
     tracked = [g for g in groups if g.key in view.links or g.key in moved] + [c.group for c in chosen.filed]
-    for config in sorted(ctx.by_config):
+    for config in sorted(c for c in ctx.by_config if ctx.settings.summarised(c)):
         lifecycle.summary(ctx, summary.issue(ctx, config, tracked, chosen), view.links.get(summary_key(config)), out)
     return out
 
