@@ -87,7 +87,7 @@ class IssueSettings:
     dry_run_out: str = "flagsweep-out"
     verify_reproducers: bool = True   # run each tracking issue's reproducer in a fresh interpreter
     repro_timeout: float = 600.0      # seconds per reproducer run
-    shrink_budget: float = 600.0      # seconds per issue to shrink its confirmed reproducer (0: embed it unshrunk)
+    shrink_budget: float = 150.0      # seconds per issue to shrink its confirmed reproducer (0: embed it unshrunk)
     max_new_per_night: int = 5        # new tracking issues filed per publish; the rest wait, by leverage (pending)
     max_open: int = 25                # open tracking issues at most; new ones wait while this many are open
     max_comments_per_issue_per_day: int = 1   # "what changed" comments per issue per day; later changes: body only
