@@ -100,7 +100,7 @@ def test_huge_tables_are_truncated_under_githubs_limit() -> None:
     n = 3000
     effects = [sc_effect(f"Model{i:05d}ForCausalLM", "crashes", "E: " + "boom " * 40) for i in range(n)]
     view = iv.view([], effects=effects, run_id=1, configs={"c": {"k.x": True}})
-    plan = plan_issues(view, Timeline(), PlanSettings(report_url="https://example.org/report"))
+    plan = plan_issues(view, Timeline(), PlanSettings(report_url="https://example.org/report", summary_configs=["*"]))
     bodies = [a.body for a in plan.actions if a.body]
     assert bodies and all(len(b) <= markdown.MAX_BODY for b in bodies)
     assert any("more ([full report](https://example.org/report))" in b for b in bodies)
@@ -138,3 +138,12 @@ def test_the_environment_registers_every_filter_itself_and_no_import_changes_it(
     done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == 8
+
+
+def test_the_console_summary_keeps_the_local_folder_it_names(tmp_path):
+    # Terminal text is not scrubbed of machine paths (only text that leaves the machine is): a person must find it.
+    from bot.github.publish import PublishSummary
+
+    out = tmp_path / "out"
+    text = PublishSummary(run_id=1, dry_run=True, repo=None, out_dir=str(out)).render()
+    assert f"Rendered issues and comments: {out}" in text

@@ -79,7 +79,7 @@ class PublishSummary:
 
     def render(self) -> str:
         """The terminal summary table."""
-        return render.render("summary_publish.md.j2", rows=self.rows, total=len(self.rows), dry_run=self.dry_run,
+        return render.render("summary_publish.txt.j2", rows=self.rows, total=len(self.rows), dry_run=self.dry_run,
                              done=self.done, written=self.written, unchanged=self.unchanged, pending=self.pending,
                              failed=self.failed, out_dir=self.out_dir, stopped=self.stopped, paused=self.paused,
                              shadow=self.shadow, gated=self.gated, gate=self.gate,
