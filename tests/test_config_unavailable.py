@@ -59,7 +59,7 @@ def settings_file(tmp_path, stand_in) -> Path:
     (tmp_path / "configs.toml").write_text(CONFIGS)
     f = tmp_path / "nv.toml"
     f.write_text(f'[sweep]\nworkers = 1\ntimeout = 240\npython = "{stand_in}"\nconfig_file = "{tmp_path / "configs.toml"}"\n'
-                 f'[issues]\nverify_reproducers = false\n'
+                 f'[issues]\nverify_reproducers = false\nsummary_configs = ["*"]\n'
                  f'[nightly]\ncanaries = ["{MODEL}"]\n')     # the night's one model is its canary: no extra compiles
     return f
 

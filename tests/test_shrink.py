@@ -244,7 +244,7 @@ def test_second_publish_of_the_same_run_runs_no_reproducer(stored_run, tmp_path:
     twin = Twin()
     monkeypatch.setattr(reproducers, "render_and_run", _sig_twin(twin))
     settings = Settings(state_path=tmp_path / "state.sqlite")
-    assert settings.issues.shrink_budget == 600.0 and settings.issues.verify_reproducers    # on by default
+    assert settings.issues.shrink_budget == 150.0 and settings.issues.verify_reproducers    # on by default
     out = tmp_path / "out"
     steps.verify(conn, run_id, settings)
     publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out))
