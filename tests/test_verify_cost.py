@@ -125,3 +125,17 @@ def test_over_the_budget_signatures_wait_as_pending_and_a_later_run_finishes_the
                        max_minutes=600, clock=lambda: clock[0])
     assert not any(rv.pending for rv in again.values())
     assert all(rv.verdict.status == "confirmed" and rv.verdict.shrunk for rv in again.values())
+
+
+def test_the_report_says_where_the_verify_steps_time_went(tmp_path: Path) -> None:
+    from bot.report import report
+    conn, run_id = _stored_run(tmp_path)
+    verify_run(conn, run_id, enabled=True, timeout=600, shrink_budget=600, runner=_sig_twin(Twin()))
+    context = report.build_context(conn, run_id)
+    cost = verdicts.step_cost(conn, run_id)
+    assert context["verify_cost"]["step"]["scripts"] == cost.scripts > 0
+    assert {r["signature"] for r in context["verify_cost"]["rows"]} == {sig for _, sig in verdicts.for_run(conn, run_id)}
+    md, html = report.render_md(context), report.render_html(context)
+    assert f"Verify step: {cost.seconds:.0f} s, {cost.scripts} scripts on" in md
+    assert '<section id="verify-cost">' in html and f"{cost.scripts} scripts on" in html
+    assert all("shrink tries" in line for line in md.splitlines() if line.startswith("- `capture_"))

@@ -5,6 +5,7 @@ Code here builds plain dicts; every word and tag is in templates/report_*.j2.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import sqlite3
@@ -18,7 +19,7 @@ from bot.view.stored_diff import diff_stored
 from bot.text.render import render
 from harness.core.effects import effect_table
 from harness.core.outcome import EFFECTS, Outcome
-from state import gates, history, resolutions
+from state import gates, history, resolutions, verdicts
 from state import runs as runs_mod
 
 BASELINE = "baseline"
@@ -221,7 +222,17 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         "ranges": [r.to_dict() for _, r in sorted(view.ranges.items()) if r.run_id in view.group],
         "gate": _gate(conn, run.id), "precision": resolutions.tally(conn, _repo(view)).to_dict(),
         "readiness": readiness.context(conn, view),
+        "verify_cost": _verify_cost(conn, view),
     }
+
+
+def _verify_cost(conn: sqlite3.Connection, view: RunView) -> dict[str, Any]:
+    """Where the verify step's time went: the step as a whole, and each signature's stages, scripts and tries."""
+    step = verdicts.step_cost(conn, view.run.id)
+    rows = [{"config": config, "signature": signature, "model": rv.verdict.model, **rv.verdict.cost}
+            for (config, signature), rv in sorted(view.verdicts.items())
+            if rv.verdict is not None and rv.verdict.cost]
+    return {"step": dataclasses.asdict(step) if step else None, "rows": rows}
 
 
 def _gate(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
