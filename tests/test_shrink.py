@@ -226,14 +226,19 @@ def test_a_verdict_stored_without_shrinking_is_shrunk_once_when_the_budget_is_on
     assert len(twin.calls) == n
 
 
-@pytest.fixture
-def stored_run(tmp_path: Path):
-    """A finalized nightly with three crash groups, its interpreter and build data stored."""
+def store_run(tmp_path: Path):
+    """A finalized nightly with three crash groups, its interpreter and build data stored: (connection, run id)."""
     conn = db.connect(tmp_path / "state.sqlite")
     run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus(5), env={**sc.ENV, "python": PY})
     for model in sc.corpus(5):
         runs.record_model(conn, run_id, model, _build(model))
     conn.commit()
+    return conn, run_id
+
+
+@pytest.fixture
+def stored_run(tmp_path: Path):
+    conn, run_id = store_run(tmp_path)
     yield conn, run_id
     conn.close()
 

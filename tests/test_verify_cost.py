@@ -14,9 +14,8 @@ from bot.settings import Settings
 from bot.verify import reproducers
 from bot.verify.step import verify_run
 from state import db, verdicts
-from tests.fakegithub import scenario as sc
 from tests.test_publisher_reproducers import a_run
-from tests.test_shrink import PY, RUN, Twin, _build, _sig_twin, _verify_setup
+from tests.test_shrink import PY, RUN, Twin, _sig_twin, _verify_setup, store_run
 
 RUN2 = a_run({"python": PY, "torch_version": "2.14.1", "torch_git": "def"})
 
@@ -88,18 +87,8 @@ def test_verdicts_and_reproducers_do_not_depend_on_the_worker_count(tmp_path: Pa
     assert all(v.shrink and v.shrink.stats["tries"] > 0 for v in seen[0].values())
 
 
-def _stored_run(tmp_path: Path):
-    conn = db.connect(tmp_path / "state.sqlite")
-    run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus(5), env={**sc.ENV, "python": PY})
-    from state import runs
-    for model in sc.corpus(5):
-        runs.record_model(conn, run_id, model, _build(model))
-    conn.commit()
-    return conn, run_id
-
-
 def test_over_the_budget_signatures_wait_as_pending_and_a_later_run_finishes_them(tmp_path: Path) -> None:
-    conn, run_id = _stored_run(tmp_path)
+    conn, run_id = store_run(tmp_path)
     settings = Settings(state_path=tmp_path / "state.sqlite")
     settings.issues.min_models = 1
     clock = [0.0]
@@ -129,7 +118,7 @@ def test_over_the_budget_signatures_wait_as_pending_and_a_later_run_finishes_the
 
 def test_the_report_says_where_the_verify_steps_time_went(tmp_path: Path) -> None:
     from bot.report import report
-    conn, run_id = _stored_run(tmp_path)
+    conn, run_id = store_run(tmp_path)
     verify_run(conn, run_id, enabled=True, timeout=600, shrink_budget=600, runner=_sig_twin(Twin()))
     context = report.build_context(conn, run_id)
     cost = verdicts.step_cost(conn, run_id)

@@ -116,7 +116,7 @@ def ablate_all(conn: sqlite3.Connection, groups: Groups, found: dict[tuple[str, 
         if past_deadline():
             return None
         group = (current.config, current.signature)
-        run_drive = meter.drive(group, "maintainer", drive_with)
+        run_drive = meter.timed(group, "maintainer", drive_with)
         if current.maintainer is not None and _still_fails(current, python or "", timeout, run_drive):
             return dataclasses.replace(current.maintainer, checked_on=current.build)
         if progress:

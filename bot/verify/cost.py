@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
-
-from bot.verify.oracle import Runner
+from typing import Any, Callable, TypeVar, cast
 
 Group = tuple[str, str]   # (config, signature)
+F = TypeVar("F", bound=Callable[..., Any])   # a runner (bot/verify/oracle.py's Runner) or a driver
 
 
 class Meter:
@@ -51,22 +50,12 @@ class Meter:
         with self._lock:
             return self._groups.pop(group, None)
 
-    def runner(self, group: Group, stage: str, runner: Runner) -> Runner:
-        """`runner`, each of its runs counted against `group` in `stage`."""
-        def counted(*args: Any) -> tuple[str, dict[str, Any]]:
+    def timed(self, group: Group, stage: str, call: F) -> F:
+        """`call` (a reproducer runner or the maintainer's driver), each of its runs counted against `group` in `stage`."""
+        def counted(*args: Any) -> Any:
             start = self.clock()
             try:
-                return runner(*args)
+                return call(*args)
             finally:
                 self.count(group, stage, self.clock() - start)
-        return counted
-
-    def drive(self, group: Group, stage: str, drive: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-        """The maintainer's driver, each of its runs counted against `group` in `stage`."""
-        def counted(*args: Any) -> dict[str, Any]:
-            start = self.clock()
-            try:
-                return drive(*args)
-            finally:
-                self.count(group, stage, self.clock() - start)
-        return counted
+        return cast(F, counted)

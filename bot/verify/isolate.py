@@ -136,7 +136,7 @@ def isolate_all(conn: sqlite3.Connection, groups: Groups, verdicts: dict[tuple[s
         try:
             record = isolate(_build_for(verdict, builds), reproducers.run_settings(run, group[0]), group[1],
                              backend=backend, device=device, python=python or "", timeout=timeout,
-                             runner=meter.runner(group, "isolate", runner or reproducers.render_and_run),
+                             runner=meter.timed(group, "isolate", runner or reproducers.render_and_run),
                              progress=progress)
         except Exception:  # nothing to render from: no component, and nothing stored
             return None

@@ -159,7 +159,7 @@ class _Context:
     progress: Callable[[str], None] | None
 
     def run(self, job: Job, stage: str) -> Runner:
-        return self.meter.runner(job.group, stage, self.runner)
+        return self.meter.timed(job.group, stage, self.runner)
 
     def say(self, text: str) -> None:
         if self.progress:
