@@ -16,6 +16,7 @@ from harness.zoo import lock, lockdiff
 from state import db, history, runs
 
 MODELS = ("GPT2Model", "ViTModel", "BertModel")
+FLAG = "capture_scalar_outputs"                 # a flag that has a summary issue by default
 
 
 def _entries(version: str) -> dict[str, dict]:
@@ -77,9 +78,10 @@ def test_a_lock_without_modeling_hashes_is_unknown_not_changed(three_locks):
 def _run(conn, version: str, fingerprints: dict[str, str]) -> int:
     rid = runs.create_run(conn, environment={"torch_version": "2.13.0", "transformers_version": version,
                                              "device": "cpu", "recipe_fingerprint": "r"},
-                          models=list(fingerprints), configs={"baseline": {}})
+                          models=list(fingerprints), configs={"baseline": {}, FLAG: {FLAG: True}})
     for m, fp in fingerprints.items():
-        runs.record_outcome(conn, rid, Outcome(m, "baseline", "ok", stratum="decoder_llm", graphs=2, fingerprint=fp))
+        for config in ("baseline", FLAG):
+            runs.record_outcome(conn, rid, Outcome(m, config, "ok", stratum="decoder_llm", graphs=2, fingerprint=fp))
     runs.finish_run(conn, rid)
     history.finalize_run(conn, rid)
     return rid
@@ -112,6 +114,10 @@ def test_across_a_bump_changed_models_are_not_comparable_and_the_rest_are_compar
     assert main(["--state", str(state), "report", str(b), "-o", str(tmp_path / "r.md")]) == 0
     report = (tmp_path / "r.md").read_text()
     assert "not comparable (transformers 5.23.0 → 5.24.0)" in report
+    out = tmp_path / "out"
+    assert main(["--state", str(state), "publish", str(b), "--dry-run", "--no-verify", "--out", str(out)]) == 0
+    summary = next(p.read_text() for p in out.glob("*.md") if p.read_text().startswith("# flagsweep summary"))
+    assert "1 model was not compared with" in summary and "(transformers 5.23.0 → 5.24.0)" in summary
 
 
 def test_a_worker_answer_that_is_no_entry_is_an_error_not_ok():

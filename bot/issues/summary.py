@@ -54,11 +54,12 @@ def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | No
     if verifying:                     # only then: the hash an older body was stored with stays
         held["verifying"] = verifying
     breaks, lev = ctx.view.breaks.get(config), ctx.view.leverage.get(config)
+    skipped = _not_compared(ctx, config)
     body_ctx.update(key=key, marker=markdown.marker(key),
                     meta=markdown.meta_marker({"kind": "summary", "config": config}), crashes=counts["crashes"], reduces=counts["reduces_graphs"], rows=rows, tracking=tracking,
                     trend=trend, breaks=breaks, leverage=lev, **{"verifying": [], **held}, budget=ctx.settings.max_new_per_night,
                     max_open=ctx.settings.max_open, min_models=ctx.settings.min_models,
-                    min_nights=ctx.settings.min_nights,
+                    min_nights=ctx.settings.min_nights, not_compared=skipped, previous_text=ctx.previous_text,
                     torch_version=ctx.view.run.environment.get("torch_version") or "unknown")
     material = {"title": title, "rows": rows, "trend": [(p["crashes"], p["reduces"]) for p in trend],
                 "tracking": [(r["key"], r["count"]) for r in tracking],
@@ -66,6 +67,8 @@ def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | No
     if any(held.values()):            # none held: the hash an older body was stored with
         material["held"] = {k: [(r["key"], r["models"], r["nights"], r["confirmed"]) for r in rows]
                             for k, rows in held.items()}
+    if skipped:                       # none: the hash an older body was stored with
+        material["not_compared"] = skipped
     labels = list(ctx.settings.labels)
     return SummaryIssue(key=key, config=config, title=title, body=render_fitting("issue_summary.md.j2", body_ctx),
                         labels=labels, hash=BodyHash.of(material, labels))
@@ -75,6 +78,14 @@ def _held(c: Candidate) -> dict[str, Any]:
     """A held signature's row: its would-be title and its evidence so far."""
     return {"key": c.group.key, "signature": c.group.signature, "title": c.issue.title, "models": c.models,
             "nights": c.nights, "confirmed": c.confirmed}
+
+
+def _not_compared(ctx: RunContext, config: str) -> list[tuple[str, int]]:
+    """Why models of `config` were not compared with the previous run (a transformers bump, a changed build),
+    with how many models each reason covers."""
+    reasons = Counter(t.reason or "its build changed" for t in ctx.transitions
+                      if t.config == config and t.transition == "not_comparable")
+    return sorted(reasons.items())
 
 
 def _trend(ctx: RunContext, config: str) -> list[dict[str, Any]]:
