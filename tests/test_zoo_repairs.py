@@ -72,6 +72,9 @@ def test_image_token_count_follows_the_features_the_model_made():
     assert fixed["mm_token_type_ids"]["prefix"] == [[0, 1], [1, 6]]
     ids = make_inputs(fixed)["input_ids"]
     assert ((ids == 5).sum(dim=1) >= 6).all()
+    # the same count in HY-V4-VL's wording (transformers 5.24)
+    other = probe._image_token_count(spec, "Image features and image tokens do not match, tokens: 8, features: 12")
+    assert other == fixed
     # fewer features than tokens, or a count no placeholder explains: not this repair's business
     assert probe._image_token_count(spec, "features and image tokens do not match: tokens: 8, features 6") is None
     assert probe._image_token_count(spec, "features and image tokens do not match: tokens: 9, features 12") is None
@@ -137,3 +140,29 @@ def test_a_shrink_that_breaks_the_configs_validator_backs_off_the_fewest_keys():
     assert respect_validator(Config, orig, fine) is fine              # a valid shrink is left alone
     hopeless = {**shrunk, "n_in": 9}
     assert respect_validator(Config, {**orig, "n_in": 9}, hopeless) is hopeless   # nothing mends it: unchanged
+
+
+def test_a_validator_back_off_prefers_the_smallest_model():
+    """A width grows by doublings rather than jumping back to its default, inside a sub-config the one value
+    moves (HY-V4-VL's text tower: restoring the whole tower allocated 24 GB), and the cheaper of two mends wins."""
+    from harness.discovery.fixups import respect_validator
+
+    least_rope = [60]
+
+    class Config:
+        @classmethod
+        def from_dict(cls, d):
+            text = d["text_config"]
+            if text["hidden_size"] < 200 and text["rope_dim"] < least_rope[0]:
+                raise ValueError("hidden_size too small for the rotary dim")
+            return cls()
+
+    orig = {"text_config": {"hidden_size": 6144, "rope_dim": 640, "num_hidden_layers": 78}}
+    shrunk = {"text_config": {"hidden_size": 64, "rope_dim": 8, "num_hidden_layers": 3}}
+    mended = respect_validator(Config, orig, shrunk)
+    assert mended == {"text_config": {"hidden_size": 64, "rope_dim": 64, "num_hidden_layers": 3}}  # 64 < 256
+    assert shrunk["text_config"]["rope_dim"] == 8                                                 # not mutated
+
+    least_rope[0] = 500                        # now growing the width (to 256) is the cheaper mend (rope: 512)
+    assert respect_validator(Config, orig, shrunk)["text_config"] == {"hidden_size": 256, "rope_dim": 8,
+                                                                      "num_hidden_layers": 3}

@@ -328,18 +328,77 @@ def _accepts(config_cls: type, cfg: dict) -> bool:
 
 
 def respect_validator(config_cls: type, orig: dict, cfg: dict) -> dict:
-    """The shrunk cfg if the config class accepts it; else cfg with the fewest shrunk keys (one, then two, in the
-    config's own order) set back to their defaults so that it is valid again (Dory: the layer count that three
-    other counts must sum to, with its layer_types). A shrink never trades a config's validator for size; cfg
-    unchanged when no such back-off mends it (the build then names the validator)."""
+    """The shrunk cfg if the config class accepts it; else cfg with the fewest shrunk values (one, then two; a
+    value inside a sub-config counts alone) moved back toward their defaults so that it is valid again (Dory:
+    the layer count that three other counts must sum to, with its layer_types). Of the mends that work, the
+    smallest model: a single width or count grows by doublings before it is set back to its default, and the
+    mend that restores the least wins. A shrink never trades a config's validator for size; cfg unchanged
+    when no such back-off mends it (the build then names the validator)."""
     import itertools
 
     if _accepts(config_cls, cfg):
         return cfg
-    shrunk = [k for k in cfg if k in orig and cfg[k] != orig[k]]
+    changed = list(_changed_leaves(orig, cfg))
     for size in (1, 2):
-        for keys in itertools.combinations(shrunk, size):
-            trial = {**cfg, **{k: orig[k] for k in keys}}
-            if _accepts(config_cls, trial):
-                return trial
+        mends = []
+        for paths in itertools.combinations(changed, size):
+            ladders = [_ladder(_at(cfg, p), _at(orig, p)) if size == 1 else [_at(orig, p)] for p in paths]
+            for values in itertools.product(*ladders):
+                trial = _with(cfg, dict(zip(paths, values)))
+                if _accepts(config_cls, trial):
+                    mends.append((_weight(values), len(mends), trial))
+                    break
+        if mends:
+            return min(mends)[2]
     return cfg
+
+
+def _changed_leaves(orig: Any, cfg: Any, path: tuple = ()) -> Any:
+    """The paths (key tuples) where cfg differs from orig, descending into sub-config dicts both have."""
+    for k, v in cfg.items():
+        if k not in orig or v == orig[k]:
+            continue
+        if isinstance(v, dict) and isinstance(orig[k], dict):
+            yield from _changed_leaves(orig[k], v, (*path, k))
+        else:
+            yield (*path, k)
+
+
+def _at(d: dict, path: tuple) -> Any:
+    for k in path:
+        d = d[k]
+    return d
+
+
+def _with(d: dict, values: dict[tuple, Any]) -> dict:
+    """A copy of d with the value at each path replaced (the dicts along a path copied, the rest shared)."""
+    out = dict(d)
+    for path, value in values.items():
+        node = out
+        for k in path[:-1]:
+            node[k] = dict(node[k])
+            node = node[k]
+        node[path[-1]] = value
+    return out
+
+
+def _ladder(shrunk: Any, default: Any) -> list:
+    """The values to try for one shrunk count, smallest first: doublings of the shrunk value, then the default."""
+    if not (isinstance(shrunk, int) and isinstance(default, int) and not isinstance(shrunk, bool)
+            and 0 < shrunk < default):
+        return [default]
+    steps = []
+    while (shrunk := shrunk * 2) < default:
+        steps.append(shrunk)
+    return [*steps, default]
+
+
+def _weight(values: tuple) -> int:
+    """How much a mend restores: its counts, a list's counts or length, 1 for anything else."""
+    def one(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, (int, list)):
+            return 1
+        if isinstance(v, list):
+            return sum(x if isinstance(x, int) and not isinstance(x, bool) else 1 for x in v)
+        return abs(v)
+    return sum(one(v) for v in values)

@@ -409,9 +409,10 @@ def _samples_multiple(spec: dict, error: str) -> dict | None:
     return _masks_follow({**spec, "input_values": {**vals, "shape": [*vals["shape"][:-1], new]}}, "input_values", vals["shape"][-1], new)
 
 
-# HunYuan-VL's "image tokens do not match: tokens: N, features M" and Inkling 2's "placeholder tokens do not
-# match, tokens: N, features: M" count tokens; LLaVA-style "image tokens do not match, ..." count elements
-_TOKENS_FEATURES = re.compile(r"features and (?:image tokens do not match:|placeholder tokens do not match,) tokens: (\d+), features:? (\d+)")
+# HunYuan-VL's "image tokens do not match: tokens: N, features M", HY-V4-VL's "image tokens do not match,
+# tokens: N, features: M" and Inkling 2's "placeholder tokens do not match, tokens: N, features: M" count tokens
+# (LLaVA-style messages that count elements never equal a placeholder count times the batch, so never match)
+_TOKENS_FEATURES = re.compile(r"features and (?:image|placeholder) tokens do not match[:,] tokens: (\d+), features:? (\d+)")
 
 
 def _image_token_count(spec: dict, error: str) -> dict | None:

@@ -133,11 +133,13 @@ def _clip_layer_indices(d: dict, old_layers: dict) -> None:
 
 
 def _rope_sections(d: dict) -> None:
-    """M-RoPE sections scaled to the shrunk head."""
+    """M-RoPE sections scaled to the shrunk rotary head: the rotary part of a latent-attention head
+    (qk_rope_head_dim) where the config has one, else the whole head."""
     for k in ("rope_parameters", "rope_scaling"):
         rope = d.get(k)
         if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list):
-            head_dim = d.get("head_dim") or (d.get("hidden_size", WIDTH) // max(1, d.get("num_attention_heads", HEADS)))
+            head_dim = d.get("qk_rope_head_dim") or d.get("head_dim") \
+                or (d.get("hidden_size", WIDTH) // max(1, d.get("num_attention_heads", HEADS)))
             d[k] = {**rope, "mrope_section": _scale_sections(rope["mrope_section"], head_dim // 2)}
 
 
