@@ -166,3 +166,31 @@ def test_a_validator_back_off_prefers_the_smallest_model():
     least_rope[0] = 500                        # now growing the width (to 256) is the cheaper mend (rope: 512)
     assert respect_validator(Config, orig, shrunk)["text_config"] == {"hidden_size": 256, "rope_dim": 8,
                                                                       "num_hidden_layers": 3}
+
+
+def test_mrope_sections_the_code_reads_but_nothing_defines_get_qwen2_vl_split(tmp_path, monkeypatch):
+    """Qwen2.5-Omni on transformers 5.10: the attention reads rope_parameters["mrope_section"], the default
+    config has none and the code no default (checkpoints bring it); the sections are written in, scaled."""
+    import importlib.util
+    import sys
+    from types import SimpleNamespace
+
+    from harness.discovery.fixups import code_default_mrope
+
+    def module_class(name: str, source: str) -> type:
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, name, mod)              # where inspect finds a class's source file
+        spec.loader.exec_module(mod)
+        return mod.Model
+
+    reads = module_class("reads", "class Model:\n    def f(self, c):\n        return c.rope_parameters['mrope_section']\n")
+    silent = module_class("silent", "class Model:\n    pass\n")
+    base = SimpleNamespace(hidden_size=4096, num_attention_heads=32)          # a 128 head
+    cfg = {"hidden_size": 64, "num_attention_heads": 4, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}
+    fixed = code_default_mrope(reads, base, cfg)
+    assert fixed["rope_parameters"]["mrope_section"] == [2, 3, 3]                # Qwen2-VL's 16:24:24, half of 16
+    assert fixed["rope_parameters"]["rope_theta"] == 1e6
+    assert code_default_mrope(silent, base, cfg) is cfg

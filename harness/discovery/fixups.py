@@ -47,6 +47,8 @@ def fit_vocab(cfg: dict) -> dict:
 
 
 _MROPE_DEFAULT = re.compile(r"""mrope_section["']\s*,\s*\[([\d,\s]+)\]""")
+_MROPE_READ = re.compile(r"""\[["']mrope_section["']\]""")
+MROPE_SPLIT = [16, 24, 24]   # time, height, width of a 128 head's rotary half: the split Qwen2-VL's checkpoints bring
 
 
 def _head_dim(c: Any) -> int | None:
@@ -58,8 +60,10 @@ def _head_dim(c: Any) -> int | None:
 
 
 def code_default_mrope(cls: type, base: Any, cfg: dict) -> dict:
-    """M-RoPE sections that live only as a default in the modeling code ([16, 24, 24] for a 128 head):
-    write them into the config, scaled to the shrunk head, so they still sum to its rotary half."""
+    """M-RoPE sections that live only as a default in the modeling code ([16, 24, 24] for a 128 head), or that
+    the code reads from the config while neither the config nor the code has them (Qwen2.5-Omni on 5.10:
+    checkpoints bring them; then Qwen2-VL's split): write them into the config, scaled to the shrunk head, so
+    they still sum to its rotary half."""
     import inspect
 
     try:
@@ -67,9 +71,9 @@ def code_default_mrope(cls: type, base: Any, cfg: dict) -> dict:
     except (OSError, TypeError):
         return cfg
     m = _MROPE_DEFAULT.search(source)
-    if not m:
+    if not m and not _MROPE_READ.search(source):
         return cfg
-    default = [int(x) for x in m.group(1).split(",") if x.strip()]
+    default = [int(x) for x in m.group(1).split(",") if x.strip()] if m else MROPE_SPLIT
     key = "text_config" if isinstance(cfg.get("text_config"), dict) else None
     text = cfg[key] if key else cfg
     base_text = getattr(base, "text_config", None) if key else base
