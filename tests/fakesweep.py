@@ -25,6 +25,7 @@ class World:
         self.sweeps = []
         self.published = []
         self.views = []                     # the run views handed to publish and report, in order
+        self.pruning = None                 # what the last sweep was told it may prune
 
     def provide(self, settings, torch, date, progress):
         return Nightly(version=self.version, git="g" + self.date[-2:], python=sys.executable, date=self.date)
@@ -38,8 +39,9 @@ class World:
         return Outcome(model, config, "ok", stratum="decoder_llm", graphs=baseline if config == "baseline" else 1)
 
     def sweep(self, conn, *, models, configs, base_settings, settings, python, run_id, resume, nightly, shard,
-              kind="nightly", progress=True, build=None, prior=None, population=None):
+              kind="nightly", progress=True, build=None, prior=None, population=None, pruning=None):
         self.sweeps.append((nightly, shard, tuple(models)))
+        self.pruning = pruning
         rid = runs.create_run(conn, environment={"torch_version": self.version, "torch_git": "g", "transformers_version": "5.23.0",
                                            "python_version": "3.11", "device": "cpu", "cuda_version": None,
                                            "flagsweep_version": "0.1.0", "recipe_fingerprint": "f",

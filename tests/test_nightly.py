@@ -1,4 +1,5 @@
 """The nightly pipeline with a cheap sweep twin: provider failure, idempotence, diff between nights, shards and merge."""
+import dataclasses
 import json
 from pathlib import Path
 
@@ -142,6 +143,32 @@ def test_a_real_tiny_nightly_end_to_end_in_dry_run(env):
     again = nightly.run_nightly(conn, settings, torch="current", models=["TinyItemModel", "Fault_raise"],
                                 dry_run=True, out_dir=tmp / "out", progress=False, steps=steps)
     assert again.status == "reused" and again.run_id == result.run_id
+
+
+def test_a_nightly_sweeps_every_flag_of_a_named_set_with_pruning_and_an_audit(env):
+    """[nightly] configs may name a set: it expands in the night's torch (here the installed one), and the sweep
+    may prune the flips, with an audit seeded by the night's date."""
+    settings, conn, world, tmp = env
+    result = nightly.run_nightly(conn, settings, configs=["capture_scalar_outputs", "all-dynamo"],
+                                 out_dir=tmp / "out", progress=False, steps=world.steps())
+    swept = runs.get_run(conn, result.run_id).configs
+    flips = {n for n in swept if n.startswith("dynamo.")}
+    assert len(flips) > 30 and "capture_scalar_outputs" in swept and "capture_dynamic_output_shape_ops" in swept
+    assert swept["dynamo.allow_rnn"] == {"torch._dynamo.config.allow_rnn": True}
+    assert "dynamo.verbose" not in swept                         # the exclusion table holds
+    assert world.pruning is not None and world.pruning.seed == 20261121
+    assert world.pruning.configs == flips | {"capture_scalar_outputs", "capture_dynamic_output_shape_ops"}
+    assert set(result.configs) == set(swept)
+
+
+def test_a_named_set_the_backend_cannot_run_is_refused_before_anything_runs(env):
+    from harness.engine.configs import ConfigError
+
+    settings, conn, world, tmp = env
+    with pytest.raises(ConfigError, match="all-inductor needs --backend inductor"):
+        nightly.run_nightly(conn, settings, configs=["all-inductor"], out_dir=tmp / "out",
+                            steps=dataclasses.replace(world.steps(), select_configs=steps_mod.select_configs))
+    assert world.sweeps == [] and runs.list_runs(conn) == []
 
 
 def test_the_summary_ends_by_saying_where_the_issues_and_report_are(env):

@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="'nightly': the newest dev build on the index (default); 'current': the torch installed "
                         "here; a date (YYYY-MM-DD); a version (2.14.1, 2.15.0rc1, 2.15.0.dev20261101); or the "
                         "path of a Python interpreter that has torch")
-    p.add_argument("--configs", metavar="NAME[,NAME]", type=types.name_list, help="configs to sweep (default: [nightly] configs)")
+    p.add_argument("--configs", metavar="NAME[,NAME]", type=types.name_list, help="configs to sweep, or a named set: all-dynamo, all-functorch, all-inductor (default: [nightly] configs)")
     p.add_argument("--models", metavar="GLOB[,GLOB]", type=types.name_list, help="models to sweep (default: [nightly] models or the embedded corpus)")
     p.add_argument("--force", action="store_true", help="sweep again even if this nightly was swept with these configs")
     p.add_argument("--population", choices=POPULATIONS, metavar="all|graph-breaking",

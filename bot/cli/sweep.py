@@ -94,19 +94,14 @@ def _configs(catalog: dict[str, dict], names: list[str], args: argparse.Namespac
              options: Any) -> tuple[dict[str, dict], Any]:
     """The configs to sweep (named sets expanded in the torch under test) and what may be pruned."""
     from harness.engine import configs as cfg
-    from harness.engine.flags import sets as flagsets, space as configspace
+    from harness.engine.flags import sets as flagsets
     from harness.engine.flags.pruning import Pruning
 
-    named = [n.strip() for n in names if n.strip() in flagsets.NAMED]
-    configs = cfg.select(catalog, [n for n in names if n.strip() not in flagsets.NAMED])
-    if "all-inductor" in named and options.backend != "inductor":
-        raise cfg.ConfigError("all-inductor needs --backend inductor (no other backend reads an Inductor flag)")
-    flips: dict[str, dict] = {}
+    names = [n.strip() for n in names]
+    named = [n for n in names if n in flagsets.NAMED]
+    configs = cfg.select(catalog, [n for n in names if n not in flagsets.NAMED])
+    flips = flagsets.expand_named(named, backend=options.backend, python=options.python)
     if named:
-        exclusions = flagsets.load_exclusions()
-        _, space = configspace.discover(options.backend, options.python)
-        for name in named:
-            flips.update(flagsets.expand(name, space, exclusions))
         print(f"flagsweep sweep: {', '.join(named)}: {len(flips)} flags", file=sys.stderr)
     configs.update(flips)
     prune = (args.prune or ("on" if named else "off")) == "on"

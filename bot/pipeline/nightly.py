@@ -147,6 +147,9 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         log.error("nightly failed: %s", exc)
         return result
     result.torch, result.nightly = built.to_dict(), built.date
+    flips, pruning = steps.expand_sets(settings, config_names, python=built.python, seed=_audit_seed(built.date))
+    chosen = {**chosen, **flips}
+    result.configs = list(chosen)
     drawn = _population(conn, settings, steps, names, chosen, built, population or settings.sweep.population, progress)
     if drawn.meta is not None:      # a drawn population keeps the canaries: the gate needs them
         names = drawn.models + [c for c in canaries if c not in drawn.models]
@@ -161,7 +164,8 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         result.run_id = steps.sweep(conn, models=names, configs=chosen, base_settings={}, settings=settings,
                                     python=built.python, run_id=existing.id if resume else None, resume=resume,
                                     nightly=built.date, shard=shard, progress=progress, build=built.environment(),
-                                    **({"prior": drawn.prior, "population": drawn.meta} if drawn.meta else {}))
+                                    **({"prior": drawn.prior, "population": drawn.meta} if drawn.meta else {}),
+                                    **({"pruning": pruning} if pruning else {}))
     result.unavailable = runs_mod.get_run(conn, result.run_id).unavailable
     result.configs = [c for c in result.configs if c not in result.unavailable]
     if shard:
@@ -169,6 +173,11 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         result.status = "shard_done" if result.status == "swept" else result.status
         return result
     return publish_stage(conn, settings, result, python=built.python, steps=steps, out=out, progress=progress)
+
+
+def _audit_seed(date: str | None) -> int:
+    """The pruning audit's seed for a nightly: its date, so each night traces another sample of pruned pairs."""
+    return int("".join(ch for ch in date or "" if ch.isdigit()) or 0)
 
 
 def _population(conn: sqlite3.Connection, settings: Settings, steps: Steps, names: list[str],

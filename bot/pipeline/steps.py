@@ -22,6 +22,7 @@ from bot.ranges.finder import RangeReport
 from bot.view.run_view import RunView
 from bot.settings import Settings
 from harness.core.outcome import Outcome
+from harness.engine.flags.pruning import Pruning
 from state.ranges import Build
 from state.verdicts import RunVerdict
 
@@ -31,9 +32,24 @@ log = logging.getLogger(__name__)
 # ---- the steps ---------------------------------------------------------------------------------
 
 def select_configs(settings: Settings, names: list[str]) -> dict[str, dict]:
-    """{name: settings}, baseline first; ConfigError (a ValueError) for unknown names."""
+    """{name: settings}, baseline first, of the catalog's configs among `names`; ConfigError (a ValueError) for
+    unknown names. A named set (all-dynamo, ...) is only checked here: it expands in the torch under test
+    (expand_sets), once the nightly has one."""
     from harness.engine import configs
-    return configs.select(configs.load_catalog(settings.sweep.config_file), names)
+    from harness.engine.flags import sets
+    sets.refuse(names, settings.sweep.backend)
+    return configs.select(configs.load_catalog(settings.sweep.config_file), [n for n in names if n not in sets.NAMED])
+
+
+def expand_sets(settings: Settings, names: list[str], *, python: str | None,
+                seed: int) -> tuple[dict[str, dict], Pruning | None]:
+    """The configs of the named sets among `names`, expanded in the torch at `python`, and their read-set pruning
+    with its audit (seeded, so each night audits other pairs); ({}, None) when no set is named."""
+    from harness.engine.flags import sets
+    flips = sets.expand_named(names, backend=settings.sweep.backend, python=python)
+    if not flips:
+        return {}, None
+    return flips, Pruning(frozenset(flips), audit=settings.sweep.prune_audit, seed=seed)
 
 
 def resolve_models(patterns: list[str]) -> list[str]:
@@ -48,17 +64,18 @@ def resolve_models(patterns: list[str]) -> list[str]:
 def sweep(conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict], base_settings: dict[str, Any],
           settings: Settings, python: str | None, run_id: int | None, resume: bool, nightly: str | None,
           shard: str | None, kind: str = "nightly", progress: bool = True, build: dict | None = None,
-          prior: list[Any] | None = None, population: dict[str, Any] | None = None) -> int:
+          prior: list[Any] | None = None, population: dict[str, Any] | None = None,
+          pruning: Pruning | None = None) -> int:
     """Sweep (the engine stores, finishes and finalizes the run); returns the run id.
 
     build: what the provider knows of the torch beyond what its interpreter reports (index,
-    channel), kept in the run's environment. prior, population: see `harness.engine.engine.sweep`.
+    channel), kept in the run's environment. prior, population, pruning: see `harness.engine.engine.sweep`.
     """
     from harness.engine import engine
     return engine.sweep(conn, models=models, configs=configs, base_settings=base_settings,
                         options=settings.sweep.options(python), run_id=run_id, resume=resume, kind=kind,
                         nightly=nightly, shard=shard, progress=progress, extra_environment=build,
-                        prior=prior, population=population)
+                        prior=prior, population=population, pruning=pruning)
 
 
 def diff_with_previous(conn: sqlite3.Connection, run_id: int) -> tuple[int | None, DiffResult | None]:
@@ -198,12 +215,18 @@ class SelectStep(Protocol):
     def __call__(self, settings: Settings, names: list[str]) -> dict[str, dict]: ...
 
 
+class ExpandStep(Protocol):
+    def __call__(self, settings: Settings, names: list[str], *, python: str | None,
+                 seed: int) -> tuple[dict[str, dict], Pruning | None]: ...
+
+
 class SweepStep(Protocol):
     def __call__(self, conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict],
                  base_settings: dict[str, Any], settings: Settings, python: str | None, run_id: int | None,
                  resume: bool, nightly: str | None, shard: str | None, kind: str = ...,
                  progress: bool = ..., build: dict | None = ...,
-                 prior: list[Any] | None = ..., population: dict[str, Any] | None = ...) -> int: ...
+                 prior: list[Any] | None = ..., population: dict[str, Any] | None = ...,
+                 pruning: Pruning | None = ...) -> int: ...
 
 
 class DiffStep(Protocol):
@@ -252,6 +275,7 @@ class Steps:
     provide: ProvideStep = provide
     resolve_models: ResolveStep = resolve_models
     select_configs: SelectStep = select_configs
+    expand_sets: ExpandStep = expand_sets
     sweep: SweepStep = sweep
     diff: DiffStep = diff_with_previous
     confirm: ConfirmStep = confirm

@@ -70,3 +70,26 @@ def expand(name: str, space: dict[str, dict[str, Any]], exclusions: dict[str, Ex
             settings = {key: not space[key]["default"]}
             configs[builtin.get(tuple(settings.items()), config_name(key))] = settings
     return configs
+
+
+def refuse(names: list[str], backend: str) -> None:
+    """ConfigError (one line) for a named set the backend cannot run: no other backend reads an Inductor flag."""
+    if "all-inductor" in names and backend != "inductor":
+        raise ConfigError("all-inductor needs --backend inductor (no other backend reads an Inductor flag)")
+
+
+def expand_named(names: list[str], *, backend: str, python: str | None) -> dict[str, dict]:
+    """The configs of the named sets among `names`, expanded in the torch under test (`python`, run once):
+    {} when none is named."""
+    from harness.engine.flags import space as configspace
+
+    named = [n for n in names if n in NAMED]
+    if not named:
+        return {}
+    refuse(named, backend)
+    exclusions = load_exclusions()
+    _, space = configspace.discover(backend, python)
+    flips: dict[str, dict] = {}
+    for name in named:
+        flips.update(expand(name, space, exclusions))
+    return flips
