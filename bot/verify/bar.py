@@ -29,12 +29,12 @@ class StepBar(Progress):
 
     def doing(self, text: str) -> None:
         """What a job is doing now (a model and a stage)."""
-        with self._lock:
+        with self._lock:          # one line at a time: jobs on two threads must not interleave theirs
             self.current = text
             if self.bar is not None:
                 self.bar.set_postfix_str(text)
-        if self._say and self.bar is None:
-            self._say(text)
+            elif self._say:
+                self._say(text)
 
     def finished(self) -> None:
         """One more signature done."""

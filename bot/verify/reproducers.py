@@ -261,7 +261,8 @@ def _shrunk(found: Verdict, job: Job, original: oracle.Judged, ctx: _Context) ->
     budget = min(ctx.shrink_budget, ctx.left())
     small = shrink.minimise(start, flag, *ctx.how, ctx.python, found.signature, baseline=baseline,
                             original=(original.script, original.result), budget=budget, runner=ctx.run(job, "shrink"),
-                            timeout=ctx.timeout, progress=ctx.progress)
+                            timeout=ctx.timeout, progress=ctx.progress,
+                            label=f"{start.get('model')} (reproducer {job.place})" if job.place else None)
     ctx.meter.shrank(job.group, small.stats["tries"], small.stats["kept"])
     cut = small.stats["stopped"] == "budget" and budget < ctx.shrink_budget
     return dataclasses.replace(found, script=small.script, shrunk=not cut, shrink=Shrink(small.build, small.stats),

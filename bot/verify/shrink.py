@@ -52,13 +52,13 @@ def minimise(built: dict[str, Any], settings: dict[str, Any], backend: str, devi
              signature: str, *, original: tuple[str, dict[str, Any]], budget: float, runner: oracle.Runner,
              baseline: dict[str, Any] | None = None,
              timeout: float = 600.0, max_tries: int | None = None, clock: Callable[[], float] = time.monotonic,
-             progress: Callable[[str], None] | None = None) -> Shrunk:
+             progress: Callable[[str], None] | None = None, label: str | None = None) -> Shrunk:
     """Shrink a confirmed reproducer's build while the oracle keeps it (fails with `signature` on `python`).
 
     original: the flag run's (script, result) that confirmed it. baseline: the run's baseline settings.
     budget: seconds for the whole shrink, oracle runs included (a try that would overrun it, judged by
     the last try's duration, is not started). Each try is one oracle judgement (up to three `runner`
-    calls); max_tries caps them.
+    calls); max_tries caps them. label: how progress lines name this shrink (default: the model).
     """
     s = _Search(built, original[0], original[1], clock())
     s.last_wall = float(original[1].get("seconds") or 0.0)   # the first try is judged by the run that confirmed it
@@ -74,7 +74,7 @@ def minimise(built: dict[str, Any], settings: dict[str, Any], backend: str, devi
             return None
         candidate, t0 = apply(s.build, changes), clock()
         if progress:
-            progress(f"shrinking {built.get('model')}: try {s.tries + 1} ({s.kept} kept)")
+            progress(f"shrinking {label or built.get('model')}: try {s.tries + 1} ({s.kept} kept)")
         try:
             judged = oracle.judge(candidate, settings, baseline or {}, backend, device, python, signature,
                                   runner=runner, timeout=min(timeout, budget - elapsed), clock=clock)
