@@ -93,3 +93,29 @@ def test_sub_model_towers_build_from_the_lock_with_their_real_inputs(model, medi
     assert built.inputs[media].is_floating_point() and built.inputs[media].dim() >= 2  # features, not token ids
     assert not built.text_only and built.stratum == "vision_other"
     assert forward(built) is not None
+
+
+def test_a_part_of_a_composite_model_builds_from_its_part_config():
+    """transformers 5.18 gives Aimv2TextModel the composite Aimv2Config (no hidden_size): the part the class's
+    name adds to the composite's picks the sub-config; the whole model, or a name that picks two, keeps its own."""
+    from harness.zoo.build import config_class_of
+
+    class FooTextConfig:
+        model_type = "foo_text"
+
+    class FooVisionConfig:
+        model_type = "foo_vision"
+
+    class FooConfig:
+        model_type = "foo"
+        sub_configs = {"text_config": FooTextConfig, "vision_config": FooVisionConfig}
+
+    def model(name: str, config: type = FooConfig) -> type:
+        return type(name, (), {"config_class": config})
+
+    assert config_class_of(model("FooTextModel")) is FooTextConfig
+    assert config_class_of(model("FooVisionModel")) is FooVisionConfig
+    assert config_class_of(model("FooModel")) is FooConfig
+    assert config_class_of(model("FooForConditionalGeneration")) is FooConfig
+    assert config_class_of(model("FooVisionTextDualModel")) is FooConfig          # names two parts: unchanged
+    assert config_class_of(model("FooTextModel", FooTextConfig)) is FooTextConfig  # already its part

@@ -75,6 +75,12 @@ def test_image_token_count_follows_the_features_the_model_made():
     # the same count in HY-V4-VL's wording (transformers 5.24)
     other = probe._image_token_count(spec, "Image features and image tokens do not match, tokens: 8, features: 12")
     assert other == fixed
+    # LLaVA on 5.18 says the same words with its features counted in elements (width 64 x the tokens)
+    assert probe._image_token_count(spec, "Image features and image tokens do not match, tokens: 8, features: 512") is None
+    none_yet = {**spec, "input_ids": {**spec["input_ids"], "prefix": [[7, 1], [5, 0]]}}
+    assert probe._image_token_count(none_yet, "Image features and image tokens do not match, tokens: 0, features: 512") is None
+    assert probe._image_token_count(none_yet, "Multimodal features and placeholder tokens do not match, tokens: 0, "
+                                              "features: 12")["input_ids"]["prefix"] == [[7, 1], [5, 6]]
     # fewer features than tokens, or a count no placeholder explains: not this repair's business
     assert probe._image_token_count(spec, "features and image tokens do not match: tokens: 8, features 6") is None
     assert probe._image_token_count(spec, "features and image tokens do not match: tokens: 9, features 12") is None

@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from harness.discovery import enumerate as enum_mod
-from harness.zoo.build import SEED, quiet_transformers
+from harness.zoo.build import SEED, config_class_of, quiet_transformers
 from harness.zoo.errors import BuildError
 from harness.discovery.fixups import (clip_feature_layers, code_default_mrope, code_token_ids, default_towers, fit_mrope,
                                 fit_pinpoints, fit_pixel_shuffle, fit_vocab, missing_kv_heads, name_image_token,
@@ -77,7 +77,7 @@ def plan(model: str) -> Plan:
         cls = enum_mod.model_class(model)
     except KeyError:
         raise BuildError("create_error", f"unknown model class {model}") from None
-    config_cls = cls.config_class
+    config_cls = config_class_of(cls)
     try:
         base = config_cls()
         cfg = _clean(base.to_dict())
@@ -120,7 +120,7 @@ def _module(cls: type, p: Plan, fixups: list[str]) -> tuple[Any, Any, dict]:
     cfg_dict = p.config
     for _ in range(3):
         try:
-            config = cls.config_class.from_dict(cfg_dict)
+            config = config_class_of(cls).from_dict(cfg_dict)
         except Exception as exc:
             raise BuildError("create_error", f"shrunk config: {type(exc).__name__}: {str(exc)[:200]}") from None
         torch.manual_seed(SEED)
@@ -164,7 +164,7 @@ def discover(model: str, evidence: list[dict] | None = None) -> Discovered:
     cls = enum_mod.model_class(model)
     fixups = list(p.fixups)
     try:
-        config = cls.config_class.from_dict(p.config)
+        config = config_class_of(cls).from_dict(p.config)
     except Exception as exc:
         raise BuildError("create_error", f"shrunk config: {type(exc).__name__}: {str(exc)[:200]}") from None
     module, config, cfg_dict = _module(cls, p, fixups)

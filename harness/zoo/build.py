@@ -55,6 +55,27 @@ def model_class(name: str, module_name: str | None = None) -> type:
     return getattr(importlib.import_module(f"transformers.{module}"), name)
 
 
+def config_class_of(cls: type) -> type:
+    """The config class a model class builds from: its own, or, where that is a composite (sub_configs) and the
+    class is one of its parts, that part's config (transformers 5.18 gives Aimv2TextModel Aimv2Config, which
+    has no hidden_size). The part is the one sub-config whose key names what the class's name adds to the
+    composite's ("Aimv2" + "TextModel": text_config); a class that names none, or several, keeps its own."""
+    composite = cls.config_class
+    subs = getattr(composite, "sub_configs", None) or {}
+    added = _name_after(cls.__name__.lower(), composite.__name__.lower().removesuffix("config")) if subs else ""
+    parts = {c for key, c in subs.items() if key.endswith("_config") and key[:-len("_config")].replace("_", "") in added
+             and isinstance(c, type) and getattr(c, "model_type", "")}
+    return parts.pop() if len(parts) == 1 else composite
+
+
+def _name_after(name: str, stem: str) -> str:
+    """What `name` adds after the prefix it shares with `stem` ("" when it shares none)."""
+    n = 0
+    while n < min(len(name), len(stem)) and name[n] == stem[n]:
+        n += 1
+    return name[n:] if n else ""
+
+
 def _check_runtime(e: dict) -> None:
     """Refuse a lock made for another transformers than the one this interpreter imports."""
     import transformers
@@ -75,11 +96,12 @@ def materialize(e: dict, device: str = "cpu") -> Built:
                          f"locked as {e['status']}: {e['cause']}")
     _check_runtime(e)
     cls = model_class(e["model"])
-    if cls.config_class.__name__ != e["config_class"]:
-        raise BuildError("create_error", f"{e['model']}.config_class is {cls.config_class.__name__}, "
+    config_cls = config_class_of(cls)
+    if config_cls.__name__ != e["config_class"]:
+        raise BuildError("create_error", f"{e['model']} builds from {config_cls.__name__}, "
                                          f"the lock says {e['config_class']}")
     try:
-        config = cls.config_class.from_dict(e["config"])
+        config = config_cls.from_dict(e["config"])
         torch.manual_seed(SEED)
         module = cls(config).float().eval().to(device)
     except Exception as exc:
