@@ -200,3 +200,21 @@ def test_mrope_sections_the_code_reads_but_nothing_defines_get_qwen2_vl_split(tm
     assert fixed["rope_parameters"]["mrope_section"] == [2, 3, 3]                # Qwen2-VL's 16:24:24, half of 16
     assert fixed["rope_parameters"]["rope_theta"] == 1e6
     assert code_default_mrope(silent, base, cfg) is cfg
+
+
+def test_keys_a_sub_config_refuses_are_dropped_from_it():
+    """Dbrx on transformers 5.18: attn_config's to_dict writes output_attentions, which its from_dict refuses."""
+    from harness.discovery.fixups import known_kwargs
+
+    class Config:
+        @classmethod
+        def from_dict(cls, d):
+            extra = {k: v for k, v in d["attn_config"].items() if k != "heads"}
+            if extra:
+                raise ValueError(f"Found unknown kwargs={extra}")
+            return cls()
+
+    cfg = {"output_attentions": False, "attn_config": {"heads": 4, "output_attentions": False}}
+    assert known_kwargs(Config, cfg) == {"output_attentions": False, "attn_config": {"heads": 4}}
+    fine = {"output_attentions": False, "attn_config": {"heads": 4}}
+    assert known_kwargs(Config, fine) is fine

@@ -14,8 +14,8 @@ from harness.discovery import enumerate as enum_mod
 from harness.zoo.build import SEED, config_class_of, quiet_transformers
 from harness.zoo.errors import BuildError
 from harness.discovery.fixups import (clip_feature_layers, code_default_mrope, code_token_ids, default_towers, fit_mrope,
-                                fit_pinpoints, fit_pixel_shuffle, fit_vocab, missing_kv_heads, name_image_token,
-                                rederive, respect_validator, rope_per_layer_type, vocabulary_map)
+                                fit_pinpoints, fit_pixel_shuffle, fit_vocab, known_kwargs, missing_kv_heads,
+                                name_image_token, rederive, respect_validator, rope_per_layer_type, vocabulary_map)
 from harness.discovery.probe import media_tokens, probe_counts, repair_inputs
 from harness.discovery.recipes import apply_config, recipe_for
 from harness.discovery.shrink import shrink_dict
@@ -96,7 +96,8 @@ def plan(model: str) -> Plan:
         applied += [name] if fixed != shrunk else []
         shrunk = fixed
     cfg = apply_config(shrunk, recipe)
-    for name, fix in (("vocabulary_map", lambda c: vocabulary_map(cls, c)), ("fit_pinpoints", fit_pinpoints)):
+    for name, fix in (("vocabulary_map", lambda c: vocabulary_map(cls, c)), ("fit_pinpoints", fit_pinpoints),
+                      ("known_kwargs", lambda c: known_kwargs(config_cls, c))):
         fixed = fix(cfg)
         applied += [name] if fixed != cfg else []
         cfg = fixed

@@ -331,6 +331,28 @@ def _accepts(config_cls: type, cfg: dict) -> bool:
     return True
 
 
+_UNKNOWN_KWARGS = re.compile(r"Found unknown kwargs=\{([^}]*)\}")
+
+
+def known_kwargs(config_cls: type, cfg: dict) -> dict:
+    """Keys a sub-config's to_dict writes but its own from_dict refuses (Dbrx's attn_config on transformers 5.18:
+    "Found unknown kwargs={'output_attentions': False}"): dropped from the sub-config dicts, the top level left
+    as it is; cfg unchanged when the config builds, or fails for another reason."""
+    for _ in range(3):
+        try:
+            config_cls.from_dict(cfg)
+            return cfg
+        except Exception as exc:
+            m = _UNKNOWN_KWARGS.search(str(exc))
+            keys = set(re.findall(r"'(\w+)':", m.group(1))) if m else set()
+            fixed = {k: {kk: vv for kk, vv in v.items() if kk not in keys} if isinstance(v, dict) else v
+                     for k, v in cfg.items()}
+            if fixed == cfg:
+                return cfg
+            cfg = fixed
+    return cfg
+
+
 def respect_validator(config_cls: type, orig: dict, cfg: dict) -> dict:
     """The shrunk cfg if the config class accepts it; else cfg with the fewest shrunk values (one, then two; a
     value inside a sub-config counts alone) moved back toward their defaults so that it is valid again (Dory:
