@@ -1,6 +1,8 @@
 """Flake confirmation with real fresh workers and a test model that crashes one time in two."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from bot.pipeline import flake
@@ -94,3 +96,19 @@ def test_a_first_night_confirms_each_tracked_crash(tmp_path, monkeypatch):
     assert (stored[("SolidCrashToyModel", "x")].attempts, stored[("SolidCrashToyModel", "x")].flaky_rate) == (3, None)
     assert stored[("FlakyToyModel", "x")].flaky_rate == pytest.approx(0.667, abs=1e-3)
     assert history.signature_history(conn, "x")[0]["models"] == ["SolidCrashToyModel"]
+
+
+def test_a_rerun_that_fails_otherwise_does_not_confirm_the_crash(tmp_path):
+    """The stored crash says one thing; both re-runs crash with another signature: the crash that would be filed
+    did not repeat, so it is flaky (1 of 3 attempts), not confirmed."""
+    conn = connect(tmp_path / "state.sqlite")
+    model = "SolidCrashToyModel"
+    before = hd.store_run(conn, [_toy(model, c, False) for c in CONFIGS], configs=CONFIGS)
+    other = dataclasses.replace(_toy(model, "x", True), error_message="another crash", signature="RuntimeError: another crash")
+    after = hd.store_run(conn, [_toy(model, "baseline", False), other], configs=CONFIGS)
+    result = diff(history.group_outcomes(conn, before), history.group_outcomes(conn, after))
+    options = SweepOptions(workers=1, timeout=180, extra_modules=["tests.flaky_model"])
+    confirmed = flake.confirm(conn, after, result.transitions, configs=CONFIGS, base_settings={}, options=options,
+                              runs=2, progress=False)
+    assert {(t.model, t.config): t for t in confirmed}[(model, "x")].flaky_rate == pytest.approx(1 / 3, abs=1e-3)
+    assert history.signature_history(conn, "x") == []

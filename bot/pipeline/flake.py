@@ -1,7 +1,8 @@
 """Flake confirmation: re-run each new crash and each fix in fresh workers before believing it.
 
-An item whose result does not repeat every time is marked flaky with its crash
-rate (over the first attempt and the re-runs), re-recorded with that rate, kept
+An item whose result does not repeat every time (a crash repeats only with its
+signature) is marked flaky with its crash rate (over the first attempt and the
+re-runs), re-recorded with that rate, kept
 out of the new-crash counts and out of the signature history, and reported apart.
 """
 from __future__ import annotations
@@ -24,6 +25,12 @@ CONFIRMED_TRANSITIONS = ("new_crash", "fixed")
 
 def _failed(o: Outcome) -> bool:
     return o.status != "ok"
+
+
+def _failed_as(first: Outcome | None, o: Outcome) -> bool:
+    """A re-run failed the way the first attempt did (its signature): a re-run that fails otherwise (another
+    error, a timeout) does not confirm the crash."""
+    return _failed(o) and (first is None or not first.signature or o.signature == first.signature)
 
 
 def crash_rate(first_failed: bool, reruns_failed: list[bool]) -> float:
@@ -72,8 +79,10 @@ def confirm(conn: sqlite3.Connection, run_id: int, transitions: list[Transition]
     touched: set[tuple[str, str]] = set()
     for t in targets:
         key = (t.model, t.config)
-        rate = judge(t.transition, [_failed(o) for o in reruns[key]])
         stored = runs_mod.find_outcome(conn, history.run_group(conn, run_id) or [run_id], *key)
+        first = stored[1] if stored is not None else None
+        failed = _failed_as if t.transition == "new_crash" else (lambda _first, o: _failed(o))
+        rate = judge(t.transition, [failed(first, o) for o in reruns[key]])
         if stored is not None:
             holder, outcome = stored
             outcome.attempts = 1 + len(reruns[key])
