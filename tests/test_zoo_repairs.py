@@ -79,6 +79,9 @@ def test_image_token_count_follows_the_features_the_model_made():
     assert probe._image_token_count(spec, "Image features and image tokens do not match, tokens: 8, features: 512") is None
     none_yet = {**spec, "input_ids": {**spec["input_ids"], "prefix": [[7, 1], [5, 0]]}}
     assert probe._image_token_count(none_yet, "Image features and image tokens do not match, tokens: 0, features: 512") is None
+    # T5Gemma 2 on 5.18 counts tokens in HunYuan-VL's words (a colon): none yet, 98 features for a batch of 2
+    assert probe._image_token_count(none_yet, "Image features and image tokens do not match: tokens: 0, "
+                                              "features 98")["input_ids"]["prefix"] == [[7, 1], [5, 49]]
     assert probe._image_token_count(none_yet, "Multimodal features and placeholder tokens do not match, tokens: 0, "
                                               "features: 12")["input_ids"]["prefix"] == [[7, 1], [5, 6]]
     # fewer features than tokens, or a count no placeholder explains: not this repair's business

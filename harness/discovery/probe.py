@@ -412,21 +412,21 @@ def _samples_multiple(spec: dict, error: str) -> dict | None:
 # HunYuan-VL's "image tokens do not match: tokens: N, features M", HY-V4-VL's "image tokens do not match,
 # tokens: N, features: M" and Inkling 2's "placeholder tokens do not match, tokens: N, features: M" count tokens.
 # LLaVA on transformers 5.18 says HY-V4-VL's words with its features counted in elements (the text width times
-# the tokens): in those words _image_token_count takes a count only up to twice the placeholders it has.
-_TOKENS_FEATURES = re.compile(r"features and (image|placeholder) tokens do not match[:,] tokens: (\d+), features:? (\d+)")
+# the tokens): in those words (and only those) _image_token_count takes a count up to twice the placeholders it has.
+_TOKENS_FEATURES = re.compile(r"features and (image tokens do not match,|image tokens do not match:|placeholder tokens do not match,) tokens: (\d+), features:? (\d+)")
 
 
 def _image_token_count(spec: dict, error: str) -> dict | None:
     """A grid model that makes more features per image than the grid's merged patches (extra row/boundary
-    features, HunYuan-VL), at most twice as many, or a placeholder it has none of yet where the message says
-    "placeholder tokens" (Dots 3): as many image tokens per sample as its error says it made features. (In
-    "image tokens" words, more than twice, or any for none, is LLaVA's element count: not this repair's.)"""
+    features, HunYuan-VL; a placeholder it has none of yet, Dots 3, T5Gemma 2): as many image tokens per sample
+    as its error says it made features. In the words LLaVA shares ("image tokens do not match, tokens:"), only
+    up to twice the tokens it has: more, or any for none, is LLaVA's element count, not this repair's."""
     ids, m = spec.get("input_ids", {}), _TOKENS_FEATURES.search(error)
     prefix = ids.get("prefix") or []
     words, tokens, feats = (m.group(1), int(m.group(2)), int(m.group(3))) if m else ("", 0, 0)
     batch = ids.get("shape", [1])[0]
     hit = [i for i, (_, n) in enumerate(prefix) if n * batch == tokens]
-    most = feats if words == "placeholder" and not tokens else 2 * tokens   # "image tokens" may count elements
+    most = 2 * tokens if words == "image tokens do not match," else feats   # LLaVA's words may count elements
     if not m or len(hit) != 1 or feats % batch or not tokens < feats <= most:
         return None
     i, want = hit[0], feats // batch
