@@ -15,6 +15,7 @@ from harness.core.tracking import tracking_groups
 from state import db, verdicts
 from state.runs import Run
 from state.verdicts import RunVerdict
+from tests.checks_runner import answering_checks
 from tests.fakegithub import scenario as sc
 
 CSO, CDO = "capture_scalar_outputs", "capture_dynamic_output_shape_ops"
@@ -55,10 +56,10 @@ def test_same_signature_confirms_other_does_not_and_verdicts_are_reused(tmp_path
             return "print('repro B')\n", {"status": "ok", "graphs": 1, "signature": None}
         return "x", {"status": "error", "signature": "SomethingElse: entirely"}
 
-    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=runner)
+    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=answering_checks(runner))
     a, b, c = v[(CSO, sc.SIG_A)], v[(CSO, sc.SIG_B)], v[(CDO, sc.SIG_C)]
     built_on = ("2.14.0.dev20261121+cpu", "abc")
-    assert a.cost["scripts"] == 3 and a.cost["tries"] == 0          # eager, baseline, flag; nothing shrunk
+    assert a.cost["scripts"] == 1 and a.cost["tries"] == 0          # eager, baseline, flag in one run; no shrink
     a, b, c = (dataclasses.replace(x, cost=None) for x in (a, b, c))
     assert a == verdicts.Verdict(CSO, sc.SIG_A, "Model01ForCausalLM", "fp-Model01ForCausalLM", *built_on, "confirmed",
                                  script="print('repro A')\n", torch_version=built_on[0], torch_git=built_on[1])
@@ -66,10 +67,10 @@ def test_same_signature_confirms_other_does_not_and_verdicts_are_reused(tmp_path
     assert c.status == "unconfirmed" and "another signature" in c.reason
     assert sorted(calls) == ["Model00ForCausalLM", "Model01ForCausalLM", "Model02ForCausalLM"]
     assert all(verdicts.get(conn, x.key) == x for x in v.values())   # each stored under its key, typed
-    again = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=runner)
+    again = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=answering_checks(runner))
     assert again == v and len(calls) == 3                     # nothing re-run: all from the store
     # Another torch build is another verdict: nothing is reused.
-    reproducers.verify_all(conn, groups, outs, a_run({**ENV, "torch_git": "def"}), builds, runner=runner)
+    reproducers.verify_all(conn, groups, outs, a_run({**ENV, "torch_git": "def"}), builds, runner=answering_checks(runner))
     assert len(calls) == 6
 
 
@@ -115,7 +116,7 @@ def test_an_eager_invalid_reproducer_is_not_verified(tmp_path: Path) -> None:
 
     from tests.test_planner import inputs
 
-    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=runner)
+    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=answering_checks(runner))
     a, b, c = v[(CSO, sc.SIG_A)], v[(CSO, sc.SIG_B)], v[(CDO, sc.SIG_C)]
     assert a.status == "unconfirmed" and a.script == "" and a.reason.startswith("eager failed: ")
     assert "split_with_sizes" in a.reason and ("Model01ForCausalLM", "baseline") not in runs_seen
@@ -148,3 +149,29 @@ def test_a_run_without_an_interpreter_says_so_and_runs_nothing(tmp_path: Path) -
 
     v = reproducers.verify_all(conn, groups, outs, a_run({"torch_version": "2.13.0"}), builds, runner=never)
     assert {x.reason for x in v.values()} == {"could not be run: the run recorded no interpreter"}
+
+
+def test_the_checks_run_in_one_interpreter_and_a_check_it_did_not_report_runs_alone():
+    """The oracle asks once for all three checks; what that interpreter did not report (it died in the flag's
+    compile) runs alone in a fresh one; a hang after eager and baseline is the flag's answer."""
+    asked: list[str] = []
+    ok = {"status": "ok", "signature": None}
+
+    def died_in_flag(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
+        asked.append(mode)
+        if mode == oracle.CHECKS:
+            return "s", {**ok, "mode": "baseline", "modes": {"eager": {**ok, "mode": "eager"},
+                                                          "baseline": {**ok, "mode": "baseline"}}, "returncode": -11}
+        return "s", {"status": "error", "signature": sc.SIG_A, "mode": mode}
+
+    judged = oracle.judge({"model": "M"}, {}, {}, "count", "cpu", "py", sc.SIG_A, runner=died_in_flag, timeout=60)
+    assert judged.passed and asked == ["checks", "flag"]
+
+    def hung_in_flag(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
+        asked.append(mode)
+        return "s", {"status": "timeout", "signature": None, "modes": {"eager": {**ok, "mode": "eager"},
+                                                                       "baseline": {**ok, "mode": "baseline"}}}
+
+    asked.clear()
+    judged = oracle.judge({"model": "M"}, {}, {}, "count", "cpu", "py", "timeout", runner=hung_in_flag, timeout=60)
+    assert judged.passed and asked == ["checks"]      # a hang the sweep saw as its crash, seen again

@@ -76,6 +76,11 @@ def test_reproducer_from_the_store_matches_the_engine_on_a_real_crash(swept):
     import torch
 
     assert (result["torch_version"], result["torch_git"]) == (torch.__version__, torch.version.git_version)
+    # The oracle's checks: eager, baseline, then the flag, in one interpreter, each reported.
+    checks = run_script(script, run.environment["python"], timeout=300, args=("checks",))
+    assert [m["mode"] for m in checks["modes"].values()] == ["eager", "baseline", "flag"]
+    assert checks["modes"]["eager"]["status"] == checks["modes"]["baseline"]["status"] == "ok"
+    assert checks["signature"] == engine_out.signature and checks["returncode"] == 1
 
 
 @pytest.mark.compile
@@ -144,9 +149,9 @@ def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_
                           cwd=str(Path(__file__).parent.parent), env={**os.environ, "PYTHONPATH": "."})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
-    runs = [line for line in log.read_text().splitlines() if "repro.py" in line][-3:]
-    assert log.read_text().count("repro.py") == before + 3        # the oracle, under the run's interpreter:
-    assert [r.split("repro.py")[1].strip() for r in runs] == ["eager", "baseline", ""]   # eager, baseline, flag
+    runs = [line for line in log.read_text().splitlines() if "repro.py" in line][-1:]
+    assert log.read_text().count("repro.py") == before + 1        # the oracle, under the run's interpreter:
+    assert [r.split("repro.py")[1].strip() for r in runs] == ["checks"]   # eager, baseline, flag in one
     drives = [line.split("drive.py")[1].strip() for line in log.read_text().splitlines() if "drive.py" in line]
     assert drives == ["eager", "None", "False", "True"]          # the maintainer's script, on the run's interpreter
     plan = json.loads((out / "plan.json").read_text())
@@ -177,6 +182,15 @@ def test_result_line_is_the_last_stdout_line_and_parses():
     result = run_script(text, timeout=60)
     assert result == {"status": "ok", "graphs": 2, "signature": None, "error_type": None, "returncode": 0}
     assert json.loads(json.dumps(result))["graphs"] == 2
+
+
+def test_a_script_that_reports_several_modes_gives_each_and_a_hang_keeps_what_it_said():
+    line = "print('FLAGSWEEP_RESULT ' + json.dumps({{'status': 'ok', 'mode': {!r}, 'signature': None}}), flush=True)\n"
+    text = "import json, time\n" + line.format("eager") + line.format("baseline")
+    both = run_script(text, timeout=60)
+    assert both["mode"] == "baseline" and set(both["modes"]) == {"eager", "baseline"}
+    hung = run_script(text + "time.sleep(60)\n", timeout=3)
+    assert hung["status"] == "timeout" and set(hung["modes"]) == {"eager", "baseline"}
 
 
 def test_the_reproducer_module_is_only_a_runner():

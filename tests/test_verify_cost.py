@@ -14,6 +14,7 @@ from bot.settings import Settings
 from bot.verify import reproducers
 from bot.verify.step import verify_run
 from state import db, verdicts
+from tests.checks_runner import answering_checks
 from tests.test_publisher_reproducers import a_run
 from tests.test_shrink import PY, RUN, Twin, _sig_twin, _verify_setup, store_run
 
@@ -39,7 +40,7 @@ def test_a_new_build_carries_the_shrunk_case_and_shrinks_nothing(tmp_path: Path)
         assert found.status == "confirmed" and found.build_version == "2.14.1" and found.key != old.key
         assert found.shrink == old.shrink and found.script == old.script and found.reminimised is None
         assert found.carried_from == "2.13.0 (git abc)"
-        assert found.cost["scripts"] == 3 and found.cost["tries"] == 0 and set(found.cost["stages"]) == {"carry"}
+        assert found.cost["scripts"] == 1 and found.cost["tries"] == 0 and set(found.cost["stages"]) == {"carry"}
     assert old.cost["scripts"] > 3 and old.cost["tries"] > 0 and "shrink" in old.cost["stages"]  # cost in the store
     n = len(twin.modes)
     reproducers.verify_all(conn, groups, outs, RUN2, builds, runner=_sig_twin(twin), shrink_budget=600.0)
@@ -56,7 +57,8 @@ def test_when_the_old_case_stops_failing_it_is_shrunk_again_and_says_why(tmp_pat
             result = {"status": "ok", "signature": None}
         return script, result
 
-    second = reproducers.verify_all(conn, groups, outs, RUN2, builds, runner=build2, shrink_budget=600.0)
+    second = reproducers.verify_all(conn, groups, outs, RUN2, builds, runner=answering_checks(build2),
+                                    shrink_budget=600.0)
     for group, found in second.items():
         assert found.status == "confirmed" and found.carried_from is None
         assert found.reminimised.startswith("the case shrunk on 2.13.0 (git abc) no longer reproduces: ran without")
@@ -101,7 +103,7 @@ def test_over_the_budget_signatures_wait_as_pending_and_a_later_run_finishes_the
     (first,) = [found[g].verdict for g in done]
     assert first.status == "confirmed" and not first.shrunk     # verified, shrink cut by the budget: finished later
     cost = verdicts.step_cost(conn, run_id)
-    assert cost.pending == 2 and cost.scripts == 3 and cost.groups == 3
+    assert cost.pending == 2 and cost.scripts == 1 and cost.groups == 3      # one checks run: eager, baseline, flag
     out = tmp_path / "out"
     publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out))
     plan = json.loads((out / "plan.json").read_text())

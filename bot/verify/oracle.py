@@ -5,7 +5,10 @@ its script (one script, run in three modes; templates/repro_script.py.j2):
   (a) eager    - runs without torch.compile on the same inputs: the test case is valid,
   (b) baseline - compiles and runs under the run's baseline settings: the crash needs the flag,
   (c) flag     - fails under the flag's settings with the same signature: it reproduces.
-Checks run cheapest first and stop at the first that fails; the timeout bounds them all.
+Checks run cheapest first and stop at the first that fails; the timeout bounds them all. They run in one
+interpreter (the script's `checks` mode: one start, one import of torch, one build, as a sweep worker runs
+eager, baseline and flag); a check that interpreter did not report (it died, or the runner answers one mode at
+a time) runs alone in a fresh one.
 Without (a) a shrink can keep the signature while making inputs the model cannot take
 (Qwen2-VL: pixel_values cut to one image, image_grid_thw still saying two): Dynamo
 reaches the crash before the bad shapes matter, and the report is bogus in eager.
@@ -17,6 +20,7 @@ import time
 from typing import Any, Callable, NamedTuple
 
 MODES = ("eager", "baseline", "flag")     # cheapest first
+CHECKS = "checks"                         # the script's mode that runs MODES in one interpreter
 FAILED = {"eager": "eager failed", "baseline": "baseline failed"}
 
 # (stored build, flag settings, backend, device, python, timeout, mode, baseline settings) -> (script, result)
@@ -63,6 +67,20 @@ def _valid_problem(mode: str, result: dict[str, Any]) -> str:
     return f"{FAILED[mode]}: the script fails {where} ({result.get('signature') or status})"
 
 
+def reported(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """{mode: its result} of what a `checks` run reported (every mode's line, or a lone line's own mode); a run
+    that timed out after reporting some gave the next mode its timeout (a hang is that check's answer)."""
+    if result.get("modes"):
+        seen = {m: r for m, r in result["modes"].items() if m in MODES}
+    else:
+        seen = {result["mode"]: result} if result.get("mode") in MODES else {}
+    if seen and result.get("status") == "timeout":
+        hung = next((m for m in MODES if m not in seen), None)
+        if hung:
+            seen[hung] = {k: v for k, v in result.items() if k != "modes"}
+    return seen
+
+
 def judge(built: dict[str, Any] | None, settings: dict[str, Any], baseline: dict[str, Any], backend: str,
           device: str, python: str, signature: str, *, runner: Runner, timeout: float,
           clock: Callable[[], float] = time.monotonic) -> Judged:
@@ -71,12 +89,16 @@ def judge(built: dict[str, Any] | None, settings: dict[str, Any], baseline: dict
     A runner that raises (nothing to render from) propagates: the caller says what that means.
     """
     started = clock()
-    script, result = "", {}
+    script, together = runner(built, settings, backend, device, python, timeout, CHECKS, baseline)
+    seen = reported(together)
+    result: dict[str, Any] = {}
     for mode in MODES:
+        result = seen.get(mode) or {}
         left = timeout - (clock() - started)
-        if left <= 0:
+        if not result and left <= 0:
             return Judged(False, mode, f"ran out of time before the {mode} check", script, result)
-        script, result = runner(built, settings, backend, device, python, left, mode, baseline)
+        if not result:
+            script, result = runner(built, settings, backend, device, python, left, mode, baseline)
         problem = flag_problem(result, signature) if mode == "flag" else _valid_problem(mode, result)
         if problem:
             return Judged(False, mode, problem, script, result)

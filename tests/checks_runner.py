@@ -1,0 +1,27 @@
+"""A test runner's answer to the oracle's `checks` mode, the way the real script gives it.
+
+The oracle (bot/verify/oracle.py) asks a runner for `checks`: eager, baseline, then the flag, in one
+interpreter, stopping at the first of eager and baseline that fails, each mode's result with its mode.
+Test runners answer one mode at a time; `answering_checks` runs them in that order and answers the same.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from bot.verify.oracle import CHECKS, MODES, Runner
+
+
+def answering_checks(one: Runner) -> Runner:
+    """`one`, which answers one mode at a time, answering `checks` as the real script does."""
+    def runner(built: Any, settings: dict, backend: str, device: str, python: str, timeout: float,
+               mode: str = "flag", baseline: dict | None = None) -> tuple[str, dict[str, Any]]:
+        if mode != CHECKS:
+            return one(built, settings, backend, device, python, timeout, mode, baseline)
+        script, modes = "", {}
+        for each in MODES:
+            script, result = one(built, settings, backend, device, python, timeout, each, baseline)
+            modes[each] = {**result, "mode": each}
+            if each != "flag" and result.get("status") != "ok":
+                break
+        return script, {**modes[each], "modes": modes}
+    return runner
