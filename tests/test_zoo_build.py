@@ -119,3 +119,26 @@ def test_a_part_of_a_composite_model_builds_from_its_part_config():
     assert config_class_of(model("FooForConditionalGeneration")) is FooConfig
     assert config_class_of(model("FooVisionTextDualModel")) is FooConfig          # names two parts: unchanged
     assert config_class_of(model("FooTextModel", FooTextConfig)) is FooTextConfig  # already its part
+
+
+def test_building_an_entry_leaves_it_as_it_was(monkeypatch):
+    """A config that changes the dict it is built from (Levit appends to down_ops in its post-init on
+    transformers 5.20) must not change the lock entry: the entry is sealed by its hash, and cached for the
+    next build in the same process."""
+    import copy
+    import importlib
+
+    build_mod = importlib.import_module("harness.zoo.build")    # the module (harness.zoo.build is the function)
+    entry = copy.deepcopy(build_mod.entry("GPT2Model"))
+    before = copy.deepcopy(entry)
+
+    class GPT2Config:
+        @classmethod
+        def from_dict(cls, d):
+            d.setdefault("down_ops", []).append([""])
+            raise ValueError("stop here")
+
+    monkeypatch.setattr(build_mod, "config_class_of", lambda cls: GPT2Config)
+    with pytest.raises(build_mod.BuildError):
+        build_mod.materialize(entry)
+    assert entry == before
