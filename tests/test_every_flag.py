@@ -95,6 +95,10 @@ def test_flags_the_baseline_read_are_pooled_and_split_where_the_pool_differs(tmp
     effects = {e.config: e for e in history.effects(conn, rid)}
     assert effects["lazy"].effect == "no_effect" and effects["lazy"].reason == "pooled"
     assert effects["scalars"].effect == "reduces_graphs"
+    alone = sweep(conn, models=[MODEL], configs=configs, base_settings={}, options=_options(), progress=False,
+                  pruning=Pruning(frozenset(flags), audit=0.0, audit_min=0, pool=False))
+    assert {o.config: o.reason for o in runs.outcomes(conn, alone) if o.config in flags} == {
+        "scalars": None, "gc": None, "lazy": None, "cache": None, "rnn": "not_read"}   # no pools: each traced
 
 
 def test_discovery_diff_between_two_builds(tmp_path):

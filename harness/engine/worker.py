@@ -11,7 +11,7 @@ Requests: {"op": "env"}; {"op": "run", "model", "items": [[index, config, settin
 Events: ready, env, built, start, result, done. The baseline's result (when it is the request's first item)
 carries "config_reads", the config keys its compile read (harness.engine.flags.reads); an item named in "prune"
 whose keys the baseline never read is reported as the baseline's result with reason "not_read", uncompiled.
-The other "prune" items are pooled: compiled together, all their settings at once; a pool whose compile matches
+With "pool", the other "prune" items are pooled: compiled together, all their settings at once; a pool whose compile matches
 the baseline's (same graphs, ops, breaks and recompiles) reports each of its items as the baseline's result with
 reason "pooled", one that differs is split in halves, and a pool of one is that item's own trace. A pooled
 compile says "start" with index -1, so a worker that dies in one fails no item: the parent retries them, alone.
@@ -233,8 +233,8 @@ def run_group(chan: Channel, req: dict[str, Any]) -> None:
             report(index, config, **fields, config_reads=seen)
         else:
             report(index, config, **fields)
-    if pooled:
-        trace_pooled(pooled, baseline, lambda index, settings: trace(index, settings)[0], report)
+    for some in [pooled] if req.get("pool") else [[item] for item in pooled]:
+        trace_pooled(some, baseline, lambda index, settings: trace(index, settings)[0], report)
     reset_dynamo()
 
 

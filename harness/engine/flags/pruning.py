@@ -27,6 +27,7 @@ class Pruning:
     audit: float = 0.05            # share of pruned pairs traced again
     audit_min: int = 20            # ... but at least this many (all of them when fewer)
     seed: int = 0
+    pool: bool = True              # the configs the baseline read are pooled (compiled together) before alone
 
 
 def eligible(pruning: Pruning | None, configs: dict[str, dict], disabled: set[str]) -> frozenset[str]:
