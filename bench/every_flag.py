@@ -1,8 +1,9 @@
-"""Benchmark (not a test): a stratified sample x `all-dynamo`, with read-set pruning and without.
+"""Benchmark (not a test): a stratified sample x `all-dynamo`: pruned and pooled, pruned only, and neither.
 
-The pruned pass sweeps --sample models (its audit included: at least 20 pruned pairs traced again); the unpruned
-pass sweeps the first --unpruned of them. Prints traced and pruned items, the pruning ratio per flag, items per
-core-minute counting pruned items as done, the audit's agreement, and the projection for the whole corpus
+The pooled pass (the default: read-set pruning, then the read flags compiled together) and the pruned-only pass
+sweep --sample models (each with its audit: at least 20 pairs traced again); the unpruned pass sweeps the first
+--unpruned of them. Prints traced, pruned and pooled items, the pruning ratio per flag, items per core-minute
+counting pruned and pooled items as done, the audit's agreement, and the projection for the whole corpus
 (CORPUS_CLASSES) on a 16-core runner.
 
     nice .venv/bin/python bench/every_flag.py --sample 60 --unpruned 10 --workers 2
@@ -19,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.sweep_common import corpus_models, machine  # noqa: E402
-from harness.core.outcome import NOT_READ  # noqa: E402
+from harness.core.outcome import NOT_READ, POOLED  # noqa: E402
 from harness.engine.flags import sets as flagsets, space as configspace  # noqa: E402
 from harness.engine.engine import SweepOptions, sweep  # noqa: E402
 from harness.engine.flags.pruning import Pruning  # noqa: E402
@@ -30,14 +31,14 @@ RUNNER_CORES = 16
 CORPUS_CLASSES = 976
 
 
-def one_pass(models: list[str], configs: dict[str, dict], workers: int, prune: bool) -> dict:
+def one_pass(models: list[str], configs: dict[str, dict], workers: int, prune: bool, pool: bool = True) -> dict:
     """One stored sweep in a throwaway store: its outcomes, audit and wall time."""
     with tempfile.TemporaryDirectory() as tmp:
         conn = db.connect(Path(tmp) / "bench.sqlite")
         start = time.perf_counter()
         run_id = sweep(conn, models=models, configs=configs, base_settings={},
                        options=SweepOptions(workers=workers, timeout=600), progress=True,
-                       pruning=Pruning(frozenset(configs) - {"baseline"}) if prune else None)
+                       pruning=Pruning(frozenset(configs) - {"baseline"}, pool=pool) if prune else None)
         wall = time.perf_counter() - start
         audits = conn.execute("SELECT model, config FROM prune_audits WHERE run_id = ?", (run_id,)).fetchall()
         return {"wall": wall, "outcomes": runs.outcomes(conn, run_id), "audited": [tuple(a) for a in audits],
@@ -48,9 +49,11 @@ def report(name: str, res: dict, workers: int, n_configs: int) -> float:
     """Print one pass's numbers; returns its items per core-minute (pruned items count as done)."""
     outs = res["outcomes"]
     pruned = sum(o.reason == NOT_READ for o in outs)   # the audited pairs were traced: not counted here
+    pooled = sum(o.reason == POOLED for o in outs)
     rate = len(outs) / (res["wall"] * workers / 60.0)
-    print(f"{name}: {len(outs)} items ({len(outs) - pruned} traced, {len(res['audited'])} of them by the audit; "
-          f"{pruned} pruned) in {res['wall']:.1f}s wall on {workers} workers: {rate:.2f} items per core-minute")
+    print(f"{name}: {len(outs)} items ({len(outs) - pruned - pooled} traced alone, {len(res['audited'])} of them by "
+          f"the audit; {pruned} pruned, {pooled} pooled) in {res['wall']:.1f}s wall on {workers} workers: "
+          f"{rate:.2f} items per core-minute")
     whole = CORPUS_CLASSES * n_configs
     print(f"  whole corpus ({CORPUS_CLASSES} classes x {n_configs} configs = {whole} items) on {RUNNER_CORES} cores: "
           f"{whole / rate / RUNNER_CORES:.1f} min")
@@ -82,13 +85,17 @@ def main() -> int:
     configs = {"baseline": {}, **flagsets.expand("all-dynamo", space, flagsets.load_exclusions())}
     models = corpus_models(args.sample, args.seed)
     print(f"{len(models)} models x {len(configs)} configs (all-dynamo + baseline): {', '.join(models)}")
-    pruned = one_pass(models, configs, args.workers, prune=True)
-    rate = report("pruned", pruned, args.workers, len(configs))
+    pooled = one_pass(models, configs, args.workers, prune=True)
+    pooled_rate = report("pruned and pooled", pooled, args.workers, len(configs))
+    pruned = one_pass(models, configs, args.workers, prune=True, pool=False)
+    rate = report("pruned only", pruned, args.workers, len(configs))
     per_flag(pruned, len(models))
+    print(f"pooling speed-up over pruning alone: {pooled_rate / rate:.2f}x items per core-minute")
     if args.unpruned:
         plain = one_pass(models[:args.unpruned], configs, args.workers, prune=False)
         plain_rate = report(f"unpruned ({args.unpruned} models)", plain, args.workers, len(configs))
-        print(f"pruning speed-up: {rate / plain_rate:.2f}x items per core-minute")
+        print(f"pruning speed-up: {rate / plain_rate:.2f}x, pruning and pooling: {pooled_rate / plain_rate:.2f}x "
+              "items per core-minute")
     print(machine())
     return 0
 

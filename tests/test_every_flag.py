@@ -74,6 +74,33 @@ def test_recorder_pruning_and_audit_on_a_real_compile(tmp_path):
 
 
 @pytest.mark.compile
+@pytest.mark.compile
+def test_flags_the_baseline_read_are_pooled_and_split_where_the_pool_differs(tmp_path):
+    """Four read flags compiled together differ from the baseline (one removes a graph break): halves, then
+    singles, are traced; the half that matches the baseline is stored as it, reason "pooled"."""
+    conn = db.connect(tmp_path / "state.sqlite")
+    flags = {"scalars": {READ: True},
+             "gc": {"torch._dynamo.config.run_gc_after_compile": False},
+             "lazy": {"torch._dynamo.config.use_lazy_graph_module": False},
+             "cache": {"torch._dynamo.config.fake_tensor_cache_enabled": False},
+             "rnn": {UNREAD: True}}
+    configs = {"baseline": {}, **flags}
+    rid = sweep(conn, models=[MODEL], configs=configs, base_settings={}, options=_options(), progress=False,
+                pruning=Pruning(frozenset(flags), audit=0.0, audit_min=0))
+    outs = {o.config: o for o in runs.outcomes(conn, rid)}
+    assert {c: (outs[c].reason, outs[c].graphs) for c in flags} == {
+        "scalars": (None, 1), "gc": (None, 2),                 # the pool of four differed, then [scalars, gc]
+        "lazy": ("pooled", 2), "cache": ("pooled", 2),          # the other half matched the baseline
+        "rnn": ("not_read", 2)}
+    effects = {e.config: e for e in history.effects(conn, rid)}
+    assert effects["lazy"].effect == "no_effect" and effects["lazy"].reason == "pooled"
+    assert effects["scalars"].effect == "reduces_graphs"
+    alone = sweep(conn, models=[MODEL], configs=configs, base_settings={}, options=_options(), progress=False,
+                  pruning=Pruning(frozenset(flags), audit=0.0, audit_min=0, pool=False))
+    assert {o.config: o.reason for o in runs.outcomes(conn, alone) if o.config in flags} == {
+        "scalars": None, "gc": None, "lazy": None, "cache": None, "rnn": "not_read"}   # no pools: each traced
+
+
 def test_discovery_diff_between_two_builds(tmp_path):
     conn = db.connect(tmp_path / "state.sqlite")
     ids = []

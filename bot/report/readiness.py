@@ -11,7 +11,7 @@ from typing import Any
 from bot.issues.keys import tracking_key
 from bot.view.run_view import RunView
 from harness.core.effects import BASELINE
-from harness.core.outcome import NOT_READ
+from harness.core.outcome import NOT_READ, POOLED
 from state import flags as stored_flags, history
 
 TREND_RUNS = 7      # nightlies shown in a row's trend
@@ -50,6 +50,7 @@ def rows(conn: sqlite3.Connection, view: RunView) -> list[dict[str, Any]]:
             "config": config, "keys": list(settings),
             "read": len(set().union(*[read.get(k, set()) for k in settings])) if read else None,
             "models": len(effects), "not_read": sum(1 for e in effects if e.reason == NOT_READ),
+            "pooled": sum(1 for e in effects if e.reason == POOLED),
             "counts": {c: counts[c] for c in COLUMNS},
             "signatures": [{"signature": s, "link": view.links.get(tracking_key(config, s))} for s in sigs],
             "trend": _trend(conn, view, config),

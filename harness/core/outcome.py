@@ -33,9 +33,11 @@ EFFECTS = (
     "create_error",
 )
 
-# Why an outcome was stored without compiling it: the baseline never read the config's keys (read-set pruning).
+# Why an outcome was stored without compiling it alone: the baseline never read the config's keys (read-set
+# pruning), or it was compiled together with other such configs and that compile matched the baseline (pooled).
 NOT_READ = "not_read"
-REASONS = (NOT_READ,)
+POOLED = "pooled"
+REASONS = (NOT_READ, POOLED)
 
 STRATA = ("vl_multimodal", "decoder_llm", "encoder_decoder", "vision_other")
 
@@ -106,7 +108,7 @@ class Effect:
     config_graphs: int | None
     baseline_signature: str | None
     config_signature: str | None
-    reason: str | None = None          # the flagged outcome's reason: "not_read" = pruned, shown apart
+    reason: str | None = None          # the flagged outcome's reason (REASONS): inferred, not traced alone; shown apart
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

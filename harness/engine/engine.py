@@ -53,9 +53,10 @@ def _pool(options: SweepOptions, base_settings: dict, n_groups: int, fresh: bool
 
 
 def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset(),
-                prune: frozenset[str] = frozenset()) -> list[Group]:
+                prune: frozenset[str] = frozenset(), pool: bool = False) -> list[Group]:
     """One group per model: baseline first, then its configs, skipping items already done; `prune`: the configs
-    the worker may report without compiling when the baseline never read their keys."""
+    the worker may report without compiling when the baseline never read their keys (and, with `pool`, may
+    compile together first when it did)."""
     names = [BASELINE] + [c for c in configs if c != BASELINE]
     groups, index = [], 0
     for model in models:
@@ -65,7 +66,7 @@ def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str
                 items.append((index, name, configs.get(name, {})))
             index += 1
         if items:
-            groups.append(Group(model, items, prune=prune))
+            groups.append(Group(model, items, prune=prune, pool=pool))
     return groups
 
 
@@ -137,7 +138,8 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         lease.keep_alive()
         done = runs.finished_items(conn, run_id)
     prune = eligible(pruning, configs, stored_flags.disabled_keys(conn))
-    groups = plan_groups(models, configs, done, prune)
+    pooled = bool(pruning and pruning.pool)
+    groups = plan_groups(models, configs, done, prune, pooled)
     pool = _pool(options, base_settings, len(groups))
     bar = None
     try:
@@ -150,7 +152,7 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
             # a config whose key that torch lacks set aside.
             checked = check_configs(configs, base_settings, options.python)
             configs, unavailable = checked.configs, checked.unavailable
-            groups = plan_groups(models, configs, done, prune)
+            groups = plan_groups(models, configs, done, prune, pooled)
         total = len(models) * len(configs)
         bar = Progress(total=total, done=len(done), enabled=progress, label=f"sweep {len(models)} models")
         # "python": the interpreter the workers were started with, what a reproducer is verified under.

@@ -46,6 +46,7 @@ class Group:
     # Configs that may be pruned: when the baseline (run first, in the same request) never read any of their
     # keys, the worker reports them without compiling (reason "not_read").
     prune: frozenset[str] = frozenset()
+    pool: bool = False                   # the prune configs the baseline read are compiled together first
 
 
 @dataclass

@@ -149,7 +149,7 @@ class Pool:
         w.deadline = time.monotonic() + self.timeout
         w.mark_log()
         ok = w.send({"op": "run", "model": group.model, "items": group.items, "mode": group.mode, "job": group.job,
-                     "prune": sorted(group.prune), "base_settings": self.base_settings, "backend": self.backend, "device": self.device})
+                     "prune": sorted(group.prune), "pool": group.pool, "base_settings": self.base_settings, "backend": self.backend, "device": self.device})
         if not ok:
             w.deadline = time.monotonic()  # dead already: _check_limits reaps it next round
 

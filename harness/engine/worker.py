@@ -11,6 +11,10 @@ Requests: {"op": "env"}; {"op": "run", "model", "items": [[index, config, settin
 Events: ready, env, built, start, result, done. The baseline's result (when it is the request's first item)
 carries "config_reads", the config keys its compile read (harness.engine.flags.reads); an item named in "prune"
 whose keys the baseline never read is reported as the baseline's result with reason "not_read", uncompiled.
+With "pool", the other "prune" items are pooled: compiled together, all their settings at once; a pool whose compile matches
+the baseline's (same graphs, ops, breaks and recompiles) reports each of its items as the baseline's result with
+reason "pooled", one that differs is split in halves, and a pool of one is that item's own trace. A pooled
+compile says "start" with index -1, so a worker that dies in one fails no item: the parent retries them, alone.
 
 Modes of "run": compile (each item under its config), eager (build + one eager forward), job (call
 the caller's "module:function" with (model, device); its JSON answer is the result's "data").
@@ -25,10 +29,10 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 from harness.core.effects import BASELINE
-from harness.core.outcome import NOT_READ
+from harness.core.outcome import NOT_READ, POOLED
 from harness.zoo import BuildError, Built
 
 TRACEBACK_CHARS = 16_000  # Dynamo's verbose tracebacks run long; the head and tail say the most
@@ -201,27 +205,64 @@ def run_group(chan: Channel, req: dict[str, Any]) -> None:
             report(index, config, status="ok", compile_s=round(eager_s, 4), **common)
         return
     prunable, reads, baseline = set(req.get("prune") or ()), None, None
-    for n, (index, config, settings) in enumerate(items):
-        if reads is not None and config in prunable and not any(key in reads for key in settings):
-            report(index, config, **{**baseline, "build_s": 0.0, "compile_s": 0.0, "reason": NOT_READ})
-            continue
+    pooled: list[tuple[int, str, dict]] = []
+
+    def trace(index: int, settings: dict, *, first: bool = False) -> tuple[dict[str, Any], dict]:
+        """Compile under `settings` (index -1: a pool); the first item counts the build and records the reads."""
         chan.send("start", index=index)
         if device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
         _reset_peak()
-        first = config == BASELINE and n == 0
         with readset.recording() if first else contextlib.nullcontext({}) as seen:
             counts, error = compile_and_run(built.module, built.inputs, settings={**base, **settings}, backend=backend)
-        fields = {**common, **counts, "peak_mem_mb": _peak_mb(device)}
-        if n:  # the build is shared; count it once, on the first item
-            fields["build_s"] = 0.0
+        fields = {**common, **counts, "peak_mem_mb": _peak_mb(device), "build_s": build_s if first else 0.0}
         fields.update({"status": "ok"} if error is None else {"status": "error", **_error_fields(error)})
+        return fields, seen
+
+    for n, (index, config, settings) in enumerate(items):
+        if reads is not None and config in prunable:
+            if not any(key in reads for key in settings):
+                report(index, config, **{**baseline, "build_s": 0.0, "compile_s": 0.0, "reason": NOT_READ})
+            else:
+                pooled.append((index, config, settings))
+            continue
+        first = config == BASELINE and n == 0
+        fields, seen = trace(index, settings, first=first)
         if first:   # what a flag the baseline never read would give, and the read set
             reads, baseline = seen, fields
             report(index, config, **fields, config_reads=seen)
         else:
             report(index, config, **fields)
+    for some in [pooled] if req.get("pool") else [[item] for item in pooled]:
+        trace_pooled(some, baseline, lambda index, settings: trace(index, settings)[0], report)
     reset_dynamo()
+
+
+# What a pooled compile must match in the baseline's result to stand for each of its configs.
+SAME_AS_BASELINE = ("status", "signature", "graphs", "ops_per_graph", "graph_breaks", "break_reasons", "recompiles")
+
+
+def trace_pooled(pool: list[tuple[int, str, dict]], baseline: dict[str, Any],
+                 trace: Callable[[int, dict], dict[str, Any]], report: Callable[..., None]) -> None:
+    """Compile the pool's configs together; as the baseline: each is reported so (pooled); else halves, down
+    to single configs, which are their own trace. Configs that set one key two ways are never pooled."""
+    if len(pool) == 1:
+        index, config, settings = pool[0]
+        report(index, config, **trace(index, settings))
+        return
+    together: dict[str, Any] = {}
+    clash = False
+    for _, _, settings in pool:
+        clash = clash or any(k in together and together[k] != v for k, v in settings.items())
+        together.update(settings)
+    fields = None if clash else trace(-1, together)
+    if fields is not None and all(fields.get(k) == baseline.get(k) for k in SAME_AS_BASELINE):
+        for index, config, _ in pool:
+            report(index, config, **{**baseline, "build_s": 0.0, "compile_s": 0.0, "reason": POOLED})
+        return
+    half = len(pool) // 2
+    trace_pooled(pool[:half], baseline, trace, report)
+    trace_pooled(pool[half:], baseline, trace, report)
 
 
 def main(argv: list[str]) -> int:

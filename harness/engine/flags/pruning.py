@@ -1,8 +1,9 @@
 """Read-set pruning in a sweep: which configs may be pruned, and the audit that keeps pruning honest.
 
 The worker decides per item (harness.engine.worker: a config none of whose keys the model's baseline read is
-reported as the baseline's result, reason "not_read"). After the sweep, a seeded random sample of the pruned
-pairs is traced for real; a pair whose trace differs turns pruning off for the config's keys for good
+reported as the baseline's result, reason "not_read"; the others are pooled, compiled together and reported as
+the baseline's result, reason "pooled", while their compile matches it). After the sweep, a seeded random
+sample of the pairs stored either way (not traced alone) is traced for real; a pair whose trace differs turns pruning off for the config's keys for good
 (state.flags), and its traced outcome replaces the pruned one.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from harness.core.effects import BASELINE
-from harness.core.outcome import NOT_READ, Outcome
+from harness.core.outcome import REASONS, Outcome
 from state import flags as stored
 from state import runs
 
@@ -26,6 +27,7 @@ class Pruning:
     audit: float = 0.05            # share of pruned pairs traced again
     audit_min: int = 20            # ... but at least this many (all of them when fewer)
     seed: int = 0
+    pool: bool = True              # the configs the baseline read are pooled (compiled together) before alone
 
 
 def eligible(pruning: Pruning | None, configs: dict[str, dict], disabled: set[str]) -> frozenset[str]:
@@ -46,7 +48,7 @@ def audit(conn: Any, run_id: int, *, configs: dict[str, dict], pruning: Pruning,
     """Trace (with `trace`: the engine's run_items) a sample of the run's pruned pairs; store what each gave,
     replacing the pruned outcome."""
     outcomes = runs.outcomes(conn, run_id)
-    chosen = sample([(o.model, o.config) for o in outcomes if o.reason == NOT_READ], pruning)
+    chosen = sample([(o.model, o.config) for o in outcomes if o.reason in REASONS], pruning)
     if chosen:
         baselines = {o.model: o for o in outcomes if o.config == BASELINE}
         traced = trace(chosen)
