@@ -221,3 +221,19 @@ def test_keys_a_sub_config_refuses_are_dropped_from_it():
     assert known_kwargs(Config, cfg) == {"output_attentions": False, "attn_config": {"heads": 4}}
     fine = {"output_attentions": False, "attn_config": {"heads": 4}}
     assert known_kwargs(Config, fine) is fine
+
+
+def test_an_image_input_under_another_name_gets_images():
+    """VideoLlava on transformers 5.20 calls its image input pixel_values_images: built as pixel_values, renamed."""
+    import transformers
+
+    from harness.discovery.specs import make_spec
+
+    class RenamedVideoLlava(transformers.VideoLlavaModel):
+        def forward(self, input_ids=None, pixel_values_images=None, pixel_values_videos=None, attention_mask=None):
+            raise NotImplementedError
+
+    config = transformers.VideoLlavaConfig()
+    spec, text_only = make_spec(RenamedVideoLlava, config, config.to_dict(), "vl_multimodal")
+    assert "pixel_values_images" in spec and "pixel_values" not in spec and not text_only
+    assert spec["pixel_values_images"]["shape"][0] == 2

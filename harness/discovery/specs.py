@@ -523,20 +523,28 @@ def _others(c: _Ctx) -> None:
 BUILDERS = (_images, _patch_media, _vision_extras, _audio_in, _audio_side, _text, _decoder, _time_series, _others)
 
 
+# Forward arguments under another name than the one the builders know: built under the known name, then renamed
+# (VideoLlava's image input on transformers 5.20).
+ALIASES = {"pixel_values_images": "pixel_values"}
+
+
 def make_spec(cls: type, config: Any, cfg_dict: dict, stratum: str, overrides: dict | None = None) -> tuple[dict, bool]:
     """(input spec, text_only) for one model class and its shrunk config; recipe `inputs` override by name."""
-    params = forward_params(cls)
+    named = forward_params(cls)
+    renamed = {known: alias for alias, known in ALIASES.items() if alias in named and known not in named}
+    back = {v: k for k, v in renamed.items()}
+    params = {back.get(name, name): p for name, p in named.items()}
     c = _Ctx(cls, config, cfg_dict, stratum, params, dict(overrides or {}))
     for builder in BUILDERS:
         builder(c)
-    spec = c.spec
-    spec.update(c.overrides)
+    c.spec.update(c.overrides)
     media_in = ("pixel_values", "input_features", "input_values")
     # it accepts media but none could be made for it: reported, never silent
-    text_only = stratum == "vl_multimodal" and not any(k in spec for k in media_in) and any(k in params for k in media_in)
+    text_only = stratum == "vl_multimodal" and not any(k in c.spec for k in media_in) and any(k in params for k in media_in)
+    spec = {renamed.get(name, name): item for name, item in c.spec.items()}
     if not spec:
         # nothing recognized: fill every required argument with token ids
-        for name, p in params.items():
+        for name, p in named.items():
             if p.default is inspect.Parameter.empty:
                 spec[name] = ids_spec(config, cfg_dict, SEQ)
     return spec, text_only
