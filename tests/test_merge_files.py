@@ -62,8 +62,9 @@ def test_two_shards_on_separate_stores_merge_like_one_unsharded_run(tmp_path):
 
     pub_settings, pub = _host(tmp_path, "publisher")
     conf = tmp_path / "flagsweep.toml"
+    # The fake world's models exist nowhere to re-run; its crashes were stored as confirmed (3 attempts).
     conf.write_text("[issues]\nverify_reproducers = false\nmin_models = 1\n[nightly]\nconfigs = [\"capture_scalar_outputs\"]\n"
-                    "canaries = [\"AlphaModel\"]\n")
+                    "canaries = [\"AlphaModel\"]\n[sweep]\nconfirm_runs = 0\n")
     code = main(["--settings", str(conf), "--state", str(pub_settings.state_path), "merge", *map(str, files),
                  "--dry-run", "--out", str(tmp_path / "merged-out"), "--json"])
     assert code == 0
@@ -184,8 +185,9 @@ def test_a_stored_shard_label_without_a_slash_is_refused_by_merge(tmp_path):
 
 def test_merging_only_some_shards_says_which_are_missing_and_exits_1(tmp_path, capsys):
     conf = tmp_path / "flagsweep.toml"
+    # The fake world's models exist nowhere to re-run; its crashes were stored as confirmed (3 attempts).
     conf.write_text("[issues]\nverify_reproducers = false\nmin_models = 1\n[nightly]\nconfigs = [\"capture_scalar_outputs\"]\n"
-                    "canaries = [\"AlphaModel\"]\n")
+                    "canaries = [\"AlphaModel\"]\n[sweep]\nconfirm_runs = 0\n")
     code = main(["--settings", str(conf), "--state", str(tmp_path / "pub.sqlite"), "merge",
                  str(_shard_file(tmp_path, 1)), "--dry-run", "--out", str(tmp_path / "o")])
     out = capsys.readouterr().out

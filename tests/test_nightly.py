@@ -192,7 +192,9 @@ def test_merge_cli_joins_shards_and_publishes_once_as_json(env, capsys):
     world.crashing = {"GammaModel"}
     ids = [nightly.run_nightly(conn, settings, shard=f"{i}/2", out_dir=tmp, steps=world.steps()).run_id for i in (1, 2)]
     conf = tmp / "flagsweep.toml"
-    conf.write_text('[issues]\nverify_reproducers = false\nmin_models = 1\n[nightly]\ncanaries = ["AlphaModel"]\n')
+    # The fake world's models exist nowhere to re-run; its crashes were stored as confirmed (3 attempts).
+    conf.write_text('[issues]\nverify_reproducers = false\nmin_models = 1\n[nightly]\ncanaries = ["AlphaModel"]\n'
+                    '[sweep]\nconfirm_runs = 0\n')
     code = main(["--settings", str(conf), "--state", str(settings.state_path), "merge", *map(str, ids),
                  "--dry-run", "--out", str(tmp / "merged-out"), "--json"])
     out = capsys.readouterr().out

@@ -104,8 +104,10 @@ def confirm(conn: sqlite3.Connection, run_id: int, result: DiffResult | None, se
     from state import runs
     run = runs.get_run(conn, run_id)
     try:
+        # the modules the run's workers imported (--import: models registered there) rebuild its models again
+        options = settings.sweep.options(python, run.options.get("extra_modules"))
         confirmed = flake.confirm(conn, run_id, transitions, configs=run.configs, base_settings=run.base_settings,
-                                  options=settings.sweep.options(python), runs=settings.sweep.confirm_runs)
+                                  options=options, runs=settings.sweep.confirm_runs)
     except ConfigUnavailable as exc:   # this host's torch lacks a flag the run swept (a merge): nothing re-runs
         log.warning("flake confirmation not run: %s; the run's crashes stay unconfirmed", exc)
         return result
