@@ -15,16 +15,11 @@ from state import db, runs  # noqa: E402
 
 
 def corpus_models(n: int, seed: int = 0) -> list[str]:
-    """n models of the embedded corpus, stratified (the zoo's sampler), else of the zoo."""
+    """n models of the embedded corpus, stratified (the zoo's sampler)."""
     from harness import zoo
+    from harness.zoo.corpus import DEFAULT_CORPUS
 
-    try:
-        from harness.zoo.corpus import DEFAULT_CORPUS
-
-        cands = zoo.resolve([getattr(m, "model", m) for m in DEFAULT_CORPUS])
-    except ImportError:
-        cands = zoo.candidates()
-    return [c.model for c in zoo.sample(cands, n, seed)]
+    return [c.model for c in zoo.sample(zoo.resolve(list(DEFAULT_CORPUS)), n, seed)]
 
 
 def timed_sweep(models: list[str], workers: int, timeout: float = 600.0) -> dict:
