@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="config names from the catalog (default: all of them), or a named set: all-dynamo, "
                         "all-functorch, all-inductor (every boolean flag flipped, one config each); baseline always runs")
     p.add_argument("--prune", choices=("on", "off"), help="store a flag the baseline never read as no_effect without "
-                   "compiling it (default: on for the named sets, off for configs named one by one)")
+                   "compiling it, and compile the flags it read together first (pooled), alone only where the pool "
+                   "differs from the baseline (default: on for the named sets, off for configs named one by one)")
     p.add_argument("--config-file", metavar="FILE", type=types.nonempty("the config file path"), help="TOML file with more named configs ([configs.NAME] tables)")
     p.add_argument("--base-setting", metavar="KEY=VALUE", action="append", default=[],
                    help="apply to every compile, baseline included (repeatable)")
