@@ -7,6 +7,7 @@ their code (as an AST, comments aside) is part of every model's fingerprint.
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,9 +72,7 @@ def config_class_of(cls: type) -> type:
 
 def _name_after(name: str, stem: str) -> str:
     """What `name` adds after the prefix it shares with `stem` ("" when it shares none)."""
-    n = 0
-    while n < min(len(name), len(stem)) and name[n] == stem[n]:
-        n += 1
+    n = len(os.path.commonprefix([name, stem]))
     return name[n:] if n else ""
 
 
