@@ -81,8 +81,8 @@ def confirm(conn: sqlite3.Connection, run_id: int, transitions: list[Transition]
         key = (t.model, t.config)
         stored = runs_mod.find_outcome(conn, history.run_group(conn, run_id) or [run_id], *key)
         first = stored[1] if stored is not None else None
-        failed = _failed_as if t.transition == "new_crash" else (lambda _first, o: _failed(o))
-        rate = judge(t.transition, [failed(first, o) for o in reruns[key]])
+        rate = judge(t.transition, [_failed_as(first, o) if t.transition == "new_crash" else _failed(o)
+                                    for o in reruns[key]])
         if stored is not None:
             holder, outcome = stored
             outcome.attempts = 1 + len(reruns[key])
