@@ -1,0 +1,33 @@
+"""The stored build: what a reproducer needs to rebuild one model without the zoo, as plain data.
+
+One writer, the worker (harness/engine/worker.py, right after the zoo built the model); one stored form,
+`state.runs.record_model` (and a shard export's "builds"); its readers are the run view and the verify step.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from harness.core.record import parse
+
+
+@dataclass(frozen=True)
+class ModelBuild:
+    """One model's build as the worker made it: its transformers config class and fields, input spec and seed."""
+
+    model: str
+    config_class: str                  # the transformers config class name ("BertConfig")
+    config: dict[str, Any]             # the config's fields as the lock sets them (sub-configs as dicts)
+    spec: dict[str, Any]               # input name -> its spec (shape, dtype, kind, ...), harness.zoo.inputs
+    seed: int                          # the seed the weights and inputs were drawn with
+    fingerprint: str | None = None     # the model's build fingerprint (harness.zoo.fingerprint)
+    transformers_version: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form (JSON-ready)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ModelBuild":
+        """Read the stored form; RecordError naming an unknown or missing field."""
+        return parse(cls, data, "stored build")

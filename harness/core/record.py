@@ -1,0 +1,44 @@
+"""Records we write ourselves, read back strictly: one parser for every dataclass that crosses a package or a process.
+
+asv's rule (STYLE.md, house rule 10): a record has one writer and one reader, and the reader never guesses. A field
+the reader does not know is an error (a misspelt field would otherwise vanish), and so is a required field that is
+missing; the error names the record and the field. Where a record travels between processes it carries a version
+(`check_version`); where it is stored, the store's schema version is its version (state/schema.py migrates).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, TypeVar
+
+T = TypeVar("T")
+
+
+class RecordError(ValueError):
+    """A record does not parse as its type: the message names the record and the field, in one line."""
+
+
+def parse(cls: type[T], data: Mapping[str, Any], what: str | None = None) -> T:
+    """`cls(**data)` when `data` has exactly `cls`'s fields (defaults may be left out); RecordError naming the first
+    unknown or missing field otherwise."""
+    name = what or cls.__name__
+    if not isinstance(data, Mapping):
+        raise RecordError(f"{name}: expected an object, got {type(data).__name__}")
+    known = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(k for k in data if k not in known)
+    if unknown:
+        raise RecordError(f"{name}: unknown field {unknown[0]!r}")
+    missing = sorted(k for k, f in known.items() if k not in data and f.default is dataclasses.MISSING
+                     and f.default_factory is dataclasses.MISSING)
+    if missing:
+        raise RecordError(f"{name}: missing field {missing[0]!r}")
+    return cls(**data)
+
+
+def check_version(data: Mapping[str, Any], version: int, what: str) -> dict[str, Any]:
+    """`data` without its "v" key, when "v" is `version`; RecordError naming the versions otherwise."""
+    if not isinstance(data, Mapping):
+        raise RecordError(f"{what}: expected an object, got {type(data).__name__}")
+    found = data.get("v")
+    if found != version:
+        raise RecordError(f"{what}: version {found!r}, this flagsweep reads version {version}")
+    return {k: v for k, v in data.items() if k != "v"}
