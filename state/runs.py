@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator
 
+from harness.core.model_build import ModelBuild
 from harness.core.outcome import Outcome
 from state.db import latest_rows, transaction
 
@@ -110,7 +111,7 @@ def graph_breaks(conn: sqlite3.Connection, run_id: int) -> list[tuple[str, str, 
 
 
 def import_run(conn: sqlite3.Connection, run: dict[str, Any], outcomes_: list[Outcome],
-               builds: dict[str, dict[str, Any]], origin: str) -> int:
+               builds: Iterable[ModelBuild], origin: str) -> int:
     """Store a run exported elsewhere (a shard from another host) as it was; returns its new id here.
 
     `origin` (a hash of the file) is kept in the run's options: importing the same file
@@ -131,26 +132,26 @@ def import_run(conn: sqlite3.Connection, run: dict[str, Any], outcomes_: list[Ou
         run_id = cur.lastrowid
         for outcome in outcomes_:
             record_outcome(conn, run_id, outcome)
-        for model, data in builds.items():
-            record_model(conn, run_id, model, data)
+        for build in builds:
+            record_model(conn, run_id, build)
     return run_id
 
 
-def record_model(conn: sqlite3.Connection, run_id: int, model: str, data: dict[str, Any]) -> None:
-    """Store what a reproducer needs for one model of a run (plain data, as the worker built it)."""
+def record_model(conn: sqlite3.Connection, run_id: int, build: ModelBuild) -> None:
+    """Store what a reproducer needs for one model of a run (its build, as the worker made it)."""
     conn.execute("INSERT OR REPLACE INTO run_models (run_id, model, data) VALUES (?,?,?)",
-                 (run_id, model, json.dumps(data, sort_keys=True)))
+                 (run_id, build.model, json.dumps(build.to_dict(), sort_keys=True)))
 
 
-def model_data(conn: sqlite3.Connection, run_id: int) -> dict[str, dict[str, Any]]:
-    """{model: stored build data} for a run."""
+def model_data(conn: sqlite3.Connection, run_id: int) -> dict[str, ModelBuild]:
+    """{model: its stored build} for a run."""
     rows = conn.execute("SELECT model, data FROM run_models WHERE run_id = ? ORDER BY model", (run_id,))
-    return {r[0]: json.loads(r[1]) for r in rows}
+    return {r[0]: ModelBuild.from_dict(json.loads(r[1])) for r in rows}
 
 
-def group_model_data(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, dict[str, Any]]:
-    """{model: stored build data} over several runs (the shards of one nightly); later runs win."""
-    out: dict[str, dict[str, Any]] = {}
+def group_model_data(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, ModelBuild]:
+    """{model: its stored build} over several runs (the shards of one nightly); later runs win."""
+    out: dict[str, ModelBuild] = {}
     for rid in run_ids:
         out.update(model_data(conn, rid))
     return out

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.files import write_atomic
+from harness.core.model_build import ModelBuild
 from harness.core.outcome import Outcome
+from harness.core.record import RecordError
 from state import history
 from state import runs as runs_mod
 from state.db import transaction
@@ -136,8 +138,8 @@ def merge(conn: sqlite3.Connection, run_ids: list[int], *, python: str | None = 
         for r in shards:
             for outcome in runs_mod.outcomes(conn, r.id):
                 runs_mod.record_outcome(conn, new_id, outcome)
-            for model, data in runs_mod.model_data(conn, r.id).items():
-                runs_mod.record_model(conn, new_id, model, data)
+            for build in runs_mod.model_data(conn, r.id).values():
+                runs_mod.record_model(conn, new_id, build)
             runs_mod.mark_merged(conn, r.id, new_id)
         runs_mod.finish_run(conn, new_id)
         history.finalize_run(conn, new_id)      # merge ends the merged run, so merge finalizes it
@@ -152,7 +154,7 @@ def export_run(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
     return {"format": FORMAT, "version": FORMAT_VERSION,
             "run": {k: getattr(run, k) for k in _RUN_FIELDS},
             "outcomes": [o.to_dict() for o in runs_mod.outcomes(conn, run_id)],
-            "builds": runs_mod.model_data(conn, run_id)}
+            "builds": {model: b.to_dict() for model, b in runs_mod.model_data(conn, run_id).items()}}
 
 
 def write_export(conn: sqlite3.Connection, run_id: int, path: str | Path) -> Path:
@@ -185,7 +187,11 @@ def import_file(conn: sqlite3.Connection, path: str | Path) -> int:
         outcomes = [Outcome.from_dict(o) for o in doc["outcomes"]]
     except (TypeError, ValueError, KeyError) as exc:
         raise MergeError(f"{path}: an outcome does not read ({exc})") from None
-    return runs_mod.import_run(conn, doc["run"], outcomes, doc["builds"], origin)
+    try:
+        builds = [ModelBuild.from_dict(b) for b in doc["builds"].values()]
+    except RecordError as exc:
+        raise MergeError(f"{path}: a build does not read ({exc})") from None
+    return runs_mod.import_run(conn, doc["run"], outcomes, builds, origin)
 
 
 def resolve_runs(conn: sqlite3.Connection, refs: list[str]) -> list[int]:

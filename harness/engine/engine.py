@@ -177,7 +177,7 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
                 stored_flags.record_reads(conn, run_id, outcome.model, data["config_reads"])
             built = pool.model_data.pop(outcome.model, None)
             if built is not None:   # once per model: what its reproducer is rendered from
-                runs.record_model(conn, run_id, outcome.model, built)
+                runs.record_model(conn, run_id, built)
             runs.record_outcome(conn, run_id, outcome)
             bar.advance(crashed=outcome.crashed)
         bar.close()

@@ -26,6 +26,7 @@ import tempfile
 import time
 from typing import Any, Iterator
 
+from harness.core.model_build import ModelBuild
 from harness.engine.options import SweepOptions
 from harness.core.signature import innermost_torch_frame, signature
 from harness.engine.handle import PROJECT_ROOT, Group, Worker, signal_name, spawn, worker_env
@@ -67,7 +68,7 @@ class Pool:
         # What the worker said about each model it built: a killed item has no report of its own.
         self.model_info: dict[str, dict] = {}
         # What a reproducer needs per model (the worker's build as plain data), for the engine to store.
-        self.model_data: dict[str, dict] = {}
+        self.model_data: dict[str, ModelBuild] = {}
         # The config space the environment's worker listed: {"modules": [...], "entries": {key: {...}}}.
         self.config_space: dict | None = None
 
@@ -162,7 +163,7 @@ class Pool:
         elif kind == "built":
             w.built = True
             if event.get("repro") and w.group is not None:
-                self.model_data[w.group.model] = event["repro"]
+                self.model_data[w.group.model] = ModelBuild.from_dict(event["repro"])
             w.deadline = time.monotonic() + self.timeout
         elif kind == "start":
             w.current = event["index"]
