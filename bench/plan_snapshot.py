@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import shutil
 import sqlite3
@@ -93,7 +94,7 @@ class Story:
     def publish(self, run_id: int, label: str) -> None:
         seen = {e.id for e in outbox.entries(self.conn)}
         summary = publish.publish_run(self.conn, self.settings, run_id, dry_run=False, out_dir=None)
-        planned = [{"action": e.action, "key": e.key, "payload": e.payload, "status": e.status}
+        planned = [{"action": e.action, "key": e.key, "payload": dataclasses.asdict(e.payload), "status": e.status}
                    for e in outbox.entries(self.conn) if e.id not in seen]
         self.publishes.append({"label": label, "run": run_id, "actions": summary.actions, "done": summary.done,
                                "written": summary.written, "pending": summary.pending, "synced": summary.synced,

@@ -1,12 +1,17 @@
-"""Stored jobs of the service: a webhook or the scheduler queues, the job runner claims one at a time."""
+"""Stored jobs of the service: a webhook or the scheduler queues, the job runner claims one at a time.
+
+A comment job's payload is a `CommentJob`: bot.service.webhook writes it, bot.commands.handlers reads it back with
+`CommentJob.parse` (a field it does not know is an error, not dropped).
+"""
 from __future__ import annotations
 
 import json
 import sqlite3
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
 
+from harness.core import record
 from state.db import latest_rows, transaction
 from state.runs import now
 
@@ -33,6 +38,32 @@ class Job:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class CommentJob:
+    """The payload of a `command` or `quick` job: a comment delivery, as much of it as the handlers need.
+    Only the issue is required: everything else may be absent (null) in a delivery, and stays readable so."""
+
+    issue: int
+    repo: str | None = None
+    comment_id: int | None = None        # the comment the reactions go to
+    author: str | None = None
+    author_association: str | None = None
+    body: str = ""
+    previous: str | None = None          # an edited comment's body before the edit (its old commands do not run)
+    is_pull_request: bool = False
+    installation_id: int | None = None
+    delivery: str | None = None          # X-GitHub-Delivery
+
+    def to_payload(self) -> dict[str, Any]:
+        """What `enqueue` stores."""
+        return asdict(self)
+
+    @classmethod
+    def parse(cls, payload: Mapping[str, Any]) -> "CommentJob":
+        """A stored payload read back; RecordError naming a field it does not know or the missing issue."""
+        return record.parse(cls, payload, "comment job")
 
 
 def _job(row: sqlite3.Row) -> Job:

@@ -3,19 +3,54 @@
 A crash mid-publish leaves entries `pending` or `sending`; the next publish
 sends them first. `sending` means "may have reached GitHub": the publisher then
 looks before it writes again (by marker), so nothing is doubled.
+
+Each action stores one payload type (`PAYLOADS`): `enqueue` writes it, `_entry` reads it back with the strict
+reader (harness.core.record), so a field the reader does not know, or a required one that is missing, is an
+error naming it. The stored JSON is the dataclass's fields, as it has been since the first store.
 """
 from __future__ import annotations
 
 import json
 import sqlite3
 import uuid
-from dataclasses import dataclass
-from typing import Any, Iterable
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Union
 
+from harness.core import record
 from state.db import transaction
 from state.runs import now
 
-ACTIONS = ("create", "edit", "comment", "close", "reopen", "labels", "react")
+
+@dataclass(frozen=True)
+class IssuePayload:
+    """An issue write the planner stored (bot.issues.lifecycle.Action.payload): the issue, its rendered text and
+    the body hash in its stored form (bot.issues.material), kept with the link once the write is done."""
+
+    number: int | None               # None until the issue is filed
+    kind: str                        # tracking | summary
+    title: str | None = None
+    body: str | None = None
+    labels: list[str] | None = None
+    material: str | None = None
+    config: str | None = None
+    signature: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Reaction:
+    """A reaction to a comment (`content`: +1, eyes, confused, ...)."""
+
+    comment_id: int
+    content: str
+
+
+Payload = Union[IssuePayload, Reaction]
+PAYLOADS: dict[str, type[IssuePayload] | type[Reaction]] = {
+    "create": IssuePayload, "edit": IssuePayload, "comment": IssuePayload, "close": IssuePayload,
+    "reopen": IssuePayload, "labels": IssuePayload, "react": Reaction,
+}
+ACTIONS = tuple(PAYLOADS)
 
 
 @dataclass
@@ -26,7 +61,7 @@ class Entry:
     seq: int
     key: str
     action: str
-    payload: dict[str, Any]
+    payload: Payload
     status: str
     attempts: int
     result: dict[str, Any] | None
@@ -40,9 +75,18 @@ class Entry:
 
 def _entry(row: sqlite3.Row) -> Entry:
     return Entry(id=row["id"], run_id=row["run_id"], batch=row["batch"], seq=row["seq"], key=row["key"],
-                 action=row["action"], payload=json.loads(row["payload"]), status=row["status"],
+                 action=row["action"], payload=read_payload(row["action"], json.loads(row["payload"]),
+                                                            f"outbox entry {row['id']}"),
+                 status=row["status"],
                  attempts=row["attempts"], result=json.loads(row["result"]) if row["result"] else None,
                  error=row["error"])
+
+
+def read_payload(action: str, data: Any, what: str) -> Payload:
+    """The stored payload of an `action` entry as its type; RecordError naming the action or field it cannot read."""
+    if action not in PAYLOADS:
+        raise record.RecordError(f"{what}: unknown action {action!r}")
+    return record.parse(PAYLOADS[action], data, f"{what} ({action})")
 
 
 def new_batch() -> str:
@@ -51,16 +95,19 @@ def new_batch() -> str:
 
 
 def enqueue(conn: sqlite3.Connection, batch: str, run_id: int | None,
-            actions: Iterable[tuple[str, str, dict[str, Any]]]) -> list[int]:
+            actions: Iterable[tuple[str, str, Payload]]) -> list[int]:
     """Store (key, action, payload) triples, in order, in one transaction."""
     ids = []
     with transaction(conn):
         for seq, (key, action, payload) in enumerate(actions):
-            if action not in ACTIONS:
+            if action not in PAYLOADS:
                 raise ValueError(f"unknown outbox action {action!r}")
+            if type(payload) is not PAYLOADS[action]:
+                raise ValueError(f"outbox action {action!r} stores a {PAYLOADS[action].__name__}, "
+                                 f"not a {type(payload).__name__}")
             cur = conn.execute(
                 "INSERT INTO outbox (run_id, batch, seq, key, action, payload, created_at) VALUES (?,?,?,?,?,?,?)",
-                (run_id, batch, seq, key, action, json.dumps(payload, sort_keys=True), now()))
+                (run_id, batch, seq, key, action, json.dumps(asdict(payload), sort_keys=True), now()))
             ids.append(cur.lastrowid)
     return ids
 

@@ -1,4 +1,12 @@
-"""The pure comment-command parser: lines, quotes and code, edits, every command, bad input."""
+"""The pure comment-command parser: lines, quotes and code, edits, every command, bad input; the commands' stored
+forms read back strictly."""
+import json
+
+import pytest
+
+from bot.commands import handlers
+from bot.commands.handlers import Answered
+from harness.core.record import RecordError
 from bot.commands.parse import Command, Problem, command_lines, help_entries, new_command_lines, parse_comment, parse_line
 
 H = "@flagsweep-bot"
@@ -92,3 +100,19 @@ def test_help_is_generated_from_the_parser():
     assert "--config CONFIG" in entries["sweep"]["usage"] and "--base-setting K=V" in entries["sweep"]["usage"]
     assert "\n" not in entries["bisect"]["usage"]
     assert entries["rerun"]["privileged"] and not entries["status"]["privileged"]
+
+
+def test_a_stored_command_with_an_unknown_field_names_it():
+    with pytest.raises(RecordError, match="command: unknown field 'argz'"):
+        Command.from_dict({"name": "sweep", "argz": {}})
+
+
+def test_an_interrupted_jobs_answers_read_back_as_written():
+    done = [Answered("@flagsweep-bot help", "answered", "help"), Answered("@flagsweep-bot frob", "bad command")]
+    stored = json.loads(json.dumps({"commands": [a.to_dict() for a in done]}))
+    assert stored["commands"][1] == {"line": "@flagsweep-bot frob", "outcome": "bad command"}
+    assert handlers._answered(stored) == done
+    with pytest.raises(RecordError, match="command job result entry: unknown field 'outcom'"):
+        handlers._answered({"commands": [{"line": "x", "outcom": "answered"}]})
+    with pytest.raises(RecordError, match="command job result: unknown field 'paused'"):
+        handlers._answered({"commands": [], "paused": 3})

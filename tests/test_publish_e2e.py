@@ -253,13 +253,14 @@ def test_the_body_hash_the_plan_sends_is_the_one_the_link_keeps(fake_github: Fak
     run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus())
     publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
     stored = {k: l.body_sha for k, l in links.all_links(conn).items()}
-    assert stored == {e.key: e.payload["material"] for e in outbox.entries(conn)}
+    assert stored == {e.key: e.payload.material for e in outbox.entries(conn)}
     assert all(BodyHash.parse(text).text() == text for text in stored.values())
     key = next(k for k in stored if k.startswith("t"))
     labels_part = BodyHash.parse(stored[key]).labels
     stale = BodyHash("0" * 20, "1" * 20, labels_part).text()
-    outbox.enqueue(conn, "left-over", run_id, [(key, "labels", {"number": links.get(conn, key).number,
-                                                                 "labels": ["flagsweep"], "material": stale})])
+    left = outbox.IssuePayload(number=links.get(conn, key).number, kind="tracking", labels=["flagsweep"],
+                               material=stale)
+    outbox.enqueue(conn, "left-over", run_id, [(key, "labels", left)])
     mark = len(outbox.entries(conn))
     summary = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
     assert summary.resumed == 1

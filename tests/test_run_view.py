@@ -71,7 +71,8 @@ def test_the_nightly_hands_one_view_to_the_publisher_and_the_report(tmp_path):
 def test_the_dry_run_takes_the_real_steps_and_leaves_the_store_as_it_was(two_nights, tmp_path):
     settings, conn, first, second = two_nights
     # A real publish that GitHub cut short left one action in the outbox: the dry run sends it first, as a real one would.
-    outbox.enqueue(conn, "leftover", first, [("t-left", "comment", {"number": 7, "body": "left over"})])
+    outbox.enqueue(conn, "leftover", first, [("t-left", "comment",
+                                             outbox.IssuePayload(number=7, kind="tracking", body="left over"))])
     out = tmp_path / "out"
     summary = publish.publish_run(conn, settings, second, dry_run=True, out_dir=str(out))
     plan = json.loads((out / "plan.json").read_text())

@@ -3,6 +3,7 @@ import json
 import logging
 import socket
 import time
+from dataclasses import fields, replace
 from pathlib import Path
 
 import httpx
@@ -11,6 +12,7 @@ import pytest
 from bot.settings import Settings
 from bot.service.webhook import WebhookApp, decide, is_own, sign, verify_signature
 from bot.service.server import WebhookServer
+from harness.core.record import RecordError
 from state import db, deliveries, jobs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
@@ -328,3 +330,26 @@ def test_a_signed_payload_with_wrongly_typed_fields_gets_400_and_queues_nothing(
     assert jobs.depth(server.conn) == 0 and deliveries.count(server.conn) == 0
     told = [rec for rec in caplog.records if rec.name == "bot.service.webhook"]
     assert len(told) == 1 and path in told[0].getMessage() and not any(rec.exc_info for rec in caplog.records)
+
+
+def test_the_stored_comment_job_reads_back_as_the_job_decide_made(server, tmp_path):
+    data = comment_payload("@flagsweep-bot rerun")
+    r = post(server, "issue_comment", data, delivery="abc")
+    stored = jobs.get(server.conn, r.json()["job"]).payload
+    made = decide("issue_comment", data, Settings(state_path=tmp_path / "unused.sqlite")).job
+    assert jobs.CommentJob.parse(stored) == replace(made, delivery="abc")
+    assert sorted(stored) == sorted(f.name for f in fields(jobs.CommentJob))
+
+
+@pytest.mark.parametrize("stored, named", [
+    ({"issue": 7, "isue": 7}, "unknown field 'isue'"),
+    ({"repo": "o/r", "body": "@flagsweep-bot help"}, "missing field 'issue'"),
+])
+def test_a_comment_job_that_does_not_parse_names_the_field(stored, named):
+    with pytest.raises(RecordError, match=named):
+        jobs.CommentJob.parse(stored)
+
+
+def test_a_comment_job_of_an_older_store_reads_back():
+    """v4 stores kept jobs whose payload holds only the issue (tests/test_store_migrations.py)."""
+    assert jobs.CommentJob.parse({"issue": 7}) == jobs.CommentJob(issue=7)

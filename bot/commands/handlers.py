@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
+from harness.core import record
 from bot.commands import parse as cmd_mod
 from bot.commands import work
 from bot.commands.context import Context, RetryLater, UserError, role_at_least
 from bot.github.port import GitHubUnavailable
 from bot.text.render import render
+from state.jobs import CommentJob
 
 log = logging.getLogger(__name__)
 
@@ -185,33 +188,68 @@ def _permitted(ctx: Context, author: str) -> bool:
     return role_at_least(role, ctx.settings.commands.min_permission)
 
 
-def handle_job(ctx: Context, payload: dict[str, Any], earlier: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run every command of one stored comment; returns what happened to each (stored as the job result).
+@dataclass(frozen=True)
+class Answered:
+    """One command of a comment as the job result keeps it: its line, the command (none for a bad or paused line)
+    and what became of it. `handle_job` writes it into the result and reads it back when an outage cut it short."""
+
+    line: str
+    outcome: str
+    command: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its stored form (a bad or paused line has no command key)."""
+        return {"line": self.line, **({"command": self.command} if self.command is not None else {}),
+                "outcome": self.outcome}
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The result an attempt cut short by a GitHub outage stored (RetryLater): the commands it answered."""
+
+    commands: list[dict[str, Any]]
+
+
+def _answered(earlier: Mapping[str, Any] | None) -> list[Answered]:
+    """The commands an earlier attempt answered, read strictly from its stored result."""
+    if earlier is None:
+        return []
+    stored = record.parse(Progress, earlier, "command job result")
+    return [record.parse(Answered, c, "command job result entry") for c in stored.commands]
+
+
+def _stored(done: list[Answered]) -> dict[str, Any]:
+    return {"commands": [a.to_dict() for a in done]}
+
+
+def handle_job(ctx: Context, payload: Mapping[str, Any], earlier: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Run every command of one stored comment (a `CommentJob` payload); returns what happened to each (stored as
+    the job result).
 
     `earlier` is the result of an attempt cut short by a GitHub outage: commands it
     answered are not run again. A new outage raises RetryLater with the progress so far.
     """
-    handle = ctx.settings.commands.handle
-    number, author = payload["issue"], payload.get("author") or ""
-    link = _link_for(ctx.conn, payload.get("repo") or ctx.settings.github.repo or "", number)
+    job = CommentJob.parse(payload)
+    number, author = job.issue, job.author or ""
+    link = _link_for(ctx.conn, job.repo or ctx.settings.github.repo or "", number)
     if link is None and not ctx.settings.commands.any_issue:
         return {"ignored": "not an issue the bot keeps"}   # "not mine" is a normal answer, said quietly
-    answered = list((earlier or {}).get("commands") or [])
-    done: list[dict[str, Any]] = []
-    items = cmd_mod.parse_comment(payload.get("body") or "", handle, payload.get("previous"))
+    answered = _answered(earlier)
+    done: list[Answered] = []
+    items = cmd_mod.parse_comment(job.body or "", ctx.settings.commands.handle, job.previous)
     if items:
         stopped = _paused(ctx, number, items)
         if stopped is not None:
             return stopped
     for i, item in enumerate(items):
-        if i < len(answered) and answered[i].get("outcome"):
+        if i < len(answered) and answered[i].outcome:
             done.append(answered[i])
             continue
         try:
-            done.append(_run_one(ctx, item, number, link, author, payload.get("comment_id")))
+            done.append(_run_one(ctx, item, number, link, author, job.comment_id))
         except GitHubUnavailable as exc:
-            raise RetryLater(str(exc), {"commands": done}) from exc
-    return {"commands": done}
+            raise RetryLater(str(exc), _stored(done)) from exc
+    return _stored(done)
 
 
 def _paused(ctx: Context, number: int, items: list[Any]) -> dict[str, Any] | None:
@@ -223,35 +261,34 @@ def _paused(ctx: Context, number: int, items: list[Any]) -> dict[str, Any] | Non
             return None
         _reply(ctx, number, "reply_paused.md.j2", switch=switch.number, label=label, lines=[i.line for i in items])
     except GitHubUnavailable as exc:
-        raise RetryLater(str(exc), {"commands": []}) from exc
-    return {"paused": switch.number, "commands": [{"line": i.line, "outcome": "paused"} for i in items]}
+        raise RetryLater(str(exc), _stored([])) from exc
+    return {"paused": switch.number, **_stored([Answered(i.line, "paused") for i in items])}
 
 
-def _run_one(ctx: Context, item: Any, number: int, link: Any, author: str, comment_id: int | None) -> dict[str, Any]:
+def _run_one(ctx: Context, item: Any, number: int, link: Any, author: str, comment_id: int | None) -> Answered:
     """One command: permission, rate limit, acknowledge, run, reply; returns its entry for the job result."""
     if isinstance(item, cmd_mod.Problem):
         _ack(ctx, comment_id, "confused")
         _reply(ctx, number, "reply_usage.md.j2", problem=item)
-        return {"line": item.line, "outcome": "bad command"}
-    entry = {"line": item.line, "command": item.name}
+        return Answered(item.line, "bad command")
     if item.privileged and not _permitted(ctx, author):
         _reply(ctx, number, "reply_refused.md.j2", author=author, command=item.name,
                min_permission=ctx.settings.commands.min_permission)
-        return {**entry, "outcome": "refused"}
+        return Answered(item.line, "refused", item.name)
     if item.privileged and not ctx.gate.allow(author):
         _reply(ctx, number, "reply_rate_limited.md.j2", author=author, per_hour=ctx.gate.per_hour)
-        return {**entry, "outcome": "rate limited"}
+        return Answered(item.line, "rate limited", item.name)
     _ack(ctx, comment_id, "eyes")
     try:
-        entry["outcome"] = HANDLERS[item.name](ctx, number, link, item.args, author)
+        outcome = HANDLERS[item.name](ctx, number, link, item.args, author)
     except UserError as exc:
         _reply(ctx, number, "reply_error.md.j2", message=str(exc), command=item.name, internal=False)
-        return {**entry, "outcome": f"user error: {exc}"}
+        return Answered(item.line, f"user error: {exc}", item.name)
     except GitHubUnavailable:
         raise
     except Exception as exc:
         log.exception("command %r on #%s failed", item.line, number)
         _reply(ctx, number, "reply_error.md.j2", message="", command=item.name, internal=True)
-        return {**entry, "outcome": f"internal error: {type(exc).__name__}"}
+        return Answered(item.line, f"internal error: {type(exc).__name__}", item.name)
     _ack(ctx, comment_id, "+1")
-    return entry
+    return Answered(item.line, outcome, item.name)

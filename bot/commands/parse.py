@@ -13,6 +13,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.core import record
+
 COMMANDS = ("help", "status", "rerun", "sweep", "mute", "unmute", "cc", "bisect")
 # Commands that start work or change what the bot writes: they need permission.
 PRIVILEGED = ("rerun", "sweep", "mute", "unmute", "cc", "bisect")
@@ -118,8 +120,8 @@ class Command:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Command":
-        """Inverse of to_dict."""
-        return cls(name=data["name"], args=dict(data.get("args") or {}), line=data.get("line", ""))
+        """Inverse of to_dict; RecordError naming a field it does not know or the missing name."""
+        return record.parse(cls, data, "command")
 
 
 @dataclass

@@ -268,10 +268,11 @@ def _drain(conn: sqlite3.Connection, pub: Publisher, repo: str, summary: Publish
     for n, entry in enumerate(entries, 1):
         if len(entries) > 5 and n % 5 == 1:
             say(f"sending {n}/{len(entries)}")
-        uncertain = entry.uncertain
+        out = Out(conn, pub, repo, entry, uncertain=entry.uncertain)   # as it was before this attempt
         outbox.mark_sending(conn, entry.id)
         try:
-            result, changed = _execute(conn, pub, repo, entry, uncertain)
+            step = _step(entry.action)
+            result, changed = step.send(out, entry.payload)
         except GitHubUnavailable as exc:
             outbox.mark_pending(conn, entry.id, str(exc))
             summary.stopped = str(exc)
@@ -285,7 +286,7 @@ def _drain(conn: sqlite3.Connection, pub: Publisher, repo: str, summary: Publish
             log.error("%s %s refused: %s", entry.action, entry.key, exc)
             continue
         with transaction(conn):
-            _apply(conn, repo, entry, result)
+            step.apply(out, entry.payload, result)
             outbox.mark_done(conn, entry.id, result)
         summary.done += 1
         summary.written += 1 if changed else 0
@@ -297,80 +298,152 @@ def _drain(conn: sqlite3.Connection, pub: Publisher, repo: str, summary: Publish
 def _entry_row(conn: sqlite3.Connection, repo: str, entry: outbox.Entry, result: str,
                number: int | None = None) -> dict[str, Any]:
     """A summary row for one outbox entry: what it is, where, and what became of it."""
+    issue = entry.payload if isinstance(entry.payload, outbox.IssuePayload) else None   # a reaction names none
     if number is None:
         link = links_mod.get(conn, entry.key, repo)
-        number = entry.payload.get("number") or (link.number if link else None)
-    return _row(entry.action, entry.key, number,
-                entry.payload.get("title") or f"({entry.payload.get('reason') or entry.action})", result)
+        number = (issue.number if issue else None) or (link.number if link else None)
+    title = (issue.title or f"({issue.reason or entry.action})") if issue else f"({entry.action})"
+    return _row(entry.action, entry.key, number, title, result)
 
 
-def _number(conn: sqlite3.Connection, repo: str, entry: outbox.Entry) -> int:
-    number = entry.payload.get("number")
-    if number:
-        return int(number)
-    link = links_mod.get(conn, entry.key, repo)
-    if link is None:
-        raise ActionRefused(f"{entry.action} {entry.key}: no issue number known")
-    return link.number
+@dataclass(frozen=True)
+class Out:
+    """One outbox entry on its way out: the store, the publisher, the repository, and whether an earlier attempt
+    may have reached GitHub (then a create or comment looks for itself first)."""
+
+    conn: sqlite3.Connection
+    pub: Publisher
+    repo: str
+    entry: outbox.Entry
+    uncertain: bool
+
+    def number(self, p: outbox.IssuePayload) -> int:
+        """The issue the entry writes to: as planned, else as linked since (a create done by an earlier entry)."""
+        if p.number:
+            return int(p.number)
+        link = links_mod.get(self.conn, self.entry.key, self.repo)
+        if link is None:
+            raise ActionRefused(f"{self.entry.action} {self.entry.key}: no issue number known")
+        return link.number
+
+    def body(self, p: outbox.IssuePayload) -> str | None:
+        """The body with references to other issues resolved to their numbers (as linked now)."""
+        if not keys.has_refs(p.body):
+            return p.body
+        numbers = {k: l.number for k, l in links_mod.all_links(self.conn, self.repo).items()}
+        return keys.resolve_refs(p.body or "", numbers)
 
 
-def _execute(conn: sqlite3.Connection, pub: Publisher, repo: str, entry: outbox.Entry,
-             uncertain: bool) -> tuple[dict[str, Any], bool]:
-    """Send one entry; returns (result to store, whether GitHub changed)."""
-    p = entry.payload
-    numbers = {k: l.number for k, l in links_mod.all_links(conn, repo).items()} if keys.has_refs(p.get("body")) else {}
-    body = keys.resolve_refs(p["body"], numbers) if p.get("body") else p.get("body")
-    if entry.action == "create":
-        link = links_mod.get(conn, entry.key, repo)
-        if link is not None:              # filed by an earlier publish (or adopted by the sync): edit instead
-            changed = pub.edit_issue(link.number, title=p.get("title"), body=body)
-            return {"number": link.number, "adopted": True}, changed
-        number = pub.create_issue(entry.key, p["title"], body or "", p.get("labels") or [], look=uncertain)
-        return {"number": number}, True
-    number = _number(conn, repo, entry)
-    if entry.action == "edit":
-        return {"number": number}, pub.edit_issue(number, title=p.get("title"), body=body)
-    if entry.action == "comment":
-        return {"number": number, "comment": pub.comment(number, body or "", look=uncertain)}, True
-    if entry.action == "close":
-        return {"number": number}, pub.close(number)
-    if entry.action == "reopen":
-        return {"number": number}, pub.reopen(number)
-    if entry.action == "labels":
-        return {"number": number}, pub.set_labels(number, p.get("labels") or [])
-    if entry.action == "react":
-        pub.react(int(p["comment_id"]), p["content"])
-        return {}, True
-    raise ActionRefused(f"unknown action {entry.action}")
+Sent = tuple[dict[str, Any], bool]        # (the result the outbox keeps, whether GitHub changed)
 
 
-def _apply(conn: sqlite3.Connection, repo: str, entry: outbox.Entry, result: dict[str, Any]) -> None:
-    """The link update that goes with a done action (same transaction as marking it done)."""
-    p = entry.payload
-    body_sha = BodyHash.parse(p["material"]).text() if p.get("material") else None
-    if entry.action == "create":
-        existing = links_mod.get(conn, entry.key, repo)
-        links_mod.upsert(conn, links_mod.Link(
-            key=entry.key, repo=repo, number=result["number"], kind=p.get("kind") or "tracking", config=p.get("config"),
-            signature=p.get("signature"), state="open", body_sha=body_sha, title=p.get("title"),
-            cc=existing.cc if existing else [], muted=existing.muted if existing else False))
-    elif entry.action in ("edit", "labels"):
-        fields: dict[str, Any] = {"body_sha": body_sha}
-        if entry.action == "edit" and p.get("title"):
-            fields["title"] = p["title"]
-        links_mod.update(conn, entry.key, **fields)
-    elif entry.action == "close":
-        links_mod.update(conn, entry.key, state="closed", closed_by="bot")
-    elif entry.action == "reopen":
-        links_mod.update(conn, entry.key, state="open", closed_by=None, quiet_nightlies=0)
-    _resolved(conn, repo, entry, result)
+def _send_create(out: Out, p: outbox.IssuePayload) -> Sent:
+    link = links_mod.get(out.conn, out.entry.key, out.repo)
+    if link is not None:              # filed by an earlier publish (or adopted by the sync): edit instead
+        return {"number": link.number, "adopted": True}, out.pub.edit_issue(link.number, title=p.title,
+                                                                            body=out.body(p))
+    number = out.pub.create_issue(out.entry.key, p.title, out.body(p) or "", p.labels or [], look=out.uncertain)
+    return {"number": number}, True
 
 
-def _resolved(conn: sqlite3.Connection, repo: str, entry: outbox.Entry, result: dict[str, Any]) -> None:
+def _send_edit(out: Out, p: outbox.IssuePayload) -> Sent:
+    number = out.number(p)
+    return {"number": number}, out.pub.edit_issue(number, title=p.title, body=out.body(p))
+
+
+def _send_comment(out: Out, p: outbox.IssuePayload) -> Sent:
+    number = out.number(p)
+    return {"number": number, "comment": out.pub.comment(number, out.body(p) or "", look=out.uncertain)}, True
+
+
+def _send_close(out: Out, p: outbox.IssuePayload) -> Sent:
+    number = out.number(p)
+    return {"number": number}, out.pub.close(number)
+
+
+def _send_reopen(out: Out, p: outbox.IssuePayload) -> Sent:
+    number = out.number(p)
+    return {"number": number}, out.pub.reopen(number)
+
+
+def _send_labels(out: Out, p: outbox.IssuePayload) -> Sent:
+    number = out.number(p)
+    return {"number": number}, out.pub.set_labels(number, p.labels or [])
+
+
+def _send_react(out: Out, p: outbox.Reaction) -> Sent:
+    out.pub.react(p.comment_id, p.content)
+    return {}, True
+
+
+def _body_sha(p: outbox.IssuePayload) -> str | None:
+    """The body hash the link keeps, re-written in today's form (an older stored form parses the same)."""
+    return BodyHash.parse(p.material).text() if p.material else None
+
+
+def _apply_create(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
+    existing = links_mod.get(out.conn, out.entry.key, out.repo)
+    links_mod.upsert(out.conn, links_mod.Link(
+        key=out.entry.key, repo=out.repo, number=result["number"], kind=p.kind or "tracking", config=p.config,
+        signature=p.signature, state="open", body_sha=_body_sha(p), title=p.title,
+        cc=existing.cc if existing else [], muted=existing.muted if existing else False))
+    _resolved(out, p, None)
+
+
+def _apply_edit(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
+    links_mod.update(out.conn, out.entry.key, body_sha=_body_sha(p), **({"title": p.title} if p.title else {}))
+
+
+def _apply_labels(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
+    links_mod.update(out.conn, out.entry.key, body_sha=_body_sha(p))
+
+
+def _apply_close(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
+    links_mod.update(out.conn, out.entry.key, state="closed", closed_by="bot")
+    _resolved(out, p, "completed")
+
+
+def _apply_reopen(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
+    links_mod.update(out.conn, out.entry.key, state="open", closed_by=None, quiet_nightlies=0)
+    _resolved(out, p, "reopened")
+
+
+def _apply_nothing(out: Out, p: outbox.Payload, result: dict[str, Any]) -> None:
+    """A comment or a reaction changes no link."""
+
+
+def _resolved(out: Out, p: outbox.IssuePayload, state_reason: str | None) -> None:
     """What the bot's own write did to a tracking issue's resolution (as the next listing will show it)."""
-    if entry.payload.get("kind") != "tracking" or entry.action not in ("create", "close", "reopen"):
+    if p.kind != "tracking":
         return
-    link = links_mod.get(conn, entry.key, repo)
-    ref = IssueRef(number=link.number, title="", body="", state=link.state, author="", key=entry.key,
-                   state_reason={"close": "completed", "reopen": "reopened"}.get(entry.action))
-    resolutions.record(conn, repo, [resolutions_mod.resolve(ref, link)])
+    link = links_mod.get(out.conn, out.entry.key, out.repo)
+    ref = IssueRef(number=link.number, title="", body="", state=link.state, author="", key=out.entry.key,
+                   state_reason=state_reason)
+    resolutions.record(out.conn, out.repo, [resolutions_mod.resolve(ref, link)])
+
+
+@dataclass(frozen=True)
+class Step:
+    """One outbox action: `send` talks to the Publisher, `apply` updates the links in the transaction that marks
+    the entry done. Each takes the entry's payload, of the type the outbox stores for that action."""
+
+    send: Callable[[Out, Any], Sent]
+    apply: Callable[[Out, Any, dict[str, Any]], None]
+
+
+STEPS: dict[str, Step] = {
+    "create": Step(_send_create, _apply_create),
+    "edit": Step(_send_edit, _apply_edit),
+    "comment": Step(_send_comment, _apply_nothing),
+    "close": Step(_send_close, _apply_close),
+    "reopen": Step(_send_reopen, _apply_reopen),
+    "labels": Step(_send_labels, _apply_labels),
+    "react": Step(_send_react, _apply_nothing),
+}
+
+
+def _step(action: str) -> Step:
+    """The send and apply of `action`; ActionRefused for one this publisher does not know."""
+    if action not in STEPS:
+        raise ActionRefused(f"unknown action {action}")
+    return STEPS[action]

@@ -30,6 +30,7 @@ from bot.issues.summary import SummaryIssue
 from bot.issues.tracking import TrackingIssue
 from bot.text import render
 from state.links import Link
+from state.outbox import IssuePayload
 
 
 @dataclass
@@ -48,11 +49,11 @@ class Action:
     signature: str | None = None
     reason: str = ""
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> IssuePayload:
         """What the outbox stores (the body hash in its stored form)."""
-        return {"number": self.number, "kind": self.kind, "title": self.title, "body": self.body,
-                "labels": self.labels, "material": self.material.text() if self.material else None,
-                "config": self.config, "signature": self.signature, "reason": self.reason}
+        return IssuePayload(number=self.number, kind=self.kind, title=self.title, body=self.body, labels=self.labels,
+                            material=self.material.text() if self.material else None, config=self.config,
+                            signature=self.signature, reason=self.reason)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import json
 import logging
 import sqlite3
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from bot.commands.parse import QUICK, Command, parse_comment
@@ -75,7 +75,7 @@ class Decision:
 
     outcome: str                      # queued | ignored
     reason: str
-    job: dict[str, Any] | None = field(default=None)
+    job: jobs.CommentJob | None = field(default=None)
     kind: str = "command"             # the job kind: command (work lane) | quick (quick lane)
 
 
@@ -117,12 +117,10 @@ def decide(event: str, payload: dict[str, Any], settings: Settings) -> Decision:
         return Decision("ignored", "no new command")
     # Questions and bookkeeping go to the quick lane; anything that sweeps waits its turn.
     quick = all(not isinstance(c, Command) or c.name in QUICK for c in parsed)
-    job = {
-        "repo": repo, "issue": issue.get("number"), "comment_id": comment.get("id"),
-        "author": author, "author_association": comment.get("author_association"),
-        "body": body, "previous": previous, "is_pull_request": "pull_request" in issue,
-        "installation_id": (payload.get("installation") or {}).get("id"),
-    }
+    job = jobs.CommentJob(
+        repo=repo, issue=issue.get("number"), comment_id=comment.get("id"), author=author,
+        author_association=comment.get("author_association"), body=body, previous=previous,
+        is_pull_request="pull_request" in issue, installation_id=(payload.get("installation") or {}).get("id"))
     return Decision("queued", "command", job, kind="quick" if quick else "command")
 
 
@@ -162,8 +160,8 @@ class WebhookApp:
                 return 200, {"status": "duplicate", "delivery": delivery}
             job_id = None
             if decision.job is not None:
-                decision.job["delivery"] = delivery
-                job_id = jobs.enqueue(self.conn, decision.kind, decision.job)
+                job = replace(decision.job, delivery=delivery)
+                job_id = jobs.enqueue(self.conn, decision.kind, job.to_payload())
         if job_id is not None:
             self.notify()
             log.info("delivery %s: queued job %s", delivery, job_id)
