@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.pipeline import nightly  # noqa: E402
-from bot.settings import Settings  # noqa: E402
+from bot.settings import NightlySettings, Settings, SweepSettings  # noqa: E402
 from state import db, runs  # noqa: E402
 
 SECOND = "2.14.1"
@@ -113,10 +113,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="flagsweep-cross-") as tmp:
         tmp_path = Path(tmp)
         (tmp_path / "configs.toml").write_text(CONFIG_FILE)
-        settings = Settings(state_path=tmp_path / "state.sqlite")
-        settings.sweep.config_file = str(tmp_path / "configs.toml")
-        settings.sweep.workers, settings.sweep.timeout = args.workers, args.timeout
-        settings.nightly.configs = list(settings.nightly.configs) + list(ONE_SIDED)
+        sweep = SweepSettings(config_file=str(tmp_path / "configs.toml"), workers=args.workers, timeout=args.timeout)
+        nightly_settings = NightlySettings(configs=list(NightlySettings().configs) + list(ONE_SIDED))
+        settings = Settings(state_path=tmp_path / "state.sqlite", sweep=sweep, nightly=nightly_settings)
         conn = db.connect(settings.state_path)
         first, first_s = one_night(conn, settings, sys.executable, names, tmp_path / "out-first")
         second, second_s = one_night(conn, settings, python2, names, tmp_path / "out-second")

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from bot.github import publish
-from bot.settings import Settings
+from bot.settings import Settings, VerifySettings
 from state import db
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub import scenario as sc
@@ -41,9 +41,7 @@ def measure(n_models: int, changes: int, n_sigs: int) -> dict:
     fake = FakeGitHub.start()
     try:
         tmp = Path(tempfile.mkdtemp())
-        settings = Settings(state_path=tmp / "s.sqlite")
-        settings.github = fake.settings()
-        settings.issues.verify_reproducers = False
+        settings = Settings(state_path=tmp / "s.sqlite", github=fake.settings(), verify=VerifySettings(enabled=False))
         conn = db.connect(settings.state_path)
         base = corpus(n_models, n_sigs)
         out = {"models": n_models, "n_changed": changes}

@@ -28,11 +28,12 @@ import shutil
 import sqlite3
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 from bot.github import publish
-from bot.settings import Settings
+from bot.settings import GitHubSettings, IssueSettings, Settings, VerifySettings
 from harness.core.outcome import STRATA, Outcome
 from state import db, history, links, outbox, ranges, runs, verdicts
 from state.verdicts import Component, RunVerdict, Shrink, Stage, Verdict
@@ -69,14 +70,10 @@ def record(conn: sqlite3.Connection, date: str, results: dict[str, dict[str, Any
 
 
 def settings_for(fake: FakeGitHub, state: Path, **issues: Any) -> Settings:
-    s = Settings(state_path=state)
-    s.github = fake.settings(retry_backoff=0.0)
-    s.issues.verify_nightlies = 2
-    s.issues.verify_reproducers = False
-    s.issues.min_models = 1     # the stories' one-model signatures filed at once, as before the evidence rule
-    for k, v in issues.items():
-        setattr(s.issues, k, v)
-    return s
+    # min_models=1: the stories' one-model signatures filed at once, as before the evidence rule
+    return Settings(state_path=state, github=fake.settings(retry_backoff=0.0),
+                    issues=IssueSettings(**{"verify_nightlies": 2, "min_models": 1, **issues}),
+                    verify=VerifySettings(enabled=False))
 
 
 class Story:
@@ -129,8 +126,9 @@ def link_rows(conn: sqlite3.Connection) -> list[dict[str, Any]]:
 # -- scenarios ---------------------------------------------------------------------------------------------------
 def story(s: Story) -> None:
     """File, a quiet nightly, a fix and a new crash, C quiet then closed, then back (reopened); cleared hashes."""
-    s.settings.routing = [{"signature": "^PendingUnbacked", "cc": ["ezyang"], "labels": ["module: dynamic shapes"]},
-                          {"torch_file": "torch/fx/experimental/*", "cc": ["bob"]}]
+    s.settings = replace(s.settings, routing=[
+        {"signature": "^PendingUnbacked", "cc": ["ezyang"], "labels": ["module: dynamic shapes"]},
+        {"torch_file": "torch/fx/experimental/*", "cc": ["bob"]}])
     s.publish(record(s.conn, "2026-11-20", sc.corpus()), "n1 files")
     s.publish(record(s.conn, "2026-11-21", sc.corpus()), "n2 identical")
     s.publish(record(s.conn, "2026-11-22", nightly3()), "n3 fix and new crash")
@@ -140,7 +138,7 @@ def story(s: Story) -> None:
     s.publish(record(s.conn, "2026-11-26", nightly3()), "n7 C back")
     s.conn.execute("UPDATE issue_links SET body_sha = NULL")
     s.publish(record(s.conn, "2026-11-27", nightly3()), "n8 hashes cleared")
-    s.settings.routing = []
+    s.settings = replace(s.settings, routing=[])
     s.publish(record(s.conn, "2026-11-28", nightly3()), "n9 routing gone")
 
 
@@ -229,7 +227,7 @@ def lost(s: Story) -> None:
     """The store is lost after the first nightly: the links are rebuilt from GitHub, bodies refreshed in place."""
     s.publish(record(s.conn, "2026-11-20", sc.corpus()), "n1 files")
     s.conn.close()
-    s.settings.state_path = s.tmp / "fresh.sqlite"
+    s.settings = replace(s.settings, state_path=s.tmp / "fresh.sqlite")
     s.conn = db.connect(s.settings.state_path)
     s.publish(record(s.conn, "2026-11-21", sc.corpus()), "n2 in a fresh store")
     s.publish(record(s.conn, "2026-11-22", sc.corpus()), "n3 identical")
@@ -311,11 +309,9 @@ def replay(stores: Path) -> dict[str, dict[str, list[str]]]:
             shutil.copy(path, copy_path)                    # kept by a backup: one file, no WAL beside it
             conn = db.connect(copy_path)
             repo = next(iter({l.repo for l in links.all_links(conn).values()}), None)
-            settings = Settings(state_path=copy_path)
-            settings.github.repo = repo
-            settings.issues.verify_nightlies = 2
-            settings.issues.verify_reproducers = False
-            settings.issues.min_models = 1
+            settings = Settings(state_path=copy_path, github=GitHubSettings(repo=repo),
+                                issues=IssueSettings(verify_nightlies=2, min_models=1),
+                                verify=VerifySettings(enabled=False))
             last = runs.get_run(conn, max(r.id for r in history.latest_runs(conn, 1, kinds=("nightly",))))
             again = _identical(conn, last)
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.sweep_common import corpus_models, machine  # noqa: E402
 from bot.pipeline import nightly, steps as steps_mod  # noqa: E402
-from bot.settings import NightlySettings, Settings  # noqa: E402
+from bot.settings import ConfirmSettings, NightlySettings, Settings, VerifySettings  # noqa: E402
 from state import db  # noqa: E402
 from tests.fakeindex import FakeIndex  # noqa: E402
 
@@ -102,12 +102,11 @@ def main() -> int:
         idx = FakeIndex(tmp / "index")
         for d in DATES:
             idx.add(f"2.14.0.dev{d.replace('-', '')}+cpu", (d.replace("-", "") * 5)[:40])
-        settings = Settings(state_path=tmp / "state.sqlite")
-        settings.nightly = NightlySettings(index_url=idx.url, channel="cpu", venv_dir=str(tmp / "venvs"),
+        nightly_settings = NightlySettings(index_url=idx.url, channel="cpu", venv_dir=str(tmp / "venvs"),
                                            transformers_pin="", extra_index_url="", no_deps=True,
                                            pip_args=["--isolated"], configs=["capture_scalar_outputs"])
-        settings.sweep.confirm_runs = 0
-        settings.issues.verify_reproducers = False
+        settings = Settings(state_path=tmp / "state.sqlite", nightly=nightly_settings,
+                            confirm=ConfirmSettings(runs=0), verify=VerifySettings(enabled=False))
         conn = db.connect(settings.state_path)
         clock = Clock()
         steps = make_steps(clock, models)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bot.github import publish  # noqa: E402
 from bot.pipeline import steps  # noqa: E402
 from bot.verify import reproducers  # noqa: E402
-from bot.settings import Settings  # noqa: E402
+from bot.settings import Settings, VerifySettings  # noqa: E402
 from harness.engine import engine  # noqa: E402
 from state import db, history  # noqa: E402
 from state.verdicts import Verdict  # noqa: E402
@@ -49,8 +49,7 @@ def _publish(swept: Path, run_id: int, budget: float, store_dir: Path, out: Path
     store = store_dir / "state.sqlite"
     if not store.exists():
         shutil.copyfile(swept, store)         # the swept run, no verdict stored yet
-    settings = Settings(state_path=store)
-    settings.issues.shrink_budget = budget
+    settings = Settings(state_path=store, verify=VerifySettings(shrink_budget=budget))
     conn = db.connect(store)
     reproducers.render_and_run = counting
     try:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bot.pipeline import nightly  # noqa: E402
-from bot.settings import Settings  # noqa: E402
+from bot.settings import Settings, SweepSettings  # noqa: E402
 from cross_version import install_second  # noqa: E402
 from state import db, verdicts  # noqa: E402
 
@@ -33,8 +33,7 @@ SEEDS = ["Qwen2VLForConditionalGeneration", "MimiModel", "Qwen2_5_VLForCondition
 
 
 def night(state: Path, python: str, names: list[str], workers: int, out: Path) -> dict:
-    settings = Settings(state_path=state)
-    settings.sweep.workers = workers
+    settings = Settings(state_path=state, sweep=SweepSettings(workers=workers))
     conn = db.connect(state)
     result = nightly.run_nightly(conn, settings, torch=python, models=names, force=True, dry_run=True, out_dir=out,
                                  progress=True)

@@ -2,29 +2,41 @@
 
 This is the only module that reads environment variables. Sources, later wins:
 built-in defaults < the TOML settings file (--settings or FLAGSWEEP_SETTINGS)
-< environment variables (secrets) < command-line flags (applied by the CLI).
-Each feature reads its own section; a bad value is a SettingsError naming it.
+< environment variables (secrets) < command-line flags (applied by the CLI, as a new object).
+Each feature reads its own section; each field declares the check its value must pass (`setting`),
+and a bad value is a SettingsError naming it. `load` makes the path fields absolute, and the
+object it returns is frozen: nothing downstream changes it.
 """
 from __future__ import annotations
 
+import dataclasses
+import enum
+import logging
 import math
 import os
 import re
 import types
 import typing
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from harness.core.files import UnreadableFile, read_toml
 from harness.core.fixes import MAX_NIGHTS
 from harness.engine.options import SweepOptions
 from harness.core.population import POPULATIONS
 
+log = logging.getLogger(__name__)
 
 # The configs with a summary issue by default: the built-in flags. A named set (`--configs all-dynamo`) adds a
 # config per flag; those are summed up in the report's readiness table, not in one issue each.
 SUMMARY_CONFIGS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops")
+
+ROLES = ("none", "read", "triage", "write", "maintain", "admin")   # repository roles, lowest first
+_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}(\[bot\])?$")
+_URL_TEXT = re.compile(r"^(https?|file)://\S+$")
+
+T = TypeVar("T")
 
 
 class SettingsError(ValueError):
@@ -37,19 +49,94 @@ def default_state_path(env: Mapping[str, str]) -> Path:
     return Path(base) / "flagsweep" / "state.sqlite"
 
 
-@dataclass
+def absolute(text: str) -> str:
+    """text as an absolute path: `~` expanded, joined to the current directory, `..` folded; symlinks kept."""
+    return os.path.abspath(os.path.expanduser(text))
+
+
+def named_path(text: str) -> bool:
+    """True when text names a path (it has a folder separator) rather than a command or a version."""
+    return os.sep in text or (os.altsep is not None and os.altsep in text) or text.startswith("~")
+
+
+@dataclass(frozen=True)
+class Check:
+    """What a value must be beyond its type (the annotation): a test, and the words for what passes it."""
+    test: Callable[[Any], Any]
+    what: str
+
+    def passes(self, value: Any) -> bool:
+        """True when value passes the test."""
+        return bool(self.test(value))
+
+
+def at_least(low: float, unit: str = "") -> Check:
+    """value >= low."""
+    return Check(lambda v: v >= low, f"at least {low:g}{unit}")
+
+
+def more_than(low: float, unit: str = "") -> Check:
+    """value > low."""
+    return Check(lambda v: v > low, f"more than {low:g}{unit}")
+
+
+def between(low: float, high: float, unit: str = "") -> Check:
+    """low <= value <= high."""
+    return Check(lambda v: low <= v <= high, f"{low:g} to {high:g}{unit}")
+
+
+def one_of(*values: str) -> Check:
+    """value is one of values."""
+    return Check(lambda v: v in values, " or ".join(values))
+
+
+ANY = Check(lambda v: True, "any value")
+TEXT = Check(lambda v: bool(v.strip()), "not empty")
+NAMES = Check(lambda v: all(x.strip() for x in v), "a list of non-empty names")
+URL = Check(lambda v: _URL_TEXT.match(v), "an http(s):// or file:// URL")
+URL_OR_NONE = Check(lambda v: v == "" or _URL_TEXT.match(v), 'an http(s):// URL or "" (none)')
+_S = " seconds"
+
+
+class Holds(enum.Enum):
+    """What a setting's text is, for `load` to make paths absolute."""
+    VALUE = "value"
+    PATH = "path"                   # always a file or folder path
+    PATH_OR_NAME = "path or name"   # a path when it names one ("../venv/bin/python"), else a command ("python3")
+
+
+def setting(default: Any = None, check: Check = ANY, *, factory: Callable[[], Any] | None = None,
+            holds: Holds = Holds.VALUE, agrees: Check | None = None) -> Any:
+    """A field a settings file may set: its default (or factory), the check its value must pass, whether it holds
+    a path, and (agrees) a test on its whole section for a value that must agree with another field."""
+    meta = {"check": check, "holds": holds, "agrees": agrees}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def section(cls: type) -> Any:
+    """A section of the settings file: a table of settings, each declared with `setting`."""
+    return field(default_factory=cls, metadata={"section": True})
+
+
+@dataclass(frozen=True)
 class SweepSettings:
-    workers: int = 0                 # 0: one per core
-    timeout: float = 300.0           # seconds per item
-    backend: str = "count"           # count | eager | aot_eager | inductor
-    device: str = "cpu"
-    max_items_per_worker: int = 50   # recycle a worker after this many items
-    max_rss_mb: float = 6000.0       # recycle above this RSS; hard limit is 1.5x
-    python: str | None = None        # interpreter for the workers
-    config_file: str | None = None   # extra named configs (TOML)
-    confirm_runs: int = 2            # flake confirmation re-runs
-    population: str = "all"          # all | graph-breaking: models with more than one graph at baseline
-    prune_audit: float = 0.05        # share of pruned (model, flag) pairs traced again after a pruned sweep (min 20)
+    workers: int = setting(0, Check(lambda v: v >= 0, "0 (one per core) or more"))   # 0: one per core
+    timeout: float = setting(300.0, more_than(0, _S))                # seconds per item
+    backend: str = setting("count", one_of("count", "eager", "aot_eager", "inductor"))
+    device: str = setting("cpu", Check(lambda v: re.match(r"^(cpu|cuda(:\d+)?|mps|xpu(:\d+)?)$", v),
+                                       "cpu, cuda or cuda:N"))
+    max_items_per_worker: int = setting(50, at_least(1))             # recycle a worker after this many items
+    max_rss_mb: float = setting(6000.0, more_than(0, " MB"))         # recycle above this RSS; hard limit is 1.5x
+    python: str | None = setting(None, Check(lambda v: v.strip(), "an interpreter path"),
+                                 holds=Holds.PATH_OR_NAME)           # interpreter for the workers
+    config_file: str | None = setting(None, TEXT, holds=Holds.PATH)  # extra named configs (TOML)
+    population: str = setting("all", one_of(*POPULATIONS))   # all | graph-breaking: models with >1 graph at baseline
+    # share of pruned (model, flag) pairs traced again after a pruned sweep (min 20)
+    prune_audit: float = setting(0.05, Check(lambda v: 0 <= v <= 1, "a share between 0 and 1"))
 
     def options(self, python: str | None = None, extra_modules: list[str] | None = None) -> SweepOptions:
         """The engine's options from these settings (`python`: the workers' interpreter, default the setting)."""
@@ -58,131 +145,183 @@ class SweepSettings:
                             max_rss_mb=self.max_rss_mb, extra_modules=list(extra_modules or []))
 
 
-@dataclass
+@dataclass(frozen=True)
 class GitHubSettings:
-    repo: str | None = None                  # OWNER/NAME
-    base_url: str = "https://api.github.com"
-    token: str | None = None                 # env FLAGSWEEP_GITHUB_TOKEN
-    app_id: int | None = None                # GitHub App auth instead of a token
-    private_key_path: str | None = None
-    private_key: str | None = None           # env FLAGSWEEP_GITHUB_APP_KEY
-    installation_id: int | None = None
-    bot_login: str = ""                      # the login the bot writes as ("": the credentials' own login)
-    mutation_interval: float = 1.0           # seconds between writes
-    max_retries: int = 5
-    max_wait: float = 300.0                  # longest single wait for a rate limit
-    retry_backoff: float = 2.0               # first backoff after a 5xx or a dropped connection (doubles)
-    request_timeout: int = 30                # seconds per HTTP request
+    repo: str | None = setting(None, Check(lambda v: v.count("/") == 1 and all(v.split("/")), "OWNER/NAME"))
+    base_url: str = setting("https://api.github.com", URL)
+    token: str | None = setting(None, TEXT)                  # env FLAGSWEEP_GITHUB_TOKEN
+    app_id: int | None = setting(None, at_least(1))          # GitHub App auth instead of a token
+    private_key_path: str | None = setting(None, TEXT, holds=Holds.PATH)
+    private_key: str | None = setting(None, TEXT)            # env FLAGSWEEP_GITHUB_APP_KEY
+    installation_id: int | None = setting(None, at_least(1))
+    # the login the bot writes as ("": the credentials' own login)
+    bot_login: str = setting("", Check(lambda v: v == "" or _LOGIN.match(v),
+                                       'a GitHub login, or "" (the credentials\' own)'))
+    mutation_interval: float = setting(1.0, between(0, 60, _S))   # seconds between writes
+    max_retries: int = setting(5, between(0, 20, " retries"))
+    max_wait: float = setting(300.0, between(1, 3600, _S))        # longest single wait for a rate limit
+    # first backoff after a 5xx or a dropped connection (doubles); 0: retry at once (tests, a local GitHub Enterprise)
+    retry_backoff: float = setting(2.0, between(0, 600, _S))
+    request_timeout: int = setting(30, between(1, 600, _S))       # seconds per HTTP request
 
     @property
     def has_credentials(self) -> bool:
         return bool(self.token or (self.app_id and (self.private_key or self.private_key_path) and self.installation_id))
 
 
-@dataclass
+@dataclass(frozen=True)
 class IssueSettings:
-    verify_nightlies: int = 2         # consecutive nightlies every crashing model must compile on before a close
-    labels: list[str] = field(default_factory=lambda: ["flagsweep"])
-    report_url: str | None = None     # where the full report is published, if anywhere
-    dry_run_out: str = "flagsweep-out"
-    verify_reproducers: bool = True   # run each tracking issue's reproducer in a fresh interpreter
-    repro_timeout: float = 600.0      # seconds per reproducer run
-    shrink_budget: float = 150.0      # seconds per issue to shrink its confirmed reproducer (0: embed it unshrunk)
-    max_new_per_night: int = 5        # new tracking issues filed per publish; the rest wait, by leverage (pending)
-    max_open: int = 25                # open tracking issues at most; new ones wait while this many are open
-    max_comments_per_issue_per_day: int = 1   # "what changed" comments per issue per day; later changes: body only
-    min_models: int = 2               # a new signature is filed once it crashes this many models...
-    min_nights: int = 2               # ...or was seen on this many consecutive nightlies (and a crash is confirmed)
-    pause_label: str = "flagsweep: pause"   # an open issue with this label stops every write (the kill switch)
-    shadow: bool = False              # read GitHub, but write the planned actions to files instead of GitHub
-    dynamic_label: str = "module: dynamic shapes"   # added when dynamic=False makes the reproducer pass ("": none)
-    summary_configs: list[str] = field(default_factory=lambda: list(SUMMARY_CONFIGS))   # names or globs with a summary issue
+    # consecutive nightlies every crashing model must compile on before a close
+    verify_nightlies: int = setting(2, between(1, MAX_NIGHTS, " nightlies"))
+    labels: list[str] = setting(["flagsweep"], NAMES)
+    report_url: str | None = setting(None, URL)           # where the full report is published, if anywhere
+    dry_run_out: str = setting("flagsweep-out", TEXT, holds=Holds.PATH)
+    # new tracking issues filed per publish; the rest wait, by leverage (pending)
+    max_new_per_night: int = setting(5, at_least(0, " issues"))
+    max_open: int = setting(25, at_least(0, " issues"))   # open tracking issues at most; new ones wait meanwhile
+    # "what changed" comments per issue per day; later changes: body only
+    max_comments_per_issue_per_day: int = setting(1, at_least(0, " comments"))
+    min_models: int = setting(2, at_least(1, " models"))  # a new signature is filed once it crashes this many models...
+    # ...or was seen on this many consecutive nightlies (and a crash is confirmed)
+    min_nights: int = setting(2, between(1, MAX_NIGHTS, " nightlies"))
+    pause_label: str = setting("flagsweep: pause", TEXT)  # an open issue with this label stops every write
+    shadow: bool = setting(False)      # read GitHub, but write the planned actions to files instead of GitHub
+    # added when dynamic=False makes the reproducer pass ("": none)
+    dynamic_label: str = setting("module: dynamic shapes",
+                                 Check(lambda v: v == v.strip() and "," not in v,
+                                       'a label name without commas or surrounding spaces, or "" (none)'))
+    # names or globs with a summary issue
+    summary_configs: list[str] = setting(list(SUMMARY_CONFIGS), NAMES)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SchedulerSettings:
-    cron: str = "0 3 * * *"
-    timezone: str = "UTC"
-    misfire_grace_time: int = 3600    # seconds late a nightly may still start (a restart at 03:20 still runs it)
-    shutdown_grace: float = 30.0      # seconds a job may take to finish on SIGTERM before it is requeued
-    stuck_after: float = 3600.0       # seconds a ready job may wait untaken before /healthz calls it stuck
+    cron: str = setting("0 3 * * *", TEXT)
+    timezone: str = setting("UTC", TEXT)
+    # seconds late a nightly may still start (a restart at 03:20 still runs it)
+    misfire_grace_time: int = setting(3600, at_least(0, _S))
+    shutdown_grace: float = setting(30.0, at_least(0, _S))   # seconds a job may take on SIGTERM before it is requeued
+    stuck_after: float = setting(3600.0, more_than(0, _S))   # seconds a ready job may wait untaken: /healthz says stuck
 
 
-@dataclass
+@dataclass(frozen=True)
 class WebhookSettings:
-    host: str = "127.0.0.1"
-    port: int = 8080
-    secret: str | None = None        # env FLAGSWEEP_WEBHOOK_SECRET
-    max_body: int = 1_000_000        # bytes; a larger delivery gets 413
-    drain_limit: int = 16_000_000    # bytes of an oversize body read and discarded so the sender reads its 413
-    max_headers: int = 100           # more header fields than this: 431
-    read_timeout: float = 10.0       # seconds a sender may pause while sending a body (then 408)
-    header_timeout: float = 5.0      # seconds a connection has to send a complete request head, then it is closed
-    max_connections: int = 200       # open connections at most
-    max_per_peer: int = 20           # open connections from one address at most (a proxy in front: raise it)
-    reserve: int = 50                # of max_connections, kept for requests being answered (not for slow headers)
-    access_log: bool = True          # one line per request on the `flagsweep.access` logger
+    host: str = setting("127.0.0.1", TEXT)
+    port: int = setting(8080, Check(lambda v: 0 <= v <= 65535, "a TCP port, 0 to 65535"))
+    secret: str | None = setting(None, TEXT)                # env FLAGSWEEP_WEBHOOK_SECRET
+    max_body: int = setting(1_000_000, more_than(0, " bytes"))   # bytes; a larger delivery gets 413
+    # bytes of an oversize body read and discarded so the sender reads its 413
+    drain_limit: int = setting(16_000_000, at_least(0, " bytes"),
+                               agrees=Check(lambda w: w.drain_limit >= w.max_body, "max_body or more"))
+    max_headers: int = setting(100, at_least(1))            # more header fields than this: 431
+    read_timeout: float = setting(10.0, more_than(0, _S))   # seconds a sender may pause while sending a body (408)
+    # seconds a connection has to send a complete request head, then it is closed
+    header_timeout: float = setting(5.0, more_than(0, _S))
+    max_connections: int = setting(200, at_least(2))        # open connections at most
+    max_per_peer: int = setting(20, at_least(1))   # open connections from one address (a proxy in front: raise it)
+    # of max_connections, kept for requests being answered (not for slow headers)
+    reserve: int = setting(50, at_least(1),
+                           agrees=Check(lambda w: w.reserve < w.max_connections, "less than max_connections"))
+    access_log: bool = setting(True)               # one line per request on the `flagsweep.access` logger
 
 
-@dataclass
+@dataclass(frozen=True)
 class CommandSettings:
-    handle: str = "@flagsweep-bot"
-    allowlist: list[str] = field(default_factory=list)
-    min_permission: str = "triage"
-    rate_limit: int = 5              # commands per user per hour
-    any_issue: bool = False          # accept commands on issues the bot does not own
-    permission_ttl: float = 300.0    # seconds a looked-up repository role is trusted
-    max_models: int = 50             # most models one `sweep` command may start
-    retry_for: float = 3600.0        # seconds a command keeps being retried while GitHub is unavailable
-    retry_backoff: float = 30.0      # first wait before a retry (doubles, at most 10 minutes)
+    handle: str = setting("@flagsweep-bot", Check(lambda v: v.startswith("@") and _LOGIN.match(v[1:]),
+                                                  "@ and a GitHub login"))
+    allowlist: list[str] = setting([], Check(lambda v: all(_LOGIN.match(x) for x in v), "a list of GitHub logins"))
+    min_permission: str = setting("triage", one_of(*ROLES))
+    rate_limit: int = setting(5, between(1, 1000, " commands an hour"))   # commands per user per hour
+    any_issue: bool = setting(False)               # accept commands on issues the bot does not own
+    permission_ttl: float = setting(300.0, at_least(0, _S))   # seconds a looked-up repository role is trusted
+    max_models: int = setting(50, between(1, 10_000, " models"))   # most models one `sweep` command may start
+    # seconds a command keeps being retried while GitHub is unavailable
+    retry_for: float = setting(3600.0, Check(lambda v: v >= 0, "0 or more seconds"))
+    retry_backoff: float = setting(30.0, more_than(0, _S))   # first wait before a retry (doubles, at most 10 minutes)
 
 
-@dataclass
+@dataclass(frozen=True)
 class NightlySettings:
-    index_url: str = "https://download.pytorch.org/whl/nightly"
-    channel: str = "cpu"
-    venv_dir: str | None = None      # where per-version venvs are cached
-    transformers_pin: str | None = None   # None: the transformers version installed here; "": install none
-    configs: list[str] = field(default_factory=lambda: ["capture_scalar_outputs", "capture_dynamic_output_shape_ops"])
-    models: list[str] = field(default_factory=list)    # globs; empty: the embedded default corpus
-    extra_index_url: str = "https://pypi.org/simple"   # where torch's and transformers' deps come from; "": none
-    find_links: list[str] = field(default_factory=list)
-    no_deps: bool = False             # install only the wheels named (tests, pre-provisioned runners)
-    pip_args: list[str] = field(default_factory=list)
-    install_timeout: float = 1800.0   # seconds for one venv install
-    torch: str = "nightly"            # what `serve` sweeps each night and on `rerun`: as `nightly --torch` takes it
-    range_installs: int = 8           # builds a night's regression-range search may install; 0: no search
+    index_url: str = setting("https://download.pytorch.org/whl/nightly", URL)
+    channel: str = setting("cpu")
+    venv_dir: str | None = setting(None, TEXT, holds=Holds.PATH)   # where per-version venvs are cached
+    transformers_pin: str | None = setting(None)   # None: the transformers version installed here; "": install none
+    configs: list[str] = setting(["capture_scalar_outputs", "capture_dynamic_output_shape_ops"], NAMES)
+    models: list[str] = setting([], NAMES)         # globs; empty: the embedded default corpus
+    # where torch's and transformers' deps come from; "": none
+    extra_index_url: str = setting("https://pypi.org/simple", URL_OR_NONE)
+    find_links: list[str] = setting([], NAMES)
+    no_deps: bool = setting(False)                 # install only the wheels named (tests, pre-provisioned runners)
+    pip_args: list[str] = setting([])
+    install_timeout: float = setting(1800.0, more_than(0, _S))   # seconds for one venv install
+    # what `serve` sweeps each night and on `rerun`: as `nightly --torch` takes it
+    torch: str = setting("nightly", TEXT)
     # Models that must build, run eager and compile at baseline every night, or nothing is filed (the gate);
     # swept with the night when its models lack them. Cheap and well-behaved, one per stratum.
-    canaries: list[str] = field(default_factory=lambda: ["GPT2Model", "BartModel", "ViTModel"])
-    max_error_jump: float = 0.15      # a rise of the share of models failing at baseline past this: environment suspect
+    canaries: list[str] = setting(["GPT2Model", "BartModel", "ViTModel"], NAMES)
+    # a rise of the share of models failing at baseline past this: environment suspect
+    max_error_jump: float = setting(0.15, Check(lambda v: 0 < v <= 1,
+                                                "more than 0 and at most 1 (a share of the models)"))
 
 
-@dataclass
+@dataclass(frozen=True)
 class VerifySettings:
-    max_minutes: float = 30.0         # wall-clock minutes the verify step may take per night; the rest waits (pending)
+    """The verify step (bot.verify): each tracking group's reproducer verified, shrunk and isolated."""
+    enabled: bool = setting(True)        # run each tracking issue's reproducer in a fresh interpreter
+    timeout: float = setting(600.0, more_than(0, _S))   # seconds per reproducer run
+    # seconds per issue to shrink its confirmed reproducer (0: embed it unshrunk)
+    shrink_budget: float = setting(150.0, Check(lambda v: v >= 0, "0 or more seconds (0: no shrinking)"))
+    # wall-clock minutes the verify step may take per night; the rest waits (pending)
+    max_minutes: float = setting(30.0, more_than(0, " minutes"))
 
 
-@dataclass
+@dataclass(frozen=True)
+class ConfirmSettings:
+    """Flake confirmation (bot.pipeline.flake): new crashes and fixes re-run in fresh workers."""
+    runs: int = setting(2, between(0, 20, " re-runs"))   # re-runs per new crash or fix; 0: no confirmation
+
+
+@dataclass(frozen=True)
+class RangeSettings:
+    """The regression-range search (bot.ranges): the nightlies between two runs bisected."""
+    # builds a night's regression-range search may install; 0: no search
+    installs: int = setting(8, between(0, 64, " installs (0: no range search)"))
+
+
+@dataclass(frozen=True)
 class ZooSettings:
-    cache_dir: str | None = None     # where older versions kept `zoo check` files (ignored now); default: beside the state file
-    check_timeout: float = 120.0     # seconds per model for build + eager forward
+    # where older versions kept `zoo check` files (ignored now); default: beside the state file
+    cache_dir: str | None = setting(None, TEXT, holds=Holds.PATH)
+    check_timeout: float = setting(120.0, more_than(0, _S))   # seconds per model for build + eager forward
 
 
-@dataclass
+@dataclass(frozen=True)
 class Settings:
-    state_path: Path = field(default_factory=lambda: default_state_path(os.environ))
-    sweep: SweepSettings = field(default_factory=SweepSettings)
-    github: GitHubSettings = field(default_factory=GitHubSettings)
-    issues: IssueSettings = field(default_factory=IssueSettings)
-    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
-    webhook: WebhookSettings = field(default_factory=WebhookSettings)
-    commands: CommandSettings = field(default_factory=CommandSettings)
-    nightly: NightlySettings = field(default_factory=NightlySettings)
-    zoo: ZooSettings = field(default_factory=ZooSettings)
-    verify: VerifySettings = field(default_factory=VerifySettings)
+    state_path: Path = setting(factory=lambda: default_state_path(os.environ), holds=Holds.PATH)
+    sweep: SweepSettings = section(SweepSettings)
+    github: GitHubSettings = section(GitHubSettings)
+    issues: IssueSettings = section(IssueSettings)
+    scheduler: SchedulerSettings = section(SchedulerSettings)
+    webhook: WebhookSettings = section(WebhookSettings)
+    commands: CommandSettings = section(CommandSettings)
+    nightly: NightlySettings = section(NightlySettings)
+    zoo: ZooSettings = section(ZooSettings)
+    verify: VerifySettings = section(VerifySettings)
+    confirm: ConfirmSettings = section(ConfirmSettings)
+    ranges: RangeSettings = section(RangeSettings)
     routing: list[dict[str, Any]] = field(default_factory=list)   # cc rules, validated by bot.issues.routing
     source: str | None = None        # the settings file read, if any
+
+
+# Settings that moved to their feature's own section: (old section, old key, new section, new key). The old
+# place still works for one release, with a warning; setting both is an error.
+MOVED: tuple[tuple[str, str, str, str], ...] = (
+    ("issues", "verify_reproducers", "verify", "enabled"),
+    ("issues", "repro_timeout", "verify", "timeout"),
+    ("issues", "shrink_budget", "verify", "shrink_budget"),
+    ("sweep", "confirm_runs", "confirm", "runs"),
+    ("nightly", "range_installs", "ranges", "installs"),
+)
 
 
 def _expected(hint: Any) -> tuple[tuple[type, ...], bool]:
@@ -219,200 +358,143 @@ def _check_type(hint: Any, value: Any, where: str) -> Any:
     return Path(value) if hint is Path else value
 
 
-ROLES = ("none", "read", "triage", "write", "maintain", "admin")   # repository roles, lowest first
-_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}(\[bot\])?$")
+def _checked(f: dataclasses.Field, hint: Any, value: Any, where: str) -> Any:
+    """A file's value for field f: its type, a finite number, then the field's own check."""
+    value = _check_type(hint, value, where)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SettingsError(f"{where}: must be a finite number, got {value!r}")
+    check: Check = f.metadata["check"]
+    if value is not None and not check.passes(value):
+        raise SettingsError(f"{where}: must be {check.what}, got {value!r}")
+    return value
 
 
-def _at_least(low: float, unit: str = "") -> tuple[Any, str]:
-    return (lambda v: v >= low), f"at least {low:g}{unit}"
+def settable(cls: type) -> dict[str, dataclasses.Field]:
+    """The fields of a settings dataclass a file may set (sections and settings), by name."""
+    return {f.name: f for f in fields(cls) if "check" in f.metadata or "section" in f.metadata}
 
 
-def _more_than(low: float, unit: str = "") -> tuple[Any, str]:
-    return (lambda v: v > low), f"more than {low:g}{unit}"
+def checks(cls: type = Settings, prefix: str = "") -> dict[str, Check]:
+    """Every setting a file may set ("section.field"), with its declared check."""
+    hints = typing.get_type_hints(cls)
+    found: dict[str, Check] = {}
+    for name, f in settable(cls).items():
+        if "section" in f.metadata:
+            found.update(checks(hints[name], f"{prefix}{name}."))
+        else:
+            found[prefix + name] = f.metadata["check"]
+    return found
 
 
-def _between(low: float, high: float, unit: str = "") -> tuple[Any, str]:
-    return (lambda v: low <= v <= high), f"{low:g} to {high:g}{unit}"
-
-
-def _one_of(*values: str) -> tuple[Any, str]:
-    return (lambda v: v in values), " or ".join(values)
-
-
-_ANY = (lambda v: True, "any value")
-_TEXT = (lambda v: bool(v.strip()), "not empty")
-_NAMES = (lambda v: all(x.strip() for x in v), "a list of non-empty names")
-_URL = (lambda v: re.match(r"^(https?|file)://\S+$", v), "an http(s):// or file:// URL")
-_URL_OR_NONE = (lambda v: v == "" or re.match(r"^(https?|file)://\S+$", v), 'an http(s):// URL or "" (none)')
-_S = " seconds"
-
-# Every setting a file may set, with the values the program can use beyond its type (the annotation):
-# (test, what it must be). A key not here is unknown; floats must also be finite.
-FIELDS: dict[str, tuple[Any, str]] = {
-    "state_path": _ANY,
-    "sweep.workers": (lambda v: v >= 0, "0 (one per core) or more"),
-    "sweep.timeout": _more_than(0, _S),
-    "sweep.backend": _one_of("count", "eager", "aot_eager", "inductor"),
-    "sweep.device": (lambda v: re.match(r"^(cpu|cuda(:\d+)?|mps|xpu(:\d+)?)$", v), "cpu, cuda or cuda:N"),
-    "sweep.max_items_per_worker": _at_least(1),
-    "sweep.max_rss_mb": _more_than(0, " MB"),
-    "sweep.python": (lambda v: v.strip(), "an interpreter path"),
-    "sweep.config_file": _TEXT,
-    "sweep.confirm_runs": _between(0, 20, " re-runs"),
-    "sweep.population": _one_of(*POPULATIONS),
-    "sweep.prune_audit": (lambda v: 0 <= v <= 1, "a share between 0 and 1"),
-    "github.repo": (lambda v: v.count("/") == 1 and all(v.split("/")), "OWNER/NAME"),
-    "github.base_url": _URL,
-    "github.token": _TEXT,
-    "github.app_id": _at_least(1),
-    "github.private_key_path": _TEXT,
-    "github.private_key": _TEXT,
-    "github.installation_id": _at_least(1),
-    "github.bot_login": (lambda v: v == "" or _LOGIN.match(v), 'a GitHub login, or "" (the credentials\' own)'),
-    "github.mutation_interval": _between(0, 60, _S),
-    "github.max_retries": _between(0, 20, " retries"),
-    "github.max_wait": _between(1, 3600, _S),
-    "github.retry_backoff": _between(0, 600, _S),           # 0: retry at once (tests, a local GitHub Enterprise)
-    "github.request_timeout": _between(1, 600, _S),
-    "issues.verify_nightlies": _between(1, MAX_NIGHTS, " nightlies"),
-    "issues.labels": _NAMES,
-    "issues.summary_configs": _NAMES,
-    "issues.report_url": _URL,
-    "issues.dry_run_out": _TEXT,
-    "issues.verify_reproducers": _ANY,
-    "issues.repro_timeout": _more_than(0, _S),
-    "issues.shrink_budget": (lambda v: v >= 0, "0 or more seconds (0: no shrinking)"),
-    "issues.max_new_per_night": _at_least(0, " issues"),
-    "issues.max_open": _at_least(0, " issues"),
-    "issues.max_comments_per_issue_per_day": _at_least(0, " comments"),
-    "issues.min_models": _at_least(1, " models"),
-    "issues.min_nights": _between(1, MAX_NIGHTS, " nightlies"),
-    "issues.pause_label": _TEXT,
-    "issues.shadow": _ANY,
-    "issues.dynamic_label": (lambda v: v == v.strip() and "," not in v, 'a label name without commas or '
-                                                                       'surrounding spaces, or "" (none)'),
-    "scheduler.cron": _TEXT,
-    "scheduler.timezone": _TEXT,
-    "scheduler.misfire_grace_time": _at_least(0, _S),
-    "scheduler.shutdown_grace": _at_least(0, _S),
-    "scheduler.stuck_after": _more_than(0, _S),
-    "webhook.host": _TEXT,
-    "webhook.port": (lambda v: 0 <= v <= 65535, "a TCP port, 0 to 65535"),
-    "webhook.secret": _TEXT,
-    "webhook.max_body": _more_than(0, " bytes"),
-    "webhook.drain_limit": _at_least(0, " bytes"),
-    "webhook.max_headers": _at_least(1),
-    "webhook.read_timeout": _more_than(0, _S),
-    "webhook.header_timeout": _more_than(0, _S),
-    "webhook.max_connections": _at_least(2),
-    "webhook.max_per_peer": _at_least(1),
-    "webhook.reserve": _at_least(1),
-    "webhook.access_log": _ANY,
-    "commands.handle": (lambda v: v.startswith("@") and _LOGIN.match(v[1:]), "@ and a GitHub login"),
-    "commands.allowlist": (lambda v: all(_LOGIN.match(x) for x in v), "a list of GitHub logins"),
-    "commands.min_permission": _one_of(*ROLES),
-    "commands.rate_limit": _between(1, 1000, " commands an hour"),
-    "commands.any_issue": _ANY,
-    "commands.permission_ttl": _at_least(0, _S),
-    "commands.max_models": _between(1, 10_000, " models"),
-    "commands.retry_for": (lambda v: v >= 0, "0 or more seconds"),
-    "commands.retry_backoff": _more_than(0, _S),
-    "nightly.index_url": _URL,
-    "nightly.channel": _ANY,
-    "nightly.venv_dir": _TEXT,
-    "nightly.transformers_pin": _ANY,
-    "nightly.configs": _NAMES,
-    "nightly.models": _NAMES,
-    "nightly.extra_index_url": _URL_OR_NONE,
-    "nightly.find_links": _NAMES,
-    "nightly.no_deps": _ANY,
-    "nightly.pip_args": _ANY,
-    "nightly.install_timeout": _more_than(0, _S),
-    "nightly.torch": _TEXT,
-    "nightly.range_installs": _between(0, 64, " installs (0: no range search)"),
-    "nightly.canaries": _NAMES,
-    "nightly.max_error_jump": (lambda v: 0 < v <= 1, "more than 0 and at most 1 (a share of the models)"),
-    "zoo.cache_dir": _TEXT,
-    "zoo.check_timeout": _more_than(0, _S),
-    "verify.max_minutes": _more_than(0, " minutes"),
-}
-
-# Settings that must agree with another: (field, test on the section, what it must be).
-_RELATIONS: list[tuple[str, Any, str]] = [
-    ("webhook.drain_limit", lambda w: w.drain_limit >= w.max_body, "max_body or more"),
-    ("webhook.reserve", lambda w: w.reserve < w.max_connections, "less than max_connections"),
-]
-
-
-def _fill(obj: Any, data: Mapping[str, Any], where: str, section: str = "") -> None:
-    """Copy `data` onto dataclass `obj`, checking names, types (from the annotations) and limits."""
-    known = {f.name: f for f in fields(obj)}
-    hints = typing.get_type_hints(type(obj))
+def _build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
+    """An instance of settings dataclass `cls` from a file's table, each value checked by its field."""
+    known = settable(cls)
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
     for key, value in data.items():
         if key not in known:
-            raise SettingsError(f"{where}: unknown setting {key!r} (known: {', '.join(sorted(_settable(section)))})")
-        current = getattr(obj, key)
-        if is_dataclass(current):
-            if not isinstance(value, dict):
-                raise SettingsError(f"{where}.{key}: expected a table")
-            _fill(current, value, f"{where}.{key}", key)
+            raise SettingsError(f"{where}: unknown setting {key!r} (known: {', '.join(sorted(known))})")
+        if "section" not in known[key].metadata:
+            values[key] = _checked(known[key], hints[key], value, f"{where}.{key}")
+        elif not isinstance(value, dict):
+            raise SettingsError(f"{where}.{key}: expected a table")
+        else:
+            values[key] = _build(hints[key], value, f"{where}.{key}")
+    built = cls(**values)
+    _check_agreement(built, where)
+    return built
+
+
+def _check_agreement(obj: Any, where: str) -> None:
+    """The fields that must agree with another one; a SettingsError names the first that does not."""
+    for f in fields(obj):
+        agrees: Check | None = f.metadata.get("agrees")
+        if agrees is not None and not agrees.passes(obj):
+            raise SettingsError(f"{where}.{f.name}: must be {agrees.what}, got {getattr(obj, f.name)!r}")
+
+
+def _move_deprecated(data: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The file's tables with each setting that moved (MOVED) at its new place, warning once per old key."""
+    moved = {key: dict(value) if isinstance(value, dict) else value for key, value in data.items()}
+    for old_section, old_key, new_section, new_key in MOVED:
+        old = moved.get(old_section)
+        if not isinstance(old, dict) or old_key not in old:
             continue
-        name = f"{section}.{key}" if section else key
-        if name not in FIELDS:
-            raise SettingsError(f"{where}: unknown setting {key!r} (known: {', '.join(sorted(_settable(section)))})")
-        value = _check_type(hints[key], value, f"{where}.{key}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise SettingsError(f"{where}.{key}: must be a finite number, got {value!r}")
-        if value is not None and not FIELDS[name][0](value):
-            raise SettingsError(f"{where}.{key}: must be {FIELDS[name][1]}, got {value!r}")
-        setattr(obj, key, value)
+        new = moved.setdefault(new_section, {})
+        if not isinstance(new, dict):
+            continue     # _build names the section that is not a table
+        if new_key in new:
+            raise SettingsError(f"{where}: [{old_section}] {old_key} and [{new_section}] {new_key} are the same "
+                                f"setting; keep only [{new_section}] {new_key}")
+        log.warning("settings: [%s] %s is deprecated; use [%s] %s", old_section, old_key, new_section, new_key)
+        new[new_key] = old.pop(old_key)
+    return moved
 
 
-def _settable(section: str) -> list[str]:
-    """The keys a file may set in `section` ("" for the top level)."""
-    names = [n.split(".") for n in FIELDS]
-    if not section:
-        return [n[0] for n in names if len(n) == 1] + sorted({n[0] for n in names if len(n) == 2})
-    return [n[1] for n in names if n[0] == section]
+def _absolute(value: Any, holds: Holds) -> Any:
+    """A path setting joined to the current directory (a name such as "python3" stays a name)."""
+    if isinstance(value, Path):
+        return Path(absolute(str(value)))
+    if not isinstance(value, str) or not value:
+        return value
+    if holds is Holds.PATH or (holds is Holds.PATH_OR_NAME and named_path(value)):
+        return absolute(value)
+    return value
 
 
-def _check_relations(settings: Settings, where: str) -> None:
-    """The settings that must agree with another one; a SettingsError names the first that does not."""
-    for name, test, what in _RELATIONS:
-        section, key = name.split(".")
-        values = getattr(settings, section)
-        if not test(values):
-            raise SettingsError(f"{where}.{name}: must be {what}, got {getattr(values, key)!r}")
+def _with_absolute_paths(obj: T) -> T:
+    """A copy of settings dataclass `obj` with every field that holds a path (its declaration says so) absolute."""
+    changes: dict[str, Any] = {}
+    for f in fields(obj):     # type: ignore[arg-type]
+        value = getattr(obj, f.name)
+        if "section" in f.metadata:
+            changes[f.name] = _with_absolute_paths(value)
+        elif f.metadata.get("holds", Holds.VALUE) is not Holds.VALUE:
+            changes[f.name] = _absolute(value, f.metadata["holds"])
+    return dataclasses.replace(obj, **changes)   # type: ignore[type-var]
+
+
+def _read_file(p: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The settings file's tables and its cc routing rules (checked by bot.issues.routing)."""
+    try:
+        data = read_toml(p, "settings file")
+    except UnreadableFile as exc:
+        raise SettingsError(str(exc)) from None
+    routing = data.pop("routing", None)
+    if routing is None:
+        return data, []
+    rules = routing.get("rule", []) if isinstance(routing, dict) else routing
+    if not isinstance(rules, list):
+        raise SettingsError(f"{p}: [routing] must hold [[routing.rule]] tables")
+    return data, rules
+
+
+def _from_environment(settings: Settings, env: Mapping[str, str]) -> Settings:
+    """The settings with the secrets and overrides the environment holds."""
+    github, webhook = {}, {}
+    if env.get("FLAGSWEEP_GITHUB_TOKEN"):
+        github["token"] = env["FLAGSWEEP_GITHUB_TOKEN"]
+    if env.get("FLAGSWEEP_GITHUB_APP_KEY"):
+        github["private_key"] = env["FLAGSWEEP_GITHUB_APP_KEY"]
+    if env.get("FLAGSWEEP_REPO"):
+        github["repo"] = env["FLAGSWEEP_REPO"]
+    if env.get("FLAGSWEEP_WEBHOOK_SECRET"):
+        webhook["secret"] = env["FLAGSWEEP_WEBHOOK_SECRET"]
+    state = Path(env["FLAGSWEEP_STATE"]) if env.get("FLAGSWEEP_STATE") else settings.state_path
+    return dataclasses.replace(settings, state_path=state, github=dataclasses.replace(settings.github, **github),
+                               webhook=dataclasses.replace(settings.webhook, **webhook))
 
 
 def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
-    """Build the Settings from a TOML file (optional) and the environment."""
+    """Build the Settings from a TOML file (optional) and the environment; path settings made absolute."""
     env = os.environ if env is None else env
-    settings = Settings(state_path=default_state_path(env))
     path = path or env.get("FLAGSWEEP_SETTINGS")
+    settings = Settings(state_path=default_state_path(env))
     if path:
         p = Path(path)
-        try:
-            data = read_toml(p, "settings file")
-        except UnreadableFile as exc:
-            raise SettingsError(str(exc)) from None
-        settings.source = str(p)
-        routing = data.pop("routing", None)
-        if routing is not None:
-            rules = routing.get("rule", []) if isinstance(routing, dict) else routing
-            if not isinstance(rules, list):
-                raise SettingsError(f"{p}: [routing] must hold [[routing.rule]] tables")
-            settings.routing = rules
-        _fill(settings, data, str(p))
-        _check_relations(settings, str(p))
-    if env.get("FLAGSWEEP_STATE"):
-        settings.state_path = Path(env["FLAGSWEEP_STATE"])
-    if env.get("FLAGSWEEP_GITHUB_TOKEN"):
-        settings.github.token = env["FLAGSWEEP_GITHUB_TOKEN"]
-    if env.get("FLAGSWEEP_GITHUB_APP_KEY"):
-        settings.github.private_key = env["FLAGSWEEP_GITHUB_APP_KEY"]
-    if env.get("FLAGSWEEP_WEBHOOK_SECRET"):
-        settings.webhook.secret = env["FLAGSWEEP_WEBHOOK_SECRET"]
-    if env.get("FLAGSWEEP_REPO"):
-        settings.github.repo = env["FLAGSWEEP_REPO"]
-    return settings
+        data, rules = _read_file(p)
+        data = _move_deprecated(data, str(p))
+        # the default store path from `env`, not from the os.environ that Settings() would read
+        data.setdefault("state_path", str(settings.state_path))
+        settings = dataclasses.replace(_build(Settings, data, str(p)), routing=rules, source=str(p))
+    return _with_absolute_paths(_from_environment(settings, env))

@@ -17,7 +17,7 @@ OK, SUSPECT = "ok", "environment_suspect"
 
 
 @dataclass
-class Gate:
+class EnvironmentVerdict:
     """One run's gate verdict; `reasons` are {kind: check | canary | jump, ...} dicts the templates word."""
 
     run_id: int
@@ -34,7 +34,7 @@ class Gate:
         return asdict(self)
 
 
-def record(conn: sqlite3.Connection, gate: Gate) -> Gate:
+def record(conn: sqlite3.Connection, gate: EnvironmentVerdict) -> EnvironmentVerdict:
     """Store (or replace) the run's verdict; returns it with its time."""
     gate.checked_at = now()
     with transaction(conn):
@@ -43,12 +43,12 @@ def record(conn: sqlite3.Connection, gate: Gate) -> Gate:
     return gate
 
 
-def get(conn: sqlite3.Connection, run_id: int) -> Gate | None:
+def get(conn: sqlite3.Connection, run_id: int) -> EnvironmentVerdict | None:
     """The run's stored verdict, or None when the gate never ran on it."""
     row = conn.execute("SELECT * FROM run_gates WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
         return None
-    return Gate(run_id=row["run_id"], verdict=row["verdict"], reasons=json.loads(row["reasons"]),
+    return EnvironmentVerdict(run_id=row["run_id"], verdict=row["verdict"], reasons=json.loads(row["reasons"]),
                 checked_at=row["checked_at"])
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Iterable
 
+from bot.issues.timeline import Timeline
 from bot.view.run_view import RunView
 from harness.core.diff import DiffResult, Transition
 from harness.core.effects import effects_for
@@ -13,6 +14,7 @@ from state.links import Link
 from state.ranges import Range
 from state.runs import Run
 from state.verdicts import RunVerdict
+from tests.fakegithub import scenario as sc
 
 
 def view(outcomes: Iterable[Outcome], *, effects: Iterable[Effect] | None = None, run_id: int = 7,
@@ -46,3 +48,16 @@ def transition(model: str, config: str, kind: str, before: str | None, after: st
                 "fingerprint": None}
     return Transition(model=model, config=config, transition=kind, before=side(before, None),
                       after=side(after, effect), flaky_rate=flaky_rate)
+
+
+NONE = Timeline()   # no nightlies seen before
+
+
+def inputs(results: dict, *, links: dict[str, Link] | None = None, transitions: list | None = None,
+           ranges: list[Range] | None = None, verdicts: list[RunVerdict] | None = None) -> RunView:
+    """The run view of the scenario's `results` (model -> config -> graphs or signature), as the planner reads it."""
+    outs = [sc.outcome(m, c, spec.get(c, spec.get("baseline", 3)), "decoder_llm")
+            for m, spec in sorted(results.items()) for c in sc.CONFIGS]
+    return view(outs, configs=sc.CONFIGS, environment=sc.ENV, options={"backend": "count"}, models=sorted(results),
+                   links=(links or {}).values(), transitions=transitions or [], ranges=ranges or [],
+                   verdicts=verdicts or [])

@@ -68,15 +68,14 @@ ANY = "py3-none-any"   # a wheel tag every Python installs
 def _index_labels(tmp_path, wheels: list[tuple[str, str, str]]) -> list[str]:
     """The `bisect` command's real build source (the pipeline's list_builds) over a fake PEP 503 index."""
     from bot.pipeline.steps import list_builds
-    from bot.settings import Settings
+    from bot.settings import NightlySettings, Settings
     from tests.fakeindex import FakeIndex
 
     idx = FakeIndex(tmp_path / "index")
     try:
         for version, git, tag in wheels:
             idx.add(version, git, tag)
-        s = Settings(state_path=tmp_path / "s.sqlite")
-        s.nightly.index_url = idx.url
+        s = Settings(state_path=tmp_path / "s.sqlite", nightly=NightlySettings(index_url=idx.url))
         return list_builds(s)
     finally:
         idx.close()

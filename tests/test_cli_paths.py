@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli import paths
-from bot.settings import Settings
+from bot.settings import load
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,7 @@ def test_every_command_takes_relative_paths_from_another_directory(tmp_path):
     (work / "venv").symlink_to(sys.prefix, target_is_directory=True)   # venv/bin/python: relative to here only
     (work / "conf").mkdir()
     (work / "conf" / "flagsweep.toml").write_text('[sweep]\npython = "venv/bin/python"\n'
-                                                  '[issues]\nverify_reproducers = false\n')
+                                                  '[verify]\nenabled = false\n')
     before = _top_level(ROOT)
     base = ("--settings", "conf/flagsweep.toml", "--state", "data/st.sqlite")
     (work / "data").mkdir()
@@ -83,9 +83,8 @@ def test_paths_become_absolute_and_names_stay_names(tmp_path, monkeypatch):
     assert args.lock_dir == str(tmp_path.parent / "locks")
     assert args.python == "python3" and args.torch == str(tmp_path / "venv" / "bin" / "python")
     assert args.runs == ["3", str(tmp_path / "shards" / "a.json")] and args.models == ["GPT2Model"]
-    settings = Settings(state_path=Path("st.sqlite"))
-    settings.sweep.python = "venv/bin/python"
-    paths.absolute_settings(settings)
+    (tmp_path / "s.toml").write_text('state_path = "st.sqlite"\n[sweep]\npython = "venv/bin/python"\n')
+    settings = load("s.toml", env={})
     assert settings.state_path == tmp_path / "st.sqlite"
     assert settings.issues.dry_run_out == str(tmp_path / "flagsweep-out")
     assert settings.sweep.python == str(tmp_path / "venv" / "bin" / "python")

@@ -13,24 +13,9 @@ import pytest
 from bot.cli.main import main
 from state import db, runs
 from tests import historydata as hd
+from tests.helpers_cli import one_line, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run_cli(capsys, *args: str) -> tuple[int, str]:
-    """`flagsweep ARGS` in this process: (exit code, stderr); argparse's exit is caught like a return."""
-    try:
-        code = main(list(args))
-    except SystemExit as exc:
-        code = exc.code
-    err = capsys.readouterr().err
-    return code, err
-
-
-def one_line(err: str) -> str:
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 @pytest.fixture
@@ -102,7 +87,8 @@ def test_cuda_without_cuda_is_refused_in_the_interpreter_under_test(tmp_path, ca
     ("[sweep]\ndevice = \"bogus\"\n", "sweep.device"),
     ("[webhook]\nport = 99999\n", "webhook.port"),
     ("[issues]\nlabels = [1, 2]\n", "issues.labels"),
-    ("[issues]\nshrink_budget = -1\n", "issues.shrink_budget"),
+    ("[verify]\nshrink_budget = -1\n", "verify.shrink_budget"),
+    ("[confirm]\nruns = -1\n", "confirm.runs"),
 ])
 def test_settings_of_the_wrong_type_or_range_are_named_at_load(tmp_path, capsys, toml, named):
     path = tmp_path / "s.toml"
@@ -118,7 +104,7 @@ def test_optional_settings_still_take_their_type(tmp_path):
     path.write_text('state_path = "x.sqlite"\n[sweep]\npython = "/usr/bin/python3"\ntimeout = 5\n'
                     '[github]\nrepo = "o/r"\napp_id = 12\n')
     s = settings.load(path, env={})
-    assert s.state_path == Path("x.sqlite") and s.sweep.python == "/usr/bin/python3"
+    assert s.state_path == Path.cwd() / "x.sqlite" and s.sweep.python == "/usr/bin/python3"
     assert s.sweep.timeout == 5.0 and isinstance(s.sweep.timeout, float) and s.github.app_id == 12
 
 

@@ -59,7 +59,7 @@ def settings_file(tmp_path, stand_in) -> Path:
     (tmp_path / "configs.toml").write_text(CONFIGS)
     f = tmp_path / "nv.toml"
     f.write_text(f'[sweep]\nworkers = 1\ntimeout = 240\npython = "{stand_in}"\nconfig_file = "{tmp_path / "configs.toml"}"\n'
-                 f'[issues]\nverify_reproducers = false\nsummary_configs = ["*"]\n'
+                 f'[verify]\nenabled = false\n[issues]\nsummary_configs = ["*"]\n'
                  f'[nightly]\ncanaries = ["{MODEL}"]\n')     # the night's one model is its canary: no extra compiles
     return f
 
@@ -130,10 +130,10 @@ def test_a_command_sweep_checks_in_the_torch_it_runs_on(tmp_path, stand_in):
     """`@bot sweep --base-setting K=V`: K is asked of the nightly's torch, and a miss is a reply, not a run."""
     from bot.commands import work
     from bot.commands.context import Context, UserError
-    from bot.settings import Settings
+    from bot.settings import NightlySettings, Settings, SweepSettings
 
-    settings = Settings(state_path=tmp_path / "s.sqlite")
-    settings.sweep.python, settings.nightly.torch = str(stand_in), "current"
+    settings = Settings(state_path=tmp_path / "s.sqlite", sweep=SweepSettings(python=str(stand_in)),
+                        nightly=NightlySettings(torch="current"))
     ctx = Context(conn=db.connect(settings.state_path), settings=settings, github=None, gate=None)
     with pytest.raises(UserError, match=f"^--base-setting: unknown setting '{GONE}'"):
         work.sweep(ctx, [MODEL], {"baseline": {}}, {GONE: 0.3})
@@ -144,11 +144,11 @@ def test_a_bisect_probe_on_a_build_without_the_key_reports_it_unavailable(tmp_pa
     """Bisecting a flag across builds: a build that lacks its key is an outcome of its own, not a crash."""
     from bot.builds import provider
     from bot.commands.steps import probe_build
-    from bot.settings import Settings
+    from bot.settings import Settings, SweepSettings
 
-    settings = Settings(state_path=tmp_path / "s.sqlite")
     (tmp_path / "configs.toml").write_text(CONFIGS)
-    settings.sweep.config_file = str(tmp_path / "configs.toml")
+    settings = Settings(state_path=tmp_path / "s.sqlite",
+                        sweep=SweepSettings(config_file=str(tmp_path / "configs.toml")))
     # The install of that day's build is the provider's business (tests/test_provider.py); here it is the stand-in.
     monkeypatch.setattr(provider, "provide_spec",
                         lambda nightly, spec, progress=False, client=None: provider.current(str(stand_in)))

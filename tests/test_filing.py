@@ -6,6 +6,7 @@ and comments: one per issue and run however often it is published, and at most t
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from bot.issues import keys
 from bot.issues.context import PlanSettings
 from bot.issues.plan import plan
 from bot.issues.timeline import Timeline
-from bot.settings import Settings
+from bot.settings import IssueSettings, Settings, VerifySettings
 from harness.core.outcome import Outcome
 from state import db, links
 from tests import issueviews as iv
@@ -28,12 +29,8 @@ SIGS = [f"RuntimeError: failure number {i:02d} in op_{i}" for i in range(len(COU
 
 
 def settings_for(fake: FakeGitHub, tmp: Path, **issues: Any) -> Settings:
-    s = Settings(state_path=tmp / "state.sqlite")
-    s.github = fake.settings(retry_backoff=0.0)
-    s.issues.verify_reproducers = False
-    for k, v in issues.items():
-        setattr(s.issues, k, v)
-    return s
+    return Settings(state_path=tmp / "state.sqlite", github=fake.settings(retry_backoff=0.0),
+                    issues=IssueSettings(**issues), verify=VerifySettings(enabled=False))
 
 
 def twelve() -> dict[str, dict[str, sc.Spec]]:
@@ -186,7 +183,7 @@ def test_publishing_the_same_run_twice_posts_no_second_comment(fake_github: Fake
     b = tracked(fake)[sc.SIG_B]
     assert len(fake.state.comments(fake.repo, b.number)) == 1
     # The body changes (a cc rule added), the same run is published again: the body is rewritten, no comment.
-    settings.routing = [{"signature": "GuardOnDataDependent", "cc": ["alice"]}]
+    settings = replace(settings, routing=[{"signature": "GuardOnDataDependent", "cc": ["alice"]}])
     s = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
     assert "@alice" in fake.state.repo(fake.repo).issues[b.number].body and s.written >= 1
     assert len(fake.state.comments(fake.repo, b.number)) == 1

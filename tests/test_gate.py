@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import stat
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,12 +17,12 @@ import pytest
 from bot.cli.main import main
 from bot.cli.service import ENVIRONMENT_SUSPECT, exit_status
 from bot.commands import handlers
-from bot.commands.context import Context, Gate
+from bot.commands.context import Context, PermissionGate
 from bot.github import publish
 from bot.github.client import GitHubPublisher
 from bot.pipeline import gate as gate_mod
 from bot.pipeline import nightly
-from bot.settings import Settings
+from bot.settings import IssueSettings, NightlySettings, Settings, VerifySettings
 from harness.core.outcome import Outcome
 from state import db, gates, history, resolutions, runs
 from tests.fakegithub import FakeGitHub
@@ -49,12 +50,10 @@ class BrokenWorld(World):
 
 @pytest.fixture
 def gh_env(tmp_path, fake_github: FakeGitHub):
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.github = fake_github.settings(retry_backoff=0.0)
-    settings.nightly.configs = ["capture_scalar_outputs"]
-    settings.nightly.canaries = ["AlphaModel"]
-    settings.issues.verify_reproducers = False
-    settings.issues.min_models = 1     # one-model crashes filed at once (the evidence rule: test_filing.py)
+    settings = Settings(state_path=tmp_path / "state.sqlite", github=fake_github.settings(retry_backoff=0.0),
+                        nightly=NightlySettings(configs=["capture_scalar_outputs"], canaries=["AlphaModel"]),
+                        verify=VerifySettings(enabled=False),
+                        issues=IssueSettings(min_models=1))   # one-model crashes filed at once (test_filing.py)
     conn = db.connect(settings.state_path)
     yield settings, conn, BrokenWorld(), tmp_path, fake_github
     conn.close()
@@ -108,7 +107,7 @@ def test_a_failing_canary_is_suspect_even_without_a_jump(gh_env):
 
 def test_canaries_outside_the_nights_models_are_swept_with_it(gh_env):
     settings, conn, world, tmp, _ = gh_env
-    settings.nightly.canaries = ["ZetaModel"]
+    settings = replace(settings, nightly=replace(settings.nightly, canaries=["ZetaModel"]))
     result = nightly.run_nightly(conn, settings, models=["AlphaModel", "BetaForCausalLM"], out_dir=tmp,
                                  progress=False, steps=world.steps())
     assert sorted(runs.get_run(conn, result.run_id).models) == ["AlphaModel", "BetaForCausalLM", "ZetaModel"]
@@ -134,11 +133,8 @@ def test_max_error_jump_is_a_share(tmp_path):
 # ---- the kill switch and shadow mode -----------------------------------------------------------
 
 def _pub_settings(fake: FakeGitHub, tmp: Path) -> Settings:
-    s = Settings(state_path=tmp / "state.sqlite")
-    s.github = fake.settings(retry_backoff=0.0)
-    s.issues.verify_reproducers = False
-    s.issues.min_models = 1
-    return s
+    return Settings(state_path=tmp / "state.sqlite", github=fake.settings(retry_backoff=0.0),
+                    issues=IssueSettings(min_models=1), verify=VerifySettings(enabled=False))
 
 
 def test_the_pause_label_stops_every_write_and_a_command_is_told_once(tmp_path, fake_github: FakeGitHub):
@@ -154,7 +150,8 @@ def test_the_pause_label_stops_every_write_and_a_command_is_told_once(tmp_path, 
     assert paused.paused == switch.number and paused.actions == 0 and "nothing was written" in paused.stopped
     assert [r for r in fake.requests[mark:] if r.is_write] == []
     # A command on a bot issue: one reply saying so, nothing run; the job tried again says nothing more.
-    ctx = Context(conn=conn, settings=settings, github=GitHubPublisher(settings.github), gate=Gate(), dry_run=False)
+    ctx = Context(conn=conn, settings=settings, github=GitHubPublisher(settings.github), gate=PermissionGate(),
+                  dry_run=False)
     job = {"issue": tracking.number, "author": fake.human, "repo": fake.repo,
            "body": "@flagsweep-bot rerun\n@flagsweep-bot mute"}
     result = handlers.handle_job(ctx, job)
@@ -172,7 +169,7 @@ def test_the_pause_label_stops_every_write_and_a_command_is_told_once(tmp_path, 
 
 def test_shadow_mode_reads_github_and_writes_the_plan_to_files_only(tmp_path, fake_github: FakeGitHub):
     fake, settings = fake_github, _pub_settings(fake_github, tmp_path)
-    settings.issues.shadow = True
+    settings = replace(settings, issues=replace(settings.issues, shadow=True))
     conn = db.connect(settings.state_path)
     run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus())
     out = tmp_path / "shadow"
@@ -204,8 +201,8 @@ def _six_signatures(gone: int | None = None) -> dict:
 
 def test_precision_counts_each_close_reason(tmp_path, fake_github: FakeGitHub, capsys):
     fake, settings = fake_github, _pub_settings(fake_github, tmp_path)
-    settings.issues.verify_nightlies = 1
-    settings.issues.max_new_per_night = 6     # all six filed on the first night (the budget: test_filing.py)
+    # all six filed on the first night (the budget: test_filing.py)
+    settings = replace(settings, issues=replace(settings.issues, verify_nightlies=1, max_new_per_night=6))
     conn = db.connect(settings.state_path)
     publish.publish_run(conn, settings, sc.record_nightly(conn, "2026-11-20", _six_signatures()), dry_run=False,
                         out_dir=None)
@@ -275,7 +272,7 @@ def broken_bert(tmp_path_factory) -> Path:
 def test_a_canary_that_cannot_build_files_nothing_and_the_nightly_exits_3(tmp_path, broken_bert, capsys):
     conf = tmp_path / "s.toml"
     conf.write_text(f'[sweep]\nworkers = 1\ntimeout = 240\npython = "{broken_bert}"\n'
-                    '[issues]\nverify_reproducers = false\n[nightly]\ncanaries = ["BertModel"]\n')
+                    '[verify]\nenabled = false\n[nightly]\ncanaries = ["BertModel"]\n')
     out = tmp_path / "out"
     rc = main(["--settings", str(conf), "--state", str(tmp_path / "state.sqlite"), "nightly", "--torch", "current",
                "--dry-run", "--models", "GPT2Model", "--configs", "capture_scalar_outputs", "--out", str(out)])

@@ -27,7 +27,7 @@ def test_a_token_whose_login_matches_is_asked_once(fake_github: FakeGitHub) -> N
 def test_no_bot_login_takes_the_tokens_login(fake_github: FakeGitHub) -> None:
     settings = fake_github.settings(token=fake_github.human_token, bot_login="")
     assert GitHubPublisher(settings).login == fake_github.human
-    assert settings.bot_login == fake_github.human
+    assert settings.bot_login == ""           # the settings stay as read; the publisher writes as the adopted login
 
 
 def test_a_token_of_another_account_is_refused_in_one_line(fake_github: FakeGitHub) -> None:
@@ -47,7 +47,7 @@ def test_publish_refuses_before_writing_anything(fake_github: FakeGitHub, tmp_pa
     settings = tmp_path / "s.toml"
     settings.write_text(f'[github]\nrepo = "{fake_github.repo}"\nbase_url = "{fake_github.base_url}"\n'
                         f'bot_login = "flagsweep-bot"\nmutation_interval = 0.0\n'
-                        f'[issues]\nverify_reproducers = false\n')
+                        f'[verify]\nenabled = false\n')
     monkeypatch.setenv("FLAGSWEEP_GITHUB_TOKEN", fake_github.human_token)
     rc = main(["--settings", str(settings), "--state", str(state), "publish"])
     err = capsys.readouterr().err.strip()
@@ -60,7 +60,7 @@ def test_a_github_app_writes_as_its_slug_bot(fake_github: FakeGitHub) -> None:
     pem = _pem()
     settings = fake_github.settings(token=None, app_id=4321, private_key=pem, installation_id=77, bot_login="")
     pub = GitHubPublisher(settings)
-    assert pub.login == login == "triagebot[bot]" and settings.bot_login == "triagebot[bot]"
+    assert pub.login == login == "triagebot[bot]" and settings.bot_login == ""
     assert fake_github.requests.matching("GET", r"^/app$")
     assert not fake_github.requests.matching("GET", r"^/user$")      # an App cannot read /user
     n = pub.create_issue("kapp", "t", "<!-- flagsweep:key=kapp -->\nb", [], look=False)

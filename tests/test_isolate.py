@@ -21,7 +21,7 @@ from state import db, runs, verdicts as store
 from state.verdicts import Component, Shrink, Verdict
 from tests.fakegithub import scenario as sc
 from tests.checks_runner import answering_checks
-from tests.test_publisher_reproducers import a_run
+from tests.helpers_verify import a_run
 
 CSO, CDO = "capture_scalar_outputs", "capture_dynamic_output_shape_ops"
 SIG = sc.SIG_A
@@ -158,7 +158,7 @@ def _publish_twice(tmp_path: Path, backend: str, twin: Twin) -> tuple[list[int],
         for model in sc.corpus():                          # what reproducers are rendered from
             runs.record_model(conn, run_id, model, {"model": model, "config_class": "X"})
         before = len(twin.calls)
-        verify_run(conn, run_id, enabled=True, timeout=600, shrink_budget=settings.issues.shrink_budget, runner=twin)
+        verify_run(conn, run_id, enabled=True, timeout=600, shrink_budget=settings.verify.shrink_budget, runner=twin)
         publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / date))
         calls.append(len(twin.calls) - before)
     plan = json.loads((tmp_path / "2026-11-20" / "plan.json").read_text())

@@ -19,7 +19,7 @@ from bot.verify import isolate, reproducers
 from bot.issues.keys import tracking_key
 from bot.github import publish
 from bot.pipeline import steps
-from bot.settings import Settings
+from bot.settings import Settings, VerifySettings
 from harness.engine import configs, engine
 from state import db, history, verdicts
 
@@ -55,9 +55,8 @@ def test_a_dynamo_crash_is_isolated_once_through_the_real_publish_path(tmp_path:
     wrapper = tmp_path / "run-python"           # the run's interpreter: logs every start, then runs the real one
     wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {sys.executable} "$@"\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.issues.verify_reproducers = True
-    settings.issues.shrink_budget = 0              # count the isolation runs alone (the shrink has its own tests)
+    # shrink_budget=0: count the isolation runs alone (the shrink has its own tests)
+    settings = Settings(state_path=tmp_path / "state.sqlite", verify=VerifySettings(enabled=True, shrink_budget=0))
     conn = db.connect(settings.state_path)
     options = engine.SweepOptions(workers=1, timeout=300, backend="aot_eager", python=str(wrapper))
     run_id = engine.sweep(conn, models=["MimiModel"], configs={"cso": CSO}, base_settings={}, options=options,

@@ -21,7 +21,7 @@ from bot.verify.overrides import overrides
 from harness.zoo.corpus import DEFAULT_CORPUS
 from state.verdicts import Component, DynamicRun, Maintainer, RunVerdict, Verdict
 from tests.fakegithub import scenario as sc
-from tests.test_planner import NONE, inputs
+from tests.issueviews import NONE, inputs
 
 CSO = "capture_scalar_outputs"
 FLAG = {"torch._dynamo.config.capture_scalar_outputs": True, "torch._inductor.config.triton.cudagraphs": False}

@@ -14,11 +14,11 @@ import pytest
 
 from bot.github import publish
 from bot.pipeline import steps
-from bot.settings import Settings
+from bot.settings import Settings, VerifySettings
 from bot.verify import ablation
 from harness.engine import engine
 from state import db, history
-from tests.test_verify_step import ProcessStarts
+from tests.helpers_verify import ProcessStarts
 
 MODEL = "MimiModel"
 CSO = {"torch._dynamo.config.capture_scalar_outputs": True}
@@ -28,8 +28,8 @@ CSO = {"torch._dynamo.config.capture_scalar_outputs": True}
 def verified(tmp_path_factory):
     """(settings, run id, the group's run verdict) after a real sweep and the verify step."""
     tmp = tmp_path_factory.mktemp("maintainer")
-    settings = Settings(state_path=tmp / "state.sqlite")
-    settings.issues.shrink_budget = 0        # verification alone: tests/test_shrink*.py shrink
+    # shrink_budget=0: verification alone (tests/test_shrink*.py shrink)
+    settings = Settings(state_path=tmp / "state.sqlite", verify=VerifySettings(shrink_budget=0))
     conn = db.connect(settings.state_path)
     options = engine.SweepOptions(workers=1, timeout=300)
     run_id = engine.sweep(conn, models=[MODEL], configs={"capture_scalar_outputs": CSO}, base_settings={},

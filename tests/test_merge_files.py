@@ -11,7 +11,7 @@ import pytest
 from bot.pipeline import merge as merge_mod
 from bot.pipeline import nightly
 from bot.cli.main import main
-from bot.settings import Settings
+from bot.settings import IssueSettings, NightlySettings, Settings, VerifySettings
 from state import db, history, runs
 from tests.fakesweep import World
 
@@ -19,11 +19,12 @@ CRASHING = {"BetaForCausalLM", "DeltaModel"}
 
 
 def _host(tmp: Path, name: str):
-    settings = Settings(state_path=tmp / name / "state.sqlite")
-    settings.nightly.configs = ["capture_scalar_outputs"]
-    settings.nightly.canaries = ["AlphaModel"]     # a model of the twin's corpus (the gate's canary)
-    settings.issues.verify_reproducers = False
-    settings.issues.min_models = 1  # one-model crashes filed at once (the evidence rule: test_filing.py)
+    settings = Settings(state_path=tmp / name / "state.sqlite",
+                        # AlphaModel: a model of the twin's corpus (the gate's canary)
+                        nightly=NightlySettings(configs=["capture_scalar_outputs"], canaries=["AlphaModel"]),
+                        verify=VerifySettings(enabled=False),
+                        # one-model crashes filed at once (the evidence rule: test_filing.py)
+                        issues=IssueSettings(min_models=1))
     return settings, db.connect(settings.state_path)
 
 
@@ -63,8 +64,8 @@ def test_two_shards_on_separate_stores_merge_like_one_unsharded_run(tmp_path):
     pub_settings, pub = _host(tmp_path, "publisher")
     conf = tmp_path / "flagsweep.toml"
     # The fake world's models exist nowhere to re-run; its crashes were stored as confirmed (3 attempts).
-    conf.write_text("[issues]\nverify_reproducers = false\nmin_models = 1\n[nightly]\nconfigs = [\"capture_scalar_outputs\"]\n"
-                    "canaries = [\"AlphaModel\"]\n[sweep]\nconfirm_runs = 0\n")
+    conf.write_text("[verify]\nenabled = false\n[issues]\nmin_models = 1\n"
+                    "[nightly]\nconfigs = [\"capture_scalar_outputs\"]\ncanaries = [\"AlphaModel\"]\n[confirm]\nruns = 0\n")
     code = main(["--settings", str(conf), "--state", str(pub_settings.state_path), "merge", *map(str, files),
                  "--dry-run", "--out", str(tmp_path / "merged-out"), "--json"])
     assert code == 0
@@ -126,7 +127,7 @@ def test_merge_torch_installs_the_shards_build_here_and_refuses_another(tmp_path
         idx.add("2.14.0.dev20261121+cpu", "g")
         idx.add("2.14.0.dev20261120+cpu", "other")
         conf = tmp_path / "flagsweep.toml"
-        conf.write_text(f'[issues]\nverify_reproducers = false\nmin_models = 1\n[nightly]\nindex_url = "{idx.url}"\n'
+        conf.write_text(f'[verify]\nenabled = false\n[issues]\nmin_models = 1\n[nightly]\nindex_url = "{idx.url}"\n'
                         f'venv_dir = "{tmp_path / "venvs"}"\ntransformers_pin = ""\nextra_index_url = ""\n'
                         'no_deps = true\npip_args = ["--isolated"]\ncanaries = ["AlphaModel"]\n')
         state = str(tmp_path / "publisher.sqlite")
@@ -186,8 +187,8 @@ def test_a_stored_shard_label_without_a_slash_is_refused_by_merge(tmp_path):
 def test_merging_only_some_shards_says_which_are_missing_and_exits_1(tmp_path, capsys):
     conf = tmp_path / "flagsweep.toml"
     # The fake world's models exist nowhere to re-run; its crashes were stored as confirmed (3 attempts).
-    conf.write_text("[issues]\nverify_reproducers = false\nmin_models = 1\n[nightly]\nconfigs = [\"capture_scalar_outputs\"]\n"
-                    "canaries = [\"AlphaModel\"]\n[sweep]\nconfirm_runs = 0\n")
+    conf.write_text("[verify]\nenabled = false\n[issues]\nmin_models = 1\n"
+                    "[nightly]\nconfigs = [\"capture_scalar_outputs\"]\ncanaries = [\"AlphaModel\"]\n[confirm]\nruns = 0\n")
     code = main(["--settings", str(conf), "--state", str(tmp_path / "pub.sqlite"), "merge",
                  str(_shard_file(tmp_path, 1)), "--dry-run", "--out", str(tmp_path / "o")])
     out = capsys.readouterr().out

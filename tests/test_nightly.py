@@ -8,16 +8,16 @@ import pytest
 from bot.pipeline import merge as merge_mod
 from bot.pipeline import nightly
 from bot.pipeline import steps as steps_mod
-from bot.settings import Settings
+from bot.settings import IssueSettings, NightlySettings, Settings, VerifySettings
 from state import db, runs
 from tests.fakeindex import FakeIndex
 from tests.fakesweep import MODELS, World
 
 @pytest.fixture
 def env(tmp_path):
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.nightly.configs = ["capture_scalar_outputs"]
-    settings.nightly.canaries = ["AlphaModel"]     # a model of the twin's corpus: the night's models stay five
+    # AlphaModel: a model of the twin's corpus: the night's models stay five
+    settings = Settings(state_path=tmp_path / "state.sqlite",
+                        nightly=NightlySettings(configs=["capture_scalar_outputs"], canaries=["AlphaModel"]))
     conn = db.connect(settings.state_path)
     yield settings, conn, World(), tmp_path
     conn.close()
@@ -57,7 +57,7 @@ def test_provider_failure_is_a_failed_run_not_a_crash(env):
     idx = FakeIndex(tmp / "index")
     try:
         idx.add("2.14.0.dev20261121+cpu", "abc", tag="cp27-cp27m-win32")   # nothing for this Python
-        settings.nightly.index_url = idx.url
+        settings = dataclasses.replace(settings, nightly=dataclasses.replace(settings.nightly, index_url=idx.url))
         steps = world.steps()
         steps.provide = steps_mod.provide       # the real provider
         result = nightly.run_nightly(conn, settings, torch="nightly", out_dir=tmp, steps=steps)
@@ -112,9 +112,11 @@ def test_a_real_tiny_nightly_end_to_end_in_dry_run(env):
     from harness.engine import engine
 
     settings, conn, world, tmp = env
-    settings.issues.verify_reproducers = False   # test models exist only where tests.fault_models is imported
-    settings.nightly.canaries = ["TinyItemModel"]   # the gate's canary: one of the night's two models
-    settings.issues.min_models = 1               # its one crashing model is filed at once (the evidence rule: test_filing.py)
+    settings = dataclasses.replace(
+        settings,
+        verify=VerifySettings(enabled=False),   # test models exist only where tests.fault_models is imported
+        nightly=dataclasses.replace(settings.nightly, canaries=["TinyItemModel"]),   # one of the night's two models
+        issues=IssueSettings(min_models=1))     # its one crashing model is filed at once (test_filing.py)
 
     def real_sweep(conn, *, models, configs, base_settings, settings, python, run_id, resume, nightly, shard,
                    kind="nightly", progress=True, build=None):
@@ -193,8 +195,8 @@ def test_merge_cli_joins_shards_and_publishes_once_as_json(env, capsys):
     ids = [nightly.run_nightly(conn, settings, shard=f"{i}/2", out_dir=tmp, steps=world.steps()).run_id for i in (1, 2)]
     conf = tmp / "flagsweep.toml"
     # The fake world's models exist nowhere to re-run; its crashes were stored as confirmed (3 attempts).
-    conf.write_text('[issues]\nverify_reproducers = false\nmin_models = 1\n[nightly]\ncanaries = ["AlphaModel"]\n'
-                    '[sweep]\nconfirm_runs = 0\n')
+    conf.write_text('[verify]\nenabled = false\n[issues]\nmin_models = 1\n[nightly]\ncanaries = ["AlphaModel"]\n'
+                    '[confirm]\nruns = 0\n')
     code = main(["--settings", str(conf), "--state", str(settings.state_path), "merge", *map(str, ids),
                  "--dry-run", "--out", str(tmp / "merged-out"), "--json"])
     out = capsys.readouterr().out

@@ -11,27 +11,15 @@ from bot.issues.lifecycle import Plan
 from bot.issues.plan import plan
 from bot.issues.routing import compile_rules
 from bot.issues.timeline import Seen, Timeline, TrendPoint
-from bot.view.run_view import RunView
 from harness.core.outcome import Outcome
 from state.links import Link
 from state.ranges import Build, Range
 from state.verdicts import RunVerdict, Verdict
 from tests import issueviews as iv
 from tests.fakegithub import scenario as sc
+from tests.issueviews import NONE, inputs
 
 CSO = "capture_scalar_outputs"
-NONE = Timeline()
-
-
-def inputs(results: dict, *, links: dict[str, Link] | None = None, transitions: list | None = None,
-           ranges: list[Range] | None = None, verdicts: list[RunVerdict] | None = None) -> RunView:
-    outs = [sc.outcome(m, c, spec.get(c, spec.get("baseline", 3)), "decoder_llm")
-            for m, spec in sorted(results.items()) for c in sc.CONFIGS]
-    return iv.view(outs, configs=sc.CONFIGS, environment=sc.ENV, options={"backend": "count"}, models=sorted(results),
-                   links=(links or {}).values(), transitions=transitions or [], ranges=ranges or [],
-                   verdicts=verdicts or [])
-
-
 def links_after(done: Plan) -> dict[str, Link]:
     """The links a successful publish of `done` leaves behind (what bot.github.publish stores)."""
     out = {}

@@ -11,13 +11,13 @@ from bot.issues import timeline
 from bot.issues.context import PlanSettings
 from bot.issues.plan import plan as plan_issues
 from bot.view.run_view import load
-from bot.settings import Settings, SettingsError, load as load_settings
+from bot.settings import NightlySettings, Settings, SettingsError, load as load_settings
 from harness.core.effects import effects_for
 from harness.core.outcome import Outcome
 from harness.core.population import graph_breaking
 from state import db, runs
 from tests.fakesweep import MODELS, World
-from tests.test_cli_refusals import one_line, run_cli
+from tests.helpers_cli import one_line, run_cli
 from tests.historydata import CONFIGS, ENV, ok, store_run
 
 TORCH = ENV["torch_version"]
@@ -101,8 +101,8 @@ def test_a_baseline_pass_runs_first_when_nothing_comparable_is_stored(tmp_path: 
 def test_nightly_sweeps_flags_only_on_the_breaking_models_and_reuses_their_baseline(tmp_path: Path) -> None:
     world = World()
     world.one_graph = {"AlphaModel", "GammaModel", "EpsilonModel"}
-    settings = Settings(state_path=tmp_path / "s.sqlite")
-    settings.nightly.canaries = []                 # the drawn models only (canaries stay in a drawn night: test_gate)
+    # no canaries: the drawn models only (canaries stay in a drawn night: test_gate)
+    settings = Settings(state_path=tmp_path / "s.sqlite", nightly=NightlySettings(canaries=[]))
     conn = db.connect(settings.state_path)
     result = nightly.run_nightly(conn, settings, torch="current", configs=["capture_scalar_outputs"], dry_run=True,
                                  out_dir=tmp_path / "out", steps=world.steps(real_publish=True),

@@ -1,4 +1,5 @@
 """The nightly provider against a local PEP 503 index over HTTP, installing small fake wheels into real venvs."""
+import dataclasses
 import subprocess
 import sys
 
@@ -96,8 +97,7 @@ def test_transformers_pin_can_point_at_a_local_wheel(index, tmp_path):
 
     index.add("2.14.0.dev20261121+cpu", "bbbb2222")
     tf = build_wheel(tmp_path / "tf", "9.9.9", "n/a", project="transformers")
-    s = nightly_settings(index, tmp_path)
-    s.transformers_pin = str(tf)
+    s = dataclasses.replace(nightly_settings(index, tmp_path), transformers_pin=str(tf))
     n = provide(s, progress=False)
     out = subprocess.run([n.python, "-c", "import transformers; print(transformers.__version__)"],
                          capture_output=True, text=True, check=True)
@@ -215,9 +215,8 @@ def _real_provider_pipeline(index: FakeIndex, tmp_path):
     from state import db
     from tests.fakesweep import World
 
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.nightly = nightly_settings(index, tmp_path)
-    settings.nightly.configs = ["capture_scalar_outputs"]
+    nightly = dataclasses.replace(nightly_settings(index, tmp_path), configs=["capture_scalar_outputs"])
+    settings = Settings(state_path=tmp_path / "state.sqlite", nightly=nightly)
     world = World()
     steps = world.steps()
     steps.provide = steps_mod.provide                     # the real provider, fake wheels over HTTP

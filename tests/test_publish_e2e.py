@@ -11,22 +11,16 @@ import pytest
 from bot.github import publish
 from bot.github.client import GitHubPublisher
 from bot.issues.material import BodyHash
-from bot.settings import Settings
 from state import db, links, outbox
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub import scenario as sc
+from tests.helpers_publish import make_settings
 
 CSO, CDO, M = sc.CSO, sc.CDO, sc.M
 nightly3, quiet_c = sc.nightly3, sc.quiet_c
 
 
-def make_settings(fake: FakeGitHub, tmp: Path, **gh: Any) -> Settings:
-    s = Settings(state_path=tmp / "state.sqlite")
-    s.github = fake.settings(retry_backoff=0.0, **gh)
-    s.issues.verify_nightlies = 2
-    s.issues.verify_reproducers = False
-    s.issues.min_models = 1       # one-model signatures are filed at once here (the evidence rule: test_filing.py)
-    return s
+
 
 
 
@@ -311,7 +305,7 @@ def test_cli_publish_json_dry_run_then_real(fake_github: FakeGitHub, tmp_path: P
     sc.record_nightly(conn, "2026-11-20", sc.corpus())
     toml = tmp_path / "flagsweep.toml"
     toml.write_text(f'[github]\nbase_url = "{fake_github.base_url}"\nmutation_interval = 0\nretry_backoff = 0.0\n'
-                    '[issues]\nverify_reproducers = false\nmin_models = 1\n')
+                    '[verify]\nenabled = false\n[issues]\nmin_models = 1\n')
     monkeypatch.delenv("FLAGSWEEP_GITHUB_TOKEN", raising=False)
     # No credentials: a dry run, said on stderr; stdout holds only the JSON.
     code = main(["--settings", str(toml), "--state", str(state), "publish", "--out", str(tmp_path / "out"), "--json"])

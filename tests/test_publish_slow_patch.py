@@ -9,7 +9,7 @@ from bot.github.client import GitHubPublisher
 from state import db
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub import scenario as sc
-from tests.test_publish_e2e import make_settings
+from tests.helpers_publish import make_settings
 
 
 def _body(key: str, inner: str) -> str:

@@ -211,8 +211,9 @@ def test_bad_credentials_stop_instead_of_failing_each_action(fake_github: FakeGi
 
 
 def test_a_write_answered_too_late_is_found_not_resent(fake_github: FakeGitHub) -> None:
-    pub, slept = publisher(fake_github, request_timeout=1)
-    fake_github.faults.slow(2.5, 1, method="POST", path="/comments")     # stored, answer after the client gave up
+    # The other requests get room on a loaded machine (5 s); the slow answer still comes after the client gave up.
+    pub, slept = publisher(fake_github, request_timeout=5)
+    fake_github.faults.slow(8.0, 1, method="POST", path="/comments")     # stored, answer after the client gave up
     issue = fake_github.state.create_issue(fake_github.repo, "t", body("k9"), user=fake_github.bot_login)
     cid = pub.comment(issue.number, "<!-- flagsweep:comment=k9/1/changes -->\nnews")
     assert [c.id for c in fake_github.state.comments(fake_github.repo, issue.number)] == [cid]

@@ -13,22 +13,12 @@ from bot.verify import oracle, reproducers
 from harness.core.effects import effects_for
 from harness.core.tracking import tracking_groups
 from state import db, verdicts
-from state.runs import Run
 from state.verdicts import RunVerdict
 from tests.checks_runner import answering_checks
 from tests.fakegithub import scenario as sc
+from tests.helpers_verify import ENV, a_run
 
 CSO, CDO = "capture_scalar_outputs", "capture_dynamic_output_shape_ops"
-ENV = {"python": "/nightly/bin/python", "torch_version": "2.14.0.dev20261121+cpu", "torch_git": "abc"}
-
-
-def a_run(env: dict | None = None, backend: str = "count") -> Run:
-    """A finished nightly as the store reads it back (what the verify step hands the reproducers)."""
-    return Run(id=1, kind="nightly", status="finished", started_at="2026-11-21T03:00:00+00:00", finished_at=None,
-               models=sorted(sc.corpus()), configs=sc.CONFIGS, base_settings={},
-               options={"backend": backend, "device": "cpu"}, environment=env or ENV)
-
-
 def setup():
     outs = [sc.outcome(m, c, spec.get(c, spec.get("baseline", 3)), "decoder_llm")
             for m, spec in sorted(sc.corpus().items()) for c in sc.CONFIGS]
@@ -114,7 +104,7 @@ def test_an_eager_invalid_reproducer_is_not_verified(tmp_path: Path) -> None:
         sig = {"Model01ForCausalLM": sc.SIG_A, "Model02ForCausalLM": sc.SIG_B}.get(model, sc.SIG_C)
         return "s", {"status": "error", "signature": sig, "torch_version": "2.13.0", "torch_git": "abc"}
 
-    from tests.test_planner import inputs
+    from tests.issueviews import inputs
 
     v = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=answering_checks(runner))
     a, b, c = v[(CSO, sc.SIG_A)], v[(CSO, sc.SIG_B)], v[(CDO, sc.SIG_C)]

@@ -8,6 +8,7 @@ counts every call, so the cost rule (one sweep per probed build) is checked by c
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -16,11 +17,11 @@ import pytest
 from bot.commands import handlers
 from bot.pipeline import nightly
 from bot.pipeline import steps as steps_mod
-from bot.commands.context import Context, Gate
+from bot.commands.context import Context, PermissionGate
 from bot.commands.steps import CommandSteps
 from bot.github.dryrun import DryRunPublisher
 from bot.issues.keys import tracking_key
-from bot.settings import NightlySettings, Settings
+from bot.settings import IssueSettings, NightlySettings, RangeSettings, Settings, VerifySettings
 from harness.core.outcome import Outcome
 from state import db, links, ranges
 from tests.fakeindex import FakeIndex
@@ -109,12 +110,10 @@ class Series(World):
 
 @pytest.fixture
 def env(tmp_path, index, venvs):
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.nightly = NightlySettings(index_url=index.url, channel="cpu", venv_dir=str(venvs), transformers_pin="",
-                                       extra_index_url="", no_deps=True, pip_args=["--isolated"],
-                                       configs=[CONFIG])
-    settings.issues.verify_reproducers = False
-    settings.issues.min_models = 1  # one-model crashes filed at once (the evidence rule: test_filing.py)
+    nightly = NightlySettings(index_url=index.url, channel="cpu", venv_dir=str(venvs), transformers_pin="",
+                              extra_index_url="", no_deps=True, pip_args=["--isolated"], configs=[CONFIG])
+    settings = Settings(state_path=tmp_path / "state.sqlite", nightly=nightly, verify=VerifySettings(enabled=False),
+                        issues=IssueSettings(min_models=1))   # one-model crashes filed at once (test_filing.py)
     conn = db.connect(settings.state_path)
     yield settings, conn, Series(), tmp_path
     conn.close()
@@ -152,7 +151,7 @@ def test_new_crashes_and_a_fix_share_probes_and_find_their_ranges(env):
     # item still pending: the two new crashes' bisects probed the same builds, swept together.
     installed = world.range_installs()
     assert DATES[0] not in installed and DATES[-1] not in installed
-    assert len(installed) == len(set(installed)) <= settings.nightly.range_installs
+    assert len(installed) == len(set(installed)) <= settings.ranges.installs
     swept = [d for d, _ in world.probe_sweeps]
     assert sorted(swept) == sorted(installed) and len(swept) == len(set(swept))
     first_items = set(world.probe_sweeps[0][1])
@@ -182,14 +181,14 @@ def test_adjacent_nightlies_need_no_install(env):
 
 def test_the_install_bound_stops_the_search_and_says_so(env):
     settings, conn, world, tmp = env
-    settings.nightly.range_installs = 2
+    settings = replace(settings, ranges=RangeSettings(installs=2))
     world.crash_from = {"GammaModel": DATES[5]}
     _, b = two_nights(settings, conn, world, tmp)
     (r,) = ranges.for_run(conn, [b.run_id])
     assert r.status == "bounded" and r.installs == 2 and len(world.range_installs()) == 2
     # Probed 11-05 (old) then 11-07 (new): the range narrowed from 8 nightlies between to one.
     assert (r.good.date, r.bad.date) == (DATES[4], DATES[6])
-    assert "range_installs = 2" in r.reason and "1 nightlies left" in r.reason
+    assert "[ranges] installs = 2" in r.reason and "1 nightlies left" in r.reason
 
 
 def test_an_uninstallable_build_in_the_middle_is_skipped(env, index):
@@ -253,7 +252,7 @@ def test_the_dry_run_tracking_issue_shows_the_range_and_compare_link(env):
 
 def test_the_bisect_command_searches_a_bounded_range_again(env):
     settings, conn, world, tmp = env
-    settings.nightly.range_installs = 2
+    settings = replace(settings, ranges=RangeSettings(installs=2))
     world.crash_from = {"GammaModel": DATES[5]}
     _, b = two_nights(settings, conn, world, tmp)
     (first,) = ranges.for_run(conn, [b.run_id])
@@ -261,11 +260,11 @@ def test_the_bisect_command_searches_a_bounded_range_again(env):
     sig = first.signature
     links.upsert(conn, links.Link(key=tracking_key(CONFIG, sig), repo="o/r", number=7, kind="tracking",
                                   config=CONFIG, signature=sig))
-    settings.github.repo = "o/r"
-    settings.commands.allowlist = ["alice"]
+    settings = replace(settings, github=replace(settings.github, repo="o/r"),
+                       commands=replace(settings.commands, allowlist=["alice"]))
     out = tmp / "cmd"
-    ctx = Context(conn=conn, settings=settings, github=DryRunPublisher(out, clean=False), gate=Gate(), dry_run=True,
-                  out_dir=tmp / "republish", steps=CommandSteps(pipeline=world.steps(real_publish=True)))
+    ctx = Context(conn=conn, settings=settings, github=DryRunPublisher(out, clean=False), gate=PermissionGate(),
+                  dry_run=True, out_dir=tmp / "republish", steps=CommandSteps(pipeline=world.steps(real_publish=True)))
     res = handlers.handle_job(ctx, {"issue": 7, "author": "alice", "repo": "o/r", "body": "@flagsweep-bot bisect"})
     assert res["commands"][0]["outcome"] == "range: new_crash found", res
     (again,) = ranges.for_run(conn, [b.run_id])
@@ -280,8 +279,8 @@ def test_the_bisect_command_searches_a_bounded_range_again(env):
 
 def test_bisect_without_model_on_a_non_tracking_issue_is_a_user_error(env):
     settings, conn, world, tmp = env
-    settings.commands.allowlist, settings.commands.any_issue = ["alice"], True
-    ctx = Context(conn=conn, settings=settings, github=DryRunPublisher(tmp / "c", clean=False), gate=Gate())
+    settings = replace(settings, commands=replace(settings.commands, allowlist=["alice"], any_issue=True))
+    ctx = Context(conn=conn, settings=settings, github=DryRunPublisher(tmp / "c", clean=False), gate=PermissionGate())
     res = handlers.handle_job(ctx, {"issue": 3, "author": "alice", "repo": "o/r", "body": "@flagsweep-bot bisect"})
     assert res["commands"][0]["outcome"].startswith("user error: `bisect` without --config and --model")
 
@@ -331,10 +330,11 @@ def test_an_index_that_cannot_be_listed_is_a_failed_range_not_a_traceback(env):
 def test_range_installs_is_checked_and_documented(tmp_path):
     from bot import settings as settings_mod
     root = Path(__file__).resolve().parent.parent
-    assert settings_mod.load(root / "flagsweep.example.toml", env={"HOME": "/nonexistent"}).nightly.range_installs == 8
+    assert settings_mod.load(root / "flagsweep.example.toml", env={"HOME": "/nonexistent"}).ranges.installs == 8
     bad = tmp_path / "s.toml"
-    bad.write_text("[nightly]\nrange_installs = -1\n")
-    with pytest.raises(settings_mod.SettingsError, match=r"nightly\.range_installs: must be 0 to 64 installs \(0: no range search\), got -1"):
+    bad.write_text("[ranges]\ninstalls = -1\n")
+    with pytest.raises(settings_mod.SettingsError,
+                       match=r"ranges\.installs: must be 0 to 64 installs \(0: no range search\), got -1"):
         settings_mod.load(bad, env={})
 
 
@@ -353,7 +353,7 @@ def test_flaky_new_crashes_get_no_range(env):
 
 def test_range_installs_0_searches_nothing(env):
     settings, conn, world, tmp = env
-    settings.nightly.range_installs = 0
+    settings = replace(settings, ranges=RangeSettings(installs=0))
     world.crash_from = {"GammaModel": DATES[5]}
     _, b = two_nights(settings, conn, world, tmp)
     assert b.transitions.get("new_crash") == 1

@@ -135,10 +135,10 @@ def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_
         from pathlib import Path
         from bot.github.publish import publish_run
         from bot.pipeline import steps
-        from bot.settings import Settings
+        from bot.settings import Settings, VerifySettings
         from state import db
-        settings = Settings(state_path=Path({str(path)!r}))
-        settings.issues.shrink_budget = 0   # verification alone here; tests/test_shrink*.py shrink
+        # shrink_budget=0: verification alone here; tests/test_shrink*.py shrink
+        settings = Settings(state_path=Path({str(path)!r}), verify=VerifySettings(shrink_budget=0))
         conn = db.connect(settings.state_path)
         steps.verify(conn, {run_id}, settings)
         publish_run(conn, settings, {run_id}, dry_run=True, out_dir={str(out)!r})

@@ -174,7 +174,7 @@ sys.exit(main(sys.argv[1:]))
 @pytest.mark.compile
 def test_sigterm_to_nightly_marks_the_run_interrupted_stops_workers_and_frees_the_lease(tmp_path):
     state, settings = tmp_path / "s.sqlite", tmp_path / "s.toml"
-    settings.write_text("[sweep]\nworkers = 1\ntimeout = 300\n[issues]\nverify_reproducers = false\n")
+    settings.write_text("[sweep]\nworkers = 1\ntimeout = 300\n[verify]\nenabled = false\n")
     proc = subprocess.Popen([sys.executable, "-c", NIGHTLY_DRIVER, "--settings", str(settings), "--state", str(state),
                              "nightly", "--torch", "current", "--dry-run", "--out", str(tmp_path / "out"),
                              "--models", "Fault_hang", "--configs", "capture_scalar_outputs"],

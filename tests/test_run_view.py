@@ -12,7 +12,7 @@ import pytest
 from bot.pipeline import nightly
 from bot.github import publish
 from bot.view import run_view
-from bot.settings import Settings
+from bot.settings import NightlySettings, Settings, VerifySettings
 from state import db, links, outbox, runs
 from tests import historydata as hd
 from tests.fakesweep import World
@@ -22,8 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def two_nights(tmp_path):
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.issues.verify_reproducers = False
+    settings = Settings(state_path=tmp_path / "state.sqlite", verify=VerifySettings(enabled=False))
     conn = db.connect(settings.state_path)
     first = hd.store_run(conn, hd.night(), kind="nightly", nightly="2026-11-01")
     second = hd.store_run(conn, hd.night(b_crashes=True), kind="nightly", nightly="2026-11-02")
@@ -59,8 +58,8 @@ def test_the_publish_path_reads_the_run_once(two_nights, tmp_path, monkeypatch):
 
 
 def test_the_nightly_hands_one_view_to_the_publisher_and_the_report(tmp_path):
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.nightly.configs = ["capture_scalar_outputs"]
+    settings = Settings(state_path=tmp_path / "state.sqlite",
+                        nightly=NightlySettings(configs=["capture_scalar_outputs"]))
     conn = db.connect(settings.state_path)
     world = World()
     result = nightly.run_nightly(conn, settings, out_dir=tmp_path / "out", steps=world.steps())
@@ -90,12 +89,12 @@ def test_a_dry_run_loads_without_pygithub(tmp_path):
         sys.modules["github"] = None            # `import github` now raises ImportError
         from pathlib import Path
         from bot.pipeline import nightly
-        from bot.settings import Settings
+        from bot.settings import NightlySettings, Settings, VerifySettings
         from state import db
         from tests.fakesweep import World
-        settings = Settings(state_path=Path({str(tmp_path)!r}) / "state.sqlite")
-        settings.nightly.configs = ["capture_scalar_outputs"]
-        settings.issues.verify_reproducers = False
+        settings = Settings(state_path=Path({str(tmp_path)!r}) / "state.sqlite",
+                            nightly=NightlySettings(configs=["capture_scalar_outputs"]),
+                            verify=VerifySettings(enabled=False))
         conn = db.connect(settings.state_path)
         world = World()
         world.crashing = {{"GammaModel"}}

@@ -9,20 +9,8 @@ from apscheduler.triggers.base import BaseTrigger
 from bot.service.scheduler import ScheduleError, build_trigger, from_settings, queue_nightly
 from bot.settings import SchedulerSettings
 from state import db, jobs
+from tests.helpers_scheduler import ListTrigger
 from tests.waiting import wait_for
-
-
-class ListTrigger(BaseTrigger):
-    """Fires at the given times only: the test decides the clock's story."""
-
-    def __init__(self, times):
-        self.times = sorted(times)
-
-    def get_next_fire_time(self, previous_fire_time, now):
-        for t in self.times:
-            if previous_fire_time is None or t > previous_fire_time:
-                return t
-        return None
 
 
 def next_fire_times(trigger: BaseTrigger, now: datetime, n: int = 3) -> list[datetime]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.github import publish
-from bot.settings import Settings
+from bot.settings import IssueSettings, Settings, VerifySettings
 from harness.core.outcome import Outcome
 from harness.engine.pool import PROJECT_ROOT
 from harness.core.scrub import scrub
@@ -87,10 +87,9 @@ def test_issue_bodies_and_reports_carry_no_machine_path(tracebacks, fake_github:
     crashed = Outcome(model="BertModel", config="capture_scalar_outputs", status="error", stratum="encoder_decoder",
                       error_type=etype, error_message=path_message, signature=signature(etype, message, tb),
                       torch_frame=None, traceback=tb, attempts=3)
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.github = fake_github.settings(retry_backoff=0.0)
-    settings.issues.verify_reproducers = False
-    settings.issues.min_models = 1            # a confirmed one-model crash, filed at once
+    settings = Settings(state_path=tmp_path / "state.sqlite", github=fake_github.settings(retry_backoff=0.0),
+                        verify=VerifySettings(enabled=False),
+                        issues=IssueSettings(min_models=1))   # a confirmed one-model crash, filed at once
     conn = db.connect(settings.state_path)
     run_id = store_run(conn, [ok("BertModel", "baseline", 2, stratum="encoder_decoder"), crashed],
                        kind="nightly", nightly="2026-11-01")

@@ -10,17 +10,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.commands.context import Gate
+from bot.commands.context import PermissionGate
 from bot.commands.steps import CommandSteps
 from bot.pipeline import nightly
 from bot.ranges.bisect import Probe
 from bot.service.daemon import Service, ServiceSteps
-from bot.settings import Settings
+from bot.settings import (CommandSettings, IssueSettings, NightlySettings, SchedulerSettings, Settings, VerifySettings,
+                          WebhookSettings)
 from bot.service.webhook import sign
 from harness.zoo import registry
 from state import db, jobs, links
 from tests.fakesweep import MODELS, World
-from tests.test_scheduler import ListTrigger
+from tests.helpers_scheduler import ListTrigger
 from tests.waiting import wait_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "webhooks"
@@ -34,22 +35,22 @@ class Bot:
     """A started Service on a temp store, talking to the fake GitHub, with one tracking issue seeded."""
 
     def __init__(self, tmp: Path, fake, *, trigger=None, per_hour: int = 10, real_publish: bool = False,
-                 nightly_hook=None) -> None:
+                 nightly_hook=None, retry_for: float = 3600.0) -> None:
         self.fake, self.repo, self.world = fake, fake.repo, World()
-        s = Settings(state_path=tmp / "state.sqlite")
-        s.nightly.canaries = ["AlphaModel"]            # a model of the twin's corpus (the gate's canary)
-        s.github = fake.settings(retry_backoff=0.05)   # the publisher's own retries: quick
-        s.webhook.secret, s.webhook.port = SECRET, 0
-        s.commands.retry_backoff = 0.2                 # a job waiting out an outage: quick too
-        s.issues.dry_run_out = str(tmp / "out")
-        s.nightly.configs = [CONFIG]
-        s.nightly.torch = "current"
+        s = Settings(
+            state_path=tmp / "state.sqlite",
+            # AlphaModel: a model of the twin's corpus (the gate's canary)
+            nightly=NightlySettings(canaries=["AlphaModel"], configs=[CONFIG], torch="current"),
+            github=fake.settings(retry_backoff=0.05),   # the publisher's own retries: quick
+            webhook=WebhookSettings(secret=SECRET, port=0),
+            commands=CommandSettings(retry_backoff=0.2, retry_for=retry_for),   # a job waiting out an outage: quick too
+            # min_models=1: one-model crashes filed at once (the evidence rule: test_filing.py)
+            issues=IssueSettings(dry_run_out=str(tmp / "out"), min_models=1),
+            verify=VerifySettings(enabled=False))     # the twin's models have no real reproducer to run
         self.settings = s
         fake.state.set_role(self.repo, TRIAGER, "triage")
         fake.state.add_user(STRANGER)
         # The night before: GammaModel crashes under the flag; that is the issue's signature.
-        s.issues.verify_reproducers = False   # the twin's models have no real reproducer to run
-        s.issues.min_models = 1  # one-model crashes filed at once (the evidence rule: test_filing.py)
         self.conn = db.connect(s.state_path)
         self.world.crashing = {"GammaModel"}
         first = nightly.run_nightly(self.conn, s, steps=self.world.steps(real_publish=real_publish),
@@ -90,7 +91,7 @@ class Bot:
         if nightly_hook:
             steps.nightly = nightly_hook   # else the real nightly
         self.service = Service(s, dry_run=False, schedule=trigger is not None, trigger=trigger, steps=steps,
-                               gate=Gate(per_hour=per_hour))
+                               gate=PermissionGate(per_hour=per_hour))
         self.service.start()
 
     def close(self) -> None:
@@ -112,7 +113,7 @@ class Bot:
             data["changes"] = {"body": {"from": previous}}
         raw = json.dumps(data).encode()
         self.last_comment = c
-        return httpx.post(self.service.url + "/webhook", content=raw, timeout=5, headers={
+        return httpx.post(self.service.url + "/webhook", content=raw, timeout=10, headers={
             "X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": delivery or f"d-{c.id}",
             "X-Hub-Signature-256": sign(SECRET, raw), "Content-Type": "application/json"})
 
@@ -253,7 +254,7 @@ def test_done_when_serve_takes_a_triagers_rerun_refuses_a_stranger_and_fires_the
         issue = fake_github.state.repo(b.repo).issues[b.number]
         assert "1/5" in issue.title
         body_before = issue.body
-        health = httpx.get(b.service.url + "/healthz", timeout=5).json()
+        health = httpx.get(b.service.url + "/healthz", timeout=10).json()
         assert health["last_nightly"]["nightly"] == "2026-11-21" and health["queue"] == 0
         assert health["next_nightly"].startswith(soon.isoformat()[:19])
         b.world.version, b.world.date = "2.14.0.dev20261122+cpu", "2026-11-22"
@@ -301,7 +302,7 @@ def test_a_command_during_a_comments_outage_is_retried_and_answered_once_after_r
     assert wait_for(lambda: jobs.get(bot.conn, job_id).attempts >= 2)   # tried, backed off, tried again
     job = jobs.get(bot.conn, job_id)
     assert job.status in ("queued", "running") and "GitHubUnavailable" in job.error
-    health = httpx.get(bot.service.url + "/healthz", timeout=5).json()
+    health = httpx.get(bot.service.url + "/healthz", timeout=10).json()
     assert [j["id"] for j in health["jobs"]["retrying"]] == [job_id]
     assert bot.replies() == []
     bot.fake.faults.end(down)
@@ -311,7 +312,7 @@ def test_a_command_during_a_comments_outage_is_retried_and_answered_once_after_r
     assert len(replies) == 2 and SIGNATURE in replies[0] and "Commands I understand" in replies[1]
     time.sleep(0.5)                                  # nothing else is coming: no duplicate reply later
     assert len(bot.replies()) == 2
-    assert httpx.get(bot.service.url + "/healthz", timeout=5).json()["jobs"]["retrying"] == []
+    assert httpx.get(bot.service.url + "/healthz", timeout=10).json()["jobs"]["retrying"] == []
 
 
 def test_an_outage_mid_comment_does_not_answer_the_first_command_twice(bot):
@@ -329,14 +330,13 @@ def test_an_outage_mid_comment_does_not_answer_the_first_command_twice(bot):
 
 
 def test_a_job_is_failed_when_the_outage_outlasts_retry_for_and_status_says_so(tmp_path, fake_github):
-    b = Bot(tmp_path, fake_github)
-    b.service.settings.commands.retry_for = 0.5
+    b = Bot(tmp_path, fake_github, retry_for=0.5)
     try:
         down = fake_github.faults.outage(method="POST", path=f"/issues/{b.number}/comments")
         r = b.post("@flagsweep-bot help", TRIAGER)
         job = _settled(b, r.json()["job"])
         assert job.status == "failed" and job.error.startswith("GitHubUnavailable")
-        health = httpx.get(b.service.url + "/healthz", timeout=5).json()
+        health = httpx.get(b.service.url + "/healthz", timeout=10).json()
         assert [j["id"] for j in health["jobs"]["failed"]] == [job.id]
         assert health["jobs"]["failed"][0]["error_type"] == "GitHubUnavailable"
         fake_github.faults.end(down)
@@ -350,7 +350,7 @@ def test_a_job_is_failed_when_the_outage_outlasts_retry_for_and_status_says_so(t
 def test_permission_cache_and_rate_window_follow_an_injected_clock():
     now = [1000.0]
     lookups = []
-    gate = Gate(ttl=300, per_hour=2, clock=lambda: now[0])
+    gate = PermissionGate(ttl=300, per_hour=2, clock=lambda: now[0])
 
     def lookup(login):
         lookups.append(login)
@@ -398,8 +398,7 @@ def test_questions_are_answered_while_a_nightly_runs(tmp_path, fake_github):
 def test_shutdown_requeues_a_job_that_outlives_the_grace(tmp_path):
     import threading
 
-    s = Settings(state_path=tmp_path / "state.sqlite")
-    s.webhook.secret, s.webhook.port = SECRET, 0
+    s = Settings(state_path=tmp_path / "state.sqlite", webhook=WebhookSettings(secret=SECRET, port=0))
     started, release = threading.Event(), threading.Event()
 
     def slow_nightly(conn, settings, *, force, dry_run, out_dir):
@@ -451,10 +450,10 @@ def test_flagsweep_serve_answers_health_and_stops_on_sigterm(tmp_path):
                 url = m.group(1)
                 break
         assert url, "serve did not start"
-        health = httpx.get(url + "/healthz", timeout=5).json()
+        health = httpx.get(url + "/healthz", timeout=10).json()
         assert health["ok"] and health["queue"] == 0 and health["dry_run"] is True
         assert health["next_nightly"].endswith(("+01:00", "+02:00")) and "T03:00:00" in health["next_nightly"]
-        r = httpx.post(url + "/webhook", content=b"{}", timeout=5, headers={"X-GitHub-Event": "ping"})
+        r = httpx.post(url + "/webhook", content=b"{}", timeout=10, headers={"X-GitHub-Event": "ping"})
         assert r.status_code == 401
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
@@ -476,20 +475,19 @@ def test_serve_refuses_to_start_without_a_webhook_secret(tmp_path):
 
 def test_healthz_names_stuck_jobs(tmp_path):
     """A job marked running that no runner holds (another process's, or one lost), and one nothing takes."""
-    s = Settings(state_path=tmp_path / "state.sqlite")
-    s.webhook.secret, s.webhook.port = SECRET, 0
-    s.scheduler.stuck_after = 1.0
+    s = Settings(state_path=tmp_path / "state.sqlite", webhook=WebhookSettings(secret=SECRET, port=0),
+                 scheduler=SchedulerSettings(stuck_after=1.0))
     svc = Service(s, dry_run=True, schedule=False)
     svc.start()
     conn = db.connect(s.state_path)
     try:
-        first = httpx.get(svc.url + "/healthz", timeout=5)
+        first = httpx.get(svc.url + "/healthz", timeout=10)
         assert first.status_code == 200 and first.json()["jobs"]["stuck"] == []
         orphan = jobs.enqueue(conn, "nightly-of-another-process", {})
         assert jobs.claim_next(conn, kinds=("nightly-of-another-process",)).id == orphan
         waiting = jobs.enqueue(conn, "kind-no-lane-takes", {})
         time.sleep(2.1)                       # past stuck_after (timestamps are whole seconds)
-        answer = httpx.get(svc.url + "/healthz", timeout=5)
+        answer = httpx.get(svc.url + "/healthz", timeout=10)
         assert answer.status_code == 503          # a monitor that reads only the status sees the problem
         health = answer.json()
         stuck = {j["id"]: j["why"] for j in health["jobs"]["stuck"]}
@@ -503,8 +501,7 @@ def test_healthz_names_stuck_jobs(tmp_path):
 def test_serve_with_a_port_out_of_range_is_one_line(tmp_path, capsys):
     from bot.service.daemon import serve
 
-    s = Settings(state_path=tmp_path / "s.sqlite")
-    s.webhook.secret, s.webhook.port = SECRET, 99999
+    s = Settings(state_path=tmp_path / "s.sqlite", webhook=WebhookSettings(secret=SECRET, port=99999))
     assert serve(s, schedule=False) == 2
     err = capsys.readouterr().err
     assert err.startswith("flagsweep serve: cannot listen on 127.0.0.1:99999") and "Traceback" not in err
@@ -512,10 +509,9 @@ def test_serve_with_a_port_out_of_range_is_one_line(tmp_path, capsys):
 
 def test_a_dry_run_service_renders_its_replies_and_their_plan_to_files(tmp_path):
     """Without GitHub the commands' port is the dry-run twin: each reply a file, plan.json written as the job ends."""
-    s = Settings(state_path=tmp_path / "state.sqlite")
-    s.webhook.secret, s.webhook.port = SECRET, 0
-    s.issues.dry_run_out = str(tmp_path / "out")
-    s.commands.any_issue = True                    # no tracking issue in this store: answer on any issue
+    s = Settings(state_path=tmp_path / "state.sqlite", webhook=WebhookSettings(secret=SECRET, port=0),
+                 issues=IssueSettings(dry_run_out=str(tmp_path / "out")),
+                 commands=CommandSettings(any_issue=True))   # no tracking issue in this store: answer on any issue
     svc = Service(s, dry_run=True, schedule=False)
     svc.start()
     conn = db.connect(s.state_path)
@@ -523,7 +519,7 @@ def test_a_dry_run_service_renders_its_replies_and_their_plan_to_files(tmp_path)
         data = json.loads((FIXTURES / "issue_comment.created.payload.json").read_text())
         data["comment"]["body"] = "@flagsweep-bot help"
         raw = json.dumps(data).encode()
-        r = httpx.post(svc.url + "/webhook", content=raw, timeout=5, headers={
+        r = httpx.post(svc.url + "/webhook", content=raw, timeout=10, headers={
             "X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "dry-1",
             "X-Hub-Signature-256": sign(SECRET, raw), "Content-Type": "application/json"})
         assert r.status_code == 202, r.text

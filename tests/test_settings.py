@@ -89,11 +89,98 @@ def _leaves(obj, prefix=""):
             yield prefix + f.name
 
 
-def test_every_field_but_the_internal_ones_has_a_row_in_the_one_table():
-    assert set(_leaves(settings.Settings())) - set(settings.FIELDS) == {"source", "routing"}
-    assert set(settings.FIELDS) <= set(_leaves(settings.Settings()))
-    # The defaults pass their own rows.
-    for name, (test, _) in settings.FIELDS.items():
+def test_every_field_but_the_internal_ones_declares_its_check_and_the_defaults_pass_it():
+    declared = settings.checks()
+    assert set(_leaves(settings.Settings())) - set(declared) == {"source", "routing"}
+    assert set(declared) <= set(_leaves(settings.Settings()))
+    for name, check in declared.items():
         section, _, key = name.rpartition(".")
         value = getattr(getattr(settings.Settings(), section) if section else settings.Settings(), key)
-        assert value is None or test(value), name
+        assert value is None or check.passes(value), name
+
+
+@pytest.mark.parametrize("text,named", [
+    ("[verify]\nshrink_budget = -1\n", r"verify\.shrink_budget: must be 0 or more seconds \(0: no shrinking\), got -1\.0$"),
+    ("[verify]\ntimeout = 0\n", r"verify\.timeout: must be more than 0 seconds, got 0\.0$"),
+    ("[confirm]\nruns = 21\n", r"confirm\.runs: must be 0 to 20 re-runs, got 21$"),
+    ("[ranges]\ninstalls = 65\n", r"ranges\.installs: must be 0 to 64 installs \(0: no range search\), got 65$"),
+    ('[verify]\nenabled = "yes"\n', r"verify\.enabled: expected bool"),
+])
+def test_the_feature_sections_check_their_fields(tmp_path, text, named):
+    bad = tmp_path / "s.toml"
+    bad.write_text(text)
+    with pytest.raises(settings.SettingsError, match=named):
+        settings.load(bad, env={})
+
+
+OLD_AND_NEW = [("issues", "verify_reproducers", "false", "verify", "enabled", False),
+               ("issues", "repro_timeout", "60", "verify", "timeout", 60.0),
+               ("issues", "shrink_budget", "0", "verify", "shrink_budget", 0.0),
+               ("sweep", "confirm_runs", "0", "confirm", "runs", 0),
+               ("nightly", "range_installs", "3", "ranges", "installs", 3)]
+
+
+@pytest.mark.parametrize("old_section,old_key,text,new_section,new_key,value", OLD_AND_NEW)
+def test_an_old_key_still_works_and_warns_once_naming_the_new_one(tmp_path, caplog, old_section, old_key, text,
+                                                                   new_section, new_key, value):
+    conf = tmp_path / "s.toml"
+    conf.write_text(f"[{old_section}]\n{old_key} = {text}\n")
+    with caplog.at_level("WARNING", logger="bot.settings"):
+        loaded = settings.load(conf, env={})
+    assert getattr(getattr(loaded, new_section), new_key) == value
+    assert getattr(getattr(settings.load(None, env={}), new_section), new_key) != value   # a real change
+    assert [r.getMessage() for r in caplog.records] == [
+        f"settings: [{old_section}] {old_key} is deprecated; use [{new_section}] {new_key}"]
+    conf.write_text(f"[{new_section}]\n{new_key} = {text}\n")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="bot.settings"):
+        assert getattr(getattr(settings.load(conf, env={}), new_section), new_key) == value
+    assert caplog.records == []
+
+
+@pytest.mark.parametrize("old_section,old_key,text,new_section,new_key,value", OLD_AND_NEW)
+def test_an_old_key_and_its_new_one_together_are_refused(tmp_path, old_section, old_key, text, new_section,
+                                                         new_key, value):
+    conf = tmp_path / "s.toml"
+    conf.write_text(f"[{old_section}]\n{old_key} = {text}\n[{new_section}]\n{new_key} = {text}\n")
+    with pytest.raises(settings.SettingsError, match=rf"\[{old_section}\] {old_key} and \[{new_section}\] {new_key} "
+                                                     r"are the same setting"):
+        settings.load(conf, env={})
+
+
+def test_an_old_key_with_a_bad_value_is_refused(tmp_path):
+    conf = tmp_path / "s.toml"
+    conf.write_text("[issues]\nshrink_budget = -1\n")
+    with pytest.raises(settings.SettingsError, match=r"shrink_budget: must be 0 or more seconds"):
+        settings.load(conf, env={})
+
+
+def test_loaded_settings_are_frozen(tmp_path):
+    loaded = settings.load(ROOT / "flagsweep.example.toml", env={"HOME": "/nonexistent"})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        loaded.verify.shrink_budget = 0           # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        loaded.state_path = tmp_path              # type: ignore[misc]
+    changed = dataclasses.replace(loaded, verify=dataclasses.replace(loaded.verify, shrink_budget=0.0))
+    assert changed.verify.shrink_budget == 0.0 and loaded.verify.shrink_budget == 150.0
+
+
+def test_path_settings_are_absolute_after_load_and_names_stay_names(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))      # what `~` expands to (os.path.expanduser reads it)
+    conf = tmp_path / "conf" / "s.toml"
+    conf.parent.mkdir()
+    conf.write_text('state_path = "data/st.sqlite"\n[sweep]\npython = "venv/bin/python"\nconfig_file = "c.toml"\n'
+                    '[nightly]\nvenv_dir = "../venvs"\n[github]\nprivate_key_path = "~/app.pem"\n'
+                    '[zoo]\ncache_dir = "cache"\n')
+    loaded = settings.load(conf, env={"HOME": str(tmp_path)})
+    assert loaded.state_path == tmp_path / "data" / "st.sqlite"      # from the current directory, not the file's
+    assert loaded.sweep.python == str(tmp_path / "venv" / "bin" / "python")
+    assert loaded.sweep.config_file == str(tmp_path / "c.toml")
+    assert loaded.nightly.venv_dir == str(tmp_path.parent / "venvs")
+    assert loaded.github.private_key_path == str(tmp_path / "app.pem")
+    assert loaded.zoo.cache_dir == str(tmp_path / "cache")
+    assert loaded.issues.dry_run_out == str(tmp_path / "flagsweep-out")   # a default that is a relative path
+    conf.write_text('[sweep]\npython = "python3"\n')
+    named = settings.load(conf, env={"FLAGSWEEP_STATE": "here.sqlite"})
+    assert named.sweep.python == "python3" and named.state_path == tmp_path / "here.sqlite"

@@ -4,7 +4,6 @@ answers like a crash that needs a minimum size); tests/test_shrink_real.py shrin
 from __future__ import annotations
 
 import ast
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -17,73 +16,11 @@ from bot.verify import oracle, reproducers, shrink
 from bot.text.render import render
 from bot.verify.script import render_script
 from bot.settings import Settings
-from harness.core.effects import effects_for
-from harness.core.tracking import tracking_groups
 from state import db, runs, verdicts
 from state.verdicts import Shrink, Verdict
-from tests.checks_runner import answering_checks
 from tests.fakegithub import scenario as sc
-from tests.test_publisher_reproducers import a_run
-
-SIG = sc.SIG_A
-PY = "/nightly/bin/python"
-# A stored build shaped like the zoo's MimiModel entry (sub-config added to reach the nested rules).
-BUILD = {
-    "model": "MimiModel", "config_class": "MimiConfig", "seed": 0, "fingerprint": "fp", "transformers_version": "5.23.0",
-    "config": {"hidden_size": 64, "intermediate_size": 128, "head_dim": 16, "num_attention_heads": 4,
-               "num_key_value_heads": 4, "num_hidden_layers": 2, "num_quantizers": 32, "codebook_size": 128,
-               "codebook_dim": 256, "sliding_window": 250, "use_cache": False, "model_type": "mimi",
-               "vocab_size": 1000, "pad_token_id": 3,
-               "text_config": {"model_type": "t", "num_hidden_layers": 4, "hidden_size": 32, "num_attention_heads": 2,
-                               "layer_types": ["full", "full", "full", "full"]}},
-    "spec": {"input_values": {"kind": "randn", "shape": [2, 1, 8000]},
-             "input_ids": {"kind": "ids", "shape": [2, 16], "high": 1000},
-             "padding_mask": {"kind": "ones", "shape": [2, 16]}},
-}
-
-
-def params(b: dict[str, Any]) -> int:
-    c = b["config"]
-    return c["hidden_size"] * c["intermediate_size"] * c["num_hidden_layers"] + c["codebook_size"] * c["codebook_dim"]
-
-
-class Twin:
-    """Crashes with SIG while the build is big enough and consistent; another signature otherwise."""
-
-    def __init__(self, clock: list[float] | None = None, cost: float = 0.0, needs_window: bool = True,
-                 eager_needs_batch: bool = False) -> None:
-        self.needs_window, self.eager_needs_batch = needs_window, eager_needs_batch
-        self.modes: list[str] = []
-        self.calls: list[dict[str, Any]] = []
-        self.results: list[dict[str, Any]] = []
-        self.clock, self.cost = clock, cost
-
-    def __call__(self, b, settings, backend, device, python, timeout, mode="flag", baseline=None):
-        if mode == oracle.CHECKS:            # the three modes in one run, as the real script answers
-            return answering_checks(self)(b, settings, backend, device, python, timeout, mode, baseline)
-        assert python == PY and timeout > 0
-        if self.clock is not None:
-            self.clock[0] += self.cost
-        self.modes.append(mode)
-        c, spec = b["config"], b["spec"]
-        if mode != "flag":        # eager and baseline: valid unless the inputs disagree (like Qwen2-VL's image grid)
-            bad = self.eager_needs_batch and spec["input_values"]["shape"][0] != spec["input_ids"]["shape"][0]
-            return render_script(b, settings, baseline=baseline), (
-                {"status": "error", "signature": "RuntimeError: split_with_sizes expects split_sizes to sum"}
-                if bad else {"status": "ok", "signature": None})
-        self.calls.append(copy.deepcopy(b))
-        result = {"status": "error", "signature": SIG, "parameters": params(b), "seconds": params(b) / 1e4}
-        if c["hidden_size"] % c["num_attention_heads"]:
-            result["signature"] = "ValueError: hidden_size is not a multiple of num_attention_heads"
-        elif spec["input_values"]["shape"][2] < 960:
-            result["signature"] = "RuntimeError: input is shorter than the conv stack"
-        elif self.needs_window and "sliding_window" not in c:
-            result.update(status="ok", signature=None)           # the crash needs the window: never drop it
-        elif "padding_mask" not in spec:
-            result["signature"] = "KeyError: padding_mask"
-        self.results.append(result)
-        return render_script(b, settings, baseline=baseline), result
-
+from tests.helpers_verify import (BUILD, PY, RUN, SIG, Twin, build_of, five_model_groups, sig_twin, store_run,
+                                  verify_setup)
 
 def run_shrink(twin: Twin, budget: float = 600.0, **kw: Any) -> shrink.Shrunk:
     original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
@@ -166,43 +103,11 @@ def test_shrink_stats_render_in_the_tracking_issue() -> None:
 # ---- through verify_all and the real verify step and publish path -------------------------------------
 
 
-def _groups():
-    outs = [sc.outcome(m, c, spec.get(c, spec.get("baseline", 3)), "decoder_llm")
-            for m, spec in sorted(sc.corpus(5).items()) for c in sc.CONFIGS]
-    return outs, tracking_groups(effects_for(outs), outs)
-
-
-def _sig_twin(twin: Twin):
-    """The twin for every group: the config's settings and the model name pick the signature the sweep saw."""
-    def runner(b, settings, *rest):
-        script, result = twin(b, settings, *rest)
-        if result["signature"] == SIG:
-            if "torch._dynamo.config.capture_dynamic_output_shape_ops" in settings:
-                result = {**result, "signature": sc.SIG_C}
-            elif b["model"] == "Model02ForCausalLM":
-                result = {**result, "signature": sc.SIG_B}
-        return script, result
-    return answering_checks(runner)
-
-
-def _build(model: str) -> dict[str, Any]:
-    return {**copy.deepcopy(BUILD), "model": model}
-
-
-RUN = a_run({"python": PY, "torch_version": "2.13.0", "torch_git": "abc"})
-
-
-def _verify_setup() -> tuple[Any, Any, dict[str, Any]]:
-    """(outcomes, groups, builds) of three confirmed signatures over five models."""
-    outs, groups = _groups()
-    return outs, groups, {m: _build(m) for m in sc.corpus(5)}
-
-
 def test_verify_all_stores_the_shrink_and_a_second_call_runs_nothing(tmp_path: Path) -> None:
-    outs, groups, builds = _verify_setup()
+    outs, groups, builds = verify_setup()
     conn = db.connect(tmp_path / "state.sqlite")
     twin = Twin()
-    first = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=_sig_twin(twin), shrink_budget=600.0)
+    first = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=sig_twin(twin), shrink_budget=600.0)
     assert len(groups) == 3 and len(twin.calls) > 3                   # verified, then shrunk
     for found in first.values():
         assert found.status == "confirmed" and found.shrunk
@@ -212,31 +117,21 @@ def test_verify_all_stores_the_shrink_and_a_second_call_runs_nothing(tmp_path: P
         assert small.build["config"]["num_hidden_layers"] == 1 and small.build["model"] == found.model
         assert verdicts.get(conn, found.key) == found                  # stored as it came out, shrink included
     n = len(twin.calls)
-    again = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=_sig_twin(twin), shrink_budget=600.0)
+    again = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=sig_twin(twin), shrink_budget=600.0)
     assert again == first and len(twin.calls) == n                     # the quiet nightly: zero runs
 
 
 def test_a_verdict_stored_without_shrinking_is_shrunk_once_when_the_budget_is_on(tmp_path: Path) -> None:
-    outs, groups, builds = _verify_setup()
+    outs, groups, builds = verify_setup()
     conn = db.connect(tmp_path / "state.sqlite")
     twin = Twin()
-    plain = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=_sig_twin(twin))
+    plain = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=sig_twin(twin))
     assert len(twin.calls) == 3 and all(not v.shrunk and v.shrink is None for v in plain.values())
-    shrunk = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=_sig_twin(twin), shrink_budget=600.0)
+    shrunk = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=sig_twin(twin), shrink_budget=600.0)
     assert all(v.shrink for v in shrunk.values())
     n = len(twin.calls)
-    reproducers.verify_all(conn, groups, outs, RUN, builds, runner=_sig_twin(twin), shrink_budget=600.0)
+    reproducers.verify_all(conn, groups, outs, RUN, builds, runner=sig_twin(twin), shrink_budget=600.0)
     assert len(twin.calls) == n
-
-
-def store_run(tmp_path: Path):
-    """A finalized nightly with three crash groups, its interpreter and build data stored: (connection, run id)."""
-    conn = db.connect(tmp_path / "state.sqlite")
-    run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus(5), env={**sc.ENV, "python": PY})
-    for model in sc.corpus(5):
-        runs.record_model(conn, run_id, model, _build(model))
-    conn.commit()
-    return conn, run_id
 
 
 @pytest.fixture
@@ -250,9 +145,9 @@ def test_second_publish_of_the_same_run_runs_no_reproducer(stored_run, tmp_path:
     """The real verify step and publish path (dry run): the first verifies and shrinks, the second runs nothing."""
     conn, run_id = stored_run
     twin = Twin()
-    monkeypatch.setattr(reproducers, "render_and_run", _sig_twin(twin))
+    monkeypatch.setattr(reproducers, "render_and_run", sig_twin(twin))
     settings = Settings(state_path=tmp_path / "state.sqlite")
-    assert settings.issues.shrink_budget == 150.0 and settings.issues.verify_reproducers    # on by default
+    assert settings.verify.shrink_budget == 150.0 and settings.verify.enabled    # on by default
     out = tmp_path / "out"
     steps.verify(conn, run_id, settings)
     publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out))
@@ -272,12 +167,12 @@ def test_shrink_budget_setting_loads_and_zero_turns_it_off(tmp_path: Path) -> No
     from bot import settings as settings_mod
 
     path = tmp_path / "s.toml"
-    path.write_text("[issues]\nshrink_budget = 0\n")
-    assert settings_mod.load(path, env={}).issues.shrink_budget == 0.0
-    outs, groups = _groups()
+    path.write_text("[verify]\nshrink_budget = 0\n")
+    assert settings_mod.load(path, env={}).verify.shrink_budget == 0.0
+    outs, groups = five_model_groups()
     twin = Twin()
     v = reproducers.verify_all(db.connect(tmp_path / "state.sqlite"), groups, outs, RUN,
-                               {m: _build(m) for m in sc.corpus(5)}, runner=_sig_twin(twin), shrink_budget=0.0)
+                               {m: build_of(m) for m in sc.corpus(5)}, runner=sig_twin(twin), shrink_budget=0.0)
     assert len(twin.calls) == len(groups) and all(not e.shrunk for e in v.values())
 
 

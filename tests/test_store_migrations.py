@@ -241,7 +241,7 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     # v11: the environment gate and the issues' resolutions: none for old runs; stored and read back now.
     assert (gates.get(conn, 2) is not None) == (version >= 11)
     assert resolutions.tally(conn, "o/old").counts["completed"] == (1 if version >= 11 else 0)
-    gates.record(conn, gates.Gate(rid, gates.SUSPECT, [{"kind": "canary", "model": "GPT2Model", "status": "error"}]))
+    gates.record(conn, gates.EnvironmentVerdict(rid, gates.SUSPECT, [{"kind": "canary", "model": "GPT2Model", "status": "error"}]))
     assert gates.is_suspect(conn, rid) and not gates.is_suspect(conn, 2)
     resolutions.record(conn, "o/r", [resolutions.Resolution(7, "t1", "not_planned", "not_planned")])
     assert resolutions.tally(conn, "o/r").to_dict()["precision"] == 0.0

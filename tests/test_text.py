@@ -9,7 +9,7 @@ from bot.issues.plan import plan as plan_issues
 from bot.issues.timeline import Timeline
 from tests import issueviews as iv
 from bot.text import markdown
-from bot.settings import Settings
+from bot.settings import IssueSettings, Settings, VerifySettings
 from bot.github import publish
 from state import db
 from tests.fakegithub import FakeGitHub
@@ -74,10 +74,9 @@ def test_hostile_error_through_the_whole_pipeline(fake_github: FakeGitHub, tmp_p
     hostile_sig = "ValueError: " + HOSTILE.replace("\n", " ")
     results = sc.corpus()
     results["Model07ForCausalLM"]["capture_scalar_outputs"] = hostile_sig
-    settings = Settings(state_path=tmp_path / "s.sqlite")
-    settings.github = fake_github.settings()
-    settings.issues.verify_reproducers = False
-    settings.issues.min_models = 1            # every signature filed at once (the evidence rule: test_filing.py)
+    settings = Settings(state_path=tmp_path / "s.sqlite", github=fake_github.settings(),
+                        verify=VerifySettings(enabled=False),
+                        issues=IssueSettings(min_models=1))   # every signature filed at once (test_filing.py)
     conn = db.connect(settings.state_path)
     run_id = sc.record_nightly(conn, "2026-11-20", results)
     publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)

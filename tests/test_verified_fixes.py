@@ -11,7 +11,7 @@ import pytest
 
 from harness.core import fixes
 from bot.github import publish
-from bot.settings import Settings, SettingsError, load
+from bot.settings import IssueSettings, Settings, SettingsError, VerifySettings, load
 from harness.core.outcome import Outcome
 from state import db
 from tests.fakegithub import FakeGitHub
@@ -55,12 +55,9 @@ def test_a_model_that_was_not_tested_or_still_fails_is_never_fixed(baseline, fla
 
 
 def _settings(fake: FakeGitHub, tmp: Path) -> Settings:
-    s = Settings(state_path=tmp / "state.sqlite")
-    s.github = fake.settings(retry_backoff=0.0)
-    s.issues.verify_nightlies = 2
-    s.issues.verify_reproducers = False
-    s.issues.min_models = 1       # one-model signatures are filed at once here (the evidence rule: test_filing.py)
-    return s
+    # min_models=1: one-model signatures are filed at once here (the evidence rule: test_filing.py)
+    return Settings(state_path=tmp / "state.sqlite", github=fake.settings(retry_backoff=0.0),
+                    issues=IssueSettings(verify_nightlies=2, min_models=1), verify=VerifySettings(enabled=False))
 
 
 def _nightly(conn, date: str, results: dict, *, shard: str | None = None,

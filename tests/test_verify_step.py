@@ -7,7 +7,6 @@ count none during a publish.
 """
 from __future__ import annotations
 
-import _posixsubprocess
 import json
 import logging
 import os
@@ -15,13 +14,12 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
 from bot.github import publish
 from bot.pipeline import nightly, steps
-from bot.settings import Settings
+from bot.settings import IssueSettings, NightlySettings, Settings
 from bot.verify import step as verify_mod
 from bot.view import run_view
 from state import db, runs, verdicts
@@ -29,29 +27,10 @@ from state.verdicts import Component, RunVerdict, Shrink, Stage, Verdict
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub import scenario as sc
 from tests.fakesweep import World
+from tests.helpers_verify import ProcessStarts
 
 ROOT = Path(__file__).resolve().parents[1]
 CSO, CDO = "capture_scalar_outputs", "capture_dynamic_output_shape_ops"
-
-
-class ProcessStarts:
-    """Every way this process could start another, wrapped: each start is recorded, then made as asked."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.seen: list[str] = []
-        self._wrap(monkeypatch, subprocess.Popen, "__init__", "Popen")
-        self._wrap(monkeypatch, _posixsubprocess, "fork_exec", "fork_exec")   # subprocess and multiprocessing spawn
-        for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "spawnv", "spawnve"):
-            self._wrap(monkeypatch, os, name, f"os.{name}")
-
-    def _wrap(self, monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, label: str) -> None:
-        real: Callable[..., Any] = getattr(owner, name)
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.seen.append(label)
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(owner, name, counted)
 
 
 def fake_interpreter(tmp_path: Path) -> Path:
@@ -87,9 +66,8 @@ def two_nightlies(conn, python: Path) -> int:
 
 @pytest.fixture
 def world(tmp_path: Path, fake_github: FakeGitHub):
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.github = fake_github.settings(retry_backoff=0.0)
-    settings.issues.min_models = 1      # one-model crashes filed at once (the evidence rule: test_filing.py)
+    settings = Settings(state_path=tmp_path / "state.sqlite", github=fake_github.settings(retry_backoff=0.0),
+                        issues=IssueSettings(min_models=1))   # one-model crashes filed at once (test_filing.py)
     conn = db.connect(settings.state_path)
     run_id = two_nightlies(conn, fake_interpreter(tmp_path))
     yield settings, conn, run_id, fake_github
@@ -185,8 +163,7 @@ def test_verdicts_round_trip_typed(tmp_path):
 
 
 def test_the_nightly_verifies_before_it_loads_the_view_and_publishes(tmp_path):
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.nightly.configs = [CSO]
+    settings = Settings(state_path=tmp_path / "state.sqlite", nightly=NightlySettings(configs=[CSO]))
     conn = db.connect(settings.state_path)
     world = World()
     world.crashing = {"GammaModel"}
@@ -213,8 +190,7 @@ def test_the_nightly_verifies_before_it_loads_the_view_and_publishes(tmp_path):
 @pytest.mark.parametrize("progress", [True, False])
 def test_the_nightly_says_what_the_verify_step_does(tmp_path, capsys, progress):
     """The verify step's minutes are not silent: its progress lines reach stderr (and only with progress on)."""
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.nightly.configs = [CSO]
+    settings = Settings(state_path=tmp_path / "state.sqlite", nightly=NightlySettings(configs=[CSO]))
     conn = db.connect(settings.state_path)
     world = World()
     world.crashing = {"GammaModel"}

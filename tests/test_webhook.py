@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.settings import Settings
+from bot.settings import GitHubSettings, Settings, WebhookSettings
 from bot.service.webhook import WebhookApp, decide, is_own, sign, verify_signature
 from bot.service.server import WebhookServer
 from harness.core.record import RecordError
@@ -34,14 +34,18 @@ def comment_payload(body: str, login: str = "triager", action: str = "created", 
 
 @pytest.fixture
 def server(tmp_path):
+    # Room for a loaded 2-core CI machine: a sender here never stalls on purpose.
+    yield from serving(tmp_path, read_timeout=10.0, header_timeout=10.0)
+
+
+@pytest.fixture
+def impatient_server(tmp_path):
+    # The slow-client limits under test: a stalled sender is timed out after 1 s.
     yield from serving(tmp_path, read_timeout=1.0, header_timeout=1.0)
 
 
 def serving(tmp_path, **webhook):
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.webhook.secret = SECRET
-    for key, value in webhook.items():
-        setattr(settings.webhook, key, value)
+    settings = Settings(state_path=tmp_path / "state.sqlite", webhook=WebhookSettings(secret=SECRET, **webhook))
     conn = db.connect(settings.state_path)
     woken = []
     app = WebhookApp(conn, settings, notify=lambda: woken.append(1), health=lambda: {"ok": True, "queue": jobs.depth(conn)})
@@ -58,7 +62,7 @@ def post(srv, event: str, data, delivery: str = "d-1", secret: str | None = SECR
     headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery, "Content-Type": "application/json"}
     if secret is not None:
         headers["X-Hub-Signature-256"] = sign(secret, body)
-    return httpx.post(srv.url + "/webhook", content=body, headers=headers, timeout=5)
+    return httpx.post(srv.url + "/webhook", content=body, headers=headers, timeout=10)
 
 
 def test_signature_is_hmac_sha256_of_the_body():
@@ -99,7 +103,7 @@ def test_unsigned_and_missigned_are_rejected_and_store_nothing(server):
     assert post(server, "issue_comment", data, secret="wrong").status_code == 401
     body = json.dumps(data).encode()
     tampered = body.replace(b"triager", b"attacker")
-    r = httpx.post(server.url + "/webhook", content=tampered, timeout=5, headers={
+    r = httpx.post(server.url + "/webhook", content=tampered, timeout=10, headers={
         "X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "t", "X-Hub-Signature-256": sign(SECRET, body)})
     assert r.status_code == 401
     assert jobs.depth(server.conn) == 0 and deliveries.count(server.conn) == 0
@@ -142,7 +146,7 @@ def test_oversized_signed_body_gets_a_413_the_sender_reads_eight_times_in_a_row(
 
 def test_oversized_body_over_the_drain_limit_is_413_before_reading(server):
     # Announce 50 MB (past drain_limit) and send nothing: the answer must come from the header alone.
-    with socket.create_connection(("127.0.0.1", server.server_port), timeout=5) as s:
+    with socket.create_connection(("127.0.0.1", server.server_port), timeout=10) as s:
         s.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: ping\r\n"
                   b"X-GitHub-Delivery: big\r\nContent-Length: 50000000\r\n\r\n")
         answer = s.recv(4096).decode()
@@ -150,7 +154,8 @@ def test_oversized_body_over_the_drain_limit_is_413_before_reading(server):
     assert deliveries.count(server.conn) == 0
 
 
-def test_a_sender_that_stalls_mid_body_gets_408(server):
+def test_a_sender_that_stalls_mid_body_gets_408(impatient_server):
+    server = impatient_server
     with socket.create_connection(("127.0.0.1", server.server_port), timeout=10) as s:
         s.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: ping\r\n"
                   b"X-GitHub-Delivery: slow\r\nContent-Length: 100\r\n\r\n" + b"{" * 10)
@@ -159,7 +164,8 @@ def test_a_sender_that_stalls_mid_body_gets_408(server):
     assert deliveries.count(server.conn) == 0
 
 
-def test_a_sender_that_never_finishes_its_headers_is_dropped(server):
+def test_a_sender_that_never_finishes_its_headers_is_dropped(impatient_server):
+    server = impatient_server
     with socket.create_connection(("127.0.0.1", server.server_port), timeout=10) as s:
         s.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\n")
         assert s.recv(4096) == b""          # closed by the server after header_timeout, no answer owed
@@ -171,7 +177,7 @@ def test_a_sender_that_never_finishes_its_headers_is_dropped(server):
         answer.read(int(head["content-length"]))
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
         assert answer.read() == b""
-    assert httpx.get(server.url + "/healthz", timeout=5).json()["connections"]["timed_out"] == 2
+    assert httpx.get(server.url + "/healthz", timeout=10).json()["connections"]["timed_out"] == 2
 
 
 def slow_clients(port: int, peers: range, per_peer: int) -> list[socket.socket]:
@@ -201,7 +207,7 @@ def test_slow_clients_from_many_addresses_do_not_take_deliveries_down(patient_se
             opened += slow_clients(srv.server_port, range(2, 14), per_peer=25)   # 300 connections a round
             r = post(srv, "issue_comment", comment_payload("@flagsweep-bot rerun"), delivery=f"flood-{round_}")
             assert r.status_code == 202 and r.json()["status"] == "queued"
-        health = httpx.get(srv.url + "/healthz", timeout=5).json()["connections"]
+        health = httpx.get(srv.url + "/healthz", timeout=10).json()["connections"]
     finally:
         for s in opened:
             s.close()
@@ -217,7 +223,7 @@ def test_one_address_holds_at_most_max_per_peer_connections(patient_server):
     try:
         r = post(srv, "ping", payload("ping"), delivery="p")
         assert r.status_code == 200
-        health = httpx.get(srv.url + "/healthz", timeout=5).json()["connections"]
+        health = httpx.get(srv.url + "/healthz", timeout=10).json()["connections"]
     finally:
         for s in opened:
             s.close()
@@ -228,14 +234,14 @@ def test_too_many_header_fields_get_431(server):
     body = json.dumps(payload("ping")).encode()
     headers = [("X-GitHub-Event", "ping"), ("X-GitHub-Delivery", "h"), ("X-Hub-Signature-256", sign(SECRET, body))]
     headers += [(f"X-Filler-{i}", "1") for i in range(150)]
-    r = httpx.post(server.url + "/webhook", content=body, headers=headers, timeout=5)
+    r = httpx.post(server.url + "/webhook", content=body, headers=headers, timeout=10)
     assert r.status_code == 431 and deliveries.count(server.conn) == 0
 
 
 def test_every_request_gets_an_access_log_line(server, caplog):
     with caplog.at_level(logging.INFO, logger="flagsweep.access"):
         post(server, "ping", payload("ping"), delivery="logged")
-        httpx.get(server.url + "/healthz", timeout=5)
+        httpx.get(server.url + "/healthz", timeout=10)
         end = time.monotonic() + 5
         while len(caplog.records) < 2 and time.monotonic() < end:
             time.sleep(0.01)
@@ -279,11 +285,11 @@ def test_app_installation_payload_keeps_the_installation(server):
 
 
 def test_healthz_and_unknown_paths(server):
-    r = httpx.get(server.url + "/healthz", timeout=5)
+    r = httpx.get(server.url + "/healthz", timeout=10)
     assert r.status_code == 200 and r.json() == {"ok": True, "queue": 0, "connections": {
         "open": 1, "waiting": 0, "busy": 1, "refused": 0, "timed_out": 0}}
-    assert httpx.get(server.url + "/nope", timeout=5).status_code == 404
-    assert httpx.get(server.url + "/webhook", timeout=5).status_code == 405
+    assert httpx.get(server.url + "/nope", timeout=10).status_code == 404
+    assert httpx.get(server.url + "/webhook", timeout=10).status_code == 405
 
 
 def test_a_port_in_use_fails_at_construction(server):
@@ -292,8 +298,7 @@ def test_a_port_in_use_fails_at_construction(server):
 
 
 def test_decide_is_pure_and_checks_the_repository():
-    s = Settings()
-    s.github.repo = "pytorch/flagsweep-triage"
+    s = Settings(github=GitHubSettings(repo="pytorch/flagsweep-triage"))
     d = decide("issue_comment", comment_payload("@flagsweep-bot rerun"), s)
     assert d.outcome == "ignored" and "not pytorch/flagsweep-triage" in d.reason
     assert decide("issue_comment", {**comment_payload("x"), "action": "deleted"}, Settings()).outcome == "ignored"

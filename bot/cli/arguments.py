@@ -1,6 +1,6 @@
 """Argument types for the CLI: each checks one value and names it when it is wrong.
 
-Used as argparse `type=` by every `bot.cli_*` module, so a bad value is refused
+Used as argparse `type=` by every `bot.cli` area module, so a bad value is refused
 by the parser (exit 2, one line) before anything opens the store or starts a
 worker. Checks that need the interpreter under test (is CUDA there?) are not
 here: see `harness.engine.devices`.

@@ -1,6 +1,6 @@
 """The `flagsweep` command line: global options, then one subcommand module per area.
 
-Each `bot.cli_*` module has `register(subparsers)`, adding its subcommands with
+Each `bot.cli.*` area module has `register(subparsers)`, adding its subcommands with
 `set_defaults(func=handler)`; a handler takes `(args, settings)` and returns an
 exit code. Modules must not import torch at import time: `flagsweep --help`
 stays instant. Argument values are checked by the types in `bot.cli.arguments`;
@@ -9,6 +9,7 @@ errors that only show up later are turned into one line by `bot.cli.errors`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import logging
 import sys
@@ -57,9 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     except settings_mod.SettingsError as exc:
         print(f"flagsweep: settings: {exc}", file=sys.stderr)
         return 2
-    if args.state is not None:
-        settings.state_path = Path(args.state)
-    paths.absolute_settings(settings)
+    if args.state is not None:     # already absolute (absolute_args)
+        settings = dataclasses.replace(settings, state_path=Path(args.state))
     try:
         return int(args.func(args, settings) or 0)
     except KeyboardInterrupt:

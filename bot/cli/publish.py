@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -66,7 +67,7 @@ def run_publish(args: argparse.Namespace, settings: Settings) -> int:
         if args.repo.count("/") != 1:
             print(f"flagsweep publish: --repo must be OWNER/NAME, not {args.repo!r}", file=sys.stderr)
             return 2
-        settings.github.repo = args.repo
+        settings = dataclasses.replace(settings, github=dataclasses.replace(settings.github, repo=args.repo))
     dry_run = args.dry_run or not settings.github.has_credentials
     if dry_run and not args.dry_run:
         print("flagsweep publish: no GitHub credentials configured, so this is a dry run", file=sys.stderr)

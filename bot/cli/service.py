@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -74,18 +75,20 @@ def _emit(result: Any, as_json: bool) -> None:
         sys.stdout.write(render("nightly_summary.txt.j2", r=result))
 
 
-def _identity_error(settings: Any, dry_run: bool | None) -> str | None:
-    """Ask GitHub once, at start-up, who the credentials write as; the reason to refuse, if any."""
+def _identity(settings: Any, dry_run: bool | None) -> tuple[Any, str | None]:
+    """Ask GitHub once, at start-up, who the credentials write as: (the settings with that login as
+    [github] bot_login, adopted when unset; the reason to refuse, if any)."""
     if dry_run or not settings.github.has_credentials:
-        return None
+        return settings, None
     from bot.github.client import ActionRefused, GitHubPublisher, GitHubUnavailable
     try:
-        GitHubPublisher(settings.github)        # checks (or adopts) [github] bot_login
+        login = GitHubPublisher(settings.github).login     # checks (or adopts) [github] bot_login
     except ActionRefused as exc:
-        return str(exc)
+        return settings, str(exc)
     except GitHubUnavailable as exc:            # GitHub down: sweep anyway; publishing asks again
         log.warning("github: cannot ask who we are yet: %s", exc)
-    return None
+        return settings, None
+    return dataclasses.replace(settings, github=dataclasses.replace(settings.github, bot_login=login)), None
 
 
 def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
@@ -93,7 +96,7 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
     from bot.pipeline import nightly
     from harness.engine.engine import SweepInterrupted
     from state import db
-    refused = _identity_error(settings, args.dry_run)
+    settings, refused = _identity(settings, args.dry_run)
     if refused:
         print(f"flagsweep nightly: {refused}", file=sys.stderr)
         return 2
@@ -220,10 +223,10 @@ def cmd_serve(args: argparse.Namespace, settings: Any) -> int:
         print(f"flagsweep serve: {refused}", file=sys.stderr)
         return 2
     if args.host:
-        settings.webhook.host = args.host
+        settings = dataclasses.replace(settings, webhook=dataclasses.replace(settings.webhook, host=args.host))
     if args.port is not None:
-        settings.webhook.port = args.port
-    refused = _identity_error(settings, args.dry_run)
+        settings = dataclasses.replace(settings, webhook=dataclasses.replace(settings.webhook, port=args.port))
+    settings, refused = _identity(settings, args.dry_run)
     if refused:
         print(f"flagsweep serve: {refused}", file=sys.stderr)
         return 2

@@ -58,7 +58,7 @@ def role_at_least(role: str | None, minimum: str) -> bool:
 
 
 @dataclass
-class Gate:
+class PermissionGate:
     """Permission (cached briefly) and per-user rate limit: state that lives as long as the service."""
 
     ttl: float = 300.0
@@ -96,7 +96,7 @@ class Context:
     conn: sqlite3.Connection
     settings: Settings
     github: GitHubPort
-    gate: Gate
+    gate: PermissionGate
     dry_run: bool = True
     out_dir: Path = Path("flagsweep-out")
     retry: bool = False               # an earlier attempt of this job met a GitHub outage

@@ -90,8 +90,8 @@ def search_range(ctx: Context, link: Any) -> dict[str, Any]:
     """
     from state import ranges as stored_ranges
     from state import runs
-    if ctx.settings.nightly.range_installs <= 0:
-        raise UserError("the range search is off ([nightly] range_installs = 0)")
+    if ctx.settings.ranges.installs <= 0:
+        raise UserError("the range search is off ([ranges] installs = 0)")
     pipeline = ctx.steps.pipeline
     key = (link.config, link.signature)
     latest = runs.list_runs(ctx.conn, kinds=["nightly"], status="finished", limit=1)

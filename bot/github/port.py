@@ -76,11 +76,12 @@ def same_login(a: str, b: str) -> bool:
 
 
 def check_identity(settings: GitHubSettings, login: str) -> str:
-    """Adopt `login` as bot_login when none is set; IdentityError when bot_login names another account."""
+    """The login the bot writes as: `login` adopted when bot_login is unset; IdentityError when bot_login names
+    another account. (The settings stay as read: a caller that needs the adopted login passes it on.)"""
     if not settings.bot_login:
         log.info("github: writing as %s (bot_login taken from the credentials)", login)
-        settings.bot_login = login
-    elif not same_login(settings.bot_login, login):
+        return login
+    if not same_login(settings.bot_login, login):
         raise IdentityError(f"the GitHub credentials write as {login!r}, not as [github] bot_login "
                             f"{settings.bot_login!r}; set bot_login = {login!r} or use that account's credentials "
                             "(nothing was published)")

@@ -68,7 +68,7 @@ class PublishSummary:
     paused: int | None = None     # the open issue with the pause label: nothing was written
     shadow: bool = False          # GitHub was read, the writes went to files
     gated: int = 0                # actions the environment gate held back (a suspect run files and closes nothing)
-    gate: dict[str, Any] | None = None        # the run's gate verdict (state.gates.Gate), when judged
+    gate: dict[str, Any] | None = None        # the run's gate verdict (state.gates.EnvironmentVerdict), when judged
     precision: dict[str, Any] | None = None   # the measured precision (state.resolutions.Tally) after this publish
     synced: dict[str, int] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -98,7 +98,7 @@ def plan_settings(settings: Settings) -> PlanSettings:
                         summary_configs=list(settings.issues.summary_configs))
 
 
-def gated(plan: Plan, gate: gates.Gate | None) -> tuple[Plan, int]:
+def gated(plan: Plan, gate: gates.EnvironmentVerdict | None) -> tuple[Plan, int]:
     """A suspect run's plan: only the summary issues' edits (nothing filed, closed or commented), no link notes."""
     if gate is None or not gate.suspect:
         return plan, 0

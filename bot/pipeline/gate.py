@@ -15,14 +15,14 @@ import sqlite3
 
 from bot.settings import Settings
 from state import gates, history, runs as runs_mod
-from state.gates import Gate
+from state.gates import EnvironmentVerdict
 from harness.core.outcome import Outcome
 
 COMPILERS = ("c++", "g++", "clang++")     # what inductor's C++ build looks for on PATH
 FAILED_AT_BASELINE = ("create_error", "input_error", "eager_error", "error", "timeout", "killed")
 
 
-def check(conn: sqlite3.Connection, run_id: int, prev_id: int | None, settings: Settings) -> Gate:
+def check(conn: sqlite3.Connection, run_id: int, prev_id: int | None, settings: Settings) -> EnvironmentVerdict:
     """Judge the run (its shard group) and store the verdict; returns it."""
     run = runs_mod.get_run(conn, run_id)
     baseline = {o.model: o for o in history.group_outcomes(conn, run_id) if o.config == "baseline"}
@@ -32,7 +32,7 @@ def check(conn: sqlite3.Connection, run_id: int, prev_id: int | None, settings: 
         before = {o.model: o for o in history.group_outcomes(conn, prev_id) if o.config == "baseline"}
         reasons += jump_reasons(before, baseline, settings.nightly.max_error_jump)
     verdict = gates.SUSPECT if reasons else gates.OK
-    return gates.record(conn, Gate(run_id=run_id, verdict=verdict, reasons=reasons))
+    return gates.record(conn, EnvironmentVerdict(run_id=run_id, verdict=verdict, reasons=reasons))
 
 
 def environment_reasons(env: dict, options: dict) -> list[dict]:

@@ -56,7 +56,7 @@ class NightlyResult:
     ranges: list[dict[str, Any]] = field(default_factory=list)  # regression ranges searched (state.ranges.Range)
     range_cost: dict[str, int] = field(default_factory=dict)    # installs, sweeps, items the search took
     missing_shards: list[str] = field(default_factory=list)     # a merge of only some shards: those it lacks
-    gate: dict[str, Any] | None = None    # the environment gate's verdict (state.gates.Gate), once judged
+    gate: dict[str, Any] | None = None    # the environment gate's verdict (state.gates.EnvironmentVerdict), once judged
     verify: dict[str, Any] | None = None  # the verify step's cost (state.verdicts.StepCost), once it ran
 
     @property

@@ -95,7 +95,7 @@ def confirm(conn: sqlite3.Connection, run_id: int, result: DiffResult | None, se
     A first run (no diff) re-runs each of its tracked crashes: all are new, and none may be filed unconfirmed.
     """
     from bot.pipeline import flake
-    if settings.sweep.confirm_runs <= 0 or (result is not None and not result.news()):
+    if settings.confirm.runs <= 0 or (result is not None and not result.news()):
         return result
     transitions = result.transitions if result is not None else flake.first_night(conn, run_id)
     if not transitions:
@@ -107,7 +107,7 @@ def confirm(conn: sqlite3.Connection, run_id: int, result: DiffResult | None, se
         # the modules the run's workers imported (--import: models registered there) rebuild its models again
         options = settings.sweep.options(python, run.options.get("extra_modules"))
         confirmed = flake.confirm(conn, run_id, transitions, configs=run.configs, base_settings=run.base_settings,
-                                  options=options, runs=settings.sweep.confirm_runs)
+                                  options=options, runs=settings.confirm.runs)
     except ConfigUnavailable as exc:   # this host's torch lacks a flag the run swept (a merge): nothing re-runs
         log.warning("flake confirmation not run: %s; the run's crashes stay unconfirmed", exc)
         return result
@@ -152,17 +152,17 @@ def verify(conn: sqlite3.Connection, run_id: int, settings: Settings, *, enabled
            progress: Callable[[str], None] | None = None) -> Mapping[tuple[str, str], RunVerdict]:
     """Verify, shrink and isolate the run's tracking groups' reproducers; store the verdicts publishing reads.
 
-    enabled: run the reproducers (default: `[issues] verify_reproducers`). A verdict stored for the
+    enabled: run the reproducers (default: `[verify] enabled`). A verdict stored for the
     same key is reused, so verifying a run again runs nothing. progress: stage lines, and the step's bar
     on stderr (None: silent). Groups run on `[sweep] workers`, bounded by `[verify] max_minutes`.
     """
     from bot.verify import step as verify_mod
     verify_mod.note_old_cache(settings.state_path)
-    issues = settings.issues
-    return verify_mod.verify_run(conn, run_id, enabled=issues.verify_reproducers if enabled is None else enabled,
-                                 timeout=issues.repro_timeout, shrink_budget=issues.shrink_budget, progress=progress,
+    knobs = settings.verify
+    return verify_mod.verify_run(conn, run_id, enabled=knobs.enabled if enabled is None else enabled,
+                                 timeout=knobs.timeout, shrink_budget=knobs.shrink_budget, progress=progress,
                                  workers=settings.sweep.workers or os.cpu_count() or 1,
-                                 max_minutes=settings.verify.max_minutes, bar=progress is not None)
+                                 max_minutes=knobs.max_minutes, bar=progress is not None)
 
 
 def load_view(conn: sqlite3.Connection, run_id: int, settings: Settings) -> RunView:

@@ -6,7 +6,7 @@ the range at once. The nightlies strictly between are bisected (bot.ranges.bisec
 installed through the provider (venvs cached per version) and swept through an
 injected `sweep_items`. Cost rule: a probed build is swept once, for every item of
 every search still pending, and its outcomes are kept for the searches after it;
-the night installs at most `[nightly] range_installs` builds (past it: `OutOfInstalls`,
+the night installs at most `[ranges] installs` builds (past it: `OutOfInstalls`,
 and the range found so far is kept as "bounded").
 
 A target groups the models of one (config, signature, kind). A build is "new"
@@ -200,7 +200,7 @@ def _stored(run_id: int, target: Target, found: Bisection, reason: str | None) -
 def _reason(found: Bisection, prober: Prober) -> str | None:
     parts = []
     if found.status == "bounded":
-        parts.append(f"stopped after {prober.installs} installs ([nightly] range_installs = {prober.budget}); "
+        parts.append(f"stopped after {prober.installs} installs ([ranges] installs = {prober.budget}); "
                      f"{found.remaining} nightlies left between")
     if found.skipped:
         parts.append("skipped (could not be installed or tested): " + ", ".join(found.skipped))
@@ -219,7 +219,7 @@ def search_run(conn: sqlite3.Connection, run_id: int, prev_id: int | None, resul
     """
     report = RangeReport()
     found_targets = targets(result, keys)
-    if not found_targets or settings.nightly.range_installs <= 0:
+    if not found_targets or settings.ranges.installs <= 0:
         return report
     if keys is None:
         # A nightly published again (reused, merged again) keeps the ranges it has: no second search.
@@ -244,7 +244,7 @@ def search_run(conn: sqlite3.Connection, run_id: int, prev_id: int | None, resul
             report.ranges.append(r)
         return report
     prober = Prober(settings, run, found_targets, provide=provide, sweep_items=sweep_items,
-                    budget=settings.nightly.range_installs)
+                    budget=settings.ranges.installs)
     for t in found_targets:
         good, bad = (starts or {}).get(t.key) or (end(prev), end(run))
         between = [lb for lb in labels if is_date(lb) and good.date < lb < bad.date]

@@ -28,7 +28,7 @@ from bot.settings import WebhookSettings
 log = logging.getLogger(__name__)
 
 
-class Gate:
+class ConnectionGate:
     """The open connections of one server, and the counts of those closed by a limit (event-loop thread only)."""
 
     def __init__(self, cfg: WebhookSettings) -> None:
@@ -92,7 +92,7 @@ class Gate:
                 del self.peers[conn.peer]
 
 
-def protocol(gate: Gate) -> type[H11Protocol]:
+def protocol(gate: ConnectionGate) -> type[H11Protocol]:
     """uvicorn's h11 protocol under `gate`'s rules (see the module docstring)."""
     seconds = gate.cfg.header_timeout
 

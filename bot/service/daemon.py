@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Protocol
 
 from bot.commands import handlers
-from bot.commands.context import Context, Gate, GitHubPort, RetryLater
+from bot.commands.context import Context, PermissionGate, GitHubPort, RetryLater
 from bot.commands.steps import CommandSteps, NightlyStep, nightly
 from bot.service import scheduler, webhook, server as webhook_server
 from bot.settings import Settings
@@ -67,12 +67,12 @@ class Service:
     """The long-running bot; `start()`, then `stop()` (or `serve()` for the signal-driven loop)."""
 
     def __init__(self, settings: Settings, *, dry_run: bool | None = None, schedule: bool = True,
-                 trigger: Any = None, steps: ServiceSteps | None = None, gate: Gate | None = None) -> None:
+                 trigger: Any = None, steps: ServiceSteps | None = None, gate: PermissionGate | None = None) -> None:
         self.settings = settings
         self.dry_run = (not settings.github.has_credentials) if dry_run is None else dry_run
         self.out_dir = Path(settings.issues.dry_run_out)
         self.steps = steps or ServiceSteps()
-        self.gate = gate or Gate(ttl=settings.commands.permission_ttl, per_hour=settings.commands.rate_limit)
+        self.gate = gate or PermissionGate(ttl=settings.commands.permission_ttl, per_hour=settings.commands.rate_limit)
         self.stopping = threading.Event()
         self.queue_lock = threading.Lock()
         self.conn_web = db.connect(settings.state_path)

@@ -65,7 +65,7 @@ async def read_body(request: Request, cfg: WebhookSettings) -> bytes:
     return b"".join(chunks)
 
 
-def asgi_app(app: WebhookApp, gate: connections.Gate) -> Any:
+def asgi_app(app: WebhookApp, gate: connections.ConnectionGate) -> Any:
     """The ASGI application: POST /webhook (or /), GET /healthz (with `gate`'s counts), wrapped in the access log."""
     cfg = app.settings.webhook
 
@@ -138,7 +138,7 @@ class WebhookServer:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.create_server((host, port), family=family, backlog=128)
         self.server_address = self.sock.getsockname()
-        self.gate = connections.Gate(cfg)
+        self.gate = connections.ConnectionGate(cfg)
         # No uvicorn limit_concurrency: it counts connections still sending headers and answers 503 to all.
         config = uvicorn.Config(asgi_app(app, self.gate), http=connections.protocol(self.gate), lifespan="off",
                                 log_config=None, access_log=False, server_header=False, timeout_keep_alive=5,
