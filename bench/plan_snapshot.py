@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from bot.github import publish
 from bot.settings import GitHubSettings, IssueSettings, Settings, VerifySettings
+from harness.core.model_build import ModelBuild
 from harness.core.outcome import STRATA, Outcome
 from state import db, history, links, outbox, ranges, runs, verdicts
 from state.verdicts import Component, RunVerdict, Shrink, Stage, Verdict
@@ -177,7 +178,7 @@ def _verdicts(conn: sqlite3.Connection, run_id: int, *, shrink: bool) -> None:
                       Stage("inductor", "fails", 3.4, sc.SIG_A)), CSO, sc.SIG_A, M[1], "2.13.0", "abc")
     a = Verdict(CSO, sc.SIG_A, M[1], status="confirmed", script="import torch\nprint('repro A')\n",
                 torch_version=sc.ENV["torch_version"], torch_git=sc.ENV["torch_git"], shrunk=shrink,
-                shrink=Shrink({"model": M[1], "config": {"num_hidden_layers": 1}}, _shrink_stats()) if shrink else None,
+                shrink=Shrink(ModelBuild(M[1], "LlamaConfig", {"num_hidden_layers": 1}, {}, 0), _shrink_stats()) if shrink else None,
                 component=comp, **build)
     b = Verdict(CSO, sc.SIG_B, M[2], status="unconfirmed", reason="ran without crashing in a fresh interpreter",
                 **build)

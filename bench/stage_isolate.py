@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.sweep_common import machine  # noqa: E402
 from bot.verify import isolate, reproducers  # noqa: E402
+from bot.verify.steps import VerifySteps, render_and_run  # noqa: E402
 from bot.view import run_view  # noqa: E402
 from harness.core.tracking import tracking_groups  # noqa: E402
 from harness.engine.engine import SweepOptions, sweep  # noqa: E402
@@ -42,7 +43,7 @@ def one_nightly(backend: str) -> dict[str, Any]:
 
     def counting(*args: Any) -> tuple[str, dict[str, Any]]:
         runs_by[phase[0]].append(args[2])
-        return reproducers.render_and_run(*args)
+        return render_and_run(*args)
 
     with tempfile.TemporaryDirectory() as tmp:
         conn = db.connect(Path(tmp) / "bench.sqlite")
@@ -53,13 +54,13 @@ def one_nightly(backend: str) -> dict[str, Any]:
         items = run_view.load_items(conn, run_id)
         groups = tracking_groups(list(items.effects), list(items.outcomes))
         start = time.perf_counter()
-        verdicts = reproducers.verify_all(conn, groups, items.outcomes, items.run, dict(items.builds), runner=counting)
+        verdicts = reproducers.verify_all(conn, groups, items.outcomes, items.run, dict(items.builds), seams=VerifySteps(run=counting))
         verify_s = time.perf_counter() - start
         timings = {}
         for name in ("isolate", "quiet"):
             phase[0] = name
             start = time.perf_counter()
-            comps = isolate.isolate_all(conn, groups, verdicts, items.run, dict(items.builds), runner=counting)
+            comps = isolate.isolate_all(conn, groups, verdicts, items.run, dict(items.builds), seams=VerifySteps(run=counting))
             timings[name] = time.perf_counter() - start
         conn.close()
     return {"backend": backend, "models": len(models), "sweep_s": sweep_s, "new_crashes": len(groups),

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.github import publish  # noqa: E402
 from bot.pipeline import steps  # noqa: E402
-from bot.verify import reproducers  # noqa: E402
+from bot.verify.steps import VerifySteps, render_and_run  # noqa: E402
 from bot.settings import Settings, VerifySettings  # noqa: E402
 from harness.engine import engine  # noqa: E402
 from state import db, history  # noqa: E402
@@ -40,25 +40,22 @@ CSO = {"torch._dynamo.config.capture_scalar_outputs": True}
 def _publish(swept: Path, run_id: int, budget: float, store_dir: Path, out: Path) -> tuple[float, int, Verdict]:
     """(seconds, reproducer runs, the tracking verdict) of the verify step and a dry-run publish on store_dir's copy."""
     calls = []
-    real = reproducers.render_and_run
 
     def counting(*args):
         calls.append(1)
-        return real(*args)
+        return render_and_run(*args)
 
     store = store_dir / "state.sqlite"
     if not store.exists():
         shutil.copyfile(swept, store)         # the swept run, no verdict stored yet
     settings = Settings(state_path=store, verify=VerifySettings(shrink_budget=budget))
     conn = db.connect(store)
-    reproducers.render_and_run = counting
     try:
         t0 = time.perf_counter()
-        (found,) = steps.verify(conn, run_id, settings).values()
+        (found,) = steps.verify(conn, run_id, settings, seams=VerifySteps(run=counting)).values()
         publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out))
         seconds = time.perf_counter() - t0
     finally:
-        reproducers.render_and_run = real
         conn.close()
     return seconds, len(calls), found.verdict
 

@@ -18,6 +18,8 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from harness.core.model_build import ModelBuild
+from harness.core.record import parse
 from state.db import transaction
 from state.runs import now
 
@@ -113,6 +115,26 @@ class Maintainer:
 class Shrink:
     """A confirmed reproducer made smaller (bot/verify/shrink.py): the smallest build that still fails, and stats."""
 
+    build: ModelBuild
+    stats: dict[str, Any]
+
+    def to_json(self) -> str:
+        """The stored form: {build, stats}, the build as `ModelBuild.to_dict` writes it."""
+        return json.dumps({"build": self.build.to_dict(), "stats": self.stats}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> "Shrink | None":
+        """Read the stored form (RecordError naming an unknown or missing field, of the shrink or its build)."""
+        if text is None:
+            return None
+        data = parse(_StoredShrink, json.loads(text), "stored shrink")
+        return cls(ModelBuild.from_dict(data.build), data.stats)
+
+
+@dataclass(frozen=True)
+class _StoredShrink:
+    """The stored shrink's shape, before its build is read."""
+
     build: dict[str, Any]
     stats: dict[str, Any]
 
@@ -195,12 +217,11 @@ _COLUMNS = ("key", "config", "signature", "model", "fingerprint", "build_version
 
 
 def _verdict(row: sqlite3.Row) -> Verdict:
-    shrink = json.loads(row["shrink"]) if row["shrink"] is not None else None
     return Verdict(config=row["config"], signature=row["signature"], model=row["model"], fingerprint=row["fingerprint"],
                    build_version=row["build_version"], build_git=row["build_git"], status=row["status"],
                    reason=row["reason"], script=row["script"], torch_version=row["torch_version"],
                    torch_git=row["torch_git"], shrunk=bool(row["shrunk"]),
-                   shrink=Shrink(shrink["build"], shrink["stats"]) if shrink else None,
+                   shrink=Shrink.from_json(row["shrink"]),
                    component=Component.from_json(row["component"]),
                    maintainer=Maintainer.from_json(row["maintainer"]), carried_from=row["carried_from"],
                    reminimised=row["reminimised"], cost=json.loads(row["cost"]) if row["cost"] else None)
@@ -208,7 +229,7 @@ def _verdict(row: sqlite3.Row) -> Verdict:
 
 def put(conn: sqlite3.Connection, verdict: Verdict, *, reusable: bool = True) -> None:
     """Store (or replace) the verdict of its key; `reusable`: later verifications of the key may take it as is."""
-    shrink = json.dumps(asdict(verdict.shrink), sort_keys=True) if verdict.shrink else None
+    shrink = verdict.shrink.to_json() if verdict.shrink else None
     component = verdict.component.to_json() if verdict.component else None
     maintainer = verdict.maintainer.to_json() if verdict.maintainer else None
     values = (verdict.key, verdict.config, verdict.signature, verdict.model, verdict.fingerprint,

@@ -6,22 +6,25 @@ Test runners answer one mode at a time; `answering_checks` runs them in that ord
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from bot.verify.oracle import CHECKS, MODES, Runner
+from bot.verify.oracle import CHECKS, MODES
+from bot.verify.steps import Runner
+from harness.engine.script_runner import ScriptResult
 
 
 def answering_checks(one: Runner) -> Runner:
     """`one`, which answers one mode at a time, answering `checks` as the real script does."""
     def runner(built: Any, settings: dict, backend: str, device: str, python: str, timeout: float,
-               mode: str = "flag", baseline: dict | None = None) -> tuple[str, dict[str, Any]]:
+               mode: str = "flag", baseline: dict | None = None) -> tuple[str, ScriptResult]:
         if mode != CHECKS:
             return one(built, settings, backend, device, python, timeout, mode, baseline)
         script, modes = "", {}
         for each in MODES:
             script, result = one(built, settings, backend, device, python, timeout, each, baseline)
-            modes[each] = {**result, "mode": each}
-            if each != "flag" and result.get("status") != "ok":
+            modes[each] = dataclasses.replace(result, mode=each)
+            if each != "flag" and result.status != "ok":
                 break
-        return script, {**modes[each], "modes": modes}
+        return script, dataclasses.replace(modes[each], modes=modes)
     return runner

@@ -6,6 +6,7 @@ import _posixsubprocess
 import copy
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -14,7 +15,9 @@ import pytest
 from bot.verify import oracle
 from bot.verify.script import render_script
 from harness.core.effects import effects_for
+from harness.core.model_build import ModelBuild
 from harness.core.tracking import tracking_groups
+from harness.engine.script_runner import ScriptResult
 from state import db, runs
 from state.runs import Run
 from tests.checks_runner import answering_checks
@@ -33,22 +36,22 @@ def a_run(env: dict | None = None, backend: str = "count") -> Run:
 SIG = sc.SIG_A
 PY = "/nightly/bin/python"
 # A stored build shaped like the zoo's MimiModel entry (sub-config added to reach the nested rules).
-BUILD = {
-    "model": "MimiModel", "config_class": "MimiConfig", "seed": 0, "fingerprint": "fp", "transformers_version": "5.23.0",
-    "config": {"hidden_size": 64, "intermediate_size": 128, "head_dim": 16, "num_attention_heads": 4,
+BUILD = ModelBuild(
+    model="MimiModel", config_class="MimiConfig", seed=0, fingerprint="fp", transformers_version="5.23.0",
+    config={"hidden_size": 64, "intermediate_size": 128, "head_dim": 16, "num_attention_heads": 4,
                "num_key_value_heads": 4, "num_hidden_layers": 2, "num_quantizers": 32, "codebook_size": 128,
                "codebook_dim": 256, "sliding_window": 250, "use_cache": False, "model_type": "mimi",
                "vocab_size": 1000, "pad_token_id": 3,
                "text_config": {"model_type": "t", "num_hidden_layers": 4, "hidden_size": 32, "num_attention_heads": 2,
                                "layer_types": ["full", "full", "full", "full"]}},
-    "spec": {"input_values": {"kind": "randn", "shape": [2, 1, 8000]},
-             "input_ids": {"kind": "ids", "shape": [2, 16], "high": 1000},
-             "padding_mask": {"kind": "ones", "shape": [2, 16]}},
-}
+    spec={"input_values": {"kind": "randn", "shape": [2, 1, 8000]},
+          "input_ids": {"kind": "ids", "shape": [2, 16], "high": 1000},
+          "padding_mask": {"kind": "ones", "shape": [2, 16]}},
+)
 
 
-def params(b: dict[str, Any]) -> int:
-    c = b["config"]
+def params(b: ModelBuild) -> int:
+    c = b.config
     return c["hidden_size"] * c["intermediate_size"] * c["num_hidden_layers"] + c["codebook_size"] * c["codebook_dim"]
 
 
@@ -70,24 +73,29 @@ class Twin:
         if self.clock is not None:
             self.clock[0] += self.cost
         self.modes.append(mode)
-        c, spec = b["config"], b["spec"]
+        c, spec = b.config, b.spec
         if mode != "flag":        # eager and baseline: valid unless the inputs disagree (like Qwen2-VL's image grid)
             bad = self.eager_needs_batch and spec["input_values"]["shape"][0] != spec["input_ids"]["shape"][0]
             return render_script(b, settings, baseline=baseline), (
-                {"status": "error", "signature": "RuntimeError: split_with_sizes expects split_sizes to sum"}
-                if bad else {"status": "ok", "signature": None})
+                ScriptResult(status="error", signature="RuntimeError: split_with_sizes expects split_sizes to sum")
+                if bad else ScriptResult(status="ok", signature=None))
         self.calls.append(copy.deepcopy(b))
-        result = {"status": "error", "signature": SIG, "parameters": params(b), "seconds": params(b) / 1e4}
+        result = ScriptResult(status="error", signature=SIG, parameters=params(b), seconds=params(b) / 1e4)
         if c["hidden_size"] % c["num_attention_heads"]:
-            result["signature"] = "ValueError: hidden_size is not a multiple of num_attention_heads"
+            result = replace(result, signature="ValueError: hidden_size is not a multiple of num_attention_heads")
         elif spec["input_values"]["shape"][2] < 960:
-            result["signature"] = "RuntimeError: input is shorter than the conv stack"
+            result = replace(result, signature="RuntimeError: input is shorter than the conv stack")
         elif self.needs_window and "sliding_window" not in c:
-            result.update(status="ok", signature=None)           # the crash needs the window: never drop it
+            result = replace(result, status="ok", signature=None)  # the crash needs the window: never drop it
         elif "padding_mask" not in spec:
-            result["signature"] = "KeyError: padding_mask"
+            result = replace(result, signature="KeyError: padding_mask")
         self.results.append(result)
         return render_script(b, settings, baseline=baseline), result
+
+
+def run_shrink(twin: Twin, budget: float = 600.0, **kw: Any) -> shrink.Shrunk:
+    original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
+    return shrink.minimise(BUILD, {}, "count", "cpu", PY, SIG, original=original, budget=budget, runner=twin, **kw)
 
 
 def five_model_groups():
@@ -101,18 +109,18 @@ def sig_twin(twin: Twin):
     """The twin for every group: the config's settings and the model name pick the signature the sweep saw."""
     def runner(b, settings, *rest):
         script, result = twin(b, settings, *rest)
-        if result["signature"] == SIG:
+        if result.signature == SIG:
             if "torch._dynamo.config.capture_dynamic_output_shape_ops" in settings:
-                result = {**result, "signature": sc.SIG_C}
-            elif b["model"] == "Model02ForCausalLM":
-                result = {**result, "signature": sc.SIG_B}
+                result = replace(result, signature=sc.SIG_C)
+            elif b.model == "Model02ForCausalLM":
+                result = replace(result, signature=sc.SIG_B)
         return script, result
     return answering_checks(runner)
 
 
-def build_of(model: str) -> dict[str, Any]:
+def build_of(model: str) -> ModelBuild:
     """The MimiModel-shaped stored build under another model's name."""
-    return {**copy.deepcopy(BUILD), "model": model}
+    return replace(copy.deepcopy(BUILD), model=model)
 
 
 RUN = a_run({"python": PY, "torch_version": "2.13.0", "torch_git": "abc"})
@@ -129,7 +137,7 @@ def store_run(tmp_path: Path):
     conn = db.connect(tmp_path / "state.sqlite")
     run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus(5), env={**sc.ENV, "python": PY})
     for model in sc.corpus(5):
-        runs.record_model(conn, run_id, model, build_of(model))
+        runs.record_model(conn, run_id, build_of(model))
     conn.commit()
     return conn, run_id
 

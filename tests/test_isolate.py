@@ -12,11 +12,14 @@ import pytest
 
 from bot.verify import isolate, oracle, reproducers
 from bot.verify.step import verify_run
+from bot.verify.steps import VerifySteps
 from bot.issues.keys import tracking_key
 from bot.github import publish
 from bot.settings import Settings
 from harness.core.effects import effects_for
+from harness.core.model_build import ModelBuild
 from harness.core.tracking import tracking_groups
+from harness.engine.script_runner import ScriptResult
 from state import db, runs, verdicts as store
 from state.verdicts import Component, Shrink, Verdict
 from tests.fakegithub import scenario as sc
@@ -28,31 +31,36 @@ SIG = sc.SIG_A
 ENV = {**sc.ENV, "python": "/nightly/bin/python"}
 
 
+def a_build(model: str, config: dict[str, Any] | None = None) -> ModelBuild:
+    """A stored build of `model` (the twins never render it)."""
+    return ModelBuild(model, "X", config or {}, {}, 0)
+
+
 class Twin:
     """Fails with `sig` from the `fails_from` backend on (each stage includes the previous), passes before it."""
 
     def __init__(self, fails_from: dict[str, str], other: dict[str, str] | None = None) -> None:
         self.fails_from, self.other, self.calls = fails_from, other or {}, []
 
-    def __call__(self, built: dict[str, Any] | None, settings: dict[str, Any], backend: str, device: str,
-                 python: str, timeout: float, mode: str = "flag", baseline: dict | None = None) -> tuple[str, dict[str, Any]]:
+    def __call__(self, built: ModelBuild | None, settings: dict[str, Any], backend: str, device: str,
+                 python: str, timeout: float, mode: str = "flag", baseline: dict | None = None) -> tuple[str, ScriptResult]:
         if mode == oracle.CHECKS:   # the three checks in one run, as the real script answers
             return answering_checks(self)(built, settings, backend, device, python, timeout, mode, baseline)
-        model = (built or {}).get("model", "?")
+        model = built.model if built else "?"
         if mode != "flag":        # the oracle's eager and baseline checks: every build here is valid
-            return "x", {"status": "ok", "graphs": 1, "signature": None}
+            return "x", ScriptResult(status="ok", graphs=1, signature=None)
         self.calls.append((model, backend))
         order = {"count": 0, "eager": 0, "aot_eager": 1, "inductor": 2}    # count compiles no more than eager
         if model in self.other and order[backend] >= order[self.other[model]]:
-            return "x", {"status": "error", "signature": "RuntimeError: something else entirely"}
+            return "x", ScriptResult(status="error", signature="RuntimeError: something else entirely")
         start = self.fails_from.get(model)
         if start is not None and order[backend] >= order[start]:
-            return f"script {model}\n", {"status": "error", "signature": SIG, "torch_version": "2.13.0", "torch_git": "abc"}
-        return "x", {"status": "ok", "graphs": 1, "signature": None, "torch_version": "2.13.0", "torch_git": "abc"}
+            return f"script {model}\n", ScriptResult(status="error", signature=SIG, torch_version="2.13.0", torch_git="abc")
+        return "x", ScriptResult(status="ok", graphs=1, signature=None, torch_version="2.13.0", torch_git="abc")
 
 
 def run_isolate(twin: Twin, model: str, backend: str = "inductor") -> Component:
-    return isolate.isolate({"model": model}, {}, SIG, backend=backend, device="cpu", python="py", timeout=9,
+    return isolate.isolate(a_build(model), {}, SIG, backend=backend, device="cpu", python="py", timeout=9,
                            runner=twin)
 
 
@@ -99,9 +107,9 @@ def _groups_and_run(backend: str, torch_git: str = "abc") -> tuple[dict, list, A
 
 def _verify_and_isolate(twin: Any, backend: str, conn: sqlite3.Connection, torch_git: str = "abc") -> tuple[dict, dict]:
     groups, outs, run = _groups_and_run(backend, torch_git)
-    builds = {m: {"model": m} for m in sc.corpus()}
-    found = reproducers.verify_all(conn, groups, outs, run, builds, runner=twin)
-    return found, isolate.isolate_all(conn, groups, found, run, builds, runner=twin)
+    builds = {m: a_build(m) for m in sc.corpus()}
+    found = reproducers.verify_all(conn, groups, outs, run, builds, seams=VerifySteps(run=twin))
+    return found, isolate.isolate_all(conn, groups, found, run, builds, seams=VerifySteps(run=twin))
 
 
 def test_isolated_once_per_signature_even_across_torch_builds(tmp_path: Path) -> None:
@@ -131,8 +139,8 @@ def test_a_stage_without_a_result_is_shown_but_not_stored(tmp_path: Path) -> Non
 
     def flaky(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
         if backend == "aot_eager" and len(twin.calls) < 6:
-            twin.calls.append(((built or {}).get("model"), backend))
-            return "", {"status": None, "error": "cannot run python"}
+            twin.calls.append((built.model, backend))
+            return "", ScriptResult.not_run("cannot run python")
         return twin(built, settings, backend, device, python, timeout, mode, baseline)
 
     found, comps = _verify_and_isolate(flaky, "inductor", conn)
@@ -156,9 +164,10 @@ def _publish_twice(tmp_path: Path, backend: str, twin: Twin) -> tuple[list[int],
     for date in ("2026-11-20", "2026-11-21"):            # the second nightly is quiet: same torch, same results
         run_id = sc.record_nightly(conn, date, sc.corpus(), env=ENV, backend=backend)
         for model in sc.corpus():                          # what reproducers are rendered from
-            runs.record_model(conn, run_id, model, {"model": model, "config_class": "X"})
+            runs.record_model(conn, run_id, a_build(model))
         before = len(twin.calls)
-        verify_run(conn, run_id, enabled=True, timeout=600, shrink_budget=settings.verify.shrink_budget, runner=twin)
+        verify_run(conn, run_id, enabled=True, timeout=600, shrink_budget=settings.verify.shrink_budget,
+                   seams=VerifySteps(run=twin))
         publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / date))
         calls.append(len(twin.calls) - before)
     plan = json.loads((tmp_path / "2026-11-20" / "plan.json").read_text())
@@ -191,16 +200,16 @@ def test_an_unknown_backend_is_refused_not_called_dynamo() -> None:
 
 def test_isolation_runs_on_the_shrunk_build_when_the_verdict_carries_one(tmp_path: Path) -> None:
     """After minimisation, the component runs use the smallest verified build, not the model's stored one."""
-    seen: list[dict[str, Any]] = []
+    seen: list[ModelBuild] = []
 
     def runner(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
         seen.append(built)
-        return "s", {"status": "error", "signature": SIG}
+        return "s", ScriptResult(status="error", signature=SIG)
 
-    small = {"model": "M", "config": {"num_hidden_layers": 1}}
+    small = a_build("M", {"num_hidden_layers": 1})
     verdict = Verdict(CSO, SIG, "M", "fp", "2.13.0", "abc", "confirmed", script="s", shrunk=True,
                       shrink=Shrink(small, {}))
     run = a_run(ENV, "inductor")
     out = isolate.isolate_all(db.connect(tmp_path / "state.sqlite"), {(CSO, SIG): []}, {(CSO, SIG): verdict}, run,
-                              {"M": {"model": "M", "config": {"num_hidden_layers": 4}}}, runner=runner)
+                              {"M": a_build("M", {"num_hidden_layers": 4})}, seams=VerifySteps(run=runner))
     assert out[(CSO, SIG)].component == "dynamo" and seen == [small]

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot.verify import isolate, reproducers
+from bot.verify.steps import render_and_run
 from bot.issues.keys import tracking_key
 from bot.github import publish
 from bot.pipeline import steps
@@ -33,20 +34,20 @@ def test_a_missing_cpp_compiler_is_isolated_to_inductor():
     assert checked.configs == {"broken_cxx": BROKEN_CXX}
     built = engine.describe(["BertModel"], options=engine.SweepOptions(workers=1, timeout=300))["BertModel"]
     # The verification, as verify_all does it: the script under the run's backend fails.
-    _, seen = reproducers.render_and_run(built, BROKEN_CXX, "inductor", "cpu", sys.executable, 600)
-    assert seen["status"] == "error" and "InvalidCxxCompiler" in seen["signature"], seen
+    _, seen = render_and_run(built, BROKEN_CXX, "inductor", "cpu", sys.executable, 600)
+    assert seen.status == "error" and "InvalidCxxCompiler" in seen.signature, seen
     ran = []
 
     def counting(*args):
         ran.append(args[2])
-        return reproducers.render_and_run(*args)
+        return render_and_run(*args)
 
-    record = isolate.isolate(built, BROKEN_CXX, seen["signature"], backend="inductor", device="cpu",
+    record = isolate.isolate(built, BROKEN_CXX, seen.signature, backend="inductor", device="cpu",
                              python=sys.executable, timeout=600, runner=counting)
     assert ran == ["eager", "aot_eager", "inductor"]
     assert [(s.backend, s.result) for s in record.stages] == [
         ("eager", "passes"), ("aot_eager", "passes"), ("inductor", "fails")]
-    assert record.component == "inductor" and record.stages[-1].signature == seen["signature"]
+    assert record.component == "inductor" and record.stages[-1].signature == seen.signature
 
 
 @pytest.mark.compile

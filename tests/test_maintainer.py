@@ -18,6 +18,8 @@ from bot.issues.keys import tracking_key
 from bot.issues.plan import plan
 from bot.verify import ablation, maintainer
 from bot.verify.overrides import overrides
+from harness.core.model_build import ModelBuild
+from harness.engine.script_runner import ScriptResult
 from harness.zoo.corpus import DEFAULT_CORPUS
 from state.verdicts import Component, DynamicRun, Maintainer, RunVerdict, Verdict
 from tests.fakegithub import scenario as sc
@@ -27,12 +29,12 @@ CSO = "capture_scalar_outputs"
 FLAG = {"torch._dynamo.config.capture_scalar_outputs": True, "torch._inductor.config.triton.cudagraphs": False}
 
 
-def corpus_builds() -> dict[str, dict]:
+def corpus_builds() -> dict[str, ModelBuild]:
     """What a worker stores per model of the default corpus (harness/engine/worker.py _repro_data), from the lock."""
     from harness.zoo.build import SEED, entry
 
-    return {m: {"model": m, "config_class": entry(m)["config_class"], "config": entry(m)["config"],
-                "spec": entry(m)["spec"], "seed": SEED, "transformers_version": "5.23.0"} for m in DEFAULT_CORPUS}
+    return {m: ModelBuild(m, entry(m)["config_class"], entry(m)["config"], entry(m)["spec"], SEED,
+                          transformers_version="5.23.0") for m in DEFAULT_CORPUS}
 
 
 def test_every_default_corpus_model_renders_in_at_most_60_lines_with_the_sweeps_inputs() -> None:
@@ -42,19 +44,19 @@ def test_every_default_corpus_model_renders_in_at_most_60_lines_with_the_sweeps_
 
     counts = {}
     for model, built in corpus_builds().items():
-        script = maintainer.render_script(built, overrides(built["config_class"], built["config"]), FLAG, "eager",
+        script = maintainer.render_script(built, overrides(built.config_class, built.config), FLAG, "eager",
                                           "E: boom")
         ast.parse(script)
         counts[model] = len(script.rstrip("\n").splitlines())
         assert "torch._dynamo.config.capture_scalar_outputs = True" in script
         assert "torch._inductor.config.triton.cudagraphs = False" in script
         assert 'torch.compile(model, backend="eager")' in script and "flagsweep" not in script
-        theirs = make_inputs(built["spec"], 0)
-        ours = {name: eval(maintainer.input_expr(spec), {"torch": torch}) for name, spec in built["spec"].items()}
+        theirs = make_inputs(built.spec, 0)
+        ours = {name: eval(maintainer.input_expr(spec), {"torch": torch}) for name, spec in built.spec.items()}
         assert list(ours) == list(theirs)
         for name, value in theirs.items():
             assert (ours[name].shape, ours[name].dtype) == (value.shape, value.dtype), (model, name)
-            spec = built["spec"][name]
+            spec = built.spec[name]
             if spec["kind"] in ("tensor", "typed", "ones", "zeros"):
                 assert torch.equal(ours[name], value), (model, name)
             if spec["kind"] == "ids":
@@ -67,7 +69,7 @@ def test_every_default_corpus_model_renders_in_at_most_60_lines_with_the_sweeps_
 
 def test_a_config_is_written_as_its_non_default_fields_with_sub_configs_as_dicts() -> None:
     built = corpus_builds()["Qwen2VLForConditionalGeneration"]
-    fields = overrides(built["config_class"], built["config"])
+    fields = overrides(built.config_class, built.config)
     assert set(fields) == {"text_config", "vision_config"} and fields["vision_config"]["depth"] == 2
     import transformers
 
@@ -78,7 +80,7 @@ def test_a_config_is_written_as_its_non_default_fields_with_sub_configs_as_dicts
                 if k not in IGNORED}
 
     rebuilt = transformers.Qwen2VLConfig(**fields).to_dict()
-    stored = transformers.Qwen2VLConfig.from_dict(built["config"]).to_dict()
+    stored = transformers.Qwen2VLConfig.from_dict(built.config).to_dict()
     assert kept(rebuilt) == kept(stored)
 
 
@@ -90,15 +92,15 @@ def test_the_backend_named_follows_the_component() -> None:
 
 def _judged(results: dict[str, dict]) -> Maintainer:
     """ablation.judge over a twin driver answering each mode from `results` (the real driver: tests/test_maintainer_real.py)."""
-    return ablation.judge("import torch\n", "eager", "E: boom", "python", 60, run=lambda s, p, t, mode: results[mode])
+    return ablation.judge("import torch\n", "eager", "E: boom", "python", 60, drive=lambda s, p, t, mode: results[mode])
 
 
 def test_the_oracle_keeps_a_script_only_when_eager_runs_and_compiled_fails_the_same_way() -> None:
-    ok, boom, other = {"status": "ok"}, {"status": "error", "signature": "E: boom"}, {"status": "error", "signature": "F"}
+    ok, boom, other = ScriptResult(status="ok"), ScriptResult(status="error", signature="E: boom"), ScriptResult(status="error", signature="F")
     kept = _judged({"eager": ok, "None": boom, "False": ok, "True": other})
     assert kept.status == "confirmed" and [(r.dynamic, r.result) for r in kept.runs] == [
         ("None", "fails"), ("False", "passes"), ("True", "other")] and kept.static_passes
-    bad_eager = _judged({"eager": {"status": "error", "signature": "RuntimeError: split_with_sizes"}})
+    bad_eager = _judged({"eager": ScriptResult(status="error", signature="RuntimeError: split_with_sizes")})
     assert bad_eager.status == "unconfirmed" and bad_eager.reason.startswith("eager failed") and not bad_eager.runs
     drifted = _judged({"eager": ok, "None": other})
     assert drifted.status == "unconfirmed" and "another signature: F" in drifted.reason and len(drifted.runs) == 1

@@ -15,7 +15,7 @@ import pytest
 from bot.github import publish
 from bot.pipeline import steps
 from bot.settings import Settings, VerifySettings
-from bot.verify import ablation
+from bot.verify import steps as verify_steps
 from harness.engine import engine
 from state import db, history
 from tests.helpers_verify import ProcessStarts
@@ -51,8 +51,8 @@ def test_the_real_crash_gets_a_short_maintainers_script_that_fails_the_same_way(
     assert [r.dynamic for r in m.runs] == ["None", "False", "True"] and m.runs[0].result == "fails"
     assert all(r.result in ("fails", "passes", "other") for r in m.runs)
     # The same script through the driver: the identity for torch.compile runs, compiled fails the same way.
-    eager = ablation.drive(m.script, sys.executable, 300, "eager")
-    assert eager["status"] == "ok" and eager["returncode"] == 0, eager
+    eager = verify_steps.drive(m.script, sys.executable, 300, "eager")
+    assert eager.status == "ok" and eager.returncode == 0, eager
     # Run on its own as a file, as a maintainer does: it fails with the same exception (and its message).
     path = tmp_path / "repro.py"
     path.write_text(m.script)

@@ -10,7 +10,10 @@ from bot.issues.keys import tracking_key
 from bot.issues.plan import plan
 from bot.issues.timeline import Timeline
 from bot.verify import oracle, reproducers
+from bot.verify.steps import VerifySteps
 from harness.core.effects import effects_for
+from harness.core.model_build import ModelBuild
+from harness.engine.script_runner import ScriptResult
 from harness.core.tracking import tracking_groups
 from state import db, verdicts
 from state.verdicts import RunVerdict
@@ -24,7 +27,7 @@ def setup():
             for m, spec in sorted(sc.corpus().items()) for c in sc.CONFIGS]
     outs[0].ops = 500                    # Model00 baseline is big: Model01 is the smallest crashing with A
     groups = tracking_groups(effects_for(outs), outs)
-    builds = {m: {"model": m, "config_class": "X"} for m in sc.corpus()}
+    builds = {m: ModelBuild(m, "X", {}, {}, 0) for m in sc.corpus()}
     return outs, groups, builds
 
 
@@ -34,19 +37,19 @@ def test_same_signature_confirms_other_does_not_and_verdicts_are_reused(tmp_path
     calls = []
 
     def runner(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
-        model = built["model"]
+        model = built.model
         assert python == "/nightly/bin/python"            # the run's own interpreter, from its environment
         if mode != "flag":                                # every build here is valid in eager and the baseline
-            return "x", {"status": "ok", "graphs": 1, "signature": None}
+            return "x", ScriptResult(status="ok", graphs=1, signature=None)
         calls.append(model)
         if model == "Model01ForCausalLM":
-            return "print('repro A')\n", {"status": "error", "signature": sc.SIG_A, "torch_version": "2.14.0.dev20261121+cpu",
-                                          "torch_git": "abc"}
+            return "print('repro A')\n", ScriptResult(status="error", signature=sc.SIG_A, torch_version="2.14.0.dev20261121+cpu",
+                                          torch_git="abc")
         if model == "Model02ForCausalLM":
-            return "print('repro B')\n", {"status": "ok", "graphs": 1, "signature": None}
-        return "x", {"status": "error", "signature": "SomethingElse: entirely"}
+            return "print('repro B')\n", ScriptResult(status="ok", graphs=1, signature=None)
+        return "x", ScriptResult(status="error", signature="SomethingElse: entirely")
 
-    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=answering_checks(runner))
+    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, seams=VerifySteps(run=answering_checks(runner)))
     a, b, c = v[(CSO, sc.SIG_A)], v[(CSO, sc.SIG_B)], v[(CDO, sc.SIG_C)]
     built_on = ("2.14.0.dev20261121+cpu", "abc")
     assert a.cost["scripts"] == 1 and a.cost["tries"] == 0          # eager, baseline, flag in one run; no shrink
@@ -57,10 +60,10 @@ def test_same_signature_confirms_other_does_not_and_verdicts_are_reused(tmp_path
     assert c.status == "unconfirmed" and "another signature" in c.reason
     assert sorted(calls) == ["Model00ForCausalLM", "Model01ForCausalLM", "Model02ForCausalLM"]
     assert all(verdicts.get(conn, x.key) == x for x in v.values())   # each stored under its key, typed
-    again = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=answering_checks(runner))
+    again = reproducers.verify_all(conn, groups, outs, a_run(), builds, seams=VerifySteps(run=answering_checks(runner)))
     assert again == v and len(calls) == 3                     # nothing re-run: all from the store
     # Another torch build is another verdict: nothing is reused.
-    reproducers.verify_all(conn, groups, outs, a_run({**ENV, "torch_git": "def"}), builds, runner=answering_checks(runner))
+    reproducers.verify_all(conn, groups, outs, a_run({**ENV, "torch_git": "def"}), builds, seams=VerifySteps(run=answering_checks(runner)))
     assert len(calls) == 6
 
 
@@ -73,16 +76,17 @@ def test_a_broken_generator_is_reported_and_not_reused(tmp_path: Path) -> None:
         calls.append(args)
         raise RuntimeError("no such model in this transformers")
 
-    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=broken)
+    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, seams=VerifySteps(run=broken))
     assert all(x.status == "unconfirmed" and "could not be generated" in x.reason for x in v.values())
     assert all(verdicts.get(conn, x.key) is None for x in v.values())   # kept for the run, never reused
-    reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=broken)
+    reproducers.verify_all(conn, groups, outs, a_run(), builds, seams=VerifySteps(run=broken))
     assert len(calls) == 2 * len(groups)                                 # so the next verification tries again
 
 
 def test_verdict_rules() -> None:
-    assert oracle.reproduces({"status": "timeout", "signature": None}, "timeout")
-    assert not oracle.reproduces({}, "x") and oracle.flag_problem({}, "x").startswith("did not report a result")
+    assert oracle.reproduces(ScriptResult(status="timeout", signature=None), "timeout")
+    nothing = ScriptResult.not_run()
+    assert not oracle.reproduces(nothing, "x") and oracle.flag_problem(nothing, "x").startswith("did not report a result")
 
 
 def test_an_eager_invalid_reproducer_is_not_verified(tmp_path: Path) -> None:
@@ -93,20 +97,20 @@ def test_an_eager_invalid_reproducer_is_not_verified(tmp_path: Path) -> None:
     runs_seen: list[tuple[str, str]] = []
 
     def runner(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
-        model = built["model"]
+        model = built.model
         runs_seen.append((model, mode))
         if model == "Model01ForCausalLM" and mode == "eager":      # the inputs are not a valid test case
-            return "s", {"status": "error", "signature": "RuntimeError: split_with_sizes expects split_sizes"}
+            return "s", ScriptResult(status="error", signature="RuntimeError: split_with_sizes expects split_sizes")
         if model == "Model02ForCausalLM" and mode == "baseline":   # crashes without the flag too
-            return "s", {"status": "error", "signature": sc.SIG_B}
+            return "s", ScriptResult(status="error", signature=sc.SIG_B)
         if mode != "flag":
-            return "s", {"status": "ok", "signature": None}
+            return "s", ScriptResult(status="ok", signature=None)
         sig = {"Model01ForCausalLM": sc.SIG_A, "Model02ForCausalLM": sc.SIG_B}.get(model, sc.SIG_C)
-        return "s", {"status": "error", "signature": sig, "torch_version": "2.13.0", "torch_git": "abc"}
+        return "s", ScriptResult(status="error", signature=sig, torch_version="2.13.0", torch_git="abc")
 
     from tests.issueviews import inputs
 
-    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, runner=answering_checks(runner))
+    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, seams=VerifySteps(run=answering_checks(runner)))
     a, b, c = v[(CSO, sc.SIG_A)], v[(CSO, sc.SIG_B)], v[(CDO, sc.SIG_C)]
     assert a.status == "unconfirmed" and a.script == "" and a.reason.startswith("eager failed: ")
     assert "split_with_sizes" in a.reason and ("Model01ForCausalLM", "baseline") not in runs_seen
@@ -137,7 +141,7 @@ def test_a_run_without_an_interpreter_says_so_and_runs_nothing(tmp_path: Path) -
     def never(*args):
         raise AssertionError("nothing may run without an interpreter")
 
-    v = reproducers.verify_all(conn, groups, outs, a_run({"torch_version": "2.13.0"}), builds, runner=never)
+    v = reproducers.verify_all(conn, groups, outs, a_run({"torch_version": "2.13.0"}), builds, seams=VerifySteps(run=never))
     assert {x.reason for x in v.values()} == {"could not be run: the run recorded no interpreter"}
 
 
@@ -145,23 +149,23 @@ def test_the_checks_run_in_one_interpreter_and_a_check_it_did_not_report_runs_al
     """The oracle asks once for all three checks; what that interpreter did not report (it died in the flag's
     compile) runs alone in a fresh one; a hang after eager and baseline is the flag's answer."""
     asked: list[str] = []
-    ok = {"status": "ok", "signature": None}
+    ok = ScriptResult(status="ok", signature=None)
 
     def died_in_flag(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
         asked.append(mode)
         if mode == oracle.CHECKS:
-            return "s", {**ok, "mode": "baseline", "modes": {"eager": {**ok, "mode": "eager"},
-                                                          "baseline": {**ok, "mode": "baseline"}}, "returncode": -11}
-        return "s", {"status": "error", "signature": sc.SIG_A, "mode": mode}
+            return "s", dataclasses.replace(ok, mode="baseline", returncode=-11, modes={
+                "eager": dataclasses.replace(ok, mode="eager"), "baseline": dataclasses.replace(ok, mode="baseline")})
+        return "s", ScriptResult(status="error", signature=sc.SIG_A, mode=mode)
 
-    judged = oracle.judge({"model": "M"}, {}, {}, "count", "cpu", "py", sc.SIG_A, runner=died_in_flag, timeout=60)
+    judged = oracle.judge(ModelBuild("M", "X", {}, {}, 0), {}, {}, "count", "cpu", "py", sc.SIG_A, runner=died_in_flag, timeout=60)
     assert judged.passed and asked == ["checks", "flag"]
 
     def hung_in_flag(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
         asked.append(mode)
-        return "s", {"status": "timeout", "signature": None, "modes": {"eager": {**ok, "mode": "eager"},
-                                                                       "baseline": {**ok, "mode": "baseline"}}}
+        return "s", ScriptResult("timeout", modes={"eager": dataclasses.replace(ok, mode="eager"),
+                                                   "baseline": dataclasses.replace(ok, mode="baseline")})
 
     asked.clear()
-    judged = oracle.judge({"model": "M"}, {}, {}, "count", "cpu", "py", "timeout", runner=hung_in_flag, timeout=60)
+    judged = oracle.judge(ModelBuild("M", "X", {}, {}, 0), {}, {}, "count", "cpu", "py", "timeout", runner=hung_in_flag, timeout=60)
     assert judged.passed and asked == ["checks"]      # a hang the sweep saw as its crash, seen again

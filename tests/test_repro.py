@@ -20,7 +20,8 @@ import pytest
 
 from bot.verify.script import NotRenderable, render_script
 from harness.engine import engine
-from harness.engine.script_runner import run_script
+from harness.core.model_build import ModelBuild
+from harness.engine.script_runner import ScriptResult, run_script
 from state import db, runs
 
 MODEL = "Qwen2VLForConditionalGeneration"
@@ -60,7 +61,7 @@ def test_reproducer_from_the_store_matches_the_engine_on_a_real_crash(swept):
     run, outs, builds = _stored(path, run_id)
     assert run.environment["python"] == wrapper                  # the run records its interpreter
     data = builds[MODEL]
-    assert data["config_class"] == "Qwen2VLConfig" and data["spec"] and data["transformers_version"]
+    assert data.config_class == "Qwen2VLConfig" and data.spec and data.transformers_version
     engine_out = outs[(MODEL, "dyn")]
     assert engine_out.status == "error" and engine_out.signature   # a real crash, so the match says something
     script = render_script(data, DYN)
@@ -69,18 +70,18 @@ def test_reproducer_from_the_store_matches_the_engine_on_a_real_crash(swept):
     before = log.read_text().count("repro.py")
     result = run_script(script, run.environment["python"], timeout=300)
     assert log.read_text().count("repro.py") == before + 1       # it ran under the run's interpreter
-    assert result["status"] == "error" and result["returncode"] == 1   # non-zero: the crash reproduced
-    assert result["signature"] == engine_out.signature
-    assert result["error_type"] == engine_out.error_type
-    assert "Dynamo" not in result["error_type"] and "BackendCompilerFailed" not in result["exception"]
+    assert result.status == "error" and result.returncode == 1   # non-zero: the crash reproduced
+    assert result.signature == engine_out.signature
+    assert result.error_type == engine_out.error_type
+    assert "Dynamo" not in result.error_type and "BackendCompilerFailed" not in result.exception
     import torch
 
-    assert (result["torch_version"], result["torch_git"]) == (torch.__version__, torch.version.git_version)
+    assert (result.torch_version, result.torch_git) == (torch.__version__, torch.version.git_version)
     # The oracle's checks: eager, baseline, then the flag, in one interpreter, each reported.
     checks = run_script(script, run.environment["python"], timeout=300, args=("checks",))
-    assert [m["mode"] for m in checks["modes"].values()] == ["eager", "baseline", "flag"]
-    assert checks["modes"]["eager"]["status"] == checks["modes"]["baseline"]["status"] == "ok"
-    assert checks["signature"] == engine_out.signature and checks["returncode"] == 1
+    assert [m.mode for m in checks.modes.values()] == ["eager", "baseline", "flag"]
+    assert checks.modes["eager"].status == checks.modes["baseline"].status == "ok"
+    assert checks.signature == engine_out.signature and checks.returncode == 1
 
 
 @pytest.mark.compile
@@ -90,8 +91,8 @@ def test_nested_key_end_to_end_sweep_then_reproducer(swept):
     swept_out = outs[(MODEL, "nested")]
     assert swept_out.status == "ok", swept_out.error_message
     result = run_script(render_script(builds[MODEL], NESTED), wrapper, timeout=300)
-    assert result["status"] == "ok" and result["returncode"] == 0, result
-    assert result["graphs"] == swept_out.graphs
+    assert result.status == "ok" and result.returncode == 0, result
+    assert result.graphs == swept_out.graphs
 
 
 @pytest.mark.compile
@@ -110,14 +111,14 @@ def test_code_in_a_key_or_value_runs_nowhere(swept, tmp_path):
     assert all(line.startswith("#") or payload not in line for line in script.splitlines())
     result = run_script(script, wrapper, timeout=300)
     assert not pwned.exists()
-    assert result["status"] == "error" and "not a torch config key" in (result["signature"] or ""), result
+    assert result.status == "error" and "not a torch config key" in (result.signature or ""), result
 
 
 def test_a_model_without_stored_build_data_is_not_renderable():
     with pytest.raises(NotRenderable):
         render_script(None, {})
     with pytest.raises(NotRenderable):
-        render_script({"model": "TinyItemModel", "config": {}}, {})
+        render_script(ModelBuild("TinyItemModel", "", {}, {}, 0), {})
 
 
 @pytest.mark.compile
@@ -167,30 +168,60 @@ def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_
     assert "left out of this issue to keep it to one screen" in body
 
 
+def _printing(*lines: dict) -> str:
+    """A script that prints each of `lines` as a FLAGSWEEP_RESULT line."""
+    return "import json\n" + "".join(f"print('FLAGSWEEP_RESULT ' + json.dumps({line!r}), flush=True)\n" for line in lines)
+
+
 def test_run_script_reports_a_script_that_dies_without_a_result():
-    result = run_script("import sys\nprint('no result line')\nsys.exit(3)\n", timeout=60)
-    assert result["status"] == "killed" and result["returncode"] == 3
+    result = run_script("import sys\nprint('no result line', file=sys.stderr)\nsys.exit(3)\n", timeout=60)
+    assert (result.status, result.returncode, result.reported) == ("killed", 3, True)
+    assert result.stderr_tail.strip() == "no result line" and result.said == "killed"
 
 
 def test_run_script_reports_an_interpreter_that_cannot_start(tmp_path):
     result = run_script("print(1)\n", str(tmp_path / "no-such-python"), timeout=60)
-    assert result["status"] is None and "cannot run no-such-python" in result["error"]
+    assert (result.status, result.returncode, result.reported, result.said) == ("not_started", None, False, None)
+    assert "cannot run no-such-python" in result.error
+
+
+def test_run_script_reports_a_script_that_hangs_without_a_result():
+    result = run_script("import time\ntime.sleep(60)\n", timeout=3)
+    assert (result.status, result.returncode, result.modes, result.reported) == ("timeout", None, {}, True)
 
 
 def test_result_line_is_the_last_stdout_line_and_parses():
-    text = "print('noise')\nimport json\nprint('FLAGSWEEP_RESULT ' + json.dumps({'status': 'ok', 'graphs': 2, 'signature': None, 'error_type': None}))\n"
+    text = "print('noise')\n" + _printing({"v": 1, "status": "ok", "graphs": 2, "signature": None, "error_type": None})
     result = run_script(text, timeout=60)
-    assert result == {"status": "ok", "graphs": 2, "signature": None, "error_type": None, "returncode": 0}
-    assert json.loads(json.dumps(result))["graphs"] == 2
+    assert result == ScriptResult("ok", graphs=2, returncode=0)
+    assert json.loads(json.dumps(result.to_dict()))["graphs"] == 2
+
+
+@pytest.mark.parametrize("line, named", [
+    ({"status": "ok"}, "version None"),                                   # a script rendered before the version
+    ({"v": 2, "status": "ok"}, "version 2"),                              # one from a newer flagsweep
+    ({"v": 1, "status": "ok", "graphz": 2}, "unknown field 'graphz'"),    # a misspelt field is not dropped
+    ({"v": 1, "graphs": 2}, "missing field 'status'"),
+    ({"v": 1, "status": "timeout"}, "status 'timeout'"),                  # the runner's statuses are not the script's
+])
+def test_a_result_line_this_flagsweep_cannot_read_is_bad_output_naming_why(line, named):
+    result = run_script(_printing(line), timeout=60)
+    assert (result.status, result.reported, result.said) == ("bad_output", False, None)
+    assert result.error.startswith("FLAGSWEEP_RESULT: ") and named in result.error, result.error
+
+
+def test_a_result_line_that_is_not_json_is_bad_output():
+    result = run_script("print('FLAGSWEEP_RESULT {oops')\n", timeout=60)
+    assert result.status == "bad_output" and result.error == "FLAGSWEEP_RESULT: not JSON: '{oops'"
 
 
 def test_a_script_that_reports_several_modes_gives_each_and_a_hang_keeps_what_it_said():
-    line = "print('FLAGSWEEP_RESULT ' + json.dumps({{'status': 'ok', 'mode': {!r}, 'signature': None}}), flush=True)\n"
-    text = "import json, time\n" + line.format("eager") + line.format("baseline")
+    text = _printing(*({"v": 1, "status": "ok", "mode": mode, "signature": None} for mode in ("eager", "baseline")))
     both = run_script(text, timeout=60)
-    assert both["mode"] == "baseline" and set(both["modes"]) == {"eager", "baseline"}
-    hung = run_script(text + "time.sleep(60)\n", timeout=8)      # ample for two lines on a loaded machine
-    assert hung["status"] == "timeout" and set(hung["modes"]) == {"eager", "baseline"}
+    assert both.mode == "baseline" and set(both.modes) == {"eager", "baseline"}
+    hung = run_script("import time\n" + text + "time.sleep(60)\n", timeout=8)   # ample for two lines on a loaded machine
+    assert hung.status == "timeout" and set(hung.modes) == {"eager", "baseline"}
+    assert hung.modes["eager"] == ScriptResult("ok", mode="eager")
 
 
 def test_the_reproducer_module_is_only_a_runner():

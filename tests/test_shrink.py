@@ -15,6 +15,8 @@ from bot.pipeline import steps
 from bot.verify import oracle, reproducers, shrink
 from bot.text.render import render
 from bot.verify.script import render_script
+from bot.verify.steps import VerifySteps
+from harness.engine.script_runner import ScriptResult
 from bot.settings import Settings
 from state import db, runs, verdicts
 from state.verdicts import Shrink, Verdict
@@ -30,7 +32,7 @@ def run_shrink(twin: Twin, budget: float = 600.0, **kw: Any) -> shrink.Shrunk:
 def test_only_candidates_that_fail_with_the_same_signature_are_kept() -> None:
     twin = Twin()
     small = run_shrink(twin)
-    c, spec = small.build["config"], small.build["spec"]
+    c, spec = small.build.config, small.build.spec
     assert c["num_hidden_layers"] == 1 and c["text_config"]["num_hidden_layers"] == 1
     assert c["text_config"]["layer_types"] == ["full"]                     # kept consistent with the layer count
     assert c["num_quantizers"] < 32 and c["hidden_size"] < 64 and c["hidden_size"] % c["num_attention_heads"] == 0
@@ -38,10 +40,10 @@ def test_only_candidates_that_fail_with_the_same_signature_are_kept() -> None:
     assert "sliding_window" in c and "padding_mask" in spec                # their removal changed the outcome
     assert "use_cache" in c and small.stats["defaulted"] == 0              # defaults go together, with the window
     assert spec["input_ids"]["high"] <= c["vocab_size"] < 1000 and c["vocab_size"] > c["pad_token_id"]
-    others = [r for r in twin.results[1:] if r["signature"] != SIG]
+    others = [r for r in twin.results[1:] if r.signature != SIG]
     assert others and small.stats["tries"] == len(twin.calls) - 1         # some tries were rejected
-    assert small.stats["kept"] == sum(1 for r in twin.results[1:] if r["signature"] == SIG)
-    assert twin.calls[-1] == small.build or twin.results[-1]["signature"] != SIG
+    assert small.stats["kept"] == sum(1 for r in twin.results[1:] if r.signature == SIG)
+    assert twin.calls[-1] == small.build or twin.results[-1].signature != SIG
     # The embedded script is the smallest kept one, and it is what the twin answered SIG for.
     assert small.script == render_script(small.build, {}) and ast.parse(small.script)
     st = small.stats
@@ -52,8 +54,8 @@ def test_only_candidates_that_fail_with_the_same_signature_are_kept() -> None:
 
 def test_other_config_fields_go_to_their_defaults_when_the_crash_stays() -> None:
     small = run_shrink(Twin(needs_window=False))
-    assert "use_cache" not in small.build["config"] and "sliding_window" not in small.build["config"]
-    assert small.stats["defaulted"] == 2 and small.build["config"]["pad_token_id"] == 3   # token ids are kept
+    assert "use_cache" not in small.build.config and "sliding_window" not in small.build.config
+    assert small.stats["defaulted"] == 2 and small.build.config["pad_token_id"] == 3   # token ids are kept
 
 
 def test_the_budget_stops_it_before_a_try_would_overrun() -> None:
@@ -65,9 +67,9 @@ def test_the_budget_stops_it_before_a_try_would_overrun() -> None:
                             clock=lambda: now[0])
     # Tries start at 0, 30 and 60 s; at 90 s the next (30 s, like the last) would end past 100 s.
     assert small.stats["tries"] == 3 and small.stats["stopped"] == "budget" and now[0] == 90.0
-    assert oracle.reproduces({"status": "error", "signature": SIG}, SIG)
+    assert oracle.reproduces(ScriptResult(status="error", signature=SIG), SIG)
     assert twin.modes[1:4] == ["eager", "baseline", "flag"]                        # cheapest first
-    assert twin(small.build, {}, "count", "cpu", PY, 1.0)[1]["signature"] == SIG   # what it kept still fails
+    assert twin(small.build, {}, "count", "cpu", PY, 1.0)[1].signature == SIG   # what it kept still fails
     capped = run_shrink(Twin(), max_tries=2)
     assert capped.stats["tries"] == 2 and capped.stats["stopped"] == "tries"
 
@@ -76,13 +78,13 @@ def test_a_candidate_the_runner_cannot_render_is_rejected() -> None:
     twin = Twin()
 
     def picky(b, *args):   # (the twin records flag runs only)
-        if b["config"]["num_hidden_layers"] == 1:
+        if b.config["num_hidden_layers"] == 1:
             raise ValueError("no such config field")
         return twin(b, *args)
 
     original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
     small = shrink.minimise(BUILD, {}, "count", "cpu", PY, SIG, original=original, budget=600.0, runner=picky)
-    assert small.build["config"]["num_hidden_layers"] == 2 and small.stats["kept"] >= 1
+    assert small.build.config["num_hidden_layers"] == 2 and small.stats["kept"] >= 1
 
 
 def _verdict(shrunk: Shrink | None = None) -> Verdict:
@@ -107,17 +109,17 @@ def test_verify_all_stores_the_shrink_and_a_second_call_runs_nothing(tmp_path: P
     outs, groups, builds = verify_setup()
     conn = db.connect(tmp_path / "state.sqlite")
     twin = Twin()
-    first = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=sig_twin(twin), shrink_budget=600.0)
+    first = reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0)
     assert len(groups) == 3 and len(twin.calls) > 3                   # verified, then shrunk
     for found in first.values():
         assert found.status == "confirmed" and found.shrunk
         small = found.shrink
         assert small is not None and '"num_hidden_layers": 1' in found.script
         assert small.stats["after"]["parameters"] < small.stats["before"]["parameters"]
-        assert small.build["config"]["num_hidden_layers"] == 1 and small.build["model"] == found.model
+        assert small.build.config["num_hidden_layers"] == 1 and small.build.model == found.model
         assert verdicts.get(conn, found.key) == found                  # stored as it came out, shrink included
     n = len(twin.calls)
-    again = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=sig_twin(twin), shrink_budget=600.0)
+    again = reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0)
     assert again == first and len(twin.calls) == n                     # the quiet nightly: zero runs
 
 
@@ -125,12 +127,12 @@ def test_a_verdict_stored_without_shrinking_is_shrunk_once_when_the_budget_is_on
     outs, groups, builds = verify_setup()
     conn = db.connect(tmp_path / "state.sqlite")
     twin = Twin()
-    plain = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=sig_twin(twin))
+    plain = reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)))
     assert len(twin.calls) == 3 and all(not v.shrunk and v.shrink is None for v in plain.values())
-    shrunk = reproducers.verify_all(conn, groups, outs, RUN, builds, runner=sig_twin(twin), shrink_budget=600.0)
+    shrunk = reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0)
     assert all(v.shrink for v in shrunk.values())
     n = len(twin.calls)
-    reproducers.verify_all(conn, groups, outs, RUN, builds, runner=sig_twin(twin), shrink_budget=600.0)
+    reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0)
     assert len(twin.calls) == n
 
 
@@ -141,15 +143,15 @@ def stored_run(tmp_path: Path):
     conn.close()
 
 
-def test_second_publish_of_the_same_run_runs_no_reproducer(stored_run, tmp_path: Path, monkeypatch) -> None:
+def test_second_publish_of_the_same_run_runs_no_reproducer(stored_run, tmp_path: Path) -> None:
     """The real verify step and publish path (dry run): the first verifies and shrinks, the second runs nothing."""
     conn, run_id = stored_run
     twin = Twin()
-    monkeypatch.setattr(reproducers, "render_and_run", sig_twin(twin))
+    seams = VerifySteps(run=sig_twin(twin))
     settings = Settings(state_path=tmp_path / "state.sqlite")
     assert settings.verify.shrink_budget == 150.0 and settings.verify.enabled    # on by default
     out = tmp_path / "out"
-    steps.verify(conn, run_id, settings)
+    steps.verify(conn, run_id, settings, seams=seams)
     publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out))
     n = len(twin.calls)
     assert n > 3
@@ -157,7 +159,7 @@ def test_second_publish_of_the_same_run_runs_no_reproducer(stored_run, tmp_path:
     tracking = [a for a in plan["actions"] if a["action"] == "create" and "crashes" in (a.get("title") or "")]
     body = (out / tracking[0]["file"]).read_text()
     assert "Minimised: " in body and '"num_hidden_layers": 1' in body and '"num_hidden_layers": 2' not in body
-    steps.verify(conn, run_id, settings)
+    steps.verify(conn, run_id, settings, seams=seams)
     publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / "out2"))
     assert len(twin.calls) == n                                         # zero runs: all from the store
     assert (tmp_path / "out2" / tracking[0]["file"]).read_text() == body
@@ -172,7 +174,7 @@ def test_shrink_budget_setting_loads_and_zero_turns_it_off(tmp_path: Path) -> No
     outs, groups = five_model_groups()
     twin = Twin()
     v = reproducers.verify_all(db.connect(tmp_path / "state.sqlite"), groups, outs, RUN,
-                               {m: build_of(m) for m in sc.corpus(5)}, runner=sig_twin(twin), shrink_budget=0.0)
+                               {m: build_of(m) for m in sc.corpus(5)}, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=0.0)
     assert len(twin.calls) == len(groups) and all(not e.shrunk for e in v.values())
 
 
@@ -181,13 +183,13 @@ def test_a_step_that_keeps_the_signature_but_breaks_eager_is_rejected() -> None:
     inputs invalid in eager, like Qwen2-VL's pixel_values cut under an image_grid_thw still saying two images."""
     twin = Twin(eager_needs_batch=True)
     small = run_shrink(twin)
-    spec = small.build["spec"]
+    spec = small.build.spec
     assert spec["input_values"]["shape"][0] == spec["input_ids"]["shape"][0]        # never a mismatched batch
-    mismatched = [b for b in twin.calls if b["spec"]["input_values"]["shape"][0] != b["spec"]["input_ids"]["shape"][0]]
+    mismatched = [b for b in twin.calls if b.spec["input_values"]["shape"][0] != b.spec["input_ids"]["shape"][0]]
     assert not mismatched                 # eager ran first and rejected them: the flag run never started for them
     assert "eager" in twin.modes and small.stats["kept"] >= 1 and small.stats["tries"] > small.stats["kept"]
     loose = run_shrink(Twin())           # without the oracle's eager check the same search would keep a mismatch
-    assert loose.build["spec"]["input_values"]["shape"][0] == 1
+    assert loose.build.spec["input_values"]["shape"][0] == 1
 
 
 def test_the_script_takes_the_oracles_mode() -> None:

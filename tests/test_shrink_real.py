@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from bot.verify import shrink
-from bot.verify.reproducers import render_and_run
+from bot.verify.steps import render_and_run
+from harness.core.model_build import ModelBuild
 from harness.engine.script_runner import run_script
 
 MODEL = "MimiModel"
@@ -24,27 +25,26 @@ def stored_build() -> dict:
     from harness.zoo.build import SEED, entry, fingerprint
 
     e = entry(MODEL)
-    return {"model": MODEL, "config_class": e["config_class"], "config": e["config"], "spec": e["spec"],
-            "seed": SEED, "fingerprint": fingerprint(MODEL),
-            "transformers_version": transformers.__version__}
+    return ModelBuild(MODEL, e["config_class"], e["config"], e["spec"], SEED, fingerprint(MODEL),
+                      transformers.__version__)
 
 
 @pytest.mark.compile
 def test_the_real_mimi_crash_shrinks_and_still_fails_the_same_way() -> None:
     built = stored_build()
     script, result = render_and_run(built, CSO, "count", "cpu", sys.executable, 300)
-    signature = result["signature"]
-    assert result["status"] == "error" and signature.startswith("PendingUnbackedSymbolNotFound"), result
-    assert result["parameters"] > 0 and result["seconds"] > 0              # the script reports both
+    signature = result.signature
+    assert result.status == "error" and signature.startswith("PendingUnbackedSymbolNotFound"), result
+    assert result.parameters > 0 and result.seconds > 0              # the script reports both
     small = shrink.minimise(built, CSO, "count", "cpu", sys.executable, signature, original=(script, result),
                             budget=600, runner=render_and_run, timeout=300, max_tries=3)
     st = small.stats
     assert st["tries"] <= 3 and st["kept"] >= 1, st
     eager = run_script(small.script, sys.executable, 300, args=("eager",))   # a valid test case: no compile, runs
-    assert eager["status"] == "ok" and eager["mode"] == "eager" and eager["graphs"] == 0, eager
+    assert eager.status == "ok" and eager.mode == "eager" and eager.graphs == 0, eager
     baseline = run_script(small.script, sys.executable, 300, args=("baseline",))
-    assert baseline["status"] == "ok" and baseline["graphs"] >= 1, baseline
+    assert baseline.status == "ok" and baseline.graphs >= 1, baseline
     again = run_script(small.script, sys.executable, 300)                 # the embedded script, run on its own
-    assert again["status"] == "error" and again["signature"] == signature, again
-    assert again["parameters"] < result["parameters"] and again["parameters"] == st["after"]["parameters"]
-    assert st["before"]["parameters"] == result["parameters"] and st["rows"]
+    assert again.status == "error" and again.signature == signature, again
+    assert again.parameters < result.parameters and again.parameters == st["after"]["parameters"]
+    assert st["before"]["parameters"] == result.parameters and st["rows"]

@@ -9,6 +9,7 @@ import sqlite3
 import pytest
 
 from harness.core.outcome import Outcome
+from harness.core.model_build import ModelBuild
 from state import flags, gates, history, jobs, leases, ranges, resolutions, runs, verdicts, zoo
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
@@ -95,9 +96,16 @@ def _fill_v8(conn: sqlite3.Connection) -> None:
 def _fill_v9(conn: sqlite3.Connection) -> None:
     """v9 added reproducer verdicts: v8's rows and one stored verdict (no run shows it yet)."""
     _fill_v8(conn)
-    conn.execute("INSERT INTO verdicts (key, config, signature, model, status, recorded_at) VALUES"
-                 " ('k9', 'capture_scalar_outputs', ?, 'LlamaForCausalLM', 'confirmed', '2026-10-02T07:00:00+00:00')",
-                 (hd.PENDING,))
+    conn.execute("INSERT INTO verdicts (key, config, signature, model, status, shrunk, shrink, recorded_at) VALUES"
+                 " ('k9', 'capture_scalar_outputs', ?, 'LlamaForCausalLM', 'confirmed', 1, ?,"
+                 " '2026-10-02T07:00:00+00:00')", (hd.PENDING, OLD_SHRINK))
+
+
+# A shrink as v9's flagsweep stored it: json.dumps(asdict(Shrink)), its build the worker's plain dict.
+OLD_SHRINK = json.dumps({"build": {"model": "LlamaForCausalLM", "config_class": "LlamaConfig",
+                                   "config": {"num_hidden_layers": 1}, "spec": {"input_ids": {"kind": "ids"}},
+                                   "seed": 0, "fingerprint": "fp", "transformers_version": "4.57.0"},
+                         "stats": {"tries": 3, "kept": 1}}, sort_keys=True)
 
 
 def _fill_v10(conn: sqlite3.Connection) -> None:
@@ -198,8 +206,9 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
         assert claimed.id == 2 and claimed.retry_at is None and claimed.payload == {"issue": 7}
     # v6: per-model build data of a run, what reproducers are rendered from.
     assert runs.model_data(conn, 2) == {}
-    runs.record_model(conn, rid, "LlamaForCausalLM", {"config_class": "LlamaConfig", "config": {"vocab_size": 99}})
-    assert runs.model_data(conn, rid) == {"LlamaForCausalLM": {"config_class": "LlamaConfig", "config": {"vocab_size": 99}}}
+    built = ModelBuild("LlamaForCausalLM", "LlamaConfig", {"vocab_size": 99}, {}, 0)
+    runs.record_model(conn, rid, built)
+    assert runs.model_data(conn, rid) == {"LlamaForCausalLM": built}
     # Graph-break ids: old outcomes have none; a new outcome stores each reason with its id.
     assert conn.execute("SELECT count(*) FROM outcomes WHERE gb_id IS NOT NULL").fetchone()[0] == 0
     runs.record_outcome(conn, rid, Outcome(model="M", config="baseline", status="ok", break_reasons=["r1", "r2"],
@@ -218,6 +227,10 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     # a new run's verdict and its run row are stored and read back.
     assert verdicts.for_run(conn, 2) == {} and verdicts.components(conn) == {}
     assert [k for k in ('k9',) if verdicts.get(conn, k)] == (['k9'] if version >= 9 else [])
+    # ... and a shrink stored then reads back as a ModelBuild, written again byte for byte.
+    old = [verdicts.get(conn, k).shrink for k in ('k9',) if verdicts.get(conn, k)]
+    assert [(s.build.config_class, s.build.config, s.stats["tries"], s.to_json()) for s in old] == (
+        [("LlamaConfig", {"num_hidden_layers": 1}, 3, OLD_SHRINK)] if version >= 9 else [])
     v = verdicts.Verdict("capture_scalar_outputs", hd.PENDING, "LlamaForCausalLM", "fp", "2.12.0", None, "confirmed",
                          script="print(1)\n", component=verdicts.Component("dynamo", "count", True))
     verdicts.put(conn, v)

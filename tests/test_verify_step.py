@@ -22,6 +22,7 @@ from bot.pipeline import nightly, steps
 from bot.settings import IssueSettings, NightlySettings, Settings
 from bot.verify import step as verify_mod
 from bot.view import run_view
+from harness.core.model_build import ModelBuild
 from state import db, runs, verdicts
 from state.verdicts import Component, RunVerdict, Shrink, Stage, Verdict
 from tests.fakegithub import FakeGitHub
@@ -39,14 +40,14 @@ def fake_interpreter(tmp_path: Path) -> Path:
     path.write_text(f"""#!/bin/sh
 # $1 is -I, $2 the reproducer (bot.verify.script renders the model and the config's settings into it), $3 the mode
 case "$3" in
-  eager|baseline) echo 'FLAGSWEEP_RESULT {{"status": "ok", "signature": null}}'; exit 0 ;;
+  eager|baseline) echo 'FLAGSWEEP_RESULT {{"v": 1, "status": "ok", "signature": null}}'; exit 0 ;;
 esac
 case "$(cat "$2")" in
   *{CDO}*) sig='{sc.SIG_C}' ;;
   *Model02ForCausalLM*) sig='{sc.SIG_B}' ;;
   *) sig='{sc.SIG_A}' ;;
 esac
-ran='"status": "error", "parameters": 10, "seconds": 0.1, "torch_version": "2.13.0", "torch_git": "abc"'
+ran='"v": 1, "status": "error", "parameters": 10, "seconds": 0.1, "torch_version": "2.13.0", "torch_git": "abc"'
 echo "FLAGSWEEP_RESULT {{$ran, \\"signature\\": \\"$sig\\"}}"
 """)
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
@@ -59,8 +60,8 @@ def two_nightlies(conn, python: Path) -> int:
     sc.record_nightly(conn, "2026-11-20", {m: {"baseline": 3} for m in sc.corpus()}, env=env)
     run_id = sc.record_nightly(conn, "2026-11-21", sc.corpus(), env=env)
     for model in sc.corpus():
-        runs.record_model(conn, run_id, model, {"model": model, "config_class": "LlamaConfig", "seed": 0,
-                                                "config": {"num_hidden_layers": 2, "hidden_size": 8}, "spec": {}})
+        runs.record_model(conn, run_id, ModelBuild(model, "LlamaConfig", {"num_hidden_layers": 2, "hidden_size": 8},
+                                                   {}, 0))
     return run_id
 
 
@@ -123,7 +124,7 @@ def test_the_view_carries_the_runs_typed_verdicts(world):
     view = run_view.load(conn, run_id)
     a = view.verdicts[(CSO, sc.SIG_A)]
     assert isinstance(a, RunVerdict) and isinstance(a.verdict, Verdict) and a.verdict.model == "Model00ForCausalLM"
-    assert a.verdict.shrunk and a.verdict.shrink.build["config"]["num_hidden_layers"] == 1   # shrunk while it failed
+    assert a.verdict.shrunk and a.verdict.shrink.build.config["num_hidden_layers"] == 1   # shrunk while it failed
     assert a.component == Component("dynamo", "count", True)          # by construction under the counting backend
     # Verification off: the groups are there, with no verdict, and the issue says it was not run.
     steps.verify(conn, run_id, settings, enabled=False)
@@ -142,7 +143,7 @@ def test_verdicts_round_trip_typed(tmp_path):
                      CSO, sc.SIG_A, "Model00ForCausalLM", "2.13.0", "abc")
     full = Verdict(CSO, sc.SIG_A, "Model00ForCausalLM", "fp", "2.13.0", "abc", "confirmed", script="print(1)\n",
                    torch_version="2.13.0", torch_git="abc", shrunk=True,
-                   shrink=Shrink({"model": "Model00ForCausalLM", "config": {"num_hidden_layers": 1}}, stats),
+                   shrink=Shrink(ModelBuild("Model00ForCausalLM", "LlamaConfig", {"num_hidden_layers": 1}, {}, 0), stats),
                    component=comp)
     bare = Verdict(CSO, sc.SIG_B, "Model02ForCausalLM", None, "2.13.0", None, "unconfirmed",
                    reason="could not be run: the run recorded no interpreter")

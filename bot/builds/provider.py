@@ -28,13 +28,16 @@ from packaging.version import InvalidVersion, Version
 
 from bot.settings import NightlySettings
 from harness.core.files import write_atomic
+from harness.core.record import RecordError, parse
+from harness.engine.childline import ChildLineError, last
 from bot.builds.wheel_index import ProviderError, Wheel, dev_date, list_wheels, pick, pick_version, project_url
 
 log = logging.getLogger(__name__)
 
 READY = ".flagsweep-ready"   # written last: a venv without it is half-built and is rebuilt
+TORCH_TAG = "FLAGSWEEP_TORCH"
 _PROBE = ("import json, torch\n"
-          "print('FLAGSWEEP_TORCH ' + json.dumps({'version': torch.__version__,"
+          f"print('{TORCH_TAG} ' + json.dumps({{'version': torch.__version__,"
           " 'git': getattr(getattr(torch, 'version', None), 'git_version', None)}))\n")
 
 
@@ -130,17 +133,27 @@ def transformers_requirement(settings: NightlySettings) -> str | None:
     return f"transformers=={pin}" if re.match(r"^\d[\w.+-]*$", pin) else pin
 
 
-def probe(python: str | Path, timeout: float = 300) -> dict:
+@dataclass(frozen=True)
+class TorchProbe:
+    """What an interpreter's torch says of itself (the FLAGSWEEP_TORCH line of `_PROBE`)."""
+
+    version: str
+    git: str | None = None
+
+
+def probe(python: str | Path, timeout: float = 300) -> TorchProbe:
     """Ask an interpreter for its torch version and git commit."""
     try:
         proc = subprocess.run([str(python), "-c", _PROBE], capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ProviderError(f"cannot run {python}: {exc}") from exc
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("FLAGSWEEP_TORCH "):
-            return json.loads(line[len("FLAGSWEEP_TORCH "):])
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-    raise ProviderError(f"torch does not import in {python}: {tail[0]}")
+    try:
+        return parse(TorchProbe, last(proc.stdout, TORCH_TAG), TORCH_TAG)
+    except ChildLineError:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise ProviderError(f"torch does not import in {python}: {tail[0]}") from None
+    except RecordError as exc:
+        raise ProviderError(f"{python}: {exc}") from None
 
 
 def _source_root() -> Path:
@@ -163,7 +176,7 @@ def install(wheel: Wheel, settings: NightlySettings, *, progress: bool = True) -
             return Nightly(**{**info, "date": dev_date(info["version"]) or _today()})
         _build_venv(path, wheel, settings, progress)
         info = probe(venv_python(path))
-        nightly = Nightly(version=info["version"], git=info.get("git"), python=str(venv_python(path)),
+        nightly = Nightly(version=info.version, git=info.git, python=str(venv_python(path)),
                           date=wheel.date or _today(), venv=str(path), wheel_url=wheel.url,
                           index=settings.index_url, channel=settings.channel)
         write_atomic(ready, json.dumps(nightly.to_dict()))
@@ -251,8 +264,8 @@ def current(python: str | None = None) -> Nightly:
     """The torch installed for `python` (default: this interpreter), as a Nightly (--torch current)."""
     python = python or sys.executable
     info = probe(python)
-    return Nightly(version=info["version"], git=info.get("git"), python=python,
-                   date=dev_date(info["version"]) or _today(), current=True)
+    return Nightly(version=info.version, git=info.git, python=python,
+                   date=dev_date(info.version) or _today(), current=True)
 
 
 def _today() -> str:

@@ -233,5 +233,5 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     elif not args.run:
         sys.stdout.write(text)
     if args.run:
-        print(json.dumps(run_script(text, settings.sweep.python or sys.executable)))
+        print(json.dumps(run_script(text, settings.sweep.python or sys.executable).to_dict()))
     return 0

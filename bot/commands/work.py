@@ -101,8 +101,7 @@ def search_range(ctx: Context, link: Any) -> dict[str, Any]:
     prev, diff = pipeline.diff(ctx.conn, run_id)
     starts = {r.key: (r.good, r.bad) for r in stored_ranges.for_run(ctx.conn, [run_id])
               if (r.config, r.signature) == key and r.status == "bounded"}
-    report = pipeline.ranges(ctx.conn, run_id, prev, diff, ctx.settings, provide=pipeline.provide,
-                             sweep_items=pipeline.range_sweep, builds=pipeline.list_builds, keys=[key],
+    report = pipeline.ranges(ctx.conn, run_id, prev, diff, ctx.settings, seams=pipeline.range_steps(), keys=[key],
                              starts=starts)
     if not report.ranges:
         raise UserError(f"nightly run {run_id} shows no confirmed new crash or fix of this signature to search")

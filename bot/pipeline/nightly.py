@@ -211,8 +211,7 @@ def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyR
         log.error("nightly run %s is environment_suspect: nothing is filed or closed", result.run_id)
         return _publish_and_report(conn, settings, result, steps, out)
     diff_result = steps.confirm(conn, result.run_id, diff_result, settings, python)
-    found = steps.ranges(conn, result.run_id, prev, diff_result, settings, provide=steps.provide,
-                         sweep_items=steps.range_sweep, builds=steps.list_builds)
+    found = steps.ranges(conn, result.run_id, prev, diff_result, settings, seams=steps.range_steps())
     result.ranges = [r.to_dict() for r in found.ranges]
     result.range_cost = {"installs": found.installs, "sweeps": found.sweeps, "items_swept": found.items_swept}
     if diff_result is not None:

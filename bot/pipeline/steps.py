@@ -18,7 +18,9 @@ from bot.builds import provider, wheel_index
 from bot.view import run_view
 from harness.core.diff import DiffResult
 from bot.github.publish import PublishSummary
-from bot.ranges.finder import RangeReport
+from bot.ranges.finder import ListBuildsStep, RangeReport, RangeSteps
+from bot.ranges.finder import SweepItemsStep as RangeSweepStep
+from bot.verify.steps import VerifySteps
 from bot.view.run_view import RunView
 from bot.settings import Settings
 from harness.core.outcome import Outcome
@@ -135,26 +137,27 @@ def range_sweep(items: list[tuple[str, str]], *, configs: dict[str, dict], base_
 
 
 def ranges(conn: sqlite3.Connection, run_id: int, prev_id: int | None, result: DiffResult | None,
-           settings: Settings, *, provide: "ProvideStep", sweep_items: "RangeSweepStep",
-           builds: "ListBuildsStep", keys: list[tuple[str, str]] | None = None,
+           settings: Settings, *, seams: RangeSteps, keys: list[tuple[str, str]] | None = None,
            starts: dict[tuple[str, str, str], tuple[Build, Build]] | None = None) -> RangeReport:
     """Search and store the regression ranges of the run's confirmed new crashes and fixes (none: nothing runs).
 
-    keys: only these (config, signature); starts: narrower ends per (config, signature, kind) (a bounded
-    range searched again). See `bot.ranges.finder.search_run`.
+    seams: how builds are listed, installed and swept (`Steps.range_steps()`). keys: only these (config,
+    signature); starts: narrower ends per (config, signature, kind) (a bounded range searched again). See
+    `bot.ranges.finder.search_run`.
     """
     from bot.ranges import finder as ranges_mod
-    return ranges_mod.search_run(conn, run_id, prev_id, result, settings, provide=provide, sweep_items=sweep_items,
-                                 list_builds=builds, keys=keys, starts=starts)
+    return ranges_mod.search_run(conn, run_id, prev_id, result, settings, seams=seams, keys=keys, starts=starts)
 
 
 def verify(conn: sqlite3.Connection, run_id: int, settings: Settings, *, enabled: bool | None = None,
-           progress: Callable[[str], None] | None = None) -> Mapping[tuple[str, str], RunVerdict]:
+           progress: Callable[[str], None] | None = None,
+           seams: VerifySteps = VerifySteps()) -> Mapping[tuple[str, str], RunVerdict]:
     """Verify, shrink and isolate the run's tracking groups' reproducers; store the verdicts publishing reads.
 
     enabled: run the reproducers (default: `[verify] enabled`). A verdict stored for the
     same key is reused, so verifying a run again runs nothing. progress: stage lines, and the step's bar
-    on stderr (None: silent). Groups run on `[sweep] workers`, bounded by `[verify] max_minutes`.
+    on stderr (None: silent). Groups run on `[sweep] workers`, bounded by `[verify] max_minutes`. seams: how
+    scripts are run (bot.verify.steps; tests pass a twin).
     """
     from bot.verify import step as verify_mod
     verify_mod.note_old_cache(settings.state_path)
@@ -162,7 +165,7 @@ def verify(conn: sqlite3.Connection, run_id: int, settings: Settings, *, enabled
     return verify_mod.verify_run(conn, run_id, enabled=knobs.enabled if enabled is None else enabled,
                                  timeout=knobs.timeout, shrink_budget=knobs.shrink_budget, progress=progress,
                                  workers=settings.sweep.workers or os.cpu_count() or 1,
-                                 max_minutes=knobs.max_minutes, bar=progress is not None)
+                                 max_minutes=knobs.max_minutes, bar=progress is not None, seams=seams)
 
 
 def load_view(conn: sqlite3.Connection, run_id: int, settings: Settings) -> RunView:
@@ -240,25 +243,16 @@ class ConfirmStep(Protocol):
                  python: str | None) -> DiffResult | None: ...
 
 
-class ListBuildsStep(Protocol):
-    def __call__(self, settings: Settings) -> list[str]: ...
-
-
-class RangeSweepStep(Protocol):
-    def __call__(self, items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict[str, Any],
-                 build: provider.Nightly, settings: Settings) -> list[Outcome]: ...
-
-
 class RangesStep(Protocol):
     def __call__(self, conn: sqlite3.Connection, run_id: int, prev_id: int | None, result: DiffResult | None,
-                 settings: Settings, *, provide: ProvideStep, sweep_items: RangeSweepStep,
-                 builds: ListBuildsStep, keys: list[tuple[str, str]] | None = ...,
+                 settings: Settings, *, seams: RangeSteps, keys: list[tuple[str, str]] | None = ...,
                  starts: dict[tuple[str, str, str], tuple[Build, Build]] | None = ...) -> RangeReport: ...
 
 
 class VerifyStep(Protocol):
     def __call__(self, conn: sqlite3.Connection, run_id: int, settings: Settings, *, enabled: bool | None = ...,
-                 progress: Callable[[str], None] | None = ...) -> Mapping[tuple[str, str], RunVerdict]: ...
+                 progress: Callable[[str], None] | None = ...,
+                 seams: VerifySteps = ...) -> Mapping[tuple[str, str], RunVerdict]: ...
 
 
 class PublishStep(Protocol):
@@ -287,3 +281,7 @@ class Steps:
     verify: VerifyStep = verify
     publish: PublishStep = publish
     report: ReportStep = report
+
+    def range_steps(self) -> RangeSteps:
+        """The range search's seams, from these steps (so a twin swapped in here is the one the search calls)."""
+        return RangeSteps(provide=self.provide, sweep_items=self.range_sweep, list_builds=self.list_builds)

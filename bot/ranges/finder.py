@@ -3,8 +3,8 @@
 The two ends come from the stored runs (the previous comparable nightly and this
 one): nothing is installed for them, and two nightlies adjacent on the index give
 the range at once. The nightlies strictly between are bisected (bot.ranges.bisect),
-installed through the provider (venvs cached per version) and swept through an
-injected `sweep_items`. Cost rule: a probed build is swept once, for every item of
+installed and swept through the `RangeSteps` the caller passes (the pipeline's provider
+and `range_sweep`: bot.pipeline.steps.Steps.range_steps). Cost rule: a probed build is swept once, for every item of
 every search still pending, and its outcomes are kept for the searches after it;
 the night installs at most `[ranges] installs` builds (past it: `OutOfInstalls`,
 and the range found so far is kept as "bounded").
@@ -20,11 +20,12 @@ from __future__ import annotations
 import logging
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from bot.ranges.bisect import Bisection, OutOfInstalls, Probe, SkipNightly, is_date, outcome_key, search
 from harness.core.diff import DiffResult
 from bot.settings import Settings
+from bot.builds.provider import Nightly, SpecError
 from bot.builds.wheel_index import ProviderError, dev_date
 from harness.core.outcome import BUILD_STATUSES, Outcome
 from state import ranges as store
@@ -34,11 +35,36 @@ from state.runs import Run
 
 log = logging.getLogger(__name__)
 
-# The pipeline's seams, as plain callables (bot.pipeline.steps types and supplies them).
-Provide = Callable[[Settings, str, "str | None", bool], Any]          # -> provider.Nightly
-SweepItems = Callable[..., list[Outcome]]                               # (items, *, configs, base_settings, build, settings)
-ListBuilds = Callable[[Settings], list[str]]
 Outcomes = Mapping[tuple[str, str], Outcome]
+
+
+class ProvideStep(Protocol):
+    """A torch build named the way people name them, installed in its venv (bot.pipeline.steps.provide)."""
+
+    def __call__(self, settings: Settings, torch: str, date: str | None, progress: bool) -> Nightly: ...
+
+
+class SweepItemsStep(Protocol):
+    """The items run once on an installed build, nothing stored (bot.pipeline.steps.range_sweep)."""
+
+    def __call__(self, items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict[str, Any],
+                 build: Nightly, settings: Settings) -> list[Outcome]: ...
+
+
+class ListBuildsStep(Protocol):
+    """The index's installable builds, oldest first (bot.pipeline.steps.list_builds)."""
+
+    def __call__(self, settings: Settings) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class RangeSteps:
+    """The range search's calls into other areas. No defaults: the real ones live above this package, in
+    bot.pipeline.steps (`Steps.range_steps()` makes this from the pipeline's own); tests pass twins."""
+
+    provide: ProvideStep
+    sweep_items: SweepItemsStep
+    list_builds: ListBuildsStep
 
 
 @dataclass(frozen=True)
@@ -128,10 +154,10 @@ def end(run: Run) -> Build:
 class Prober:
     """Installs and sweeps builds for the searches of one night: each build once, within the install budget."""
 
-    def __init__(self, settings: Settings, run: Run, pending: list[Target], *, provide: Provide,
-                 sweep_items: SweepItems, budget: int) -> None:
+    def __init__(self, settings: Settings, run: Run, pending: list[Target], *, seams: RangeSteps,
+                 budget: int) -> None:
         self.settings, self.run, self.pending = settings, run, list(pending)
-        self.provide, self.sweep_items, self.budget = provide, sweep_items, budget
+        self.seams, self.budget = seams, budget
         self.cache: dict[str, tuple[Build, Outcomes] | None] = {}   # None: could not be installed
         self.installs = self.sweeps = self.items_swept = 0
 
@@ -151,16 +177,15 @@ class Prober:
         return hit
 
     def _probe(self, label: str) -> tuple[Build, Outcomes] | None:
-        from bot.builds.provider import SpecError
         try:
-            built = self.provide(self.settings, "nightly", label, False)
+            built = self.seams.provide(self.settings, "nightly", label, False)
         except (ProviderError, SpecError) as exc:
             log.warning("range: skipping nightly %s: %s", label, exc)
             return None
         items = list(dict.fromkeys(item for t in self.pending for item in t.items))
         configs = {c: self.run.configs.get(c, {}) for _, c in items}
         try:
-            outcomes = self.sweep_items(items, configs=configs, base_settings=self.run.base_settings, build=built,
+            outcomes = self.seams.sweep_items(items, configs=configs, base_settings=self.run.base_settings, build=built,
                                         settings=self.settings)
         except Exception:   # a build the engine cannot sweep is untested, like one that cannot be installed
             log.exception("range: the sweep of nightly %s failed; skipping it", label)
@@ -208,8 +233,7 @@ def _reason(found: Bisection, prober: Prober) -> str | None:
 
 
 def search_run(conn: sqlite3.Connection, run_id: int, prev_id: int | None, result: DiffResult | None,
-               settings: Settings, *, provide: Provide, sweep_items: SweepItems, list_builds: ListBuilds,
-               keys: Iterable[tuple[str, str]] | None = None,
+               settings: Settings, *, seams: RangeSteps, keys: Iterable[tuple[str, str]] | None = None,
                starts: dict[tuple[str, str, str], tuple[Build, Build]] | None = None) -> RangeReport:
     """Search and store the ranges of `run_id`'s believed new crashes and fixes (only `keys`, when given).
 
@@ -233,7 +257,7 @@ def search_run(conn: sqlite3.Connection, run_id: int, prev_id: int | None, resul
     problem, status, labels = series_problem(run, prev), "no_series", []
     if problem is None:
         try:
-            labels = list_builds(settings)
+            labels = seams.list_builds(settings)
         except ProviderError as exc:
             problem, status = f"cannot list the nightlies: {exc}", "failed"
     if problem:
@@ -243,8 +267,7 @@ def search_run(conn: sqlite3.Connection, run_id: int, prev_id: int | None, resul
             store.record(conn, r)
             report.ranges.append(r)
         return report
-    prober = Prober(settings, run, found_targets, provide=provide, sweep_items=sweep_items,
-                    budget=settings.ranges.installs)
+    prober = Prober(settings, run, found_targets, seams=seams, budget=settings.ranges.installs)
     for t in found_targets:
         good, bad = (starts or {}).get(t.key) or (end(prev), end(run))
         between = [lb for lb in labels if is_date(lb) and good.date < lb < bad.date]

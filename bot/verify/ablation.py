@@ -23,76 +23,55 @@ import sqlite3
 import time
 from typing import Any, Callable
 
-from bot.text.render import render
 from bot.verify import isolate, maintainer, oracle, pool, reproducers
 from bot.verify.cost import Meter
 from bot.verify.reproducers import Groups
-from bot.verify.script import HARNESS, module_source
+from bot.verify.steps import Drive, VerifySteps
+from harness.core.model_build import ModelBuild
 from harness.engine.interpreter import CallFailed
 from state import verdicts as store
 from state.runs import Run
 from state.verdicts import Component, DynamicRun, Maintainer, Verdict
 
 DYNAMIC = ("None", "False", "True")          # torch.compile(dynamic=...): as written first
-# (the maintainer's script, python, timeout, mode: eager | None | False | True) -> its result
-Drive = Callable[[str, str, float, str], dict[str, Any]]
-# (config class, stored config, python, timeout) -> the fields set away from the class's defaults
-Ask = Callable[[str, dict[str, Any], str, float], dict[str, Any]]
 
 
-def drive(script: str, python: str, timeout: float, mode: str) -> dict[str, Any]:
-    """Run the maintainer's script as repro.py under the driver, in `mode`, in a fresh interpreter; its result."""
-    from harness.engine.script_runner import run_script
-
-    driver = render("maintainer_driver.py.j2",
-                    signature_source=module_source(HARNESS / "core" / "signature.py"))
-    return run_script(driver, python, timeout, args=(mode,), files={"repro.py": script}, name="drive.py")
-
-
-def ask_overrides(config_class: str, config: dict[str, Any], python: str, timeout: float) -> dict[str, Any]:
-    """bot.verify.overrides.overrides, asked in `python` (the torch and transformers under test)."""
-    from harness.engine.interpreter import call
-
-    return call("bot.verify.overrides:overrides", config_class, config, python=python, timeout=timeout)
-
-
-def judge(script: str, backend: str, signature: str, python: str, timeout: float, run: Drive = drive) -> Maintainer:
+def judge(script: str, backend: str, signature: str, python: str, timeout: float, drive: Drive) -> Maintainer:
     """Eager must run, dynamic=None must fail with `signature`; then dynamic=False and True are recorded."""
-    eager = run(script, python, timeout, "eager")
-    if eager.get("status") != "ok":
-        why = eager.get("signature") or eager.get("error") or eager.get("status") or "no result"
+    eager = drive(script, python, timeout, "eager")
+    if eager.status != "ok":
+        why = eager.signature or eager.error or (eager.status if eager.reported else None) or "no result"
         return Maintainer(script, backend, "unconfirmed", f"eager failed: the script fails without torch.compile ({why})")
     runs: list[DynamicRun] = []
     for dynamic in DYNAMIC:
         start = time.monotonic()
-        result = run(script, python, timeout, dynamic)
+        result = drive(script, python, timeout, dynamic)
         outcome = isolate.stage_result(result, signature)
-        runs.append(DynamicRun(dynamic, outcome, result.get("signature") or result.get("status"),
-                               round(time.monotonic() - start, 1)))
+        runs.append(DynamicRun(dynamic, outcome, result.said, round(time.monotonic() - start, 1)))
         if dynamic == "None" and outcome != "fails":
             return Maintainer(script, backend, "unconfirmed", oracle.flag_problem(result, signature), tuple(runs))
     return Maintainer(script, backend, "confirmed", "", tuple(runs))
 
 
-def for_verdict(verdict: Verdict, built: dict[str, Any] | None, settings: dict[str, Any], backend: str,
-                device: str, python: str, timeout: float, *, run: Drive = drive, ask: Ask = ask_overrides) -> Maintainer:
-    """The maintainer's script of a confirmed verdict, rendered from `built` and judged."""
-    if not built or not built.get("config_class") or not built.get("model"):
+def for_verdict(verdict: Verdict, built: ModelBuild | None, settings: dict[str, Any], backend: str,
+                device: str, python: str, timeout: float, seams: VerifySteps) -> Maintainer:
+    """The maintainer's script of a confirmed verdict, rendered from `built` and judged (`seams`: ask and drive)."""
+    if not built or not built.config_class or not built.model:
         return Maintainer("", backend, "unconfirmed", "could not be rendered: no build data stored for the model")
     try:
-        fields = ask(built["config_class"], built.get("config") or {}, python, timeout)
+        fields = seams.ask(built.config_class, built.config or {}, python, timeout)
         script = maintainer.render_script(built, fields, settings, backend, verdict.signature, device)
     except CallFailed as exc:   # the torch under test could not answer
         return Maintainer("", backend, "unconfirmed", f"could not be rendered: asking the config's defaults: {exc.why}")
     except ValueError as exc:   # an input kind without a line
         return Maintainer("", backend, "unconfirmed", f"could not be rendered: {exc}")
-    return judge(script, backend, verdict.signature, python, timeout, run)
+    return judge(script, backend, verdict.signature, python, timeout, seams.drive)
 
 
 def ablate_all(conn: sqlite3.Connection, groups: Groups, found: dict[tuple[str, str], Verdict], run: Run,
-               builds: dict[str, dict[str, Any]], components: dict[tuple[str, str], Component], *,
-               python: str | None = None, timeout: float = 600.0, drive_with: Drive = drive,
-               ask: Ask = ask_overrides, progress: Callable[[str], None] | None = None, workers: int = 1,
+               builds: dict[str, ModelBuild], components: dict[tuple[str, str], Component], *,
+               python: str | None = None, timeout: float = 600.0, seams: VerifySteps = VerifySteps(),
+               progress: Callable[[str], None] | None = None, workers: int = 1,
                meter: Meter | None = None, past_deadline: Callable[[], bool] = lambda: False) -> None:
     """Give each confirmed, stored verdict of `groups` its maintainer's script (once: stored with the verdict).
 
@@ -116,8 +95,8 @@ def ablate_all(conn: sqlite3.Connection, groups: Groups, found: dict[tuple[str, 
         if past_deadline():
             return None
         group = (current.config, current.signature)
-        run_drive = meter.timed(group, "maintainer", drive_with)
-        if current.maintainer is not None and _still_fails(current, python or "", timeout, run_drive):
+        metered = dataclasses.replace(seams, drive=meter.timed(group, "maintainer", seams.drive))
+        if current.maintainer is not None and _still_fails(current, python or "", timeout, metered.drive):
             return dataclasses.replace(current.maintainer, checked_on=current.build)
         if progress:
             progress(f"maintainer's script: {current.model} under {current.config}")
@@ -125,7 +104,7 @@ def ablate_all(conn: sqlite3.Connection, groups: Groups, found: dict[tuple[str, 
         backend = maintainer.backend_for(component.component if component else None, run_backend)
         built = current.shrink.build if current.shrink and current.shrink.build else builds.get(current.model)
         settings = reproducers.run_settings(run, current.config)
-        record = for_verdict(current, built, settings, backend, device, python or "", timeout, run=run_drive, ask=ask)
+        record = for_verdict(current, built, settings, backend, device, python or "", timeout, metered)
         return dataclasses.replace(record, checked_on=current.build)
 
     def done(n: int, record: Maintainer | None) -> None:
@@ -145,8 +124,8 @@ def _to_recheck(verdict: Verdict) -> bool:
     return bool(verdict.carried_from and m and m.status == "confirmed" and m.checked_on != verdict.build)
 
 
-def _still_fails(verdict: Verdict, python: str, timeout: float, run: Drive) -> bool:
+def _still_fails(verdict: Verdict, python: str, timeout: float, drive: Drive) -> bool:
     """The carried script, as written, fails with the verdict's signature on this build."""
     m = verdict.maintainer
     return bool(m and m.status == "confirmed" and verdict.carried_from
-                and isolate.stage_result(run(m.script, python, timeout, "None"), verdict.signature) == "fails")
+                and isolate.stage_result(drive(m.script, python, timeout, "None"), verdict.signature) == "fails")

@@ -1,7 +1,7 @@
 """What the verify step costs: scripts run and seconds spent, per tracking group and stage, and in all.
 
-Every reproducer script the step runs goes through a runner (bot/verify/oracle.py's
-Runner) or the maintainer's driver (bot/verify/ablation.py's Drive); `Meter` wraps
+Every reproducer script the step runs goes through a runner or the maintainer's driver
+(bot/verify/steps.py: `VerifySteps.run`, `VerifySteps.drive`); `Meter` wraps
 them so each run is counted against its group and stage (carry, verify, shrink,
 isolate, maintainer). Groups run side by side on threads, so counting takes a lock;
 the store is written by the caller's thread only (state/verdicts.py add_cost).
@@ -14,7 +14,7 @@ import time
 from typing import Any, Callable, TypeVar, cast
 
 Group = tuple[str, str]   # (config, signature)
-F = TypeVar("F", bound=Callable[..., Any])   # a runner (bot/verify/oracle.py's Runner) or a driver
+F = TypeVar("F", bound=Callable[..., Any])   # a runner or a driver (bot/verify/steps.py)
 
 
 class Meter:

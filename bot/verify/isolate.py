@@ -26,7 +26,10 @@ from typing import Any, Callable
 
 from bot.verify import oracle, pool, reproducers
 from bot.verify.cost import Meter
-from bot.verify.reproducers import Groups, Runner
+from bot.verify.reproducers import Groups
+from bot.verify.steps import Runner, VerifySteps
+from harness.core.model_build import ModelBuild
+from harness.engine.script_runner import ScriptResult
 from state import verdicts as store
 from state.runs import Run
 from state.verdicts import Component, Stage, Verdict
@@ -46,18 +49,17 @@ def by_construction(backend: str) -> Component:
     return Component(component="dynamo", backend=backend, by_construction=True)
 
 
-def stage_result(result: dict[str, Any], signature: str) -> str:
+def stage_result(result: ScriptResult, signature: str) -> str:
     """One stage's run: "fails" (same signature), "passes", "other" (another failure) or "no_result"."""
-    status = result.get("status")
-    if status is None:
+    if not result.reported:
         return "no_result"
-    if status == "ok":
+    if result.status == "ok":
         return "passes"
     return "fails" if oracle.reproduces(result, signature) else "other"
 
 
-def isolate(built: dict[str, Any] | None, settings: dict[str, Any], signature: str, *, backend: str,
-            device: str, python: str, timeout: float, runner: Runner | None = None,
+def isolate(built: ModelBuild | None, settings: dict[str, Any], signature: str, *, backend: str,
+            device: str, python: str, timeout: float, runner: Runner,
             progress: Callable[[str], None] | None = None) -> Component:
     """Where a crash with `signature` lives, for a reproducer of `built` under `settings` seen under `backend`.
 
@@ -70,8 +72,7 @@ def isolate(built: dict[str, Any] | None, settings: dict[str, Any], signature: s
         return by_construction(backend)
     if backend not in STAGES:
         raise ValueError(f"no isolation stages for backend {backend!r}")
-    runner = runner or reproducers.render_and_run
-    component, stages, result = "none", [], {}
+    component, stages, result = "none", [], ScriptResult.not_run()
     for stage in stages_for(backend):
         if progress:
             progress(f"isolating under {stage}")
@@ -79,7 +80,7 @@ def isolate(built: dict[str, Any] | None, settings: dict[str, Any], signature: s
         _, result = runner(built, settings, stage, device, python, timeout, "flag", {})   # only the flag's run
         outcome = stage_result(result, signature)
         stages.append(Stage(backend=stage, result=outcome, seconds=round(time.monotonic() - start, 1),
-                            signature=result.get("signature") or result.get("status"), error=result.get("error")))
+                            signature=result.said, error=result.error))
         if outcome == "fails":
             component = COMPONENT_OF[stage]
             break
@@ -87,18 +88,18 @@ def isolate(built: dict[str, Any] | None, settings: dict[str, Any], signature: s
             component = "undetermined"
             break
     return Component(component=component, backend=backend, by_construction=False, stages=tuple(stages),
-                     torch_version=result.get("torch_version"), torch_git=result.get("torch_git"))
+                     torch_version=result.torch_version, torch_git=result.torch_git)
 
 
-def _build_for(verdict: Verdict, builds: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+def _build_for(verdict: Verdict, builds: dict[str, ModelBuild]) -> ModelBuild | None:
     """What to isolate: the shrunk build when the verdict carries one, else the model's stored build."""
     small = verdict.shrink
     return small.build if small and small.build else builds.get(verdict.model)
 
 
 def isolate_all(conn: sqlite3.Connection, groups: Groups, verdicts: dict[tuple[str, str], Verdict], run: Run,
-                builds: dict[str, dict[str, Any]], *, python: str | None = None, timeout: float = 600.0,
-                runner: Runner | None = None, progress: Callable[[str], None] | None = None, workers: int = 1,
+                builds: dict[str, ModelBuild], *, python: str | None = None, timeout: float = 600.0,
+                seams: VerifySteps = VerifySteps(), progress: Callable[[str], None] | None = None, workers: int = 1,
                 meter: Meter | None = None, past_deadline: Callable[[], bool] = lambda: False,
                 ) -> dict[tuple[str, str], Component]:
     """{(config, signature): component record} for each group: by construction, stored already, or isolated now.
@@ -136,7 +137,7 @@ def isolate_all(conn: sqlite3.Connection, groups: Groups, verdicts: dict[tuple[s
         try:
             record = isolate(_build_for(verdict, builds), reproducers.run_settings(run, group[0]), group[1],
                              backend=backend, device=device, python=python or "", timeout=timeout,
-                             runner=meter.timed(group, "isolate", runner or reproducers.render_and_run),
+                             runner=meter.timed(group, "isolate", seams.run),
                              progress=progress)
         except Exception:  # nothing to render from: no component, and nothing stored
             return None

@@ -17,6 +17,7 @@ import keyword
 from typing import Any
 
 from bot.text.render import render
+from harness.core.model_build import ModelBuild
 
 WIDTH = 100            # a literal that fits on a line of this many columns stays on one line
 BACKEND_OF = {"dynamo": "eager", "aot_autograd": "aot_eager", "inductor": "inductor"}
@@ -137,7 +138,7 @@ def setting_lines(settings: dict[str, Any]) -> tuple[list[str], list[str]]:
     return imports, [f"{key} = {literal(value)}" for key, value in settings.items()]
 
 
-def render_script(built: dict[str, Any], overrides: dict[str, Any], settings: dict[str, Any], backend: str,
+def render_script(built: ModelBuild, overrides: dict[str, Any], settings: dict[str, Any], backend: str,
                   signature: str, device: str = "cpu") -> str:
     """The maintainer's script for `built` (config fields `overrides`) under `settings`, compiled with `backend`.
 
@@ -145,9 +146,9 @@ def render_script(built: dict[str, Any], overrides: dict[str, Any], settings: di
     """
     imports, assignments = setting_lines(settings)
     config = [line for name, value in overrides.items() for line in argument_lines(name, value, 4)]
-    inputs = [f"    {name}={input_expr(spec)}," for name, spec in (built.get("spec") or {}).items()]
-    return render("maintainer_script.py.j2", model=built["model"], config_class=built["config_class"],
-                  seed=int(built.get("seed") or 0), config_lines=config, input_lines=inputs, imports=imports,
+    inputs = [f"    {name}={input_expr(spec)}," for name, spec in (built.spec or {}).items()]
+    return render("maintainer_script.py.j2", model=built.model, config_class=built.config_class,
+                  seed=int(built.seed or 0), config_lines=config, input_lines=inputs, imports=imports,
                   settings=assignments, backend=backend, signature=signature, device=device,
-                  transformers_version=built.get("transformers_version") or "")
+                  transformers_version=built.transformers_version or "")
 

@@ -16,16 +16,17 @@ Stdlib only: torch is never imported here.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Callable, NamedTuple
+
+from bot.verify.steps import Runner
+from harness.core.model_build import ModelBuild
+from harness.engine.script_runner import ScriptResult
 
 MODES = ("eager", "baseline", "flag")     # cheapest first
 CHECKS = "checks"                         # the script's mode that runs MODES in one interpreter
 FAILED = {"eager": "eager failed", "baseline": "baseline failed"}
-
-# (stored build, flag settings, backend, device, python, timeout, mode, baseline settings) -> (script, result)
-Runner = Callable[[dict[str, Any] | None, dict[str, Any], str, str, str, float, str, dict[str, Any]],
-                  tuple[str, dict[str, Any]]]
 
 
 class Judged(NamedTuple):
@@ -35,53 +36,50 @@ class Judged(NamedTuple):
     failed: str | None            # eager | baseline | flag (None: passed)
     reason: str                   # "" when passed
     script: str
-    result: dict[str, Any]        # the last run's result (the flag run's when passed)
+    result: ScriptResult          # the last run's result (the flag run's when passed)
 
 
-def reproduces(result: dict[str, Any], signature: str) -> bool:
+def reproduces(result: ScriptResult, signature: str) -> bool:
     """Check (c): a script reproduces a crash when it failed and its signature (or status) is the same."""
-    status = result.get("status")
-    return status not in (None, "ok") and (result.get("signature") or status) == signature
+    return result.reported and result.status != "ok" and (result.signature or result.status) == signature
 
 
-def flag_problem(result: dict[str, Any], signature: str) -> str:
+def flag_problem(result: ScriptResult, signature: str) -> str:
     """Why a flag run does not reproduce `signature` ("" when it does)."""
-    status = result.get("status")
     if reproduces(result, signature):
         return ""
-    if status == "ok":
+    if result.status == "ok":
         return "ran without crashing in a fresh interpreter"
-    if status is None:
-        return f"did not report a result ({result.get('error') or 'no FLAGSWEEP_RESULT line'})"
-    return f"ended with {status} and another signature: {result.get('signature') or status}"
+    if not result.reported:
+        return f"did not report a result ({result.error or 'no FLAGSWEEP_RESULT line'})"
+    return f"ended with {result.status} and another signature: {result.signature or result.status}"
 
 
-def _valid_problem(mode: str, result: dict[str, Any]) -> str:
+def _valid_problem(mode: str, result: ScriptResult) -> str:
     """Why an eager or baseline run makes the candidate invalid ("" when it ran)."""
-    status = result.get("status")
-    if status == "ok":
+    if result.status == "ok":
         return ""
-    if status is None:
-        return f"{FAILED[mode]}: did not report a result ({result.get('error') or 'no FLAGSWEEP_RESULT line'})"
+    if not result.reported:
+        return f"{FAILED[mode]}: did not report a result ({result.error or 'no FLAGSWEEP_RESULT line'})"
     where = "without torch.compile" if mode == "eager" else "compiled under the baseline settings"
-    return f"{FAILED[mode]}: the script fails {where} ({result.get('signature') or status})"
+    return f"{FAILED[mode]}: the script fails {where} ({result.signature or result.status})"
 
 
-def reported(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def reported(result: ScriptResult) -> dict[str, ScriptResult]:
     """{mode: its result} of what a `checks` run reported (every mode's line, or a lone line's own mode); a run
     that timed out after reporting some gave the next mode its timeout (a hang is that check's answer)."""
-    if result.get("modes"):
-        seen = {m: r for m, r in result["modes"].items() if m in MODES}
+    if result.modes:
+        seen = {m: r for m, r in result.modes.items() if m in MODES}
     else:
-        seen = {result["mode"]: result} if result.get("mode") in MODES else {}
-    if seen and result.get("status") == "timeout":
+        seen = {result.mode: result} if result.mode in MODES else {}
+    if seen and result.status == "timeout":
         hung = next((m for m in MODES if m not in seen), None)
         if hung:
-            seen[hung] = {k: v for k, v in result.items() if k != "modes"}
+            seen[hung] = dataclasses.replace(result, modes={})
     return seen
 
 
-def judge(built: dict[str, Any] | None, settings: dict[str, Any], baseline: dict[str, Any], backend: str,
+def judge(built: ModelBuild | None, settings: dict[str, Any], baseline: dict[str, Any], backend: str,
           device: str, python: str, signature: str, *, runner: Runner, timeout: float,
           clock: Callable[[], float] = time.monotonic) -> Judged:
     """Run the checks in MODES order on `built` and stop at the first that fails; `timeout` bounds them all.
@@ -91,14 +89,16 @@ def judge(built: dict[str, Any] | None, settings: dict[str, Any], baseline: dict
     started = clock()
     script, together = runner(built, settings, backend, device, python, timeout, CHECKS, baseline)
     seen = reported(together)
-    result: dict[str, Any] = {}
+    result = ScriptResult.not_run()      # nothing checked yet
     for mode in MODES:
-        result = seen.get(mode) or {}
+        mine = seen.get(mode)
         left = timeout - (clock() - started)
-        if not result and left <= 0:
-            return Judged(False, mode, f"ran out of time before the {mode} check", script, result)
-        if not result:
+        if mine is None and left <= 0:
+            return Judged(False, mode, f"ran out of time before the {mode} check", script, ScriptResult.not_run())
+        if mine is None:
             script, result = runner(built, settings, backend, device, python, left, mode, baseline)
+        else:
+            result = mine
         problem = flag_problem(result, signature) if mode == "flag" else _valid_problem(mode, result)
         if problem:
             return Judged(False, mode, problem, script, result)

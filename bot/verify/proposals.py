@@ -1,6 +1,6 @@
 """The shrink's proposals: smaller builds to try (fewer layers, smaller widths and heads, smaller vocab and
 counts, shorter inputs, a batch of one, fewer images, dropped optional inputs, other config fields at
-their defaults), as assignments into a stored build's data, and applying them. Stdlib only, and the zoo's
+their defaults), as assignments into a stored build's config and spec, and applying them (a new `ModelBuild`). Stdlib only, and the zoo's
 size vocabulary (harness/zoo/sizes.py: which keys count layers and heads, which hold widths).
 
 bot/verify/shrink.py runs the search over these; a proposal is only ever kept when its script reproduces.
@@ -8,14 +8,16 @@ bot/verify/shrink.py runs the search over these; a proposal is only ever kept wh
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.model_build import ModelBuild
 from harness.zoo.sizes import is_count, is_depths, is_heads, is_layers, is_width
 
-KeyPath = tuple[Any, ...]       # keys (and list indexes) into a build dict
+KeyPath = tuple[Any, ...]       # "config" or "spec", then keys (and list indexes) into it
 DROP = object()                 # assignment value: remove the key
 
 _TOKEN = re.compile(r"(_token_id|_token_index|_token_ids|_id)$")
@@ -79,10 +81,10 @@ def label(path: KeyPath) -> str:
     return ".".join(str(p) for p in path[1:]) if path[0] == "config" else ".".join(str(p) for p in path)
 
 
-def _config_changes(build: dict[str, Any], rejected: set[str]) -> list[Change]:
+def _config_changes(build: ModelBuild, rejected: set[str]) -> list[Change]:
     """Layers, heads, widths, counts and vocab of every (sub-)config: one change per knob."""
     layers, heads, widths, counts, vocab = [], [], [], [], []
-    for path, cfg in _configs(build.get("config") or {}):
+    for path, cfg in _configs(build.config or {}):
         for name, value in sorted(cfg.items()):
             knob = label(path + (name,))
             if is_int(value) and is_layers(name) and value > 1:
@@ -134,29 +136,29 @@ def _width_change(path: KeyPath, cfg: dict[str, Any], rejected: set[str]) -> lis
     return [Change(knob, rung, tuple((path + (n,), max(1, cfg[n] // rung)) for n in names))]
 
 
-def _vocab_floor(build: dict[str, Any], cfg: dict[str, Any]) -> int:
+def _vocab_floor(build: ModelBuild, cfg: dict[str, Any]) -> int:
     """The smallest vocab that still holds every token id the config names and the inputs use."""
     ids = [v for n, v in cfg.items() if _TOKEN.search(n) and is_int(v)]
     ids += [v for n, v in cfg.items() if _TOKEN.search(n) and isinstance(v, list) for v in v if is_int(v)]
-    for spec in (build.get("spec") or {}).values():
+    for spec in (build.spec or {}).values():
         ids += [tid for tid, _ in spec.get("prefix", []) if is_int(tid)] if isinstance(spec, dict) else []
     return max([16] + [i + 1 for i in ids])
 
 
-def _clamp_ids(build: dict[str, Any], vocab: int) -> tuple[tuple[KeyPath, Any], ...]:
+def _clamp_ids(build: ModelBuild, vocab: int) -> tuple[tuple[KeyPath, Any], ...]:
     """Token-id inputs drawn below the new vocab."""
-    return tuple((("spec", name, "high"), vocab) for name, spec in sorted((build.get("spec") or {}).items())
+    return tuple((("spec", name, "high"), vocab) for name, spec in sorted((build.spec or {}).items())
                  if isinstance(spec, dict) and spec.get("kind") == "ids" and is_int(spec.get("high"))
                  and spec["high"] > vocab)
 
 
-def input_shapes(build: dict[str, Any]) -> list[tuple[str, list[int]]]:
+def input_shapes(build: ModelBuild) -> list[tuple[str, list[int]]]:
     """(input name, shape) of every shaped input in a build's spec."""
-    return [(name, spec["shape"]) for name, spec in sorted((build.get("spec") or {}).items())
+    return [(name, spec["shape"]) for name, spec in sorted((build.spec or {}).items())
             if isinstance(spec, dict) and isinstance(spec.get("shape"), list)]
 
 
-def _input_changes(build: dict[str, Any], rejected: set[str]) -> list[Change]:
+def _input_changes(build: ModelBuild, rejected: set[str]) -> list[Change]:
     """Shorter inputs (every dimension of one size at once), a batch of one, fewer list items, dropped inputs."""
     out: list[Change] = []
     shapes = input_shapes(build)
@@ -170,7 +172,7 @@ def _input_changes(build: dict[str, Any], rejected: set[str]) -> list[Change]:
     batch = [(("spec", name, "shape", 0), 1) for name, s in shapes if s and is_int(s[0]) and s[0] > 1]
     if batch and _next("inputs.batch", [1], rejected) is not None:
         out.append(Change("inputs.batch", 1, tuple(batch)))
-    spec = build.get("spec") or {}
+    spec = build.spec or {}
     for name, item in sorted(spec.items()):
         if isinstance(item, dict) and item.get("kind") == "list" and len(item.get("items") or []) > 1:
             if _next(f"inputs.{name}.items", [1], rejected) is not None:
@@ -182,10 +184,10 @@ def _input_changes(build: dict[str, Any], rejected: set[str]) -> list[Change]:
     return out
 
 
-def _defaults_change(build: dict[str, Any], rejected: set[str]) -> list[Change]:
+def _defaults_change(build: ModelBuild, rejected: set[str]) -> list[Change]:
     """Every config field that is no size knob, no token id and no sub-config, left to the class default."""
     sets = []
-    for path, cfg in _configs(build.get("config") or {}):
+    for path, cfg in _configs(build.config or {}):
         subs = {p[-1] for p, _ in _configs(cfg, path)[1:] if len(p) == len(path) + 1}
         for name in sorted(cfg):
             knob_like = any(is_role(name) for is_role in (is_layers, is_depths, is_heads, is_width, is_count))
@@ -196,14 +198,14 @@ def _defaults_change(build: dict[str, Any], rejected: set[str]) -> list[Change]:
     return [Change("config.other_fields", "defaults", tuple(sets))]
 
 
-def propose(build: dict[str, Any], rejected: set[str]) -> list[Change]:
+def propose(build: ModelBuild, rejected: set[str]) -> list[Change]:
     """This pass's changes, the likeliest big savings first; none that was rejected before."""
     return _config_changes(build, rejected) + _input_changes(build, rejected) + _defaults_change(build, rejected)
 
 
-def apply(build: dict[str, Any], changes: list[Change]) -> dict[str, Any]:
-    """A copy of `build` with the changes made (an assignment under a dropped key is skipped)."""
-    out = copy.deepcopy(build)
+def apply(build: ModelBuild, changes: list[Change]) -> ModelBuild:
+    """A smaller `build` with the changes made (an assignment under a dropped key is skipped); `build` is untouched."""
+    out = {"config": copy.deepcopy(build.config), "spec": copy.deepcopy(build.spec)}
     for change in changes:
         for path, value in change.sets:
             parent: Any = out
@@ -219,4 +221,4 @@ def apply(build: dict[str, Any], changes: list[Change]) -> dict[str, Any]:
                 parent.pop(path[-1], None)
             else:
                 parent[path[-1]] = copy.deepcopy(value)
-    return out
+    return dataclasses.replace(build, config=out["config"], spec=out["spec"])

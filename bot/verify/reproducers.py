@@ -23,25 +23,15 @@ from typing import Any, Callable
 
 from bot.verify import oracle, pool, shrink
 from bot.verify.cost import Meter
+from bot.verify.steps import Runner, VerifySteps
+from harness.core.model_build import ModelBuild
 from harness.core.outcome import Effect, Outcome
 from state import verdicts as store
 from state.runs import Run
 from state.verdicts import Shrink, Verdict
 
 log = logging.getLogger(__name__)
-Runner = oracle.Runner   # (stored build, settings, backend, device, python, timeout, mode, baseline) -> (script, result)
 Groups = dict[tuple[str, str], list[Effect]]   # (config, signature) -> effects (harness.core.tracking)
-
-
-def render_and_run(built: dict[str, Any] | None, settings: dict[str, Any], backend: str, device: str,
-                   python: str, timeout: float, mode: str = "flag",
-                   baseline: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-    """Render the script from stored data, run it in `mode` (oracle.MODES) under `python`; (script, its result)."""
-    from bot.verify.script import render_script
-    from harness.engine.script_runner import run_script
-
-    script = render_script(built, settings, backend, device, baseline)
-    return script, run_script(script, python, timeout, args=() if mode == "flag" else (mode,))
 
 
 def pick_model(effects: list[Effect], outcomes: dict[tuple[str, str], Outcome]) -> Effect:
@@ -74,7 +64,7 @@ class Job:
 
     group: tuple[str, str]
     blank: Verdict                    # the verdict's key, before anything ran
-    built: dict[str, Any] | None      # the model's stored build
+    built: ModelBuild | None          # the model's stored build
     settings: "Settings"
     cached: Verdict | None            # stored for this key but never (fully) shrunk: shrink it now
     carry: Verdict | None             # the newest shrunk case of another build: judged first, kept while it holds
@@ -82,8 +72,8 @@ class Job:
 
 
 def verify_all(conn: sqlite3.Connection, groups: Groups, outcomes: list[Outcome] | tuple[Outcome, ...], run: Run,
-               builds: dict[str, dict[str, Any]], *, python: str | None = None, timeout: float = 600.0,
-               runner: Runner | None = None, shrink_budget: float = 0.0,
+               builds: dict[str, ModelBuild], *, python: str | None = None, timeout: float = 600.0,
+               seams: VerifySteps = VerifySteps(), shrink_budget: float = 0.0,
                progress: Callable[[str], None] | None = None, workers: int = 1, deadline: float | None = None,
                meter: Meter | None = None, done: Callable[[tuple[str, str]], None] | None = None,
                clock: Callable[[], float] = time.monotonic) -> dict[tuple[str, str], Verdict]:
@@ -96,7 +86,7 @@ def verify_all(conn: sqlite3.Connection, groups: Groups, outcomes: list[Outcome]
     (pending: the next verification does it), and a shrink stops there. Groups run in
     leverage order (models blocked, most first). done: called (on this thread) per group.
     """
-    runner, python, meter = runner or render_and_run, python or run_python(run), meter or Meter()
+    python, meter = python or run_python(run), meter or Meter()
     by_item = {(o.model, o.config): o for o in outcomes}
     out: dict[tuple[str, str], Verdict] = {}
     jobs: list[Job] = []
@@ -107,7 +97,7 @@ def verify_all(conn: sqlite3.Connection, groups: Groups, outcomes: list[Outcome]
             out[group] = job
         else:
             jobs.append(dataclasses.replace(job, place=place[group]))
-    ctx = _Context(run_how(run), python or "", runner, timeout, shrink_budget, deadline, meter, clock, progress)
+    ctx = _Context(run_how(run), python or "", seams.run, timeout, shrink_budget, deadline, meter, clock, progress)
 
     def finished(n: int, result: tuple[Verdict, bool] | None) -> None:
         job = jobs[n]
@@ -128,7 +118,7 @@ def verify_all(conn: sqlite3.Connection, groups: Groups, outcomes: list[Outcome]
 
 
 def _plan(conn: sqlite3.Connection, group: tuple[str, str], effects: list[Effect],
-          by_item: dict[tuple[str, str], Outcome], run: Run, builds: dict[str, dict[str, Any]],
+          by_item: dict[tuple[str, str], Outcome], run: Run, builds: dict[str, ModelBuild],
           shrink_budget: float, python: str | None) -> Job | Verdict:
     """The group's stored verdict when it can be reused as is, else the job that reaches one."""
     config, signature = group
@@ -193,7 +183,7 @@ def _work(job: Job, ctx: _Context) -> tuple[Verdict, bool] | None:
     if why and found.status == "confirmed":
         found = dataclasses.replace(found, reminimised=why)
     # Reused later only when something ran and reported; a verdict reached otherwise is kept for this run.
-    return found, ran is not None and ran.result.get("status") is not None
+    return found, ran is not None and ran.result.reported
 
 
 def _carried(job: Job, ctx: _Context) -> tuple[Verdict | None, str | None]:
@@ -210,7 +200,7 @@ def _carried(job: Job, ctx: _Context) -> tuple[Verdict | None, str | None]:
         return None, f"the case shrunk on {carry.build} no longer reproduces: {judged.reason}"
     result = judged.result
     return dataclasses.replace(job.blank, status="confirmed", script=judged.script,
-                               torch_version=result.get("torch_version"), torch_git=result.get("torch_git"),
+                               torch_version=result.torch_version, torch_git=result.torch_git,
                                shrunk=carry.shrunk, shrink=carry.shrink, component=carry.component,
                                maintainer=carry.maintainer, carried_from=carry.carried_from or carry.build), None
 
@@ -218,13 +208,13 @@ def _carried(job: Job, ctx: _Context) -> tuple[Verdict | None, str | None]:
 Settings = tuple[dict[str, Any], dict[str, Any]]   # (the flag's settings, the baseline's), each base + config
 
 
-def _judge(built: dict[str, Any] | None, settings: Settings, how: tuple[str, str], python: str, signature: str,
+def _judge(built: ModelBuild | None, settings: Settings, how: tuple[str, str], python: str, signature: str,
            runner: Runner, timeout: float) -> oracle.Judged:
     flag, baseline = settings
     return oracle.judge(built, flag, baseline, *how, python, signature, runner=runner, timeout=timeout)
 
 
-def _verify(blank: Verdict, built: dict[str, Any] | None, settings: Settings, how: tuple[str, str],
+def _verify(blank: Verdict, built: ModelBuild | None, settings: Settings, how: tuple[str, str],
             python: str | None, runner: Runner, timeout: float) -> tuple[Verdict, oracle.Judged | None]:
     """(verdict, what the oracle saw); None in place of the oracle's answer when nothing could run."""
     if not python:
@@ -236,10 +226,10 @@ def _verify(blank: Verdict, built: dict[str, Any] | None, settings: Settings, ho
     status = "confirmed" if judged.passed else "unconfirmed"
     result = judged.result
     return dataclasses.replace(blank, status=status, reason=judged.reason, script=judged.script if judged.passed else "",
-                               torch_version=result.get("torch_version"), torch_git=result.get("torch_git")), judged
+                               torch_version=result.torch_version, torch_git=result.torch_git), judged
 
 
-def _remeasure(cached: Verdict, built: dict[str, Any] | None, settings: Settings, how: tuple[str, str],
+def _remeasure(cached: Verdict, built: ModelBuild | None, settings: Settings, how: tuple[str, str],
                python: str, runner: Runner, timeout: float) -> tuple[Verdict, oracle.Judged | None]:
     """A stored confirmed verdict judged again so it can be shrunk; None in place of the answer when its build is gone."""
     try:
@@ -262,7 +252,7 @@ def _shrunk(found: Verdict, job: Job, original: oracle.Judged, ctx: _Context) ->
     small = shrink.minimise(start, flag, *ctx.how, ctx.python, found.signature, baseline=baseline,
                             original=(original.script, original.result), budget=budget, runner=ctx.run(job, "shrink"),
                             timeout=ctx.timeout, progress=ctx.progress,
-                            label=f"{start.get('model')} (reproducer {job.place})" if job.place else None)
+                            label=f"{start.model} (reproducer {job.place})" if job.place else None)
     ctx.meter.shrank(job.group, small.stats["tries"], small.stats["kept"])
     cut = small.stats["stopped"] == "budget" and budget < ctx.shrink_budget
     return dataclasses.replace(found, script=small.script, shrunk=not cut, shrink=Shrink(small.build, small.stats),

@@ -1,6 +1,6 @@
 """Render a standalone reproducer from what a run stored: no model is built, torch is never imported here.
 
-The engine stores, per model of a run, the zoo's build as plain data (config
+The engine stores, per model of a run, the zoo's build as a `ModelBuild` (config
 class, shrunk config, input spec, seed, fingerprint, transformers version:
 `state.runs.model_data`). The script embeds that data and the settings as JSON,
 and inlines the sources of harness/zoo/inputs.py and harness/core/signature.py (both
@@ -16,6 +16,7 @@ from typing import Any
 
 import harness
 from bot.text.render import render
+from harness.core.model_build import ModelBuild
 
 HARNESS = Path(harness.__file__).parent
 
@@ -36,22 +37,22 @@ def _json_literal(data: Any) -> str:
     return json.dumps(data, sort_keys=True, indent=1).replace("'", "\\u0027")
 
 
-def render_script(built: dict[str, Any] | None, settings: dict[str, Any], backend: str = "count",
+def render_script(built: ModelBuild | None, settings: dict[str, Any], backend: str = "count",
                   device: str = "cpu", baseline: dict[str, Any] | None = None) -> str:
     """The reproducer's source text for one stored model build under `settings` (base + config).
 
     baseline: the run's baseline settings, for the script's `baseline` mode (None: torch's defaults).
     """
-    if not built or not built.get("config_class") or not built.get("model"):
+    if not built or not built.config_class or not built.model:
         raise NotRenderable("the run stored no build data for this model")
     return render(
         "repro_script.py.j2",
-        model=built["model"], config_class=built["config_class"], settings=settings,
+        model=built.model, config_class=built.config_class, settings=settings,
         settings_json=json.dumps(settings, sort_keys=True),
         baseline_json=json.dumps(baseline or {}, sort_keys=True), backend=backend, device=device,
-        seed=int(built.get("seed") or 0), fingerprint=built.get("fingerprint") or "",
-        transformers_version=built.get("transformers_version") or "",
-        config_json=_json_literal(built.get("config") or {}), spec_json=_json_literal(built.get("spec") or {}),
+        seed=int(built.seed or 0), fingerprint=built.fingerprint or "",
+        transformers_version=built.transformers_version or "",
+        config_json=_json_literal(built.config or {}), spec_json=_json_literal(built.spec or {}),
         inputs_source=module_source(HARNESS / "zoo" / "inputs.py"),
         signature_source=module_source(HARNESS / "core" / "signature.py"),
     )

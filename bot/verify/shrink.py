@@ -22,11 +22,15 @@ from typing import Any, Callable, NamedTuple
 
 from bot.verify import oracle
 from bot.verify.proposals import Change, KeyPath, apply, input_shapes, is_int, label, propose
+from bot.verify.steps import Runner
+from harness.core.model_build import ModelBuild
+from harness.engine.script_runner import ScriptResult
+
 
 class Shrunk(NamedTuple):
-    """The smallest verified build: (shrunk build data, its script, stats of the shrink)."""
+    """The smallest verified build: (shrunk build, its script, stats of the shrink)."""
 
-    build: dict[str, Any]
+    build: ModelBuild
     script: str
     stats: dict[str, Any]
 
@@ -38,9 +42,9 @@ class Shrunk(NamedTuple):
 class _Search:
     """The state of one shrink: the smallest verified build so far and what was spent."""
 
-    build: dict[str, Any]
+    build: ModelBuild
     script: str
-    result: dict[str, Any]
+    result: ScriptResult
     started: float
     tries: int = 0
     kept: int = 0
@@ -48,8 +52,8 @@ class _Search:
     stopped: str = "done"       # done | budget | tries
 
 
-def minimise(built: dict[str, Any], settings: dict[str, Any], backend: str, device: str, python: str,
-             signature: str, *, original: tuple[str, dict[str, Any]], budget: float, runner: oracle.Runner,
+def minimise(built: ModelBuild, settings: dict[str, Any], backend: str, device: str, python: str,
+             signature: str, *, original: tuple[str, ScriptResult], budget: float, runner: Runner,
              baseline: dict[str, Any] | None = None,
              timeout: float = 600.0, max_tries: int | None = None, clock: Callable[[], float] = time.monotonic,
              progress: Callable[[str], None] | None = None, label: str | None = None) -> Shrunk:
@@ -61,7 +65,7 @@ def minimise(built: dict[str, Any], settings: dict[str, Any], backend: str, devi
     calls); max_tries caps them. label: how progress lines name this shrink (default: the model).
     """
     s = _Search(built, original[0], original[1], clock())
-    s.last_wall = float(original[1].get("seconds") or 0.0)   # the first try is judged by the run that confirmed it
+    s.last_wall = float(original[1].seconds or 0.0)   # the first try is judged by the run that confirmed it
     rejected: set[str] = set()
 
     def attempt(changes: list[Change]) -> bool | None:
@@ -74,7 +78,7 @@ def minimise(built: dict[str, Any], settings: dict[str, Any], backend: str, devi
             return None
         candidate, t0 = apply(s.build, changes), clock()
         if progress:
-            progress(f"shrinking {label or built.get('model')}: try {s.tries + 1} ({s.kept} kept)")
+            progress(f"shrinking {label or built.model}: try {s.tries + 1} ({s.kept} kept)")
         try:
             judged = oracle.judge(candidate, settings, baseline or {}, backend, device, python, signature,
                                   runner=runner, timeout=min(timeout, budget - elapsed), clock=clock)
@@ -115,7 +119,7 @@ def _leaves(data: Any, path: KeyPath = ()) -> dict[KeyPath, Any]:
     return {path: data}
 
 
-def _elements(build: dict[str, Any]) -> int:
+def _elements(build: ModelBuild) -> int:
     total = 0
     for _, shape in input_shapes(build):
         n = 1
@@ -125,18 +129,18 @@ def _elements(build: dict[str, Any]) -> int:
     return total
 
 
-def measure(build: dict[str, Any], script: str, result: dict[str, Any]) -> dict[str, Any]:
+def measure(build: ModelBuild, script: str, result: ScriptResult) -> dict[str, Any]:
     """Size of one reproducer: parameters and run seconds (as its script reported), lines, input elements."""
-    data = {"config": build.get("config") or {}, "spec": build.get("spec") or {}}
-    return {"parameters": result.get("parameters"), "seconds": result.get("seconds"),
+    data = {"config": build.config or {}, "spec": build.spec or {}}
+    return {"parameters": result.parameters, "seconds": result.seconds,
             "lines": len(script.splitlines()), "data_lines": len(json.dumps(data, indent=1).splitlines()),
             "input_elements": _elements(build)}
 
 
-def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+def changed_fields(before: ModelBuild, after: ModelBuild) -> dict[str, Any]:
     """What the shrink changed: [field, from, to] rows, config fields left at defaults, dropped inputs."""
-    old = _leaves({"config": before.get("config") or {}, "spec": before.get("spec") or {}})
-    new = _leaves({"config": after.get("config") or {}, "spec": after.get("spec") or {}})
+    old = _leaves({"config": before.config or {}, "spec": before.spec or {}})
+    new = _leaves({"config": after.config or {}, "spec": after.spec or {}})
     rows, defaulted, dropped = [], 0, set()
     for path, value in old.items():
         if path not in new:
@@ -146,12 +150,12 @@ def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> dict[str, A
                 defaulted += 1
         elif new[path] != value:
             rows.append([label(path) if path[0] == "config" else f"{path[1]} {path[-1]}", value, new[path]])
-    spec_after = after.get("spec") or {}
-    rows.sort(key=lambda row: (not row[0].startswith(tuple(before.get("spec") or ())), 0 if "layer" in row[0] else 1))
+    spec_after = after.spec or {}
+    rows.sort(key=lambda row: (not row[0].startswith(tuple(before.spec or ())), 0 if "layer" in row[0] else 1))
     return {"rows": rows, "defaulted": defaulted, "dropped": sorted(n for n in dropped if n not in spec_after)}
 
 
-def _finish(built: dict[str, Any], original: tuple[str, dict[str, Any]], s: _Search,
+def _finish(built: ModelBuild, original: tuple[str, ScriptResult], s: _Search,
             clock: Callable[[], float]) -> Shrunk:
     stats = {"tries": s.tries, "kept": s.kept, "seconds": round(clock() - s.started, 1), "stopped": s.stopped,
              "before": measure(built, *original), "after": measure(s.build, s.script, s.result),

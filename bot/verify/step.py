@@ -20,7 +20,7 @@ from typing import Callable
 from bot.verify import ablation, isolate, reproducers
 from bot.verify.bar import StepBar
 from bot.verify.cost import Meter
-from bot.verify.reproducers import Runner
+from bot.verify.steps import VerifySteps
 from bot.view import run_view
 from harness.core.tracking import tracking_groups
 from state import verdicts
@@ -31,14 +31,14 @@ OLD_CACHE = "repro-cache.json"   # where verdicts were kept beside the store bef
 
 
 def verify_run(conn: sqlite3.Connection, run_id: int, *, enabled: bool, timeout: float, shrink_budget: float,
-               python: str | None = None, runner: Runner | None = None,
+               python: str | None = None, seams: VerifySteps = VerifySteps(),
                progress: Callable[[str], None] | None = None, workers: int = 1, max_minutes: float | None = None,
                bar: bool = False, clock: Callable[[], float] = time.monotonic) -> dict[tuple[str, str], RunVerdict]:
     """Verify, shrink and isolate the reproducers of `run_id`'s tracking groups; {(config, signature): stored}.
 
     enabled: run reproducers at all (False: components by construction only). python: the interpreter
-    to run them under (default: the run's own, from its environment). runner: runs one reproducer
-    (default: render it from the stored build and run it in a fresh interpreter). workers: groups run
+    to run them under (default: the run's own, from its environment). seams: how a script is run (default:
+    rendered from the stored build and run in a fresh interpreter; bot.verify.steps). workers: groups run
     side by side. max_minutes: the step's budget (None: none): a group not started by then is pending
     (no verdict; a later run finishes it). bar: draw the step's progress bar on stderr.
     """
@@ -51,15 +51,15 @@ def verify_run(conn: sqlite3.Connection, run_id: int, *, enabled: bool, timeout:
     say = steps.doing if bar and enabled else progress
     try:
         found = reproducers.verify_all(conn, groups, items.outcomes, items.run, builds, python=python,
-                                       timeout=timeout, runner=runner, shrink_budget=shrink_budget, progress=say,
+                                       timeout=timeout, seams=seams, shrink_budget=shrink_budget, progress=say,
                                        workers=workers, deadline=deadline, meter=meter,
                                        done=lambda group: steps.finished(), clock=clock) if enabled else {}
         past = (lambda: clock() >= deadline) if deadline is not None else (lambda: False)
         components = isolate.isolate_all(conn, groups, found, items.run, builds, python=python, timeout=timeout,
-                                         runner=runner, progress=say, workers=workers, meter=meter, past_deadline=past)
+                                         seams=seams, progress=say, workers=workers, meter=meter, past_deadline=past)
         if enabled:
             ablation.ablate_all(conn, groups, found, items.run, builds, components, python=python, timeout=timeout,
-                                progress=say, workers=workers, meter=meter, past_deadline=past)
+                                seams=seams, progress=say, workers=workers, meter=meter, past_deadline=past)
     finally:
         steps.close()
     pending = {group for group in groups if enabled and group not in found}

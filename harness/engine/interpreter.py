@@ -1,8 +1,8 @@
 """Call one function in another Python interpreter (the one the workers use) and read back its JSON answer.
 
 `python -m harness.engine.interpreter module:function` reads the call's arguments as a
-JSON list on stdin, calls the function and prints what it returns as JSON on the last
-line of stdout. The caller names the function by its module path, so the parent (which
+JSON list on stdin, calls the function and prints what it returns as one tagged JSON line
+(`FLAGSWEEP_ANSWER {...}`, read by harness.engine.childline: whatever else the function prints is not the answer). The caller names the function by its module path, so the parent (which
 never imports torch) can ask the torch under test, and the engine can run code of the
 layers above it (discovery's scan of transformers) without importing them.
 """
@@ -14,7 +14,10 @@ import subprocess
 import sys
 from typing import Any
 
+from harness.engine.childline import ChildLineError, last, line
 from harness.engine.handle import worker_env
+
+ANSWER_TAG = "FLAGSWEEP_ANSWER"
 
 
 class CallFailed(RuntimeError):
@@ -44,14 +47,14 @@ def call(target: str, *args: Any, python: str | None = None, timeout: float = 60
 
 
 def _answer(python: str, stdout: str) -> Any:
-    """The JSON answer on the last line the call wrote; CallFailed when there is none (not a Python interpreter?)."""
-    lines = stdout.strip().splitlines()
+    """The call's tagged JSON answer; CallFailed when there is none (not a Python interpreter?)."""
     try:
-        return json.loads(lines[-1])
-    except (IndexError, ValueError):
+        return last(stdout, ANSWER_TAG)
+    except ChildLineError as exc:
+        lines = stdout.strip().splitlines()
         said = f"wrote {lines[-1][:80]!r}" if lines else "wrote nothing"
-        raise CallFailed(python, True, f"gave no answer ({said}); is it a Python interpreter with flagsweep's "
-                                       "dependencies?") from None
+        raise CallFailed(python, True, f"gave no answer ({said}: {exc.why}); is it a Python interpreter with "
+                                       "flagsweep's dependencies?") from None
 
 
 def main(argv: list[str]) -> int:
@@ -59,7 +62,7 @@ def main(argv: list[str]) -> int:
     module, _, name = argv[1].partition(":")
     function = getattr(importlib.import_module(module), name)
     answer = function(*json.loads(sys.stdin.read() or "[]"))
-    sys.stdout.write("\n" + json.dumps(answer, sort_keys=True) + "\n")
+    sys.stdout.write("\n" + line(ANSWER_TAG, answer) + "\n")
     return 0
 
 

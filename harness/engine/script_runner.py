@@ -1,33 +1,120 @@
-"""Run a standalone reproducer in a fresh, isolated interpreter and read its result line.
+"""Run a standalone reproducer in a fresh, isolated interpreter and read how it ended as a `ScriptResult`.
 
 Scripts are rendered elsewhere (bot/verify/script.py, from what a run stored);
 this module only runs one, under whichever interpreter it is given (the run's
 own, so a crash that exists only in a nightly is checked on that nightly).
+asv's rule: the child writes one versioned result line per mode it ran
+(`FLAGSWEEP_RESULT {"v": 1, ...}`, templates/repro_script.py.j2 and
+maintainer_driver.py.j2), and every way it can end maps to one of STATUSES.
 Stdlib only: it never imports torch.
 """
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-RESULT_PREFIX = "FLAGSWEEP_RESULT "
+from harness.core.record import RecordError, check_version, parse
+from harness.engine.childline import ChildLineError, tagged
+
+RESULT_TAG = "FLAGSWEEP_RESULT"
+VERSION = 1                   # of the result line; the templates write it, `read_lines` checks it
+RAN = ("ok", "error")         # the script's own statuses: it ran and said so
+ENDED = ("timeout", "killed")  # it hung past the timeout / it ended without a line
+BAD_OUTPUT = "bad_output"     # it printed a result line this flagsweep cannot read (another version, a typo)
+NOT_STARTED = "not_started"   # the interpreter could not be started
+STATUSES = RAN + ENDED + (BAD_OUTPUT, NOT_STARTED)
+
+
+@dataclass(frozen=True)
+class ResultLine:
+    """One FLAGSWEEP_RESULT line as a script writes it (version 1): the strict reader's shape."""
+
+    status: str                       # ok | error
+    mode: str | None = None           # eager | baseline | flag, or the driver's eager | None | False | True
+    graphs: int | None = None
+    signature: str | None = None
+    error_type: str | None = None
+    exception: str | None = None      # the innermost exception's class, when it failed
+    torch_version: str | None = None
+    torch_git: str | None = None
+    parameters: int | None = None     # of the model (the reproducer only)
+    seconds: float | None = None      # build, compile and run
+
+
+@dataclass(frozen=True)
+class ScriptResult:
+    """How one run of a script ended: its (last) line's fields, or why there is no line; each mode's own result."""
+
+    status: str                       # one of STATUSES
+    mode: str | None = None
+    graphs: int | None = None
+    signature: str | None = None
+    error_type: str | None = None
+    exception: str | None = None
+    torch_version: str | None = None
+    torch_git: str | None = None
+    parameters: int | None = None
+    seconds: float | None = None
+    returncode: int | None = None     # None: it did not exit (a timeout, not started)
+    error: str | None = None          # why there is no readable line (bad_output, not_started)
+    stderr_tail: str = ""             # the end of its stderr when it ended without a line
+    modes: Mapping[str, "ScriptResult"] = field(default_factory=dict)   # {mode: its line} when it reported several
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"script status {self.status!r}: expected one of {STATUSES}")
+
+    @property
+    def reported(self) -> bool:
+        """The script gave an answer: its line, a hang or a death (not: it could not start, or its line is unreadable)."""
+        return self.status not in (BAD_OUTPUT, NOT_STARTED)
+
+    @property
+    def said(self) -> str | None:
+        """Its signature, else its status when it reported (what a stage or a dynamic run records)."""
+        return self.signature or (self.status if self.reported else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (`flagsweep zoo repro --run` prints it)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def of(cls, line: ResultLine, **more: Any) -> "ScriptResult":
+        """A result from a line the script printed, with what the runner knows besides."""
+        return cls(**dataclasses.asdict(line), **more)
+
+    @classmethod
+    def not_run(cls, why: str | None = None) -> "ScriptResult":
+        """Nothing ran: the interpreter could not start (or no check was left time to start)."""
+        return cls(NOT_STARTED, error=why)
+
+
+def read_lines(stdout: str) -> list[ResultLine]:
+    """The result lines a script printed, in order; RecordError (or ChildLineError) naming what is wrong."""
+    lines = []
+    for data in tagged(stdout, RESULT_TAG):
+        line = parse(ResultLine, check_version(data, VERSION, RESULT_TAG), RESULT_TAG)
+        if line.status not in RAN:
+            raise RecordError(f"{RESULT_TAG}: status {line.status!r}, expected one of {RAN}")
+        lines.append(line)
+    return lines
 
 
 def run_script(text: str, python: str = sys.executable, timeout: float = 300, args: Sequence[str] = (),
-               files: Mapping[str, str] | None = None, name: str = "repro.py") -> dict:
+               files: Mapping[str, str] | None = None, name: str = "repro.py") -> ScriptResult:
     """Run a reproducer's source (with command-line `args`) in a fresh isolated interpreter in an empty dir.
 
     files: other files written beside it first, {file name: text}; name: the script's own file name (a driver,
-    drive.py, runs the maintainer's repro.py written beside it).
-    Its parsed result is the script's (last) FLAGSWEEP_RESULT object plus `returncode`, and "modes": {mode:
-    its result} when it reported several; a script
-    that hangs is status `timeout`, one that dies without a result `killed`, and an
-    interpreter that cannot start has status None and an `error`.
+    drive.py, runs the maintainer's repro.py written beside it). The result is the script's last line, with
+    `modes` when it reported several; a script that hangs is `timeout` (with the modes it reported before),
+    one that ends without a line `killed`, an unreadable line `bad_output`, an interpreter that cannot start
+    `not_started`.
     """
     with tempfile.TemporaryDirectory(prefix="flagsweep-repro-") as tmp:
         for other, content in (files or {}).items():
@@ -40,23 +127,22 @@ def run_script(text: str, python: str = sys.executable, timeout: float = 300, ar
             proc = subprocess.run([python, "-I", str(path), *args], cwd=tmp, capture_output=True, text=True,
                                   timeout=timeout, env=env)
         except subprocess.TimeoutExpired as exc:   # what it reported before it hung is kept (its modes)
-            said = _results(exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or "")
-            timeout_result = {"status": "timeout", "graphs": None, "signature": None, "error_type": None,
-                              "returncode": None}
-            return {**timeout_result, "modes": {one.get("mode"): one for one in said}} if said else timeout_result
+            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+            return _ended(out, "", None, timed_out=True)
         except OSError as exc:
-            return {"status": None, "error": f"cannot run {Path(python).name}: {exc.strerror or exc}",
-                    "returncode": None}
-    lines = _results(proc.stdout)
+            return ScriptResult.not_run(f"cannot run {Path(python).name}: {exc.strerror or exc}")
+    return _ended(proc.stdout, proc.stderr, proc.returncode, timed_out=False)
+
+
+def _ended(stdout: str, stderr: str, returncode: int | None, *, timed_out: bool) -> ScriptResult:
+    """The result of a child that ran: its lines read strictly, and how it ended."""
+    try:
+        lines = read_lines(stdout)
+    except (ChildLineError, RecordError) as exc:
+        return ScriptResult(BAD_OUTPUT, returncode=returncode, error=str(exc), stderr_tail=stderr[-2000:])
+    modes = {one.mode or "": ScriptResult.of(one) for one in lines} if len(lines) > 1 or timed_out and lines else {}
+    if timed_out:
+        return ScriptResult("timeout", modes=modes)
     if lines:
-        result = {**lines[-1], "returncode": proc.returncode}
-        if len(lines) > 1:      # a script that ran several modes (its `checks`): each one's result too
-            result["modes"] = {one.get("mode"): one for one in lines}
-        return result
-    return {"status": "killed", "graphs": None, "signature": None, "error_type": None,
-            "returncode": proc.returncode, "stderr_tail": proc.stderr[-2000:]}
-
-
-def _results(stdout: str) -> list[dict]:
-    """The FLAGSWEEP_RESULT objects a script printed, in order."""
-    return [json.loads(line[len(RESULT_PREFIX):]) for line in stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+        return ScriptResult.of(lines[-1], returncode=returncode, modes=modes)
+    return ScriptResult("killed", returncode=returncode, stderr_tail=stderr[-2000:])

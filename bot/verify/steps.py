@@ -1,0 +1,67 @@
+"""The verifier's calls into other processes, as typed seams: one dataclass, the real functions as its defaults.
+
+Every script the verify step runs goes through one of these: a reproducer rendered from a stored build and run
+in a fresh interpreter (`run`), the maintainer's script run under its driver (`drive`), and the config's defaults
+asked in the torch under test (`ask`). The entry points (step.verify_run, reproducers.verify_all,
+isolate.isolate_all, ablation.ablate_all) take a `VerifySteps`; tests pass a twin of the same type (house style:
+bot.pipeline.steps.Steps). Stdlib only here: torch is never imported.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from bot.text.render import render
+from bot.verify.script import HARNESS, module_source, render_script
+from harness.core.model_build import ModelBuild
+from harness.engine.interpreter import call
+from harness.engine.script_runner import ScriptResult, run_script
+
+
+class Runner(Protocol):
+    """(stored build, flag settings, backend, device, python, timeout, mode, baseline settings) -> (script, result)."""
+
+    def __call__(self, built: ModelBuild | None, settings: dict[str, Any], backend: str, device: str, python: str,
+                 timeout: float, mode: str = ..., baseline: dict[str, Any] | None = ...,
+                 ) -> tuple[str, ScriptResult]: ...
+
+
+class Drive(Protocol):
+    """(the maintainer's script, python, timeout, mode: eager | None | False | True) -> its result."""
+
+    def __call__(self, script: str, python: str, timeout: float, mode: str) -> ScriptResult: ...
+
+
+class Ask(Protocol):
+    """(config class, stored config, python, timeout) -> the fields set away from the class's defaults."""
+
+    def __call__(self, config_class: str, config: dict[str, Any], python: str, timeout: float) -> dict[str, Any]: ...
+
+
+def render_and_run(built: ModelBuild | None, settings: dict[str, Any], backend: str, device: str,
+                   python: str, timeout: float, mode: str = "flag",
+                   baseline: dict[str, Any] | None = None) -> tuple[str, ScriptResult]:
+    """Render the script from stored data, run it in `mode` (oracle.MODES) under `python`; (script, its result)."""
+    script = render_script(built, settings, backend, device, baseline)
+    return script, run_script(script, python, timeout, args=() if mode == "flag" else (mode,))
+
+
+def drive(script: str, python: str, timeout: float, mode: str) -> ScriptResult:
+    """Run the maintainer's script as repro.py under the driver, in `mode`, in a fresh interpreter; its result."""
+    driver = render("maintainer_driver.py.j2",
+                    signature_source=module_source(HARNESS / "core" / "signature.py"))
+    return run_script(driver, python, timeout, args=(mode,), files={"repro.py": script}, name="drive.py")
+
+
+def ask_overrides(config_class: str, config: dict[str, Any], python: str, timeout: float) -> dict[str, Any]:
+    """bot.verify.overrides.overrides, asked in `python` (the torch and transformers under test)."""
+    return call("bot.verify.overrides:overrides", config_class, config, python=python, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class VerifySteps:
+    """The verifier's seams; tests swap one (usually `run`) for a twin of the same type."""
+
+    run: Runner = render_and_run
+    drive: Drive = drive
+    ask: Ask = ask_overrides
