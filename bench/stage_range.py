@@ -66,10 +66,11 @@ def make_steps(clock: Clock, models: list[str]) -> steps_mod.Steps:
         rid = engine.sweep(conn, models=kw["models"], configs=kw["configs"], base_settings=kw["base_settings"],
                            options=kw["settings"].sweep.options(kw["python"], EXTRA), run_id=kw["run_id"],
                            resume=kw["resume"], kind=kw.get("kind", "nightly"), nightly=kw["nightly"],
-                           shard=kw["shard"], progress=False,
-                           # the run is of the installed (fake) nightly, though our torch compiled it
-                           extra_environment={**(kw.get("build") or {}), "torch_version": clock.built.version,
-                                              "torch_git": clock.built.git})
+                           shard=kw["shard"], progress=False, extra_environment=kw.get("build"))
+        # the run is of the installed (fake) nightly, though our torch compiled it: store it as that torch's
+        env = dataclasses.replace(runs.get_run(conn, rid).environment, torch_version=clock.built.version,
+                                  torch_git=clock.built.git)
+        conn.execute("UPDATE runs SET environment_id = ? WHERE id = ?", (runs.environment_id(conn, env), rid))
         clock.sweep_s.append(time.perf_counter() - t)
         return rid
 

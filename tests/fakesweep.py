@@ -7,6 +7,7 @@ from bot.pipeline import steps as steps_mod
 from bot.builds.provider import Nightly
 from bot.github.publish import PublishSummary
 from harness.core.outcome import Outcome
+from harness.core.run_environment import RunEnvironment
 from state import history, runs
 
 CONFIGS = {"baseline": {}, "capture_scalar_outputs": {"torch._dynamo.config.capture_scalar_outputs": True}}
@@ -42,10 +43,10 @@ class World:
               kind="nightly", progress=True, build=None, prior=None, population=None, pruning=None):
         self.sweeps.append((nightly, shard, tuple(models)))
         self.pruning = pruning
-        rid = runs.create_run(conn, environment={"torch_version": self.version, "torch_git": "g", "transformers_version": "5.23.0",
-                                           "python_version": "3.11", "device": "cpu", "cuda_version": None,
-                                           "flagsweep_version": "0.1.0", "recipe_fingerprint": "f",
-                                           "python": python, **(build or {})}, models=models,
+        env = RunEnvironment(torch_version=self.version, torch_git="g", transformers_version="5.23.0",
+                             python_version="3.11", device="cpu", flagsweep_version="0.1.0", recipe_fingerprint="f",
+                             python=python)
+        rid = runs.create_run(conn, environment=env.with_build(build) if build else env, models=models,
                               configs=configs, base_settings=base_settings, kind=kind, nightly=nightly, shard=shard,
                               options={"population": population} if population else None)
         had = {(o.model, o.config): o for o in prior or []}

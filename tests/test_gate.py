@@ -6,6 +6,7 @@ whose transformers cannot import one model's module (a canary).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import stat
 import sys
@@ -23,6 +24,7 @@ from bot.pipeline import gate as gate_mod
 from bot.pipeline import nightly
 from bot.settings import Settings
 from harness.core.outcome import Outcome
+from harness.core.run_environment import RunEnvironment
 from state import db, gates, history, resolutions, runs
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub import scenario as sc
@@ -116,11 +118,11 @@ def test_canaries_outside_the_nights_models_are_swept_with_it(gh_env):
 
 
 def test_environment_checks_name_what_is_missing(monkeypatch):
-    env = {"python_version": "3.11", "torch_version": "2.14", "transformers_version": None, "cuda_version": None}
+    env = RunEnvironment(python_version="3.11", torch_version="2.14")
     monkeypatch.setattr(gate_mod.shutil, "which", lambda name: None)
     reasons = gate_mod.environment_reasons(env, {"device": "cuda", "backend": "inductor"})
     assert [r["missing"] for r in reasons] == ["transformers", "CUDA", "a C++ compiler (inductor)"]
-    assert gate_mod.environment_reasons({**env, "transformers_version": "5"}, {"device": "cpu"}) == []
+    assert gate_mod.environment_reasons(dataclasses.replace(env, transformers_version="5"), {"device": "cpu"}) == []
 
 
 def test_max_error_jump_is_a_share(tmp_path):

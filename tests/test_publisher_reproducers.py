@@ -17,6 +17,7 @@ from state.runs import Run
 from state.verdicts import RunVerdict
 from tests.checks_runner import answering_checks
 from tests.fakegithub import scenario as sc
+from harness.core.run_environment import RunEnvironment
 
 CSO, CDO = "capture_scalar_outputs", "capture_dynamic_output_shape_ops"
 ENV = {"python": "/nightly/bin/python", "torch_version": "2.14.0.dev20261121+cpu", "torch_git": "abc"}
@@ -26,7 +27,7 @@ def a_run(env: dict | None = None, backend: str = "count") -> Run:
     """A finished nightly as the store reads it back (what the verify step hands the reproducers)."""
     return Run(id=1, kind="nightly", status="finished", started_at="2026-11-21T03:00:00+00:00", finished_at=None,
                models=sorted(sc.corpus()), configs=sc.CONFIGS, base_settings={},
-               options={"backend": backend, "device": "cpu"}, environment=env or ENV)
+               options={"backend": backend, "device": "cpu"}, environment=RunEnvironment.from_dict(env or ENV))
 
 
 def setup():

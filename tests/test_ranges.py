@@ -25,6 +25,7 @@ from harness.core.outcome import Outcome
 from state import db, links, ranges
 from tests.fakeindex import FakeIndex
 from tests.fakesweep import World
+from harness.core.run_environment import RunEnvironment
 
 DATES = [(date(2026, 11, 1) + timedelta(days=i)).isoformat() for i in range(10)]
 CONFIG = "capture_scalar_outputs"
@@ -289,8 +290,8 @@ def test_bisect_without_model_on_a_non_tracking_issue_is_a_user_error(env):
 def test_range_rows_round_trip_and_latest_per_key(tmp_path):
     conn = db.connect(tmp_path / "s.sqlite")
     from state.runs import create_run
-    r1 = create_run(conn, environment={}, models=["M"], configs={}, kind="nightly", nightly="2026-11-01")
-    r2 = create_run(conn, environment={}, models=["M"], configs={}, kind="nightly", nightly="2026-11-02")
+    r1 = create_run(conn, environment=RunEnvironment.from_dict({}), models=["M"], configs={}, kind="nightly", nightly="2026-11-01")
+    r2 = create_run(conn, environment=RunEnvironment.from_dict({}), models=["M"], configs={}, kind="nightly", nightly="2026-11-02")
     ranges.record(conn, ranges.Range(r1, "c", "S", "new_crash", "no_series", reason="current torch"))
     ranges.record(conn, ranges.Range(r2, "c", "S", "new_crash", "found", good=ranges.Build("2026-11-01", "v1", "a" * 40),
                                      bad=ranges.Build("2026-11-02", "v2", "b" * 40), probes=[{"date": "x"}]))

@@ -58,7 +58,7 @@ def _stored(path: Path, run_id: int):
 def test_reproducer_from_the_store_matches_the_engine_on_a_real_crash(swept):
     path, run_id, wrapper, log = swept
     run, outs, builds = _stored(path, run_id)
-    assert run.environment["python"] == wrapper                  # the run records its interpreter
+    assert run.environment.python == wrapper                  # the run records its interpreter
     data = builds[MODEL]
     assert data["config_class"] == "Qwen2VLConfig" and data["spec"] and data["transformers_version"]
     engine_out = outs[(MODEL, "dyn")]
@@ -67,7 +67,7 @@ def test_reproducer_from_the_store_matches_the_engine_on_a_real_crash(swept):
     ast.parse(script)
     assert "import harness" not in script and "from harness" not in script and "flagsweep import" not in script
     before = log.read_text().count("repro.py")
-    result = run_script(script, run.environment["python"], timeout=300)
+    result = run_script(script, run.environment.python, timeout=300)
     assert log.read_text().count("repro.py") == before + 1       # it ran under the run's interpreter
     assert result["status"] == "error" and result["returncode"] == 1   # non-zero: the crash reproduced
     assert result["signature"] == engine_out.signature
@@ -77,7 +77,7 @@ def test_reproducer_from_the_store_matches_the_engine_on_a_real_crash(swept):
 
     assert (result["torch_version"], result["torch_git"]) == (torch.__version__, torch.version.git_version)
     # The oracle's checks: eager, baseline, then the flag, in one interpreter, each reported.
-    checks = run_script(script, run.environment["python"], timeout=300, args=("checks",))
+    checks = run_script(script, run.environment.python, timeout=300, args=("checks",))
     assert [m["mode"] for m in checks["modes"].values()] == ["eager", "baseline", "flag"]
     assert checks["modes"]["eager"]["status"] == checks["modes"]["baseline"]["status"] == "ok"
     assert checks["signature"] == engine_out.signature and checks["returncode"] == 1

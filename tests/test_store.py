@@ -15,6 +15,7 @@ from harness.core.outcome import Outcome
 from state import runs
 from state.db import StoreError, connect
 from tests import historydata as hd
+from harness.core.run_environment import RunEnvironment
 
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -25,7 +26,7 @@ def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 def test_reader_sees_a_consistent_snapshot_while_a_sweep_writes(tmp_path):
     path = tmp_path / "state.sqlite"
     writer = connect(path)
-    rid = runs.create_run(writer, environment=hd.ENV, models=["M0"], configs=hd.CONFIGS)
+    rid = runs.create_run(writer, environment=RunEnvironment.from_dict(hd.ENV), models=["M0"], configs=hd.CONFIGS)
     runs.record_outcome(writer, rid, hd.ok("M0", "baseline", 1))
     reader = connect(path)
     reader.execute("BEGIN")  # a long read (say, a report being rendered)
@@ -42,7 +43,7 @@ def test_reader_sees_a_consistent_snapshot_while_a_sweep_writes(tmp_path):
 def test_concurrent_reader_threads_never_fail_or_go_back(tmp_path):
     path = tmp_path / "state.sqlite"
     writer = connect(path)
-    rid = runs.create_run(writer, environment=hd.ENV, models=[], configs=hd.CONFIGS)
+    rid = runs.create_run(writer, environment=RunEnvironment.from_dict(hd.ENV), models=[], configs=hd.CONFIGS)
     n_items, errors, seen = 300, [], {0: [], 1: []}
     done = threading.Event()
 
@@ -71,7 +72,7 @@ def test_concurrent_reader_threads_never_fail_or_go_back(tmp_path):
 def test_reader_in_another_process_while_writing(tmp_path):
     path = tmp_path / "state.sqlite"
     writer = connect(path)
-    rid = runs.create_run(writer, environment=hd.ENV, models=[], configs=hd.CONFIGS)
+    rid = runs.create_run(writer, environment=RunEnvironment.from_dict(hd.ENV), models=[], configs=hd.CONFIGS)
     code = ("import sys, time; from state.db import connect; from state import runs\n"
             "c = connect(sys.argv[1]); n = []\n"
             "deadline = time.monotonic() + 60\n"

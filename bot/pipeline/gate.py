@@ -17,6 +17,7 @@ from bot.settings import Settings
 from state import gates, history, runs as runs_mod
 from state.gates import Gate
 from harness.core.outcome import Outcome
+from harness.core.run_environment import RunEnvironment
 
 COMPILERS = ("c++", "g++", "clang++")     # what inductor's C++ build looks for on PATH
 FAILED_AT_BASELINE = ("create_error", "input_error", "eager_error", "error", "timeout", "killed")
@@ -35,12 +36,13 @@ def check(conn: sqlite3.Connection, run_id: int, prev_id: int | None, settings: 
     return gates.record(conn, Gate(run_id=run_id, verdict=verdict, reasons=reasons))
 
 
-def environment_reasons(env: dict, options: dict) -> list[dict]:
+def environment_reasons(env: RunEnvironment, options: dict) -> list[dict]:
     """What the environment lacks: interpreter, torch, transformers, CUDA on a CUDA run, a compiler for inductor."""
-    wanted = {"python_version": "a Python interpreter", "torch_version": "torch", "transformers_version": "transformers"}
-    if str(options.get("device") or env.get("device") or "cpu").startswith("cuda"):
-        wanted["cuda_version"] = "CUDA"
-    reasons = [{"kind": "check", "missing": what} for key, what in wanted.items() if not env.get(key)]
+    wanted = [(env.python_version, "a Python interpreter"), (env.torch_version, "torch"),
+              (env.transformers_version, "transformers")]
+    if str(options.get("device") or env.device or "cpu").startswith("cuda"):
+        wanted.append((env.cuda_version, "CUDA"))
+    reasons = [{"kind": "check", "missing": what} for value, what in wanted if not value]
     if options.get("backend") == "inductor" and not any(shutil.which(c) for c in COMPILERS):
         reasons.append({"kind": "check", "missing": "a C++ compiler (inductor)"})
     return reasons

@@ -23,6 +23,7 @@ from bot.pipeline import gate as gate_mod, sampling
 from bot.github.publish import PublishSummary, stderr_progress
 from bot.settings import Settings
 from bot.pipeline.steps import Steps, load_view
+from harness.core.run_environment import RunEnvironment
 from state import runs as runs_mod, verdicts
 
 log = logging.getLogger(__name__)
@@ -100,20 +101,15 @@ def find_existing(conn: sqlite3.Connection, *, nightly: str, shard: str | None, 
             continue
         asked = {**run.configs, **{name: u["settings"] for name, u in run.unavailable.items()}}
         if asked == want_configs and sorted(run.models) == sorted(models) \
-                and run.environment.get("torch_version") == torch_version:
+                and run.environment.torch_version == torch_version:
             return run
     return None
 
 
 def record_failure(conn: sqlite3.Connection, *, reason: str, nightly: str | None, configs: dict[str, dict],
-                   models: list[str], shard: str | None, torch: dict[str, Any] | None = None) -> int:
+                   models: list[str], shard: str | None, environment: RunEnvironment) -> int:
     """A nightly that could not start (no wheel, install failed) is a failed run with its reason."""
-    # The same keys as a swept run's environment, so reports and listings can show a failed run too.
-    env = {"torch_version": (torch or {}).get("version"), "torch_git": (torch or {}).get("git"),
-           "transformers_version": None, "python_version": None, "device": None, "cuda_version": None,
-           "flagsweep_version": None, "recipe_fingerprint": None,
-           "torch_index": (torch or {}).get("index"), "torch_channel": (torch or {}).get("channel")}
-    run_id = runs_mod.create_run(conn, environment=env, models=models, configs=configs, kind="nightly",
+    run_id = runs_mod.create_run(conn, environment=environment, models=models, configs=configs, kind="nightly",
                                  nightly=nightly, shard=shard)
     runs_mod.finish_run(conn, run_id, status="failed", reason=reason)
     return run_id
@@ -143,7 +139,8 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         result.status, result.reason = "failed", str(exc)
         result.nightly = date
         result.run_id = record_failure(conn, reason=str(exc), nightly=date, configs=chosen, models=names, shard=shard,
-                                       torch={"index": settings.nightly.index_url, "channel": settings.nightly.channel})
+                                       environment=RunEnvironment.failed(None, None, settings.nightly.index_url,
+                                                                         settings.nightly.channel))
         log.error("nightly failed: %s", exc)
         return result
     result.torch, result.nightly = built.to_dict(), built.date
@@ -163,7 +160,7 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         resume = bool(existing and existing.status in ("running", "interrupted") and not force)
         result.run_id = steps.sweep(conn, models=names, configs=chosen, base_settings={}, settings=settings,
                                     python=built.python, run_id=existing.id if resume else None, resume=resume,
-                                    nightly=built.date, shard=shard, progress=progress, build=built.environment(),
+                                    nightly=built.date, shard=shard, progress=progress, build=built.origin(),
                                     **({"prior": drawn.prior, "population": drawn.meta} if drawn.meta else {}),
                                     **({"pruning": pruning} if pruning else {}))
     result.unavailable = runs_mod.get_run(conn, result.run_id).unavailable
@@ -190,7 +187,7 @@ def _population(conn: sqlite3.Connection, settings: Settings, steps: Steps, name
         log.info("baseline pass over %d models to find the graph-breaking ones", len(models))
         return steps.sweep(conn, models=models, configs={"baseline": configs.get("baseline", {})}, base_settings={},
                            settings=settings, python=built.python, run_id=None, resume=False, nightly=None,
-                           shard=None, kind="baseline", progress=progress, build=built.environment())
+                           shard=None, kind="baseline", progress=progress, build=built.origin())
 
     return sampling.draw(conn, [sampling.Pick(n) for n in names], population=population, sample=None, seed=0,
                          base_settings={}, torch_version=built.version, baseline_pass=baseline_pass)

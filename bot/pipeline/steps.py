@@ -22,6 +22,7 @@ from bot.ranges.finder import RangeReport
 from bot.view.run_view import RunView
 from bot.settings import Settings
 from harness.core.outcome import Outcome
+from harness.core.run_environment import BuildOrigin
 from harness.engine.flags.pruning import Pruning
 from state.ranges import Build
 from state.verdicts import RunVerdict
@@ -63,7 +64,7 @@ def resolve_models(patterns: list[str]) -> list[str]:
 
 def sweep(conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict], base_settings: dict[str, Any],
           settings: Settings, python: str | None, run_id: int | None, resume: bool, nightly: str | None,
-          shard: str | None, kind: str = "nightly", progress: bool = True, build: dict | None = None,
+          shard: str | None, kind: str = "nightly", progress: bool = True, build: BuildOrigin | None = None,
           prior: list[Any] | None = None, population: dict[str, Any] | None = None,
           pruning: Pruning | None = None) -> int:
     """Sweep (the engine stores, finishes and finalizes the run); returns the run id.
@@ -226,7 +227,7 @@ class SweepStep(Protocol):
     def __call__(self, conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict],
                  base_settings: dict[str, Any], settings: Settings, python: str | None, run_id: int | None,
                  resume: bool, nightly: str | None, shard: str | None, kind: str = ...,
-                 progress: bool = ..., build: dict | None = ...,
+                 progress: bool = ..., build: BuildOrigin | None = ...,
                  prior: list[Any] | None = ..., population: dict[str, Any] | None = ...,
                  pruning: Pruning | None = ...) -> int: ...
 

@@ -47,7 +47,7 @@ def _run_summary(conn: sqlite3.Connection, run: runs_mod.Run) -> dict[str, Any]:
         "finished_at": run.finished_at, "nightly": run.nightly, "shard": run.shard, "group": ids,
         "models": len(history.models_of(conn, run)), "configs": list(run.configs),
         "n_items": sum(by_status.values()), "by_status": by_status,
-        "torch_version": env.get("torch_version"), "device": env.get("device"),
+        "torch_version": env.torch_version, "device": env.device,
     }
 
 
@@ -95,7 +95,7 @@ def _diff_dict(conn: sqlite3.Connection, a: runs_mod.Run, b: runs_mod.Run, resul
         "models_only_from": sorted(models_a - models_b), "models_only_to": sorted(models_b - models_a),
         "notes": result.notes,
         "base_settings_changed": _changes(a.base_settings, b.base_settings),
-        "environment_changed": _changes(a.environment, b.environment),
+        "environment_changed": _changes(a.environment.to_dict(), b.environment.to_dict()),
         "from_run": _run_summary(conn, a), "to_run": _run_summary(conn, b),
     }
 
@@ -210,7 +210,7 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         changes["news"] = news
         changes["nonzero"] = [{"name": n, "count": c} for n, c in changes["counts"].items() if c]
     return {
-        "run": _run_summary(conn, run), "environment": run.environment, "base_settings": run.base_settings,
+        "run": _run_summary(conn, run), "environment": run.environment.to_dict(), "base_settings": run.base_settings,
         "config_settings": run.configs, "configs": configs, "models": models, "unavailable": run.unavailable,
         "effect_table": [effect_table(effs, c) for c in configs], "effects_list": list(EFFECTS),
         "matrix": _matrix(outs, effs, models, configs), "signatures": _signatures(view.signatures, outs),

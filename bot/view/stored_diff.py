@@ -29,4 +29,4 @@ def diff_loaded(conn: sqlite3.Connection, before: runs_mod.Run, after: runs_mod.
 
 def _transformers(run: runs_mod.Run | None) -> str | None:
     """The transformers version a run built its models with (None: unknown)."""
-    return (run.environment or {}).get("transformers_version") if run else None
+    return run.environment.transformers_version if run else None
