@@ -76,6 +76,6 @@ class World:
     def confirm(self, conn, run_id, result, settings, python):
         return result
 
-    def report(self, conn, view, out_dir):
+    def report(self, conn, view, out_dir, precision=None):
         self.views.append(view)
         return out_dir / "report.html"

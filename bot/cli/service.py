@@ -174,7 +174,7 @@ def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
                                        torch={"version": run.environment.torch_version,
                                               "git": run.environment.torch_git, "current": False},
                                        missing_shards=list(run.options.get("missing_shards") or []))
-        result = nightly.publish_stage(conn, settings, result, python=python or settings.sweep.python,
+        result = nightly.publish_stage(conn, settings, result, run, python=python or settings.sweep.python,
                                        steps=Steps(), out=out)
     finally:
         conn.close()

@@ -72,10 +72,12 @@ class PublishSummary:
     precision: dict[str, Any] | None = None   # the measured precision (state.resolutions.Tally) after this publish
     synced: dict[str, int] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    # The precision in the store once this publish ended (of the view's repository): what the run's report shows.
+    after: resolutions.Tally | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return asdict(self)
+        """A JSON-ready dict (`after` is the report's, not part of the summary printed)."""
+        return {k: v for k, v in asdict(self).items() if k != "after"}
 
     def render(self) -> str:
         """The terminal summary table."""
@@ -119,14 +121,25 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
                 view: RunView | None = None) -> PublishSummary:
     """Plan the issues for `run_id` and publish them: to GitHub, or in a dry run to files, by the same steps.
 
-    `view`: the run as already loaded by the caller (the nightly loads it once for publish and report).
-    The run's reproducer verdicts are what the verify step stored (bot.pipeline.steps.verify).
+    `view`: the run as already loaded by the caller (the nightly loads it once for publish and report); its gate
+    verdict is the one the pipeline judged. The run's reproducer verdicts are what the verify step stored
+    (bot.pipeline.steps.verify).
     """
-    repo = settings.github.repo
+    view = view or run_view.load(conn, run_id, settings.github.repo)
+    summary = _publish_view(conn, settings, view, dry_run=dry_run, out_dir=out_dir, publisher=publisher,
+                            progress=progress)
+    # read where this publish updates it (a dry run leaves the store, and so the figures, as they were)
+    summary.after = resolutions.tally(conn, view.links_repo)
+    return summary
+
+
+def _publish_view(conn: sqlite3.Connection, settings: Settings, view: RunView, *, dry_run: bool, out_dir: str | None,
+                  publisher: Publisher | None, progress: bool) -> PublishSummary:
+    """publish_run's steps for a view already loaded."""
+    repo, run_id = settings.github.repo, view.id
     say = stderr_progress(progress)
     psettings = plan_settings(settings)          # a bad routing rule stops us before anything is written
-    view = view or run_view.load(conn, run_id, repo)
-    gate = gates.get(conn, run_id)
+    gate = view.gate
     summary = PublishSummary(run_id=run_id, dry_run=dry_run, repo=repo, gate=gate.to_dict() if gate else None)
     shadow = not dry_run and settings.issues.shadow
     where = repo or DRY_RUN_REPO

@@ -14,8 +14,9 @@ import shutil
 import sqlite3
 
 from bot.settings import Settings
-from state import gates, history, runs as runs_mod
+from state import gates, history
 from state.gates import Gate
+from state.runs import Run
 from harness.core.outcome import Outcome
 from harness.core.run_environment import RunEnvironment
 
@@ -23,17 +24,16 @@ COMPILERS = ("c++", "g++", "clang++")     # what inductor's C++ build looks for 
 FAILED_AT_BASELINE = ("create_error", "input_error", "eager_error", "error", "timeout", "killed")
 
 
-def check(conn: sqlite3.Connection, run_id: int, prev_id: int | None, settings: Settings) -> Gate:
-    """Judge the run (its shard group) and store the verdict; returns it."""
-    run = runs_mod.get_run(conn, run_id)
-    baseline = {o.model: o for o in history.group_outcomes(conn, run_id) if o.config == "baseline"}
+def check(conn: sqlite3.Connection, run: Run, prev: Run | None, settings: Settings) -> Gate:
+    """Judge the run (its shard group) against the previous comparable run and store the verdict; returns it."""
+    baseline = {o.model: o for o in history.group_outcomes(conn, run.id) if o.config == "baseline"}
     reasons = environment_reasons(run.environment, run.options)
     reasons += canary_reasons(baseline, settings.nightly.canaries)
-    if prev_id is not None:
-        before = {o.model: o for o in history.group_outcomes(conn, prev_id) if o.config == "baseline"}
+    if prev is not None:
+        before = {o.model: o for o in history.group_outcomes(conn, prev.id) if o.config == "baseline"}
         reasons += jump_reasons(before, baseline, settings.nightly.max_error_jump)
     verdict = gates.SUSPECT if reasons else gates.OK
-    return gates.record(conn, Gate(run_id=run_id, verdict=verdict, reasons=reasons))
+    return gates.record(conn, Gate(run_id=run.id, verdict=verdict, reasons=reasons))
 
 
 def environment_reasons(env: RunEnvironment, options: dict) -> list[dict]:

@@ -22,9 +22,10 @@ from bot.builds import provider
 from bot.pipeline import gate as gate_mod, sampling
 from bot.github.publish import PublishSummary, stderr_progress
 from bot.settings import Settings
-from bot.pipeline.steps import Steps, load_view
+from bot.pipeline.steps import Steps, load_night
+from bot.view import run_view
 from harness.core.run_environment import RunEnvironment
-from state import runs as runs_mod, verdicts
+from state import runs as runs_mod
 
 log = logging.getLogger(__name__)
 
@@ -163,13 +164,14 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
                                     nightly=built.date, shard=shard, progress=progress, build=built.origin(),
                                     **({"prior": drawn.prior, "population": drawn.meta} if drawn.meta else {}),
                                     **({"pruning": pruning} if pruning else {}))
-    result.unavailable = runs_mod.get_run(conn, result.run_id).unavailable
+    run = runs_mod.get_run(conn, result.run_id)     # read once: the night holds it from here on
+    result.unavailable = run.unavailable
     result.configs = [c for c in result.configs if c not in result.unavailable]
     if shard:
         # A shard stops here: `flagsweep merge` joins the shards and publishes once.
         result.status = "shard_done" if result.status == "swept" else result.status
         return result
-    return publish_stage(conn, settings, result, python=built.python, steps=steps, out=out, progress=progress)
+    return publish_stage(conn, settings, result, run, python=built.python, steps=steps, out=out, progress=progress)
 
 
 def _audit_seed(date: str | None) -> int:
@@ -193,38 +195,45 @@ def _population(conn: sqlite3.Connection, settings: Settings, steps: Steps, name
                          base_settings={}, torch_version=built.version, baseline_pass=baseline_pass)
 
 
-def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, *, python: str | None,
-                  steps: Steps, out: Path, progress: bool = True) -> NightlyResult:
+def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, run: runs_mod.Run, *,
+                  python: str | None, steps: Steps, out: Path, progress: bool = True) -> NightlyResult:
     """Diff with the previous comparable run, confirm, search regression ranges, verify reproducers, publish, report.
 
+    One night: `run` as read after its sweep, its previous comparable run found once, the diff computed once (and
+    carried, confirmed, into the view), the gate judged once; publish and report read only the view.
     progress: say on stderr what the verify step is doing (a shrink takes minutes; without it the console is silent).
     """
-    prev, diff_result = steps.diff(conn, result.run_id)
-    judged = gate_mod.check(conn, result.run_id, prev, settings)
-    result.gate, result.previous_run = judged.to_dict(), prev
+    prev, diff_result = steps.diff(conn, run)
+    judged = gate_mod.check(conn, run, prev, settings)
+    result.gate, result.previous_run = judged.to_dict(), prev.id if prev else None
     if diff_result is not None:
         result.transitions = {k: v for k, v in diff_result.counts().items() if v}
     if judged.suspect:
         log.error("nightly run %s is environment_suspect: nothing is filed or closed", result.run_id)
-        return _publish_and_report(conn, settings, result, steps, out)
-    diff_result = steps.confirm(conn, result.run_id, diff_result, settings, python)
-    found = steps.ranges(conn, result.run_id, prev, diff_result, settings, provide=steps.provide,
+        night = run_view.Night(run=run, previous=prev, diff=diff_result, gate=judged)
+        return _publish_and_report(conn, settings, result, steps, out, night)
+    diff_result = steps.confirm(conn, run.id, diff_result, settings, python)
+    found = steps.ranges(conn, run.id, prev.id if prev else None, diff_result, settings, provide=steps.provide,
                          sweep_items=steps.range_sweep, builds=steps.list_builds)
     result.ranges = [r.to_dict() for r in found.ranges]
     result.range_cost = {"installs": found.installs, "sweeps": found.sweeps, "items_swept": found.items_swept}
     if diff_result is not None:
         result.transitions = {k: v for k, v in diff_result.counts().items() if v}
     # stores the verdicts: publishing only reads them
-    steps.verify(conn, result.run_id, settings, progress=stderr_progress(progress, "nightly") if progress else None)
-    cost = verdicts.step_cost(conn, result.run_id)
-    result.verify = asdict(cost) if cost else None
-    return _publish_and_report(conn, settings, result, steps, out)
+    steps.verify(conn, run.id, settings, progress=stderr_progress(progress, "nightly") if progress else None)
+    night = run_view.Night(run=run, previous=prev, diff=diff_result, gate=judged)
+    return _publish_and_report(conn, settings, result, steps, out, night, verified=True)
 
 
 def _publish_and_report(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, steps: Steps,
-                        out: Path) -> NightlyResult:
-    """Publish (the publisher reads the run's gate: a suspect run files nothing) and write the report."""
-    view = load_view(conn, result.run_id, settings)     # read once: the publisher and the report share it
+                        out: Path, night: run_view.Night, verified: bool = False) -> NightlyResult:
+    """Publish (the view carries the run's gate: a suspect run files nothing) and write the report.
+
+    verified: the verify step ran tonight (its cost goes into the result)."""
+    view = load_night(conn, night, settings)     # read once: the publisher and the report share it
+    if verified:
+        result.verify = asdict(view.verify_cost) if view.verify_cost else None
     result.published = steps.publish(conn, settings, view, dry_run=result.dry_run, out_dir=out)
-    result.report = str(steps.report(conn, view, out))
+    # the report shows the precision as this publish left it
+    result.report = str(steps.report(conn, view, out, result.published.after))
     return result

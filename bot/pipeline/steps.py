@@ -25,6 +25,8 @@ from harness.core.outcome import Outcome
 from harness.core.run_environment import BuildOrigin
 from harness.engine.flags.pruning import Pruning
 from state.ranges import Build
+from state.resolutions import Tally
+from state.runs import Run
 from state.verdicts import RunVerdict
 
 log = logging.getLogger(__name__)
@@ -79,14 +81,14 @@ def sweep(conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dic
                         prior=prior, population=population, pruning=pruning)
 
 
-def diff_with_previous(conn: sqlite3.Connection, run_id: int) -> tuple[int | None, DiffResult | None]:
+def diff_with_previous(conn: sqlite3.Connection, run: Run) -> tuple[Run | None, DiffResult | None]:
     """(previous comparable run, the diff from it), or (None, None) for a first run."""
-    from bot.view.stored_diff import diff_stored
+    from bot.view.stored_diff import diff_runs
     from state import history
-    prev = history.previous_comparable_run(conn, run_id)
+    prev = history.previous_comparable(conn, run, history.models_of(conn, run))
     if prev is None:
         return None, None
-    return prev, diff_stored(conn, prev, run_id)
+    return prev, diff_runs(conn, prev, run)
 
 
 def confirm(conn: sqlite3.Connection, run_id: int, result: DiffResult | None, settings: Settings,
@@ -167,8 +169,14 @@ def verify(conn: sqlite3.Connection, run_id: int, settings: Settings, *, enabled
 
 
 def load_view(conn: sqlite3.Connection, run_id: int, settings: Settings) -> RunView:
-    """The run as publishing sees it, read once (after flake confirmation and the verify step stored theirs)."""
+    """The run as publishing sees it, all read from the store (after the verify step stored its verdicts)."""
     return run_view.load(conn, run_id, settings.github.repo)
+
+
+def load_night(conn: sqlite3.Connection, night: run_view.Night, settings: Settings) -> RunView:
+    """The nightly's run as publishing sees it: what the night holds, and its items read once (after confirmation
+    and the verify step stored theirs)."""
+    return run_view.load_night(conn, night, settings.github.repo)
 
 
 def publish(conn: sqlite3.Connection, settings: Settings, view: RunView, *, dry_run: bool,
@@ -178,12 +186,14 @@ def publish(conn: sqlite3.Connection, settings: Settings, view: RunView, *, dry_
     return publish_mod.publish_run(conn, settings, view.id, dry_run=dry_run, out_dir=str(out_dir), view=view)
 
 
-def report(conn: sqlite3.Connection, view: RunView, out_dir: Path) -> Path:
-    """Write the viewed run's HTML report into `out_dir`; returns its path."""
+def report(conn: sqlite3.Connection, view: RunView, out_dir: Path, precision: Tally | None = None) -> Path:
+    """Write the viewed run's HTML report into `out_dir`; returns its path.
+
+    precision: the measured precision to show (after a publish: the publish's; None: the view's)."""
     from bot.report import report as report_mod
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "report.html"
-    path.write_text(report_mod.render_html(report_mod.build_context(conn, view=view)))
+    path.write_text(report_mod.render_html(report_mod.build_context(conn, view=view, precision=precision)))
     return path
 
 
@@ -233,7 +243,7 @@ class SweepStep(Protocol):
 
 
 class DiffStep(Protocol):
-    def __call__(self, conn: sqlite3.Connection, run_id: int) -> tuple[int | None, DiffResult | None]: ...
+    def __call__(self, conn: sqlite3.Connection, run: Run) -> tuple[Run | None, DiffResult | None]: ...
 
 
 class ConfirmStep(Protocol):
@@ -268,7 +278,8 @@ class PublishStep(Protocol):
 
 
 class ReportStep(Protocol):
-    def __call__(self, conn: sqlite3.Connection, view: RunView, out_dir: Path) -> Path: ...
+    def __call__(self, conn: sqlite3.Connection, view: RunView, out_dir: Path,
+                 precision: Tally | None = ...) -> Path: ...
 
 
 @dataclass
