@@ -59,7 +59,7 @@ class World:
         history.finalize_run(conn, rid)     # whoever ends a run finalizes it, as the engine does
         return rid
 
-    def publish(self, conn, settings, view, *, dry_run, out_dir) -> PublishSummary:
+    def publish(self, conn, settings, view, *, publisher, dry_run, out_dir) -> PublishSummary:
         self.published.append(view.id)
         self.views.append(view)
         return PublishSummary(run_id=view.id, dry_run=dry_run, repo=None)

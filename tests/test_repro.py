@@ -141,7 +141,8 @@ def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_
         settings.issues.shrink_budget = 0   # verification alone here; tests/test_shrink*.py shrink
         conn = db.connect(settings.state_path)
         steps.verify(conn, {run_id}, settings)
-        publish_run(conn, settings, {run_id}, dry_run=True, out_dir={str(out)!r})
+        publish_run(conn, settings, {run_id}, dry_run=True, out_dir={str(out)!r},
+                    publisher=publish.open_publisher(settings, dry_run=True, out_dir={str(out)!r}))
         print(json.dumps(sorted(m for m in ("torch", "transformers") if m in sys.modules)))
     """)
     before = log.read_text().count("repro.py")

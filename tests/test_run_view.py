@@ -53,7 +53,9 @@ def test_the_publish_path_reads_the_run_once(two_nights, tmp_path, monkeypatch):
         return real(conn, run_id)
 
     monkeypatch.setattr(runs, "get_run", counting)
-    summary = publish.publish_run(conn, settings, second, dry_run=True, out_dir=str(tmp_path / "out"))
+    summary = publish.publish_run(conn, settings, second, dry_run=True, out_dir=str(tmp_path / "out"),
+                                  publisher=publish.open_publisher(settings, dry_run=True,
+                                                                   out_dir=str(tmp_path / "out")))
     assert summary.actions >= 2
     assert reads.count(second) == 1 and reads.count(first) <= 1
 
@@ -73,7 +75,8 @@ def test_the_dry_run_takes_the_real_steps_and_leaves_the_store_as_it_was(two_nig
     # A real publish that GitHub cut short left one action in the outbox: the dry run sends it first, as a real one would.
     outbox.enqueue(conn, "leftover", first, [("t-left", "comment", {"number": 7, "body": "left over"})])
     out = tmp_path / "out"
-    summary = publish.publish_run(conn, settings, second, dry_run=True, out_dir=str(out))
+    summary = publish.publish_run(conn, settings, second, dry_run=True, out_dir=str(out),
+                                  publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(out)))
     plan = json.loads((out / "plan.json").read_text())
     actions = [(a["action"], a["number"]) for a in plan["actions"]]
     assert actions[0] == ("comment", 7) and summary.resumed == 1

@@ -109,5 +109,6 @@ def search_range(ctx: Context, link: Any) -> dict[str, Any]:
         raise UserError(f"nightly run {run_id} shows no confirmed new crash or fix of this signature to search")
     pipeline.verify(ctx.conn, latest[0].id, ctx.settings)
     view = steps.load_view(ctx.conn, latest[0].id, ctx.settings)
-    pipeline.publish(ctx.conn, ctx.settings, view, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
+    publisher = pipeline.open_publisher(ctx.settings, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
+    pipeline.publish(ctx.conn, ctx.settings, view, publisher=publisher, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
     return {"run_id": run_id, "published_run": latest[0].id, **report.to_dict()}

@@ -27,6 +27,7 @@ import logging
 import sqlite3
 import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from bot.issues import keys, plan as issue_plan, routing, timeline
@@ -116,10 +117,37 @@ def stderr_progress(enabled: bool, command: str = "publish") -> Callable[[str], 
     return say
 
 
-def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dry_run: bool, out_dir: str | None,
-                publisher: Publisher | None = None, progress: bool = False,
+@dataclass(frozen=True)
+class Unreachable:
+    """What the edge holds instead of a publisher when GitHub could not be asked who we are: nothing is sent."""
+
+    reason: str
+
+
+def open_publisher(settings: Settings, *, dry_run: bool, out_dir: str | Path | None) -> Publisher | Unreachable:
+    """The publisher a publish writes through, built at the edge (a command, the service, the pipeline's steps).
+
+    A dry run: the files twin, without loading PyGithub. Else GitHub (asked who we are first), read through
+    by the files twin in shadow mode (`[issues] shadow`).
+    """
+    files_dir = out_dir or settings.issues.dry_run_out
+    if dry_run:
+        return DryRunPublisher(files_dir)
+    from bot.github.client import GitHubPublisher    # the only module importing PyGithub
+    try:
+        github = GitHubPublisher(settings.github)
+    except GitHubUnavailable as exc:
+        return Unreachable(str(exc))
+    return DryRunPublisher(files_dir, reads=github) if settings.issues.shadow else github
+
+
+def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, publisher: Publisher | Unreachable,
+                dry_run: bool, out_dir: str | None, progress: bool = False,
                 view: RunView | None = None) -> PublishSummary:
     """Plan the issues for `run_id` and publish them: to GitHub, or in a dry run to files, by the same steps.
+
+    `publisher`: as `open_publisher` opened it (a test's twin alike): GitHub, or in a dry run and in shadow mode
+    the files twin (`DryRunPublisher`).
 
     `view`: the run as already loaded by the caller (the nightly loads it once for publish and report); its gate
     verdict is the one the pipeline judged. The run's reproducer verdicts are what the verify step stored
@@ -134,7 +162,7 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
 
 
 def _publish_view(conn: sqlite3.Connection, settings: Settings, view: RunView, *, dry_run: bool, out_dir: str | None,
-                  publisher: Publisher | None, progress: bool) -> PublishSummary:
+                  publisher: Publisher | Unreachable, progress: bool) -> PublishSummary:
     """publish_run's steps for a view already loaded."""
     repo, run_id = settings.github.repo, view.id
     say = stderr_progress(progress)
@@ -158,21 +186,19 @@ def _publish_view(conn: sqlite3.Connection, settings: Settings, view: RunView, *
         return made
 
     run = Sending(pause_label=settings.issues.pause_label, say=say, make_plan=make_plan, keep=conn)
+    if isinstance(publisher, Unreachable):      # GitHub did not say who we are: nothing may be sent
+        summary.stopped = publisher.reason
+        return _finish(conn, summary)
     if not dry_run:
-        if publisher is None:
-            from bot.github.client import GitHubPublisher    # the only module importing PyGithub
-            try:
-                publisher = GitHubPublisher(settings.github)   # asks GitHub who we are before anything is sent
-            except GitHubUnavailable as exc:
-                summary.stopped = str(exc)
-                return _finish(conn, summary)
         if not repo:
             raise ActionRefused("no repository: set github.repo or pass --repo OWNER/NAME")
         if not shadow:
             _publish(conn, view, publisher, repo, summary, run)
             return _done(publisher, summary)
         summary.shadow = True
-    files = DryRunPublisher(out_dir or settings.issues.dry_run_out, reads=publisher if shadow else None)
+    if not isinstance(publisher, DryRunPublisher):
+        raise TypeError("a dry run or a shadow publish writes through the files twin (open_publisher)")
+    files = publisher
     scratch = db.scratch_copy(conn)             # the real steps against a copy: a dry run leaves the store as it was
     if not shadow:
         run.keep = scratch                      # a dry run knows nothing of GitHub: its precision is the copy's

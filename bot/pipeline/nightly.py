@@ -233,7 +233,8 @@ def _publish_and_report(conn: sqlite3.Connection, settings: Settings, result: Ni
     view = load_night(conn, night, settings)     # read once: the publisher and the report share it
     if verified:
         result.verify = asdict(view.verify_cost) if view.verify_cost else None
-    result.published = steps.publish(conn, settings, view, dry_run=result.dry_run, out_dir=out)
+    publisher = steps.open_publisher(settings, dry_run=result.dry_run, out_dir=out)
+    result.published = steps.publish(conn, settings, view, publisher=publisher, dry_run=result.dry_run, out_dir=out)
     # the report shows the precision as this publish left it
     result.report = str(steps.report(conn, view, out, result.published.after))
     return result

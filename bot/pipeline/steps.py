@@ -17,7 +17,8 @@ from typing import Any, Callable, Mapping, Protocol
 from bot.builds import provider, wheel_index
 from bot.view import run_view
 from harness.core.diff import DiffResult
-from bot.github.publish import PublishSummary
+from bot.github.port import Publisher
+from bot.github.publish import PublishSummary, Unreachable
 from bot.ranges.finder import RangeReport
 from bot.view.run_view import RunView
 from bot.settings import Settings
@@ -179,11 +180,19 @@ def load_night(conn: sqlite3.Connection, night: run_view.Night, settings: Settin
     return run_view.load_night(conn, night, settings.github.repo)
 
 
-def publish(conn: sqlite3.Connection, settings: Settings, view: RunView, *, dry_run: bool,
-            out_dir: Path) -> PublishSummary:
-    """Plan and publish (or, in a dry run, render to files) the issues of the viewed run."""
+def open_publisher(settings: Settings, *, dry_run: bool, out_dir: Path) -> Publisher | Unreachable:
+    """The publisher the pipeline's publish writes through (GitHub, or the files twin): see
+    `bot.github.publish.open_publisher`."""
     from bot.github import publish as publish_mod
-    return publish_mod.publish_run(conn, settings, view.id, dry_run=dry_run, out_dir=str(out_dir), view=view)
+    return publish_mod.open_publisher(settings, dry_run=dry_run, out_dir=out_dir)
+
+
+def publish(conn: sqlite3.Connection, settings: Settings, view: RunView, *, publisher: Publisher | Unreachable,
+            dry_run: bool, out_dir: Path) -> PublishSummary:
+    """Plan and publish (or, in a dry run, render to files) the issues of the viewed run through `publisher`."""
+    from bot.github import publish as publish_mod
+    return publish_mod.publish_run(conn, settings, view.id, publisher=publisher, dry_run=dry_run,
+                                   out_dir=str(out_dir), view=view)
 
 
 def report(conn: sqlite3.Connection, view: RunView, out_dir: Path, precision: Tally | None = None) -> Path:
@@ -272,9 +281,13 @@ class VerifyStep(Protocol):
                  progress: Callable[[str], None] | None = ...) -> Mapping[tuple[str, str], RunVerdict]: ...
 
 
+class OpenPublisherStep(Protocol):
+    def __call__(self, settings: Settings, *, dry_run: bool, out_dir: Path) -> Publisher | Unreachable: ...
+
+
 class PublishStep(Protocol):
-    def __call__(self, conn: sqlite3.Connection, settings: Settings, view: RunView, *, dry_run: bool,
-                 out_dir: Path) -> PublishSummary: ...
+    def __call__(self, conn: sqlite3.Connection, settings: Settings, view: RunView, *,
+                 publisher: Publisher | Unreachable, dry_run: bool, out_dir: Path) -> PublishSummary: ...
 
 
 class ReportStep(Protocol):
@@ -297,5 +310,6 @@ class Steps:
     range_sweep: RangeSweepStep = range_sweep
     list_builds: ListBuildsStep = list_builds
     verify: VerifyStep = verify
+    open_publisher: OpenPublisherStep = open_publisher
     publish: PublishStep = publish
     report: ReportStep = report

@@ -51,7 +51,8 @@ def record_nightly(conn: sqlite3.Connection, date: str, results: dict[str, dict[
                    env: dict[str, Any] | None = None, kind: str = "nightly", backend: str = "count") -> int:
     """Store and finalize one nightly run (or an ad-hoc run of another `kind`); returns its id."""
     models = sorted(results)
-    run_id = runs.create_run(conn, environment=RunEnvironment.from_dict(env or ENV), models=models, configs=CONFIGS, kind=kind,
+    run_id = runs.create_run(conn, environment=RunEnvironment.from_dict(env or ENV), models=models, configs=CONFIGS,
+                             kind=kind,
                              nightly=date if kind == "nightly" else None, options={"backend": backend, "device": "cpu"})
     for i, model in enumerate(models):
         stratum = STRATA[i % len(STRATA)]
