@@ -27,6 +27,7 @@ class World:
         self.published = []
         self.views = []                     # the run views handed to publish and report, in order
         self.pruning = None                 # what the last sweep was told it may prune
+        self.git = "g"                      # the torch commit the sweeps' environment records
 
     def provide(self, settings, torch, date, progress):
         return Nightly(version=self.version, git="g" + self.date[-2:], python=sys.executable, date=self.date)
@@ -43,7 +44,7 @@ class World:
               kind="nightly", progress=True, build=None, prior=None, population=None, pruning=None):
         self.sweeps.append((nightly, shard, tuple(models)))
         self.pruning = pruning
-        env = RunEnvironment(torch_version=self.version, torch_git="g", transformers_version="5.23.0",
+        env = RunEnvironment(torch_version=self.version, torch_git=self.git, transformers_version="5.23.0",
                              python_version="3.11", device="cpu", flagsweep_version="0.1.0", recipe_fingerprint="f",
                              python=python)
         rid = runs.create_run(conn, environment=env.with_build(build) if build else env, models=models,

@@ -86,10 +86,6 @@ class Series(World):
         self.version, self.date, self.git = built.version, built.date, built.git
         return built
 
-    def sweep(self, conn, **kw):
-        kw["build"] = {**(kw.get("build") or {}), "torch_git": self.git}
-        return super().sweep(conn, **kw)
-
     def range_sweep(self, items, *, configs, base_settings, build, settings):
         self.probe_sweeps.append((build.date, tuple(items)))
         return [self.outcome_on(m, c, build.date) for m, c in items]

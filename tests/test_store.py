@@ -179,3 +179,20 @@ def test_a_job_retried_after_an_outage_waits_for_its_time_and_keeps_its_deadline
     assert jobs.claim_next(conn, clock=now + 100).id == job_id
     jobs.finish(conn, job_id, error="GitHubUnavailable: gave up")
     assert [j.id for j in jobs.failed_since(conn, "2000-01-01")] == [job_id]
+
+
+def test_a_stored_environment_reads_back_to_the_same_bytes_and_an_unknown_field_is_named(tmp_path):
+    from harness.core.record import RecordError
+    conn = connect(tmp_path / "s.sqlite")
+    old = {"torch_version": "2.13.0", "torch_git": None, "transformers_version": None, "python_version": None,
+           "device": None, "cuda_version": None, "flagsweep_version": None, "recipe_fingerprint": None,
+           "python": "/p/bin/python", "torch_index": None, "torch_channel": None}   # a nightly on current torch
+    for i, data in enumerate((old, {**old, "hostname": "h1"}), 1):
+        conn.execute("INSERT INTO environments (id, key, torch_version, data) VALUES (?, ?, '2.13.0', ?)",
+                     (i, f"k{i}", json.dumps(data, sort_keys=True)))
+        conn.execute("INSERT INTO runs (id, kind, environment_id, started_at, models, configs, base_settings, options)"
+                     " VALUES (?, 'nightly', ?, 't', '[]', '{}', '{}', '{}')", (i, i))
+    assert runs.get_run(conn, 1).environment.to_dict() == old
+    with pytest.raises(RecordError, match="run environment: unknown field 'hostname'"):
+        runs.get_run(conn, 2)
+    conn.close()

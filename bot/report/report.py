@@ -213,7 +213,8 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         changes["news"] = news
         changes["nonzero"] = [{"name": n, "count": c} for n, c in changes["counts"].items() if c]
     return {
-        "run": _run_summary(conn, run), "environment": run.environment.to_dict(), "base_settings": run.base_settings,
+        "run": _run_summary(conn, run), "env": run.environment,
+        "environment": run.environment.to_dict(), "base_settings": run.base_settings,
         "config_settings": run.configs, "configs": configs, "models": models, "unavailable": run.unavailable,
         "effect_table": [effect_table(effs, c) for c in configs], "effects_list": list(EFFECTS),
         "matrix": _matrix(outs, effs, models, configs), "signatures": _signatures(view.signatures, outs),
