@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.sweep_common import corpus_models, machine  # noqa: E402
 from bot.pipeline import nightly, steps as steps_mod  # noqa: E402
 from bot.settings import NightlySettings, Settings  # noqa: E402
-from state import db  # noqa: E402
+from state import db, runs  # noqa: E402
 from tests.fakeindex import FakeIndex  # noqa: E402
 
 import bench.range_models  # noqa: E402,F401  (registers BenchRegressingModel in this process)

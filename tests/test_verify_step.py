@@ -203,9 +203,9 @@ def test_the_nightly_verifies_before_it_loads_the_view_and_publishes(tmp_path):
         order.append(("verify", run_id))
         return steps.verify(conn, run_id, settings, enabled=enabled, progress=progress)
 
-    def publish_twin(conn, settings, view, *, dry_run, out_dir):
+    def publish_twin(conn, settings, view, *, publisher, dry_run, out_dir):
         order.append(("publish", view.id))
-        return world.publish(conn, settings, view, dry_run=dry_run, out_dir=out_dir)
+        return world.publish(conn, settings, view, publisher=publisher, dry_run=dry_run, out_dir=out_dir)
 
     chosen.verify, chosen.publish = verify, publish_twin
     result = nightly.run_nightly(conn, settings, out_dir=tmp_path / "out", steps=chosen)
