@@ -164,7 +164,8 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
                                     nightly=built.date, shard=shard, progress=progress, build=built.origin(),
                                     **({"prior": drawn.prior, "population": drawn.meta} if drawn.meta else {}),
                                     **({"pruning": pruning} if pruning else {}))
-    run = runs_mod.get_run(conn, result.run_id)     # read once: the night holds it from here on
+    # Read once, and the night holds it from here on (once steps.sweep returns the Run, this read goes).
+    run = runs_mod.get_run(conn, result.run_id)
     result.unavailable = run.unavailable
     result.configs = [c for c in result.configs if c not in result.unavailable]
     if shard:
