@@ -1,6 +1,7 @@
 """The store file itself: WAL and concurrent readers, bad files, where it lives by default."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -196,3 +197,9 @@ def test_a_stored_environment_reads_back_to_the_same_bytes_and_an_unknown_field_
     with pytest.raises(RecordError, match="run environment: unknown field 'hostname'"):
         runs.get_run(conn, 2)
     conn.close()
+
+
+def test_a_resume_compares_only_the_fields_that_make_runs_comparable():
+    a = RunEnvironment(torch_version="2.13.0", device="cpu", platform="linux-a", torch_index="https://i")
+    b = dataclasses.replace(a, torch_version="2.14.0", platform="linux-b", torch_index=None)
+    assert a.differences(b) == ["torch_version: 2.13.0 -> 2.14.0"]     # platform and index never refuse a resume
