@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bot.report import report  # noqa: E402
 from harness.core.diff import diff  # noqa: E402
 from harness.core.outcome import Outcome  # noqa: E402
+from harness.core.run_environment import RunEnvironment  # noqa: E402
 from state import history, runs  # noqa: E402
 from state.db import connect  # noqa: E402
 
@@ -43,7 +44,7 @@ def build(path: Path, n_runs: int, n_models: int, configs: list[str]) -> None:
     conn = connect(path)
     rng = random.Random(0)
     models = [f"Model{i:04d}ForCausalLM" for i in range(n_models)]
-    env = {"torch_version": "2.13.0", "device": "cpu", "recipe_fingerprint": "r"}
+    env = RunEnvironment(torch_version="2.13.0", device="cpu", recipe_fingerprint="r")
     for r in range(n_runs):
         rid = runs.create_run(conn, environment=env, models=models, configs={c: {} for c in configs}, kind="nightly",
                               nightly=f"2026-10-{r + 1:02d}")

@@ -54,7 +54,8 @@ def measure(n_models: int, changes: int, n_sigs: int) -> dict:
             run_id = sc.record_nightly(conn, date, results)
             mark = len(fake.requests)
             t0 = time.perf_counter()
-            publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+            publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                                publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
             reqs = fake.requests[mark:]
             out[label] = {"reads": sum(1 for r in reqs if r.method == "GET"),
                           "writes": sum(1 for r in reqs if r.is_write), "seconds": time.perf_counter() - t0}

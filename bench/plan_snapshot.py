@@ -36,6 +36,7 @@ from bot.github import publish
 from bot.settings import GitHubSettings, IssueSettings, Settings, VerifySettings
 from harness.core.model_build import ModelBuild
 from harness.core.outcome import STRATA, Outcome
+from harness.core.run_environment import RunEnvironment
 from state import db, history, links, outbox, ranges, runs, verdicts
 from state.verdicts import Component, RunVerdict, Shrink, Stage, Verdict
 from tests.fakegithub import FakeGitHub
@@ -53,7 +54,8 @@ def record(conn: sqlite3.Connection, date: str, results: dict[str, dict[str, Any
     """One stored, finalized nightly of hand-made results (sc.outcome), with some items replaced."""
     models = sorted(results)
     configs = {n: s for n, s in sc.CONFIGS.items() if n not in (unavailable or {})}
-    run_id = runs.create_run(conn, environment=env or sc.ENV, models=models, configs=configs, kind=kind,
+    run_id = runs.create_run(conn, environment=RunEnvironment.from_dict(env or sc.ENV), models=models, configs=configs,
+                             kind=kind,
                              nightly=date if kind == "nightly" else None, shard=shard, unavailable=unavailable,
                              options={"backend": "count", "device": "cpu", **(options or {})})
     for i, model in enumerate(models):
@@ -91,7 +93,8 @@ class Story:
 
     def publish(self, run_id: int, label: str) -> None:
         seen = {e.id for e in outbox.entries(self.conn)}
-        summary = publish.publish_run(self.conn, self.settings, run_id, dry_run=False, out_dir=None)
+        summary = publish.publish_run(self.conn, self.settings, run_id, dry_run=False, out_dir=None,
+                                      publisher=publish.open_publisher(self.settings, dry_run=False, out_dir=None))
         planned = [{"action": e.action, "key": e.key, "payload": dataclasses.asdict(e.payload), "status": e.status}
                    for e in outbox.entries(self.conn) if e.id not in seen]
         self.publishes.append({"label": label, "run": run_id, "actions": summary.actions, "done": summary.done,
@@ -116,7 +119,8 @@ class Story:
     def dry_run(self, name: str) -> dict[str, str]:
         """A dry run of the last nightly: its files and plan.json."""
         out = self.tmp / name
-        publish.publish_run(self.conn, self.settings, self.last_run, dry_run=True, out_dir=str(out))
+        publish.publish_run(self.conn, self.settings, self.last_run, dry_run=True, out_dir=str(out),
+                            publisher=publish.open_publisher(self.settings, dry_run=True, out_dir=str(out)))
         return {p.name: p.read_text() for p in sorted(out.iterdir())}
 
 
@@ -317,7 +321,9 @@ def replay(stores: Path) -> dict[str, dict[str, list[str]]]:
             again = _identical(conn, last)
 
             def actions(run_id: int, out: str) -> list[str]:
-                publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(Path(tmp) / out))
+                publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(Path(tmp) / out),
+                                    publisher=publish.open_publisher(settings, dry_run=True,
+                                                                     out_dir=str(Path(tmp) / out)))
                 plan = json.loads((Path(tmp) / out / "plan.json").read_text())
                 return [f"{a['action']} {a['key']}" for a in plan["actions"]]
             planned[path.stem] = {"same": actions(last.id, "same"), "next": actions(again, "next")}

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.sweep_common import corpus_models, machine  # noqa: E402
 from bot.pipeline import nightly, steps as steps_mod  # noqa: E402
 from bot.settings import ConfirmSettings, NightlySettings, Settings, VerifySettings  # noqa: E402
-from state import db  # noqa: E402
+from state import db, runs  # noqa: E402
 from tests.fakeindex import FakeIndex  # noqa: E402
 
 import bench.range_models  # noqa: E402,F401  (registers BenchRegressingModel in this process)
@@ -66,10 +66,11 @@ def make_steps(clock: Clock, models: list[str]) -> steps_mod.Steps:
         rid = engine.sweep(conn, models=kw["models"], configs=kw["configs"], base_settings=kw["base_settings"],
                            options=kw["settings"].sweep.options(kw["python"], EXTRA), run_id=kw["run_id"],
                            resume=kw["resume"], kind=kw.get("kind", "nightly"), nightly=kw["nightly"],
-                           shard=kw["shard"], progress=False,
-                           # the run is of the installed (fake) nightly, though our torch compiled it
-                           extra_environment={**(kw.get("build") or {}), "torch_version": clock.built.version,
-                                              "torch_git": clock.built.git})
+                           shard=kw["shard"], progress=False, extra_environment=kw.get("build"))
+        # the run is of the installed (fake) nightly, though our torch compiled it: store it as that torch's
+        env = dataclasses.replace(runs.get_run(conn, rid).environment, torch_version=clock.built.version,
+                                  torch_git=clock.built.git)
+        conn.execute("UPDATE runs SET environment_id = ? WHERE id = ?", (runs.environment_id(conn, env), rid))
         clock.sweep_s.append(time.perf_counter() - t)
         return rid
 

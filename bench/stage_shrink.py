@@ -53,7 +53,8 @@ def _publish(swept: Path, run_id: int, budget: float, store_dir: Path, out: Path
     try:
         t0 = time.perf_counter()
         (found,) = steps.verify(conn, run_id, settings, seams=VerifySteps(run=counting)).values()
-        publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out))
+        publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out),
+                            publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(out)))
         seconds = time.perf_counter() - t0
     finally:
         conn.close()

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness.core.outcome import Outcome  # noqa: E402
 from state import history, runs  # noqa: E402
 from state.db import connect  # noqa: E402
+from harness.core.run_environment import RunEnvironment
 
 
 def item_seconds_from(path: str) -> tuple[float, int]:
@@ -73,7 +74,7 @@ def main() -> int:
         path = Path(tmp) / "state.sqlite"
         conn = connect(path)
         # History in the store already, as after a month of nightlies.
-        rid = runs.create_run(conn, environment={"torch_version": "2.13.0"},
+        rid = runs.create_run(conn, environment=RunEnvironment.from_dict({"torch_version": "2.13.0"}),
                               models=sorted({o.model for o in outcomes}), configs={c: {} for c in configs})
         stop = threading.Event()
 

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from harness.core.outcome import Outcome
+from harness.core.run_environment import RunEnvironment
 from state.db import transaction
 from state.runs import environment_id, now
 
 
-def record_space(conn: sqlite3.Connection, environment: dict[str, Any], modules: list[str],
+def record_space(conn: sqlite3.Connection, environment: RunEnvironment, modules: list[str],
            entries: dict[str, dict[str, Any]]) -> None:
     """Keep `entries` ({full key: {"type", "default"}}) with the environment, merged with what is kept already
     (a later run may list more modules: inductor's under --backend inductor)."""

@@ -278,7 +278,7 @@ def latest_baseline(conn: sqlite3.Connection, models: Iterable[str], *, base_set
     for n, run in enumerate(runs_mod.finished_runs(conn, (*HISTORY_KINDS, "baseline"))):
         if n >= look_back:
             break
-        if (run.environment or {}).get("torch_version") != torch_version or (run.base_settings or {}) != base_settings:
+        if run.environment.torch_version != torch_version or (run.base_settings or {}) != base_settings:
             continue
         found = group_items(conn, run.id, models, ["baseline"])
         if {o.model for o in found} == set(models):

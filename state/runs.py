@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator
 
 from harness.core.model_build import ModelBuild
+from harness.core.run_environment import RunEnvironment
 from harness.core.outcome import Outcome
 from state.db import latest_rows, transaction
 
@@ -31,7 +32,7 @@ class Run:
     configs: dict[str, dict[str, Any]]
     base_settings: dict[str, Any]
     options: dict[str, Any]
-    environment: dict[str, Any]
+    environment: RunEnvironment
     reason: str | None = None
     nightly: str | None = None
     shard: str | None = None
@@ -40,15 +41,15 @@ class Run:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return dict(self.__dict__)
+        return {**self.__dict__, "environment": self.environment.to_dict()}
 
 
 _UNAVAILABLE = "unavailable_configs"  # the options key that keeps a run's unavailable configs
 
 
-def environment_id(conn: sqlite3.Connection, env: dict[str, Any]) -> int:
+def environment_id(conn: sqlite3.Connection, env: RunEnvironment) -> int:
     """Store an environment once and return its id."""
-    data = json.dumps(env, sort_keys=True)
+    data = json.dumps(env.to_dict(), sort_keys=True)
     key = hashlib.sha256(data.encode()).hexdigest()[:32]
     row = conn.execute("SELECT id FROM environments WHERE key = ?", (key,)).fetchone()
     if row:
@@ -56,14 +57,13 @@ def environment_id(conn: sqlite3.Connection, env: dict[str, Any]) -> int:
     cur = conn.execute(
         "INSERT INTO environments (key, torch_version, torch_git, transformers_version, python_version,"
         " device, cuda_version, flagsweep_version, recipe_fingerprint, data) VALUES (?,?,?,?,?,?,?,?,?,?)",
-        (key, env.get("torch_version"), env.get("torch_git"), env.get("transformers_version"),
-         env.get("python_version"), env.get("device"), env.get("cuda_version"),
-         env.get("flagsweep_version"), env.get("recipe_fingerprint"), data),
+        (key, env.torch_version, env.torch_git, env.transformers_version, env.python_version, env.device,
+         env.cuda_version, env.flagsweep_version, env.recipe_fingerprint, data),
     )
     return cur.lastrowid
 
 
-def create_run(conn: sqlite3.Connection, *, environment: dict[str, Any], models: list[str],
+def create_run(conn: sqlite3.Connection, *, environment: RunEnvironment, models: list[str],
                configs: dict[str, dict[str, Any]], base_settings: dict[str, Any] | None = None,
                options: dict[str, Any] | None = None, kind: str = "sweep",
                nightly: str | None = None, shard: str | None = None,
@@ -125,7 +125,7 @@ def import_run(conn: sqlite3.Connection, run: dict[str, Any], outcomes_: list[Ou
         cur = conn.execute(
             "INSERT INTO runs (kind, environment_id, started_at, finished_at, status, reason, models, configs,"
             " base_settings, options, nightly, shard) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (run["kind"], environment_id(conn, run.get("environment") or {}), run["started_at"], run.get("finished_at"),
+            (run["kind"], environment_id(conn, RunEnvironment.from_dict(run["environment"])), run["started_at"], run.get("finished_at"),
              run["status"], run.get("reason"), json.dumps(run["models"]), json.dumps(run["configs"], sort_keys=True),
              json.dumps(run.get("base_settings") or {}, sort_keys=True), json.dumps(options, sort_keys=True),
              run.get("nightly"), run.get("shard")))
@@ -209,7 +209,7 @@ def _run(row: sqlite3.Row) -> Run:
         id=row["id"], kind=row["kind"], status=row["status"], started_at=row["started_at"],
         finished_at=row["finished_at"], models=json.loads(row["models"]), configs=json.loads(row["configs"]),
         base_settings=json.loads(row["base_settings"]), options=options,
-        environment=json.loads(row["env"]) if row["env"] else {}, reason=row["reason"],
+        environment=RunEnvironment.from_dict(json.loads(row["env"]) if row["env"] else {}), reason=row["reason"],
         nightly=row["nightly"] if "nightly" in keys else None, shard=row["shard"] if "shard" in keys else None,
         unavailable=options.get(_UNAVAILABLE) or {},
     )

@@ -7,6 +7,7 @@ from bot.pipeline import steps as steps_mod
 from bot.builds.provider import Nightly
 from bot.github.publish import PublishSummary
 from harness.core.outcome import Outcome
+from harness.core.run_environment import RunEnvironment
 from state import history, runs
 
 CONFIGS = {"baseline": {}, "capture_scalar_outputs": {"torch._dynamo.config.capture_scalar_outputs": True}}
@@ -26,6 +27,7 @@ class World:
         self.published = []
         self.views = []                     # the run views handed to publish and report, in order
         self.pruning = None                 # what the last sweep was told it may prune
+        self.git = "g"                      # the torch commit the sweeps' environment records
 
     def provide(self, settings, torch, date, progress):
         return Nightly(version=self.version, git="g" + self.date[-2:], python=sys.executable, date=self.date)
@@ -42,10 +44,10 @@ class World:
               kind="nightly", progress=True, build=None, prior=None, population=None, pruning=None):
         self.sweeps.append((nightly, shard, tuple(models)))
         self.pruning = pruning
-        rid = runs.create_run(conn, environment={"torch_version": self.version, "torch_git": "g", "transformers_version": "5.23.0",
-                                           "python_version": "3.11", "device": "cpu", "cuda_version": None,
-                                           "flagsweep_version": "0.1.0", "recipe_fingerprint": "f",
-                                           "python": python, **(build or {})}, models=models,
+        env = RunEnvironment(torch_version=self.version, torch_git=self.git, transformers_version="5.23.0",
+                             python_version="3.11", device="cpu", flagsweep_version="0.1.0", recipe_fingerprint="f",
+                             python=python)
+        rid = runs.create_run(conn, environment=env.with_build(build) if build else env, models=models,
                               configs=configs, base_settings=base_settings, kind=kind, nightly=nightly, shard=shard,
                               options={"population": population} if population else None)
         had = {(o.model, o.config): o for o in prior or []}
@@ -58,7 +60,7 @@ class World:
         history.finalize_run(conn, rid)     # whoever ends a run finalizes it, as the engine does
         return rid
 
-    def publish(self, conn, settings, view, *, dry_run, out_dir) -> PublishSummary:
+    def publish(self, conn, settings, view, *, publisher, dry_run, out_dir) -> PublishSummary:
         self.published.append(view.id)
         self.views.append(view)
         return PublishSummary(run_id=view.id, dry_run=dry_run, repo=None)
@@ -75,6 +77,6 @@ class World:
     def confirm(self, conn, run_id, result, settings, python):
         return result
 
-    def report(self, conn, view, out_dir):
+    def report(self, conn, view, out_dir, precision=None):
         self.views.append(view)
         return out_dir / "report.html"

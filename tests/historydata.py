@@ -6,6 +6,7 @@ from typing import Iterable
 
 from harness.core.outcome import Outcome
 from state import history, runs
+from harness.core.run_environment import RunEnvironment
 
 CONFIGS = {
     "baseline": {},
@@ -39,7 +40,8 @@ def store_run(conn: sqlite3.Connection, outcomes: Iterable[Outcome], *, configs:
               base_settings: dict | None = None, env: dict | None = None, finish: bool = True) -> int:
     """Create, fill, finish and finalize a run the way the engine does."""
     outcomes = list(outcomes)
-    rid = runs.create_run(conn, environment=env or ENV, models=sorted({o.model for o in outcomes}),
+    rid = runs.create_run(conn, environment=RunEnvironment.from_dict(env or ENV),
+                          models=sorted({o.model for o in outcomes}),
                           configs=configs or CONFIGS, base_settings=base_settings, kind=kind, nightly=nightly,
                           shard=shard)
     for o in outcomes:

@@ -14,6 +14,7 @@ from bot.cli.main import main
 from state import db, runs
 from tests import historydata as hd
 from tests.helpers_cli import one_line, run_cli
+from harness.core.run_environment import RunEnvironment
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -181,7 +182,7 @@ def test_workers_that_cannot_start_on_resume_are_one_line_and_the_run_stays_resu
     """--resume skips the config check, so a python without torch reaches the worker pool (PoolError)."""
     state = tmp_path / "s.sqlite"
     conn = db.connect(state)
-    run_id = runs.create_run(conn, environment=hd.ENV, models=["GPT2Model"], configs={"baseline": {}})
+    run_id = runs.create_run(conn, environment=RunEnvironment.from_dict(hd.ENV), models=["GPT2Model"], configs={"baseline": {}})
     no_torch = _python_without_torch()
     out = subprocess.run([sys.executable, "-m", "bot.cli.main", "--state", str(state), "sweep", "--resume",
                           str(run_id), "--python", no_torch, "--workers", "1"],

@@ -37,8 +37,8 @@ def test_every_item_is_stored_and_the_run_finished(stored):
     assert set(outs) == {(m, c) for m in MODELS for c in BUILTIN}
     run = runs.get_run(conn, run_id)
     assert run.status == "finished"
-    assert run.environment["torch_version"].startswith("2.") and run.environment["torch_git"]
-    assert run.environment["python_version"] == ".".join(map(str, sys.version_info[:3]))
+    assert run.environment.torch_version.startswith("2.") and run.environment.torch_git
+    assert run.environment.python_version == ".".join(map(str, sys.version_info[:3]))
 
 
 def test_real_graph_break_reduction_under_capture_scalar_outputs(stored):

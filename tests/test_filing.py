@@ -46,7 +46,8 @@ def twelve() -> dict[str, dict[str, sc.Spec]]:
 
 def night(conn, settings: Settings, date: str, results: dict) -> publish.PublishSummary:
     run_id = sc.record_nightly(conn, date, results)
-    return publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    return publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                               publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
 
 
 def tracked(fake: FakeGitHub) -> dict[str, Any]:
@@ -118,7 +119,8 @@ def test_dry_run_writes_held_issues_under_pending(fake_github: FakeGitHub, tmp_p
     conn = db.connect(settings.state_path)
     run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus())
     out = tmp_path / "out"
-    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out))
+    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out),
+                        publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(out)))
     held = sorted(p.name for p in (out / "pending").iterdir())
     assert held == sorted(f"watching-{keys.tracking_key(c, s)}.md" for c, s in [(CSO, sc.SIG_B), (sc.CDO, sc.SIG_C)])
     text = (out / "pending" / f"watching-{keys.tracking_key(CSO, sc.SIG_B)}.md").read_text()
@@ -179,12 +181,14 @@ def test_publishing_the_same_run_twice_posts_no_second_comment(fake_github: Fake
     conn = db.connect(settings.state_path)
     night(conn, settings, "2026-11-20", sc.corpus())
     run_id = sc.record_nightly(conn, "2026-11-21", sc.nightly3())
-    publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                        publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     b = tracked(fake)[sc.SIG_B]
     assert len(fake.state.comments(fake.repo, b.number)) == 1
     # The body changes (a cc rule added), the same run is published again: the body is rewritten, no comment.
     settings = replace(settings, routing=[{"signature": "GuardOnDataDependent", "cc": ["alice"]}])
-    s = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    s = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                            publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     assert "@alice" in fake.state.repo(fake.repo).issues[b.number].body and s.written >= 1
     assert len(fake.state.comments(fake.repo, b.number)) == 1
 

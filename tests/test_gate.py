@@ -6,6 +6,7 @@ whose transformers cannot import one model's module (a canary).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import stat
 import sys
@@ -24,6 +25,7 @@ from bot.pipeline import gate as gate_mod
 from bot.pipeline import nightly
 from bot.settings import IssueSettings, NightlySettings, Settings, VerifySettings
 from harness.core.outcome import Outcome
+from harness.core.run_environment import RunEnvironment
 from state import db, gates, history, resolutions, runs
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub import scenario as sc
@@ -115,11 +117,11 @@ def test_canaries_outside_the_nights_models_are_swept_with_it(gh_env):
 
 
 def test_environment_checks_name_what_is_missing(monkeypatch):
-    env = {"python_version": "3.11", "torch_version": "2.14", "transformers_version": None, "cuda_version": None}
+    env = RunEnvironment(python_version="3.11", torch_version="2.14")
     monkeypatch.setattr(gate_mod.shutil, "which", lambda name: None)
     reasons = gate_mod.environment_reasons(env, {"device": "cuda", "backend": "inductor"})
     assert [r["missing"] for r in reasons] == ["transformers", "CUDA", "a C++ compiler (inductor)"]
-    assert gate_mod.environment_reasons({**env, "transformers_version": "5"}, {"device": "cpu"}) == []
+    assert gate_mod.environment_reasons(dataclasses.replace(env, transformers_version="5"), {"device": "cpu"}) == []
 
 
 def test_max_error_jump_is_a_share(tmp_path):
@@ -141,12 +143,14 @@ def test_the_pause_label_stops_every_write_and_a_command_is_told_once(tmp_path, 
     fake, settings = fake_github, _pub_settings(fake_github, tmp_path)
     conn = db.connect(settings.state_path)
     first = sc.record_nightly(conn, "2026-11-20", sc.corpus())
-    publish.publish_run(conn, settings, first, dry_run=False, out_dir=None)
+    publish.publish_run(conn, settings, first, dry_run=False, out_dir=None,
+                        publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     tracking = next(i for i in fake.state.issues(fake.repo) if "crashes" in i.title)
     switch = fake.state.create_issue(fake.repo, "stop the bot", "", user=fake.human, labels=[PAUSE])
     mark = len(fake.requests)
     second = sc.record_nightly(conn, "2026-11-21", sc.nightly3())      # a fix and a new crash: much to write
-    paused = publish.publish_run(conn, settings, second, dry_run=False, out_dir=None)
+    paused = publish.publish_run(conn, settings, second, dry_run=False, out_dir=None,
+                                 publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     assert paused.paused == switch.number and paused.actions == 0 and "nothing was written" in paused.stopped
     assert [r for r in fake.requests[mark:] if r.is_write] == []
     # A command on a bot issue: one reply saying so, nothing run; the job tried again says nothing more.
@@ -163,7 +167,8 @@ def test_the_pause_label_stops_every_write_and_a_command_is_told_once(tmp_path, 
     assert [r.method for r in fake.requests[mark:] if r.is_write] == ["POST"]        # that reply, nothing else
     # The label removed: the next publish writes what was held back.
     fake.state.close_issue(fake.repo, switch.number, user=fake.human)
-    resumed = publish.publish_run(conn, settings, second, dry_run=False, out_dir=None)
+    resumed = publish.publish_run(conn, settings, second, dry_run=False, out_dir=None,
+                                  publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     assert resumed.paused is None and resumed.written > 0
 
 
@@ -173,7 +178,8 @@ def test_shadow_mode_reads_github_and_writes_the_plan_to_files_only(tmp_path, fa
     conn = db.connect(settings.state_path)
     run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus())
     out = tmp_path / "shadow"
-    shadowed = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=str(out))
+    shadowed = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=str(out),
+                                   publisher=publish.open_publisher(settings, dry_run=False, out_dir=str(out)))
     assert shadowed.shadow and not shadowed.dry_run and shadowed.actions == 5
     assert fake.requests.writes() == [] and fake.state.issues(fake.repo) == []
     paths = {(r.method, r.path, r.query.get("labels"), r.query.get("creator")) for r in fake.requests}
@@ -205,7 +211,7 @@ def test_precision_counts_each_close_reason(tmp_path, fake_github: FakeGitHub, c
     settings = replace(settings, issues=replace(settings.issues, verify_nightlies=1, max_new_per_night=6))
     conn = db.connect(settings.state_path)
     publish.publish_run(conn, settings, sc.record_nightly(conn, "2026-11-20", _six_signatures()), dry_run=False,
-                        out_dir=None)
+                        out_dir=None, publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     n = [_issue_of(fake, s) for s in SIGS]
     assert len(set(n)) == 6
     human = fake.client(fake.human_token).get_repo(fake.repo)
@@ -217,7 +223,8 @@ def test_precision_counts_each_close_reason(tmp_path, fake_github: FakeGitHub, c
     human.get_issue(n[4]).edit(state="open")                                    # reopened by a maintainer
     # The next nightly: signature 5 is gone, so the bot closes its issue as verified fixed (one nightly here).
     second = sc.record_nightly(conn, "2026-11-21", _six_signatures(gone=5))
-    publish.publish_run(conn, settings, second, dry_run=False, out_dir=None)
+    publish.publish_run(conn, settings, second, dry_run=False, out_dir=None,
+                        publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     assert fake.state.repo(fake.repo).issues[n[5]].state == "closed"
     tally = resolutions.tally(conn, fake.repo)
     assert tally.counts == {"open": 1, "fixed_by_bot": 1, "completed": 1, "not_planned": 1, "duplicate": 1,
@@ -232,7 +239,8 @@ def test_precision_counts_each_close_reason(tmp_path, fake_github: FakeGitHub, c
     assert "Measured precision: 25% of the 4 tracking issues maintainers closed" in summary.body
     # Publishing the same run again: the figures are as stored, nothing is written anywhere.
     changes, mark = conn.total_changes, len(fake.requests)
-    publish.publish_run(conn, settings, second, dry_run=False, out_dir=None)
+    publish.publish_run(conn, settings, second, dry_run=False, out_dir=None,
+                        publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     assert conn.total_changes == changes and [r for r in fake.requests[mark:] if r.is_write] == []
 
 

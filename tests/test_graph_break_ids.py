@@ -15,6 +15,7 @@ from bot.view.run_view import RunView
 from tests import issueviews as iv
 from harness.core.outcome import Outcome
 from harness.core.signature import error_kind, gb_doc_url, graph_break_type, linked_gb_id, signature
+from harness.core.run_environment import RunEnvironment
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "graph_breaks.json").read_text())
 ITEM, PRINT = FIXTURE["break_reasons"]
@@ -114,7 +115,7 @@ def test_report_shows_removed_ids_and_leverage_from_the_store(tmp_path):
     from state import db, history, runs
 
     conn = db.connect(tmp_path / "state.sqlite")
-    rid = runs.create_run(conn, environment={"torch_version": "2.13.0"}, models=["A", "B"], configs=CONFIGS)
+    rid = runs.create_run(conn, environment=RunEnvironment.from_dict({"torch_version": "2.13.0"}), models=["A", "B"], configs=CONFIGS)
     for o in (_out("A", "baseline", [ITEM]), _out("A", CSO, []), _out("B", "baseline", [ITEM, PRINT]),
               _out("B", CSO, [PRINT])):
         runs.record_outcome(conn, rid, o)

@@ -168,7 +168,8 @@ def _publish_twice(tmp_path: Path, backend: str, twin: Twin) -> tuple[list[int],
         before = len(twin.calls)
         verify_run(conn, run_id, enabled=True, timeout=600, shrink_budget=settings.verify.shrink_budget,
                    seams=VerifySteps(run=twin))
-        publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / date))
+        publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / date),
+                            publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(tmp_path / date)))
         calls.append(len(twin.calls) - before)
     plan = json.loads((tmp_path / "2026-11-20" / "plan.json").read_text())
     files = [a["file"] for a in plan["actions"] if a["key"] == tracking_key(CSO, SIG) and a["action"] == "create"]

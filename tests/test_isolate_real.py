@@ -67,7 +67,8 @@ def test_a_dynamo_crash_is_isolated_once_through_the_real_publish_path(tmp_path:
     for n in (1, 2):
         before = log.read_text().count("repro.py")
         steps.verify(conn, run_id, settings)
-        publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / f"out{n}"))
+        publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / f"out{n}"),
+                            publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(tmp_path / f"out{n}")))
         starts.append(log.read_text().count("repro.py") - before)
     assert starts == [2, 0]        # the oracle (eager, baseline, flag: one run) + one stage (eager fails), then all stored
     plan = json.loads((tmp_path / "out1" / "plan.json").read_text())

@@ -68,7 +68,8 @@ def test_the_dynamic_ablation_is_cached_and_published_without_running_anything(v
     conn = db.connect(settings.state_path)
     starts = ProcessStarts(monkeypatch)
     again = steps.verify(conn, run_id, settings)
-    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / "out"))
+    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / "out"),
+                        publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(tmp_path / "out")))
     assert starts.seen == []                                       # a quiet re-publish runs 0 scripts
     assert next(iter(again.values())).verdict.maintainer == rv.verdict.maintainer
     # One model, no flake re-runs: the evidence rule holds it as watching; the dry run writes its would-be body.

@@ -140,7 +140,7 @@ def test_merge_torch_installs_the_shards_build_here_and_refuses_another(tmp_path
         idx.close()
     conn = db.connect(state)
     merged = runs.list_runs(conn, limit=1)[0]
-    assert merged.shard is None and merged.environment["python"].endswith("torch-2.14.0.dev20261121+cpu/bin/python")
+    assert merged.shard is None and merged.environment.python.endswith("torch-2.14.0.dev20261121+cpu/bin/python")
     conn.close()
 
 

@@ -19,6 +19,7 @@ from state import db, runs
 from tests.fakesweep import MODELS, World
 from tests.helpers_cli import one_line, run_cli
 from tests.historydata import CONFIGS, ENV, ok, store_run
+from harness.core.run_environment import RunEnvironment
 
 TORCH = ENV["torch_version"]
 # (model, stratum, baseline graphs): 5 of 8 graph-break; ErrModel's baseline failed, so it tells nothing.
@@ -125,7 +126,7 @@ def test_method_table_shows_strata_sample_population_and_seed(tmp_path: Path) ->
     outs = [ok("LlamaForCausalLM", "baseline", 4), Outcome("LlamaForCausalLM", "capture_scalar_outputs", "error",
                                                             stratum="decoder_llm", signature="RuntimeError: boom",
                                                             error_type="RuntimeError", error_message="boom")]
-    rid = runs.create_run(conn, environment=ENV, models=["LlamaForCausalLM"], configs=CONFIGS, options={"population": meta})
+    rid = runs.create_run(conn, environment=RunEnvironment.from_dict(ENV), models=["LlamaForCausalLM"], configs=CONFIGS, options={"population": meta})
     for o in outs:
         runs.record_outcome(conn, rid, o)
     runs.finish_run(conn, rid)

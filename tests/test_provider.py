@@ -9,6 +9,7 @@ from packaging.tags import Tag
 from bot.builds.provider import current, install, provide, resolve, transformers_requirement
 from bot.builds.wheel_index import (ProviderError, available_dates, dev_date, list_wheels, parse_index, parse_wheel, pick)
 from bot.settings import NightlySettings
+from harness.core.run_environment import BuildOrigin
 from tests.fakeindex import FakeIndex
 
 REAL_NAME = "torch-2.14.0.dev20261121+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -163,7 +164,7 @@ def test_versions_release_candidates_and_dev_builds_resolve(index, tmp_path):
         pick_version(wheels, "2.12.0")
     rel = provide_spec(s, BuildSpec("version", "2.13.0"), progress=False)
     assert (rel.version, rel.git, rel.index, rel.channel) == ("2.13.0+cpu", "rel13", index.url, "cpu")
-    assert rel.date and rel.environment() == {"torch_index": index.url, "torch_channel": "cpu"}
+    assert rel.date and rel.origin() == BuildOrigin(index=index.url, channel="cpu")
     rc = provide_spec(s, BuildSpec("version", "2.14.0rc1"), progress=False)
     assert rc.git == "rc14"
     newest = provide_spec(s, BuildSpec("nightly"), progress=False)    # the newest dev build, not the rc
@@ -238,7 +239,7 @@ def test_an_index_that_is_down_or_lacks_the_build_fails_the_night_with_its_reaso
     assert down.status == "failed" and f"cannot read the nightly index {url}" in down.reason
     stored = [runs.get_run(conn, r.run_id) for r in (missing, down)]
     assert [r.status for r in stored] == ["failed", "failed"] and "no torch 2.16.0" in stored[0].reason
-    assert stored[1].environment["torch_index"] == url and stored[1].environment["torch_channel"] == "cpu"
+    assert stored[1].environment.torch_index == url and stored[1].environment.torch_channel == "cpu"
     assert world.sweeps == [] and world.published == []
     conn.close()
 
@@ -261,6 +262,6 @@ def test_the_run_environment_keeps_version_commit_channel_and_index(index, tmp_p
     result = nightly.run_nightly(conn, settings, torch="2.13.0", out_dir=tmp_path, steps=steps)
     env = runs.get_run(conn, result.run_id).environment
     assert result.status == "swept" and result.torch["git"] == "rel13"
-    assert (env["torch_version"], env["torch_index"], env["torch_channel"]) == ("2.13.0+cpu", index.url, "cpu")
-    assert env["python"] == result.torch["python"] and "torch-2.13.0+cpu" in env["python"]
+    assert (env.torch_version, env.torch_index, env.torch_channel) == ("2.13.0+cpu", index.url, "cpu")
+    assert env.python == result.torch["python"] and "torch-2.13.0+cpu" in env.python
     conn.close()

@@ -27,7 +27,8 @@ nightly3, quiet_c = sc.nightly3, sc.quiet_c
 
 def run(conn, settings, date: str, results: dict, publisher=None) -> publish.PublishSummary:
     run_id = sc.record_nightly(conn, date, results)
-    return publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None, publisher=publisher)
+    return publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                               publisher=publisher or publish.open_publisher(settings, dry_run=False, out_dir=None))
 
 
 def by_title(fake: FakeGitHub) -> dict[str, Any]:
@@ -156,7 +157,8 @@ def test_crash_mid_publish_then_restart_matches_uninterrupted(tmp_path: Path, cr
             except Crash:
                 crashed += 1
                 # Restart: a fresh process publishes the same run again.
-                summary = publish.publish_run(conn, s_crash, run_id, dry_run=False, out_dir=None)
+                summary = publish.publish_run(conn, s_crash, run_id, dry_run=False, out_dir=None,
+                                              publisher=publish.open_publisher(s_crash, dry_run=False, out_dir=None))
                 assert summary.resumed >= 1 and summary.pending == 0
         assert crashed >= 1
         assert _final_state(crashy) == _final_state(plain)
@@ -208,7 +210,8 @@ def test_github_down_leaves_the_rest_pending_then_resumes(fake_github: FakeGitHu
     assert summary.pending == 3 and len(fake.state.issues(fake.repo)) == 2
     assert "stays in the outbox" in summary.render()
     fake.faults.clear()
-    again = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    again = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                                publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     assert again.pending == 0 and again.resumed == 3 and again.actions == 0
     assert len(fake.state.issues(fake.repo)) == 5
 
@@ -245,7 +248,8 @@ def test_the_body_hash_the_plan_sends_is_the_one_the_link_keeps(fake_github: Fak
     fake, settings = fake_github, make_settings(fake_github, tmp_path)
     conn = db.connect(settings.state_path)
     run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus())
-    publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                        publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     stored = {k: l.body_sha for k, l in links.all_links(conn).items()}
     assert stored == {e.key: e.payload.material for e in outbox.entries(conn)}
     assert all(BodyHash.parse(text).text() == text for text in stored.values())
@@ -256,7 +260,8 @@ def test_the_body_hash_the_plan_sends_is_the_one_the_link_keeps(fake_github: Fak
                                material=stale)
     outbox.enqueue(conn, "left-over", run_id, [(key, "labels", left)])
     mark = len(outbox.entries(conn))
-    summary = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    summary = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                                  publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     assert summary.resumed == 1
     assert [(e.key, e.action) for e in outbox.entries(conn)[mark:]] == [(key, "edit")]
     assert links.get(conn, key).body_sha == stored[key]
@@ -287,7 +292,8 @@ def test_dry_run_renders_files_and_touches_nothing(fake_github: FakeGitHub, tmp_
     conn = db.connect(settings.state_path)
     run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus())
     out = tmp_path / "out"
-    summary = publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out))
+    summary = publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out),
+                                  publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(out)))
     files = sorted(p.name for p in out.iterdir())
     assert len(files) == 6 and "plan.json" in files
     plan = json.loads((out / "plan.json").read_text())

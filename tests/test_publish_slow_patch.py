@@ -48,12 +48,14 @@ def test_the_summary_says_written_skipped_and_pending(fake_github: FakeGitHub, t
     fake, settings = fake_github, make_settings(fake_github, tmp_path, max_retries=0)
     conn = db.connect(settings.state_path)
     run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus())
-    first = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    first = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                                publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     assert (first.written, first.unchanged) == (5, 0)
     assert "5 actions: 5 written, 0 skipped" in first.render()
     # The store forgets what it wrote (e.g. a restored backup): the plan edits, GitHub already has that text.
     conn.execute("UPDATE issue_links SET body_sha = NULL")
-    again = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    again = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                                publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     assert again.written == 0 and again.unchanged == again.done > 0
     out = again.render()
     assert f"0 written, {again.unchanged} skipped" in out and "written  " not in out
@@ -61,7 +63,8 @@ def test_the_summary_says_written_skipped_and_pending(fake_github: FakeGitHub, t
     # GitHub goes down: what was left is listed as pending, not "0 actions".
     conn.execute("UPDATE issue_links SET body_sha = NULL")
     fake.faults.fail_next(1000, status=503)
-    stopped = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    stopped = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                                  publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     fake.faults.clear()
     assert stopped.stopped and stopped.pending == 0 and stopped.written == 0   # stopped at the sync: nothing queued
     conn.execute("UPDATE issue_links SET body_sha = NULL")
@@ -80,11 +83,13 @@ def test_the_summary_says_written_skipped_and_pending(fake_github: FakeGitHub, t
     rows = [row["result"] for row in halted.rows]
     assert rows == ["unchanged"] * halted.done + ["pending"] * halted.pending
     # Still down: the next publish stops while resuming; it says what is left, not "0 actions".
-    still = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    still = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                                publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     left = halted.pending
     assert still.stopped and [row["result"] for row in still.rows] == ["pending"] * left
     assert f"{left} actions: 0 written, 0 skipped (GitHub already had it), {left} pending, 0 failed." in still.render()
     fake.faults.clear()
-    resumed = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    resumed = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                                  publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     assert resumed.resumed == halted.pending and resumed.pending == 0
     assert f"{len(resumed.rows)} actions: 0 written, {len(resumed.rows)} skipped" in resumed.render()

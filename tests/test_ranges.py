@@ -26,6 +26,7 @@ from harness.core.outcome import Outcome
 from state import db, links, ranges
 from tests.fakeindex import FakeIndex
 from tests.fakesweep import World
+from harness.core.run_environment import RunEnvironment
 
 DATES = [(date(2026, 11, 1) + timedelta(days=i)).isoformat() for i in range(10)]
 CONFIG = "capture_scalar_outputs"
@@ -85,10 +86,6 @@ class Series(World):
         built = steps_mod.provide(settings, torch, date, progress)      # the real provider, over the fake index
         self.version, self.date, self.git = built.version, built.date, built.git
         return built
-
-    def sweep(self, conn, **kw):
-        kw["build"] = {**(kw.get("build") or {}), "torch_git": self.git}
-        return super().sweep(conn, **kw)
 
     def range_sweep(self, items, *, configs, base_settings, build, settings):
         self.probe_sweeps.append((build.date, tuple(items)))
@@ -288,8 +285,8 @@ def test_bisect_without_model_on_a_non_tracking_issue_is_a_user_error(env):
 def test_range_rows_round_trip_and_latest_per_key(tmp_path):
     conn = db.connect(tmp_path / "s.sqlite")
     from state.runs import create_run
-    r1 = create_run(conn, environment={}, models=["M"], configs={}, kind="nightly", nightly="2026-11-01")
-    r2 = create_run(conn, environment={}, models=["M"], configs={}, kind="nightly", nightly="2026-11-02")
+    r1 = create_run(conn, environment=RunEnvironment.from_dict({}), models=["M"], configs={}, kind="nightly", nightly="2026-11-01")
+    r2 = create_run(conn, environment=RunEnvironment.from_dict({}), models=["M"], configs={}, kind="nightly", nightly="2026-11-02")
     ranges.record(conn, ranges.Range(r1, "c", "S", "new_crash", "no_series", reason="current torch"))
     ranges.record(conn, ranges.Range(r2, "c", "S", "new_crash", "found", good=ranges.Build("2026-11-01", "v1", "a" * 40),
                                      bad=ranges.Build("2026-11-02", "v2", "b" * 40), probes=[{"date": "x"}]))

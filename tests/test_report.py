@@ -18,6 +18,7 @@ import pytest
 from bot.report import report
 from state.db import connect
 from tests import historydata as hd
+from harness.core.run_environment import RunEnvironment
 
 CSO = "capture_scalar_outputs"
 
@@ -316,7 +317,7 @@ def test_report_of_a_failed_run_with_a_sparse_environment(tmp_path):
     from state import runs as runs_mod
 
     conn = connect(tmp_path / "state.sqlite")
-    run_id = runs_mod.create_run(conn, environment={"python_version": "3.11.7"}, models=[], configs={"baseline": {}},
+    run_id = runs_mod.create_run(conn, environment=RunEnvironment.from_dict({"python_version": "3.11.7"}), models=[], configs={"baseline": {}},
                                  kind="nightly", nightly="2026-11-04")
     runs_mod.finish_run(conn, run_id, "failed", reason="no wheel for cp311")
     context = report.build_context(conn, run_id)

@@ -59,7 +59,7 @@ def _stored(path: Path, run_id: int):
 def test_reproducer_from_the_store_matches_the_engine_on_a_real_crash(swept):
     path, run_id, wrapper, log = swept
     run, outs, builds = _stored(path, run_id)
-    assert run.environment["python"] == wrapper                  # the run records its interpreter
+    assert run.environment.python == wrapper                  # the run records its interpreter
     data = builds[MODEL]
     assert data.config_class == "Qwen2VLConfig" and data.spec and data.transformers_version
     engine_out = outs[(MODEL, "dyn")]
@@ -68,7 +68,7 @@ def test_reproducer_from_the_store_matches_the_engine_on_a_real_crash(swept):
     ast.parse(script)
     assert "import harness" not in script and "from harness" not in script and "flagsweep import" not in script
     before = log.read_text().count("repro.py")
-    result = run_script(script, run.environment["python"], timeout=300)
+    result = run_script(script, run.environment.python, timeout=300)
     assert log.read_text().count("repro.py") == before + 1       # it ran under the run's interpreter
     assert result.status == "error" and result.returncode == 1   # non-zero: the crash reproduced
     assert result.signature == engine_out.signature
@@ -78,7 +78,7 @@ def test_reproducer_from_the_store_matches_the_engine_on_a_real_crash(swept):
 
     assert (result.torch_version, result.torch_git) == (torch.__version__, torch.version.git_version)
     # The oracle's checks: eager, baseline, then the flag, in one interpreter, each reported.
-    checks = run_script(script, run.environment["python"], timeout=300, args=("checks",))
+    checks = run_script(script, run.environment.python, timeout=300, args=("checks",))
     assert [m.mode for m in checks.modes.values()] == ["eager", "baseline", "flag"]
     assert checks.modes["eager"].status == checks.modes["baseline"].status == "ok"
     assert checks.signature == engine_out.signature and checks.returncode == 1
@@ -142,7 +142,8 @@ def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_
         settings = Settings(state_path=Path({str(path)!r}), verify=VerifySettings(shrink_budget=0))
         conn = db.connect(settings.state_path)
         steps.verify(conn, {run_id}, settings)
-        publish_run(conn, settings, {run_id}, dry_run=True, out_dir={str(out)!r})
+        publish_run(conn, settings, {run_id}, dry_run=True, out_dir={str(out)!r},
+                    publisher=publish.open_publisher(settings, dry_run=True, out_dir={str(out)!r}))
         print(json.dumps(sorted(m for m in ("torch", "transformers") if m in sys.modules)))
     """)
     before = log.read_text().count("repro.py")

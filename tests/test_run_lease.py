@@ -15,6 +15,7 @@ import pytest
 
 from state import db, leases, runs
 from tests import historydata as hd
+from harness.core.run_environment import RunEnvironment
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def run_in_store(tmp_path):
     conn = db.connect(tmp_path / "s.sqlite")
-    run_id = runs.create_run(conn, environment=hd.ENV, models=["M"], configs={"baseline": {}})
+    run_id = runs.create_run(conn, environment=RunEnvironment.from_dict(hd.ENV), models=["M"], configs={"baseline": {}})
     yield conn, run_id, tmp_path / "s.sqlite"
     conn.close()
 
@@ -203,13 +204,13 @@ def test_sigterm_to_nightly_marks_the_run_interrupted_stops_workers_and_frees_th
 
 def test_a_new_run_is_created_already_claimed(tmp_path):
     conn = db.connect(tmp_path / "s.sqlite")
-    lease = leases.create_held(conn, lambda: runs.create_run(conn, environment=hd.ENV, models=["M"],
+    lease = leases.create_held(conn, lambda: runs.create_run(conn, environment=RunEnvironment.from_dict(hd.ENV), models=["M"],
                                                              configs={"baseline": {}}))
     assert runs.get_run(conn, lease.run_id).status == "running"
     assert leases.holder(conn, lease.run_id)["pid"] == os.getpid()
     with pytest.raises(leases.LeaseHeld):
         leases.acquire(db.connect(tmp_path / "s.sqlite"), lease.run_id)
     with pytest.raises(ZeroDivisionError):            # a failed create leaves neither run nor lease
-        leases.create_held(conn, lambda: (runs.create_run(conn, environment=hd.ENV, models=["N"],
+        leases.create_held(conn, lambda: (runs.create_run(conn, environment=RunEnvironment.from_dict(hd.ENV), models=["N"],
                                                           configs={"baseline": {}}), 1 / 0)[0])
     assert [r.id for r in runs.list_runs(conn)] == [lease.run_id]

@@ -93,7 +93,8 @@ def test_issue_bodies_and_reports_carry_no_machine_path(tracebacks, fake_github:
     conn = db.connect(settings.state_path)
     run_id = store_run(conn, [ok("BertModel", "baseline", 2, stratum="encoder_decoder"), crashed],
                        kind="nightly", nightly="2026-11-01")
-    publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                        publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     issues = fake_github.state.issues(fake_github.repo)
     tracking = [i for i in issues if "crashes" in i.title and "summary" not in i.title]
     assert tracking and "transformers/models/auto/configuration_auto.py" in tracking[0].body

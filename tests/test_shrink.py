@@ -152,7 +152,8 @@ def test_second_publish_of_the_same_run_runs_no_reproducer(stored_run, tmp_path:
     assert settings.verify.shrink_budget == 150.0 and settings.verify.enabled    # on by default
     out = tmp_path / "out"
     steps.verify(conn, run_id, settings, seams=seams)
-    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out))
+    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out),
+                        publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(out)))
     n = len(twin.calls)
     assert n > 3
     plan = json.loads((out / "plan.json").read_text())
@@ -160,7 +161,8 @@ def test_second_publish_of_the_same_run_runs_no_reproducer(stored_run, tmp_path:
     body = (out / tracking[0]["file"]).read_text()
     assert "Minimised: " in body and '"num_hidden_layers": 1' in body and '"num_hidden_layers": 2' not in body
     steps.verify(conn, run_id, settings, seams=seams)
-    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / "out2"))
+    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / "out2"),
+                        publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(tmp_path / "out2")))
     assert len(twin.calls) == n                                         # zero runs: all from the store
     assert (tmp_path / "out2" / tracking[0]["file"]).read_text() == body
 

@@ -1,6 +1,7 @@
 """The store file itself: WAL and concurrent readers, bad files, where it lives by default."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -15,6 +16,7 @@ from harness.core.outcome import Outcome
 from state import runs
 from state.db import StoreError, connect
 from tests import historydata as hd
+from harness.core.run_environment import RunEnvironment
 
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -25,7 +27,7 @@ def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 def test_reader_sees_a_consistent_snapshot_while_a_sweep_writes(tmp_path):
     path = tmp_path / "state.sqlite"
     writer = connect(path)
-    rid = runs.create_run(writer, environment=hd.ENV, models=["M0"], configs=hd.CONFIGS)
+    rid = runs.create_run(writer, environment=RunEnvironment.from_dict(hd.ENV), models=["M0"], configs=hd.CONFIGS)
     runs.record_outcome(writer, rid, hd.ok("M0", "baseline", 1))
     reader = connect(path)
     reader.execute("BEGIN")  # a long read (say, a report being rendered)
@@ -42,7 +44,7 @@ def test_reader_sees_a_consistent_snapshot_while_a_sweep_writes(tmp_path):
 def test_concurrent_reader_threads_never_fail_or_go_back(tmp_path):
     path = tmp_path / "state.sqlite"
     writer = connect(path)
-    rid = runs.create_run(writer, environment=hd.ENV, models=[], configs=hd.CONFIGS)
+    rid = runs.create_run(writer, environment=RunEnvironment.from_dict(hd.ENV), models=[], configs=hd.CONFIGS)
     n_items, errors, seen = 300, [], {0: [], 1: []}
     done = threading.Event()
 
@@ -71,7 +73,7 @@ def test_concurrent_reader_threads_never_fail_or_go_back(tmp_path):
 def test_reader_in_another_process_while_writing(tmp_path):
     path = tmp_path / "state.sqlite"
     writer = connect(path)
-    rid = runs.create_run(writer, environment=hd.ENV, models=[], configs=hd.CONFIGS)
+    rid = runs.create_run(writer, environment=RunEnvironment.from_dict(hd.ENV), models=[], configs=hd.CONFIGS)
     code = ("import sys, time; from state.db import connect; from state import runs\n"
             "c = connect(sys.argv[1]); n = []\n"
             "deadline = time.monotonic() + 60\n"
@@ -178,3 +180,26 @@ def test_a_job_retried_after_an_outage_waits_for_its_time_and_keeps_its_deadline
     assert jobs.claim_next(conn, clock=now + 100).id == job_id
     jobs.finish(conn, job_id, error="GitHubUnavailable: gave up")
     assert [j.id for j in jobs.failed_since(conn, "2000-01-01")] == [job_id]
+
+
+def test_a_stored_environment_reads_back_to_the_same_bytes_and_an_unknown_field_is_named(tmp_path):
+    from harness.core.record import RecordError
+    conn = connect(tmp_path / "s.sqlite")
+    old = {"torch_version": "2.13.0", "torch_git": None, "transformers_version": None, "python_version": None,
+           "device": None, "cuda_version": None, "flagsweep_version": None, "recipe_fingerprint": None,
+           "python": "/p/bin/python", "torch_index": None, "torch_channel": None}   # a nightly on current torch
+    for i, data in enumerate((old, {**old, "hostname": "h1"}), 1):
+        conn.execute("INSERT INTO environments (id, key, torch_version, data) VALUES (?, ?, '2.13.0', ?)",
+                     (i, f"k{i}", json.dumps(data, sort_keys=True)))
+        conn.execute("INSERT INTO runs (id, kind, environment_id, started_at, models, configs, base_settings, options)"
+                     " VALUES (?, 'nightly', ?, 't', '[]', '{}', '{}', '{}')", (i, i))
+    assert runs.get_run(conn, 1).environment.to_dict() == old
+    with pytest.raises(RecordError, match="run environment: unknown field 'hostname'"):
+        runs.get_run(conn, 2)
+    conn.close()
+
+
+def test_a_resume_compares_only_the_fields_that_make_runs_comparable():
+    a = RunEnvironment(torch_version="2.13.0", device="cpu", platform="linux-a", torch_index="https://i")
+    b = dataclasses.replace(a, torch_version="2.14.0", platform="linux-b", torch_index=None)
+    assert a.differences(b) == ["torch_version: 2.13.0 -> 2.14.0"]     # platform and index never refuse a resume

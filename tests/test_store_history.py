@@ -6,6 +6,7 @@ import pytest
 from state import history, runs
 from state.db import connect
 from tests import historydata as hd
+from harness.core.run_environment import RunEnvironment
 
 CSO = "capture_scalar_outputs"
 
@@ -77,7 +78,7 @@ def test_shards_of_one_nightly_are_one_run(conn):
 def test_a_config_unavailable_in_one_torch_keeps_the_runs_comparable(conn):
     both = {**hd.CONFIGS, "gone_flag": {"torch._inductor.config.gone_flag": 0.5}}
     first = hd.store_run(conn, hd.night(), configs=both, kind="nightly", nightly="2026-11-01")
-    second = runs.create_run(conn, environment=hd.ENV, models=sorted({o.model for o in hd.night()}),
+    second = runs.create_run(conn, environment=RunEnvironment.from_dict(hd.ENV), models=sorted({o.model for o in hd.night()}),
                              configs=hd.CONFIGS, kind="nightly", nightly="2026-11-02",
                              unavailable={"gone_flag": {"settings": both["gone_flag"], "missing": ["gone_flag"]}})
     for o in hd.night():

@@ -79,7 +79,8 @@ def test_hostile_error_through_the_whole_pipeline(fake_github: FakeGitHub, tmp_p
                         issues=IssueSettings(min_models=1))   # every signature filed at once (test_filing.py)
     conn = db.connect(settings.state_path)
     run_id = sc.record_nightly(conn, "2026-11-20", results)
-    publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                        publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     issues = fake_github.state.issues(fake_github.repo)
     assert len(issues) == 6
     for issue in issues:

@@ -76,7 +76,8 @@ def _nightly(conn, date: str, results: dict, *, shard: str | None = None,
 
 
 def _publish(conn, settings, run_id: int) -> None:
-    publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                        publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
 
 
 def _fixed(results: dict) -> dict:

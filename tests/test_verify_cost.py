@@ -105,7 +105,8 @@ def test_over_the_budget_signatures_wait_as_pending_and_a_later_run_finishes_the
     cost = verdicts.step_cost(conn, run_id)
     assert cost.pending == 2 and cost.scripts == 1 and cost.groups == 3      # one checks run: eager, baseline, flag
     out = tmp_path / "out"
-    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out))
+    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out),
+                        publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(out)))
     plan = json.loads((out / "plan.json").read_text())
     created = [a for a in plan["actions"] if a["action"] == "create" and a["key"].startswith("t")]   # tracking
     filed = {(out / a["file"]).read_text() for a in created}

@@ -89,12 +89,14 @@ def test_publish_starts_no_process_real_or_dry_after_the_verify_step(world, tmp_
                                                                (CDO, sc.SIG_C): "confirmed"}
     starts.seen.clear()
     out = tmp_path / "out"
-    dry = publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out))
+    dry = publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out),
+                              publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(out)))
     assert starts.seen == [] and dry.actions == 5
     body = next(text for name, text in _bodies(out).items() if "create-t" in name)
     assert "Verified: in fresh interpreters" in body and "Verified on torch `2.13.0` (git `abc`)" in body
     assert "Component: Dynamo tracing" in body
-    real = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
+    real = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                               publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
     assert starts.seen == [] and real.written == 5 and not real.stopped
     filed = [i.body for i in fake.state.issues(fake.repo) if "Verified: in fresh interpreters" in i.body]
     assert len(filed) == 3
@@ -103,13 +105,17 @@ def test_publish_starts_no_process_real_or_dry_after_the_verify_step(world, tmp_
 def test_publishing_the_same_run_twice_runs_nothing_and_writes_nothing_the_second_time(world, tmp_path, monkeypatch):
     settings, conn, run_id, fake = world
     steps.verify(conn, run_id, settings)
-    publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
-    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / "first"))
+    publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                        publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
+    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / "first"),
+                        publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(tmp_path / "first")))
     stored = verdicts.for_run(conn, run_id)
     starts, changes, requests = ProcessStarts(monkeypatch), conn.total_changes, len(fake.requests)
     again = steps.verify(conn, run_id, settings)
-    second = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None)
-    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / "second"))
+    second = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                                 publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
+    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / "second"),
+                        publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(tmp_path / "second")))
     assert starts.seen == []                                          # nothing ran: every verdict was reused
     assert conn.total_changes == changes                              # nothing written to the store
     assert [r for r in fake.requests[requests:] if r.is_write] == []  # nor to GitHub
@@ -175,9 +181,9 @@ def test_the_nightly_verifies_before_it_loads_the_view_and_publishes(tmp_path):
         order.append(("verify", run_id))
         return steps.verify(conn, run_id, settings, enabled=enabled, progress=progress)
 
-    def publish_twin(conn, settings, view, *, dry_run, out_dir):
+    def publish_twin(conn, settings, view, *, publisher, dry_run, out_dir):
         order.append(("publish", view.id))
-        return world.publish(conn, settings, view, dry_run=dry_run, out_dir=out_dir)
+        return world.publish(conn, settings, view, publisher=publisher, dry_run=dry_run, out_dir=out_dir)
 
     chosen.verify, chosen.publish = verify, publish_twin
     result = nightly.run_nightly(conn, settings, out_dir=tmp_path / "out", steps=chosen)

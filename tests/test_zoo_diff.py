@@ -14,6 +14,7 @@ from harness.discovery import locker
 from harness.engine.engine import JobResult
 from harness.zoo import lock, lockdiff
 from state import db, history, runs
+from harness.core.run_environment import RunEnvironment
 
 MODELS = ("GPT2Model", "ViTModel", "BertModel")
 FLAG = "capture_scalar_outputs"                 # a flag that has a summary issue by default
@@ -76,8 +77,8 @@ def test_a_lock_without_modeling_hashes_is_unknown_not_changed(three_locks):
 
 
 def _run(conn, version: str, fingerprints: dict[str, str]) -> int:
-    rid = runs.create_run(conn, environment={"torch_version": "2.13.0", "transformers_version": version,
-                                             "device": "cpu", "recipe_fingerprint": "r"},
+    rid = runs.create_run(conn, environment=RunEnvironment.from_dict({"torch_version": "2.13.0", "transformers_version": version,
+                                             "device": "cpu", "recipe_fingerprint": "r"}),
                           models=list(fingerprints), configs={"baseline": {}, FLAG: {FLAG: True}})
     for m, fp in fingerprints.items():
         for config in ("baseline", FLAG):

@@ -30,6 +30,7 @@ from bot.settings import NightlySettings
 from harness.core.files import write_atomic
 from harness.core.record import RecordError, parse
 from harness.engine.childline import ChildLineError, last
+from harness.core.run_environment import BuildOrigin
 from bot.builds.wheel_index import ProviderError, Wheel, dev_date, list_wheels, pick, pick_version, project_url
 
 log = logging.getLogger(__name__)
@@ -97,9 +98,9 @@ class Nightly:
     index: str | None = None    # the PEP 503 index it came from (None: not installed by us)
     channel: str | None = None  # the channel on that index (nightly/cpu, test/cu128, ...; "" for a PyPI-style index)
 
-    def environment(self) -> dict:
+    def origin(self) -> BuildOrigin:
         """What the run's environment record keeps of the build beyond what its interpreter reports."""
-        return {"torch_index": self.index, "torch_channel": self.channel}
+        return BuildOrigin(index=self.index, channel=self.channel)
 
     def to_dict(self) -> dict:
         """A JSON-ready dict."""

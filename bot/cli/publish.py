@@ -83,7 +83,9 @@ def run_publish(args: argparse.Namespace, settings: Settings) -> int:
         # The pipeline's verify step first (stored verdicts are reused: nothing runs twice), then publish reads them.
         steps.verify(conn, run_id, settings, enabled=False if args.no_verify else None,
                      progress=publish.stderr_progress(True))
-        summary = publish.publish_run(conn, settings, run_id, dry_run=dry_run, out_dir=args.out, progress=True)
+        publisher = publish.open_publisher(settings, dry_run=dry_run, out_dir=args.out)
+        summary = publish.publish_run(conn, settings, run_id, publisher=publisher, dry_run=dry_run, out_dir=args.out,
+                                      progress=True)
     except (RoutingError, ActionRefused, KeyError) as exc:
         print(f"flagsweep publish: {exc}", file=sys.stderr)
         return 2

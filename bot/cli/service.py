@@ -174,10 +174,10 @@ def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
         out = Path(args.out or settings.issues.dry_run_out)
         result = nightly.NightlyResult(status="swept", run_id=run_id, nightly=run.nightly, models=len(run.models),
                                        configs=list(run.configs), dry_run=dry_run, out_dir=str(out),
-                                       torch={"version": run.environment.get("torch_version"),
-                                              "git": run.environment.get("torch_git"), "current": False},
+                                       torch={"version": run.environment.torch_version,
+                                              "git": run.environment.torch_git, "current": False},
                                        missing_shards=list(run.options.get("missing_shards") or []))
-        result = nightly.publish_stage(conn, settings, result, python=python or settings.sweep.python,
+        result = nightly.publish_stage(conn, settings, result, run, python=python or settings.sweep.python,
                                        steps=Steps(), out=out)
     finally:
         conn.close()
@@ -189,7 +189,7 @@ def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
     """The interpreter of `--torch` on this host, once it is known to be the shards' torch."""
     from bot.pipeline import nightly, steps
     built = steps.provide(settings, args.torch, None, True)
-    want = (run.environment.get("torch_version"), run.environment.get("torch_git"))
+    want = (run.environment.torch_version, run.environment.torch_git)
     if (built.version, built.git) != want:
         raise nightly.NightlyError(f"--torch {args.torch} is torch {built.version} (git {built.git}); "
                                    f"the shards ran {want[0]} (git {want[1]})")

@@ -228,7 +228,7 @@ def _show(conn: Any, run_id: int, options: Any, as_json: bool) -> None:
     outcomes = runs.outcomes(conn, run_id)
     effects = effects_for(outcomes)
     if as_json:
-        doc = {"run": run.to_dict(), "environment": run.environment, "outcomes": [o.to_dict() for o in outcomes],
+        doc = {"run": run.to_dict(), "environment": run.environment.to_dict(), "outcomes": [o.to_dict() for o in outcomes],
                "effects": [e.to_dict() for e in effects]}
         json.dump(doc, sys.stdout, indent=1, sort_keys=False)
         sys.stdout.write("\n")

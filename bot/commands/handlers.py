@@ -85,7 +85,7 @@ def do_status(ctx: Context, number: int, link: Any, args: dict[str, Any], author
     _reply(ctx, number, "reply_status.md.j2", link=link.to_dict() if link else None, sig=sig,
            jobs=ctx.jobs_health(ctx.conn),
            last_nightly={"id": last.id, "nightly": last.nightly,
-                         "torch": last.environment.get("torch_version")} if last else None)
+                         "torch": last.environment.torch_version} if last else None)
     return "answered"
 
 

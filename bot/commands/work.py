@@ -98,7 +98,8 @@ def search_range(ctx: Context, link: Any) -> dict[str, Any]:
     if not latest:
         raise UserError("no finished nightly yet, so there is no range to search")
     run_id = (stored_ranges.runs_with(ctx.conn, *key) or [latest[0].id])[0]
-    prev, diff = pipeline.diff(ctx.conn, run_id)
+    prev_run, diff = pipeline.diff(ctx.conn, runs.get_run(ctx.conn, run_id))
+    prev = prev_run.id if prev_run else None
     starts = {r.key: (r.good, r.bad) for r in stored_ranges.for_run(ctx.conn, [run_id])
               if (r.config, r.signature) == key and r.status == "bounded"}
     report = pipeline.ranges(ctx.conn, run_id, prev, diff, ctx.settings, seams=pipeline.range_steps(), keys=[key],
@@ -107,5 +108,6 @@ def search_range(ctx: Context, link: Any) -> dict[str, Any]:
         raise UserError(f"nightly run {run_id} shows no confirmed new crash or fix of this signature to search")
     pipeline.verify(ctx.conn, latest[0].id, ctx.settings)
     view = steps.load_view(ctx.conn, latest[0].id, ctx.settings)
-    pipeline.publish(ctx.conn, ctx.settings, view, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
+    publisher = pipeline.open_publisher(ctx.settings, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
+    pipeline.publish(ctx.conn, ctx.settings, view, publisher=publisher, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
     return {"run_id": run_id, "published_run": latest[0].id, **report.to_dict()}

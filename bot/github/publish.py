@@ -27,6 +27,7 @@ import logging
 import sqlite3
 import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from bot.issues import keys, plan as issue_plan, routing, timeline
@@ -72,10 +73,12 @@ class PublishSummary:
     precision: dict[str, Any] | None = None   # the measured precision (state.resolutions.Tally) after this publish
     synced: dict[str, int] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    # The precision in the store once this publish ended (of the view's repository): what the run's report shows.
+    after: resolutions.Tally | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return asdict(self)
+        """A JSON-ready dict (`after` is the report's, not part of the summary printed)."""
+        return {k: v for k, v in asdict(self).items() if k != "after"}
 
     def render(self) -> str:
         """The terminal summary table."""
@@ -114,19 +117,57 @@ def stderr_progress(enabled: bool, command: str = "publish") -> Callable[[str], 
     return say
 
 
-def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dry_run: bool, out_dir: str | None,
-                publisher: Publisher | None = None, progress: bool = False,
+@dataclass(frozen=True)
+class Unreachable:
+    """What the edge holds instead of a publisher when GitHub could not be asked who we are: nothing is sent."""
+
+    reason: str
+
+
+def open_publisher(settings: Settings, *, dry_run: bool, out_dir: str | Path | None) -> Publisher | Unreachable:
+    """The publisher a publish writes through, built at the edge (a command, the service, the pipeline's steps).
+
+    A dry run: the files twin, without loading PyGithub. Else GitHub (asked who we are first), read through
+    by the files twin in shadow mode (`[issues] shadow`).
+    """
+    files_dir = out_dir or settings.issues.dry_run_out
+    if dry_run:
+        return DryRunPublisher(files_dir)
+    from bot.github.client import GitHubPublisher    # the only module importing PyGithub
+    try:
+        github = GitHubPublisher(settings.github)
+    except GitHubUnavailable as exc:
+        return Unreachable(str(exc))
+    return DryRunPublisher(files_dir, reads=github) if settings.issues.shadow else github
+
+
+def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, publisher: Publisher | Unreachable,
+                dry_run: bool, out_dir: str | None, progress: bool = False,
                 view: RunView | None = None) -> PublishSummary:
     """Plan the issues for `run_id` and publish them: to GitHub, or in a dry run to files, by the same steps.
 
-    `view`: the run as already loaded by the caller (the nightly loads it once for publish and report).
-    The run's reproducer verdicts are what the verify step stored (bot.pipeline.steps.verify).
+    `publisher`: as `open_publisher` opened it (a test's twin alike): GitHub, or in a dry run and in shadow mode
+    the files twin (`DryRunPublisher`).
+
+    `view`: the run as already loaded by the caller (the nightly loads it once for publish and report); its gate
+    verdict is the one the pipeline judged. The run's reproducer verdicts are what the verify step stored
+    (bot.pipeline.steps.verify).
     """
-    repo = settings.github.repo
+    view = view or run_view.load(conn, run_id, settings.github.repo)
+    summary = _publish_view(conn, settings, view, dry_run=dry_run, out_dir=out_dir, publisher=publisher,
+                            progress=progress)
+    # read where this publish updates it (a dry run leaves the store, and so the figures, as they were)
+    summary.after = resolutions.tally(conn, view.links_repo)
+    return summary
+
+
+def _publish_view(conn: sqlite3.Connection, settings: Settings, view: RunView, *, dry_run: bool, out_dir: str | None,
+                  publisher: Publisher | Unreachable, progress: bool) -> PublishSummary:
+    """publish_run's steps for a view already loaded."""
+    repo, run_id = settings.github.repo, view.id
     say = stderr_progress(progress)
     psettings = plan_settings(settings)          # a bad routing rule stops us before anything is written
-    view = view or run_view.load(conn, run_id, repo)
-    gate = gates.get(conn, run_id)
+    gate = view.gate
     summary = PublishSummary(run_id=run_id, dry_run=dry_run, repo=repo, gate=gate.to_dict() if gate else None)
     shadow = not dry_run and settings.issues.shadow
     where = repo or DRY_RUN_REPO
@@ -145,21 +186,19 @@ def publish_run(conn: sqlite3.Connection, settings: Settings, run_id: int, *, dr
         return made
 
     run = Sending(pause_label=settings.issues.pause_label, say=say, make_plan=make_plan, keep=conn)
+    if isinstance(publisher, Unreachable):      # GitHub did not say who we are: nothing may be sent
+        summary.stopped = publisher.reason
+        return _finish(conn, summary)
     if not dry_run:
-        if publisher is None:
-            from bot.github.client import GitHubPublisher    # the only module importing PyGithub
-            try:
-                publisher = GitHubPublisher(settings.github)   # asks GitHub who we are before anything is sent
-            except GitHubUnavailable as exc:
-                summary.stopped = str(exc)
-                return _finish(conn, summary)
         if not repo:
             raise ActionRefused("no repository: set github.repo or pass --repo OWNER/NAME")
         if not shadow:
             _publish(conn, view, publisher, repo, summary, run)
             return _done(publisher, summary)
         summary.shadow = True
-    files = DryRunPublisher(out_dir or settings.issues.dry_run_out, reads=publisher if shadow else None)
+    if not isinstance(publisher, DryRunPublisher):
+        raise TypeError("a dry run or a shadow publish writes through the files twin (open_publisher)")
+    files = publisher
     scratch = db.scratch_copy(conn)             # the real steps against a copy: a dry run leaves the store as it was
     if not shadow:
         run.keep = scratch                      # a dry run knows nothing of GitHub: its precision is the copy's

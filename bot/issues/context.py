@@ -92,7 +92,7 @@ class RunContext:
         strata = Counter(o.stratum or "unknown" for o in self.view.outcomes if o.config == "baseline")
         return {
             "config": config, "config_display": self.display(config),
-            "environment": [(k, env[k]) for k in ENV_FIELDS if env.get(k)],
+            "environment": [(k, getattr(env, k)) for k in ENV_FIELDS if getattr(env, k)],
             "n_models": len(self.view.models or strata), "strata": sorted(strata.items()),
             "configs": [(n, json.dumps(v, sort_keys=True)) for n, v in sorted(run.configs.items())],
             "backend": options.get("backend", "count"), "device": options.get("device", "cpu"),

@@ -60,7 +60,7 @@ def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | No
                     trend=trend, breaks=breaks, leverage=lev, **{"verifying": [], **held}, budget=ctx.settings.max_new_per_night,
                     max_open=ctx.settings.max_open, min_models=ctx.settings.min_models,
                     min_nights=ctx.settings.min_nights, not_compared=skipped, previous_text=ctx.previous_text,
-                    torch_version=ctx.view.run.environment.get("torch_version") or "unknown")
+                    torch_version=ctx.view.run.environment.torch_version or "unknown")
     material = {"title": title, "rows": rows, "trend": [(p["crashes"], p["reduces"]) for p in trend],
                 "tracking": [(r["key"], r["count"]) for r in tracking],
                 "breaks": break_material(breaks), "leverage": leverage_material(lev), **ctx.notices()}

@@ -14,33 +14,35 @@ import shutil
 import sqlite3
 
 from bot.settings import Settings
-from state import gates, history, runs as runs_mod
+from state import gates, history
 from state.gates import EnvironmentVerdict
+from state.runs import Run
 from harness.core.outcome import Outcome
+from harness.core.run_environment import RunEnvironment
 
 COMPILERS = ("c++", "g++", "clang++")     # what inductor's C++ build looks for on PATH
 FAILED_AT_BASELINE = ("create_error", "input_error", "eager_error", "error", "timeout", "killed")
 
 
-def check(conn: sqlite3.Connection, run_id: int, prev_id: int | None, settings: Settings) -> EnvironmentVerdict:
-    """Judge the run (its shard group) and store the verdict; returns it."""
-    run = runs_mod.get_run(conn, run_id)
-    baseline = {o.model: o for o in history.group_outcomes(conn, run_id) if o.config == "baseline"}
+def check(conn: sqlite3.Connection, run: Run, prev: Run | None, settings: Settings) -> EnvironmentVerdict:
+    """Judge the run (its shard group) against the previous comparable run and store the verdict; returns it."""
+    baseline = {o.model: o for o in history.group_outcomes(conn, run.id) if o.config == "baseline"}
     reasons = environment_reasons(run.environment, run.options)
     reasons += canary_reasons(baseline, settings.nightly.canaries)
-    if prev_id is not None:
-        before = {o.model: o for o in history.group_outcomes(conn, prev_id) if o.config == "baseline"}
+    if prev is not None:
+        before = {o.model: o for o in history.group_outcomes(conn, prev.id) if o.config == "baseline"}
         reasons += jump_reasons(before, baseline, settings.nightly.max_error_jump)
     verdict = gates.SUSPECT if reasons else gates.OK
-    return gates.record(conn, EnvironmentVerdict(run_id=run_id, verdict=verdict, reasons=reasons))
+    return gates.record(conn, EnvironmentVerdict(run_id=run.id, verdict=verdict, reasons=reasons))
 
 
-def environment_reasons(env: dict, options: dict) -> list[dict]:
+def environment_reasons(env: RunEnvironment, options: dict) -> list[dict]:
     """What the environment lacks: interpreter, torch, transformers, CUDA on a CUDA run, a compiler for inductor."""
-    wanted = {"python_version": "a Python interpreter", "torch_version": "torch", "transformers_version": "transformers"}
-    if str(options.get("device") or env.get("device") or "cpu").startswith("cuda"):
-        wanted["cuda_version"] = "CUDA"
-    reasons = [{"kind": "check", "missing": what} for key, what in wanted.items() if not env.get(key)]
+    wanted = [(env.python_version, "a Python interpreter"), (env.torch_version, "torch"),
+              (env.transformers_version, "transformers")]
+    if str(options.get("device") or env.device or "cpu").startswith("cuda"):
+        wanted.append((env.cuda_version, "CUDA"))
+    reasons = [{"kind": "check", "missing": what} for value, what in wanted if not value]
     if options.get("backend") == "inductor" and not any(shutil.which(c) for c in COMPILERS):
         reasons.append({"kind": "check", "missing": "a C++ compiler (inductor)"})
     return reasons

@@ -7,6 +7,7 @@ the files into its own store (`import_file`) before merging them.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sqlite3
@@ -91,9 +92,8 @@ def check(shards: list[runs_mod.Run]) -> None:
         if r.configs != first.configs or r.base_settings != first.base_settings:
             raise MergeError(f"run {r.id} swept other configs than run {first.id}")
         env_a, env_b = r.environment, first.environment
-        if (env_a.get("torch_version"), env_a.get("torch_git")) != (env_b.get("torch_version"), env_b.get("torch_git")):
-            raise MergeError(f"run {r.id} used torch {env_a.get('torch_version')}, run {first.id} "
-                             f"{env_b.get('torch_version')}")
+        if (env_a.torch_version, env_a.torch_git) != (env_b.torch_version, env_b.torch_git):
+            raise MergeError(f"run {r.id} used torch {env_a.torch_version}, run {first.id} {env_b.torch_version}")
     labels = [r.shard for r in shards]
     if len(set(labels)) != len(labels):
         raise MergeError(f"the same shard appears twice: {sorted(labels)}")
@@ -131,7 +131,7 @@ def merge(conn: sqlite3.Connection, run_ids: list[int], *, python: str | None = 
         options["merged_from"] = [r.id for r in shards]
         if missing:
             options["missing_shards"] = missing
-        environment = {**first.environment, **({"python": python} if python else {})}
+        environment = dataclasses.replace(first.environment, python=python) if python else first.environment
         new_id = runs_mod.create_run(conn, environment=environment, models=models, configs=first.configs,
                                      base_settings=first.base_settings, options=options, kind="nightly",
                                      nightly=first.nightly, shard=None)

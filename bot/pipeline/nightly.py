@@ -22,8 +22,10 @@ from bot.builds import provider
 from bot.pipeline import gate as gate_mod, sampling
 from bot.github.publish import PublishSummary, stderr_progress
 from bot.settings import Settings
-from bot.pipeline.steps import Steps, load_view
-from state import runs as runs_mod, verdicts
+from bot.pipeline.steps import Steps, load_night
+from bot.view import run_view
+from harness.core.run_environment import RunEnvironment
+from state import runs as runs_mod
 
 log = logging.getLogger(__name__)
 
@@ -100,20 +102,15 @@ def find_existing(conn: sqlite3.Connection, *, nightly: str, shard: str | None, 
             continue
         asked = {**run.configs, **{name: u["settings"] for name, u in run.unavailable.items()}}
         if asked == want_configs and sorted(run.models) == sorted(models) \
-                and run.environment.get("torch_version") == torch_version:
+                and run.environment.torch_version == torch_version:
             return run
     return None
 
 
 def record_failure(conn: sqlite3.Connection, *, reason: str, nightly: str | None, configs: dict[str, dict],
-                   models: list[str], shard: str | None, torch: dict[str, Any] | None = None) -> int:
+                   models: list[str], shard: str | None, environment: RunEnvironment) -> int:
     """A nightly that could not start (no wheel, install failed) is a failed run with its reason."""
-    # The same keys as a swept run's environment, so reports and listings can show a failed run too.
-    env = {"torch_version": (torch or {}).get("version"), "torch_git": (torch or {}).get("git"),
-           "transformers_version": None, "python_version": None, "device": None, "cuda_version": None,
-           "flagsweep_version": None, "recipe_fingerprint": None,
-           "torch_index": (torch or {}).get("index"), "torch_channel": (torch or {}).get("channel")}
-    run_id = runs_mod.create_run(conn, environment=env, models=models, configs=configs, kind="nightly",
+    run_id = runs_mod.create_run(conn, environment=environment, models=models, configs=configs, kind="nightly",
                                  nightly=nightly, shard=shard)
     runs_mod.finish_run(conn, run_id, status="failed", reason=reason)
     return run_id
@@ -143,7 +140,8 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         result.status, result.reason = "failed", str(exc)
         result.nightly = date
         result.run_id = record_failure(conn, reason=str(exc), nightly=date, configs=chosen, models=names, shard=shard,
-                                       torch={"index": settings.nightly.index_url, "channel": settings.nightly.channel})
+                                       environment=RunEnvironment.failed(None, None, settings.nightly.index_url,
+                                                                         settings.nightly.channel))
         log.error("nightly failed: %s", exc)
         return result
     result.torch, result.nightly = built.to_dict(), built.date
@@ -163,16 +161,18 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         resume = bool(existing and existing.status in ("running", "interrupted") and not force)
         result.run_id = steps.sweep(conn, models=names, configs=chosen, base_settings={}, settings=settings,
                                     python=built.python, run_id=existing.id if resume else None, resume=resume,
-                                    nightly=built.date, shard=shard, progress=progress, build=built.environment(),
+                                    nightly=built.date, shard=shard, progress=progress, build=built.origin(),
                                     **({"prior": drawn.prior, "population": drawn.meta} if drawn.meta else {}),
                                     **({"pruning": pruning} if pruning else {}))
-    result.unavailable = runs_mod.get_run(conn, result.run_id).unavailable
+    # Read once, and the night holds it from here on (once steps.sweep returns the Run, this read goes).
+    run = runs_mod.get_run(conn, result.run_id)
+    result.unavailable = run.unavailable
     result.configs = [c for c in result.configs if c not in result.unavailable]
     if shard:
         # A shard stops here: `flagsweep merge` joins the shards and publishes once.
         result.status = "shard_done" if result.status == "swept" else result.status
         return result
-    return publish_stage(conn, settings, result, python=built.python, steps=steps, out=out, progress=progress)
+    return publish_stage(conn, settings, result, run, python=built.python, steps=steps, out=out, progress=progress)
 
 
 def _audit_seed(date: str | None) -> int:
@@ -190,43 +190,51 @@ def _population(conn: sqlite3.Connection, settings: Settings, steps: Steps, name
         log.info("baseline pass over %d models to find the graph-breaking ones", len(models))
         return steps.sweep(conn, models=models, configs={"baseline": configs.get("baseline", {})}, base_settings={},
                            settings=settings, python=built.python, run_id=None, resume=False, nightly=None,
-                           shard=None, kind="baseline", progress=progress, build=built.environment())
+                           shard=None, kind="baseline", progress=progress, build=built.origin())
 
     return sampling.draw(conn, [sampling.Pick(n) for n in names], population=population, sample=None, seed=0,
                          base_settings={}, torch_version=built.version, baseline_pass=baseline_pass)
 
 
-def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, *, python: str | None,
-                  steps: Steps, out: Path, progress: bool = True) -> NightlyResult:
+def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, run: runs_mod.Run, *,
+                  python: str | None, steps: Steps, out: Path, progress: bool = True) -> NightlyResult:
     """Diff with the previous comparable run, confirm, search regression ranges, verify reproducers, publish, report.
 
+    One night: `run` as read after its sweep, its previous comparable run found once, the diff computed once (and
+    carried, confirmed, into the view), the gate judged once; publish and report read only the view.
     progress: say on stderr what the verify step is doing (a shrink takes minutes; without it the console is silent).
     """
-    prev, diff_result = steps.diff(conn, result.run_id)
-    judged = gate_mod.check(conn, result.run_id, prev, settings)
-    result.gate, result.previous_run = judged.to_dict(), prev
+    prev, diff_result = steps.diff(conn, run)
+    judged = gate_mod.check(conn, run, prev, settings)
+    result.gate, result.previous_run = judged.to_dict(), prev.id if prev else None
     if diff_result is not None:
         result.transitions = {k: v for k, v in diff_result.counts().items() if v}
     if judged.suspect:
         log.error("nightly run %s is environment_suspect: nothing is filed or closed", result.run_id)
-        return _publish_and_report(conn, settings, result, steps, out)
-    diff_result = steps.confirm(conn, result.run_id, diff_result, settings, python)
-    found = steps.ranges(conn, result.run_id, prev, diff_result, settings, seams=steps.range_steps())
+        night = run_view.Night(run=run, previous=prev, diff=diff_result, gate=judged)
+        return _publish_and_report(conn, settings, result, steps, out, night)
+    diff_result = steps.confirm(conn, run.id, diff_result, settings, python)
+    found = steps.ranges(conn, run.id, prev.id if prev else None, diff_result, settings, seams=steps.range_steps())
     result.ranges = [r.to_dict() for r in found.ranges]
     result.range_cost = {"installs": found.installs, "sweeps": found.sweeps, "items_swept": found.items_swept}
     if diff_result is not None:
         result.transitions = {k: v for k, v in diff_result.counts().items() if v}
     # stores the verdicts: publishing only reads them
-    steps.verify(conn, result.run_id, settings, progress=stderr_progress(progress, "nightly") if progress else None)
-    cost = verdicts.step_cost(conn, result.run_id)
-    result.verify = asdict(cost) if cost else None
-    return _publish_and_report(conn, settings, result, steps, out)
+    steps.verify(conn, run.id, settings, progress=stderr_progress(progress, "nightly") if progress else None)
+    night = run_view.Night(run=run, previous=prev, diff=diff_result, gate=judged)
+    return _publish_and_report(conn, settings, result, steps, out, night, verified=True)
 
 
 def _publish_and_report(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, steps: Steps,
-                        out: Path) -> NightlyResult:
-    """Publish (the publisher reads the run's gate: a suspect run files nothing) and write the report."""
-    view = load_view(conn, result.run_id, settings)     # read once: the publisher and the report share it
-    result.published = steps.publish(conn, settings, view, dry_run=result.dry_run, out_dir=out)
-    result.report = str(steps.report(conn, view, out))
+                        out: Path, night: run_view.Night, verified: bool = False) -> NightlyResult:
+    """Publish (the view carries the run's gate: a suspect run files nothing) and write the report.
+
+    verified: the verify step ran tonight (its cost goes into the result)."""
+    view = load_night(conn, night, settings)     # read once: the publisher and the report share it
+    if verified:
+        result.verify = asdict(view.verify_cost) if view.verify_cost else None
+    publisher = steps.open_publisher(settings, dry_run=result.dry_run, out_dir=out)
+    result.published = steps.publish(conn, settings, view, publisher=publisher, dry_run=result.dry_run, out_dir=out)
+    # the report shows the precision as this publish left it
+    result.report = str(steps.report(conn, view, out, result.published.after))
     return result

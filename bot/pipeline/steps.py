@@ -17,15 +17,19 @@ from typing import Any, Callable, Mapping, Protocol
 from bot.builds import provider, wheel_index
 from bot.view import run_view
 from harness.core.diff import DiffResult
-from bot.github.publish import PublishSummary
+from bot.github.port import Publisher
+from bot.github.publish import PublishSummary, Unreachable
 from bot.ranges.finder import ListBuildsStep, RangeReport, RangeSteps
 from bot.ranges.finder import SweepItemsStep as RangeSweepStep
 from bot.verify.steps import VerifySteps
 from bot.view.run_view import RunView
 from bot.settings import Settings
 from harness.core.outcome import Outcome
+from harness.core.run_environment import BuildOrigin
 from harness.engine.flags.pruning import Pruning
 from state.ranges import Build
+from state.resolutions import Tally
+from state.runs import Run
 from state.verdicts import RunVerdict
 
 log = logging.getLogger(__name__)
@@ -65,7 +69,7 @@ def resolve_models(patterns: list[str]) -> list[str]:
 
 def sweep(conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict], base_settings: dict[str, Any],
           settings: Settings, python: str | None, run_id: int | None, resume: bool, nightly: str | None,
-          shard: str | None, kind: str = "nightly", progress: bool = True, build: dict | None = None,
+          shard: str | None, kind: str = "nightly", progress: bool = True, build: BuildOrigin | None = None,
           prior: list[Any] | None = None, population: dict[str, Any] | None = None,
           pruning: Pruning | None = None) -> int:
     """Sweep (the engine stores, finishes and finalizes the run); returns the run id.
@@ -80,14 +84,14 @@ def sweep(conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dic
                         prior=prior, population=population, pruning=pruning)
 
 
-def diff_with_previous(conn: sqlite3.Connection, run_id: int) -> tuple[int | None, DiffResult | None]:
+def diff_with_previous(conn: sqlite3.Connection, run: Run) -> tuple[Run | None, DiffResult | None]:
     """(previous comparable run, the diff from it), or (None, None) for a first run."""
-    from bot.view.stored_diff import diff_stored
+    from bot.view.stored_diff import diff_runs
     from state import history
-    prev = history.previous_comparable_run(conn, run_id)
+    prev = history.previous_comparable(conn, run, history.models_of(conn, run))
     if prev is None:
         return None, None
-    return prev, diff_stored(conn, prev, run_id)
+    return prev, diff_runs(conn, prev, run)
 
 
 def confirm(conn: sqlite3.Connection, run_id: int, result: DiffResult | None, settings: Settings,
@@ -169,23 +173,39 @@ def verify(conn: sqlite3.Connection, run_id: int, settings: Settings, *, enabled
 
 
 def load_view(conn: sqlite3.Connection, run_id: int, settings: Settings) -> RunView:
-    """The run as publishing sees it, read once (after flake confirmation and the verify step stored theirs)."""
+    """The run as publishing sees it, all read from the store (after the verify step stored its verdicts)."""
     return run_view.load(conn, run_id, settings.github.repo)
 
 
-def publish(conn: sqlite3.Connection, settings: Settings, view: RunView, *, dry_run: bool,
-            out_dir: Path) -> PublishSummary:
-    """Plan and publish (or, in a dry run, render to files) the issues of the viewed run."""
+def load_night(conn: sqlite3.Connection, night: run_view.Night, settings: Settings) -> RunView:
+    """The nightly's run as publishing sees it: what the night holds, and its items read once (after confirmation
+    and the verify step stored theirs)."""
+    return run_view.load_night(conn, night, settings.github.repo)
+
+
+def open_publisher(settings: Settings, *, dry_run: bool, out_dir: Path) -> Publisher | Unreachable:
+    """The publisher the pipeline's publish writes through (GitHub, or the files twin): see
+    `bot.github.publish.open_publisher`."""
     from bot.github import publish as publish_mod
-    return publish_mod.publish_run(conn, settings, view.id, dry_run=dry_run, out_dir=str(out_dir), view=view)
+    return publish_mod.open_publisher(settings, dry_run=dry_run, out_dir=out_dir)
 
 
-def report(conn: sqlite3.Connection, view: RunView, out_dir: Path) -> Path:
-    """Write the viewed run's HTML report into `out_dir`; returns its path."""
+def publish(conn: sqlite3.Connection, settings: Settings, view: RunView, *, publisher: Publisher | Unreachable,
+            dry_run: bool, out_dir: Path) -> PublishSummary:
+    """Plan and publish (or, in a dry run, render to files) the issues of the viewed run through `publisher`."""
+    from bot.github import publish as publish_mod
+    return publish_mod.publish_run(conn, settings, view.id, publisher=publisher, dry_run=dry_run,
+                                   out_dir=str(out_dir), view=view)
+
+
+def report(conn: sqlite3.Connection, view: RunView, out_dir: Path, precision: Tally | None = None) -> Path:
+    """Write the viewed run's HTML report into `out_dir`; returns its path.
+
+    precision: the measured precision to show (after a publish: the publish's; None: the view's)."""
     from bot.report import report as report_mod
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "report.html"
-    path.write_text(report_mod.render_html(report_mod.build_context(conn, view=view)))
+    path.write_text(report_mod.render_html(report_mod.build_context(conn, view=view, precision=precision)))
     return path
 
 
@@ -229,13 +249,13 @@ class SweepStep(Protocol):
     def __call__(self, conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict],
                  base_settings: dict[str, Any], settings: Settings, python: str | None, run_id: int | None,
                  resume: bool, nightly: str | None, shard: str | None, kind: str = ...,
-                 progress: bool = ..., build: dict | None = ...,
+                 progress: bool = ..., build: BuildOrigin | None = ...,
                  prior: list[Any] | None = ..., population: dict[str, Any] | None = ...,
                  pruning: Pruning | None = ...) -> int: ...
 
 
 class DiffStep(Protocol):
-    def __call__(self, conn: sqlite3.Connection, run_id: int) -> tuple[int | None, DiffResult | None]: ...
+    def __call__(self, conn: sqlite3.Connection, run: Run) -> tuple[Run | None, DiffResult | None]: ...
 
 
 class ConfirmStep(Protocol):
@@ -255,13 +275,18 @@ class VerifyStep(Protocol):
                  seams: VerifySteps = ...) -> Mapping[tuple[str, str], RunVerdict]: ...
 
 
+class OpenPublisherStep(Protocol):
+    def __call__(self, settings: Settings, *, dry_run: bool, out_dir: Path) -> Publisher | Unreachable: ...
+
+
 class PublishStep(Protocol):
-    def __call__(self, conn: sqlite3.Connection, settings: Settings, view: RunView, *, dry_run: bool,
-                 out_dir: Path) -> PublishSummary: ...
+    def __call__(self, conn: sqlite3.Connection, settings: Settings, view: RunView, *,
+                 publisher: Publisher | Unreachable, dry_run: bool, out_dir: Path) -> PublishSummary: ...
 
 
 class ReportStep(Protocol):
-    def __call__(self, conn: sqlite3.Connection, view: RunView, out_dir: Path) -> Path: ...
+    def __call__(self, conn: sqlite3.Connection, view: RunView, out_dir: Path,
+                 precision: Tally | None = ...) -> Path: ...
 
 
 @dataclass
@@ -279,6 +304,7 @@ class Steps:
     range_sweep: RangeSweepStep = range_sweep
     list_builds: ListBuildsStep = list_builds
     verify: VerifyStep = verify
+    open_publisher: OpenPublisherStep = open_publisher
     publish: PublishStep = publish
     report: ReportStep = report
 

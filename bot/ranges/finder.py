@@ -130,15 +130,15 @@ def series_problem(run: Run, prev: Run | None) -> str | None:
     if prev is None:
         return "no previous run to compare with"
     for which, r in (("this run", run), (f"the previous run ({prev.id})", prev)):
-        env = r.environment or {}
+        env = r.environment
         if r.kind != "nightly" or not r.nightly:
             return f"{which} is a {r.kind} run, not a nightly"
-        if not env.get("torch_index"):
+        if not env.torch_index:
             return f"{which} used a torch not installed from an index (current torch or an interpreter path)"
-        if not dev_date(env.get("torch_version") or ""):
-            return f"{which} used torch {env.get('torch_version')}, which is not a dated nightly"
-    if (run.environment.get("torch_index"), run.environment.get("torch_channel")) != \
-            (prev.environment.get("torch_index"), prev.environment.get("torch_channel")):
+        if not dev_date(env.torch_version or ""):
+            return f"{which} used torch {env.torch_version}, which is not a dated nightly"
+    if (run.environment.torch_index, run.environment.torch_channel) != \
+            (prev.environment.torch_index, prev.environment.torch_channel):
         return "the two runs installed torch from different indexes or channels"
     if end(prev).date >= end(run).date:
         return f"the previous run's nightly ({end(prev).date}) is not older than this one ({end(run).date})"
@@ -147,8 +147,8 @@ def series_problem(run: Run, prev: Run | None) -> str | None:
 
 def end(run: Run) -> Build:
     """A run's nightly as a range end: its date, torch version and git commit, as stored."""
-    env = run.environment or {}
-    return Build(dev_date(env.get("torch_version") or "") or run.nightly, env.get("torch_version"), env.get("torch_git"))
+    env = run.environment
+    return Build(dev_date(env.torch_version or "") or run.nightly, env.torch_version, env.torch_git)
 
 
 class Prober:

@@ -19,8 +19,9 @@ from bot.view.stored_diff import diff_stored
 from bot.text.render import render
 from harness.core.effects import effect_table
 from harness.core.outcome import EFFECTS, Outcome
-from state import gates, history, resolutions, verdicts
+from state import history
 from state import runs as runs_mod
+from state.resolutions import Tally
 
 BASELINE = "baseline"
 # The three lines of the trend chart: (effect, label key used by the template).
@@ -47,7 +48,7 @@ def _run_summary(conn: sqlite3.Connection, run: runs_mod.Run) -> dict[str, Any]:
         "finished_at": run.finished_at, "nightly": run.nightly, "shard": run.shard, "group": ids,
         "models": len(history.models_of(conn, run)), "configs": list(run.configs),
         "n_items": sum(by_status.values()), "by_status": by_status,
-        "torch_version": env.get("torch_version"), "device": env.get("device"),
+        "torch_version": env.torch_version, "device": env.device,
     }
 
 
@@ -95,7 +96,7 @@ def _diff_dict(conn: sqlite3.Connection, a: runs_mod.Run, b: runs_mod.Run, resul
         "models_only_from": sorted(models_a - models_b), "models_only_to": sorted(models_b - models_a),
         "notes": result.notes,
         "base_settings_changed": _changes(a.base_settings, b.base_settings),
-        "environment_changed": _changes(a.environment, b.environment),
+        "environment_changed": _changes(a.environment.to_dict(), b.environment.to_dict()),
         "from_run": _run_summary(conn, a), "to_run": _run_summary(conn, b),
     }
 
@@ -192,8 +193,10 @@ def _trend(conn: sqlite3.Connection, run: runs_mod.Run, configs: list[str], n: i
 
 
 def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_runs: int = 14,
-                  view: RunView | None = None) -> dict[str, Any]:
-    """Everything the report templates show, for one run (default: the latest finished run, or the `view` given)."""
+                  view: RunView | None = None, precision: Tally | None = None) -> dict[str, Any]:
+    """Everything the report templates show, for one run (default: the latest finished run, or the `view` given).
+
+    The gate, the verify cost and the precision come with the view (precision: a newer tally, e.g. a publish's)."""
     if view is None:
         if run_id is None:
             latest = history.latest_runs(conn, 1)
@@ -210,7 +213,8 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         changes["news"] = news
         changes["nonzero"] = [{"name": n, "count": c} for n, c in changes["counts"].items() if c]
     return {
-        "run": _run_summary(conn, run), "environment": run.environment, "base_settings": run.base_settings,
+        "run": _run_summary(conn, run), "env": run.environment,
+        "environment": run.environment.to_dict(), "base_settings": run.base_settings,
         "config_settings": run.configs, "configs": configs, "models": models, "unavailable": run.unavailable,
         "effect_table": [effect_table(effs, c) for c in configs], "effects_list": list(EFFECTS),
         "matrix": _matrix(outs, effs, models, configs), "signatures": _signatures(view.signatures, outs),
@@ -220,30 +224,25 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         "graph_breaks": [view.breaks[c] for c in configs if c in view.breaks],
         "leverage": [view.leverage[c] for c in [BASELINE, *configs] if c in view.leverage],
         "ranges": [r.to_dict() for _, r in sorted(view.ranges.items()) if r.run_id in view.group],
-        "gate": _gate(conn, run.id), "precision": resolutions.tally(conn, _repo(view)).to_dict(),
+        "gate": view.gate.to_dict() if view.gate else None,
+        "precision": _precision(precision or view.tally),
         "readiness": readiness.context(conn, view),
-        "verify_cost": _verify_cost(conn, view),
+        "verify_cost": _verify_cost(view),
     }
 
 
-def _verify_cost(conn: sqlite3.Connection, view: RunView) -> dict[str, Any]:
+def _precision(tally: Tally | None) -> dict[str, Any] | None:
+    """The measured precision line's figures (None: no tally, as of a view built by hand)."""
+    return tally.to_dict() if tally else None
+
+
+def _verify_cost(view: RunView) -> dict[str, Any]:
     """Where the verify step's time went: the step as a whole, and each signature's stages, scripts and tries."""
-    step = verdicts.step_cost(conn, view.run.id)
+    step = view.verify_cost
     rows = [{"config": config, "signature": signature, "model": rv.verdict.model, **rv.verdict.cost}
             for (config, signature), rv in sorted(view.verdicts.items())
             if rv.verdict is not None and rv.verdict.cost]
     return {"step": dataclasses.asdict(step) if step else None, "rows": rows}
-
-
-def _gate(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
-    """The environment gate's verdict on the run (None: never judged, e.g. an ad-hoc sweep)."""
-    gate = gates.get(conn, run_id)
-    return gate.to_dict() if gate else None
-
-
-def _repo(view: RunView) -> str | None:
-    """The repository the run's issues live in (None: every repository the store knows)."""
-    return next((link.repo for link in view.links.values()), None)
 
 
 def render_html(ctx: dict[str, Any]) -> str:

@@ -45,7 +45,7 @@ def pick_model(effects: list[Effect], outcomes: dict[tuple[str, str], Outcome]) 
 
 def run_python(run: Run) -> str | None:
     """The interpreter the run's workers used (its environment records it)."""
-    return run.environment.get("python")
+    return run.environment.python
 
 
 def run_settings(run: Run, config: str) -> dict[str, Any]:
@@ -125,7 +125,7 @@ def _plan(conn: sqlite3.Connection, group: tuple[str, str], effects: list[Effect
     chosen = pick_model(effects, by_item)
     item = by_item.get((chosen.model, config))
     blank = Verdict(config, signature, chosen.model, item.fingerprint if item else None,
-                    run.environment.get("torch_version"), run.environment.get("torch_git"), "unconfirmed")
+                    run.environment.torch_version, run.environment.torch_git, "unconfirmed")
     cached = store.get(conn, blank.key)
     if cached is not None and not _wants_shrink(cached, shrink_budget, python):
         return cached

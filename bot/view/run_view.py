@@ -1,9 +1,14 @@
 """One run as publishing sees it: loaded from the store once, then passed down, never re-read.
 
 The planner's inputs, the report and the terminal summary all read this object;
-nothing below it goes back to the store for the run itself. The verify step reads
-the part it needs (`load_items`: the run, its outcomes, effects and builds) before
-the view is loaded, and stores the verdicts the view then carries.
+nothing below it goes back to the store for the run itself, its gate verdict, its
+verify step's cost or the measured precision. The verify step reads the part it
+needs (`load_items`: the run, its outcomes, effects and builds) before the view is
+loaded, and stores the verdicts the view then carries.
+
+Two loaders build it: `load` reads everything from the store (`flagsweep publish RUN`,
+`report RUN`, a command), and `load_night` takes what the nightly already holds (the
+run, its previous comparable run, the confirmed diff and the gate it judged).
 """
 from __future__ import annotations
 
@@ -18,11 +23,14 @@ from bot.view.stored_diff import diff_loaded
 from harness.core.effects import effects_for
 from harness.core.graph_breaks import FlagBreaks, Leverage, flag_breaks, leverage
 from harness.core.outcome import Effect, Outcome
-from state import history, links as links_mod, ranges as ranges_mod, runs, verdicts as verdicts_mod
+from state import gates, history, links as links_mod, ranges as ranges_mod, resolutions, runs
+from state import verdicts as verdicts_mod
+from state.gates import EnvironmentVerdict
 from state.links import Link
 from state.ranges import Range
+from state.resolutions import Tally
 from state.runs import Run
-from state.verdicts import RunVerdict
+from state.verdicts import RunVerdict, StepCost
 
 
 class NoSuchRun(KeyError):
@@ -54,11 +62,19 @@ class RunView:
     ranges: Mapping[tuple[str, str, str], Range] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     # (config, signature) -> what the run's verify step concluded for that tracking group (none: it never ran)
     verdicts: Mapping[tuple[str, str], RunVerdict] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    gate: EnvironmentVerdict | None = None                # the environment gate's verdict (None: never judged, e.g. a plain sweep)
+    verify_cost: StepCost | None = None     # what the run's verify step cost (None: it never ran)
+    tally: Tally | None = None              # the measured precision as of the read (of `links_repo`)
 
     @property
     def id(self) -> int:
         """The run's id."""
         return self.run.id
+
+    @property
+    def links_repo(self) -> str | None:
+        """The repository the run's issues live in (None: every repository the store knows)."""
+        return next((link.repo for link in self.links.values()), None)
 
     def with_links(self, links: Mapping[str, Link]) -> "RunView":
         """The same view with the links as they are now (after a sync with GitHub)."""
@@ -81,26 +97,53 @@ def load_items(conn: sqlite3.Connection, run_id: int) -> RunItems:
     run = runs.get_run(conn, run_id)
     if run is None:
         raise NoSuchRun(f"no run {run_id}")
-    group = tuple(history.run_group(conn, run_id))
-    outcomes = history.group_outcomes(conn, run_id)
+    return items_of(conn, run)
+
+
+def items_of(conn: sqlite3.Connection, run: Run) -> RunItems:
+    """Read the items of a run already read."""
+    group = tuple(history.run_group(conn, run.id))
+    outcomes = history.group_outcomes(conn, run.id)
     # A run that ended without finishing (interrupted) was never finalized: classify it here, store nothing.
-    effects = history.effects(conn, run_id) or sorted(effects_for(outcomes), key=lambda e: (e.config, e.model))
+    effects = history.effects(conn, run.id) or sorted(effects_for(outcomes), key=lambda e: (e.config, e.model))
     return RunItems(run=run, group=group, outcomes=tuple(outcomes), effects=tuple(effects),
                     builds=MappingProxyType(runs.group_model_data(conn, list(group))))
+
+
+@dataclass(frozen=True)
+class Night:
+    """What the nightly holds once it has judged and confirmed a run: nothing here is read from the store again."""
+
+    run: Run
+    previous: Run | None         # the previous comparable run, found once
+    diff: DiffResult | None      # the diff from it, flaky transitions marked by the confirmation
+    gate: EnvironmentVerdict | None            # the verdict the gate judged
 
 
 def load(conn: sqlite3.Connection, run_id: int, repo: str | None = None) -> RunView:
     """Read everything publishing needs about `run_id`; NoSuchRun when there is none."""
     items = load_items(conn, run_id)
+    run = items.run
+    previous = history.previous_comparable(conn, run, history.models_of(conn, run))
+    diff = diff_loaded(conn, previous, run, items.outcomes, items.effects) if previous is not None else None
+    return _view(conn, items, Night(run=run, previous=previous, diff=diff, gate=gates.get(conn, run_id)), repo)
+
+
+def load_night(conn: sqlite3.Connection, night: Night, repo: str | None = None) -> RunView:
+    """The view of the nightly's run: its items read once (after confirmation), the rest as the night holds it."""
+    return _view(conn, items_of(conn, night.run), night, repo)
+
+
+def _view(conn: sqlite3.Connection, items: RunItems, night: Night, repo: str | None) -> RunView:
+    """Read the rest (signatures, links, ranges, verdicts, the verify cost, the precision) around the items."""
     run, outcomes = items.run, list(items.outcomes)
-    models = history.models_of(conn, run)
-    previous = history.previous_comparable(conn, run, models)
-    diff = diff_loaded(conn, previous, run, outcomes, list(items.effects)) if previous is not None else None
-    return RunView(run=run, group=items.group, models=frozenset(models),
-                   outcomes=items.outcomes, effects=items.effects, previous=previous, diff=diff,
-                   signatures=tuple(history.signature_history(conn)),
-                   links=MappingProxyType(links_mod.all_links(conn, repo or None)),
+    links = links_mod.all_links(conn, repo or None)
+    view = RunView(run=run, group=items.group, models=frozenset(history.models_of(conn, run)),
+                   outcomes=items.outcomes, effects=items.effects, previous=night.previous, diff=night.diff,
+                   signatures=tuple(history.signature_history(conn)), links=MappingProxyType(links),
                    breaks=MappingProxyType(flag_breaks(outcomes, run.configs)),
                    leverage=MappingProxyType(leverage(outcomes)), builds=items.builds,
-                   ranges=MappingProxyType(ranges_mod.latest(conn, max(items.group or (run_id,)))),
-                   verdicts=MappingProxyType(verdicts_mod.for_run(conn, run_id)))
+                   ranges=MappingProxyType(ranges_mod.latest(conn, max(items.group or (run.id,)))),
+                   verdicts=MappingProxyType(verdicts_mod.for_run(conn, run.id)), gate=night.gate,
+                   verify_cost=verdicts_mod.step_cost(conn, run.id))
+    return dataclasses.replace(view, tally=resolutions.tally(conn, view.links_repo))

@@ -18,6 +18,14 @@ def diff_stored(conn: sqlite3.Connection, run_a: int, run_b: int) -> DiffResult:
                 transformers=(_transformers(a), _transformers(b)))
 
 
+def diff_runs(conn: sqlite3.Connection, before: runs_mod.Run, after: runs_mod.Run) -> DiffResult:
+    """Diff two runs already read (their outcomes and effects are read here, the runs are not read again)."""
+    return diff(history.group_outcomes(conn, before.id), history.group_outcomes(conn, after.id),
+                before_effects=history.effects(conn, before.id), after_effects=history.effects(conn, after.id),
+                before_configs=before.configs, after_configs=after.configs,
+                transformers=(_transformers(before), _transformers(after)))
+
+
 def diff_loaded(conn: sqlite3.Connection, before: runs_mod.Run, after: runs_mod.Run, outcomes: Sequence[Outcome],
                 effects: Sequence[Effect]) -> DiffResult:
     """Diff `before` → `after` where `after` is already loaded with its outcomes and effects (reads `before` only)."""
@@ -29,4 +37,4 @@ def diff_loaded(conn: sqlite3.Connection, before: runs_mod.Run, after: runs_mod.
 
 def _transformers(run: runs_mod.Run | None) -> str | None:
     """The transformers version a run built its models with (None: unknown)."""
-    return (run.environment or {}).get("transformers_version") if run else None
+    return run.environment.transformers_version if run else None

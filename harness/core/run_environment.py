@@ -7,10 +7,10 @@ empty). One stored form: state.runs keeps `to_dict()` (its hash is the environme
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
-from harness.core.record import parse
+from harness.core.record import RecordError, parse
 
 # The fields that make two runs incomparable (a resume in another environment is refused) when they differ.
 COMPARABLE = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "recipe_fingerprint")
@@ -33,19 +33,26 @@ class RunEnvironment:
     device_name: str | None = None
     torch_index: str | None = None       # the wheel index the build came from (a nightly)
     torch_channel: str | None = None     # its channel (nightly, test, ...)
+    # Whether a provider said where the build came from: its index and channel are then stored, null or not (a plain
+    # sweep's never had them). Kept so a stored form reads back to the same bytes, and so the same key.
+    provided: bool = field(default=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form (JSON-ready); a field never set is left out, as the stored forms before it did."""
-        return {k: v for k, v in asdict(self).items() if k in _ALWAYS or v is not None}
+        data = asdict(self)
+        provided = data.pop("provided")
+        return {k: v for k, v in data.items() if k in _ALWAYS or v is not None or (provided and k in _BUILD)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RunEnvironment":
         """Read the stored form; RecordError naming an unknown field."""
-        return parse(cls, data, "run environment")
+        if isinstance(data, Mapping) and "provided" in data:     # not a stored key: the keys' presence says it
+            raise RecordError("run environment: unknown field 'provided'")
+        return replace(parse(cls, data, "run environment"), provided=any(k in data for k in _BUILD))
 
-    def with_build(self, index: str | None, channel: str | None) -> "RunEnvironment":
+    def with_build(self, origin: "BuildOrigin") -> "RunEnvironment":
         """This environment with the provider's knowledge of where the build came from."""
-        return replace(self, torch_index=index, torch_channel=channel)
+        return replace(self, torch_index=origin.index, torch_channel=origin.channel, provided=True)
 
     def differences(self, other: "RunEnvironment") -> list[str]:
         """`field: old -> new` for each comparable field that differs."""
@@ -55,9 +62,18 @@ class RunEnvironment:
     @classmethod
     def failed(cls, version: str | None, git: str | None, index: str | None, channel: str | None) -> "RunEnvironment":
         """The environment of a nightly that could not start: only what the provider knew of its build."""
-        return cls(torch_version=version, torch_git=git, torch_index=index, torch_channel=channel)
+        return cls(torch_version=version, torch_git=git, torch_index=index, torch_channel=channel, provided=True)
+
+
+@dataclass(frozen=True)
+class BuildOrigin:
+    """Where a provided build came from (bot.builds.provider.Nightly.origin): what `with_build` adds."""
+
+    index: str | None      # the PEP 503 index (None: not installed by us)
+    channel: str | None    # the channel on it
 
 
 # Fields every stored form has had (the interpreter's gather always wrote them, null or not).
 _ALWAYS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "cuda_version",
            "flagsweep_version", "recipe_fingerprint")
+_BUILD = ("torch_index", "torch_channel")

@@ -17,6 +17,7 @@ from harness.engine.configs import check as config_check
 from harness.core.effects import BASELINE
 from harness.engine.options import SweepOptions
 from harness.core.outcome import Outcome
+from harness.core.run_environment import BuildOrigin, RunEnvironment
 from harness.engine.interpreter import CallFailed, call
 from harness.engine.pool import Group, Pool, PoolError
 from harness.engine.progress import Progress
@@ -29,7 +30,6 @@ log = logging.getLogger(__name__)
 _PATH_FIELDS = ("error_message", "traceback", "torch_frame")  # outcome text that may carry machine paths
 
 # Fields of the environment that make two runs incomparable if they differ.
-_ENV_KEYS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "recipe_fingerprint")
 
 
 class ResumeError(ValueError):
@@ -100,7 +100,7 @@ def _outcome(data: dict[str, Any], stratum_of: Callable[[str], str | None]) -> O
 def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settings: dict,
           options: SweepOptions, run_id: int | None = None, resume: bool = False, kind: str = "sweep",
           nightly: str | None = None, shard: str | None = None, progress: bool = True,
-          extra_environment: dict | None = None,
+          extra_environment: BuildOrigin | None = None,
           prior: list[Outcome] | None = None, population: dict[str, Any] | None = None,
           pruning: Pruning | None = None) -> int:
     """Run models x (baseline + configs), storing each outcome as it finishes; returns the run id.
@@ -156,7 +156,8 @@ def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settin
         total = len(models) * len(configs)
         bar = Progress(total=total, done=len(done), enabled=progress, label=f"sweep {len(models)} models")
         # "python": the interpreter the workers were started with, what a reproducer is verified under.
-        env = {**pool.environment(), "python": options.python or sys.executable, **(extra_environment or {})}
+        env = RunEnvironment.from_dict({**pool.environment(), "python": options.python or sys.executable})
+        env = env.with_build(extra_environment) if extra_environment else env
         if stored is not None:
             _check_same_environment(stored.environment, env, run_id)
         else:
@@ -219,8 +220,8 @@ def check_configs(configs: dict[str, dict], base_settings: dict, python: str | N
     return checked
 
 
-def _check_same_environment(old: dict, new: dict, run_id: int) -> None:
-    diffs = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in _ENV_KEYS if old.get(k) != new.get(k)]
+def _check_same_environment(old: RunEnvironment, new: RunEnvironment, run_id: int) -> None:
+    diffs = old.differences(new)
     if diffs:
         raise ResumeError(f"run {run_id} ran in another environment ({'; '.join(diffs)}); start a new sweep instead")
 

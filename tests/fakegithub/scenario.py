@@ -14,6 +14,7 @@ from typing import Any, Union
 
 from harness.core.outcome import STRATA, Outcome
 from state import history, runs
+from harness.core.run_environment import RunEnvironment
 
 CONFIGS = {"baseline": {},
            "capture_scalar_outputs": {"torch._dynamo.config.capture_scalar_outputs": True},
@@ -50,7 +51,8 @@ def record_nightly(conn: sqlite3.Connection, date: str, results: dict[str, dict[
                    env: dict[str, Any] | None = None, kind: str = "nightly", backend: str = "count") -> int:
     """Store and finalize one nightly run (or an ad-hoc run of another `kind`); returns its id."""
     models = sorted(results)
-    run_id = runs.create_run(conn, environment=env or ENV, models=models, configs=CONFIGS, kind=kind,
+    run_id = runs.create_run(conn, environment=RunEnvironment.from_dict(env or ENV), models=models, configs=CONFIGS,
+                             kind=kind,
                              nightly=date if kind == "nightly" else None, options={"backend": backend, "device": "cpu"})
     for i, model in enumerate(models):
         stratum = STRATA[i % len(STRATA)]
