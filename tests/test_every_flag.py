@@ -16,6 +16,7 @@ from harness.engine.flags import sets as flagsets, space as configspace
 from harness.engine.configs import BUILTIN, ConfigError
 from harness.engine.engine import SweepOptions, sweep
 from harness.engine.flags.pruning import Pruning
+from harness.core.run_environment import RunEnvironment
 from state import flags as stored_space
 from state import db, history, runs
 from state import flags as pruning
@@ -106,7 +107,7 @@ def test_discovery_diff_between_two_builds(tmp_path):
     ids = []
     for name, python in (("real", None), ("standin", _standin_python(tmp_path))):
         modules, entries = configspace.discover("count", python)
-        env = {"torch_version": "2.13.0", "torch_git": name}    # two builds of one version
+        env = RunEnvironment(torch_version="2.13.0", torch_git=name)    # two builds of one version
         stored_space.record_space(conn, env, modules, entries)
         ids.append(runs.create_run(conn, environment=env, models=[], configs={}))
     assert stored_space.change_since_previous(conn, ids[0]) is None

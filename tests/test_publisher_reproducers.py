@@ -19,7 +19,6 @@ from state import db, verdicts
 from state.verdicts import RunVerdict
 from tests.checks_runner import answering_checks
 from tests.fakegithub import scenario as sc
-from harness.core.run_environment import RunEnvironment
 from tests.helpers_verify import ENV, a_run
 
 CSO, CDO = "capture_scalar_outputs", "capture_dynamic_output_shape_ops"

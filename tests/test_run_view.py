@@ -134,9 +134,8 @@ def test_the_view_carries_the_gate_verify_cost_and_precision_publish_and_report_
 
 
 def test_the_nightly_carries_its_confirmed_diff_and_judged_gate_into_the_view(tmp_path):
-    settings = Settings(state_path=tmp_path / "state.sqlite")
-    settings.issues.verify_reproducers = False
-    settings.nightly.canaries = ["AlphaModel"]
+    settings = Settings(state_path=tmp_path / "state.sqlite", verify=VerifySettings(enabled=False),
+                        nightly=NightlySettings(canaries=["AlphaModel"]))
     conn = db.connect(settings.state_path)
     world = World()
     nightly.run_nightly(conn, settings, out_dir=tmp_path / "out", steps=world.steps())

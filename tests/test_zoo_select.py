@@ -6,6 +6,7 @@ from collections import Counter
 import pytest
 
 from harness import zoo
+from harness.core.model_build import ModelBuild
 from harness.core.outcome import STRATA
 from harness.zoo import lock
 from harness.discovery.shrink import shrink_dict
@@ -168,6 +169,6 @@ def test_one_size_vocabulary_for_both_shrinks():
     # the zoo caps by names only: a key of a width's family that no list names is left as it was
     assert shrink_dict({"hidden_size": 4096, "mlp_dim": 3000}) == {"hidden_size": 64, "mlp_dim": 3000}
     entry = lock.current().entry("GPT2Model")
-    widths = [c for c in proposals.propose({"config": entry["config"], "spec": entry["spec"]}, set())
+    widths = [c for c in proposals.propose(ModelBuild("GPT2Model", entry["config_class"], entry["config"], entry["spec"], 0), set())
               if c.knob == "widths"]
     assert [path for c in widths for path, _ in c.sets] == [("config", "n_embd")]

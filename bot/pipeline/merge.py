@@ -152,7 +152,7 @@ def export_run(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
     if run is None:
         raise MergeError(f"no run {run_id}")
     return {"format": FORMAT, "version": FORMAT_VERSION,
-            "run": {k: getattr(run, k) for k in _RUN_FIELDS},
+            "run": {**{k: getattr(run, k) for k in _RUN_FIELDS}, "environment": run.environment.to_dict()},
             "outcomes": [o.to_dict() for o in runs_mod.outcomes(conn, run_id)],
             "builds": {model: b.to_dict() for model, b in runs_mod.model_data(conn, run_id).items()}}
 
