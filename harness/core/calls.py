@@ -1,0 +1,68 @@
+"""Trace on A, run on B: the calls an item makes to its compiled model, and what each one found.
+
+The first call is at the locked inputs; the later ones follow a scenario (DESIGN "Words"): `second_size` (the lock's
+second input spec), `hook_added` (a forward hook that changes a submodule's output, registered after the first
+call), `weights_updated` (parameters changed in place, as an optimizer step does). Each call records the graphs
+Dynamo compiled during it, its recompiles with Dynamo's reasons, and an accuracy verdict against eager after the
+same steps. One writer (the worker, harness.engine), stored inside the Outcome; the rules over them live in
+harness.core.correctness.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from harness.core.record import RecordError, parse
+
+FIRST = "first"
+SCENARIOS = (FIRST, "second_size", "hook_added", "weights_updated")
+
+# How a call's outputs compare with eager's after the same steps.
+ACCURACY = (
+    "exact",                    # bitwise equal
+    "close",                    # within [accuracy] rtol/atol, or as close to an fp64 reference as eager is
+    "wrong",                    # neither
+    "eager_nondeterministic",   # eager run twice disagrees: never judged
+    "not_judged",               # with `detail` saying why (the call raised, no second spec, a cache object, ...)
+)
+RIGHT = ("exact", "close")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of the compiled model: what it compiled and whether its outputs were right."""
+
+    scenario: str                       # one of SCENARIOS
+    graphs: int = 0                     # graphs Dynamo compiled during this call (0: the code compiled before ran)
+    recompiles: int = 0                 # frames compiled again during this call
+    recompile_reasons: list[str] = field(default_factory=list)   # Dynamo's reason per recompiled frame
+    accuracy: str = "not_judged"        # one of ACCURACY
+    detail: str | None = None           # the first output that differs and by how much, or why not judged
+    output: str | None = None           # the name of the first output that differs ("logits", "last_hidden_state")
+    metadata: list[str] = field(default_factory=list)   # metadata differences (requires_grad, strides, ...)
+    error_type: str | None = None       # the call raised: the exception type ...
+    signature: str | None = None        # ... and its signature
+
+    def __post_init__(self) -> None:
+        if self.scenario not in SCENARIOS:
+            raise RecordError(f"call: unknown scenario {self.scenario!r}")
+        if self.accuracy not in ACCURACY:
+            raise RecordError(f"call: unknown accuracy {self.accuracy!r}")
+
+    @property
+    def wrong(self) -> bool:
+        """The outputs differ from eager's beyond tolerance (and beyond eager's own distance from fp64)."""
+        return self.accuracy == "wrong"
+
+    @property
+    def right(self) -> bool:
+        return self.accuracy in RIGHT
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form (JSON-ready)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Call":
+        """Read the stored form; RecordError naming an unknown or missing field."""
+        return parse(cls, data, "call")

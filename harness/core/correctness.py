@@ -1,0 +1,85 @@
+"""Wrong results and recompiles, judged per item against the baseline on the same item (DESIGN "Words").
+
+Pure functions over the calls an item made (harness.core.calls); no I/O. The seven graph effects stay as they are
+(harness.core.effects); these two axes sit beside them:
+- correctness: baseline right and the flag wrong is `wrong_result`, the reverse `fixes_wrong_result`, anything else
+  judged on both sides `same_correctness`; both wrong is a **baseline finding** (reported once per run, not per
+  flag), so the flag's effect is `same_correctness` there too;
+- recompiles on the later calls (every call after the first): `fewer_recompiles`, `more_recompiles`,
+  `same_recompiles`.
+An item that crashed, or whose calls were not all judged, has no correctness effect (None); one with no later calls
+has no recompile effect.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from harness.core.calls import FIRST, Call
+
+CORRECTNESS_EFFECTS = ("wrong_result", "fixes_wrong_result", "same_correctness")
+RECOMPILE_EFFECTS = ("fewer_recompiles", "more_recompiles", "same_recompiles")
+WRONG_RESULT = "wrong_result"
+
+
+def verdict(calls: Sequence[Call]) -> str | None:
+    """"wrong" when any call's outputs were wrong, "right" when every call was judged right, else None."""
+    if any(c.wrong for c in calls):
+        return "wrong"
+    if calls and all(c.right for c in calls):
+        return "right"
+    return None
+
+
+def first_wrong(calls: Sequence[Call]) -> Call | None:
+    """The first call whose outputs were wrong (the one a wrong result is filed by)."""
+    return next((c for c in calls if c.wrong), None)
+
+
+def wrong_signature(call: Call) -> str:
+    """The signature a wrong result is grouped by: the scenario and the first output that differs."""
+    return f"{WRONG_RESULT}: {call.scenario}: {call.output or 'output'}"
+
+
+def correctness_effect(baseline: Sequence[Call], flagged: Sequence[Call]) -> str | None:
+    """One of CORRECTNESS_EFFECTS for a (baseline, flagged) pair of the same model, or None when either side
+    was not judged."""
+    before, after = verdict(baseline), verdict(flagged)
+    if before is None or after is None:
+        return None
+    if before == "right" and after == "wrong":
+        return "wrong_result"
+    if before == "wrong" and after == "right":
+        return "fixes_wrong_result"
+    return "same_correctness"
+
+
+def baseline_finding(baseline: Sequence[Call]) -> Call | None:
+    """The baseline's own wrong call (compiled without any flag, the outputs differ from eager), if any."""
+    return first_wrong(baseline)
+
+
+def later_recompiles(calls: Sequence[Call]) -> int | None:
+    """Recompiles over the calls after the first (None when there were none)."""
+    later = [c for c in calls if c.scenario != FIRST]
+    return sum(c.recompiles for c in later) if later else None
+
+
+def recompile_effect(baseline: Sequence[Call], flagged: Sequence[Call]) -> str | None:
+    """One of RECOMPILE_EFFECTS comparing the later calls' recompiles, or None when either side made none."""
+    before, after = later_recompiles(baseline), later_recompiles(flagged)
+    if before is None or after is None:
+        return None
+    if after < before:
+        return "fewer_recompiles"
+    if after > before:
+        return "more_recompiles"
+    return "same_recompiles"
+
+
+def recompile_reasons(calls: Sequence[Call]) -> list[str]:
+    """Dynamo's recompile reasons over the later calls, in order, without repeats."""
+    seen: dict[str, None] = {}
+    for c in calls:
+        if c.scenario != FIRST:
+            seen.update(dict.fromkeys(c.recompile_reasons))
+    return list(seen)
