@@ -553,7 +553,7 @@ def test_serve_with_a_port_out_of_range_is_one_line(tmp_path, capsys):
 
 
 def test_a_dry_run_service_renders_its_replies_and_their_plan_to_files(tmp_path):
-    """Without GitHub the commands' port is the dry-run twin: each reply a file, plan.json written as the job ends."""
+    """Without GitHub the commands' port is the dry-run twin: each reply a file, the job's plan-NNN.json written as it ends."""
     s = Settings(state_path=tmp_path / "state.sqlite", webhook=WebhookSettings(secret=SECRET, port=0),
                  issues=IssueSettings(dry_run_out=str(tmp_path / "out")),
                  commands=CommandSettings(any_issue=True))   # no tracking issue in this store: answer on any issue

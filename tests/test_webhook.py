@@ -405,3 +405,12 @@ def test_the_uvicorn_and_h11_connections_py_builds_on_are_pinned():
         pinned = Version(pins[name])
         assert name in deps and pinned in deps[name], (name, deps.get(name))
         assert Version(f"{pinned.major}.{pinned.minor + 1}") not in deps[name], (name, deps[name])
+
+
+def test_a_comment_of_thousands_of_commands_is_queued_without_parsing_them_all(server):
+    """Issue 31: a comment near max_body holds ~20,000 command lines; parsing each (a millisecond or more) on the
+    request thread would outlast GitHub's 10 s. Only the first max_per_comment distinct lines are parsed."""
+    body = "\n".join(f"@flagsweep-bot sweep --config c{i} --models M" for i in range(18_000))
+    r = post(server, "issue_comment", comment_payload(body), delivery="many")
+    assert r.status_code == 202 and r.json()["status"] == "queued"
+    assert jobs.get(server.conn, r.json()["job"]).kind == "command"

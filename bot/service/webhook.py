@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from bot.commands.parse import QUICK, Command, parse_comment
+from bot.commands.parse import QUICK, Command, new_command_lines, parse_line
 from bot.settings import Settings
 from state import deliveries, jobs
 
@@ -140,9 +140,11 @@ def decide(event: str, payload: dict[str, Any], settings: Settings) -> Decision:
         if previous is None:
             return Decision("ignored", "edit without a body change")
     handle = settings.commands.handle
-    parsed = parse_comment(body, previous=previous, handle=handle)
-    if not parsed:
+    lines = new_command_lines(body, previous, handle)
+    if not lines:
         return Decision("ignored", "no new command")
+    # Only the lines a job runs are parsed (at most max_per_comment): parsing is slow, and this is the request thread.
+    parsed = [parse_line(line, handle) for line in list(dict.fromkeys(lines))[:settings.commands.max_per_comment]]
     # Questions and bookkeeping go to the quick lane; anything that sweeps waits its turn.
     quick = all(not isinstance(c, Command) or c.name in QUICK for c in parsed)
     job = jobs.CommentJob(
