@@ -126,3 +126,12 @@ def test_an_edited_comment_answers_only_its_new_commands_in_one_reply(desk):
                                        "body": f"{H} mute\n{H} status\n{H} help", "previous": f"{H} mute"})
     assert [c["command"] for c in result["commands"]] == ["status", "help"] and not links.get(desk.conn, "a").muted
     assert len(desk.replies()) == 1
+
+
+def test_a_reply_past_githubs_size_limit_leaves_out_its_last_answers_and_says_so():
+    """GitHub refuses a comment over 65,536 characters: the one reply keeps what fits and names what it left out."""
+    parts = [handlers.Answered(f"{H} sweep {i}", "swept", "sweep", f"answer {i} " + "x" * 3000) for i in range(5)]
+    body = handlers.compose(parts, not_run=0, cap=10, handle=H, limit=10_000)
+    assert len(body) <= 10_000 and "answer 2" in body and "answer 3" not in body
+    assert "The answers to 2 more commands of this comment do not fit in one GitHub comment" in body
+    assert "do not fit" not in handlers.compose(parts, not_run=0, cap=10, handle=H)

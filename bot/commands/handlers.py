@@ -294,11 +294,25 @@ def _answer(ctx: Context, number: int, done: list[Answered], not_run: int) -> No
     parts = [a for a in done if a.reply is not None]
     if not parts:
         return   # all silent (answered already this hour, or over the budget): no reply at all
-    body = render("reply_comment.md.j2", parts=parts, not_run=not_run, cap=ctx.settings.commands.max_per_comment)
+    body = compose(parts, not_run, ctx.settings.commands.max_per_comment, ctx.settings.commands.handle)
     try:   # on a retried job the reply may have landed before the outage hit: look for it first
         ctx.github.comment(number, body, look=ctx.retry)
     except GitHubUnavailable as exc:
         raise RetryLater(str(exc), _stored(done, not_run)) from exc
+
+
+MAX_REPLY = 65_000   # characters: GitHub refuses a comment over 65,536 with a 422
+
+
+def compose(parts: list[Answered], not_run: int, cap: int, handle: str, limit: int = MAX_REPLY) -> str:
+    """The one reply's text; when it would pass `limit`, the last parts are left out and it says how many."""
+    kept = list(parts)
+    while True:
+        body = render("reply_comment.md.j2", parts=kept, not_run=not_run, cap=cap, cut=len(parts) - len(kept),
+                      handle=handle)
+        if len(body) <= limit or len(kept) == 1:
+            return body[:limit]
+        kept.pop()
 
 
 def _paused(ctx: Context, number: int, items: list[Any]) -> dict[str, Any] | None:
