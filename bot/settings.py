@@ -235,6 +235,8 @@ class CommandSettings:
     any_issue: bool = setting(False)               # accept commands on issues the bot does not own
     permission_ttl: float = setting(300.0, at_least(0, _S))   # seconds a looked-up repository role is trusted
     max_models: int = setting(50, between(1, 10_000, " models"))   # most models one `sweep` command may start
+    # most commands one comment may hold; the rest are not run, and the comment's one reply says so
+    max_per_comment: int = setting(10, between(1, 100, " commands a comment"))
     # seconds a command keeps being retried while GitHub is unavailable
     retry_for: float = setting(3600.0, Check(lambda v: v >= 0, "0 or more seconds"))
     retry_backoff: float = setting(30.0, more_than(0, _S))   # first wait before a retry (doubles, at most 10 minutes)

@@ -6,12 +6,13 @@ import sqlite3
 from state.runs import now
 
 
-def record(conn: sqlite3.Connection, delivery_id: str, event: str, outcome: str) -> bool:
-    """Record a delivery; False when this id was seen before (a replay or a GitHub redelivery)."""
+def record(conn: sqlite3.Connection, delivery_id: str, event: str, outcome: str, comment_key: str | None = None) -> bool:
+    """Record a delivery; False when this id, or this `comment_key` (a comment's id and body hash), was seen before
+    (a replay, a GitHub redelivery, or a captured body re-sent under a new delivery id)."""
     # INSERT OR IGNORE makes the check and the write one statement: two concurrent
-    # deliveries with the same id cannot both see "new".
-    cur = conn.execute("INSERT OR IGNORE INTO deliveries (id, event, received_at, outcome) VALUES (?, ?, ?, ?)",
-                       (delivery_id, event, now(), outcome))
+    # deliveries with the same id (or comment key: a unique index) cannot both see "new".
+    cur = conn.execute("INSERT OR IGNORE INTO deliveries (id, event, received_at, outcome, comment_key) "
+                       "VALUES (?, ?, ?, ?, ?)", (delivery_id, event, now(), outcome, comment_key))
     return cur.rowcount == 1
 
 

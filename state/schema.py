@@ -330,5 +330,26 @@ CREATE TABLE verify_steps (
 );
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14]
+# v14 -> v15: comment commands hardened (issue 31). What each user's commands cost, kept across restarts (the
+# per-user hourly budget, and the refusals already answered on an issue); the dry-run publisher's file numbers, from
+# one counter both job lanes share; a comment delivery's id and body hash, so a replay under a new delivery id is
+# seen as the same delivery.
+V15 = """
+CREATE TABLE command_spend (
+    login TEXT NOT NULL,                   -- lower case
+    repo TEXT NOT NULL,
+    issue INTEGER NOT NULL,
+    kind TEXT NOT NULL,                    -- run | refused | usage (the budget) | limited (told so)
+    at REAL NOT NULL                       -- epoch seconds
+);
+CREATE INDEX command_spend_login ON command_spend(login, at);
+CREATE TABLE counters (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+ALTER TABLE deliveries ADD COLUMN comment_key TEXT;   -- comment id : hash of action, body, previous body (NULL: none)
+CREATE UNIQUE INDEX deliveries_comment ON deliveries(comment_key);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -53,7 +53,7 @@ def test_sweep_arguments():
     c = parse_line(f"{H} sweep --config capture_scalar_outputs --models 'Qwen*' "
                    f"--base-setting torch._dynamo.config.cache_size_limit=16", H)
     assert isinstance(c, Command) and c.privileged
-    assert c.args == {"config": "capture_scalar_outputs", "models": "Qwen*",
+    assert c.args == {"config": "capture_scalar_outputs", "models": ["Qwen*"],
                       "base_setting": ["torch._dynamo.config.cache_size_limit=16"]}
     assert Command.from_dict(c.to_dict()) == c
 
@@ -116,3 +116,12 @@ def test_an_interrupted_jobs_answers_read_back_as_written():
         handlers._answered({"commands": [{"line": "x", "outcom": "answered"}]})
     with pytest.raises(RecordError, match="command job result: unknown field 'paused'"):
         handlers._answered({"commands": [], "paused": 3})
+
+
+def test_commas_in_models_split_as_the_command_line_splits_them():
+    """Issue 31: `--models A,B` is two globs (as `flagsweep sweep --models A,B`), not one name with a comma."""
+    c = parse_line(f"{H} sweep --config a --models 'Qwen*, GPT2Model,'", H)
+    assert isinstance(c, Command) and c.args["models"] == ["Qwen*", "GPT2Model"]
+    for bad in ("','", "'A,$(x)'"):
+        p = parse_line(f"{H} sweep --config a --models {bad}", H)
+        assert isinstance(p, Problem) and "not a valid model glob" in p.message, bad

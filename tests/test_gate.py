@@ -181,6 +181,10 @@ def test_shadow_mode_reads_github_and_writes_the_plan_to_files_only(tmp_path, fa
     shadowed = publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=str(out),
                                    publisher=publish.open_publisher(settings, dry_run=False, out_dir=str(out)))
     assert shadowed.shadow and not shadowed.dry_run and shadowed.actions == 5
+    # Issue 31: nothing was written on GitHub, and the summary says so.
+    text = shadowed.render()
+    assert "5 actions: 5 would write (shadow mode: nothing sent)" in text and " written" not in text
+    assert {row["result"] for row in shadowed.rows} == {"would write"}
     assert fake.requests.writes() == [] and fake.state.issues(fake.repo) == []
     paths = {(r.method, r.path, r.query.get("labels"), r.query.get("creator")) for r in fake.requests}
     assert ("GET", f"/repos/{fake.repo}/issues", PAUSE, None) in paths                  # it read GitHub

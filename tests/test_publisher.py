@@ -199,6 +199,34 @@ def test_dry_run_twin_records_and_can_append(tmp_path) -> None:
     assert sorted(p.name for p in out.iterdir()) == []
 
 
+def test_the_service_lanes_dry_run_files_take_numbers_from_the_store_and_overwrite_nothing(tmp_path) -> None:
+    """Issue 31 item 4: both job lanes open a files twin on one folder at once; each reply keeps its own file."""
+    import json
+
+    from bot.service.daemon import github_port
+    from bot.settings import Settings
+    from state import db
+
+    conn = db.connect(tmp_path / "state.sqlite")
+    settings = Settings(state_path=tmp_path / "state.sqlite")
+    out = tmp_path / "out"
+    with github_port(settings, True, out, conn) as quick, github_port(settings, True, out, conn) as work:
+        for i in range(5):                                    # interleaved, as two lanes answer side by side
+            quick.comment(7, f"quick {i}")
+            work.comment(7, f"work {i}")
+    folder = out / "commands"
+    replies = sorted(p.read_text() for p in folder.glob("*-comment-7.md"))
+    assert replies == sorted([f"quick {i}" for i in range(5)] + [f"work {i}" for i in range(5)])
+    plans = sorted(folder.glob("plan-*.json"))
+    assert len(plans) == 2                                     # one plan per job, neither replacing the other
+    assert sum(len(json.loads(p.read_text())["actions"]) for p in plans) == 10
+    # A later service on a fresh store (its counter at 0) still writes beside the old files, not over them.
+    fresh = db.connect(tmp_path / "other.sqlite")
+    with github_port(settings, True, out, fresh) as again:
+        again.comment(7, "after a new store")
+    assert len(list(folder.glob("*-comment-7.md"))) == 11 and len(list(folder.glob("plan-*.json"))) == 3
+
+
 def test_bad_credentials_stop_instead_of_failing_each_action(fake_github: FakeGitHub) -> None:
     # Rejected at start-up (who am I?): a refusal before anything is sent.
     with pytest.raises(ActionRefused, match="rejected the credentials"):

@@ -199,8 +199,9 @@ def test_mute_unmute_and_cc(bot):
     job, replies = bot.command("@flagsweep-bot unmute\n@flagsweep-bot cc add @alice bob")
     assert not links.get(bot.conn, "seeded").muted
     assert links.get(bot.conn, "seeded").cc == ["@alice", "@bob"]
-    # Echoed handles are defused (a zero-width joiner after "@"): the confirmation pings nobody.
-    assert "Unmuted" in replies[0] and "`@\u200dalice`" in replies[1] and "@alice" not in replies[1]
+    # One reply for the comment; echoed handles (and the lines it quotes) are defused: it pings nobody.
+    assert len(replies) == 1 and "Unmuted" in replies[0] and "`@\u200dalice`" in replies[0]
+    assert "@alice" not in replies[0]
     bot.command("@flagsweep-bot cc remove @ALICE")
     assert links.get(bot.conn, "seeded").cc == ["@bob"]
 
@@ -233,6 +234,46 @@ def test_rate_limit_per_user(tmp_path, fake_github):
         assert not links.get(b.conn, "seeded").muted
         job, replies = b.command("@flagsweep-bot help")   # answering questions is not rate limited
         assert "Commands I understand" in replies[0]
+    finally:
+        b.close()
+
+
+def test_a_strangers_comment_of_100_commands_gets_one_reply(bot):
+    """Issue 31 item 1: one comment, one reply, however many commands it holds; the cap runs the first ones."""
+    lines = []
+    for i in range(34):
+        lines += [f"@flagsweep-bot help {'' if i == 0 else i}".strip(),            # all but the first: bad commands
+                  f"@flagsweep-bot sweep --config c{i} --models Gamma*", f"@flagsweep-bot frob{i}"]
+    assert len(lines[:100]) == 100
+    sweeps = len(bot.world.sweeps)
+    job, replies = bot.command("\n".join(lines[:100]), user=STRANGER)
+    assert len(replies) == 1
+    cap = bot.settings.commands.max_per_comment
+    assert [c["outcome"] for c in job.result["commands"]][:3] == ["answered", "refused", "bad command"]
+    assert len(job.result["commands"]) == cap and job.result["not_run"] == 100 - cap
+    assert f"{100 - cap} more commands in this comment were not run: one comment runs at most {cap}" in replies[0]
+    assert replies[0].count("needs triage permission") == 1          # refused once on this issue this hour
+    assert len(bot.world.sweeps) == sweeps
+    # The next comment: help again, but the refusal is not answered again on this issue within the hour.
+    job, replies = bot.command("@flagsweep-bot help\n@flagsweep-bot rerun", user=STRANGER)
+    assert len(replies) == 1 and "Commands I understand" in replies[0] and "needs triage permission" not in replies[0]
+    assert job.result["commands"][1]["outcome"] == "refused (answered on this issue within the hour)"
+    assert bot.reruns == []
+
+
+def test_the_budget_outlives_a_restart_of_the_service(tmp_path, fake_github):
+    """The per-user budget is in the store: a new Service (a restart) does not give it back."""
+    b = Bot(tmp_path, fake_github, per_hour=2)
+    try:
+        b.command("@flagsweep-bot mute")
+        b.command("@flagsweep-bot unmute")
+        b.service.stop(grace=5)
+        b.service = Service(b.settings, dry_run=False, schedule=False, steps=b.service.steps,
+                            gate=PermissionGate(per_hour=2))
+        b.service.start()
+        job, replies = b.command("@flagsweep-bot mute")
+        assert job.result["commands"][0]["outcome"] == "rate limited" and "limit" in replies[0]
+        assert not links.get(b.conn, "seeded").muted
     finally:
         b.close()
 
@@ -309,24 +350,25 @@ def test_a_command_during_a_comments_outage_is_retried_and_answered_once_after_r
     job = _settled(bot, job_id)
     assert job.status == "done" and [c["outcome"] for c in job.result["commands"]] == ["answered", "answered"]
     replies = bot.replies()
-    assert len(replies) == 2 and SIGNATURE in replies[0] and "Commands I understand" in replies[1]
+    assert len(replies) == 1 and SIGNATURE in replies[0] and "Commands I understand" in replies[0]
     time.sleep(0.5)                                  # nothing else is coming: no duplicate reply later
-    assert len(bot.replies()) == 2
+    assert len(bot.replies()) == 1
     assert httpx.get(bot.service.url + "/healthz", timeout=10).json()["jobs"]["retrying"] == []
 
 
-def test_an_outage_mid_comment_does_not_answer_the_first_command_twice(bot):
-    """The first reply lands, the second meets the outage: the retry answers only the second."""
-    down = bot.fake.faults.outage(method="POST", path=f"/issues/{bot.number}/comments", after=1)
-    r = bot.post("@flagsweep-bot status\n@flagsweep-bot help", TRIAGER)
+def test_an_outage_at_the_reply_does_not_run_the_comments_commands_twice(bot):
+    """The commands run, the one reply meets the outage: the retry posts it without running them again."""
+    down = bot.fake.faults.outage(method="POST", path=f"/issues/{bot.number}/comments")
+    r = bot.post("@flagsweep-bot rerun\n@flagsweep-bot help", TRIAGER)
     job_id = r.json()["job"]
     assert wait_for(lambda: jobs.get(bot.conn, job_id).attempts >= 2)
-    assert len(bot.replies()) == 1 and jobs.get(bot.conn, job_id).result["commands"][0]["outcome"] == "answered"
+    assert bot.replies() == [] and bot.reruns == [True]
+    assert [c["outcome"] for c in jobs.get(bot.conn, job_id).result["commands"]] == ["rerun", "answered"]
     bot.fake.faults.end(down)
     job = _settled(bot, job_id)
     replies = bot.replies()
-    assert job.status == "done" and len(replies) == 2
-    assert SIGNATURE in replies[0] and "Commands I understand" in replies[1]
+    assert job.status == "done" and len(replies) == 1 and bot.reruns == [True]     # run once, answered once
+    assert "Re-ran the nightly set" in replies[0] and "Commands I understand" in replies[0]
 
 
 def test_a_job_is_failed_when_the_outage_outlasts_retry_for_and_status_says_so(tmp_path, fake_github):
@@ -347,7 +389,7 @@ def test_a_job_is_failed_when_the_outage_outlasts_retry_for_and_status_says_so(t
         b.close()
 
 
-def test_permission_cache_and_rate_window_follow_an_injected_clock():
+def test_permission_cache_and_budget_window_follow_an_injected_clock(tmp_path):
     now = [1000.0]
     lookups = []
     gate = PermissionGate(ttl=300, per_hour=2, clock=lambda: now[0])
@@ -360,9 +402,12 @@ def test_permission_cache_and_rate_window_follow_an_injected_clock():
     now[0] += 301
     gate.role("tina", lookup)
     assert len(lookups) == 2                       # expired after the TTL
-    assert gate.allow("u") and gate.allow("u") and not gate.allow("u")
+    conn = db.connect(tmp_path / "s.sqlite")
+    where = ("o/r", 7)
+    assert gate.spend(conn, "u", where, "run") and gate.spend(conn, "U", where, "refused")
+    assert not gate.spend(conn, "u", where, "usage")
     now[0] += 3600
-    assert gate.allow("u")                         # the hour has passed
+    assert gate.spend(conn, "u", where, "run")     # the hour has passed
 
 
 def test_questions_are_answered_while_a_nightly_runs(tmp_path, fake_github):
@@ -508,7 +553,7 @@ def test_serve_with_a_port_out_of_range_is_one_line(tmp_path, capsys):
 
 
 def test_a_dry_run_service_renders_its_replies_and_their_plan_to_files(tmp_path):
-    """Without GitHub the commands' port is the dry-run twin: each reply a file, plan.json written as the job ends."""
+    """Without GitHub the commands' port is the dry-run twin: each reply a file, the job's plan-NNN.json written as it ends."""
     s = Settings(state_path=tmp_path / "state.sqlite", webhook=WebhookSettings(secret=SECRET, port=0),
                  issues=IssueSettings(dry_run_out=str(tmp_path / "out")),
                  commands=CommandSettings(any_issue=True))   # no tracking issue in this store: answer on any issue
@@ -526,7 +571,8 @@ def test_a_dry_run_service_renders_its_replies_and_their_plan_to_files(tmp_path)
         job = wait_for(lambda: (j := jobs.get(conn, r.json()["job"])) and j.status in ("done", "failed") and j)
         assert job.status == "done" and job.result["commands"][0]["outcome"] == "answered"
         out = tmp_path / "out" / "commands"
-        plan = json.loads((out / "plan.json").read_text())
+        (plan_file,) = out.glob("plan-*.json")          # the job's own plan, beside any other job's
+        plan = json.loads(plan_file.read_text())
         replies = [a for a in plan["actions"] if a["action"] == "comment"]
         assert len(replies) == 1 and "Commands I understand" in (out / replies[0]["file"]).read_text()
     finally:

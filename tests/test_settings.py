@@ -61,6 +61,7 @@ def test_service_retry_and_webhook_limits_are_checked(tmp_path):
     ("raw = 1\n", r"unknown setting 'raw'"),
     ("[commands]\nrate_limit = -1\n", r"commands\.rate_limit: must be 1 to 1000 commands an hour, got -1$"),
     ("[commands]\nmax_models = 0\n", r"commands\.max_models: must be 1 to 10000 models, got 0$"),
+    ("[commands]\nmax_per_comment = 0\n", r"commands\.max_per_comment: must be 1 to 100 commands a comment, got 0$"),
     ('[commands]\nmin_permission = "god"\n', r"commands\.min_permission: must be none or read .*, got 'god'$"),
     ('[commands]\nhandle = ""\n', r"commands\.handle: must be @ and a GitHub login, got ''$"),
     ("[github]\nmax_retries = -3\n", r"github\.max_retries: must be 0 to 20 retries, got -3$"),

@@ -10,7 +10,8 @@ import pytest
 
 from harness.core.outcome import Outcome
 from harness.core.model_build import ModelBuild
-from state import flags, gates, history, jobs, leases, ranges, resolutions, runs, verdicts, zoo
+from state import (budgets, counters, deliveries, flags, gates, history, jobs, leases, ranges, resolutions,
+                   runs, verdicts, zoo)
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION
 from tests import historydata as hd
@@ -143,8 +144,17 @@ def _fill_v13(conn: sqlite3.Connection) -> None:
                  " 'LlamaForCausalLM', 2, 'error', NULL, 3, '2026-10-04T07:00:00+00:00')")
 
 
+def _fill_v14(conn: sqlite3.Connection) -> None:
+    """v14 stored the verify step's cost: v13's rows, one step's cost, and one webhook delivery seen."""
+    _fill_v13(conn)
+    conn.execute("INSERT INTO verify_steps (run_id, seconds, scripts, workers, groups, pending, recorded_at)"
+                 " VALUES (2, 12.5, 3, 2, 1, 0, '2026-10-04T08:00:00+00:00')")
+    conn.execute("INSERT INTO deliveries (id, event, received_at, outcome) VALUES"
+                 " ('old-delivery', 'issue_comment', '2026-10-04T08:00:00+00:00', 'queued')")
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
-           9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13}
+           9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14}
 
 
 def _build_at(path, version: int) -> None:
@@ -265,7 +275,16 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     # v14: a verdict's carry and cost: none for an older verdict; no verify step recorded for an older run.
     old = verdicts.get(conn, "k9")
     assert old is None or (old.carried_from, old.reminimised) == (None, None)
-    assert conn.execute("SELECT COUNT(*) FROM verify_steps").fetchone()[0] == 0
+    assert conn.execute("SELECT COUNT(*) FROM verify_steps").fetchone()[0] == (1 if version >= 14 else 0)
+    # v15: the command budget and the dry-run counter start empty; an older delivery has no comment key, and a new
+    # one is a duplicate by its comment key under another delivery id.
+    assert budgets.spend(conn, "u", ("o/r", 7), "run", at=1.0, per_hour=1)
+    assert not budgets.spend(conn, "U", ("o/r", 8), "refused", at=2.0, per_hour=1)
+    assert budgets.told(conn, "u", "run", since=0.0, where=("o/r", 7))
+    assert counters.take(conn, "c") == 1 and counters.take(conn, "c", above=9) == 10
+    assert deliveries.record(conn, "new-1", "issue_comment", "queued", "5:abc")
+    assert not deliveries.record(conn, "new-2", "issue_comment", "queued", "5:abc")
+    assert (deliveries.get(conn, "old-delivery") is not None) == (version >= 14)
 
 
 def test_each_migration_is_one_transaction(tmp_path):

@@ -205,7 +205,9 @@ def test_slow_clients_from_many_addresses_do_not_take_deliveries_down(patient_se
     try:
         for round_ in range(3):         # a flood, then the same flood reconnecting, twice
             opened += slow_clients(srv.server_port, range(2, 14), per_peer=25)   # 300 connections a round
-            r = post(srv, "issue_comment", comment_payload("@flagsweep-bot rerun"), delivery=f"flood-{round_}")
+            comment = comment_payload("@flagsweep-bot rerun")
+            comment["comment"]["id"] += round_      # a new comment each round (one comment is answered once)
+            r = post(srv, "issue_comment", comment, delivery=f"flood-{round_}")
             assert r.status_code == 202 and r.json()["status"] == "queued"
         health = httpx.get(srv.url + "/healthz", timeout=10).json()["connections"]
     finally:
@@ -325,6 +327,11 @@ def _set(path: str, value):
     ("issue_comment.created", "installation", {"id": "7"}),
     ("issue_comment.created", "action", ["created"]),
     ("issue_comment.edited", "changes.body", "old text"),
+    # Issue 31: values of the right type that would fail the job later: refused at the door.
+    ("issue_comment.created", "issue.number", 2**70),
+    ("issue_comment.created", "comment.id", 0),
+    ("issue_comment.created", "comment.body", "@flagsweep-bot help \ud800"),
+    ("issue_comment.edited", "changes.body.from", "before \udfff"),
 ])
 def test_a_signed_payload_with_wrongly_typed_fields_gets_400_and_queues_nothing(server, caplog, fixture, path, value):
     data = comment_payload("@flagsweep-bot rerun", action=fixture.split(".")[1], previous="before")
@@ -358,3 +365,52 @@ def test_a_comment_job_that_does_not_parse_names_the_field(stored, named):
 def test_a_comment_job_of_an_older_store_reads_back():
     """v4 stores kept jobs whose payload holds only the issue (tests/test_store_migrations.py)."""
     assert jobs.CommentJob.parse({"issue": 7}) == jobs.CommentJob(issue=7)
+
+
+def test_a_captured_delivery_resent_under_a_new_delivery_id_is_a_duplicate(server):
+    """Issue 31: the dedupe is on the comment id and the hash of what it asks, not only X-GitHub-Delivery."""
+    data = comment_payload("@flagsweep-bot help")
+    assert post(server, "issue_comment", data, delivery="first").json()["status"] == "queued"
+    again = post(server, "issue_comment", data, delivery="forged-new-id")
+    assert again.status_code == 200 and again.json()["status"] == "duplicate"
+    # An edit of the same comment asks something new: queued.
+    edited = comment_payload("@flagsweep-bot help\n@flagsweep-bot status", action="edited",
+                             previous="@flagsweep-bot help")
+    edited["comment"]["id"] = data["comment"]["id"]
+    assert post(server, "issue_comment", edited, delivery="edit").json()["status"] == "queued"
+    assert jobs.depth(server.conn) == 2
+
+
+def test_a_deeply_nested_body_is_a_400_not_a_traceback(server, caplog):
+    raw = b'{"action": "created", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    with caplog.at_level(logging.INFO):
+        r = post(server, "issue_comment", None, raw=raw, delivery="deep")
+    assert r.status_code == 400 and r.json() == {"error": "malformed JSON: nested too deeply"}
+    assert jobs.depth(server.conn) == 0 and deliveries.count(server.conn) == 0
+    assert not any(rec.exc_info for rec in caplog.records)
+
+
+def test_the_uvicorn_and_h11_connections_py_builds_on_are_pinned():
+    """bot/service/connections.py subclasses uvicorn's internal H11Protocol: pyproject allows only the minor
+    releases constraints.txt pins (and the tests ran with), never an open-ended `>=`."""
+    import tomllib
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    root = Path(__file__).parent.parent
+    deps = {r.name: r.specifier for r in map(Requirement, tomllib.loads(
+        (root / "pyproject.toml").read_text())["project"]["dependencies"])}
+    pins = dict(line.split("==") for line in (root / "constraints.txt").read_text().split() if "==" in line)
+    for name in ("uvicorn", "h11"):
+        pinned = Version(pins[name])
+        assert name in deps and pinned in deps[name], (name, deps.get(name))
+        assert Version(f"{pinned.major}.{pinned.minor + 1}") not in deps[name], (name, deps[name])
+
+
+def test_a_comment_of_thousands_of_commands_is_queued_without_parsing_them_all(server):
+    """Issue 31: a comment near max_body holds ~20,000 command lines; parsing each (a millisecond or more) on the
+    request thread would outlast GitHub's 10 s. Only the first max_per_comment distinct lines are parsed."""
+    body = "\n".join(f"@flagsweep-bot sweep --config c{i} --models M" for i in range(18_000))
+    r = post(server, "issue_comment", comment_payload(body), delivery="many")
+    assert r.status_code == 202 and r.json()["status"] == "queued"
+    assert jobs.get(server.conn, r.json()["job"]).kind == "command"

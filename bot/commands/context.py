@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from bot.commands.steps import CommandSteps
 from bot.settings import ROLES, Settings
+from state import budgets
 
 
 class GitHubPort(Protocol):
@@ -59,13 +59,15 @@ def role_at_least(role: str | None, minimum: str) -> bool:
 
 @dataclass
 class PermissionGate:
-    """Permission (cached briefly) and per-user rate limit: state that lives as long as the service."""
+    """Permission (cached briefly, in memory) and the per-user hourly budget (in the store: a restart resets nothing).
+
+    The budget counts commands that start work, refusals and usage replies alike (`state.budgets`).
+    """
 
     ttl: float = 300.0
     per_hour: int = 5
-    clock: Callable[[], float] = time.monotonic
+    clock: Callable[[], float] = time.time    # wall clock: the budget is stored and outlives the process
     roles: dict[str, tuple[float, str]] = field(default_factory=dict)
-    recent: dict[str, deque] = field(default_factory=dict)
 
     def role(self, login: str, lookup: Callable[[str], str]) -> str:
         """The user's role, from the cache when fresh."""
@@ -77,16 +79,17 @@ class PermissionGate:
         self.roles[login.lower()] = (now, role)
         return role
 
-    def allow(self, login: str) -> bool:
-        """Count one command for the user; False when over the hourly limit."""
-        now = self.clock()
-        q = self.recent.setdefault(login.lower(), deque())
-        while q and now - q[0] >= 3600:
-            q.popleft()
-        if len(q) >= self.per_hour:
-            return False
-        q.append(now)
-        return True
+    def spend(self, conn: sqlite3.Connection, login: str, where: tuple[str, int], kind: str) -> bool:
+        """Count one `kind` (run, refused, usage) against the user's hourly budget; False when it is spent."""
+        return budgets.spend(conn, login, where, kind, at=self.clock(), per_hour=self.per_hour)
+
+    def told(self, conn: sqlite3.Connection, login: str, kind: str, where: tuple[str, int] | None = None) -> bool:
+        """Whether the user got a `kind` answer in the last hour (on the issue `where`, when given)."""
+        return budgets.told(conn, login, kind, since=self.clock() - budgets.WINDOW, where=where)
+
+    def tell(self, conn: sqlite3.Connection, login: str, where: tuple[str, int], kind: str) -> None:
+        """Note that the user got a `kind` answer that the budget does not count (`limited`)."""
+        budgets.note(conn, login, where, kind, at=self.clock())
 
 
 @dataclass

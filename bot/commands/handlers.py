@@ -1,7 +1,11 @@
-"""Comment-command handlers: a stored `command` job in, reactions and replies out.
+"""Comment-command handlers: a stored `command` job in, reactions and one reply out.
 
 The flow per command: parse (pure) → permission (role ≥ triage, or the
-allowlist) → per-user rate limit → acknowledge with a reaction → do it → reply.
+allowlist) → per-user hourly budget → acknowledge with a reaction → do it.
+Each command's answer is a part of the comment's one reply, posted when all
+have run; a comment runs at most `[commands] max_per_comment` commands. The
+budget (kept in the store) counts commands that start work, refusals and usage
+replies; a refusal is answered once per issue an hour, the limit once an hour.
 User errors (bad config, unknown model, empty bisect range) are answered with
 what went wrong; internal errors are logged and answered with a short generic
 message. Every word comes from templates/reply_*.md.j2.
@@ -10,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from harness.core import record
@@ -58,9 +62,16 @@ def _last_nightly(conn: sqlite3.Connection) -> Any:
 
 # ---- the handlers ------------------------------------------------------------------------------
 
-def _reply(ctx: Context, number: int, template: str, **values: Any) -> None:
-    # On a retried job the reply may have landed before the outage hit: look for it first.
-    ctx.github.comment(number, render(template, handle=ctx.settings.commands.handle, **values), look=ctx.retry)
+@dataclass(frozen=True)
+class Said:
+    """What a handler did (the job result's outcome) and its part of the comment's one reply."""
+
+    outcome: str
+    text: str
+
+
+def _words(ctx: Context, template: str, **values: Any) -> str:
+    return render(template, handle=ctx.settings.commands.handle, **values)
 
 
 def _ack(ctx: Context, comment_id: int | None, content: str) -> None:
@@ -73,35 +84,32 @@ def _ack(ctx: Context, comment_id: int | None, content: str) -> None:
         log.warning("could not react %s to comment %s: %s", content, comment_id, exc)
 
 
-def do_help(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
-    _reply(ctx, number, "reply_help.md.j2", entries=cmd_mod.help_entries(ctx.settings.commands.handle),
-           min_permission=ctx.settings.commands.min_permission)
-    return "answered"
+def do_help(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
+    return Said("answered", _words(ctx, "reply_help.md.j2", entries=cmd_mod.help_entries(ctx.settings.commands.handle),
+                                   min_permission=ctx.settings.commands.min_permission))
 
 
-def do_status(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+def do_status(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
     sig = _signature_row(ctx.conn, link.config, link.signature) if link else None
     last = _last_nightly(ctx.conn)
-    _reply(ctx, number, "reply_status.md.j2", link=link.to_dict() if link else None, sig=sig,
-           jobs=ctx.jobs_health(ctx.conn),
-           last_nightly={"id": last.id, "nightly": last.nightly,
-                         "torch": last.environment.torch_version} if last else None)
-    return "answered"
+    return Said("answered", _words(ctx, "reply_status.md.j2", link=link.to_dict() if link else None, sig=sig,
+                                   jobs=ctx.jobs_health(ctx.conn),
+                                   last_nightly={"id": last.id, "nightly": last.nightly,
+                                                 "torch": last.environment.torch_version} if last else None))
 
 
-def do_mute(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str, muted: bool = True) -> str:
+def do_mute(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str, muted: bool = True) -> Said:
     if link is None:
         raise UserError("this issue is not one the bot keeps, so there is nothing to mute")
     _update_link(ctx.conn, link.key, muted=muted)
-    _reply(ctx, number, "reply_mute.md.j2", muted=muted, author=author)
-    return "muted" if muted else "unmuted"
+    return Said("muted" if muted else "unmuted", _words(ctx, "reply_mute.md.j2", muted=muted, author=author))
 
 
-def do_unmute(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+def do_unmute(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
     return do_mute(ctx, number, link, args, author, muted=False)
 
 
-def do_cc(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+def do_cc(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
     if link is None:
         raise UserError("this issue is not one the bot keeps, so it has no cc list")
     cc = list(link.cc)
@@ -112,8 +120,8 @@ def do_cc(ctx: Context, number: int, link: Any, args: dict[str, Any], author: st
         elif args["action"] == "remove":
             cc = [c for c in cc if c.lower() != h.lower()]
     _update_link(ctx.conn, link.key, cc=cc)
-    _reply(ctx, number, "reply_cc.md.j2", action=args["action"], handles=args["handles"], cc=cc)
-    return f"cc {args['action']}"
+    return Said(f"cc {args['action']}", _words(ctx, "reply_cc.md.j2", action=args["action"], handles=args["handles"],
+                                               cc=cc))
 
 
 def _issue_models(ctx: Context, link: Any) -> list[str]:
@@ -121,42 +129,41 @@ def _issue_models(ctx: Context, link: Any) -> list[str]:
     return list(sig.get("models") or []) if sig else []
 
 
-def do_rerun(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+def do_rerun(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
     if link is None:
         raise UserError("this issue is not one the bot keeps, so there is nothing to re-run")
     models = _issue_models(ctx, link)
     # The whole nightly set is swept, not only this issue's models: the planner reads a run as
     # the corpus, so a run of one model would retitle the issue "1/1 models".
     result = ctx.steps.rerun(ctx.conn, ctx.settings, force=True, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
-    _reply(ctx, number, "reply_rerun.md.j2", r=result, models=models, config=link.config,
-           rows=work.model_rows(ctx.conn, result.get("run_id"), link.config, models))
-    return "rerun"
+    return Said("rerun", _words(ctx, "reply_rerun.md.j2", r=result, models=models, config=link.config,
+                                rows=work.model_rows(ctx.conn, result.get("run_id"), link.config, models)))
 
 
-def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
     from state import history
     chosen = work.check_configs(ctx, [args["config"]])
-    models = work.check_models(ctx, [args["models"]])
+    models = work.check_models(ctx, args["models"])
     base = work.check_base_settings(ctx, args.get("base_setting") or [])
     run_id = work.sweep(ctx, models, chosen, base)   # the sweep finalizes the run it ends
     effects = [e.to_dict() for e in history.effects(ctx.conn, run_id) if e.config == args["config"]]
     unavailable = _unavailable(ctx.conn, run_id)
-    _reply(ctx, number, "reply_sweep.md.j2", run_id=run_id, config=args["config"], models=models,
-           base=base, effects=effects, unavailable=unavailable.get(args["config"]))
-    return f"swept run {run_id}"
+    return Said(f"swept run {run_id}", _words(ctx, "reply_sweep.md.j2", run_id=run_id, config=args["config"],
+                                              models=models, base=base, effects=effects,
+                                              unavailable=unavailable.get(args["config"])))
 
 
-def do_range(ctx: Context, number: int, link: Any) -> str:
+def do_range(ctx: Context, number: int, link: Any) -> Said:
     """`bisect` with no model: search the tracking issue's regression range again and rewrite the issue."""
     if link is None or link.kind != "tracking" or not link.signature:
         raise UserError("`bisect` without --config and --model searches a tracking issue's regression range "
                         "again; this issue is not a tracking issue")
     result = work.search_range(ctx, link)
-    _reply(ctx, number, "reply_range.md.j2", r=result, dry_run=ctx.dry_run)
-    return "range: " + ", ".join(f"{r['kind']} {r['status']}" for r in result["ranges"])
+    return Said("range: " + ", ".join(f"{r['kind']} {r['status']}" for r in result["ranges"]),
+                _words(ctx, "reply_range.md.j2", r=result, dry_run=ctx.dry_run))
 
 
-def do_bisect(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> str:
+def do_bisect(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
     if not args.get("config") and not args.get("model"):
         return do_range(ctx, number, link)
     work.check_configs(ctx, [args["config"]])
@@ -164,8 +171,8 @@ def do_bisect(ctx: Context, number: int, link: Any, args: dict[str, Any], author
     if len(model) != 1:
         raise UserError(f"--model must name one model, {args['model']} names {len(model)}")
     result = work.bisect(ctx, model[0], args["config"], args.get("good"), args.get("bad"))
-    _reply(ctx, number, "reply_bisect.md.j2", r=result.to_dict(), model=model[0], config=args["config"])
-    return f"bisected: {result.good.date}..{result.bad.date}"
+    return Said(f"bisected: {result.good.date}..{result.bad.date}",
+                _words(ctx, "reply_bisect.md.j2", r=result.to_dict(), model=model[0], config=args["config"]))
 
 
 HANDLERS: dict[str, Callable[..., str]] = {
@@ -190,24 +197,28 @@ def _permitted(ctx: Context, author: str) -> bool:
 
 @dataclass(frozen=True)
 class Answered:
-    """One command of a comment as the job result keeps it: its line, the command (none for a bad or paused line)
-    and what became of it. `handle_job` writes it into the result and reads it back when an outage cut it short."""
+    """One command of a comment as the job result keeps it: its line, the command (none for a bad or paused line),
+    what became of it, and its part of the comment's one reply (None: nothing to say). `handle_job` writes it into
+    the result and reads it back when an outage cut it short, so the reply is composed without running it again."""
 
     line: str
     outcome: str
     command: str | None = None
+    reply: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Its stored form (a bad or paused line has no command key)."""
+        """Its stored form (a bad or paused line has no command key, a silent one no reply key)."""
         return {"line": self.line, **({"command": self.command} if self.command is not None else {}),
-                "outcome": self.outcome}
+                "outcome": self.outcome, **({"reply": self.reply} if self.reply is not None else {})}
 
 
 @dataclass(frozen=True)
 class Progress:
-    """The result an attempt cut short by a GitHub outage stored (RetryLater): the commands it answered."""
+    """The result an attempt cut short by a GitHub outage stored (RetryLater): the commands it answered, and how
+    many past `[commands] max_per_comment` it did not run."""
 
     commands: list[dict[str, Any]]
+    not_run: int = 0
 
 
 def _answered(earlier: Mapping[str, Any] | None) -> list[Answered]:
@@ -218,38 +229,90 @@ def _answered(earlier: Mapping[str, Any] | None) -> list[Answered]:
     return [record.parse(Answered, c, "command job result entry") for c in stored.commands]
 
 
-def _stored(done: list[Answered]) -> dict[str, Any]:
-    return {"commands": [a.to_dict() for a in done]}
+def _stored(done: list[Answered], not_run: int = 0) -> dict[str, Any]:
+    return {"commands": [a.to_dict() for a in done], **({"not_run": not_run} if not_run else {})}
+
+
+@dataclass
+class _Turn:
+    """One comment being answered: where, by whom, and the reactions given so far (each at most once)."""
+
+    ctx: Context
+    number: int
+    link: Any
+    author: str
+    comment_id: int | None
+    where: tuple[str, int]                 # (repository, issue): where refusals are answered once an hour
+    reacted: set[str] = field(default_factory=set)
+
+    def ack(self, content: str) -> None:
+        if content not in self.reacted:
+            self.reacted.add(content)
+            _ack(self.ctx, self.comment_id, content)
 
 
 def handle_job(ctx: Context, payload: Mapping[str, Any], earlier: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Run every command of one stored comment (a `CommentJob` payload); returns what happened to each (stored as
-    the job result).
+    """Run the commands of one stored comment (a `CommentJob` payload) and post one reply for them all; returns
+    what happened to each (stored as the job result).
 
-    `earlier` is the result of an attempt cut short by a GitHub outage: commands it
-    answered are not run again. A new outage raises RetryLater with the progress so far.
+    At most `[commands] max_per_comment` run; the reply says how many did not. `earlier` is the result of an
+    attempt cut short by a GitHub outage: commands it answered are not run again, their stored parts go into the
+    reply. A new outage raises RetryLater with the progress so far.
     """
     job = CommentJob.parse(payload)
     number, author = job.issue, job.author or ""
-    link = _link_for(ctx.conn, job.repo or ctx.settings.github.repo or "", number)
+    repo = job.repo or ctx.settings.github.repo or ""
+    link = _link_for(ctx.conn, repo, number)
     if link is None and not ctx.settings.commands.any_issue:
         return {"ignored": "not an issue the bot keeps"}   # "not mine" is a normal answer, said quietly
     answered = _answered(earlier)
-    done: list[Answered] = []
-    items = cmd_mod.parse_comment(job.body or "", ctx.settings.commands.handle, job.previous)
+    handle, cap = ctx.settings.commands.handle, ctx.settings.commands.max_per_comment
+    # Only the lines that will run are parsed: a 1 MB comment holds ~50,000 lines, parsing each costs a millisecond.
+    lines = list(dict.fromkeys(cmd_mod.new_command_lines(job.body or "", job.previous, handle)))   # repeats once
+    items = [cmd_mod.parse_line(line, handle) for line in lines[:cap]]
     if items:
         stopped = _paused(ctx, number, items)
         if stopped is not None:
             return stopped
+    turn = _Turn(ctx, number, link, author, job.comment_id, (repo, number))
+    done: list[Answered] = []
     for i, item in enumerate(items):
         if i < len(answered) and answered[i].outcome:
             done.append(answered[i])
             continue
         try:
-            done.append(_run_one(ctx, item, number, link, author, job.comment_id))
+            done.append(_run_one(turn, item))
         except GitHubUnavailable as exc:
             raise RetryLater(str(exc), _stored(done)) from exc
-    return _stored(done)
+    not_run = len(lines) - len(done)
+    _answer(ctx, number, done, not_run)
+    return _stored(done, not_run)
+
+
+def _answer(ctx: Context, number: int, done: list[Answered], not_run: int) -> None:
+    """The comment's one reply: every command's part, and a line for those not run; none when nothing is to be said."""
+    parts = [a for a in done if a.reply is not None]
+    if not parts:
+        return   # all silent (answered already this hour, or over the budget): no reply at all
+    body = compose(parts, not_run, ctx.settings.commands.max_per_comment, ctx.settings.commands.handle)
+    try:   # on a retried job the reply may have landed before the outage hit: look for it first
+        ctx.github.comment(number, body, look=ctx.retry)
+    except GitHubUnavailable as exc:
+        raise RetryLater(str(exc), _stored(done, not_run)) from exc
+
+
+MAX_REPLY = 65_000   # characters: GitHub refuses a comment over 65,536 with a 422
+
+
+def compose(parts: list[Answered], not_run: int, cap: int, handle: str, limit: int = MAX_REPLY) -> str:
+    """The one reply's text; when it would pass `limit`, the last parts are left out and it says how many."""
+    kept = list(parts)
+    while True:
+        body = render("reply_comment.md.j2", parts=kept, not_run=not_run, cap=cap, cut=len(parts) - len(kept),
+                      handle=handle)
+        if len(body) <= limit or len(kept) == 1:
+            return body[:limit]
+        kept.pop()
 
 
 def _paused(ctx: Context, number: int, items: list[Any]) -> dict[str, Any] | None:
@@ -259,36 +322,59 @@ def _paused(ctx: Context, number: int, items: list[Any]) -> dict[str, Any] | Non
         switch = ctx.github.paused(label)
         if switch is None:
             return None
-        _reply(ctx, number, "reply_paused.md.j2", switch=switch.number, label=label, lines=[i.line for i in items])
+        ctx.github.comment(number, _words(ctx, "reply_paused.md.j2", switch=switch.number, label=label,
+                                          lines=[i.line for i in items]),
+                           look=ctx.retry)
     except GitHubUnavailable as exc:
         raise RetryLater(str(exc), _stored([])) from exc
     return {"paused": switch.number, **_stored([Answered(i.line, "paused") for i in items])}
 
 
-def _run_one(ctx: Context, item: Any, number: int, link: Any, author: str, comment_id: int | None) -> Answered:
-    """One command: permission, rate limit, acknowledge, run, reply; returns its entry for the job result."""
+def _run_one(turn: _Turn, item: Any) -> Answered:
+    """One command: permission, budget, acknowledge, run; returns its entry for the job result (with its reply)."""
+    ctx = turn.ctx
     if isinstance(item, cmd_mod.Problem):
-        _ack(ctx, comment_id, "confused")
-        _reply(ctx, number, "reply_usage.md.j2", problem=item)
-        return Answered(item.line, "bad command")
-    if item.privileged and not _permitted(ctx, author):
-        _reply(ctx, number, "reply_refused.md.j2", author=author, command=item.name,
-               min_permission=ctx.settings.commands.min_permission)
-        return Answered(item.line, "refused", item.name)
-    if item.privileged and not ctx.gate.allow(author):
-        _reply(ctx, number, "reply_rate_limited.md.j2", author=author, per_hour=ctx.gate.per_hour)
-        return Answered(item.line, "rate limited", item.name)
-    _ack(ctx, comment_id, "eyes")
+        if not ctx.gate.spend(ctx.conn, turn.author, turn.where, "usage"):
+            return _limited(turn, item.line, None)
+        turn.ack("confused")
+        return Answered(item.line, "bad command", reply=_words(ctx, "reply_usage.md.j2", problem=item))
+    if item.privileged and not _permitted(ctx, turn.author):
+        return _refused(turn, item)
+    if item.privileged and not ctx.gate.spend(ctx.conn, turn.author, turn.where, "run"):
+        return _limited(turn, item.line, item.name)
+    turn.ack("eyes")
     try:
-        outcome = HANDLERS[item.name](ctx, number, link, item.args, author)
+        said = HANDLERS[item.name](ctx, turn.number, turn.link, item.args, turn.author)
     except UserError as exc:
-        _reply(ctx, number, "reply_error.md.j2", message=str(exc), command=item.name, internal=False)
-        return Answered(item.line, f"user error: {exc}", item.name)
+        return Answered(item.line, f"user error: {exc}", item.name,
+                        _words(ctx, "reply_error.md.j2", message=str(exc), command=item.name, internal=False))
     except GitHubUnavailable:
         raise
     except Exception as exc:
-        log.exception("command %r on #%s failed", item.line, number)
-        _reply(ctx, number, "reply_error.md.j2", message="", command=item.name, internal=True)
-        return Answered(item.line, f"internal error: {type(exc).__name__}", item.name)
-    _ack(ctx, comment_id, "+1")
-    return Answered(item.line, outcome, item.name)
+        log.exception("command %r on #%s failed", item.line, turn.number)
+        return Answered(item.line, f"internal error: {type(exc).__name__}", item.name,
+                        _words(ctx, "reply_error.md.j2", message="", command=item.name, internal=True))
+    turn.ack("+1")
+    return Answered(item.line, said.outcome, item.name, said.text)
+
+
+def _refused(turn: _Turn, item: cmd_mod.Command) -> Answered:
+    """A command its author may not give: answered at most once per issue an hour, and counted against the budget."""
+    ctx = turn.ctx
+    if ctx.gate.told(ctx.conn, turn.author, "refused", turn.where):
+        return Answered(item.line, "refused (answered on this issue within the hour)", item.name)
+    if not ctx.gate.spend(ctx.conn, turn.author, turn.where, "refused"):
+        return _limited(turn, item.line, item.name)
+    return Answered(item.line, "refused", item.name,
+                    _words(ctx, "reply_refused.md.j2", author=turn.author, command=item.name,
+                           min_permission=ctx.settings.commands.min_permission))
+
+
+def _limited(turn: _Turn, line: str, command: str | None) -> Answered:
+    """Over the hourly budget: nothing runs, and the author is told so once an hour."""
+    ctx = turn.ctx
+    if ctx.gate.told(ctx.conn, turn.author, "limited"):
+        return Answered(line, "rate limited", command)
+    ctx.gate.tell(ctx.conn, turn.author, turn.where, "limited")
+    return Answered(line, "rate limited", command,
+                    _words(ctx, "reply_rate_limited.md.j2", author=turn.author, per_hour=ctx.gate.per_hour))

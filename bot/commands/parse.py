@@ -22,7 +22,7 @@ PRIVILEGED = ("rerun", "sweep", "mute", "unmute", "cc", "bisect")
 QUICK = ("help", "status", "mute", "unmute", "cc")
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
-_GLOB = re.compile(r"^[A-Za-z0-9_*?\[\]!,.-]{1,200}$")
+_GLOB = re.compile(r"^[A-Za-z0-9_*?\[\]!.-]{1,200}$")
 _HANDLE = re.compile(r"^@?[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _BUILD = re.compile(r"^(\d{4}-\d{2}-\d{2}|\d+\.\d+(\.\d+)*((a|b|rc)\d+)?(\.dev\d+)?(\+[A-Za-z0-9.]+)?)$")
@@ -56,6 +56,15 @@ def _typed(pattern: re.Pattern[str], what: str):
     return check
 
 
+def _globs(value: str) -> list[str]:
+    """`--models A,B`: comma-separated model globs, split as the command line splits them (`flagsweep sweep`)."""
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    bad = [p for p in parts if not _GLOB.match(p)]
+    if not parts or bad:
+        raise argparse.ArgumentTypeError(f"not a valid model glob: {(bad[0] if bad else value)!r}")
+    return parts
+
+
 def _setting(value: str) -> str:
     key, sep, val = value.partition("=")
     if not sep or not _KEY.match(key.strip()) or not _VALUE.match(val.strip()):
@@ -83,7 +92,8 @@ def build_parser(prog: str = "@flagsweep-bot") -> argparse.ArgumentParser:
     add("rerun", "sweep this issue's models on the newest nightly now and update the issue")
     p = add("sweep", "ad-hoc sweep of one config over some models; replies with the effects table")
     p.add_argument("--config", required=True, type=_typed(_NAME, "config name"), help="a config from the catalog")
-    p.add_argument("--models", required=True, type=_typed(_GLOB, "model glob"), help="model class glob, e.g. 'Qwen*'")
+    p.add_argument("--models", required=True, type=_globs,
+                   help="model class globs, comma-separated, e.g. 'Qwen*,GPT2Model'")
     p.add_argument("--base-setting", action="append", default=[], type=_setting, metavar="K=V",
                    help="a setting applied to baseline and config alike (repeatable)")
     add("mute", "stop updating this issue")

@@ -330,7 +330,9 @@ def _drain(conn: sqlite3.Connection, pub: Publisher, repo: str, summary: Publish
         summary.done += 1
         summary.written += 1 if changed else 0
         summary.unchanged += 0 if changed else 1
-        summary.rows.append(_entry_row(conn, repo, entry, "written" if changed else "unchanged", result.get("number")))
+        # The files twin (a dry run, shadow mode) wrote nothing on GitHub: its rows say what a publish would write.
+        wrote = "would write" if summary.dry_run or summary.shadow else "written"
+        summary.rows.append(_entry_row(conn, repo, entry, wrote if changed else "unchanged", result.get("number")))
     return False
 
 

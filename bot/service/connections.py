@@ -21,6 +21,7 @@ import logging
 from collections import Counter
 from typing import Any
 
+# An internal of uvicorn: pyproject.toml bounds uvicorn and h11 to the minor releases this was tested with.
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from bot.settings import WebhookSettings

@@ -29,21 +29,28 @@ from bot.commands.context import Context, PermissionGate, GitHubPort, RetryLater
 from bot.commands.steps import CommandSteps, NightlyStep, nightly
 from bot.service import scheduler, webhook, server as webhook_server
 from bot.settings import Settings
-from state import db, jobs
+from state import counters, db, jobs
 
 log = logging.getLogger(__name__)
 
 
+DRY_RUN_COUNTER = "dry-run-commands"   # state.counters: the numbers of the replies' files, shared by both lanes
+
+
 @contextmanager
-def github_port(settings: Settings, dry_run: bool, out_dir: Path) -> Iterator[GitHubPort]:
-    """The publisher, or in a dry run its twin (whose plan.json is written as the job ends): the handlers' GitHub."""
+def github_port(settings: Settings, dry_run: bool, out_dir: Path, conn: sqlite3.Connection) -> Iterator[GitHubPort]:
+    """The publisher, or in a dry run its twin (whose plan-<n>.json is written as the job ends): the handlers' GitHub.
+
+    The twin's file numbers come from the store (`conn`), so jobs of both lanes never take the same one.
+    """
     if not dry_run:
         from bot.github.client import GitHubPublisher
         yield GitHubPublisher(settings.github)
         return
     from bot.github.dryrun import DryRunPublisher
     # No GitHub to ask for roles in a dry run: only the allowlist may start work.
-    port = DryRunPublisher(out_dir / "commands", clean=False)   # replies accumulate
+    port = DryRunPublisher(out_dir / "commands", clean=False,   # replies accumulate
+                           numbers=lambda above: counters.take(conn, DRY_RUN_COUNTER, above=above))
     try:
         yield port
     finally:
@@ -51,7 +58,8 @@ def github_port(settings: Settings, dry_run: bool, out_dir: Path) -> Iterator[Gi
 
 
 class PortStep(Protocol):
-    def __call__(self, settings: Settings, dry_run: bool, out_dir: Path) -> AbstractContextManager[GitHubPort]: ...
+    def __call__(self, settings: Settings, dry_run: bool, out_dir: Path,
+                 conn: sqlite3.Connection) -> AbstractContextManager[GitHubPort]: ...
 
 
 @dataclass
@@ -192,7 +200,7 @@ class Service:
         if job.kind == "nightly":
             return self.steps.nightly(conn, self.settings, force=False, dry_run=self.dry_run, out_dir=self.out_dir)
         if job.kind in ("command", "quick"):
-            with self.steps.port(self.settings, self.dry_run, self.out_dir) as port:
+            with self.steps.port(self.settings, self.dry_run, self.out_dir, conn) as port:
                 ctx = Context(conn=conn, settings=self.settings, github=port, gate=self.gate, dry_run=self.dry_run,
                               out_dir=self.out_dir, retry=job.attempts > 0, steps=self.steps.commands,
                               jobs_health=self.jobs_health)

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from bot.commands.parse import QUICK, Command, parse_comment
+from bot.commands.parse import QUICK, Command, new_command_lines, parse_line
 from bot.settings import Settings
 from state import deliveries, jobs
 
@@ -66,7 +66,35 @@ def malformed(event: str, payload: dict[str, Any]) -> str | None:
             continue
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             return f"{path}: expected {kind.__name__}, got {type(value).__name__}"
+        wrong = _out_of_range(value)
+        if wrong:
+            return f"{path}: {wrong}"
     return None
+
+
+MAX_ID = 2**63 - 1   # GitHub's ids and numbers are positive and fit the store's 64-bit integers
+
+
+def _out_of_range(value: Any) -> str | None:
+    """What makes a field of the right type unusable downstream (None: nothing): an id the store cannot hold,
+    text that cannot be written as UTF-8 (a lone surrogate, which JSON's \\u escapes can carry)."""
+    if isinstance(value, int) and not 1 <= value <= MAX_ID:
+        return f"expected an integer from 1 to {MAX_ID}, got {value}"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"not valid Unicode text ({exc.reason} at character {exc.start})"
+    return None
+
+
+def comment_key(payload: dict[str, Any]) -> str:
+    """A comment delivery's identity apart from its delivery id: the comment id and a hash of what it asks
+    (action, body, previous body), so a captured delivery re-sent under a new X-GitHub-Delivery is a duplicate."""
+    comment = payload["comment"]
+    previous = ((payload.get("changes") or {}).get("body") or {}).get("from")
+    asked = json.dumps([payload.get("action"), comment["body"], previous])
+    return f"{comment['id']}:{hashlib.sha256(asked.encode()).hexdigest()}"
 
 
 @dataclass
@@ -112,9 +140,11 @@ def decide(event: str, payload: dict[str, Any], settings: Settings) -> Decision:
         if previous is None:
             return Decision("ignored", "edit without a body change")
     handle = settings.commands.handle
-    parsed = parse_comment(body, previous=previous, handle=handle)
-    if not parsed:
+    lines = new_command_lines(body, previous, handle)
+    if not lines:
         return Decision("ignored", "no new command")
+    # Only the lines a job runs are parsed (at most max_per_comment): parsing is slow, and this is the request thread.
+    parsed = [parse_line(line, handle) for line in list(dict.fromkeys(lines))[:settings.commands.max_per_comment]]
     # Questions and bookkeeping go to the quick lane; anything that sweeps waits its turn.
     quick = all(not isinstance(c, Command) or c.name in QUICK for c in parsed)
     job = jobs.CommentJob(
@@ -148,6 +178,8 @@ class WebhookApp:
             payload = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             return 400, {"error": f"malformed JSON: {exc}"}
+        except RecursionError:   # json's decoder recurses per level: a body of [[[[... would be a 500
+            return 400, {"error": "malformed JSON: nested too deeply"}
         if not isinstance(payload, dict):
             return 400, {"error": "payload is not a JSON object"}
         wrong = malformed(event, payload)
@@ -155,8 +187,9 @@ class WebhookApp:
             log.warning("delivery %s: %s payload ignored: %s", delivery, event, wrong)
             return 400, {"error": f"unexpected payload: {wrong}"}
         decision = decide(event, payload, self.settings)
+        key = comment_key(payload) if decision.job is not None else None
         with self.lock:
-            if not deliveries.record(self.conn, delivery, event, decision.outcome):
+            if not deliveries.record(self.conn, delivery, event, decision.outcome, key):
                 return 200, {"status": "duplicate", "delivery": delivery}
             job_id = None
             if decision.job is not None:
