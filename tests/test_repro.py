@@ -134,7 +134,7 @@ def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_
     code = textwrap.dedent(f"""
         import json, sys
         from pathlib import Path
-        from bot.github.publish import publish_run
+        from bot.github.publish import open_publisher, publish_run
         from bot.pipeline import steps
         from bot.settings import Settings, VerifySettings
         from state import db
@@ -143,7 +143,7 @@ def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_
         conn = db.connect(settings.state_path)
         steps.verify(conn, {run_id}, settings)
         publish_run(conn, settings, {run_id}, dry_run=True, out_dir={str(out)!r},
-                    publisher=publish.open_publisher(settings, dry_run=True, out_dir={str(out)!r}))
+                    publisher=open_publisher(settings, dry_run=True, out_dir={str(out)!r}))
         print(json.dumps(sorted(m for m in ("torch", "transformers") if m in sys.modules)))
     """)
     before = log.read_text().count("repro.py")
