@@ -197,18 +197,28 @@ def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
 
 
 def _nightly_error(settings: Any) -> str | None:
-    """What the scheduled nightly would fail on at 03:00, found at start-up: [nightly] torch and configs."""
+    """What the scheduled nightly would fail on at 03:00, found at start-up: [nightly] torch, configs (named sets
+    included, as the nightly selects them), models and canaries (each must be in the zoo lock)."""
     from bot.builds import provider
+    from bot.pipeline import steps
     from harness.engine import configs
+    from harness.zoo import UnknownModel
     where = settings.source or "settings"
+    n = settings.nightly
     try:
-        provider.parse_spec(settings.nightly.torch)
+        provider.parse_spec(n.torch)
     except provider.SpecError as exc:
-        return f"{where}: [nightly] torch = {settings.nightly.torch!r}: {str(exc).split(': ', 1)[-1]}"
+        return f"{where}: [nightly] torch = {n.torch!r}: {str(exc).split(': ', 1)[-1]}"
     try:
-        configs.select(configs.load_catalog(settings.sweep.config_file), settings.nightly.configs)
+        steps.select_configs(settings, list(n.configs))
     except configs.ConfigError as exc:
-        return f"{where}: [nightly] configs = {settings.nightly.configs!r}: {exc}"
+        return f"{where}: [nightly] configs = {n.configs!r}: {exc}"
+    for name, patterns in (("models", n.models), ("canaries", n.canaries)):
+        try:
+            if patterns:      # an empty list: the embedded corpus (models) or no canaries
+                steps.resolve_models(list(patterns))
+        except UnknownModel as exc:
+            return f"{where}: [nightly] {name} = {list(patterns)!r}: {exc}"
     return None
 
 

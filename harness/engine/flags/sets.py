@@ -7,13 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.files import UnreadableFile, read_toml
-from harness.engine.configs import BUILTIN, ConfigError
+from harness.engine.configs import BUILTIN, NAMED_SETS, ConfigError
 
-NAMED = {
-    "all-dynamo": "torch._dynamo.config",
-    "all-functorch": "torch._functorch.config",
-    "all-inductor": "torch._inductor.config",
-}
+# Each named set and the config module whose flags it flips (the names are reserved in configs.NAMED_SETS).
+NAMED = dict(zip(NAMED_SETS, ("torch._dynamo.config", "torch._functorch.config", "torch._inductor.config")))
 # Why a flag is not flipped (see exclusions.toml).
 REASONS = ("debugging", "changes_measurement", "needs_another_flag", "out_of_scope")
 EXCLUSIONS = Path(__file__).with_name("exclusions.toml")
@@ -72,10 +69,11 @@ def expand(name: str, space: dict[str, dict[str, Any]], exclusions: dict[str, Ex
     return configs
 
 
-def refuse(names: list[str], backend: str) -> None:
-    """ConfigError (one line) for a named set the backend cannot run: no other backend reads an Inductor flag."""
+def refuse(names: list[str], backend: str, how: str = "--backend inductor") -> None:
+    """ConfigError (one line) for a named set the backend cannot run: no other backend reads an Inductor flag.
+    `how`: where the caller's backend is chosen (the sweep's flag; the nightly's setting)."""
     if "all-inductor" in names and backend != "inductor":
-        raise ConfigError("all-inductor needs --backend inductor (no other backend reads an Inductor flag)")
+        raise ConfigError(f"all-inductor needs {how} (no other backend reads an Inductor flag)")
 
 
 def expand_named(names: list[str], *, backend: str, python: str | None) -> dict[str, dict]:
