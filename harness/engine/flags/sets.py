@@ -2,6 +2,7 @@
 boolean flag of that module flipped from its default, minus the reviewed exclusion table (exclusions.toml)."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ NAMED = dict(zip(NAMED_SETS, ("torch._dynamo.config", "torch._functorch.config",
 # Why a flag is not flipped (see exclusions.toml).
 REASONS = ("debugging", "changes_measurement", "needs_another_flag", "out_of_scope")
 EXCLUSIONS = Path(__file__).with_name("exclusions.toml")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,15 @@ def load_exclusions(path: Path = EXCLUSIONS) -> dict[str, Exclusion]:
         if row["key"] in found:
             raise ConfigError(f"{where}: {row['key']} is listed twice")
         found[row["key"]] = Exclusion(row["key"], row["reason"], str(row.get("note", "")))
+    if not found:      # an emptied or truncated table would flip every debugging flag: never read it as "none"
+        raise ConfigError(f"{path}: the exclusion table has no [[exclude]] entries")
     return found
+
+
+def unmatched(exclusions: dict[str, Exclusion], modules: list[str], space: dict[str, dict[str, Any]]) -> list[str]:
+    """The excluded keys of the listed modules that the torch under test does not have: a typo, or a key this build
+    removed (either way the entry excludes nothing)."""
+    return sorted(k for k in exclusions if k not in space and any(k.startswith(m + ".") for m in modules))
 
 
 def config_name(key: str) -> str:
@@ -76,17 +87,21 @@ def refuse(names: list[str], backend: str, how: str = "--backend inductor") -> N
         raise ConfigError(f"all-inductor needs {how} (no other backend reads an Inductor flag)")
 
 
-def expand_named(names: list[str], *, backend: str, python: str | None) -> dict[str, dict]:
+def expand_named(names: list[str], *, backend: str, python: str | None,
+                 table: Path = EXCLUSIONS) -> dict[str, dict]:
     """The configs of the named sets among `names`, expanded in the torch under test (`python`, run once):
-    {} when none is named."""
+    {} when none is named. An exclusion the torch has no flag for is one warning line naming the key."""
     from harness.engine.flags import space as configspace
 
     named = [n for n in names if n in NAMED]
     if not named:
         return {}
     refuse(named, backend)
-    exclusions = load_exclusions()
-    _, space = configspace.discover(backend, python)
+    exclusions = load_exclusions(table)
+    modules, space = configspace.discover(backend, python)
+    for key in unmatched(exclusions, modules, space):
+        log.warning("%s: %s matches no flag of the torch under test (a typo, or a key this build removed)",
+                    table.name, key)
     flips: dict[str, dict] = {}
     for name in named:
         flips.update(expand(name, space, exclusions))
