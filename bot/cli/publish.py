@@ -7,6 +7,7 @@ import dataclasses
 import json
 import sys
 
+from bot.cli.interrupts import sigterm_as_interrupt
 from bot.settings import Settings
 
 
@@ -51,7 +52,12 @@ def run_stats(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_publish(args: argparse.Namespace, settings: Settings) -> int:
-    """Handler of `flagsweep publish`."""
+    """Handler of `flagsweep publish`: SIGTERM ends it as Ctrl-C does (reproducer folders removed, exit 130)."""
+    with sigterm_as_interrupt():
+        return _publish(args, settings)
+
+
+def _publish(args: argparse.Namespace, settings: Settings) -> int:
     from bot.github import publish
     from bot.github.port import ActionRefused
     from bot.issues.routing import RoutingError

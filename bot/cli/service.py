@@ -152,7 +152,12 @@ def _export_refusal(target: str) -> str | None:
 
 
 def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
-    """flagsweep merge RUN..."""
+    """flagsweep merge RUN...: SIGTERM ends it as Ctrl-C does (reproducer folders removed, exit 130)."""
+    with sigterm_as_interrupt():
+        return _merge(args, settings)
+
+
+def _merge(args: argparse.Namespace, settings: Any) -> int:
     from bot.builds import provider
     from bot.pipeline import merge, nightly
     from bot.pipeline.steps import Steps
