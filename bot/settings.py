@@ -35,12 +35,20 @@ SUMMARY_CONFIGS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops")
 ROLES = ("none", "read", "triage", "write", "maintain", "admin")   # repository roles, lowest first
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}(\[bot\])?$")
 _URL_TEXT = re.compile(r"^(https?|file)://\S+$")
+_REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}/[A-Za-z0-9._-]{1,100}$")
 
 T = TypeVar("T")
 
 
 class SettingsError(ValueError):
     """The settings file or environment is wrong; the message says where."""
+
+
+def repo_key(text: str) -> str | None:
+    """OWNER/NAME as GitHub compares it (case-insensitively: lower case), or None when text is not OWNER/NAME.
+
+    The one rule for a repository name: the settings, `publish --repo`, `stats --repo` and the webhook use it."""
+    return text.lower() if _REPO.match(text) else None
 
 
 def default_state_path(env: Mapping[str, str]) -> Path:
@@ -154,7 +162,7 @@ class SweepSettings:
 
 @dataclass(frozen=True)
 class GitHubSettings:
-    repo: str | None = setting(None, Check(lambda v: v.count("/") == 1 and all(v.split("/")), "OWNER/NAME"))
+    repo: str | None = setting(None, Check(lambda v: repo_key(v) is not None, "OWNER/NAME"))
     base_url: str = setting("https://api.github.com", URL)
     token: str | None = setting(None, TEXT)                  # env FLAGSWEEP_GITHUB_TOKEN
     app_id: int | None = setting(None, at_least(1))          # GitHub App auth instead of a token

@@ -46,6 +46,24 @@ def store(tmp_path) -> Path:
     (["nightly", "--models", ""], "--models"),
     (["serve", "--port", "99999"], "'99999'"),
     (["runs", "list", "--limit", "0"], "--limit"),
+    # issue 31: an empty value was taken as "not given" (`--shard ''` ran a whole nightly)
+    (["nightly", "--shard", ""], "--shard"),
+    (["nightly", "--shard", "3/2"], "'3/2'"),
+    (["nightly", "--out", ""], "--out"),
+    (["nightly", "--export", ""], "--export"),
+    (["nightly", "--torch", ""], "--torch"),
+    (["merge", "1", "--out", ""], "--out"),
+    (["publish", "--repo", ""], "--repo"),
+    (["publish", "--repo", "no-slash"], "'no-slash'"),
+    (["publish", "--out", ""], "--out"),
+    (["stats", "--repo", ""], "--repo"),
+    (["stats", "--repo", "a/b/c"], "'a/b/c'"),
+    (["report", "-o", ""], "--output"),
+    (["export", "1", "-o", ""], "--output"),
+    (["repro", "GPT2Model", "-o", ""], "--output"),
+    (["zoo", "lock", "--lock-dir", ""], "--lock-dir"),
+    (["zoo", "diff", "5.0.0", "5.1.0", "--lock-dir", ""], "--lock-dir"),
+    (["serve", "--host", ""], "--host"),
 ])
 def test_bad_values_are_refused_before_anything_runs(tmp_path, capsys, args, named):
     state = tmp_path / "s.sqlite"
@@ -345,3 +363,38 @@ def test_a_config_file_config_named_like_a_set_is_refused(tmp_path, name):
     path.write_text(f'[configs.{name}]\n"torch._dynamo.config.capture_scalar_outputs" = true\n')
     with pytest.raises(configs.ConfigError, match=f"{path}: config '{name}' is the name of a named set"):
         configs.load_catalog(str(path))
+
+
+@pytest.mark.parametrize("args", [["stats"], ["runs", "list"], ["runs", "show", "1"], ["diff"], ["report", "1"],
+                                  ["export", "1"]])
+def test_read_commands_never_create_a_store(tmp_path, capsys, args):
+    """Issue 31: `stats` (and the other read commands) made folders and an empty store at a mistyped --state and
+    reported 0."""
+    state = tmp_path / "mistyped" / "state.sqlite"
+    code, err = run_cli(capsys, "--state", str(state), *args)
+    assert code == 2 and one_line(err).startswith(f"flagsweep: state: {state}: no state file there")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [["report", "99"], ["export", "99"], ["runs", "show", "99"], ["diff", "99"],
+                                  ["diff", "1", "99"]])
+def test_a_run_that_does_not_exist_is_a_bad_request(store, capsys, args):
+    """Issue 31: `report 99` and `export 99` exited 1; naming a run the store lacks is a bad request, as `merge 99`."""
+    code, err = run_cli(capsys, "--state", str(store), *args)
+    assert code == 2 and one_line(err) == "flagsweep: no run 99"
+
+
+def test_stats_repo_is_one_rule_with_publish_and_the_webhook(store, capsys):
+    """Issue 31: `stats --repo` was case-sensitive where the webhook is not: one rule (bot.settings.repo_key)."""
+    import json
+
+    from bot import settings as settings_mod
+    from state import resolutions
+
+    conn = db.connect(store)
+    resolutions.record(conn, "PyTorch/PyTorch", [resolutions.Resolution(number=1, key="k", resolution="completed")])
+    conn.close()
+    code = main(["--state", str(store), "stats", "--repo", "pytorch/pytorch", "--json"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["opened"] == 1
+    assert settings_mod.repo_key("PyTorch/PyTorch") == settings_mod.repo_key("pytorch/pytorch") == "pytorch/pytorch"
+    assert settings_mod.repo_key("pytorch") is None and settings_mod.repo_key("a/b/c") is None

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "(files only) unless GitHub credentials are configured.")
     p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub; render to files")
     p.add_argument("--date", metavar="YYYY-MM-DD", type=types.iso_date, help="the nightly of this date (default: the newest)")
-    p.add_argument("--torch", default="nightly", metavar="BUILD",
+    p.add_argument("--torch", default="nightly", metavar="BUILD", type=types.nonempty("the torch build"),
                    help="'nightly': the newest dev build on the index (default); 'current': the torch installed "
                         "here; a date (YYYY-MM-DD); a version (2.14.1, 2.15.0rc1, 2.15.0.dev20261101); or the "
                         "path of a Python interpreter that has torch")
@@ -33,9 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="sweep again even if this nightly was swept with these configs")
     p.add_argument("--population", choices=POPULATIONS, metavar="all|graph-breaking",
                    help="sweep every model, or only those with more than one graph at baseline (default: [sweep] population)")
-    p.add_argument("--shard", metavar="i/N", help="sweep only the i-th of N slices of the models (CI matrix)")
-    p.add_argument("--out", metavar="DIR", help="where dry-run issues and the report go (default: [issues] dry_run_out)")
-    p.add_argument("--export", metavar="FILE", help="also write the run (environment, outcomes, builds) to FILE, "
+    p.add_argument("--shard", metavar="i/N", type=types.shard, help="sweep only the i-th of N slices of the models (CI matrix)")
+    p.add_argument("--out", metavar="DIR", type=types.nonempty("the output folder"), help="where dry-run issues and the report go (default: [issues] dry_run_out)")
+    p.add_argument("--export", metavar="FILE", type=types.nonempty("the export file"), help="also write the run (environment, outcomes, builds) to FILE, "
                                                      "for `flagsweep merge` on another host")
     p.add_argument("--json", action="store_true", help="print the result as JSON (and nothing else on stdout)")
     p.set_defaults(func=cmd_nightly)
@@ -45,17 +45,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the nightly on it: diff, confirmation, publish, report. A RUN is a run id in "
                                    "this store or a file written by `nightly --export` on another host, imported first.")
     p.add_argument("runs", nargs="+", metavar="RUN|FILE")
-    p.add_argument("--torch", metavar="BUILD", help="verify reproducers on this build (as `nightly --torch` takes it; "
+    p.add_argument("--torch", metavar="BUILD", type=types.nonempty("the torch build"), help="verify reproducers on this build (as `nightly --torch` takes it; "
                                                      "it must be the shards' torch); default: the shards' interpreter")
     p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub")
-    p.add_argument("--out", metavar="DIR")
+    p.add_argument("--out", metavar="DIR", type=types.nonempty("the output folder"))
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("serve", help="run the scheduler, the webhook server and the job runner in one process",
                        description="Long-running bot: nightly on the [scheduler] cron, the webhook server on "
                                    "[webhook] host:port (GET /healthz for health), comment commands as stored jobs.")
-    p.add_argument("--host", help="override [webhook] host")
+    p.add_argument("--host", type=types.nonempty("the host"), help="override [webhook] host")
     p.add_argument("--port", type=types.port, help="override [webhook] port")
     p.add_argument("--no-schedule", action="store_true", help="do not schedule nightlies (commands only)")
     p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub")
