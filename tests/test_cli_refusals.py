@@ -398,3 +398,14 @@ def test_stats_repo_is_one_rule_with_publish_and_the_webhook(store, capsys):
     assert code == 0 and json.loads(capsys.readouterr().out)["opened"] == 1
     assert settings_mod.repo_key("PyTorch/PyTorch") == settings_mod.repo_key("pytorch/pytorch") == "pytorch/pytorch"
     assert settings_mod.repo_key("pytorch") is None and settings_mod.repo_key("a/b/c") is None
+
+
+@pytest.mark.parametrize("torch", ["current", "2.14.1", "2026-11-02"])
+def test_nightly_date_with_a_build_that_is_not_chosen_by_date_is_refused(tmp_path, capsys, torch):
+    """Issue 31: `nightly --torch current --date D` ignored D and stored today's date."""
+    code, err = run_cli(capsys, "--state", str(tmp_path / "s.sqlite"), "nightly", "--torch", torch,
+                        "--date", "2026-11-01", "--models", "BertModel", "--configs", "baseline", "--dry-run",
+                        "--out", str(tmp_path / "o"))
+    assert code == 2 and one_line(err).startswith(f"flagsweep nightly: --date 2026-11-01 picks a nightly build; "
+                                                  f"--torch {torch} is another build")
+    assert list(tmp_path.iterdir()) == []          # nothing swept, nothing stored

@@ -100,6 +100,10 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
     if refused:
         print(f"flagsweep nightly: {refused}", file=sys.stderr)
         return 2
+    mismatch = _date_refusal(args.torch, args.date)
+    if mismatch:
+        print(f"flagsweep nightly: {mismatch}", file=sys.stderr)
+        return 2
     unwritable = _export_refusal(args.export) if args.export else None
     if unwritable:
         print(f"flagsweep nightly: --export {args.export}: {unwritable}", file=sys.stderr)
@@ -136,6 +140,22 @@ def exit_status(result: Any) -> int:
     if result.suspect:
         return ENVIRONMENT_SUSPECT
     return 1 if result.missing_shards else 0
+
+
+def _date_refusal(torch: str, date: str | None) -> str | None:
+    """Why `--date` cannot go with this `--torch`, or None: only `nightly` (the default) is chosen by date; any other
+    build is what it is, and its run would be stored under a date it was not built on."""
+    from bot.builds import provider
+    if date is None:
+        return None
+    try:
+        kind = provider.parse_spec(torch).kind
+    except provider.SpecError:
+        return None          # the bad build name is refused on its own, with its reason
+    if kind == "nightly":
+        return None
+    return (f"--date {date} picks a nightly build; --torch {torch} is another build, so the date would be wrong: "
+            f"drop --date, or use --torch nightly --date {date}")
 
 
 def _export_refusal(target: str) -> str | None:
