@@ -35,12 +35,20 @@ SUMMARY_CONFIGS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops")
 ROLES = ("none", "read", "triage", "write", "maintain", "admin")   # repository roles, lowest first
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}(\[bot\])?$")
 _URL_TEXT = re.compile(r"^(https?|file)://\S+$")
+_REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}/[A-Za-z0-9._-]{1,100}$")
 
 T = TypeVar("T")
 
 
 class SettingsError(ValueError):
     """The settings file or environment is wrong; the message says where."""
+
+
+def repo_key(text: str) -> str | None:
+    """OWNER/NAME as GitHub compares it (case-insensitively: lower case), or None when text is not OWNER/NAME.
+
+    The one rule for a repository name: the settings, `publish --repo`, `stats --repo` and the webhook use it."""
+    return text.lower() if _REPO.match(text) else None
 
 
 def default_state_path(env: Mapping[str, str]) -> Path:
@@ -95,6 +103,13 @@ TEXT = Check(lambda v: bool(v.strip()), "not empty")
 NAMES = Check(lambda v: all(x.strip() for x in v), "a list of non-empty names")
 URL = Check(lambda v: _URL_TEXT.match(v), "an http(s):// or file:// URL")
 URL_OR_NONE = Check(lambda v: v == "" or _URL_TEXT.match(v), 'an http(s):// URL or "" (none)')
+# GitHub splits a label filter (`labels=a,b`) on commas: a label with one can never be looked up.
+LABEL = Check(lambda v: v.strip() and v == v.strip() and "," not in v, "a label name without commas or surrounding spaces")
+GLOB_CHARS = frozenset("*?[")
+# Names looked up literally (a canary is found by its exact name in the night's results): a glob never matches.
+EXACT_NAMES = Check(lambda v: all(x.strip() and not GLOB_CHARS & set(x) for x in v),
+                    "a list of model class names (no globs: each is looked up by its exact name)")
+SOME_NAMES = Check(lambda v: bool(v) and all(x.strip() for x in v), "a list of at least one non-empty name")
 _S = " seconds"
 
 
@@ -147,7 +162,7 @@ class SweepSettings:
 
 @dataclass(frozen=True)
 class GitHubSettings:
-    repo: str | None = setting(None, Check(lambda v: v.count("/") == 1 and all(v.split("/")), "OWNER/NAME"))
+    repo: str | None = setting(None, Check(lambda v: repo_key(v) is not None, "OWNER/NAME"))
     base_url: str = setting("https://api.github.com", URL)
     token: str | None = setting(None, TEXT)                  # env FLAGSWEEP_GITHUB_TOKEN
     app_id: int | None = setting(None, at_least(1))          # GitHub App auth instead of a token
@@ -184,7 +199,7 @@ class IssueSettings:
     min_models: int = setting(2, at_least(1, " models"))  # a new signature is filed once it crashes this many models...
     # ...or was seen on this many consecutive nightlies (and a crash is confirmed)
     min_nights: int = setting(2, between(1, MAX_NIGHTS, " nightlies"))
-    pause_label: str = setting("flagsweep: pause", TEXT)  # an open issue with this label stops every write
+    pause_label: str = setting("flagsweep: pause", LABEL)  # an open issue with this label stops every write
     shadow: bool = setting(False)      # read GitHub, but write the planned actions to files instead of GitHub
     # added when dynamic=False makes the reproducer pass ("": none)
     dynamic_label: str = setting("module: dynamic shapes",
@@ -248,7 +263,8 @@ class NightlySettings:
     channel: str = setting("cpu")
     venv_dir: str | None = setting(None, TEXT, holds=Holds.PATH)   # where per-version venvs are cached
     transformers_pin: str | None = setting(None)   # None: the transformers version installed here; "": install none
-    configs: list[str] = setting(["capture_scalar_outputs", "capture_dynamic_output_shape_ops"], NAMES)
+    # at least one: an empty list would sweep only the baseline every night
+    configs: list[str] = setting(["capture_scalar_outputs", "capture_dynamic_output_shape_ops"], SOME_NAMES)
     models: list[str] = setting([], NAMES)         # globs; empty: the embedded default corpus
     # where torch's and transformers' deps come from; "": none
     extra_index_url: str = setting("https://pypi.org/simple", URL_OR_NONE)
@@ -260,7 +276,7 @@ class NightlySettings:
     torch: str = setting("nightly", TEXT)
     # Models that must build, run eager and compile at baseline every night, or nothing is filed (the gate);
     # swept with the night when its models lack them. Cheap and well-behaved, one per stratum.
-    canaries: list[str] = setting(["GPT2Model", "BartModel", "ViTModel"], NAMES)
+    canaries: list[str] = setting(["GPT2Model", "BartModel", "ViTModel"], EXACT_NAMES)
     # a rise of the share of models failing at baseline past this: environment suspect
     max_error_jump: float = setting(0.15, Check(lambda v: 0 < v <= 1,
                                                 "more than 0 and at most 1 (a share of the models)"))

@@ -238,11 +238,12 @@ def latest_comparable_pair(conn: sqlite3.Connection) -> tuple[int, int] | None:
     return None
 
 
-def effect_counts(conn: sqlite3.Connection, run_ids: list[int]) -> dict[int, dict[str, dict[str, int]]]:
-    """{run_id: {config: {effect: count}}} for each run group, read straight from SQL."""
+def effect_counts(conn: sqlite3.Connection, run_ids: list[int], *,
+                  whole_group: bool = True) -> dict[int, dict[str, dict[str, int]]]:
+    """{run_id: {config: {effect: count}}} for each run group (whole_group=False: each run alone), read from SQL."""
     out: dict[int, dict[str, dict[str, int]]] = {}
     for rid in run_ids:
-        ids = run_group(conn, rid)
+        ids = run_group(conn, rid) if whole_group else [rid]
         counts: dict[str, dict[str, int]] = {}
         if ids:
             rows = conn.execute(

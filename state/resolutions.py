@@ -85,10 +85,11 @@ def _unchanged(stored: tuple | None, r: Resolution) -> bool:
 
 
 def tally(conn: sqlite3.Connection, repo: str | None = None) -> Tally:
-    """The counts over the bot's tracking issues (of `repo`, when given)."""
+    """The counts over the bot's tracking issues (of `repo`, when given: compared case-insensitively, as GitHub
+    compares repository names)."""
     sql, args = "SELECT resolution, reopened FROM issue_resolutions", []
     if repo is not None:
-        sql += " WHERE repo = ?"
+        sql += " WHERE lower(repo) = lower(?)"
         args.append(repo)
     out = Tally(repo=repo)
     for row in conn.execute(sql, args):

@@ -46,6 +46,24 @@ def store(tmp_path) -> Path:
     (["nightly", "--models", ""], "--models"),
     (["serve", "--port", "99999"], "'99999'"),
     (["runs", "list", "--limit", "0"], "--limit"),
+    # issue 31: an empty value was taken as "not given" (`--shard ''` ran a whole nightly)
+    (["nightly", "--shard", ""], "--shard"),
+    (["nightly", "--shard", "3/2"], "'3/2'"),
+    (["nightly", "--out", ""], "--out"),
+    (["nightly", "--export", ""], "--export"),
+    (["nightly", "--torch", ""], "--torch"),
+    (["merge", "1", "--out", ""], "--out"),
+    (["publish", "--repo", ""], "--repo"),
+    (["publish", "--repo", "no-slash"], "'no-slash'"),
+    (["publish", "--out", ""], "--out"),
+    (["stats", "--repo", ""], "--repo"),
+    (["stats", "--repo", "a/b/c"], "'a/b/c'"),
+    (["report", "-o", ""], "--output"),
+    (["export", "1", "-o", ""], "--output"),
+    (["repro", "GPT2Model", "-o", ""], "--output"),
+    (["zoo", "lock", "--lock-dir", ""], "--lock-dir"),
+    (["zoo", "diff", "5.0.0", "5.1.0", "--lock-dir", ""], "--lock-dir"),
+    (["serve", "--host", ""], "--host"),
 ])
 def test_bad_values_are_refused_before_anything_runs(tmp_path, capsys, args, named):
     state = tmp_path / "s.sqlite"
@@ -257,6 +275,10 @@ def test_a_valid_store_in_a_read_only_folder_is_not_called_foreign(tmp_path, cap
 @pytest.mark.parametrize("nightly,named", [
     ('torch = "tomorrow"', "[nightly] torch = 'tomorrow': expected current, nightly"),
     ('configs = ["capture_scalar_outputz"]', "[nightly] configs = ['capture_scalar_outputz']: unknown config"),
+    # issue 31: a named set the backend cannot run, models and canaries not in the lock: each fails every night
+    ('configs = ["all-inductor"]', "[nightly] configs = ['all-inductor']: all-inductor needs [sweep] backend = "),
+    ('models = ["NoSuchModel*"]', "[nightly] models = ['NoSuchModel*']: unknown model 'NoSuchModel*'"),
+    ('canaries = ["GPT2Model", "NoSuchModel"]', "[nightly] canaries = ['GPT2Model', 'NoSuchModel']: unknown model"),
 ])
 def test_serve_refuses_at_start_up_what_the_nightly_would_fail_on(capsys, tmp_path, nightly, named):
     conf = tmp_path / "s.toml"
@@ -284,3 +306,106 @@ def test_nightly_export_target_is_checked_before_the_sweep(tmp_path, capsys, tar
     assert code == 2 and named in one_line(err) and str(tmp_path / target) in err
     assert not (tmp_path / "s.sqlite").exists()                       # nothing swept, nothing stored
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]    # no folder.tmp
+
+
+def _readme_every_night_configs() -> str:
+    """The README's every-night example line (`configs = [..., "all-dynamo"]`), as the README writes it."""
+    text = (ROOT / "README.md").read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("`configs = [") and "all-dynamo" in ln)
+    return line.split("`")[1]
+
+
+@pytest.mark.parametrize("extra", ["", '[sweep]\nbackend = "inductor"\n'])
+def test_serve_starts_with_the_readmes_every_night_example(tmp_path, extra):
+    """Issue 31, major 2: `serve` refused the README's own `[nightly] configs` with a named set (all-dynamo, and
+    all-inductor under the inductor backend). A real `flagsweep serve` gets past its start-up check and listens."""
+    import signal
+
+    configs = _readme_every_night_configs()
+    if extra:
+        configs = configs.replace('"all-dynamo"', '"all-dynamo", "all-inductor"')
+    conf = tmp_path / "s.toml"
+    conf.write_text(f"{extra}[webhook]\nport = 0\n[nightly]\n{configs}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGSWEEP_")}
+    env["FLAGSWEEP_WEBHOOK_SECRET"] = "s3cret"
+    proc = subprocess.Popen([sys.executable, "-m", "bot.cli.main", "--settings", str(conf), "--state",
+                             str(tmp_path / "s.sqlite"), "serve", "--no-schedule", "--dry-run"],
+                            cwd=ROOT, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if "listening on" in line or "flagsweep serve: " in line:
+                break
+        assert "listening on" in seen[-1], "".join(seen)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_nightly_all_inductor_names_the_setting_it_needs(tmp_path, capsys):
+    """Issue 31: `nightly` has no --backend; the refusal names the setting that chooses the nightly's backend."""
+    code, err = run_cli(capsys, "--state", str(tmp_path / "s.sqlite"), "nightly", "--torch", "current",
+                        "--configs", "all-inductor", "--dry-run")
+    line = one_line(err)
+    assert code == 2 and '[sweep] backend = "inductor"' in line and "--backend" not in line
+
+
+@pytest.mark.parametrize("name", ["all-dynamo", "all-functorch", "all-inductor"])
+def test_a_config_file_config_named_like_a_set_is_refused(tmp_path, name):
+    """Issue 31: a config file's config named like a named set was silently replaced by the set."""
+    from harness.engine import configs
+
+    path = tmp_path / "configs.toml"
+    path.write_text(f'[configs.{name}]\n"torch._dynamo.config.capture_scalar_outputs" = true\n')
+    with pytest.raises(configs.ConfigError, match=f"{path}: config '{name}' is the name of a named set"):
+        configs.load_catalog(str(path))
+
+
+@pytest.mark.parametrize("args", [["stats"], ["runs", "list"], ["runs", "show", "1"], ["diff"], ["report", "1"],
+                                  ["export", "1"]])
+def test_read_commands_never_create_a_store(tmp_path, capsys, args):
+    """Issue 31: `stats` (and the other read commands) made folders and an empty store at a mistyped --state and
+    reported 0."""
+    state = tmp_path / "mistyped" / "state.sqlite"
+    code, err = run_cli(capsys, "--state", str(state), *args)
+    assert code == 2 and one_line(err).startswith(f"flagsweep: state: {state}: no state file there")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [["report", "99"], ["export", "99"], ["runs", "show", "99"], ["diff", "99"],
+                                  ["diff", "1", "99"]])
+def test_a_run_that_does_not_exist_is_a_bad_request(store, capsys, args):
+    """Issue 31: `report 99` and `export 99` exited 1; naming a run the store lacks is a bad request, as `merge 99`."""
+    code, err = run_cli(capsys, "--state", str(store), *args)
+    assert code == 2 and one_line(err) == "flagsweep: no run 99"
+
+
+def test_stats_repo_is_one_rule_with_publish_and_the_webhook(store, capsys):
+    """Issue 31: `stats --repo` was case-sensitive where the webhook is not: one rule (bot.settings.repo_key)."""
+    import json
+
+    from bot import settings as settings_mod
+    from state import resolutions
+
+    conn = db.connect(store)
+    resolutions.record(conn, "PyTorch/PyTorch", [resolutions.Resolution(number=1, key="k", resolution="completed")])
+    conn.close()
+    code = main(["--state", str(store), "stats", "--repo", "pytorch/pytorch", "--json"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["opened"] == 1
+    assert settings_mod.repo_key("PyTorch/PyTorch") == settings_mod.repo_key("pytorch/pytorch") == "pytorch/pytorch"
+    assert settings_mod.repo_key("pytorch") is None and settings_mod.repo_key("a/b/c") is None
+
+
+@pytest.mark.parametrize("torch", ["current", "2.14.1", "2026-11-02"])
+def test_nightly_date_with_a_build_that_is_not_chosen_by_date_is_refused(tmp_path, capsys, torch):
+    """Issue 31: `nightly --torch current --date D` ignored D and stored today's date."""
+    code, err = run_cli(capsys, "--state", str(tmp_path / "s.sqlite"), "nightly", "--torch", torch,
+                        "--date", "2026-11-01", "--models", "BertModel", "--configs", "baseline", "--dry-run",
+                        "--out", str(tmp_path / "o"))
+    assert code == 2 and one_line(err).startswith(f"flagsweep nightly: --date 2026-11-01 picks a nightly build; "
+                                                  f"--torch {torch} is another build")
+    assert list(tmp_path.iterdir()) == []          # nothing swept, nothing stored

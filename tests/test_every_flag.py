@@ -152,3 +152,43 @@ def test_all_inductor_without_the_inductor_backend_is_refused_in_one_line(tmp_pa
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert code == 2 and err == ["flagsweep sweep: all-inductor needs --backend inductor "
                                  "(no other backend reads an Inductor flag)"]
+
+
+def test_an_empty_exclusion_table_is_refused_not_read_as_nothing_excluded(tmp_path):
+    """Issue 31: an emptied exclusions.toml silently meant "nothing excluded" (debugging flags swept)."""
+    empty = tmp_path / "exclusions.toml"
+    empty.write_text("# every entry deleted by mistake\n")
+    with pytest.raises(ConfigError, match=r"exclusions\.toml: the exclusion table has no \[\[exclude\]\] entries$"):
+        flagsets.load_exclusions(empty)
+
+
+def test_an_exclusion_the_torch_under_test_lacks_is_one_warning_naming_the_key(tmp_path, caplog):
+    """Issue 31: a key that matches nothing in the torch under test (a typo, a key a newer torch removed) was
+    silently ignored. Expanded in the real torch: the typo is named, the keys it has and other modules' are not."""
+    table = tmp_path / "exclusions.toml"
+    table.write_text('[[exclude]]\nkey = "torch._dynamo.config.verbose"\nreason = "debugging"\n'
+                     '[[exclude]]\nkey = "torch._dynamo.config.verbsoe"\nreason = "debugging"\n'
+                     '[[exclude]]\nkey = "torch._inductor.config.not_listed_under_count"\nreason = "debugging"\n')
+    caplog.set_level("WARNING", logger="harness.engine.flags.sets")
+    flips = flagsets.expand_named(["all-dynamo"], backend="count", python=None, table=table)
+    assert flips and "dynamo.verbose" not in flips
+    warned = [r.getMessage() for r in caplog.records]
+    assert warned == ["exclusions.toml: torch._dynamo.config.verbsoe matches no flag of the torch under test "
+                      "(a typo, or a key this build removed)"]
+
+
+def test_listing_the_config_space_in_an_interpreter_without_torch_fails_first(tmp_path):
+    """Issue 31: list_here swallowed the ImportError, so `all-dynamo` expanded to 0 flags before failing later."""
+    no_torch = _python_without_torch(tmp_path)
+    with pytest.raises(ConfigError, match=r"cannot list its config space: .*No module named 'torch'"):
+        configspace.discover("count", no_torch)
+    with pytest.raises(ConfigError, match=r"No module named 'torch'"):
+        flagsets.expand_named(["all-dynamo"], backend="count", python=no_torch)
+
+
+def _python_without_torch(tmp_path: Path) -> str:
+    """This interpreter without its site-packages (-S): the project imports, torch does not."""
+    script = tmp_path / "python-without-torch"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    script.chmod(0o755)
+    return str(script)

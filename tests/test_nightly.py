@@ -167,7 +167,7 @@ def test_a_named_set_the_backend_cannot_run_is_refused_before_anything_runs(env)
     from harness.engine.configs import ConfigError
 
     settings, conn, world, tmp = env
-    with pytest.raises(ConfigError, match="all-inductor needs --backend inductor"):
+    with pytest.raises(ConfigError, match=r"all-inductor needs \[sweep\] backend = \"inductor\" "):
         nightly.run_nightly(conn, settings, configs=["all-inductor"], out_dir=tmp / "out",
                             steps=dataclasses.replace(world.steps(), select_configs=steps_mod.select_configs))
     assert world.sweeps == [] and runs.list_runs(conn) == []

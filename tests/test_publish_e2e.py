@@ -326,7 +326,9 @@ def test_cli_publish_json_dry_run_then_real(fake_github: FakeGitHub, tmp_path: P
     out = capsys.readouterr().out
     assert code == 0 and "5 actions: 5 written, 0 skipped (GitHub already had it), 0 pending, 0 failed." in out
     assert len(fake_github.state.issues(fake_github.repo)) == 5
-    assert main(["--settings", str(toml), "--state", str(state), "publish", "--repo", "nonsense"]) == 2
+    with pytest.raises(SystemExit) as refused:      # refused by its argument type (issue 31: one OWNER/NAME rule)
+        main(["--settings", str(toml), "--state", str(state), "publish", "--repo", "nonsense"])
+    assert refused.value.code == 2 and "expected OWNER/NAME, got 'nonsense'" in capsys.readouterr().err
 
 
 def test_ad_hoc_runs_do_not_count_as_quiet_nightlies(fake_github: FakeGitHub, tmp_path: Path) -> None:

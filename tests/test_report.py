@@ -176,7 +176,7 @@ def test_runs_list_show_and_export(store, tmp_path):
     assert shown["environment"]["torch_version"] == hd.ENV["torch_version"]
     text = _cli(path, "runs", "show", "3").stdout
     assert "previous comparable run: 2" in text and "capture_scalar_outputs: 1 crashes" in text
-    assert _cli(path, "runs", "show", "42").returncode == 1
+    assert _cli(path, "runs", "show", "42").returncode == 2     # a run the store lacks: a bad request (issue 31)
     rows = list(csv.DictReader(io.StringIO(_cli(path, "export", "3", "--format", "csv").stdout)))
     assert len(rows) == 8 and rows[0]["run_id"] == "3"
     assert {r["model"] for r in rows if r["status"] == "error"} == {"BertModel"}

@@ -71,7 +71,14 @@ def test_service_retry_and_webhook_limits_are_checked(tmp_path):
     ("[scheduler]\nshutdown_grace = nan\n", r"scheduler\.shutdown_grace: must be a finite number, got nan$"),
     ("[sweep]\ntimeout = inf\n", r"sweep\.timeout: must be a finite number, got inf$"),
     ("[webhook]\ndrain_limit = 0\n", r"webhook\.drain_limit: must be max_body or more, got 0$"),
-    ("[webhook]\nreserve = 200\n", r"webhook\.reserve: must be less than max_connections, got 200$"),
+    ("[webhook]\nreserve = 200\n", r"webhook\.reserve: must be less than max_connections, got 200$"),    # issue 31: GitHub splits a label filter on commas, so the kill switch would never find the label
+    ('[issues]\npause_label = "flagsweep, pause"\n', r"issues\.pause_label: must be a label name without commas"),
+    ('[issues]\npause_label = " "\n', r"issues\.pause_label: must be a label name"),
+    # issue 31: the gate looks a canary up by its exact name; a glob would sweep the model and fail the gate
+    ('[nightly]\ncanaries = ["GPT2*"]\n', r"nightly\.canaries: must be a list of model class names \(no globs"),
+    ('[nightly]\ncanaries = ["*"]\n', r"nightly\.canaries: must be a list of model class names \(no globs"),
+    # issue 31: no configs would sweep only the baseline every night
+    ("[nightly]\nconfigs = []\n", r"nightly\.configs: must be a list of at least one non-empty name, got \[\]$"),
 ])
 def test_each_refused_value_is_one_line_naming_section_field_and_value(tmp_path, text, named):
     bad = tmp_path / "s.toml"

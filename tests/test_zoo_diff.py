@@ -128,3 +128,36 @@ def test_a_worker_answer_that_is_no_entry_is_an_error_not_ok():
     assert "config_class" in why
     assert locker.not_an_entry(JobResult("GPT2Model", "ok", None), real["transformers"])
     assert locker.not_an_entry(JobResult("GPT2Model", "ok", real), real["transformers"]) is None
+
+
+def test_zoo_diff_reads_locks_with_their_checks(three_locks, capsys, tmp_path):
+    """Issue 31: `zoo diff` read locks without their checks: a mistyped release was accepted, and a hand-edited
+    entry whose hash no longer matches was listed as an ordinary change. It is flagged as `zoo lock --check` does."""
+    old, config, _ = three_locks
+    doc = json.loads(config.read_text())
+    doc["entries"]["GPT2Model"]["config"]["n_layer"] = 7          # edited by hand: the hash no longer matches
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    assert main(["zoo", "diff", str(old), str(edited), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["corrupt"] == [{"side": "new", "model": "GPT2Model", "field": "hash",
+                               "why": out["corrupt"][0]["why"]}] and "edited by hand" in out["corrupt"][0]["why"]
+    assert out["entries_changed"] == [] and "GPT2Model" not in out["unchanged"]
+    assert main(["zoo", "diff", str(old), str(edited)]) == 1
+    assert "corrupt entry in the 5.24.0 lock (new): GPT2Model (field 'hash'" in capsys.readouterr().out
+
+    doc["transformers"] = 5
+    edited.write_text(json.dumps(doc))
+    assert main(["zoo", "diff", str(old), str(edited)]) == 2
+    assert "'transformers' must be the release's version (a string), got 5" in capsys.readouterr().err
+
+
+def test_zoo_lock_into_a_file_is_refused_before_discovery(tmp_path, capsys):
+    """Issue 31: `zoo lock --lock-dir FILE` failed with `File exists` only after discovery ran."""
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("")
+    assert main(["--state", str(tmp_path / "s.sqlite"), "zoo", "lock", "--models", "GPT2Model",
+                 "--lock-dir", str(a_file)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"flagsweep zoo lock: --lock-dir {a_file} is a file; pass the folder the lock files live in\n"
+    assert not (tmp_path / "s.sqlite").exists()

@@ -14,6 +14,9 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
+from bot.settings import repo_key
+
+SHARD = re.compile(r"^(\d+)/(\d+)$")
 DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps|xpu(:\d+)?)$")
 BACKENDS = ("count", "eager", "aot_eager", "inductor")
 
@@ -123,4 +126,19 @@ def state_path(text: str) -> str:
         raise _bad("is empty (leave --state out to use the default store)")
     if Path(text).is_dir():
         raise _bad(f"{text} is a folder; pass the state file inside it, e.g. {Path(text) / 'state.sqlite'}")
+    return text
+
+
+def repo(text: str) -> str:
+    """OWNER/NAME of a GitHub repository (bot.settings.repo_key: the one rule, compared case-insensitively)."""
+    if repo_key(text) is None:
+        raise _bad(f"expected OWNER/NAME, got {text!r}")
+    return text
+
+
+def shard(text: str) -> str:
+    """i/N: the i-th of N slices, 1 <= i <= N."""
+    found = SHARD.match(text)
+    if not found or not 1 <= int(found[1]) <= int(found[2]):
+        raise _bad(f"expected i/N with 1 <= i <= N (e.g. 2/4), got {text!r}")
     return text

@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="One self-contained report: effects per config, the models x configs matrix, "
                                    "transitions since the previous comparable run, crash signatures, trend.")
     p.add_argument("run", nargs="?", type=int, metavar="RUN", help="run id (default: the latest finished run)")
-    p.add_argument("-o", "--output", metavar="FILE", help="where to write it (default: report.html / report.md)")
+    p.add_argument("-o", "--output", metavar="FILE", type=types.nonempty("the output file"), help="where to write it (default: report.html / report.md)")
     p.add_argument("--format", choices=["html", "md"], default=None, help="default: from the -o suffix, else html")
     p.add_argument("--trend", type=types.positive_int, default=14, metavar="N", help="runs in the trend chart (default 14)")
     p.set_defaults(func=cmd_report)
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="a run's outcomes as CSV or JSON lines")
     p.add_argument("run", type=int, metavar="RUN")
     p.add_argument("--format", choices=["csv", "jsonl"], default="jsonl")
-    p.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
+    p.add_argument("-o", "--output", metavar="FILE", type=types.nonempty("the output file"), help="default: stdout")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("runs", help="stored runs")
@@ -60,15 +60,26 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _open(settings: Any):
-    """Open the store (a StoreError is reported by bot.cli.main.main)."""
-    from state.db import connect
+    """Open the existing store, never creating one (a StoreError is reported by bot.cli.main.main)."""
+    from bot.cli.store import open_existing
 
-    return connect(settings.state_path)
+    return open_existing(settings)
 
 
-def _fail(message: str) -> int:
+def _fail(message: str, code: int = 1) -> int:
     print(f"flagsweep: {message}", file=sys.stderr)
-    return 1
+    return code
+
+
+BAD_REQUEST = 2      # a run id that names no run: nothing to do, as `merge 99`
+
+
+def _no_run(conn: Any, *run_ids: int | None) -> str | None:
+    """'no run N' for the first run id given that the store does not hold, else None."""
+    from state import runs
+
+    missing = [rid for rid in run_ids if rid is not None and runs.get_run(conn, rid) is None]
+    return f"no run {missing[0]}" if missing else None
 
 
 def cmd_diff(args: argparse.Namespace, settings: Any) -> int:
@@ -77,6 +88,9 @@ def cmd_diff(args: argparse.Namespace, settings: Any) -> int:
     from state import history
 
     conn = _open(settings)
+    missing = _no_run(conn, args.run_a, args.run_b)
+    if missing:
+        return _fail(missing, BAD_REQUEST)
     if args.run_a is not None and args.run_b is not None:
         pair = (args.run_a, args.run_b)
     elif args.run_a is not None:
@@ -107,6 +121,9 @@ def cmd_report(args: argparse.Namespace, settings: Any) -> int:
     conn = _open(settings)
     fmt = args.format or ("md" if args.output and args.output.endswith(".md") else "html")
     out = Path(args.output or f"report.{fmt}")
+    missing = _no_run(conn, args.run)
+    if missing:
+        return _fail(missing, BAD_REQUEST)
     try:
         ctx = report.build_context(conn, args.run, trend_runs=args.trend)
     except LookupError as exc:
@@ -125,7 +142,7 @@ def cmd_export(args: argparse.Namespace, settings: Any) -> int:
     conn = _open(settings)
     rows = report.export_rows(conn, args.run)
     if rows is None:
-        return _fail(f"no run {args.run}")
+        return _fail(f"no run {args.run}", BAD_REQUEST)
     text = report.to_csv(rows) if args.format == "csv" else report.to_jsonl(rows)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -154,7 +171,7 @@ def cmd_runs_show(args: argparse.Namespace, settings: Any) -> int:
     conn = _open(settings)
     data = report.run_detail(conn, args.run)
     if data is None:
-        return _fail(f"no run {args.run}")
+        return _fail(f"no run {args.run}", BAD_REQUEST)
     if args.json:
         print(json.dumps(data, indent=2))
     else:

@@ -7,6 +7,8 @@ import dataclasses
 import json
 import sys
 
+from bot.cli import arguments as types
+from bot.cli.interrupts import sigterm_as_interrupt
 from bot.settings import Settings
 
 
@@ -18,8 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "to files in --out.")
     p.add_argument("run", nargs="?", type=int, metavar="RUN", help="run id (default: the latest finished run)")
     p.add_argument("--dry-run", action="store_true", help="render to files instead of writing to GitHub")
-    p.add_argument("--repo", metavar="OWNER/NAME", help="repository to publish to (default: github.repo)")
-    p.add_argument("--out", metavar="DIR", help="where a dry run writes its files (default: issues.dry_run_out)")
+    p.add_argument("--repo", metavar="OWNER/NAME", type=types.repo, help="repository to publish to (default: github.repo)")
+    p.add_argument("--out", metavar="DIR", type=types.nonempty("the output folder"), help="where a dry run writes its files (default: issues.dry_run_out)")
     p.add_argument("--no-verify", action="store_true", help="skip running the reproducers (faster; none is embedded)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (and nothing else on stdout)")
     p.set_defaults(func=run_publish)
@@ -28,17 +30,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "not planned or duplicate, or labelled invalid; how many the bot closed as verified "
                                    "fixed; how many were reopened; and the precision. Read from the store, refreshed "
                                    "by each publish.")
-    p.add_argument("--repo", metavar="OWNER/NAME", help="only this repository (default: github.repo, else all)")
+    p.add_argument("--repo", metavar="OWNER/NAME", type=types.repo, help="only this repository (default: github.repo, else all)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON (and nothing else on stdout)")
     p.set_defaults(func=run_stats)
 
 
 def run_stats(args: argparse.Namespace, settings: Settings) -> int:
     """Handler of `flagsweep stats`."""
+    from bot.cli.store import open_existing
     from bot.text.render import render
-    from state import db, resolutions
+    from state import resolutions
 
-    conn = db.connect(settings.state_path)
+    conn = open_existing(settings)     # a read: a mistyped --state is refused, never created and reported as 0
     try:
         tally = resolutions.tally(conn, args.repo or settings.github.repo)
     finally:
@@ -51,7 +54,12 @@ def run_stats(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def run_publish(args: argparse.Namespace, settings: Settings) -> int:
-    """Handler of `flagsweep publish`."""
+    """Handler of `flagsweep publish`: SIGTERM ends it as Ctrl-C does (reproducer folders removed, exit 130)."""
+    with sigterm_as_interrupt():
+        return _publish(args, settings)
+
+
+def _publish(args: argparse.Namespace, settings: Settings) -> int:
     from bot.github import publish
     from bot.github.port import ActionRefused
     from bot.issues.routing import RoutingError
@@ -63,10 +71,7 @@ def run_publish(args: argparse.Namespace, settings: Settings) -> int:
     except RoutingError as exc:
         print(f"flagsweep publish: {exc}", file=sys.stderr)
         return 2
-    if args.repo:
-        if args.repo.count("/") != 1:
-            print(f"flagsweep publish: --repo must be OWNER/NAME, not {args.repo!r}", file=sys.stderr)
-            return 2
+    if args.repo:     # checked by its type (arguments.repo)
         settings = dataclasses.replace(settings, github=dataclasses.replace(settings.github, repo=args.repo))
     dry_run = args.dry_run or not settings.github.has_credentials
     if dry_run and not args.dry_run:

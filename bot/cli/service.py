@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "(files only) unless GitHub credentials are configured.")
     p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub; render to files")
     p.add_argument("--date", metavar="YYYY-MM-DD", type=types.iso_date, help="the nightly of this date (default: the newest)")
-    p.add_argument("--torch", default="nightly", metavar="BUILD",
+    p.add_argument("--torch", default="nightly", metavar="BUILD", type=types.nonempty("the torch build"),
                    help="'nightly': the newest dev build on the index (default); 'current': the torch installed "
                         "here; a date (YYYY-MM-DD); a version (2.14.1, 2.15.0rc1, 2.15.0.dev20261101); or the "
                         "path of a Python interpreter that has torch")
@@ -33,9 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="sweep again even if this nightly was swept with these configs")
     p.add_argument("--population", choices=POPULATIONS, metavar="all|graph-breaking",
                    help="sweep every model, or only those with more than one graph at baseline (default: [sweep] population)")
-    p.add_argument("--shard", metavar="i/N", help="sweep only the i-th of N slices of the models (CI matrix)")
-    p.add_argument("--out", metavar="DIR", help="where dry-run issues and the report go (default: [issues] dry_run_out)")
-    p.add_argument("--export", metavar="FILE", help="also write the run (environment, outcomes, builds) to FILE, "
+    p.add_argument("--shard", metavar="i/N", type=types.shard, help="sweep only the i-th of N slices of the models (CI matrix)")
+    p.add_argument("--out", metavar="DIR", type=types.nonempty("the output folder"), help="where dry-run issues and the report go (default: [issues] dry_run_out)")
+    p.add_argument("--export", metavar="FILE", type=types.nonempty("the export file"), help="also write the run (environment, outcomes, builds) to FILE, "
                                                      "for `flagsweep merge` on another host")
     p.add_argument("--json", action="store_true", help="print the result as JSON (and nothing else on stdout)")
     p.set_defaults(func=cmd_nightly)
@@ -45,17 +45,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "the nightly on it: diff, confirmation, publish, report. A RUN is a run id in "
                                    "this store or a file written by `nightly --export` on another host, imported first.")
     p.add_argument("runs", nargs="+", metavar="RUN|FILE")
-    p.add_argument("--torch", metavar="BUILD", help="verify reproducers on this build (as `nightly --torch` takes it; "
+    p.add_argument("--torch", metavar="BUILD", type=types.nonempty("the torch build"), help="verify reproducers on this build (as `nightly --torch` takes it; "
                                                      "it must be the shards' torch); default: the shards' interpreter")
     p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub")
-    p.add_argument("--out", metavar="DIR")
+    p.add_argument("--out", metavar="DIR", type=types.nonempty("the output folder"))
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("serve", help="run the scheduler, the webhook server and the job runner in one process",
                        description="Long-running bot: nightly on the [scheduler] cron, the webhook server on "
                                    "[webhook] host:port (GET /healthz for health), comment commands as stored jobs.")
-    p.add_argument("--host", help="override [webhook] host")
+    p.add_argument("--host", type=types.nonempty("the host"), help="override [webhook] host")
     p.add_argument("--port", type=types.port, help="override [webhook] port")
     p.add_argument("--no-schedule", action="store_true", help="do not schedule nightlies (commands only)")
     p.add_argument("--dry-run", action="store_true", default=None, help="write nothing to GitHub")
@@ -100,6 +100,10 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
     if refused:
         print(f"flagsweep nightly: {refused}", file=sys.stderr)
         return 2
+    mismatch = _date_refusal(args.torch, args.date)
+    if mismatch:
+        print(f"flagsweep nightly: {mismatch}", file=sys.stderr)
+        return 2
     unwritable = _export_refusal(args.export) if args.export else None
     if unwritable:
         print(f"flagsweep nightly: --export {args.export}: {unwritable}", file=sys.stderr)
@@ -138,6 +142,22 @@ def exit_status(result: Any) -> int:
     return 1 if result.missing_shards else 0
 
 
+def _date_refusal(torch: str, date: str | None) -> str | None:
+    """Why `--date` cannot go with this `--torch`, or None: only `nightly` (the default) is chosen by date; any other
+    build is what it is, and its run would be stored under a date it was not built on."""
+    from bot.builds import provider
+    if date is None:
+        return None
+    try:
+        kind = provider.parse_spec(torch).kind
+    except provider.SpecError:
+        return None          # the bad build name is refused on its own, with its reason
+    if kind == "nightly":
+        return None
+    return (f"--date {date} picks a nightly build; --torch {torch} is another build, so the date would be wrong: "
+            f"drop --date, or use --torch nightly --date {date}")
+
+
 def _export_refusal(target: str) -> str | None:
     """Why the run cannot be exported to `target` (checked before the sweep, so it is not lost after), or None."""
     path = Path(target)
@@ -152,7 +172,12 @@ def _export_refusal(target: str) -> str | None:
 
 
 def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
-    """flagsweep merge RUN..."""
+    """flagsweep merge RUN...: SIGTERM ends it as Ctrl-C does (reproducer folders removed, exit 130)."""
+    with sigterm_as_interrupt():
+        return _merge(args, settings)
+
+
+def _merge(args: argparse.Namespace, settings: Any) -> int:
     from bot.builds import provider
     from bot.pipeline import merge, nightly
     from bot.pipeline.steps import Steps
@@ -197,18 +222,28 @@ def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
 
 
 def _nightly_error(settings: Any) -> str | None:
-    """What the scheduled nightly would fail on at 03:00, found at start-up: [nightly] torch and configs."""
+    """What the scheduled nightly would fail on at 03:00, found at start-up: [nightly] torch, configs (named sets
+    included, as the nightly selects them), models and canaries (each must be in the zoo lock)."""
     from bot.builds import provider
+    from bot.pipeline import steps
     from harness.engine import configs
+    from harness.zoo import UnknownModel
     where = settings.source or "settings"
+    n = settings.nightly
     try:
-        provider.parse_spec(settings.nightly.torch)
+        provider.parse_spec(n.torch)
     except provider.SpecError as exc:
-        return f"{where}: [nightly] torch = {settings.nightly.torch!r}: {str(exc).split(': ', 1)[-1]}"
+        return f"{where}: [nightly] torch = {n.torch!r}: {str(exc).split(': ', 1)[-1]}"
     try:
-        configs.select(configs.load_catalog(settings.sweep.config_file), settings.nightly.configs)
+        steps.select_configs(settings, list(n.configs))
     except configs.ConfigError as exc:
-        return f"{where}: [nightly] configs = {settings.nightly.configs!r}: {exc}"
+        return f"{where}: [nightly] configs = {n.configs!r}: {exc}"
+    for name, patterns in (("models", n.models), ("canaries", n.canaries)):
+        try:
+            if patterns:      # an empty list: the embedded corpus (models) or no canaries
+                steps.resolve_models(list(patterns))
+        except UnknownModel as exc:
+            return f"{where}: [nightly] {name} = {list(patterns)!r}: {exc}"
     return None
 
 

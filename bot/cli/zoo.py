@@ -38,14 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     lk.add_argument("--workers", type=types.count_or_auto, metavar="N", help="worker processes (default: settings.sweep.workers)")
     lk.add_argument("--timeout", type=types.positive_float, default=600.0, metavar="S", help="seconds per class (default: 600)")
     lk.add_argument("--fresh", action="store_true", help="redo the entries an interrupted lock kept in the store")
-    lk.add_argument("--lock-dir", metavar="DIR", help="where lock files live (default: the package's harness/zoo/lock)")
+    lk.add_argument("--lock-dir", metavar="DIR", type=types.nonempty("the lock folder"), help="where lock files live (default: the package's harness/zoo/lock)")
     lk.add_argument("--check", action="store_true", help="compare the lock with the installed transformers; exit 1 if stale")
     lk.add_argument("--json", action="store_true", help="print one JSON document only")
     lk.set_defaults(func=cmd_lock)
     df = zsub.add_parser("diff", help="what a transformers bump changed: two locks, or a lock and the installed release")
     df.add_argument("old", metavar="OLD", help="a lock: a transformers version in --lock-dir, or a lock file")
     df.add_argument("new", metavar="NEW", help="a lock as OLD, or `installed` (the installed transformers, scanned)")
-    df.add_argument("--lock-dir", metavar="DIR", help="where lock files live (default: the package's harness/zoo/lock)")
+    df.add_argument("--lock-dir", metavar="DIR", type=types.nonempty("the lock folder"), help="where lock files live (default: the package's harness/zoo/lock)")
     df.add_argument("--json", action="store_true", help="print one JSON document only")
     df.set_defaults(func=cmd_diff)
     zoo.set_defaults(func=lambda args, settings: (zoo.print_help(sys.stderr), 2)[1])
@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("--backend", default="count", type=types.backend, help="count | eager | aot_eager | inductor")
     rep.add_argument("--device", default="cpu", type=types.device, help="cpu or cuda[:N]")
     rep.add_argument("--run", action="store_true", help="also run it in a fresh interpreter and print its result")
-    rep.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: stdout)")
+    rep.add_argument("-o", "--output", metavar="FILE", type=types.nonempty("the output file"), help="write the script here (default: stdout)")
     rep.set_defaults(func=cmd_repro)
 
 
@@ -143,6 +143,11 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
     from harness.zoo import UnknownModel, lock
     from state import db
 
+    if args.lock_dir and Path(args.lock_dir).exists() and not Path(args.lock_dir).is_dir():
+        # checked before discovery runs (an hour for the whole corpus), not when the lock is written after it
+        print(f"flagsweep zoo lock: --lock-dir {args.lock_dir} is a file; pass the folder the lock files live in",
+              file=sys.stderr)
+        return 2
     _ignore_old_files(settings)
     patterns = [p.strip() for chunk in args.models for p in chunk.split(",") if p.strip()]
     common = dict(patterns=patterns, sample_n=args.sample, seed=args.seed, workers=args.workers or settings.sweep.workers or 0,
@@ -197,7 +202,7 @@ def cmd_diff(args: argparse.Namespace, settings: Any) -> int:
         print(f"flagsweep zoo diff: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(doc, indent=1) if args.json else render("zoo_diff.txt.j2", doc=doc), end="\n" if args.json else "")
-    return 0
+    return 1 if doc["corrupt"] else 0     # as `zoo lock --check`: a corrupt entry needs a re-lock
 
 
 def cmd_repro(args: argparse.Namespace, settings: Any) -> int:

@@ -43,7 +43,7 @@ def select_configs(settings: Settings, names: list[str]) -> dict[str, dict]:
     (expand_sets), once the nightly has one."""
     from harness.engine import configs
     from harness.engine.flags import sets
-    sets.refuse(names, settings.sweep.backend)
+    sets.refuse(names, settings.sweep.backend, how='[sweep] backend = "inductor"')   # nightly has no --backend
     return configs.select(configs.load_catalog(settings.sweep.config_file), [n for n in names if n not in sets.NAMED])
 
 

@@ -19,7 +19,7 @@ from bot.view.stored_diff import diff_stored
 from bot.text.render import render
 from harness.core.effects import effect_table
 from harness.core.outcome import EFFECTS, Outcome
-from state import history
+from state import gates, history
 from state import runs as runs_mod
 from state.resolutions import Tally
 
@@ -52,18 +52,35 @@ def _run_summary(conn: sqlite3.Connection, run: runs_mod.Run) -> dict[str, Any]:
     }
 
 
+def _run_alone(conn: sqlite3.Connection, run: runs_mod.Run) -> dict[str, Any]:
+    """What `runs list` and `runs show` say about one run: its own models and items (a shard's, never its group's),
+    the group it belongs to (said, not mixed in), and the environment gate's verdict with its reasons."""
+    by_status = runs_mod.status_counts(conn, [run.id])
+    gate = gates.get(conn, run.id)
+    return {
+        "id": run.id, "kind": run.kind, "status": run.status, "started_at": run.started_at,
+        "finished_at": run.finished_at, "nightly": run.nightly, "shard": run.shard,
+        "group": history.run_group(conn, run.id), "models": len(run.models), "configs": list(run.configs),
+        "n_items": sum(by_status.values()), "by_status": by_status,
+        "torch_version": run.environment.torch_version, "device": run.environment.device,
+        "verdict": gate.verdict if gate else None, "gate_reasons": gate.reasons if gate else [],
+    }
+
+
 def runs_summary(conn: sqlite3.Connection, *, limit: int = 20) -> list[dict[str, Any]]:
-    """Latest runs first, as plain dicts (what `runs list` prints)."""
-    return [_run_summary(conn, r) for r in runs_mod.list_runs(conn, limit=limit)]
+    """Latest runs first, as plain dicts (what `runs list` prints): each run alone."""
+    return [_run_alone(conn, r) for r in runs_mod.list_runs(conn, limit=limit)]
 
 
 def run_detail(conn: sqlite3.Connection, run_id: int) -> dict[str, Any] | None:
-    """One run with its environment, settings, per-config effect counts and its previous comparable run."""
+    """One run alone (a shard: its own items and effects, and which runs its group holds) with its environment,
+    settings, gate verdict and its previous comparable run."""
     run = runs_mod.get_run(conn, run_id)
     if run is None:
         return None
     data = run.to_dict()
-    data.update(summary=_run_summary(conn, run), effects=history.effect_counts(conn, [run_id])[run_id],
+    data.update(summary=_run_alone(conn, run),
+                effects=history.effect_counts(conn, [run_id], whole_group=False)[run_id],
                 previous_comparable=history.previous_comparable_run(conn, run_id))
     return data
 
@@ -259,14 +276,11 @@ EXPORT_FIELDS = ["run_id"] + list(Outcome.__dataclass_fields__)
 
 
 def export_rows(conn: sqlite3.Connection, run_id: int) -> list[dict[str, Any]] | None:
-    """One dict per outcome of the run's group (None when there is no such run)."""
+    """One dict per outcome of the run itself (a shard's rows only: `merge` makes the whole nightly one run);
+    None when there is no such run."""
     if runs_mod.get_run(conn, run_id) is None:
         return None
-    rows = []
-    for rid in history.run_group(conn, run_id):
-        for o in runs_mod.outcomes(conn, rid):
-            rows.append({"run_id": rid, **o.to_dict()})
-    return rows
+    return [{"run_id": run_id, **o.to_dict()} for o in runs_mod.outcomes(conn, run_id)]
 
 
 def to_jsonl(rows: list[dict[str, Any]]) -> str:

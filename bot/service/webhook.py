@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from bot.commands.parse import QUICK, Command, new_command_lines, parse_line
-from bot.settings import Settings
+from bot.settings import Settings, repo_key
 from state import deliveries, jobs
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ def decide(event: str, payload: dict[str, Any], settings: Settings) -> Decision:
     # Until GitHub has told us who we are (bot_login unset, no credentials), we are the account our handle names.
     if is_own(author, settings.github.bot_login or settings.commands.handle.lstrip("@")):
         return Decision("ignored", "own comment")
-    if settings.github.repo and repo and repo.lower() != settings.github.repo.lower():
+    if settings.github.repo and repo and repo_key(repo) != repo_key(settings.github.repo):   # the one rule
         return Decision("ignored", f"repository {repo} is not {settings.github.repo}")
     body = comment.get("body") or ""
     previous = None

@@ -175,15 +175,7 @@ def downgrades(old: dict[str, dict], fresh: dict[str, dict], unanswered: set[str
 
 def corrupt_entries(locked: dict[str, dict], version: str) -> list[dict]:
     """The locked entries that fail the checks a sweep applies (hand edits, hollow entries): model, field and why."""
-    from harness.zoo.errors import CorruptEntry
-
-    bad = []
-    for model in sorted(locked):
-        try:
-            lock.check_entry(model, locked[model], version)
-        except CorruptEntry as exc:
-            bad.append({"model": model, "field": exc.field, "why": exc.why})
-    return bad
+    return lock.corrupt_entries(locked, version)
 
 
 def staleness(locked: dict[str, dict], scanned: list[str], rediscovered: dict[str, dict],

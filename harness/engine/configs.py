@@ -34,6 +34,9 @@ BUILTIN: dict[str, dict[str, Any]] = {
     "capture_scalar_outputs": {"torch._dynamo.config.capture_scalar_outputs": True},
     "capture_dynamic_output_shape_ops": {"torch._dynamo.config.capture_dynamic_output_shape_ops": True},
 }
+# The named sets' names (harness.engine.flags.sets expands them): reserved, a config file cannot define one, since
+# the set would silently replace it.
+NAMED_SETS = ("all-dynamo", "all-functorch", "all-inductor")
 
 
 class ConfigError(ValueError):
@@ -131,6 +134,9 @@ def load_catalog(config_file: str | None) -> dict[str, dict]:
             raise ConfigError(f"{path}: config {name!r} must be a table of settings, got {type(table).__name__}")
         if name == "baseline" and table:
             raise ConfigError(f"{path}: 'baseline' is the empty config and cannot be redefined")
+        if name in NAMED_SETS:
+            raise ConfigError(f"{path}: config {name!r} is the name of a named set (every flag of its module "
+                              f"flipped); name the config otherwise")
         catalog[name] = check_syntax(_flatten(table), f"{path}: config {name!r}")
     return catalog
 

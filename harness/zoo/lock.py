@@ -101,6 +101,17 @@ def check_entry(model: str, entry: Any, version: str) -> dict:
     return entry
 
 
+def corrupt_entries(entries: dict[str, Any], version: str) -> list[dict]:
+    """The entries that fail the checks a sweep applies (hand edits, hollow entries): model, field and why, by model."""
+    bad = []
+    for model in sorted(entries):
+        try:
+            check_entry(model, entries[model], version)
+        except CorruptEntry as exc:
+            bad.append({"model": model, "field": exc.field, "why": exc.why})
+    return bad
+
+
 @dataclass(frozen=True)
 class Lock:
     """The entries of one lock file, checked on access."""
@@ -133,6 +144,9 @@ def read(path: Path) -> dict:
         raise LockError(f"{name} is not a lock file (no entries)")
     if doc.get("format") != FORMAT:
         raise LockError(f"{name} is lock format {doc.get('format')!r}; this flagsweep reads format {FORMAT}")
+    if not isinstance(doc.get("transformers"), str) or not doc["transformers"]:
+        raise LockError(f"{name}: 'transformers' must be the release's version (a string), "
+                        f"got {doc.get('transformers')!r}")
     extra = sorted(set(doc) - set(DOC_KEYS))
     if extra:
         raise LockError(f"{name}: {extra[0]!r} is not a lock key (a lock holds {', '.join(DOC_KEYS)})")

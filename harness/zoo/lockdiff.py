@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.zoo.lock import build_hash
+from harness.zoo.lock import build_hash, corrupt_entries
 
 # Entry fields by what they say about a model, for the diff's "what changed" column.
 ASPECTS = {"config_class": "config", "config": "config", "spec": "inputs", "text_only": "inputs",
@@ -26,13 +26,15 @@ class Side:
     classes: frozenset[str]
     entries: dict | None
     modeling: dict          # class -> hash of its modeling source, or None when unknown
+    corrupt: tuple = ()     # entries failing the lock's checks ({model, field, why}): flagged, never compared
 
 
 def from_lock(doc: dict) -> Side:
     """A side from a lock document (lock.read)."""
     entries = doc["entries"]
     return Side(doc["transformers"], frozenset(entries), entries,
-                {m: e.get("modeling") if isinstance(e, dict) else None for m, e in entries.items()})
+                {m: e.get("modeling") if isinstance(e, dict) else None for m, e in entries.items()},
+                tuple(corrupt_entries(entries, doc["transformers"])))
 
 
 def from_scan(doc: dict) -> Side:
@@ -60,8 +62,11 @@ def compare(old: Side, new: Side) -> dict:
     common = sorted(old.classes & new.classes)
     modeling = {m: _modeling(old, new, m) for m in common}
     changed, unchanged = [], []
+    # A corrupt entry (hand-edited, mistyped) says nothing reliable about what changed: flagged, not compared.
+    corrupt = [{"side": side, **c} for side, s in (("old", old), ("new", new)) for c in s.corrupt]
+    broken = {c["model"] for c in corrupt}
     if old.entries is not None and new.entries is not None:
-        for m in common:
+        for m in (m for m in common if m not in broken):
             a, b = old.entries[m], new.entries[m]
             if build_hash(a) == build_hash(b):
                 unchanged.append(m)
@@ -71,6 +76,7 @@ def compare(old: Side, new: Side) -> dict:
            and old.entries is not None,
            "added": sorted(new.classes - old.classes), "removed": sorted(old.classes - new.classes),
            "entries_changed": changed, "modeling_changed": [m for m in common if modeling[m] == "changed"],
-           "modeling_unknown": [m for m in common if modeling[m] == "unknown"], "unchanged": unchanged}
+           "modeling_unknown": [m for m in common if modeling[m] == "unknown"], "unchanged": unchanged,
+           "corrupt": corrupt}
     doc["counts"] = {k: len(v) for k, v in doc.items() if isinstance(v, list)}
     return doc

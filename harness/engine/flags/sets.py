@@ -2,21 +2,21 @@
 boolean flag of that module flipped from its default, minus the reviewed exclusion table (exclusions.toml)."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.core.files import UnreadableFile, read_toml
-from harness.engine.configs import BUILTIN, ConfigError
+from harness.engine.configs import BUILTIN, NAMED_SETS, ConfigError
 
-NAMED = {
-    "all-dynamo": "torch._dynamo.config",
-    "all-functorch": "torch._functorch.config",
-    "all-inductor": "torch._inductor.config",
-}
+# Each named set and the config module whose flags it flips (the names are reserved in configs.NAMED_SETS).
+NAMED = dict(zip(NAMED_SETS, ("torch._dynamo.config", "torch._functorch.config", "torch._inductor.config")))
 # Why a flag is not flipped (see exclusions.toml).
 REASONS = ("debugging", "changes_measurement", "needs_another_flag", "out_of_scope")
 EXCLUSIONS = Path(__file__).with_name("exclusions.toml")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,15 @@ def load_exclusions(path: Path = EXCLUSIONS) -> dict[str, Exclusion]:
         if row["key"] in found:
             raise ConfigError(f"{where}: {row['key']} is listed twice")
         found[row["key"]] = Exclusion(row["key"], row["reason"], str(row.get("note", "")))
+    if not found:      # an emptied or truncated table would flip every debugging flag: never read it as "none"
+        raise ConfigError(f"{path}: the exclusion table has no [[exclude]] entries")
     return found
+
+
+def unmatched(exclusions: dict[str, Exclusion], modules: list[str], space: dict[str, dict[str, Any]]) -> list[str]:
+    """The excluded keys of the listed modules that the torch under test does not have: a typo, or a key this build
+    removed (either way the entry excludes nothing)."""
+    return sorted(k for k in exclusions if k not in space and any(k.startswith(m + ".") for m in modules))
 
 
 def config_name(key: str) -> str:
@@ -72,23 +80,28 @@ def expand(name: str, space: dict[str, dict[str, Any]], exclusions: dict[str, Ex
     return configs
 
 
-def refuse(names: list[str], backend: str) -> None:
-    """ConfigError (one line) for a named set the backend cannot run: no other backend reads an Inductor flag."""
+def refuse(names: list[str], backend: str, how: str = "--backend inductor") -> None:
+    """ConfigError (one line) for a named set the backend cannot run: no other backend reads an Inductor flag.
+    `how`: where the caller's backend is chosen (the sweep's flag; the nightly's setting)."""
     if "all-inductor" in names and backend != "inductor":
-        raise ConfigError("all-inductor needs --backend inductor (no other backend reads an Inductor flag)")
+        raise ConfigError(f"all-inductor needs {how} (no other backend reads an Inductor flag)")
 
 
-def expand_named(names: list[str], *, backend: str, python: str | None) -> dict[str, dict]:
+def expand_named(names: list[str], *, backend: str, python: str | None,
+                 table: Path = EXCLUSIONS) -> dict[str, dict]:
     """The configs of the named sets among `names`, expanded in the torch under test (`python`, run once):
-    {} when none is named."""
+    {} when none is named. An exclusion the torch has no flag for is one warning line naming the key."""
     from harness.engine.flags import space as configspace
 
     named = [n for n in names if n in NAMED]
     if not named:
         return {}
     refuse(named, backend)
-    exclusions = load_exclusions()
-    _, space = configspace.discover(backend, python)
+    exclusions = load_exclusions(table)
+    modules, space = configspace.discover(backend, python)
+    for key in unmatched(exclusions, modules, space):
+        log.warning("%s: %s matches no flag of the torch under test (a typo, or a key this build removed)",
+                    table.name, key)
     flips: dict[str, dict] = {}
     for name in named:
         flips.update(expand(name, space, exclusions))

@@ -37,8 +37,12 @@ def _default(entry: Any) -> Any:
 
 
 def list_here(modules: list[str]) -> dict[str, dict[str, Any]]:
-    """{full key: {"type": name, "default": value}} of each module in this interpreter's torch (missing: none)."""
+    """{full key: {"type": name, "default": value}} of each module in this interpreter's torch (a config module
+    this torch lacks: none). An interpreter without torch raises ImportError: an empty space would expand a named set
+    to no flags at all."""
     import importlib
+
+    import torch  # noqa: F401  -- first and uncaught: no torch is this interpreter's fault, not an empty space
 
     from harness.engine.keycheck import entry_type
 
