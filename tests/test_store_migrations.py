@@ -8,6 +8,7 @@ import sqlite3
 
 import pytest
 
+from harness.core.model_build import ModelBuild
 from harness.core.outcome import Outcome
 from state import flags, gates, history, jobs, leases, ranges, resolutions, runs, verdicts, zoo
 from state.db import connect, migrate_to
@@ -135,8 +136,13 @@ def _fill_v13(conn: sqlite3.Connection) -> None:
                  " 'LlamaForCausalLM', 2, 'error', NULL, 3, '2026-10-04T07:00:00+00:00')")
 
 
+def _fill_v14(conn: sqlite3.Connection) -> None:
+    """v14's rows are v13's (its verify costs start empty); v15 drops the key no Outcome has from their outcomes."""
+    _fill_v13(conn)
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
-           9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13}
+           9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14}
 
 
 def _build_at(path, version: int) -> None:
@@ -175,6 +181,9 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     assert run.nightly == ("2026-10-02" if version >= 2 else None)
     outs = runs.outcomes(conn, 2)
     assert [o.status for o in outs] == ["ok", "error"] and outs[1].signature == hd.PENDING
+    # v15: a key no Outcome has is dropped from the stored form (outcomes read strictly); the rest is as stored.
+    stored = json.loads(conn.execute("SELECT data FROM outcomes WHERE run_id = 2 AND status = 'error'").fetchone()[0])
+    assert stored == {k: v for k, v in OUTCOME_V1.items() if k != "a_key_from_an_older_version"}
     # The migrated store takes new work: a run, its finalization, and history over old and new rows.
     rid = hd.store_run(conn, hd.night(), kind="nightly" if version >= 2 else "sweep", nightly="2026-10-03")
     assert history.previous_comparable_run(conn, rid) == 2
@@ -198,8 +207,9 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
         assert claimed.id == 2 and claimed.retry_at is None and claimed.payload == {"issue": 7}
     # v6: per-model build data of a run, what reproducers are rendered from.
     assert runs.model_data(conn, 2) == {}
-    runs.record_model(conn, rid, "LlamaForCausalLM", {"config_class": "LlamaConfig", "config": {"vocab_size": 99}})
-    assert runs.model_data(conn, rid) == {"LlamaForCausalLM": {"config_class": "LlamaConfig", "config": {"vocab_size": 99}}}
+    llama = ModelBuild(model="LlamaForCausalLM", config_class="LlamaConfig", config={"vocab_size": 99}, spec={}, seed=0)
+    runs.record_model(conn, rid, llama)
+    assert runs.model_data(conn, rid) == {"LlamaForCausalLM": llama}
     # Graph-break ids: old outcomes have none; a new outcome stores each reason with its id.
     assert conn.execute("SELECT count(*) FROM outcomes WHERE gb_id IS NOT NULL").fetchone()[0] == 0
     runs.record_outcome(conn, rid, Outcome(model="M", config="baseline", status="ok", break_reasons=["r1", "r2"],
@@ -271,3 +281,21 @@ def test_each_migration_is_one_transaction(tmp_path):
         MIGRATIONS.pop()
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'half'").fetchone()[0] == 0
+
+
+def test_v15_drops_only_the_keys_no_outcome_has_and_keeps_every_json_type(tmp_path):
+    """Booleans stay booleans, lists stay lists, nulls stay null: only the unknown key goes."""
+    path = tmp_path / "v14.sqlite"
+    _build_at(path, 14)
+    kept = {"model": "M", "config": "baseline", "status": "ok", "text_only": True, "graphs": 2, "compile_s": 0.5,
+            "break_reasons": ["r1"], "break_ids": [None], "ops_per_graph": [3, 4], "signature": None}
+    raw = sqlite3.connect(path)
+    raw.execute("INSERT INTO outcomes (run_id, model, config, status, graphs, signature, fingerprint, data, recorded_at)"
+                " VALUES (2, 'M', 'baseline', 'ok', 2, NULL, 'fp', ?, '2026-10-02T04:00:00+00:00')",
+                (json.dumps({**kept, "config_reads": {"k": 1}}),))
+    raw.commit()
+    raw.close()
+    conn = connect(path)
+    stored = conn.execute("SELECT data FROM outcomes WHERE model = 'M'").fetchone()[0]
+    assert json.loads(stored) == kept and '"text_only":true' in stored.replace(" ", "")
+    assert [o for o in runs.outcomes(conn, 2) if o.model == "M"] == [Outcome(**kept)]
