@@ -17,6 +17,7 @@ from bot.pipeline import steps
 from bot.settings import Settings
 from bot.verify import ablation
 from harness.engine import engine
+from harness.engine.engine import SweepRequest
 from state import db, history
 from tests.test_verify_step import ProcessStarts
 
@@ -32,8 +33,8 @@ def verified(tmp_path_factory):
     settings.issues.shrink_budget = 0        # verification alone: tests/test_shrink*.py shrink
     conn = db.connect(settings.state_path)
     options = engine.SweepOptions(workers=1, timeout=300)
-    run_id = engine.sweep(conn, models=[MODEL], configs={"capture_scalar_outputs": CSO}, base_settings={},
-                          options=options, progress=False)
+    run_id = engine.sweep(conn, SweepRequest(models=[MODEL], configs={"capture_scalar_outputs": CSO}, base_settings={},
+                          options=options, progress=False)).run.id
     history.finalize_run(conn, run_id)
     found = steps.verify(conn, run_id, settings)
     conn.close()
