@@ -12,6 +12,7 @@ from bot.pipeline import merge as merge_mod
 from bot.pipeline import nightly
 from bot.cli.main import main
 from bot.settings import Settings
+from harness.core.model_build import ModelBuild
 from state import db, history, runs
 from tests.fakesweep import World
 
@@ -37,7 +38,8 @@ def _shard_file(tmp: Path, i: int) -> Path:
     settings, conn = _host(tmp, f"shard{i}")
     result = nightly.run_nightly(conn, settings, shard=f"{i}/2", out_dir=tmp, steps=_world().steps())
     assert result.status == "shard_done"
-    runs.record_model(conn, result.run_id, f"model-of-shard-{i}", {"model": "x", "config_class": "XConfig"})
+    runs.record_model(conn, result.run_id, ModelBuild(model=f"model-of-shard-{i}", config_class="XConfig", config={},
+                                                      spec={}, seed=0))
     path = merge_mod.write_export(conn, result.run_id, tmp / f"shard-{i}.json")
     conn.close()
     return path

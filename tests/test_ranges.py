@@ -7,6 +7,7 @@ counts every call, so the cost rule (one sweep per probed build) is checked by c
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import date, timedelta
 from pathlib import Path
@@ -85,9 +86,8 @@ class Series(World):
         self.version, self.date, self.git = built.version, built.date, built.git
         return built
 
-    def sweep(self, conn, **kw):
-        kw["build"] = {**(kw.get("build") or {}), "torch_git": self.git}
-        return super().sweep(conn, **kw)
+    def sweep(self, conn, request):
+        return super().sweep(conn, dataclasses.replace(request, build={**(request.build or {}), "torch_git": self.git}))
 
     def range_sweep(self, items, *, configs, base_settings, build, settings):
         self.probe_sweeps.append((build.date, tuple(items)))
