@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.sweep_common import corpus_models, machine  # noqa: E402
 from harness.core.outcome import NOT_READ, POOLED  # noqa: E402
 from harness.engine.flags import sets as flagsets, space as configspace  # noqa: E402
+from harness.engine.engine import SweepRequest  # noqa: E402
 from harness.engine.engine import SweepOptions, sweep  # noqa: E402
 from harness.engine.flags.pruning import Pruning  # noqa: E402
 from state import db, runs  # noqa: E402
@@ -36,9 +37,9 @@ def one_pass(models: list[str], configs: dict[str, dict], workers: int, prune: b
     with tempfile.TemporaryDirectory() as tmp:
         conn = db.connect(Path(tmp) / "bench.sqlite")
         start = time.perf_counter()
-        run_id = sweep(conn, models=models, configs=configs, base_settings={},
+        run_id = sweep(conn, SweepRequest(models=models, configs=configs, base_settings={},
                        options=SweepOptions(workers=workers, timeout=600), progress=True,
-                       pruning=Pruning(frozenset(configs) - {"baseline"}, pool=pool) if prune else None)
+                       pruning=Pruning(frozenset(configs) - {"baseline"}, pool=pool) if prune else None)).run.id
         wall = time.perf_counter() - start
         audits = conn.execute("SELECT model, config FROM prune_audits WHERE run_id = ?", (run_id,)).fetchall()
         return {"wall": wall, "outcomes": runs.outcomes(conn, run_id), "audited": [tuple(a) for a in audits],

@@ -61,18 +61,16 @@ def make_steps(clock: Clock, models: list[str]) -> steps_mod.Steps:
         _broken_on(built.date)
         return dataclasses.replace(built, python=sys.executable)     # the fake wheel has no compiler: run ours
 
-    def sweep(conn, **kw):
+    def sweep(conn, request):
         t = time.perf_counter()
-        rid = engine.sweep(conn, models=kw["models"], configs=kw["configs"], base_settings=kw["base_settings"],
-                           options=kw["settings"].sweep.options(kw["python"], EXTRA), run_id=kw["run_id"],
-                           resume=kw["resume"], kind=kw.get("kind", "nightly"), nightly=kw["nightly"],
-                           shard=kw["shard"], progress=False, extra_environment=kw.get("build"))
+        run = engine.sweep(conn, dataclasses.replace(
+            request, options=dataclasses.replace(request.options, extra_modules=list(EXTRA)), progress=False)).run
         # the run is of the installed (fake) nightly, though our torch compiled it: store it as that torch's
-        env = dataclasses.replace(runs.get_run(conn, rid).environment, torch_version=clock.built.version,
-                                  torch_git=clock.built.git)
-        conn.execute("UPDATE runs SET environment_id = ? WHERE id = ?", (runs.environment_id(conn, env), rid))
+        env = dataclasses.replace(run.environment, torch_version=clock.built.version, torch_git=clock.built.git)
+        conn.execute("UPDATE runs SET environment_id = ? WHERE id = ?", (runs.environment_id(conn, env), run.id))
+        run = runs.get_run(conn, run.id)
         clock.sweep_s.append(time.perf_counter() - t)
-        return rid
+        return run
 
     def range_sweep(items, *, configs, base_settings, build, settings):
         t = time.perf_counter()

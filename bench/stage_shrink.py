@@ -30,6 +30,7 @@ from bot.pipeline import steps  # noqa: E402
 from bot.verify.steps import VerifySteps, render_and_run  # noqa: E402
 from bot.settings import Settings, VerifySettings  # noqa: E402
 from harness.engine import engine  # noqa: E402
+from harness.engine.engine import SweepRequest  # noqa: E402
 from state import db, history  # noqa: E402
 from state.verdicts import Verdict  # noqa: E402
 
@@ -74,8 +75,8 @@ def main() -> None:
     store = tmp / "state.sqlite"
     conn = db.connect(store)
     t0 = time.perf_counter()
-    run_id = engine.sweep(conn, models=[MODEL], configs={"capture_scalar_outputs": CSO}, base_settings={},
-                          options=engine.SweepOptions(workers=1, timeout=600), progress=False)
+    run_id = engine.sweep(conn, SweepRequest(models=[MODEL], configs={"capture_scalar_outputs": CSO}, base_settings={},
+                          options=engine.SweepOptions(workers=1, timeout=600), progress=False)).run.id
     sweep_s = time.perf_counter() - t0
     history.finalize_run(conn, run_id)
     conn.close()                              # checkpoints the WAL: the file alone holds the run

@@ -351,5 +351,22 @@ ALTER TABLE deliveries ADD COLUMN comment_key TEXT;   -- comment id : hash of ac
 CREATE UNIQUE INDEX deliveries_comment ON deliveries(comment_key);
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15]
+# v15 -> v16: an outcome is read strictly (harness.core.record: an unknown field is an error, not dropped on every
+# read), so a stored outcome keeps the fields an Outcome has at v16, once, here; any other key an older engine wrote
+# goes. The list is this version's, frozen: a later field is a later migration's business.
+_OUTCOME_FIELDS_V16 = ("model", "config", "status", "stratum", "graphs", "graph_breaks", "break_reasons", "break_ids",
+                       "ops", "ops_per_graph", "recompiles", "compile_s", "build_s", "peak_mem_mb", "error_type",
+                       "error_message", "torch_frame", "signature", "gb_id", "traceback", "fingerprint", "text_only",
+                       "attempts", "flaky_rate", "reason")
+_KNOWN_V16 = ", ".join(f"'{name}'" for name in _OUTCOME_FIELDS_V16)
+V16 = f"""
+UPDATE outcomes SET data = (
+    SELECT json_group_object(e.key, CASE e.type WHEN 'true' THEN json('true') WHEN 'false' THEN json('false')
+                                                WHEN 'object' THEN json(e.value) WHEN 'array' THEN json(e.value)
+                                                ELSE e.value END)
+    FROM json_each(outcomes.data) AS e WHERE e.key IN ({_KNOWN_V16}))
+WHERE EXISTS (SELECT 1 FROM json_each(outcomes.data) AS e WHERE e.key NOT IN ({_KNOWN_V16}));
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -8,6 +8,7 @@ from bot.builds.provider import Nightly
 from bot.github.publish import PublishSummary
 from harness.core.outcome import Outcome
 from harness.core.run_environment import RunEnvironment
+from harness.engine.engine import SweepRequest
 from state import history, runs
 
 CONFIGS = {"baseline": {}, "capture_scalar_outputs": {"torch._dynamo.config.capture_scalar_outputs": True}}
@@ -40,25 +41,25 @@ class World:
         baseline = 1 if model in self.one_graph else 2
         return Outcome(model, config, "ok", stratum="decoder_llm", graphs=baseline if config == "baseline" else 1)
 
-    def sweep(self, conn, *, models, configs, base_settings, settings, python, run_id, resume, nightly, shard,
-              kind="nightly", progress=True, build=None, prior=None, population=None, pruning=None):
-        self.sweeps.append((nightly, shard, tuple(models)))
-        self.pruning = pruning
+    def sweep(self, conn, request: SweepRequest) -> runs.Run:
+        self.sweeps.append((request.nightly, request.shard, tuple(request.models)))
+        self.pruning = request.pruning
         env = RunEnvironment(torch_version=self.version, torch_git=self.git, transformers_version="5.23.0",
                              python_version="3.11", device="cpu", flagsweep_version="0.1.0", recipe_fingerprint="f",
-                             python=python)
-        rid = runs.create_run(conn, environment=env.with_build(build) if build else env, models=models,
-                              configs=configs, base_settings=base_settings, kind=kind, nightly=nightly, shard=shard,
-                              options={"population": population} if population else None)
-        had = {(o.model, o.config): o for o in prior or []}
-        for m in models:
-            for c in configs:
+                             python=request.options.python)
+        rid = runs.create_run(conn, environment=env.with_build(request.build) if request.build else env,
+                              models=request.models, configs=request.configs, base_settings=request.base_settings,
+                              kind=request.kind, nightly=request.nightly, shard=request.shard,
+                              options={"population": request.population} if request.population else None)
+        had = {(o.model, o.config): o for o in request.prior}
+        for m in request.models:
+            for c in request.configs:
                 if (m, c) not in had:
                     self.compiles += 1
                 runs.record_outcome(conn, rid, had.get((m, c)) or self.outcome(m, c))
         runs.finish_run(conn, rid)
         history.finalize_run(conn, rid)     # whoever ends a run finalizes it, as the engine does
-        return rid
+        return runs.get_run(conn, rid)
 
     def publish(self, conn, settings, view, *, publisher, dry_run, out_dir) -> PublishSummary:
         self.published.append(view.id)

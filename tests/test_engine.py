@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from harness.engine.configs import BUILTIN
+from harness.engine.engine import SweepRequest
 from harness.engine.engine import EAGER, SweepOptions, collect_environment, eager_check, run_items, run_job, sweep
 from harness.core.effects import effects_for
 from harness.engine.pool import Group, Pool
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.compile
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
     conn = db.connect(tmp_path_factory.mktemp("engine") / "state.sqlite")
-    run_id = sweep(conn, models=MODELS, configs=dict(BUILTIN), base_settings={}, options=OPTIONS, progress=False)
+    run_id = sweep(conn, SweepRequest(models=MODELS, configs=dict(BUILTIN), base_settings={}, options=OPTIONS, progress=False)).run.id
     outs = {(o.model, o.config): o for o in runs.outcomes(conn, run_id)}
     return conn, run_id, outs
 

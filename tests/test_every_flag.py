@@ -13,6 +13,7 @@ import pytest
 
 from harness.core.effects import effects_for
 from harness.engine.flags import sets as flagsets, space as configspace
+from harness.engine.engine import SweepRequest
 from harness.engine.configs import BUILTIN, ConfigError
 from harness.engine.engine import SweepOptions, sweep
 from harness.engine.flags.pruning import Pruning
@@ -44,8 +45,8 @@ def test_recorder_pruning_and_audit_on_a_real_compile(tmp_path):
     conn = db.connect(tmp_path / "state.sqlite")
     python = _standin_python(tmp_path)
     no_audit = Pruning(frozenset({"scalars", "rnn"}), audit=0.0, audit_min=0)
-    first = sweep(conn, models=[MODEL], configs=CONFIGS, base_settings={}, options=_options(python),
-                  progress=False, pruning=no_audit)
+    first = sweep(conn, SweepRequest(models=[MODEL], configs=CONFIGS, base_settings={}, options=_options(python),
+                  progress=False, pruning=no_audit)).run.id
     # The recorder: the baseline read the flag the model's .item() asks about, never the RNN one.
     reads = pruning.reads(conn, first)[MODEL]
     assert reads[READ] is False and UNREAD not in reads
@@ -57,8 +58,8 @@ def test_recorder_pruning_and_audit_on_a_real_compile(tmp_path):
     assert effects["scalars"].effect == "reduces_graphs" and effects["scalars"].reason is None
 
     # The audit traces the pruned pair: under the stand-in build it crashes, so pruning goes off for the key.
-    audited = sweep(conn, models=[MODEL], configs=CONFIGS, base_settings={}, options=_options(python),
-                    progress=False, pruning=Pruning(frozenset({"scalars", "rnn"}), audit=1.0, audit_min=20))
+    audited = sweep(conn, SweepRequest(models=[MODEL], configs=CONFIGS, base_settings={}, options=_options(python),
+                    progress=False, pruning=Pruning(frozenset({"scalars", "rnn"}), audit=1.0, audit_min=20))).run.id
     summary = pruning.audit_summary(conn, audited)
     assert (summary.audited, summary.agreed, summary.agreement) == (1, 0, 0.0)
     assert summary.turned_off == ((UNREAD, "rnn", MODEL),)
@@ -68,8 +69,8 @@ def test_recorder_pruning_and_audit_on_a_real_compile(tmp_path):
     assert pruning.disabled_keys(conn) == {UNREAD}
 
     # From then on the flag is traced, audit or not.
-    later = sweep(conn, models=[MODEL], configs=CONFIGS, base_settings={}, options=_options(python),
-                  progress=False, pruning=no_audit)
+    later = sweep(conn, SweepRequest(models=[MODEL], configs=CONFIGS, base_settings={}, options=_options(python),
+                  progress=False, pruning=no_audit)).run.id
     assert {o.config: o.reason for o in runs.outcomes(conn, later)} == {"baseline": None, "scalars": None, "rnn": None}
     assert {e.config: e.effect for e in effects_for(runs.outcomes(conn, later))}["rnn"] == "crashes"
 
@@ -86,8 +87,8 @@ def test_flags_the_baseline_read_are_pooled_and_split_where_the_pool_differs(tmp
              "cache": {"torch._dynamo.config.fake_tensor_cache_enabled": False},
              "rnn": {UNREAD: True}}
     configs = {"baseline": {}, **flags}
-    rid = sweep(conn, models=[MODEL], configs=configs, base_settings={}, options=_options(), progress=False,
-                pruning=Pruning(frozenset(flags), audit=0.0, audit_min=0))
+    rid = sweep(conn, SweepRequest(models=[MODEL], configs=configs, base_settings={}, options=_options(), progress=False,
+                pruning=Pruning(frozenset(flags), audit=0.0, audit_min=0))).run.id
     outs = {o.config: o for o in runs.outcomes(conn, rid)}
     assert {c: (outs[c].reason, outs[c].graphs) for c in flags} == {
         "scalars": (None, 1), "gc": (None, 2),                 # the pool of four differed, then [scalars, gc]
@@ -96,8 +97,8 @@ def test_flags_the_baseline_read_are_pooled_and_split_where_the_pool_differs(tmp
     effects = {e.config: e for e in history.effects(conn, rid)}
     assert effects["lazy"].effect == "no_effect" and effects["lazy"].reason == "pooled"
     assert effects["scalars"].effect == "reduces_graphs"
-    alone = sweep(conn, models=[MODEL], configs=configs, base_settings={}, options=_options(), progress=False,
-                  pruning=Pruning(frozenset(flags), audit=0.0, audit_min=0, pool=False))
+    alone = sweep(conn, SweepRequest(models=[MODEL], configs=configs, base_settings={}, options=_options(), progress=False,
+                  pruning=Pruning(frozenset(flags), audit=0.0, audit_min=0, pool=False))).run.id
     assert {o.config: o.reason for o in runs.outcomes(conn, alone) if o.config in flags} == {
         "scalars": None, "gc": None, "lazy": None, "cache": None, "rnn": "not_read"}   # no pools: each traced
 

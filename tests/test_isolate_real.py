@@ -22,6 +22,7 @@ from bot.github import publish
 from bot.pipeline import steps
 from bot.settings import Settings, VerifySettings
 from harness.engine import configs, engine
+from harness.engine.engine import SweepRequest
 from state import db, history, verdicts
 
 BROKEN_CXX = {"torch._inductor.config.cpp.cxx": ["/nonexistent/flagsweep-c++"]}
@@ -60,8 +61,8 @@ def test_a_dynamo_crash_is_isolated_once_through_the_real_publish_path(tmp_path:
     settings = Settings(state_path=tmp_path / "state.sqlite", verify=VerifySettings(enabled=True, shrink_budget=0))
     conn = db.connect(settings.state_path)
     options = engine.SweepOptions(workers=1, timeout=300, backend="aot_eager", python=str(wrapper))
-    run_id = engine.sweep(conn, models=["MimiModel"], configs={"cso": CSO}, base_settings={}, options=options,
-                          progress=False)
+    run_id = engine.sweep(conn, SweepRequest(models=["MimiModel"], configs={"cso": CSO}, base_settings={}, options=options,
+                          progress=False)).run.id
     history.finalize_run(conn, run_id)
     starts = []
     for n in (1, 2):

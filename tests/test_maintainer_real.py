@@ -17,6 +17,7 @@ from bot.pipeline import steps
 from bot.settings import Settings, VerifySettings
 from bot.verify import steps as verify_steps
 from harness.engine import engine
+from harness.engine.engine import SweepRequest
 from state import db, history
 from tests.helpers_verify import ProcessStarts
 
@@ -32,8 +33,8 @@ def verified(tmp_path_factory):
     settings = Settings(state_path=tmp / "state.sqlite", verify=VerifySettings(shrink_budget=0))
     conn = db.connect(settings.state_path)
     options = engine.SweepOptions(workers=1, timeout=300)
-    run_id = engine.sweep(conn, models=[MODEL], configs={"capture_scalar_outputs": CSO}, base_settings={},
-                          options=options, progress=False)
+    run_id = engine.sweep(conn, SweepRequest(models=[MODEL], configs={"capture_scalar_outputs": CSO}, base_settings={},
+                          options=options, progress=False)).run.id
     history.finalize_run(conn, run_id)
     found = steps.verify(conn, run_id, settings)
     conn.close()

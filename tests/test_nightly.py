@@ -118,12 +118,10 @@ def test_a_real_tiny_nightly_end_to_end_in_dry_run(env):
         nightly=dataclasses.replace(settings.nightly, canaries=["TinyItemModel"]),   # one of the night's two models
         issues=IssueSettings(min_models=1))     # its one crashing model is filed at once (test_filing.py)
 
-    def real_sweep(conn, *, models, configs, base_settings, settings, python, run_id, resume, nightly, shard,
-                   kind="nightly", progress=True, build=None):
-        options = engine.SweepOptions(workers=1, timeout=120, python=python, extra_modules=["tests.fault_models"])
-        return engine.sweep(conn, models=models, configs=configs, base_settings=base_settings, options=options,
-                            run_id=run_id, resume=resume, kind=kind, nightly=nightly, shard=shard, progress=False,
-                            extra_environment=build)
+    def real_sweep(conn, request):
+        options = engine.SweepOptions(workers=1, timeout=120, python=request.options.python,
+                                      extra_modules=["tests.fault_models"])
+        return engine.sweep(conn, dataclasses.replace(request, options=options, progress=False)).run
 
     steps = steps_mod.Steps(sweep=real_sweep)
     result = nightly.run_nightly(conn, settings, torch="current", models=["TinyItemModel", "Fault_raise"],

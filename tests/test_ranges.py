@@ -7,6 +7,7 @@ counts every call, so the cost rule (one sweep per probed build) is checked by c
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import replace
 from datetime import date, timedelta

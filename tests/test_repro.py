@@ -21,6 +21,7 @@ import pytest
 from bot.verify.script import NotRenderable, render_script
 from harness.engine import engine
 from harness.core.model_build import ModelBuild
+from harness.engine.engine import SweepRequest
 from harness.engine.script_runner import ScriptResult, run_script
 from state import db, runs
 
@@ -40,8 +41,8 @@ def swept(tmp_path_factory):
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
     conn = db.connect(tmp / "state.sqlite")
     options = engine.SweepOptions(workers=1, timeout=300, python=str(wrapper))
-    run_id = engine.sweep(conn, models=[MODEL], configs={"dyn": DYN, "nested": NESTED}, base_settings={},
-                          options=options, progress=False)
+    run_id = engine.sweep(conn, SweepRequest(models=[MODEL], configs={"dyn": DYN, "nested": NESTED}, base_settings={},
+                          options=options, progress=False)).run.id
     conn.close()
     return tmp / "state.sqlite", run_id, str(wrapper), log
 

@@ -8,6 +8,7 @@ import sqlite3
 
 import pytest
 
+from harness.core.model_build import ModelBuild
 from harness.core.outcome import Outcome
 from harness.core.model_build import ModelBuild
 from state import (budgets, counters, deliveries, flags, gates, history, jobs, leases, ranges, resolutions,
@@ -153,8 +154,14 @@ def _fill_v14(conn: sqlite3.Connection) -> None:
                  " ('old-delivery', 'issue_comment', '2026-10-04T08:00:00+00:00', 'queued')")
 
 
+def _fill_v15(conn: sqlite3.Connection) -> None:
+    """v15 kept what each user's commands cost: v14's rows and one command spent."""
+    _fill_v14(conn)
+    conn.execute("INSERT INTO command_spend (login, repo, issue, kind, at) VALUES ('alice', 'o/r', 7, 'run', 1.0)")
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
-           9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14}
+           9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14, 15: _fill_v15}
 
 
 def _build_at(path, version: int) -> None:
@@ -193,6 +200,9 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     assert run.nightly == ("2026-10-02" if version >= 2 else None)
     outs = runs.outcomes(conn, 2)
     assert [o.status for o in outs] == ["ok", "error"] and outs[1].signature == hd.PENDING
+    # v16: a key no Outcome has is dropped from the stored form (outcomes read strictly); the rest is as stored.
+    stored = json.loads(conn.execute("SELECT data FROM outcomes WHERE run_id = 2 AND status = 'error'").fetchone()[0])
+    assert stored == {k: v for k, v in OUTCOME_V1.items() if k != "a_key_from_an_older_version"}
     # The migrated store takes new work: a run, its finalization, and history over old and new rows.
     rid = hd.store_run(conn, hd.night(), kind="nightly" if version >= 2 else "sweep", nightly="2026-10-03")
     assert history.previous_comparable_run(conn, rid) == 2
@@ -303,3 +313,21 @@ def test_each_migration_is_one_transaction(tmp_path):
         MIGRATIONS.pop()
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'half'").fetchone()[0] == 0
+
+
+def test_v16_drops_only_the_keys_no_outcome_has_and_keeps_every_json_type(tmp_path):
+    """Booleans stay booleans, lists stay lists, nulls stay null: only the unknown key goes."""
+    path = tmp_path / "v15.sqlite"
+    _build_at(path, 15)
+    kept = {"model": "M", "config": "baseline", "status": "ok", "text_only": True, "graphs": 2, "compile_s": 0.5,
+            "break_reasons": ["r1"], "break_ids": [None], "ops_per_graph": [3, 4], "signature": None}
+    raw = sqlite3.connect(path)
+    raw.execute("INSERT INTO outcomes (run_id, model, config, status, graphs, signature, fingerprint, data, recorded_at)"
+                " VALUES (2, 'M', 'baseline', 'ok', 2, NULL, 'fp', ?, '2026-10-02T04:00:00+00:00')",
+                (json.dumps({**kept, "config_reads": {"k": 1}}),))
+    raw.commit()
+    raw.close()
+    conn = connect(path)
+    stored = conn.execute("SELECT data FROM outcomes WHERE model = 'M'").fetchone()[0]
+    assert json.loads(stored) == kept and '"text_only":true' in stored.replace(" ", "")
+    assert [o for o in runs.outcomes(conn, 2) if o.model == "M"] == [Outcome(**kept)]

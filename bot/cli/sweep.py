@@ -58,56 +58,134 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def _candidates(args: argparse.Namespace) -> list[Any]:
-    """Zoo candidates from --models (or the corpus), resolved (sampling comes after the population is known)."""
-    from harness import zoo
-
-    if args.models:
-        patterns = [m.strip() for m in args.models.split(",") if m.strip()]
-    else:
-        from harness.zoo.corpus import DEFAULT_CORPUS
-
-        patterns = list(DEFAULT_CORPUS)
-    return zoo.resolve(patterns)
+class _Refused(ValueError):
+    """A request that cannot run (nothing to resume, no models): said in one line, exit 2, nothing ran."""
 
 
-def _draw(conn: Any, args: argparse.Namespace, population: str, cands: list[Any], base: dict[str, Any],
-          configs: dict[str, dict], options: Any) -> Any:
-    """The population, then the sample: a `bot.pipeline.sampling.Drawn` (a baseline pass runs first when one is needed)."""
-    from bot.pipeline import sampling
-    from harness.engine.engine import collect_environment, sweep
+def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
+    """Handler of `flagsweep sweep`."""
+    from bot.pipeline import steps
+    from harness.engine import configs as cfg
+    from harness.engine import devices
+    from harness.engine.engine import ResumeError, SweepInterrupted
+    from state import db
 
-    torch_version = None
-    if population != "all":
-        torch_version = collect_environment(options.python, options.device).get("torch_version")
-
-    def baseline_pass(models: list[str]) -> int:
-        print(f"flagsweep sweep: baseline pass over {len(models)} models to find the graph-breaking ones",
+    settings = _with_arguments(settings, args)
+    try:
+        _import_modules(args.extra_modules)
+    except ImportError as exc:
+        return _fail(str(exc))
+    options = settings.sweep.options(args.python, list(args.extra_modules))
+    conn = db.connect(settings.state_path)   # first: a store we cannot write fails before any work
+    why = devices.unavailable(options.device, options.python)
+    if why:
+        return _fail(f"--device {options.device}: {why}")
+    try:
+        request = _request(conn, args, settings, options)
+    except ValueError as exc:   # a config or model that is not there, a bad --resume value, nothing to sweep
+        return _fail(str(exc))
+    except SweepInterrupted as exc:
+        print(f"flagsweep sweep: interrupted during the baseline pass (run {exc.run_id}); nothing else ran",
               file=sys.stderr)
-        return sweep(conn, models=models, configs={"baseline": configs.get("baseline", {})}, base_settings=base,
-                     options=options, kind="baseline", progress=not args.json)
+        return 130
+    try:
+        with sigterm_as_interrupt():
+            run = steps.sweep(conn, request)
+    except (ResumeError, cfg.ConfigError) as exc:  # ConfigError: checked in the workers' torch, nothing ran
+        return _fail(str(exc))
+    except SweepInterrupted as exc:
+        print(f"flagsweep sweep: interrupted; finished items are stored. Continue with: flagsweep sweep --resume {exc.run_id}",
+              file=sys.stderr)
+        return 130
+    _show(conn, run, options, as_json=args.json)
+    return 0
 
-    return sampling.draw(conn, cands, population=population, sample=args.sample, seed=args.seed, base_settings=base,
-                         torch_version=torch_version, baseline_pass=baseline_pass)
+
+def _with_arguments(settings: Settings, args: argparse.Namespace) -> Settings:
+    """The settings with this command line's overrides of their [sweep] section."""
+    s = settings.sweep
+    return dataclasses.replace(settings, sweep=dataclasses.replace(
+        s, workers=args.workers if args.workers is not None else s.workers,
+        timeout=args.timeout if args.timeout is not None else s.timeout,
+        backend=args.backend or s.backend, device=args.device or s.device, config_file=args.config_file or s.config_file))
 
 
-def _configs(catalog: dict[str, dict], names: list[str], args: argparse.Namespace, s: Any,
-             options: Any) -> tuple[dict[str, dict], Any]:
-    """The configs to sweep (named sets expanded in the torch under test) and what may be pruned."""
+def _import_modules(names: list[str]) -> None:
+    """--import: the modules the workers import too (ImportError naming the module)."""
+    import importlib
+
+    from harness import PROJECT_ROOT
+
+    # The workers get the project root on PYTHONPATH; the parent resolves the same names.
+    if names and str(PROJECT_ROOT) not in sys.path:
+        sys.path.append(str(PROJECT_ROOT))
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ImportError(f"--import {name}: {exc}") from None
+
+
+def _request(conn: Any, args: argparse.Namespace, settings: Settings, options: Any) -> Any:
+    """The sweep the arguments ask for: a resume, or models x configs assembled as the nightly's are
+    (bot.pipeline.assemble); ValueError (a ConfigError, UnknownModel, _Refused) when there is none to run."""
+    from bot.pipeline import assemble, steps
+    from harness.engine.engine import SweepRequest
+
+    if args.resume:
+        run_id = _resume_id(conn, args.resume)
+        if run_id is None:
+            raise _Refused("nothing to resume: no unfinished sweep in the store")
+        return SweepRequest.resuming(run_id, options, progress=not args.json)
+    chosen = _configs(args, settings, options)
+    cands = steps.candidates([m.strip() for m in (args.models or "").split(",") if m.strip()])
+    if not cands:
+        raise _Refused("no models selected")
+    population = args.population or settings.sweep.population
+    request = SweepRequest(models=[], configs=chosen.configs, options=options, base_settings=_base_settings(args),
+                           progress=not args.json, pruning=chosen.pruning)
+    with sigterm_as_interrupt():
+        request = assemble.draw(conn, steps.Steps(), request, cands, population=population, sample=args.sample,
+                                seed=args.seed, torch_version=_torch_version(options, population),
+                                say=lambda line: print(f"flagsweep sweep: {line}", file=sys.stderr))
+    if not request.models:
+        raise _Refused(f"no models in the population {population!r}")
+    return request
+
+
+def _configs(args: argparse.Namespace, settings: Settings, options: Any) -> Any:
+    """--configs (default: the whole catalog), named sets expanded in the torch under test, and what may be pruned
+    (--prune; by default what the named sets flip)."""
+    from bot.pipeline import assemble, steps
     from harness.engine import configs as cfg
     from harness.engine.flags import sets as flagsets
-    from harness.engine.flags.pruning import Pruning
 
-    names = [n.strip() for n in names]
+    if args.configs:
+        names = [n.strip() for n in args.configs.split(",")]
+    else:
+        names = [n for n in cfg.load_catalog(settings.sweep.config_file) if n != "baseline"]
+    chosen = assemble.configs(steps.Steps(), settings, names, python=options.python,
+                              prune=None if args.prune is None else args.prune == "on", seed=args.seed)
     named = [n for n in names if n in flagsets.NAMED]
-    configs = cfg.select(catalog, [n for n in names if n not in flagsets.NAMED])
-    flips = flagsets.expand_named(named, backend=options.backend, python=options.python)
     if named:
-        print(f"flagsweep sweep: {', '.join(named)}: {len(flips)} flags", file=sys.stderr)
-    configs.update(flips)
-    prune = (args.prune or ("on" if named else "off")) == "on"
-    prunable = (flips or configs) if prune else {}
-    return configs, Pruning(frozenset(prunable), audit=s.prune_audit, seed=args.seed) if prune else None
+        print(f"flagsweep sweep: {', '.join(named)}: {len(chosen.flips)} flags", file=sys.stderr)
+    return chosen
+
+
+def _base_settings(args: argparse.Namespace) -> dict[str, Any]:
+    from harness.engine import configs as cfg
+
+    return dict(cfg.parse_setting(text) for text in args.base_setting)
+
+
+def _torch_version(options: Any, population: str) -> str | None:
+    """The torch under test's version, which a stored baseline must match (asked only when a population needs it)."""
+    from harness.core.run_environment import RunEnvironment
+    from harness.engine.engine import collect_environment
+
+    if population == "all":
+        return None
+    return RunEnvironment.from_dict(collect_environment(options.python, options.device)).torch_version
 
 
 def _resume_id(conn: Any, value: str) -> int | None:
@@ -123,90 +201,6 @@ def _resume_id(conn: Any, value: str) -> int | None:
     return None
 
 
-def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
-    """Handler of `flagsweep sweep`."""
-    import importlib
-
-    from harness.engine import configs as cfg
-    from harness.engine import devices
-    from harness import zoo
-    from harness.engine.engine import ResumeError, SweepInterrupted, sweep
-    from state import db
-
-    s = settings.sweep
-    if args.extra_modules:
-        from harness import PROJECT_ROOT
-
-        # The workers get the project root on PYTHONPATH; the parent resolves the same names.
-        if str(PROJECT_ROOT) not in sys.path:
-            sys.path.append(str(PROJECT_ROOT))
-        for name in args.extra_modules:
-            try:
-                importlib.import_module(name)
-            except ImportError as exc:
-                return _fail(f"--import {name}: {exc}")
-    options = dataclasses.replace(
-        s.options(args.python, list(args.extra_modules)),
-        workers=args.workers if args.workers is not None else s.workers,
-        timeout=args.timeout if args.timeout is not None else s.timeout,
-        backend=args.backend or s.backend, device=args.device or s.device,
-    )
-    conn = db.connect(settings.state_path)   # first: a store we cannot write fails before any work
-    why = devices.unavailable(options.device, options.python)
-    if why:
-        return _fail(f"--device {options.device}: {why}")
-    run_id = None
-    models: list[str] = []
-    drawn = None
-    configs: dict[str, dict] = {}
-    pruning = None
-    base: dict[str, Any] = {}
-    try:
-        if args.resume:
-            run_id = _resume_id(conn, args.resume)
-            if run_id is None:
-                return _fail("nothing to resume: no unfinished sweep in the store")
-        else:
-            catalog = cfg.load_catalog(args.config_file or s.config_file)
-            names = args.configs.split(",") if args.configs else [n for n in catalog if n != "baseline"]
-            configs, pruning = _configs(catalog, names, args, s, options)
-            base = dict(cfg.parse_setting(text) for text in args.base_setting)
-            try:
-                cands = _candidates(args)
-            except zoo.UnknownModel as exc:  # a user error with close matches (or a missing lock entry)
-                return _fail(str(exc))
-            if not cands:
-                return _fail("no models selected")
-            with sigterm_as_interrupt():
-                drawn = _draw(conn, args, args.population or s.population, cands, base, configs, options)
-            models = drawn.models
-            if not models:
-                return _fail(f"no models in the population {args.population or s.population!r}")
-    except cfg.ConfigError as exc:
-        return _fail(str(exc))
-    except ValueError as exc:  # a bad --resume value
-        return _fail(str(exc))
-    except SweepInterrupted as exc:
-        print(f"flagsweep sweep: interrupted during the baseline pass (run {exc.run_id}); nothing else ran",
-              file=sys.stderr)
-        return 130
-
-    try:
-        with sigterm_as_interrupt():
-            run_id = sweep(conn, models=models, configs=configs, base_settings=base, options=options,
-                           run_id=run_id, resume=bool(args.resume), progress=not args.json,
-                           prior=drawn.prior if drawn else None, population=drawn.meta if drawn else None,
-                           pruning=pruning)
-    except (ResumeError, cfg.ConfigError) as exc:  # ConfigError: checked in the workers' torch, nothing ran
-        return _fail(str(exc))
-    except SweepInterrupted as exc:
-        print(f"flagsweep sweep: interrupted; finished items are stored. Continue with: flagsweep sweep --resume {exc.run_id}",
-              file=sys.stderr)
-        return 130
-    _show(conn, run_id, options, as_json=args.json)
-    return 0
-
-
 def summary(run: Any, outcomes: list, effects: list, backend: str) -> dict[str, Any]:
     """The context of templates/sweep_effects.txt.j2: counts and % of testable models per config."""
     configs = []
@@ -219,13 +213,12 @@ def summary(run: Any, outcomes: list, effects: list, backend: str) -> dict[str, 
             "statuses": sorted(statuses.items()), "effects": effects, "backend": backend}
 
 
-def _show(conn: Any, run_id: int, options: Any, as_json: bool) -> None:
+def _show(conn: Any, run: Any, options: Any, as_json: bool) -> None:
     from bot.text.render import render
     from harness.core.effects import effects_for
     from state import runs
 
-    run = runs.get_run(conn, run_id)
-    outcomes = runs.outcomes(conn, run_id)
+    outcomes = runs.outcomes(conn, run.id)
     effects = effects_for(outcomes)
     if as_json:
         doc = {"run": run.to_dict(), "environment": run.environment.to_dict(), "outcomes": [o.to_dict() for o in outcomes],

@@ -13,6 +13,7 @@ from bot.commands.context import Context, UserError
 from bot.pipeline import steps
 from bot.ranges.bisect import Bisection, BisectError, search, window
 from harness.engine.configs import ConfigError
+from harness.engine.engine import SweepRequest
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +57,9 @@ def sweep(ctx: Context, models: list[str], configs: dict[str, dict], base: dict[
     except provider.ProviderError as exc:
         raise UserError(f"no torch to sweep with: {exc}") from None
     try:
-        return pipeline.sweep(ctx.conn, models=models, configs=configs, base_settings=base, settings=ctx.settings,
-                              python=built.python, run_id=None, resume=False, nightly=None, shard=None,
-                              kind="command", progress=False)
+        return pipeline.sweep(ctx.conn, SweepRequest(models=models, configs=configs, base_settings=base,
+                                                     options=ctx.settings.sweep.options(built.python), kind="command",
+                                                     progress=False)).id
     except ConfigError as exc:   # checked in that torch before anything ran
         raise UserError(str(exc)) from None
 

@@ -11,6 +11,7 @@ torch is not swept again unless forced; it still publishes what it has.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sqlite3
@@ -19,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from bot.builds import provider
-from bot.pipeline import gate as gate_mod, sampling
+from bot.pipeline import assemble, gate as gate_mod, sampling
 from bot.github.publish import PublishSummary, stderr_progress
 from bot.settings import Settings
 from bot.pipeline.steps import Steps, load_night
 from bot.view import run_view
 from harness.core.run_environment import RunEnvironment
+from harness.engine.engine import SweepRequest
 from state import runs as runs_mod
 
 log = logging.getLogger(__name__)
@@ -145,28 +147,27 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         log.error("nightly failed: %s", exc)
         return result
     result.torch, result.nightly = built.to_dict(), built.date
-    flips, pruning = steps.expand_sets(settings, config_names, python=built.python, seed=_audit_seed(built.date))
-    chosen = {**chosen, **flips}
-    result.configs = list(chosen)
-    drawn = _population(conn, settings, steps, names, chosen, built, population or settings.sweep.population, progress)
-    if drawn.meta is not None:      # a drawn population keeps the canaries: the gate needs them
-        names = drawn.models + [c for c in canaries if c not in drawn.models]
-        result.models = len(names)
-    existing = find_existing(conn, nightly=built.date, shard=shard, configs=chosen, models=names,
+    swept = assemble.configs(steps, settings, config_names, python=built.python, prune=None,
+                             seed=_audit_seed(built.date))
+    result.configs = list(swept.configs)
+    request = SweepRequest(models=names, configs=swept.configs, options=settings.sweep.options(built.python),
+                           kind="nightly", nightly=built.date, shard=shard, progress=progress,
+                           build=built.origin(), pruning=swept.pruning)
+    request = assemble.draw(conn, steps, request, [sampling.Pick(n) for n in names], sample=None, seed=0,
+                            population=population or settings.sweep.population, torch_version=built.version,
+                            say=log.info)
+    if request.population is not None:      # a drawn population keeps the canaries: the gate needs them
+        request = dataclasses.replace(request, models=request.models + [c for c in canaries if c not in request.models])
+        result.models = len(request.models)
+    existing = find_existing(conn, nightly=built.date, shard=shard, configs=swept.configs, models=request.models,
                              torch_version=built.version)
     if existing and existing.status == "finished" and not force:
-        result.status, result.run_id = "reused", existing.id
+        result.status, run = "reused", existing
         log.info("nightly %s already swept as run %s: not sweeping again (--force to redo)", built.date, existing.id)
     else:
-        resume = bool(existing and existing.status in ("running", "interrupted") and not force)
-        result.run_id = steps.sweep(conn, models=names, configs=chosen, base_settings={}, settings=settings,
-                                    python=built.python, run_id=existing.id if resume else None, resume=resume,
-                                    nightly=built.date, shard=shard, progress=progress, build=built.origin(),
-                                    **({"prior": drawn.prior, "population": drawn.meta} if drawn.meta else {}),
-                                    **({"pruning": pruning} if pruning else {}))
-    # Read once, and the night holds it from here on (once steps.sweep returns the Run, this read goes).
-    run = runs_mod.get_run(conn, result.run_id)
-    result.unavailable = run.unavailable
+        resume = existing.id if existing and existing.status in ("running", "interrupted") and not force else None
+        run = steps.sweep(conn, dataclasses.replace(request, resume=resume))
+    result.run_id, result.unavailable = run.id, run.unavailable
     result.configs = [c for c in result.configs if c not in result.unavailable]
     if shard:
         # A shard stops here: `flagsweep merge` joins the shards and publishes once.
@@ -178,22 +179,6 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
 def _audit_seed(date: str | None) -> int:
     """The pruning audit's seed for a nightly: its date, so each night traces another sample of pruned pairs."""
     return int("".join(ch for ch in date or "" if ch.isdigit()) or 0)
-
-
-def _population(conn: sqlite3.Connection, settings: Settings, steps: Steps, names: list[str],
-                configs: dict[str, dict], built: provider.Nightly, population: str, progress: bool) -> sampling.Drawn:
-    """The nightly's models drawn from `population` (a baseline pass on this torch first, when none is stored)."""
-    if population == "all":
-        return sampling.Drawn(models=names)
-
-    def baseline_pass(models: list[str]) -> int:
-        log.info("baseline pass over %d models to find the graph-breaking ones", len(models))
-        return steps.sweep(conn, models=models, configs={"baseline": configs.get("baseline", {})}, base_settings={},
-                           settings=settings, python=built.python, run_id=None, resume=False, nightly=None,
-                           shard=None, kind="baseline", progress=progress, build=built.origin())
-
-    return sampling.draw(conn, [sampling.Pick(n) for n in names], population=population, sample=None, seed=0,
-                         base_settings={}, torch_version=built.version, baseline_pass=baseline_pass)
 
 
 def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, run: runs_mod.Run, *,

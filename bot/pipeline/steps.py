@@ -25,8 +25,8 @@ from bot.verify.steps import VerifySteps
 from bot.view.run_view import RunView
 from bot.settings import Settings
 from harness.core.outcome import Outcome
-from harness.core.run_environment import BuildOrigin
-from harness.engine.flags.pruning import Pruning
+from harness.engine.engine import SweepRequest
+from harness.zoo.select import Candidate
 from state.ranges import Build
 from state.resolutions import Tally
 from state.runs import Run
@@ -47,41 +47,30 @@ def select_configs(settings: Settings, names: list[str]) -> dict[str, dict]:
     return configs.select(configs.load_catalog(settings.sweep.config_file), [n for n in names if n not in sets.NAMED])
 
 
-def expand_sets(settings: Settings, names: list[str], *, python: str | None,
-                seed: int) -> tuple[dict[str, dict], Pruning | None]:
-    """The configs of the named sets among `names`, expanded in the torch at `python`, and their read-set pruning
-    with its audit (seeded, so each night audits other pairs); ({}, None) when no set is named."""
+def expand_sets(settings: Settings, names: list[str], *, python: str | None) -> dict[str, dict]:
+    """The configs of the named sets among `names`, expanded in the torch at `python`; {} when no set is named."""
     from harness.engine.flags import sets
-    flips = sets.expand_named(names, backend=settings.sweep.backend, python=python)
-    if not flips:
-        return {}, None
-    return flips, Pruning(frozenset(flips), audit=settings.sweep.prune_audit, seed=seed)
+    return sets.expand_named(names, backend=settings.sweep.backend, python=python)
 
 
-def resolve_models(patterns: list[str]) -> list[str]:
-    """Model class names for globs; the embedded default corpus when none are given."""
+def candidates(patterns: list[str]) -> list[Candidate]:
+    """Zoo candidates (name and stratum) for globs; the embedded default corpus when none are given."""
     from harness import zoo
     if not patterns:
         from harness.zoo.corpus import DEFAULT_CORPUS
         patterns = list(DEFAULT_CORPUS)
-    return [c.model for c in zoo.resolve(list(patterns))]
+    return zoo.resolve(list(patterns))
 
 
-def sweep(conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict], base_settings: dict[str, Any],
-          settings: Settings, python: str | None, run_id: int | None, resume: bool, nightly: str | None,
-          shard: str | None, kind: str = "nightly", progress: bool = True, build: BuildOrigin | None = None,
-          prior: list[Any] | None = None, population: dict[str, Any] | None = None,
-          pruning: Pruning | None = None) -> int:
-    """Sweep (the engine stores, finishes and finalizes the run); returns the run id.
+def resolve_models(patterns: list[str]) -> list[str]:
+    """Model class names for globs; the embedded default corpus when none are given."""
+    return [c.model for c in candidates(patterns)]
 
-    build: what the provider knows of the torch beyond what its interpreter reports (index,
-    channel), kept in the run's environment. prior, population, pruning: see `harness.engine.engine.sweep`.
-    """
+
+def sweep(conn: sqlite3.Connection, request: SweepRequest) -> Run:
+    """Sweep (the engine stores, finishes and finalizes the run); the run."""
     from harness.engine import engine
-    return engine.sweep(conn, models=models, configs=configs, base_settings=base_settings,
-                        options=settings.sweep.options(python), run_id=run_id, resume=resume, kind=kind,
-                        nightly=nightly, shard=shard, progress=progress, extra_environment=build,
-                        prior=prior, population=population, pruning=pruning)
+    return engine.sweep(conn, request).run
 
 
 def diff_with_previous(conn: sqlite3.Connection, run: Run) -> tuple[Run | None, DiffResult | None]:
@@ -241,17 +230,11 @@ class SelectStep(Protocol):
 
 
 class ExpandStep(Protocol):
-    def __call__(self, settings: Settings, names: list[str], *, python: str | None,
-                 seed: int) -> tuple[dict[str, dict], Pruning | None]: ...
+    def __call__(self, settings: Settings, names: list[str], *, python: str | None) -> dict[str, dict]: ...
 
 
 class SweepStep(Protocol):
-    def __call__(self, conn: sqlite3.Connection, *, models: list[str], configs: dict[str, dict],
-                 base_settings: dict[str, Any], settings: Settings, python: str | None, run_id: int | None,
-                 resume: bool, nightly: str | None, shard: str | None, kind: str = ...,
-                 progress: bool = ..., build: BuildOrigin | None = ...,
-                 prior: list[Any] | None = ..., population: dict[str, Any] | None = ...,
-                 pruning: Pruning | None = ...) -> int: ...
+    def __call__(self, conn: sqlite3.Connection, request: SweepRequest) -> Run: ...
 
 
 class DiffStep(Protocol):

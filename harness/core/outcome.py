@@ -5,8 +5,10 @@ stored in SQLite and printed by `--json`.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from harness.core.record import parse
 
 # How an item (one model under one config) can end.
 STATUSES = (
@@ -77,10 +79,9 @@ class Outcome:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Outcome":
-        """Build from a dict, ignoring keys this version does not know."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+    def from_dict(cls, data: Mapping[str, Any]) -> "Outcome":
+        """Read the stored (or sent) form; RecordError naming an unknown or missing field."""
+        return parse(cls, data, "outcome")
 
     @property
     def crashed(self) -> bool:

@@ -6,10 +6,11 @@ committed at once and an interrupted sweep resumes where it stopped.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from harness.engine.configs import Checked, ConfigError, check_all_syntax
@@ -19,6 +20,8 @@ from harness.engine.options import SweepOptions
 from harness.core.outcome import Outcome
 from harness.core.run_environment import BuildOrigin, RunEnvironment
 from harness.engine.interpreter import CallFailed, call
+from harness.core.model_build import ModelBuild
+from harness.engine.events import Built, ConfigSpace, Result
 from harness.engine.pool import Group, Pool, PoolError
 from harness.engine.progress import Progress
 from harness.core.scrub import scrub
@@ -46,6 +49,39 @@ class SweepInterrupted(KeyboardInterrupt):
     def __init__(self, run_id: int):
         super().__init__(run_id)
         self.run_id = run_id
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """models x (baseline + configs) under `options`; where it is kept (kind, nightly, shard) and what is had."""
+
+    models: list[str]
+    configs: dict[str, dict]                   # {name: settings}; baseline (no settings, when absent) always runs
+    options: SweepOptions
+    base_settings: dict[str, Any] = field(default_factory=dict)   # applied to every compile, baseline included
+    kind: str = "sweep"                        # sweep | nightly | baseline | command: which listings show the run
+    nightly: str | None = None                 # the nightly's date
+    shard: str | None = None                   # "i/N" of a sharded nightly
+    resume: int | None = None                  # continue this run: its stored models, configs and base settings
+    progress: bool = True                      # the bar on stderr
+    # What the caller knows of the build beyond what the workers see (the index and channel it came from),
+    # stored with the environment.
+    build: BuildOrigin | None = None
+    prior: list[Outcome] = field(default_factory=list)   # outcomes already had on this torch (a baseline pass):
+    population: dict[str, Any] | None = None   # stored, not run again; and how the models were drawn
+    pruning: Pruning | None = None             # what may be pruned (read-set pruning) and its audit; None: trace all
+
+    @classmethod
+    def resuming(cls, run_id: int, options: SweepOptions, *, progress: bool = True) -> "SweepRequest":
+        """Continue run `run_id` where it stopped (what it runs is what the run stored)."""
+        return cls(models=[], configs={}, options=options, resume=run_id, progress=progress)
+
+    def baseline_pass(self, models: list[str]) -> "SweepRequest":
+        """The baseline alone over `models`, on the same torch, options and base settings: a run of kind
+        `baseline`, which the population `graph-breaking` is drawn from."""
+        return dataclasses.replace(self, models=list(models), configs={BASELINE: self.configs.get(BASELINE, {})},
+                                   kind="baseline", nightly=None, shard=None, resume=None, prior=[],
+                                   population=None, pruning=None)
 
 
 def _pool(options: SweepOptions, base_settings: dict, n_groups: int, fresh: bool = False) -> Pool:
@@ -88,128 +124,175 @@ def _stratum_lookup() -> Callable[[str], str | None]:
     return lookup
 
 
-def _outcome(data: dict[str, Any], stratum_of: Callable[[str], str | None]) -> Outcome:
+def _outcome(outcome: Outcome, stratum_of: Callable[[str], str | None]) -> Outcome:
     # Stored without machine paths (the signature, made from the raw text, keeps only file names).
-    data = {**data, **{k: scrub(data.get(k)) for k in _PATH_FIELDS if data.get(k)}}
-    outcome = Outcome.from_dict(data)
-    if outcome.stratum is None:
-        outcome.stratum = stratum_of(outcome.model)
-    return outcome
+    scrubbed = {k: scrub(getattr(outcome, k)) for k in _PATH_FIELDS if getattr(outcome, k)}
+    return dataclasses.replace(outcome, **scrubbed, stratum=outcome.stratum or stratum_of(outcome.model))
 
 
-def sweep(conn: Any, *, models: list[str], configs: dict[str, dict], base_settings: dict,
-          options: SweepOptions, run_id: int | None = None, resume: bool = False, kind: str = "sweep",
-          nightly: str | None = None, shard: str | None = None, progress: bool = True,
-          extra_environment: BuildOrigin | None = None,
-          prior: list[Outcome] | None = None, population: dict[str, Any] | None = None,
-          pruning: Pruning | None = None) -> int:
-    """Run models x (baseline + configs), storing each outcome as it finishes; returns the run id.
+@dataclass(frozen=True)
+class Swept:
+    """A sweep that finished: its run (finalized), the builds its workers made, the config space they listed."""
 
-    extra_environment: what the caller knows of the build beyond what the workers see
-    (the index and channel it came from), stored with the environment.
-    `prior`: outcomes already had on this torch (a baseline pass), stored into a new run instead of run again;
-    `population`: how the models were chosen, kept with the run's options for the issues' method table.
+    run: runs.Run
+    builds: dict[str, ModelBuild]      # model -> its build, stored with the run (what a reproducer embeds)
+    config_space: ConfigSpace          # kept with the run's environment (state.flags)
 
-    `pruning`: the configs that may be pruned (read-set pruning) and the audit's sample; None: trace everything.
 
-    A run that finishes is finalized here (effects, signature history): the engine ends it, so the engine
-    finalizes it, once. An interrupted or failed run is not finalized.
+def sweep(conn: Any, request: SweepRequest) -> Swept:
+    """Run models x (baseline + configs), storing each outcome as it finishes; the finished run.
+
+    `request.prior` outcomes are stored into a new run instead of run again; `request.pruning`: see
+    harness.engine.flags.pruning (its audit runs here, after the items). A run that finishes is finalized here
+    (effects, signature history): the engine ends it, so the engine finalizes it, once. An interrupted or failed
+    run is not finalized; Ctrl-C is SweepInterrupted, a broken interpreter leaves the run resumable.
     """
-    configs = {BASELINE: configs.get(BASELINE, {}), **{k: v for k, v in configs.items() if k != BASELINE}}
-    prior = [o for o in prior or [] if o.model in set(models) and o.config in configs] if not resume else []
-    done: set[tuple[str, str]] = {(o.model, o.config) for o in prior}
-    stored, unavailable = None, {}
-    lease = None
-    if not resume:
-        check_all_syntax(configs, base_settings)   # malformed keys stop us before a worker starts
-    if resume:
-        if run_id is None:
-            raise ResumeError("--resume needs a run id")
-        stored = runs.get_run(conn, run_id)
-        if stored is None:
-            raise ResumeError(f"run {run_id} does not exist")
-        if stored.status == "finished":
-            raise ResumeError(f"run {run_id} is already finished")
-        models, configs, base_settings = stored.models, stored.configs, stored.base_settings
-        try:
-            lease = leases.acquire(conn, run_id)   # before any worker starts: a live holder is refused at once
-        except leases.LeaseHeld as exc:
-            raise ResumeError(str(exc)) from None
-        lease.keep_alive()
-        done = runs.finished_items(conn, run_id)
-    prune = eligible(pruning, configs, stored_flags.disabled_keys(conn))
-    pooled = bool(pruning and pruning.pool)
-    groups = plan_groups(models, configs, done, prune, pooled)
-    pool = _pool(options, base_settings, len(groups))
-    bar = None
+    plan = _prepare(conn, request)
+    pool = _pool(request.options, plan.base_settings, len(plan.groups()))
     try:
-        try:
-            pool.start()  # the workers import torch while we set up the run and check the configs
-        except OSError as exc:   # no such interpreter: a bad --python, said in one line
-            raise ConfigError(f"{options.python or sys.executable}: cannot start the workers ({exc.strerror})") from None
-        if not resume:
-            # In the interpreter under test, before any model runs: ConfigError on a wrong type,
-            # a config whose key that torch lacks set aside.
-            checked = check_configs(configs, base_settings, options.python)
-            configs, unavailable = checked.configs, checked.unavailable
-            groups = plan_groups(models, configs, done, prune, pooled)
-        total = len(models) * len(configs)
-        bar = Progress(total=total, done=len(done), enabled=progress, label=f"sweep {len(models)} models")
-        # "python": the interpreter the workers were started with, what a reproducer is verified under.
-        env = RunEnvironment.from_dict({**pool.environment(), "python": options.python or sys.executable})
-        env = env.with_build(extra_environment) if extra_environment else env
-        if stored is not None:
-            _check_same_environment(stored.environment, env, run_id)
-        else:
-            run_options = {**options.to_dict(), **({"population": population} if population else {})}
-            lease = leases.create_held(conn, lambda: runs.create_run(
-                conn, environment=env, models=models, configs=configs, base_settings=base_settings,
-                options=run_options, kind=kind, nightly=nightly, shard=shard, unavailable=unavailable))
-            run_id = lease.run_id
-            lease.keep_alive()
-            for outcome in prior:
-                runs.record_outcome(conn, run_id, outcome)
-        if pool.config_space:
-            stored_flags.record_space(conn, env, pool.config_space["modules"], pool.config_space["entries"])
-        stratum_of = _stratum_lookup()
-        for _, data in pool.run(groups):
-            outcome = _outcome(data, stratum_of)
-            if data.get("config_reads") is not None:
-                stored_flags.record_reads(conn, run_id, outcome.model, data["config_reads"])
-            built = pool.model_data.pop(outcome.model, None)
-            if built is not None:   # once per model: what its reproducer is rendered from
-                runs.record_model(conn, run_id, built)
-            runs.record_outcome(conn, run_id, outcome)
-            bar.advance(crashed=outcome.crashed)
-        bar.close()
-        pool.close()
-        if prune:
-            audit(conn, run_id, configs=configs, pruning=pruning, trace=lambda items: run_items(
-                items, configs=configs, base_settings=base_settings, options=options, progress=progress))
-        runs.finish_run(conn, run_id, "finished")
-    except KeyboardInterrupt:
-        pool.close(kill=True)
-        if bar is not None:
-            bar.close()
-        if run_id is None:
-            raise
-        runs.finish_run(conn, run_id, "interrupted", reason="interrupted (Ctrl-C or SIGTERM)")
-        raise SweepInterrupted(run_id) from None
+        _start(pool, request.options)   # the workers import torch while we check the configs
+        if plan.stored is None:
+            plan.check(request.options.python)
+        found, space = pool.environment()
+        env = _open_run(conn, request, plan, found)
+        stored_flags.record_space(conn, env, space.modules, space.entries)
+        builds = _store_items(conn, plan, pool, request.progress)
+        if plan.prune:
+            audit(conn, plan.run_id, configs=plan.configs, pruning=request.pruning, trace=lambda items: run_items(
+                items, configs=plan.configs, base_settings=plan.base_settings, options=request.options,
+                progress=request.progress))
+        runs.finish_run(conn, plan.run_id, "finished")
     except BaseException as exc:
         pool.close(kill=True)
-        if bar is not None:
-            bar.close()
-        if run_id is not None and isinstance(exc, PoolError):
-            # The interpreter, not the run, is broken: keep the run resumable with a working --python.
-            runs.finish_run(conn, run_id, "interrupted", reason=str(exc).splitlines()[0][:500])
-        elif run_id is not None and not isinstance(exc, ResumeError):
-            runs.finish_run(conn, run_id, "failed", reason=f"{type(exc).__name__}: {exc}"[:500])
-        raise
+        interrupted = _abandon(conn, plan.run_id, exc)
+        if interrupted is None:
+            raise
+        raise interrupted from None
     finally:
-        if lease is not None:
-            lease.release(conn)
-    history.finalize_run(conn, run_id)
-    return run_id
+        if plan.lease is not None:
+            plan.lease.release(conn)
+    history.finalize_run(conn, plan.run_id)
+    return Swept(runs.get_run(conn, plan.run_id), builds, space)
+
+
+@dataclass
+class _Plan:
+    """What a sweep runs once its request is read: the request's (a new run) or the stored run's (a resume)."""
+
+    models: list[str]
+    configs: dict[str, dict]
+    base_settings: dict[str, Any]
+    done: set[tuple[str, str]]                 # items not to run: stored already, or had (prior)
+    prior: list[Outcome] = field(default_factory=list)
+    prune: frozenset[str] = frozenset()
+    pooled: bool = False
+    stored: runs.Run | None = None             # the run resumed
+    lease: leases.Lease | None = None
+    run_id: int | None = None
+    unavailable: dict[str, Any] = field(default_factory=dict)
+
+    def groups(self) -> list[Group]:
+        """The items still to run, one group per model."""
+        return plan_groups(self.models, self.configs, self.done, self.prune, self.pooled)
+
+    def check(self, python: str | None) -> None:
+        """In the interpreter under test, before any model runs: ConfigError on a wrong type, a config whose key
+        that torch lacks set aside (unavailable)."""
+        checked = check_configs(self.configs, self.base_settings, python)
+        self.configs, self.unavailable = checked.configs, checked.unavailable
+
+
+def _prepare(conn: Any, request: SweepRequest) -> _Plan:
+    """The plan of a new run (malformed config keys stop it before a worker starts), or of the run resumed
+    (claimed first: a live holder is refused at once)."""
+    if request.resume is None:
+        configs = {BASELINE: request.configs.get(BASELINE, {}),
+                   **{k: v for k, v in request.configs.items() if k != BASELINE}}
+        check_all_syntax(configs, request.base_settings)
+        prior = [o for o in request.prior if o.model in set(request.models) and o.config in configs]
+        plan = _Plan(list(request.models), configs, request.base_settings, {(o.model, o.config) for o in prior}, prior)
+    else:
+        plan = _resumed(conn, request.resume)
+    plan.prune = eligible(request.pruning, plan.configs, stored_flags.disabled_keys(conn))
+    plan.pooled = bool(request.pruning and request.pruning.pool)
+    return plan
+
+
+def _resumed(conn: Any, run_id: int) -> _Plan:
+    stored = runs.get_run(conn, run_id)
+    if stored is None:
+        raise ResumeError(f"run {run_id} does not exist")
+    if stored.status == "finished":
+        raise ResumeError(f"run {run_id} is already finished")
+    try:
+        lease = leases.acquire(conn, run_id)
+    except leases.LeaseHeld as exc:
+        raise ResumeError(str(exc)) from None
+    lease.keep_alive()
+    return _Plan(stored.models, stored.configs, stored.base_settings, runs.finished_items(conn, run_id),
+                 stored=stored, lease=lease, run_id=run_id)
+
+
+def _start(pool: Pool, options: SweepOptions) -> None:
+    try:
+        pool.start()
+    except OSError as exc:   # no such interpreter: a bad --python, said in one line
+        raise ConfigError(f"{options.python or sys.executable}: cannot start the workers ({exc.strerror})") from None
+
+
+def _open_run(conn: Any, request: SweepRequest, plan: _Plan, found: RunEnvironment) -> RunEnvironment:
+    """The run's environment (as stored); a new run is created (and claimed) with it, a resumed one checked."""
+    # "python": the interpreter the workers were started with, what a reproducer is verified under.
+    env = dataclasses.replace(found, python=request.options.python or sys.executable)
+    env = env.with_build(request.build) if request.build else env
+    if plan.stored is not None:
+        _check_same_environment(plan.stored.environment, env, plan.stored.id)
+        return env
+    population = {"population": request.population} if request.population else {}
+    plan.lease = leases.create_held(conn, lambda: runs.create_run(
+        conn, environment=env, models=plan.models, configs=plan.configs, base_settings=plan.base_settings,
+        options={**request.options.to_dict(), **population}, kind=request.kind, nightly=request.nightly,
+        shard=request.shard, unavailable=plan.unavailable))
+    plan.run_id = plan.lease.run_id
+    plan.lease.keep_alive()
+    for outcome in plan.prior:
+        runs.record_outcome(conn, plan.run_id, outcome)
+    return env
+
+
+def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool) -> dict[str, ModelBuild]:
+    """Run the plan's items, storing each outcome (and each model's build and baseline read set) as it comes."""
+    builds: dict[str, ModelBuild] = {}
+    stratum_of = _stratum_lookup()
+    bar = Progress(total=len(plan.models) * len(plan.configs), done=len(plan.done), enabled=progress,
+                   label=f"sweep {len(plan.models)} models")
+    with _running(pool, bar):
+        for event in pool.run(plan.groups()):
+            if isinstance(event, Built):     # once per model: what its reproducer is rendered from
+                builds[event.build.model] = event.build
+                runs.record_model(conn, plan.run_id, event.build)
+                continue
+            outcome = _outcome(event.outcome, stratum_of)
+            if event.config_reads is not None:
+                stored_flags.record_reads(conn, plan.run_id, outcome.model, event.config_reads)
+            runs.record_outcome(conn, plan.run_id, outcome)
+            bar.advance(crashed=outcome.crashed)
+    return builds
+
+
+def _abandon(conn: Any, run_id: int | None, exc: BaseException) -> SweepInterrupted | None:
+    """End the run a sweep could not finish; the SweepInterrupted to raise for Ctrl-C (None: raise `exc`)."""
+    if run_id is None:
+        return None
+    if isinstance(exc, KeyboardInterrupt):
+        runs.finish_run(conn, run_id, "interrupted", reason="interrupted (Ctrl-C or SIGTERM)")
+        return SweepInterrupted(run_id)
+    if isinstance(exc, PoolError):
+        # The interpreter, not the run, is broken: keep the run resumable with a working --python.
+        runs.finish_run(conn, run_id, "interrupted", reason=str(exc).splitlines()[0][:500])
+    elif not isinstance(exc, ResumeError):
+        runs.finish_run(conn, run_id, "failed", reason=f"{type(exc).__name__}: {exc}"[:500])
+    return None
 
 
 def check_configs(configs: dict[str, dict], base_settings: dict, python: str | None) -> Checked:
@@ -263,15 +346,15 @@ def eager_check(models: list[str], *, options: SweepOptions, progress: bool = Fa
     return _outcomes(pool, groups, [(m, EAGER) for m in models], progress, f"eager {len(models)} models")
 
 
-def describe(models: list[str], *, options: SweepOptions) -> dict[str, dict]:
-    """{model: its build as plain data} (what a reproducer embeds), from workers; nothing is stored.
+def describe(models: list[str], *, options: SweepOptions) -> dict[str, ModelBuild]:
+    """{model: its build} (what a reproducer embeds), from workers; nothing is stored.
 
     Models that do not build, or have no transformers config to embed, are left out.
     """
     groups = [Group(model, [(i, EAGER, {})], "eager") for i, model in enumerate(models)]
     pool = _pool(options, {}, len(groups))
-    _outcomes(pool, groups, [(m, EAGER) for m in models], False, "")
-    return dict(pool.model_data)
+    with _running(pool, Progress(total=0, enabled=False)):
+        return {e.build.model: e.build for e in pool.run(groups) if isinstance(e, Built)}
 
 
 @contextmanager
@@ -295,9 +378,10 @@ def _outcomes(pool: Pool, groups: list[Group], items: list[tuple[str, str]], pro
     stratum_of = _stratum_lookup()
     bar = Progress(total=len(items), enabled=progress, label=label)
     with _running(pool, bar):
-        for index, data in pool.run(groups):
-            results[index] = _outcome(data, stratum_of)
-            bar.advance(crashed=results[index].crashed)
+        for event in pool.run(groups):
+            if isinstance(event, Result):
+                results[event.index] = _outcome(event.outcome, stratum_of)
+                bar.advance(crashed=event.outcome.crashed)
     return [r if r is not None else Outcome(model=m, config=c, status="killed", error_type="killed",
                                             error_message="no result", signature="killed")
             for r, (m, c) in zip(results, items)]
@@ -323,11 +407,12 @@ def run_job(job: str, models: list[str], *, options: SweepOptions, progress: boo
     pool = _pool(options, {}, len(groups))
     bar = Progress(total=len(models), enabled=progress, label=f"{job.rpartition(':')[2]} {len(models)} models")
     with _running(pool, bar):
-        for _, data in pool.run(groups):
-            lines = (data.get("error_message") or "").strip().splitlines()
-            result = JobResult(data["model"], data["status"], data.get("data"), lines[0] if lines else None)
-            bar.advance(crashed=result.status != "ok")
-            yield result
+        for event in pool.run(groups):
+            if isinstance(event, Result):
+                lines = (event.outcome.error_message or "").strip().splitlines()
+                result = JobResult(event.outcome.model, event.outcome.status, event.data, lines[0] if lines else None)
+                bar.advance(crashed=result.status != "ok")
+                yield result
 
 
 def collect_environment(python: str | None = None, device: str = "cpu") -> dict:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import PROJECT_ROOT
+from harness.engine import events
 
 
 def worker_env(threads: int | None = None) -> dict[str, str]:
@@ -72,16 +73,18 @@ class Worker:
     def pid(self) -> int:
         return self.proc.pid
 
-    def send(self, obj: dict) -> bool:
+    def send(self, request: events.Request) -> bool:
+        """Write one request line; False when the worker's stdin is gone (it died)."""
         try:
-            self.proc.stdin.write((json.dumps(obj) + "\n").encode())
+            self.proc.stdin.write(events.encode(request))
             self.proc.stdin.flush()
             return True
         except (BrokenPipeError, OSError, ValueError):
             return False
 
-    def read_events(self) -> tuple[list[dict], bool]:
-        """Events available now, and whether the pipe reached EOF."""
+    def read_events(self) -> tuple[list[events.Event], bool]:
+        """Events available now, and whether the pipe reached EOF; RecordError for a line that does not read as
+        an event of this protocol."""
         eof = False
         while True:
             try:
@@ -95,15 +98,16 @@ class Worker:
                 eof = True
                 break
             self.buf += chunk
-        events = []
+        got = []
         while b"\n" in self.buf:
             line, self.buf = self.buf.split(b"\n", 1)
             if line.strip():
                 try:
-                    events.append(json.loads(line))
-                except ValueError:
-                    pass  # a torn line can only come from a dying worker
-        return events, eof
+                    data = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a torn line can only come from a dying worker
+                got.append(events.read_event(data))
+        return got, eof
 
     def rss_mb(self) -> float:
         try:
@@ -157,9 +161,9 @@ def spawn(python: str, threads: int, extra_modules: list[str], logdir: str) -> W
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
     log = tempfile.TemporaryFile(dir=logdir)
-    opts = {"fd": write_fd, "threads": threads, "extra_modules": extra_modules}
+    opts = events.Startup(fd=write_fd, threads=threads, extra_modules=list(extra_modules))
     proc = subprocess.Popen(
-        [python, "-m", "harness.engine.worker", json.dumps(opts)],
+        [python, "-m", "harness.engine.worker", opts.to_json()],
         stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(write_fd,),
         env=worker_env(threads), cwd=str(PROJECT_ROOT), start_new_session=True,
     )

@@ -8,7 +8,8 @@ a kill takes the worker's whole process group (inductor's compile helpers too).
 How an item ends, as seen from here (asv's rule: every end is a status):
 result event -> its status; worker died -> killed (signal name; SIGKILL from
 the kernel's OOM killer included); no event before --timeout -> timeout;
-RSS above the hard limit -> killed ("memory limit"). The hard limit is
+RSS above the hard limit -> killed ("memory limit"); a line that does not read as an event of this
+protocol (harness.engine.events) -> PoolError, as for workers that cannot start. The hard limit is
 1.5 x max_rss_mb, enforced by polling each busy worker's RSS every 0.1 s
 (an RLIMIT_AS would break CUDA and many allocators); above max_rss_mb after
 a model the worker is recycled instead.
@@ -26,7 +27,11 @@ import tempfile
 import time
 from typing import Any, Iterator
 
-from harness.core.model_build import ModelBuild
+from harness.core.outcome import Outcome
+from harness.core.record import RecordError
+from harness.core.run_environment import RunEnvironment
+from harness.engine import events
+from harness.engine.events import Built, ConfigSpace, Result
 from harness.engine.options import SweepOptions
 from harness.core.signature import innermost_torch_frame, signature
 from harness.engine.handle import PROJECT_ROOT, Group, Worker, signal_name, spawn, worker_env
@@ -43,7 +48,8 @@ class PoolError(RuntimeError):
 
 
 class Pool:
-    """A set of warm workers fed with Groups; `run` yields (index, outcome dict) as items finish."""
+    """A set of warm workers fed with Groups; `run` yields each item's Result as it finishes (and each model's
+    build as it is built)."""
 
     def __init__(self, options: SweepOptions, *, workers: int | None = None, base_settings: dict | None = None,
                  fresh_workers: bool = False):
@@ -65,12 +71,8 @@ class Pool:
         self.started_ok = 0
         self.startup_failures = 0
         self.stats = collections.Counter()
-        # What the worker said about each model it built: a killed item has no report of its own.
-        self.model_info: dict[str, dict] = {}
-        # What a reproducer needs per model (the worker's build as plain data), for the engine to store.
-        self.model_data: dict[str, ModelBuild] = {}
-        # The config space the environment's worker listed: {"modules": [...], "entries": {key: {...}}}.
-        self.config_space: dict | None = None
+        # Each model's latest outcome: a killed item has no report of its own, so it borrows the model's facts.
+        self.seen: dict[str, Outcome] = {}
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -87,7 +89,7 @@ class Pool:
         """Stop every worker: politely (exit request) unless `kill`, then SIGKILL whatever is left."""
         for w in self.workers:
             if not kill and w.group is None:
-                w.send({"op": "exit"})
+                w.send(events.ExitRequest())
                 try:
                     w.proc.stdin.close()
                 except OSError:
@@ -110,19 +112,18 @@ class Pool:
 
     # -- requests --------------------------------------------------------------
 
-    def environment(self) -> dict:
-        """The environment as the first ready worker sees it (no extra interpreter start)."""
+    def environment(self) -> tuple[RunEnvironment, ConfigSpace]:
+        """The environment as the first ready worker sees it, and its config space (no extra interpreter start)."""
         self.start()
         asked: Worker | None = None
         while True:
             for w in list(self.workers):
                 if w.ready and asked is None and w.group is None:
-                    if w.send({"op": "env", "device": self.device, "backend": self.backend}):
+                    if w.send(events.EnvRequest(device=self.device, backend=self.backend)):
                         asked = w
             for w, event in self._wait_events():
-                if event.get("event") == "env" and w is asked:
-                    self.config_space = event.get("config_space")
-                    return event["env"]
+                if isinstance(event, events.Env) and w is asked:
+                    return event.env, event.config_space
                 for _ in self._on_event(w, event, collections.deque()):
                     pass  # only "ready" can come before any work is assigned
             for _ in self._check_limits(collections.deque()):
@@ -131,8 +132,9 @@ class Pool:
                 asked = None  # it died answering; ask another
             self._top_up_to(self.size if asked is None and not self.workers else 0)
 
-    def run(self, groups: list[Group]) -> Iterator[tuple[int, dict]]:
-        """Run every item of `groups`; yield (index, outcome dict) in finishing order."""
+    def run(self, groups: list[Group]) -> Iterator[Result | Built]:
+        """Run every item of `groups`; yield each Result in finishing order, and a model's Built (before its
+        results) when it has a build to keep."""
         queue = collections.deque(groups)
         self.start(min(self.size, max(1, len(queue))) if not self.workers else None)
         while queue or any(w.group for w in self.workers):
@@ -149,45 +151,43 @@ class Pool:
         w.group, w.pending, w.current, w.built = group, list(group.items), None, False
         w.deadline = time.monotonic() + self.timeout
         w.mark_log()
-        ok = w.send({"op": "run", "model": group.model, "items": group.items, "mode": group.mode, "job": group.job,
-                     "prune": sorted(group.prune), "pool": group.pool, "base_settings": self.base_settings, "backend": self.backend, "device": self.device})
+        ok = w.send(events.RunRequest(model=group.model, items=group.items, mode=group.mode, job=group.job,
+                                      prune=sorted(group.prune), pool=group.pool, base_settings=self.base_settings,
+                                      backend=self.backend, device=self.device))
         if not ok:
             w.deadline = time.monotonic()  # dead already: _check_limits reaps it next round
 
-    def _on_event(self, w: Worker, event: dict, queue: collections.deque) -> Iterator[tuple[int, dict]]:
-        kind = event.get("event")
-        if kind == "ready":
+    def _on_event(self, w: Worker, event: events.Event, queue: collections.deque) -> Iterator[Result | Built]:
+        if isinstance(event, events.Ready):
             w.ready = True
             self.started_ok += 1
             self.startup_failures = 0
-        elif kind == "built":
+        elif isinstance(event, Built):
             w.built = True
-            if event.get("repro") and w.group is not None:
-                self.model_data[w.group.model] = ModelBuild.from_dict(event["repro"])
             w.deadline = time.monotonic() + self.timeout
-        elif kind == "start":
-            w.current = event["index"]
+            if event.build is not None:
+                yield event
+        elif isinstance(event, events.Start):
+            w.current = event.index
             w.deadline = time.monotonic() + self.timeout
             w.mark_log()
-        elif kind == "result":
-            index = event["index"]
-            w.pending = [it for it in w.pending if it[0] != index]
+        elif isinstance(event, Result):
+            w.pending = [it for it in w.pending if it[0] != event.index]
             w.current = None
             w.items_done += 1
             w.deadline = time.monotonic() + self.timeout
-            out = event["outcome"]
-            self.model_info[out["model"]] = {k: out.get(k) for k in ("stratum", "fingerprint", "text_only")}
-            yield index, out
-        elif kind == "done":
+            self.seen[event.outcome.model] = event.outcome
+            yield event
+        elif isinstance(event, events.Done):
             w.group, w.pending, w.current = None, [], None
-            if w.items_done >= self.max_items or event.get("rss_mb", 0) > self.max_rss_mb:
+            if w.items_done >= self.max_items or (event.rss_mb or 0) > self.max_rss_mb:
                 self._retire(w)
                 self.stats["recycled"] += 1
 
     def _retire(self, w: Worker) -> None:
         """Let an idle worker exit on its own (recycling); it is reaped later, without waiting."""
         w.retiring = True
-        w.send({"op": "exit"})
+        w.send(events.ExitRequest())
         try:
             w.proc.stdin.close()
         except OSError:
@@ -212,8 +212,9 @@ class Pool:
         while len(self.workers) < n:
             self.workers.append(self._spawn())
 
-    def _wait_events(self) -> Iterator[tuple[Worker, dict]]:
-        """Wait up to POLL_S for events; reap workers whose pipe closed."""
+    def _wait_events(self) -> Iterator[tuple[Worker, events.Event]]:
+        """Wait up to POLL_S for events; reap workers whose pipe closed. PoolError for an event that does not
+        read: its worker runs another protocol (another flagsweep's code), so none of them can be trusted."""
         fds = {w.fd: w for w in self.workers}
         if not fds:
             time.sleep(POLL_S)
@@ -221,8 +222,13 @@ class Pool:
         readable, _, _ = select.select(list(fds), [], [], POLL_S)
         for fd in readable:
             w = fds[fd]
-            events, eof = w.read_events()
-            for event in events:
+            try:
+                got, eof = w.read_events()
+            except RecordError as exc:
+                self.close(kill=True)
+                raise PoolError(f"{self.python}: a worker's answer does not read ({exc}); are the workers running "
+                                f"this flagsweep's code?") from None
+            for event in got:
                 yield w, event
             if eof:
                 self._on_death(w)
@@ -236,7 +242,7 @@ class Pool:
             w.proc.wait()
         w.deadline = 0.0  # handled in _check_limits, which owns requeueing
 
-    def _check_limits(self, queue: collections.deque) -> Iterator[tuple[int, dict]]:
+    def _check_limits(self, queue: collections.deque) -> Iterator[Result]:
         """Deaths, timeouts and the memory limit: end the item with its status, replace the worker."""
         now = time.monotonic()
         for w in list(self.workers):
@@ -279,7 +285,7 @@ class Pool:
             raise PoolError(f"{self.python}: workers do not start ({signal_name(w.proc.returncode)}):\n" + "\n".join(lines))
 
     def _fail_group(self, w: Worker, status: str, message: str, tail: str,
-                    queue: collections.deque) -> Iterator[tuple[int, dict]]:
+                    queue: collections.deque) -> Iterator[Result]:
         """The item in progress ends with `status`; the group's other items go to a fresh worker."""
         group = w.group
         if group is None:
@@ -294,12 +300,12 @@ class Pool:
         else:
             failed = [it for it in w.pending if it[0] == w.current]
             rest = [it for it in w.pending if it[0] != w.current]
+        facts = self.seen.get(group.model)
         for index, config, _ in failed:
-            yield index, {
-                **self.model_info.get(group.model, {}),
-                "model": group.model, "config": config, "status": status, "error_type": kind,
-                "error_message": message, "signature": sig, "traceback": tail or None,
-                "torch_frame": innermost_torch_frame(tail),
-            }
+            yield Result(index, Outcome(
+                model=group.model, config=config, status=status, error_type=kind, error_message=message,
+                signature=sig, traceback=tail or None, torch_frame=innermost_torch_frame(tail),
+                stratum=facts.stratum if facts else None, fingerprint=facts.fingerprint if facts else None,
+                text_only=facts.text_only if facts else False))
         if rest:
             queue.appendleft(dataclasses.replace(group, items=rest))

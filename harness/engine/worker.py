@@ -6,10 +6,9 @@ stdlib, torch, transformers and harness. Requests arrive as JSON lines on stdin;
 events go back as JSON lines on a dedicated pipe (fd in the JSON argument), so
 whatever a model prints to stdout cannot corrupt the protocol.
 
-Requests: {"op": "env"}; {"op": "run", "model", "items": [[index, config, settings], ...],
-"base_settings", "backend", "device", "mode", "job", "prune"}; {"op": "exit"} (or EOF).
-Events: ready, env, built, start, result, done. The baseline's result (when it is the request's first item)
-carries "config_reads", the config keys its compile read (harness.engine.flags.reads); an item named in "prune"
+Requests and events are the types of harness.engine.events (EnvRequest, RunRequest, ExitRequest or EOF; Ready,
+Env, Built, Start, Result, Done), written and read there. The baseline's result (when it is the request's first item)
+carries `config_reads`, the config keys its compile read (harness.engine.flags.reads); an item named in "prune"
 whose keys the baseline never read is reported as the baseline's result with reason "not_read", uncompiled.
 With "pool", the other "prune" items are pooled: compiled together, all their settings at once; a pool whose compile matches
 the baseline's (same graphs, ops, breaks and recompiles) reports each of its items as the baseline's result with
@@ -32,7 +31,11 @@ import traceback
 from typing import Any, Callable
 
 from harness.core.effects import BASELINE
-from harness.core.outcome import NOT_READ, POOLED
+from harness.core.model_build import ModelBuild
+from harness.core.outcome import NOT_READ, POOLED, Outcome
+from harness.core.run_environment import RunEnvironment
+from harness.engine import events
+from harness.engine.events import RunRequest
 from harness.zoo import BuildError, Built
 
 TRACEBACK_CHARS = 16_000  # Dynamo's verbose tracebacks run long; the head and tail say the most
@@ -44,9 +47,9 @@ class Channel:
     def __init__(self, fd: int):
         self.fd = fd
 
-    def send(self, event: str, **data: Any) -> None:
-        line = (json.dumps({"event": event, **data}, default=str) + "\n").encode()
-        view = memoryview(line)
+    def send(self, event: events.Event) -> None:
+        """Write one event line (a retry loop: a pipe may take a long line in parts)."""
+        view = memoryview(events.encode(event))
         while view:
             view = view[os.write(self.fd, view):]
 
@@ -133,43 +136,42 @@ def _build(model: str, device: str) -> Built:
     return zoo.build(model, device)
 
 
-def _repro_data(model: str, built: Any) -> dict[str, Any] | None:
-    """What a reproducer needs to rebuild this model without the zoo, as plain data (None: not rebuildable)."""
+def _repro_data(model: str, built: Any) -> ModelBuild | None:
+    """What a reproducer needs to rebuild this model without the zoo (None: not rebuildable)."""
     import transformers
 
     from harness.zoo.build import SEED
 
     if not built.config:   # a test-only registered model: no transformers config to embed
         return None
-    return {"model": model, "config_class": type(built.module.config).__name__, "config": built.config,
-            "spec": built.spec, "seed": SEED, "fingerprint": built.fingerprint,
-            "transformers_version": transformers.__version__}
+    return ModelBuild(model=model, config_class=type(built.module.config).__name__, config=built.config,
+                      spec=built.spec, seed=SEED, fingerprint=built.fingerprint,
+                      transformers_version=transformers.__version__)
 
 
-def run_job(chan: Channel, req: dict[str, Any]) -> None:
+def run_job(chan: Channel, req: RunRequest) -> None:
     """Call the requested job ("module:function") on the model; its answer, or its error, is the one result."""
-    model, ((index, label, _),) = req["model"], req["items"]
-    module, _, name = req["job"].partition(":")
+    (index, label, _), = req.items
+    module, _, name = (req.job or "").partition(":")
     try:
-        data = getattr(importlib.import_module(module), name)(model, req.get("device", "cpu"))
+        data = getattr(importlib.import_module(module), name)(req.model, req.device)
     except Exception as exc:
-        chan.send("result", index=index, outcome={"model": model, "config": label, "status": "error", **_error_fields(exc)})
+        chan.send(events.Result(index, Outcome(req.model, label, "error", **_error_fields(exc))))
         return
-    chan.send("result", index=index, outcome={"model": model, "config": label, "status": "ok", "data": data})
+    chan.send(events.Result(index, Outcome(req.model, label, "ok"), data=data))
 
 
-def run_group(chan: Channel, req: dict[str, Any]) -> None:
+def run_group(chan: Channel, req: RunRequest) -> None:
     """Build one model once, then compile it under each requested config, reporting each item."""
     import torch
 
     from harness.engine.flags import reads as readset
     from harness.engine.backend import compile_and_run, eager_run, reset_dynamo
 
-    model, device, items = req["model"], req.get("device", "cpu"), req["items"]
-    mode, backend, base = req.get("mode", "compile"), req.get("backend", "count"), req.get("base_settings") or {}
+    model, device, items, mode, backend, base = req.model, req.device, req.items, req.mode, req.backend, req.base_settings
 
-    def report(index: int, config: str, **fields: Any) -> None:
-        chan.send("result", index=index, outcome={"model": model, "config": config, **fields})
+    def report(index: int, config: str, config_reads: dict[str, Any] | None = None, **fields: Any) -> None:
+        chan.send(events.Result(index, Outcome(model=model, config=config, **fields), config_reads=config_reads))
 
     start = time.perf_counter()
     built, status, cause = None, None, None
@@ -191,7 +193,7 @@ def run_group(chan: Channel, req: dict[str, Any]) -> None:
             status, cause = "eager_error", None
             common.update(_error_fields(exc))
     if status is not None:
-        chan.send("built", ok=False)
+        chan.send(events.Built(ok=False))
         if cause:
             from harness.core.signature import signature
 
@@ -199,17 +201,17 @@ def run_group(chan: Channel, req: dict[str, Any]) -> None:
         for index, config, _ in items:
             report(index, config, status=status, **common)
         return
-    chan.send("built", ok=True, repro=_repro_data(model, built))
+    chan.send(events.Built(ok=True, build=_repro_data(model, built)))
     if mode == "eager":
         for index, config, _ in items:
             report(index, config, status="ok", compile_s=round(eager_s, 4), **common)
         return
-    prunable, reads, baseline = set(req.get("prune") or ()), None, None
+    prunable, reads, baseline = set(req.prune), None, None
     pooled: list[tuple[int, str, dict]] = []
 
     def trace(index: int, settings: dict, *, first: bool = False) -> tuple[dict[str, Any], dict]:
         """Compile under `settings` (index -1: a pool); the first item counts the build and records the reads."""
-        chan.send("start", index=index)
+        chan.send(events.Start(index))
         if device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
         _reset_peak()
@@ -233,7 +235,7 @@ def run_group(chan: Channel, req: dict[str, Any]) -> None:
             report(index, config, **fields, config_reads=seen)
         else:
             report(index, config, **fields)
-    for some in [pooled] if req.get("pool") else [[item] for item in pooled]:
+    for some in [pooled] if req.pool else [[item] for item in pooled]:
         trace_pooled(some, baseline, lambda index, settings: trace(index, settings)[0], report)
     reset_dynamo()
 
@@ -267,42 +269,45 @@ def trace_pooled(pool: list[tuple[int, str, dict]], baseline: dict[str, Any],
 
 def main(argv: list[str]) -> int:
     """Serve requests until told to exit or stdin closes."""
-    opts = json.loads(argv[1]) if len(argv) > 1 else {}
-    chan = Channel(int(opts.get("fd", 1)))
+    opts = events.Startup.from_json(argv[1]) if len(argv) > 1 else events.Startup()
+    chan = Channel(opts.fd)
     _die_with_parent()
     # A segfault or abort prints the Python stack to stderr (the parent keeps its tail).
     faulthandler.enable(file=sys.stderr, all_threads=False)
     import torch
     import transformers
 
-    torch.set_num_threads(int(opts.get("threads") or torch.get_num_threads()))
+    torch.set_num_threads(opts.threads or torch.get_num_threads())
     # Keep Dynamo's internal frames in tracebacks: the innermost torch frame is the point.
     torch._dynamo.config.verbose = True
     transformers.logging.set_verbosity_error()
     import harness.zoo  # noqa: F401  (its registry must exist before extra modules register)
 
-    for name in opts.get("extra_modules") or []:
+    for name in opts.extra_modules:
         __import__(name)
-    chan.send("ready", pid=os.getpid())
+    chan.send(events.Ready(pid=os.getpid()))
     for line in sys.stdin:
         if not line.strip():
             continue
-        req = json.loads(line)
-        op = req.get("op")
-        if op == "exit":
+        req = events.read_request(json.loads(line))
+        if isinstance(req, events.ExitRequest):
             break
-        if op == "env":
-            from harness.engine.environment import gather
-
-            from harness.engine.flags.space import list_here, modules_for
-
-            modules = modules_for(req.get("backend", "count"))
-            chan.send("env", env=gather(req.get("device", "cpu")),
-                      config_space={"modules": modules, "entries": list_here(modules)})
-        elif op == "run":
-            (run_job if req.get("mode") == "job" else run_group)(chan, req)
-            chan.send("done", rss_mb=_rss_mb())
+        if isinstance(req, events.EnvRequest):
+            chan.send(_environment(req))
+        else:
+            (run_job if req.mode == "job" else run_group)(chan, req)
+            chan.send(events.Done(rss_mb=_rss_mb()))
     return 0
+
+
+def _environment(req: events.EnvRequest) -> events.Env:
+    """The environment here, and the config space of the request's backend."""
+    from harness.engine.environment import gather
+    from harness.engine.flags.space import list_here, modules_for
+
+    modules = modules_for(req.backend)
+    return events.Env(RunEnvironment.from_dict(gather(req.device)),
+                      events.ConfigSpace(modules=modules, entries=list_here(modules)))
 
 
 if __name__ == "__main__":

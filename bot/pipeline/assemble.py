@@ -1,0 +1,66 @@
+"""One assembler of a sweep, for both callers: `flagsweep sweep` (bot/cli/sweep.py) and the nightly
+(bot/pipeline/nightly.py).
+
+The configs: the catalog's among the names asked, plus the named sets' flips expanded in the torch under test.
+What may be pruned, by one rule (`pruning`): on when asked (the command line's `--prune`), else when a named set
+flipped something; the flips may be pruned, or every config when no set flipped any. The models: the zoo's
+candidates for the globs asked, the embedded corpus when none are (`steps.candidates`), then the population drawn
+(`draw`), with one baseline pass when none is stored. What differs between the callers is an input: `prune`, the
+seeds, how a baseline pass is announced.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from bot.pipeline import sampling
+from bot.pipeline.steps import Steps
+from bot.settings import Settings
+from harness.engine.flags.pruning import Pruning
+from harness.engine.engine import SweepRequest
+
+
+@dataclass(frozen=True)
+class Configs:
+    """The configs a sweep runs (baseline first), the named sets' flips among them, and what it may prune."""
+
+    configs: dict[str, dict]
+    flips: dict[str, dict]
+    pruning: Pruning | None
+
+
+def configs(steps: Steps, settings: Settings, names: list[str], *, python: str | None, prune: bool | None,
+            seed: int) -> Configs:
+    """The catalog's configs among `names` and the named sets' flips, expanded in the torch at `python`; what may
+    be pruned (`pruning`), its audit seeded with `seed`. ConfigError (a ValueError) for an unknown name."""
+    chosen = steps.select_configs(settings, names)
+    flips = steps.expand_sets(settings, names, python=python)
+    everything = {**chosen, **flips}
+    return Configs(everything, flips, pruning(everything, flips, prune=prune, audit=settings.sweep.prune_audit,
+                                              seed=seed))
+
+
+def pruning(configs: dict[str, dict], flips: dict[str, dict], *, prune: bool | None, audit: float,
+            seed: int) -> Pruning | None:
+    """The one rule: pruning is on when asked (`prune`), else when a named set flipped something; it may prune the
+    flips, or every config when there are none (`--prune on` over configs named one by one)."""
+    if not (prune if prune is not None else bool(flips)):
+        return None
+    return Pruning(frozenset(flips or configs), audit=audit, seed=seed)
+
+
+def draw(conn: sqlite3.Connection, steps: Steps, request: SweepRequest, cands: list[Any], *, population: str,
+         sample: int | None, seed: int, torch_version: str | None, say: Callable[[str], None]) -> SweepRequest:
+    """`request` over the models drawn from `cands` (`.model`, `.stratum`): the population, then a stratified
+    sample; a baseline pass (`request.baseline_pass`, announced with `say`) runs first when one is needed and
+    none is stored, and its outcomes are the request's prior."""
+
+    def baseline_pass(models: list[str]) -> int:
+        say(f"baseline pass over {len(models)} models to find the graph-breaking ones")
+        return steps.sweep(conn, request.baseline_pass(models)).id
+
+    drawn = sampling.draw(conn, cands, population=population, sample=sample, seed=seed,
+                          base_settings=request.base_settings, torch_version=torch_version, baseline_pass=baseline_pass)
+    return dataclasses.replace(request, models=drawn.models, prior=drawn.prior, population=drawn.meta)

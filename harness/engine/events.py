@@ -1,0 +1,193 @@
+"""The worker protocol: the parent's requests and the worker's answers, one dataclass per line.
+
+Each travels as one JSON line, `{"op": ...}` for a request and `{"event": ...}` for an answer. One writer and one
+reader each (STYLE.md rule 10): the pool writes requests and reads events (harness.engine.pool, through
+harness.engine.handle), the worker (harness.engine.worker) reads requests and writes events. Both are read
+strictly (harness.core.record.parse): an unknown or missing field is a RecordError naming it.
+
+The protocol version rides on `ready`, the first line a worker sends: a worker running another flagsweep's code
+(a --python whose path finds another checkout) is refused there, before any work, instead of being misread later.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Union
+
+from harness.core.model_build import ModelBuild
+from harness.core.outcome import Outcome
+from harness.core.record import RecordError, check_version, parse
+from harness.core.run_environment import RunEnvironment
+
+PROTOCOL = 1   # bump on any change to a line below (both ends of a pipe run the same checkout)
+
+
+# ---- requests: parent -> worker ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Startup:
+    """The worker's command-line argument: where to write events, its thread budget, modules to import first."""
+
+    fd: int = 1
+    threads: int = 0                     # 0: torch's default
+    extra_modules: list[str] = dataclasses.field(default_factory=list)
+
+    def to_json(self) -> str:
+        """The argument as handle.spawn passes it."""
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Startup":
+        """Read the argument; RecordError naming an unknown field."""
+        return parse(cls, json.loads(text), "worker startup")
+
+
+@dataclass(frozen=True)
+class EnvRequest:
+    """Gather the environment and list the config space of `backend`."""
+
+    device: str
+    backend: str
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Build one model once, then run each item: compile it under a config, run it eagerly, or call a job."""
+
+    model: str
+    items: list[tuple[int, str, dict]]   # (the caller's index, label: the config name, settings)
+    mode: str                            # compile | eager | job
+    job: str | None                      # "module:function" (mode job)
+    prune: list[str]                     # configs reported as the baseline's when it never read their keys
+    pool: bool                           # the prune configs it read are compiled together first
+    base_settings: dict[str, Any]
+    backend: str
+    device: str
+
+
+@dataclass(frozen=True)
+class ExitRequest:
+    """Finish and exit (EOF on stdin says the same)."""
+
+
+Request = Union[EnvRequest, RunRequest, ExitRequest]
+_OPS: dict[type, str] = {EnvRequest: "env", RunRequest: "run", ExitRequest: "exit"}
+
+
+# ---- events: worker -> parent ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Ready:
+    """torch imported: the worker takes requests (the line carries the protocol version)."""
+
+    pid: int
+
+
+@dataclass(frozen=True)
+class ConfigSpace:
+    """Every entry the backend's config modules declare in the torch under test."""
+
+    modules: list[str]
+    entries: dict[str, dict[str, Any]]   # full key -> {"type", "default"}
+
+
+@dataclass(frozen=True)
+class Env:
+    """The answer to EnvRequest."""
+
+    env: RunEnvironment
+    config_space: ConfigSpace
+
+
+@dataclass(frozen=True)
+class Built:
+    """The model of the current request was built (ok) or not; `build`: what a reproducer rebuilds it from (None
+    for a failed build or a test-only model without a transformers config)."""
+
+    ok: bool
+    build: ModelBuild | None = None
+
+
+@dataclass(frozen=True)
+class Start:
+    """An item started compiling (index -1: a pooled compile of several items, which fails none when it dies)."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class Result:
+    """One item ended: its outcome; the baseline's read set (`config_reads`, key -> value read); a job's answer."""
+
+    index: int
+    outcome: Outcome
+    config_reads: dict[str, Any] | None = None
+    data: Any = None
+
+
+@dataclass(frozen=True)
+class Done:
+    """The request is done; the worker's RSS then (the pool recycles a worker above its limit)."""
+
+    rss_mb: float | None = None
+
+
+Event = Union[Ready, Env, Built, Start, Result, Done]
+_EVENTS: dict[type, str] = {Ready: "ready", Env: "env", Built: "built", Start: "start", Result: "result", Done: "done"}
+
+
+# ---- the one writer and the one reader of each ------------------------------------------------
+
+def encode(message: Request | Event) -> bytes:
+    """One JSON line; `ready` carries the protocol version."""
+    if type(message) in _OPS:
+        head = {"op": _OPS[type(message)]}
+    else:
+        head = {"event": _EVENTS[type(message)], **({"v": PROTOCOL} if isinstance(message, Ready) else {})}
+    return (json.dumps({**head, **dataclasses.asdict(message)}, default=str) + "\n").encode()
+
+
+def read_request(data: Mapping[str, Any]) -> Request:
+    """A request line, parsed; RecordError naming an unknown op or field."""
+    return _read(data, "op", {"env": EnvRequest, "run": RunRequest, "exit": ExitRequest}, "worker request")
+
+
+def read_event(data: Mapping[str, Any]) -> Event:
+    """An event line, parsed; RecordError naming another protocol version, an unknown event or field."""
+    return _read(data, "event", _READERS, "worker event")
+
+
+def _read(data: Mapping[str, Any], tag: str, readers: Mapping[str, Any], what: str) -> Any:
+    if not isinstance(data, Mapping) or tag not in data:
+        raise RecordError(f"{what}: missing field {tag!r}")
+    fields = {k: v for k, v in data.items() if k != tag}
+    name = data[tag]
+    if name not in readers:
+        raise RecordError(f"{what}: unknown {tag} {name!r}")
+    reader = readers[name]
+    return reader(fields) if not isinstance(reader, type) else parse(reader, fields, f"{what} {name!r}")
+
+
+def _ready(fields: dict[str, Any]) -> Ready:
+    # The version first: a worker of another protocol may send other fields, and this is the error to name.
+    return parse(Ready, check_version(fields, PROTOCOL, "worker protocol"), "worker event 'ready'")
+
+
+def _env(fields: dict[str, Any]) -> Env:
+    raw = parse(Env, fields, "worker event 'env'")
+    return Env(RunEnvironment.from_dict(raw.env), parse(ConfigSpace, raw.config_space, "config space"))
+
+
+def _built(fields: dict[str, Any]) -> Built:
+    raw = parse(Built, fields, "worker event 'built'")
+    return Built(raw.ok, None if raw.build is None else ModelBuild.from_dict(raw.build))
+
+
+def _result(fields: dict[str, Any]) -> Result:
+    raw = parse(Result, fields, "worker event 'result'")
+    return dataclasses.replace(raw, outcome=Outcome.from_dict(raw.outcome))
+
+
+_READERS: dict[str, Callable[[dict[str, Any]], Event] | type] = {
+    "ready": _ready, "env": _env, "built": _built, "start": Start, "result": _result, "done": Done}

@@ -1,0 +1,97 @@
+"""The worker's answer is a type: each event line is read strictly, and a worker of another protocol is refused.
+
+The pool's reader and the worker's writer are harness.engine.events; these tests speak the wire form (JSON lines),
+and the last one starts a real worker process that answers `ready` in another protocol version.
+"""
+import json
+import stat
+import sys
+
+import pytest
+
+from harness.core.model_build import ModelBuild
+from harness.core.outcome import Outcome
+from harness.core.record import RecordError
+from harness.core.run_environment import RunEnvironment
+from harness.engine import events
+from harness.engine.options import SweepOptions
+from harness.engine.pool import Pool, PoolError
+
+
+def wire(event) -> dict:
+    """What the pool reads off the pipe for `event`, as the worker writes it."""
+    return json.loads(events.encode(event))
+
+
+BUILD = ModelBuild(model="BertModel", config_class="BertConfig", config={"hidden_size": 32}, spec={}, seed=0)
+EVERY_EVENT = [
+    events.Ready(pid=42),
+    events.Env(RunEnvironment(torch_version="2.13.0", device="cpu"),
+               events.ConfigSpace(modules=["torch._dynamo.config"], entries={"k": {"type": "bool", "default": False}})),
+    events.Built(ok=True, build=BUILD),
+    events.Built(ok=False),
+    events.Start(index=-1),
+    events.Result(3, Outcome("BertModel", "baseline", "ok", graphs=2), config_reads={"torch._dynamo.config.k": 1}),
+    events.Result(0, Outcome("BertModel", "job", "ok"), data={"stratum": "decoder_llm"}),
+    events.Done(rss_mb=512.5),
+]
+
+
+@pytest.mark.parametrize("event", EVERY_EVENT, ids=lambda e: type(e).__name__)
+def test_every_event_reads_back_as_written(event):
+    assert events.read_event(wire(event)) == event
+
+
+@pytest.mark.parametrize("request_", [events.EnvRequest(device="cpu", backend="count"), events.ExitRequest(),
+                                      events.RunRequest(model="M", items=[[0, "baseline", {}]], mode="compile", job=None,
+                                                        prune=["a"], pool=True, base_settings={}, backend="count",
+                                                        device="cpu")])
+def test_every_request_reads_back_as_written(request_):
+    assert events.read_request(json.loads(events.encode(request_))) == request_
+
+
+@pytest.mark.parametrize("line, field", [
+    ({"event": "start"}, "missing field 'index'"),
+    ({"event": "start", "index": 0, "model": "M"}, "unknown field 'model'"),
+    ({"event": "done", "rss_mb": 1.0, "rss": 1.0}, "unknown field 'rss'"),
+    ({"event": "result", "index": 0, "outcome": {"model": "M", "config": "c", "status": "ok", "graps": 1}},
+     "outcome: unknown field 'graps'"),
+    ({"event": "result", "index": 0, "outcome": {"model": "M", "status": "ok"}}, "outcome: missing field 'config'"),
+    ({"event": "built", "ok": True, "build": {"model": "M", "config_class": "C", "config": {}, "spec": {}}},
+     "stored build: missing field 'seed'"),
+    ({"event": "env", "env": {"torch_version": "2", "torch_vers": "2"}, "config_space": {"modules": [], "entries": {}}},
+     "run environment: unknown field 'torch_vers'"),
+    ({"event": "finished", "index": 0}, "unknown event 'finished'"),
+    ({"index": 0}, "missing field 'event'"),
+])
+def test_an_event_with_an_unknown_or_missing_field_is_an_error_naming_it(line, field):
+    with pytest.raises(RecordError, match=field):
+        events.read_event(line)
+
+
+def test_a_stored_outcome_is_read_strictly_too():
+    assert Outcome.from_dict(Outcome("M", "c", "ok", graphs=1).to_dict()) == Outcome("M", "c", "ok", graphs=1)
+    with pytest.raises(RecordError, match="outcome: unknown field 'config_reads'"):
+        Outcome.from_dict({"model": "M", "config": "c", "status": "ok", "config_reads": {}})
+    with pytest.raises(RecordError, match="outcome: missing field 'status'"):
+        Outcome.from_dict({"model": "M", "config": "c"})
+
+
+def test_ready_in_another_protocol_version_is_named_before_its_fields():
+    with pytest.raises(RecordError, match=f"version 0, this flagsweep reads version {events.PROTOCOL}"):
+        events.read_event({"event": "ready", "v": 0, "pid": 1, "hello": "from the future"})
+
+
+def test_a_worker_of_another_protocol_is_a_pool_error_at_ready(tmp_path):
+    """A real worker process (any interpreter the pool is given) that says `ready` in protocol 0."""
+    speak = ("import json, os, sys; fd = json.loads(sys.argv[-1])['fd'];"
+             " os.write(fd, b'{\"event\": \"ready\", \"v\": 0, \"pid\": 1}\\n'); sys.stdin.read()")
+    stand_in = tmp_path / "python"
+    stand_in.write_text(f"#!/bin/sh\nexec {sys.executable} -c \"{speak}\" \"$@\"\n")
+    stand_in.chmod(stand_in.stat().st_mode | stat.S_IEXEC)
+    pool = Pool(SweepOptions(workers=1, timeout=30, python=str(stand_in)))
+    with pytest.raises(PoolError) as refused:
+        pool.environment()
+    assert str(refused.value).startswith(f"{stand_in}: a worker's answer does not read")
+    assert f"version 0, this flagsweep reads version {events.PROTOCOL}" in str(refused.value)
+    assert pool.workers == []      # killed, not left behind
