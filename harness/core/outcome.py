@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
+from harness.core.calls import Call
 from harness.core.record import parse
 
 # How an item (one model under one config) can end.
@@ -73,6 +74,9 @@ class Outcome:
     attempts: int = 1                  # > 1 when flake confirmation re-ran it
     flaky_rate: float | None = None    # set by flake confirmation when results disagree
     reason: str | None = None          # one of REASONS when stored without compiling (counted as tested)
+    # The calls it made to the compiled model (harness.core.calls): the first, then each scenario's; judged against
+    # eager by harness.core.correctness. Empty where none were recorded (an older run, a crash before the first).
+    calls: list[Call] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -81,6 +85,8 @@ class Outcome:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Outcome":
         """Read the stored (or sent) form; RecordError naming an unknown or missing field."""
+        if isinstance(data, Mapping) and "calls" in data:
+            data = {**data, "calls": [Call.from_dict(c) for c in data["calls"]]}
         return parse(cls, data, "outcome")
 
     @property
