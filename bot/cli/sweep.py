@@ -164,6 +164,7 @@ def _configs(args: argparse.Namespace, settings: Settings, options: Any) -> Any:
         names = [n.strip() for n in args.configs.split(",")]
     else:
         names = [n for n in cfg.load_catalog(settings.sweep.config_file) if n != "baseline"]
+    flagsets.refuse(names, options.backend)      # in this command's words: the backend is its --backend
     chosen = assemble.configs(steps.Steps(), settings, names, python=options.python,
                               prune=None if args.prune is None else args.prune == "on", seed=args.seed)
     named = [n for n in names if n in flagsets.NAMED]
