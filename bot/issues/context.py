@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.issues.routing import Rule
-from bot.issues.timeline import Timeline, issue_date
+from bot.issues.timeline import Seen, Timeline, issue_date
 from bot.settings import SUMMARY_CONFIGS
 from bot.text import markdown, render
 from bot.view.run_view import RunView
@@ -143,3 +143,10 @@ def render_fitting(template: str, ctx: dict[str, Any]) -> str:
             return body
     cut = body[: markdown.MAX_BODY - 200]
     return cut + "\n\n… (truncated)\n" + markdown.END + "\n"
+
+
+def seen_fields(ctx: RunContext, seen: Seen) -> dict[str, Any]:
+    """A tracking issue's history fields: first and last seen (this run when the history has none), nightlies seen."""
+    first, last = seen.first_seen or ctx.date, seen.last_seen or ctx.date
+    return {"first_seen": short(first), "last_seen": short(last), "first_seen_text": when(first),
+            "last_seen_text": when(last), "nightlies_seen": seen.nightlies_seen or 1}
