@@ -74,7 +74,8 @@ def run_date(run: Run) -> str:
 
 
 def finalize_run(conn: sqlite3.Connection, run_id: int) -> None:
-    """Compute and store the run's effects, and fold its crashes into the signature history."""
+    """Compute and store the run's effects (the graph effect, and the correctness and recompile effects judged on the
+    calls), and fold its crashes into the signature history."""
     run = runs_mod.get_run(conn, run_id)
     if run is None:
         raise KeyError(f"no run {run_id}")
@@ -84,9 +85,9 @@ def finalize_run(conn: sqlite3.Connection, run_id: int) -> None:
         conn.execute("DELETE FROM effects WHERE run_id = ?", (run_id,))
         conn.executemany(
             "INSERT INTO effects (run_id, model, config, stratum, effect, baseline_graphs, config_graphs,"
-            " baseline_signature, config_signature, reason) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            " baseline_signature, config_signature, reason, correctness, recompile) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             [(run_id, e.model, e.config, e.stratum, e.effect, e.baseline_graphs, e.config_graphs,
-              e.baseline_signature, e.config_signature, e.reason) for e in effs],
+              e.baseline_signature, e.config_signature, e.reason, e.correctness, e.recompile) for e in effs],
         )
         _update_signatures(conn, run, outs)
 
@@ -149,7 +150,7 @@ def effects(conn: sqlite3.Connection, run_id: int) -> list[Effect]:
     return [Effect(model=r["model"], stratum=r["stratum"], config=r["config"], effect=r["effect"],
                    baseline_graphs=r["baseline_graphs"], config_graphs=r["config_graphs"],
                    baseline_signature=r["baseline_signature"], config_signature=r["config_signature"],
-                   reason=r["reason"])
+                   reason=r["reason"], correctness=r["correctness"], recompile=r["recompile"])
             for r in rows]
 
 

@@ -368,5 +368,13 @@ UPDATE outcomes SET data = (
 WHERE EXISTS (SELECT 1 FROM json_each(outcomes.data) AS e WHERE e.key NOT IN ({_KNOWN_V16}));
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16]
+# v16 -> v17: wrong results and recompiles (issue 30). Beside its graph effect, each effect keeps the two axes judged
+# on the item's calls against the baseline's (harness.core.correctness); NULL: not judged (no calls, a crash, and
+# every effect stored before).
+V17 = """
+ALTER TABLE effects ADD COLUMN correctness TEXT;   -- wrong_result | fixes_wrong_result | same_correctness
+ALTER TABLE effects ADD COLUMN recompile TEXT;     -- fewer_recompiles | more_recompiles | same_recompiles
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17]
 SCHEMA_VERSION = len(MIGRATIONS)

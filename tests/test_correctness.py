@@ -65,3 +65,8 @@ def test_a_call_record_is_read_strictly():
         Call.from_dict({"graphs": 1})
     call = Call("weights_updated", accuracy="wrong", output="logits", detail="logits[0, 1]: 0.1 vs 0.4")
     assert Call.from_dict(call.to_dict()) == call
+
+
+def test_a_wrong_result_signature_is_told_from_a_crash_signature():
+    assert c.is_wrong_signature(c.wrong_signature(Call("weights_updated", accuracy="wrong", output="logits")))
+    assert not c.is_wrong_signature("PendingUnbackedSymbolNotFound: Pending unbacked symbols {uN}")

@@ -160,8 +160,15 @@ def _fill_v15(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO command_spend (login, repo, issue, kind, at) VALUES ('alice', 'o/r', 7, 'run', 1.0)")
 
 
+def _fill_v16(conn: sqlite3.Connection) -> None:
+    """v16 read outcomes strictly (no new table): v15's rows as a v16 engine keeps them (no key an Outcome lacks)."""
+    _fill_v15(conn)
+    conn.execute("UPDATE outcomes SET data = json_remove(data, '$.a_key_from_an_older_version')")
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
-           9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14, 15: _fill_v15}
+           9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14, 15: _fill_v15,
+           16: _fill_v16}
 
 
 def _build_at(path, version: int) -> None:
@@ -203,6 +210,10 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     # v16: a key no Outcome has is dropped from the stored form (outcomes read strictly); the rest is as stored.
     stored = json.loads(conn.execute("SELECT data FROM outcomes WHERE run_id = 2 AND status = 'error'").fetchone()[0])
     assert stored == {k: v for k, v in OUTCOME_V1.items() if k != "a_key_from_an_older_version"}
+    if version >= 2:
+        # v17: an effect stored before calls were judged has neither axis (not judged, never "same").
+        old = [e for e in history.effects(conn, 2) if e.config == "capture_scalar_outputs"]
+        assert [(e.effect, e.correctness, e.recompile) for e in old] == [("crashes", None, None)]
     # The migrated store takes new work: a run, its finalization, and history over old and new rows.
     rid = hd.store_run(conn, hd.night(), kind="nightly" if version >= 2 else "sweep", nightly="2026-10-03")
     assert history.previous_comparable_run(conn, rid) == 2

@@ -15,7 +15,7 @@ from typing import Any
 from bot.cli import arguments as types
 from bot.cli.interrupts import sigterm_as_interrupt
 from bot.settings import Settings
-from harness.core.effects import effect_table
+from harness.core.effects import baseline_findings, calls_table, effect_table, judged
 from harness.core.population import POPULATIONS
 
 BACKENDS = ("count", "eager", "aot_eager", "inductor")
@@ -203,15 +203,19 @@ def _resume_id(conn: Any, value: str) -> int | None:
 
 
 def summary(run: Any, outcomes: list, effects: list, backend: str) -> dict[str, Any]:
-    """The context of templates/sweep_effects.txt.j2: counts and % of testable models per config."""
-    configs = []
+    """The context of templates/sweep_effects.txt.j2: counts and % of testable models per config; where calls were
+    judged, the correctness and recompile counts too (and the baseline's own wrong results)."""
+    configs, shown = [], judged(effects)
     for name in [c for c in run.configs if c != "baseline"]:
-        table = effect_table(effects, name)
+        table, calls = effect_table(effects, name), calls_table(effects, name)
         configs.append({"name": name, "testable": table.testable,
-                        "counts": [(r.effect, r.count, r.pct) for r in table.rows if r.count]})
+                        "counts": [(r.effect, r.count, r.pct) for r in table.rows if r.count],
+                        "calls": [(r.effect, r.count, r.pct) for r in (*calls.correctness, *calls.recompiles)
+                                  if r.count] if shown else []})
     statuses = collections.Counter(o.status for o in outcomes)
     return {"run": run, "env": run.environment, "n_models": len(run.models), "configs": configs,
-            "statuses": sorted(statuses.items()), "effects": effects, "backend": backend}
+            "statuses": sorted(statuses.items()), "effects": effects, "backend": backend, "judged": shown,
+            "findings": baseline_findings(outcomes)}
 
 
 def _show(conn: Any, run: Any, options: Any, as_json: bool) -> None:

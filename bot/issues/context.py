@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.issues.routing import Rule
-from bot.issues.timeline import Timeline, issue_date
+from bot.issues.timeline import Seen, Timeline, issue_date
 from bot.settings import SUMMARY_CONFIGS
 from bot.text import markdown, render
 from bot.view.run_view import RunView
 from harness.core.diff import Transition
+from harness.core import unsafe
 from harness.core.effects import effect_table
 from harness.core.outcome import Effect, Outcome
+from harness.core.unsafe import Unsafe
 
 # The environment fields an issue shows, in this order.
 ENV_FIELDS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "cuda_version",
@@ -42,6 +44,8 @@ class PlanSettings:
     precision: dict[str, Any] | None = None     # the measured precision (state.resolutions.Tally.to_dict())
     dynamic_label: str = "module: dynamic shapes"   # added when dynamic=False makes the reproducer pass (bot.issues.routing.verdict_labels)
     summary_configs: list[str] = field(default_factory=lambda: list(SUMMARY_CONFIGS))   # names or globs
+    # flags unsafe by their own documentation: their wrong results are shown, never filed (harness.core.unsafe)
+    unsafe: dict[str, Unsafe] = field(default_factory=unsafe.load)
 
     def summarised(self, config: str) -> bool:
         """Whether `config` gets a summary issue (the rest of an every-flag sweep: the report's readiness table)."""
@@ -73,6 +77,10 @@ class RunContext:
     def display(self, config: str) -> str:
         """How issues name a config."""
         return config_display(config, self.view.run.configs.get(config, {}))
+
+    def unsafe(self, config: str) -> str | None:
+        """Why `config` is unsafe by its own documentation (its wrong results are expected), or None."""
+        return unsafe.reason(self.view.run.configs.get(config, {}), self.settings.unsafe)
 
     def notices(self) -> dict[str, Any]:
         """The gate's reasons and the maintainers' verdicts, for a summary's material: only those set, so a
@@ -135,3 +143,10 @@ def render_fitting(template: str, ctx: dict[str, Any]) -> str:
             return body
     cut = body[: markdown.MAX_BODY - 200]
     return cut + "\n\n… (truncated)\n" + markdown.END + "\n"
+
+
+def seen_fields(ctx: RunContext, seen: Seen) -> dict[str, Any]:
+    """A tracking issue's history fields: first and last seen (this run when the history has none), nightlies seen."""
+    first, last = seen.first_seen or ctx.date, seen.last_seen or ctx.date
+    return {"first_seen": short(first), "last_seen": short(last), "first_seen_text": when(first),
+            "last_seen_text": when(last), "nightlies_seen": seen.nightlies_seen or 1}

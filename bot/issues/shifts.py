@@ -3,12 +3,14 @@
 A torch change that moves where a crash is raised renames its signature; the models stay. Then A's issue is
 not closed and B's opened: A's issue gets one comment and becomes B's (bot.issues.lifecycle.shift). "The same
 models" is `same_models`: at least `SHARE` of each side is in the other. Only an open issue whose signature
-the night did not show can move, to a signature that has no issue yet, each at most once.
+the night did not show can move, to a signature that has no issue yet, each at most once. A crash never moves to
+a wrong result nor the reverse: a model that stops crashing and gives wrong results is two findings, not a rename.
 """
 from __future__ import annotations
 
 from bot.issues.context import RunContext
 from bot.issues.tracking import Group
+from harness.core.correctness import is_wrong_signature
 from state.links import Link
 
 SHARE = 0.8     # both ways: of the models that left A, and of B's models
@@ -27,7 +29,8 @@ def find(ctx: RunContext, new: list[Group], links: list[Link]) -> dict[str, Link
         if link.kind != "tracking" or link.state != "open":
             continue
         left = _left(ctx, link.config or "", link.signature or "")
-        matches = [g for g in new if g.config == link.config and g.key not in moved
+        kind = is_wrong_signature(link.signature or "")
+        matches = [g for g in new if g.config == link.config and g.key not in moved and g.wrong_result == kind
                    and same_models(left, set(g.models))]
         if matches:
             best = max(matches, key=lambda g: (len(left & set(g.models)), g.signature))

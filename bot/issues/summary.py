@@ -18,6 +18,8 @@ from bot.issues.keys import REF, summary_key
 from bot.issues.material import BodyHash, break_material, leverage_material
 from bot.issues.tracking import Group
 from bot.text import markdown
+from harness.core.correctness import WRONG_RESULT, first_wrong, wrong_signature
+from harness.core.effects import baseline_findings, calls_table, judged
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,10 @@ def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | No
     counts = Counter(e.effect for e in effects)
     rows = [{"model": e.model, "stratum": e.stratum, "effect": e.effect, "baseline": e.baseline_graphs,
              "flagged": e.config_graphs, "signature": e.config_signature} for e in effects]
+    calls = _calls(ctx, config) if judged(ctx.view.effects) else None
+    if calls is not None:              # only then: a run without calls keeps its rows, and so its hash
+        for row, e in zip(rows, effects):
+            row.update(correctness=e.correctness, recompile=e.recompile)
     tracking = sorted(({"ref": REF.format(key=g.key), "key": g.key, "signature": g.signature, "count": len(g.effects)}
                        for g in groups if g.config == config), key=lambda r: (-r["count"], r["signature"]))
     trend = _trend(ctx, config) or [{"date": ctx.date[:10], "crashes": counts["crashes"],
@@ -60,7 +66,7 @@ def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | No
                     trend=trend, breaks=breaks, leverage=lev, **{"verifying": [], **held}, budget=ctx.settings.max_new_per_night,
                     max_open=ctx.settings.max_open, min_models=ctx.settings.min_models,
                     min_nights=ctx.settings.min_nights, not_compared=skipped, previous_text=ctx.previous_text,
-                    torch_version=ctx.view.run.environment.torch_version or "unknown")
+                    torch_version=ctx.view.run.environment.torch_version or "unknown", calls=calls)
     material = {"title": title, "rows": rows, "trend": [(p["crashes"], p["reduces"]) for p in trend],
                 "tracking": [(r["key"], r["count"]) for r in tracking],
                 "breaks": break_material(breaks), "leverage": leverage_material(lev), **ctx.notices()}
@@ -69,9 +75,28 @@ def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | No
                             for k, rows in held.items()}
     if skipped:                       # none: the hash an older body was stored with
         material["not_compared"] = skipped
+    if calls is not None:             # none judged: the hash an older body was stored with
+        material["calls"] = {"counts": calls["counts"], "wrong": [(r["model"], r["signature"]) for r in calls["wrong"]],
+                             "findings": [(f.model, f.signature) for f in calls["findings"]],
+                             "unsafe": calls["unsafe"]}
     labels = list(ctx.settings.labels)
     return SummaryIssue(key=key, config=config, title=title, body=render_fitting("issue_summary.md.j2", body_ctx),
                         labels=labels, hash=BodyHash.of(material, labels))
+
+
+def _calls(ctx: RunContext, config: str) -> dict[str, Any]:
+    """The correctness and recompile section: the config's counts, its wrong results (with what differs), whether
+    the flag is unsafe by its own documentation, and the run's baseline findings (the baseline's, no flag's)."""
+    table = calls_table(ctx.effects(config), config)
+    wrong = []
+    for e in ctx.effects(config):
+        o = ctx.outcome_of(e)
+        call = first_wrong(o.calls) if o is not None and e.correctness == WRONG_RESULT else None
+        if call is not None:
+            wrong.append({"model": e.model, "signature": wrong_signature(call), "detail": call.detail})
+    return {"correctness": table.correctness, "recompiles": table.recompiles, "judged": table.judged,
+            "compared": table.compared, "counts": [(r.effect, r.count) for r in (*table.correctness, *table.recompiles)],
+            "wrong": wrong, "unsafe": ctx.unsafe(config), "findings": baseline_findings(ctx.view.outcomes)}
 
 
 def _held(c: Candidate) -> dict[str, Any]:

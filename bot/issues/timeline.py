@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 from bot.issues.keys import tracking_key
 from bot.view.run_view import RunView
 from harness.core.fixes import MAX_NIGHTS, Night
-from harness.core.tracking import tracking_groups
+from harness.core.tracking import issue_groups
 from state import history, outbox
 from state.outbox import Posted
 from state.runs import Run
@@ -120,7 +120,7 @@ def _streaks(conn: sqlite3.Connection, view: RunView, axis: list[Run], groups: d
              nights: int) -> dict[GroupKey, int]:
     """For each tracking group of the run without an issue: the consecutive nightlies (this one included, at most
     `nights`) that had it; a nightly that did not sweep its config is skipped, one that swept it without it ends it."""
-    found = tracking_groups(list(view.effects), list(view.outcomes))
+    found = issue_groups(list(view.effects), list(view.outcomes))
     streaks = {k: 1 for k in found if tracking_key(*k) not in view.links}
     counting = set(streaks)
     for r in reversed([r for r in axis if max(groups[r.id]) < max(view.group)]):
@@ -128,7 +128,7 @@ def _streaks(conn: sqlite3.Connection, view: RunView, axis: list[Run], groups: d
         counting -= {k for k in counting if streaks[k] >= nights}
         if not counting:
             break
-        had = tracking_groups(history.effects(conn, r.id), history.group_outcomes(conn, r.id)) if asked else {}
+        had = issue_groups(history.effects(conn, r.id), history.group_outcomes(conn, r.id)) if asked else {}
         for k in asked:
             if k in had:
                 streaks[k] += 1

@@ -9,10 +9,11 @@ it shows make its body hash (bot.issues.material); what becomes of the issue is 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from bot.issues.context import RunContext, line, render_fitting, short, when
+from bot.issues import wrong
+from bot.issues.context import RunContext, line, render_fitting, seen_fields
+from bot.issues.groups import Group, TrackingIssue
 from bot.issues.keys import tracking_key
 from bot.issues.material import BodyHash, component_material, repro_material
 from bot.issues.observations import observe
@@ -21,43 +22,20 @@ from bot.issues.timeline import Seen
 from bot.text import markdown
 from harness.core import error_parts
 from harness.core.outcome import Effect, Outcome
-from harness.core.tracking import crash_signature, tracking_groups
+from harness.core.correctness import is_wrong_signature
+from harness.core.tracking import crash_signature, issue_groups
 from state.links import Link
 
 
 TRACEBACK_CHARS = 4000     # the traceback excerpt's bound: the outermost frames and the innermost
 
 
-@dataclass(frozen=True)
-class Group:
-    """One tracking group: the crashes of one signature under one config."""
-
-    key: str
-    config: str
-    signature: str
-    effects: tuple[Effect, ...]
-
-    @property
-    def models(self) -> list[str]:
-        return [e.model for e in self.effects]
-
-
-@dataclass(frozen=True)
-class TrackingIssue:
-    """What the tracking issue of one group should say."""
-
-    group: Group
-    title: str
-    body: str
-    labels: list[str]
-    models: list[str]            # the crashing models, sorted
-    hash: BodyHash
-
-
 def groups(ctx: RunContext) -> list[Group]:
-    """Every tracking group of the run, sorted by (config, signature)."""
-    found = tracking_groups(list(ctx.view.effects), list(ctx.view.outcomes))
-    return [Group(tracking_key(c, s), c, s, tuple(effs)) for (c, s), effs in found.items()]
+    """Every tracking group of the run, sorted by (config, signature): the crashes, and the wrong results of the
+    flags that are not unsafe by their own documentation (those stay in the summary and the report)."""
+    found = issue_groups(list(ctx.view.effects), list(ctx.view.outcomes))
+    return [Group(tracking_key(c, s), c, s, tuple(effs)) for (c, s), effs in found.items()
+            if not (is_wrong_signature(s) and ctx.unsafe(c))]
 
 
 def _gb_id(examples: list[Outcome], sig: str) -> str | None:
@@ -68,6 +46,8 @@ def _gb_id(examples: list[Outcome], sig: str) -> str | None:
 
 def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
     """The tracking issue of `group` (`link`: the issue as known, whose cc handles a command may have added)."""
+    if group.wrong_result:
+        return wrong.issue(ctx, group, link)
     config, sig = group.config, group.signature
     crashing = _crashing(ctx, group)
     examples = [o for o in map(ctx.outcome_of, group.effects) if o is not None]
@@ -92,7 +72,7 @@ def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
         signature=sig, error_type=error_type, crashing=crashing, gb_id=_gb_id(examples, sig),
         example=_example(example, seen, frame), error=_error(example, seen, error_type), helps=helps,
         observations=observe(ctx, config, sig, [c["model"] for c in crashing]), repro=repro, component=component,
-        env=ctx.view.run.environment, cc=cc, regression=regression, **_seen(ctx, seen),
+        env=ctx.view.run.environment, cc=cc, regression=regression, **seen_fields(ctx, seen),
     )
     material = {"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"]) for c in crashing],
                 "repro": repro_material(repro), "cc": cc, "component": component_material(component)}
@@ -124,13 +104,6 @@ def _error(example: Outcome | None, seen: Seen, error_type: str) -> dict[str, An
     parts = error_parts.split((example.error_type if example else None) or error_type, message)
     return {"head": parts.head, "explanation": parts.explanation, "frames": parts.frames_text,
             "advice": parts.advice, "advice_lines": parts.advice.count("\n") + 1}
-
-
-def _seen(ctx: RunContext, seen: Seen) -> dict[str, Any]:
-    """The history row's fields: first and last seen (this run when the history has none), nightlies seen."""
-    first, last = seen.first_seen or ctx.date, seen.last_seen or ctx.date
-    return {"first_seen": short(first), "last_seen": short(last), "first_seen_text": when(first),
-            "last_seen_text": when(last), "nightlies_seen": seen.nightlies_seen or 1}
 
 
 def _crashing(ctx: RunContext, group: Group) -> list[dict[str, Any]]:

@@ -17,7 +17,8 @@ from harness.core.diff import NEWS, TRANSITIONS, DiffResult
 from bot.view.run_view import RunView
 from bot.view.stored_diff import diff_stored
 from bot.text.render import render
-from harness.core.effects import effect_table
+from harness.core import unsafe
+from harness.core.effects import baseline_findings, calls_table, effect_table, judged
 from harness.core.outcome import EFFECTS, Outcome
 from state import gates, history
 from state import runs as runs_mod
@@ -245,7 +246,18 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         "precision": _precision(precision or view.tally),
         "readiness": readiness.context(conn, view),
         "verify_cost": _verify_cost(view),
+        "calls": _calls(view, configs) if judged(effs) else None,
     }
+
+
+def _calls(view: RunView, configs: list[str]) -> dict[str, Any]:
+    """The correctness and recompile section (a run with judged calls only): per config its counts and whether it
+    is unsafe by its own documentation, the run's baseline findings, and the axes' changes since the previous run."""
+    table = unsafe.load()
+    return {"tables": [calls_table(view.effects, c) for c in configs],
+            "unsafe": {c: unsafe.reason(view.run.configs.get(c, {}), table) for c in configs},
+            "findings": baseline_findings(view.outcomes),
+            "changes": [t.to_dict() for t in view.diff.axis_news()] if view.diff else []}
 
 
 def _precision(tally: Tally | None) -> dict[str, Any] | None:

@@ -40,6 +40,11 @@ def wrong_signature(call: Call) -> str:
     return f"{WRONG_RESULT}: {call.scenario}: {call.output or 'output'}"
 
 
+def is_wrong_signature(signature: str) -> bool:
+    """Whether a group's signature names a wrong result (`wrong_signature`'s form), not a crash."""
+    return signature.startswith(f"{WRONG_RESULT}: ")
+
+
 def correctness_effect(baseline: Sequence[Call], flagged: Sequence[Call]) -> str | None:
     """One of CORRECTNESS_EFFECTS for a (baseline, flagged) pair of the same model, or None when either side
     was not judged."""

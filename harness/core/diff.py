@@ -4,6 +4,11 @@ Transitions (DESIGN.md "Words"): `new_crash`, `fixed`, `still_crashing`,
 `signature_changed`, `graphs_decreased`, `graphs_increased`, `unchanged`,
 `new_model`, `gone`, `not_comparable`. An item that did not build (create/input/
 eager error) counts as failing: a model that stops building is news too.
+
+Beside them, per item, the two axes judged on its calls (harness.core.correctness), in `DiffResult.axes`: the
+correctness effect night to night (`new_wrong_result`, `wrong_result_fixed`, `still_wrong_result`) and the later
+calls' recompiles (`recompiles_increased`, `recompiles_decreased`). An item is on an axis only where both nights
+judged it there, so outcomes without calls leave `axes` empty and the transitions above exactly as they were.
 """
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
+from harness.core.correctness import WRONG_RESULT, first_wrong, later_recompiles, wrong_signature
 from harness.core.outcome import Effect, Outcome
 
 TRANSITIONS = (
@@ -28,6 +34,10 @@ TRANSITIONS = (
 # Transitions a person should hear about (the rest is steady state).
 NEWS = ("new_crash", "fixed", "signature_changed", "graphs_decreased", "graphs_increased", "new_model", "gone",
         "not_comparable")
+# The two axes' transitions (harness.core.correctness), and those a person should hear about.
+AXIS_TRANSITIONS = ("new_wrong_result", "wrong_result_fixed", "still_wrong_result", "recompiles_increased",
+                    "recompiles_decreased")
+AXIS_NEWS = ("new_wrong_result", "wrong_result_fixed", "recompiles_increased", "recompiles_decreased")
 
 
 @dataclass
@@ -61,6 +71,7 @@ class DiffResult:
     configs_only_after: list[str] = field(default_factory=list)
     configs_changed: dict[str, dict[str, Any]] = field(default_factory=dict)  # same name, other settings
     notes: list[str] = field(default_factory=list)         # why something was not compared
+    axes: list[Transition] = field(default_factory=list)   # correctness and recompiles night to night (AXIS_TRANSITIONS)
 
     @property
     def comparable(self) -> bool:
@@ -95,6 +106,15 @@ class DiffResult:
         """Believed transitions worth telling a person about."""
         return [t for t in self.believed() if t.transition in NEWS]
 
+    def axis_counts(self) -> dict[str, int]:
+        """{axis transition: count}, every one named."""
+        c = Counter(t.transition for t in self.axes)
+        return {name: c.get(name, 0) for name in AXIS_TRANSITIONS}
+
+    def axis_news(self, config: str | None = None) -> list[Transition]:
+        """The axis transitions worth telling a person about (of one config, when given)."""
+        return [t for t in self.axes if t.transition in AXIS_NEWS and config in (None, t.config)]
+
     def changed_models(self) -> list[str]:
         """Models with at least one believed change."""
         return sorted({t.model for t in self.news()})
@@ -110,6 +130,8 @@ class DiffResult:
             "comparable": self.comparable,
             "counts": self.counts(),
             "notes": self.notes,
+            "axes": [t.to_dict() for t in self.axes],
+            "axis_counts": self.axis_counts(),
         }
 
 
@@ -195,8 +217,43 @@ def diff(before: list[Outcome], after: list[Outcome], *, before_effects: list[Ef
         if a is not None and a.flaky_rate is not None and t.transition in ("new_crash", "fixed"):
             t.flaky_rate = a.flaky_rate
         result.transitions.append(t)
+        if t.transition != "not_comparable" and b is not None and a is not None:
+            result.axes += axis_transitions(b, a, b_eff.get(key), a_eff.get(key))
     _not_comparable_because(result, *transformers)
     return result
+
+
+def _axis_side(o: Outcome, effect: Effect | None) -> dict[str, Any]:
+    wrong = first_wrong(o.calls)
+    return {"correctness": effect.correctness if effect else None,
+            "signature": wrong_signature(wrong) if wrong else None, "recompiles": later_recompiles(o.calls)}
+
+
+def correctness_transition(before: str | None, after: str | None) -> str | None:
+    """The correctness axis night to night, from the two nights' correctness effects (None: either not judged, or
+    nothing a wrong result is about)."""
+    if before is None or after is None:
+        return None
+    if after == WRONG_RESULT:
+        return "still_wrong_result" if before == WRONG_RESULT else "new_wrong_result"
+    return "wrong_result_fixed" if before == WRONG_RESULT else None
+
+
+def recompile_transition(before: int | None, after: int | None) -> str | None:
+    """The later calls' recompiles night to night (None: either night made no later call, or the same count)."""
+    if before is None or after is None or before == after:
+        return None
+    return "recompiles_increased" if after > before else "recompiles_decreased"
+
+
+def axis_transitions(before: Outcome, after: Outcome, before_effect: Effect | None,
+                     after_effect: Effect | None) -> list[Transition]:
+    """One item's axis transitions (none for outcomes without calls)."""
+    b_side, a_side = _axis_side(before, before_effect), _axis_side(after, after_effect)
+    found = (correctness_transition(b_side["correctness"], a_side["correctness"]),
+             recompile_transition(b_side["recompiles"], a_side["recompiles"]))
+    return [Transition(model=after.model, config=after.config, transition=name, before=b_side, after=a_side)
+            for name in found if name is not None]
 
 
 def _not_comparable_because(result: DiffResult, before: str | None, after: str | None) -> None:

@@ -116,6 +116,9 @@ class Effect:
     baseline_signature: str | None
     config_signature: str | None
     reason: str | None = None          # the flagged outcome's reason (REASONS): inferred, not traced alone; shown apart
+    # The two axes beside the graph effect, judged on the calls against the baseline's (harness.core.correctness):
+    correctness: str | None = None     # CORRECTNESS_EFFECTS; None: not judged on both sides (no calls, a crash)
+    recompile: str | None = None       # RECOMPILE_EFFECTS over the later calls; None: neither side made any
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

@@ -2,7 +2,8 @@
 
 A nightly is {model: {config: spec}}; spec is an int (compiled, that many
 graphs) or a signature string (crashed with it). Models not named for a
-config compile with the baseline's graph count. A crash is stored as flake
+config compile with the baseline's graph count. `calls` gives items the calls
+they made to the compiled model (harness.core.calls), as the worker records them. A crash is stored as flake
 confirmation leaves a confirmed one (re-run twice, repeated: `attempts` 3), so
 the evidence rule for a new issue (bot.issues.filing) sees a confirmed crash.
 """
@@ -12,6 +13,7 @@ import copy
 import sqlite3
 from typing import Any, Union
 
+from harness.core.calls import Call
 from harness.core.outcome import STRATA, Outcome
 from state import history, runs
 from harness.core.run_environment import RunEnvironment
@@ -48,17 +50,22 @@ def outcome(model: str, config: str, spec: Spec, stratum: str) -> Outcome:
 
 
 def record_nightly(conn: sqlite3.Connection, date: str, results: dict[str, dict[str, Spec]],
-                   env: dict[str, Any] | None = None, kind: str = "nightly", backend: str = "count") -> int:
-    """Store and finalize one nightly run (or an ad-hoc run of another `kind`); returns its id."""
+                   env: dict[str, Any] | None = None, kind: str = "nightly", backend: str = "count",
+                   calls: dict[tuple[str, str], list[Call]] | None = None, configs: dict | None = None) -> int:
+    """Store and finalize one nightly run (or an ad-hoc run of another `kind`); returns its id. `calls`: the calls
+    of some items, by (model, config); `configs`: other configs than CONFIGS (baseline first)."""
+    configs = configs or CONFIGS
     models = sorted(results)
-    run_id = runs.create_run(conn, environment=RunEnvironment.from_dict(env or ENV), models=models, configs=CONFIGS,
+    run_id = runs.create_run(conn, environment=RunEnvironment.from_dict(env or ENV), models=models, configs=configs,
                              kind=kind,
                              nightly=date if kind == "nightly" else None, options={"backend": backend, "device": "cpu"})
     for i, model in enumerate(models):
         stratum = STRATA[i % len(STRATA)]
         base = results[model].get("baseline", 3)
-        for config in CONFIGS:
-            runs.record_outcome(conn, run_id, outcome(model, config, results[model].get(config, base), stratum))
+        for config in configs:
+            made = outcome(model, config, results[model].get(config, base), stratum)
+            made.calls = list((calls or {}).get((model, config), []))
+            runs.record_outcome(conn, run_id, made)
     runs.finish_run(conn, run_id)
     history.finalize_run(conn, run_id)
     return run_id
