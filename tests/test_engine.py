@@ -10,9 +10,10 @@ import sys
 import pytest
 
 from harness.engine.configs import BUILTIN
-from harness.engine.engine import SweepRequest
-from harness.engine.engine import EAGER, SweepOptions, collect_environment, eager_check, run_items, run_job, sweep
+from harness.engine.engine import (EAGER, SweepOptions, SweepRequest, collect_environment, eager_check, run_items,
+                                   run_job, sweep)
 from harness.core.effects import effects_for
+from harness.engine.events import Result
 from harness.engine.pool import Group, Pool
 from state import db, runs
 
@@ -127,11 +128,11 @@ def test_eager_mode_and_recycling():
     pool = Pool(SweepOptions(workers=1, timeout=60, max_items_per_worker=1, extra_modules=["tests.fault_models"]))
     try:
         groups = [Group("TinyItemModel", [(0, EAGER, {})], "eager"), Group("BrokenEagerModel", [(1, EAGER, {})], "eager")]
-        got = dict(pool.run(groups))
+        got = {e.index: e.outcome for e in pool.run(groups) if isinstance(e, Result)}
     finally:
         pool.close()
-    assert got[0]["status"] == "ok" and got[0].get("graphs") is None
-    assert got[1]["status"] == "eager_error"
+    assert got[0].status == "ok" and got[0].graphs is None
+    assert got[1].status == "eager_error"
     assert pool.stats["spawned"] == 2 and pool.stats["recycled"] == 2
 
 
@@ -222,3 +223,17 @@ def test_what_capture_scalar_outputs_removes_on_a_real_reduction(stored):
     blocked = dict(lev["capture_scalar_outputs"].crashes)
     assert blocked["RuntimeError: injected fault at 0xADDR in layer 3"] == ("Fault_raise",)
     assert not any("Broken" in m for ms in blocked.values() for m in ms)
+
+
+def test_a_sweep_returns_its_run_with_the_builds_and_config_space_it_stored(tmp_path):
+    """What the workers built and listed comes back from `sweep` (typed events, not pool side tables), as stored."""
+    from state import flags
+
+    conn = db.connect(tmp_path / "state.sqlite")
+    swept = sweep(conn, SweepRequest(models=["BertModel"], configs={}, options=SweepOptions(workers=1, timeout=300),
+                                     progress=False))
+    assert swept.run.status == "finished" and swept.run.models == ["BertModel"]
+    assert set(swept.builds) == {"BertModel"} and swept.builds["BertModel"].config_class == "BertConfig"
+    assert runs.model_data(conn, swept.run.id) == swept.builds
+    assert "torch._dynamo.config.capture_scalar_outputs" in swept.config_space.entries
+    assert flags.space_of_run(conn, swept.run.id) == (sorted(swept.config_space.modules), swept.config_space.entries)

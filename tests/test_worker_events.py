@@ -84,10 +84,11 @@ def test_ready_in_another_protocol_version_is_named_before_its_fields():
 
 def test_a_worker_of_another_protocol_is_a_pool_error_at_ready(tmp_path):
     """A real worker process (any interpreter the pool is given) that says `ready` in protocol 0."""
-    speak = ("import json, os, sys; fd = json.loads(sys.argv[-1])['fd'];"
-             " os.write(fd, b'{\"event\": \"ready\", \"v\": 0, \"pid\": 1}\\n'); sys.stdin.read()")
+    # Started as `python -m harness.engine.worker STARTUP`: the script sees those as its arguments.
     stand_in = tmp_path / "python"
-    stand_in.write_text(f"#!/bin/sh\nexec {sys.executable} -c \"{speak}\" \"$@\"\n")
+    stand_in.write_text(f"#!{sys.executable}\nimport json, os, sys\nfd = json.loads(sys.argv[-1])['fd']\n"
+                        "os.write(fd, json.dumps({'event': 'ready', 'v': 0, 'pid': os.getpid()}).encode() + b'\\n')\n"
+                        "sys.stdin.read()\n")
     stand_in.chmod(stand_in.stat().st_mode | stat.S_IEXEC)
     pool = Pool(SweepOptions(workers=1, timeout=30, python=str(stand_in)))
     with pytest.raises(PoolError) as refused:
