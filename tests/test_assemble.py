@@ -7,6 +7,7 @@ import pytest
 
 from bot.pipeline import assemble
 from bot.pipeline.sampling import Pick
+from harness.core.run_environment import BuildOrigin
 from harness.engine.engine import SweepOptions, SweepRequest
 from harness.engine.flags.pruning import Pruning
 from state import db, runs
@@ -34,13 +35,13 @@ def test_the_baseline_pass_is_the_request_on_baseline_alone_and_its_outcomes_are
     conn = db.connect(tmp_path / "s.sqlite")
     said = []
     request = SweepRequest(models=[], configs=dict(CATALOG), options=SweepOptions(), kind="nightly", nightly="2026-11-21",
-                           build={"torch_index": "i"}, pruning=Pruning(frozenset({"capture_scalar_outputs"})))
+                           build=BuildOrigin(index="i", channel=None), pruning=Pruning(frozenset({"capture_scalar_outputs"})))
     drawn = assemble.draw(conn, world.steps(), request, [Pick("AlphaModel"), Pick("BetaForCausalLM")],
                           population="graph-breaking", sample=None, seed=0, torch_version=world.version, say=said.append)
     (baseline,) = runs.list_runs(conn)
     assert (baseline.kind, baseline.nightly, baseline.configs, baseline.models) == (
         "baseline", None, {"baseline": {}}, ["AlphaModel", "BetaForCausalLM"])
-    assert baseline.environment["torch_index"] == "i" and world.pruning is None
+    assert baseline.environment.torch_index == "i" and world.pruning is None
     assert said == ["baseline pass over 2 models to find the graph-breaking ones"]
     assert drawn.models == ["BetaForCausalLM"] and [(o.model, o.config) for o in drawn.prior] == [
         ("BetaForCausalLM", "baseline")]

@@ -145,7 +145,10 @@ def encode(message: Request | Event) -> bytes:
         head = {"op": _OPS[type(message)]}
     else:
         head = {"event": _EVENTS[type(message)], **({"v": PROTOCOL} if isinstance(message, Ready) else {})}
-    return (json.dumps({**head, **dataclasses.asdict(message)}, default=str) + "\n").encode()
+    body = dataclasses.asdict(message)
+    if isinstance(message, Env):      # the environment travels in its stored form (the one its reader reads)
+        body["env"] = message.env.to_dict()
+    return (json.dumps({**head, **body}, default=str) + "\n").encode()
 
 
 def read_request(data: Mapping[str, Any]) -> Request:
