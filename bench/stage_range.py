@@ -77,7 +77,7 @@ def make_steps(clock: Clock, models: list[str]) -> steps_mod.Steps:
         _broken_on(build.date)
         clock.range_dates.append(build.date)
         out = engine.run_items(items, configs=configs, base_settings=base_settings,
-                               options=settings.sweep.options(build.python, EXTRA))
+                               options=settings.sweep_options(build.python, EXTRA))
         clock.probe_s.append(time.perf_counter() - t)
         return out
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from harness.core.files import UnreadableFile, read_toml
 from harness.core.fixes import MAX_NIGHTS
-from harness.engine.options import SweepOptions
+from harness.engine.options import ATOL, RTOL, Accuracy, SweepOptions
 from harness.core.population import POPULATIONS
 
 log = logging.getLogger(__name__)
@@ -158,6 +158,22 @@ class SweepSettings:
         return SweepOptions(workers=self.workers, timeout=self.timeout, backend=self.backend, device=self.device,
                             python=python or self.python, max_items_per_worker=self.max_items_per_worker,
                             max_rss_mb=self.max_rss_mb, extra_modules=list(extra_modules or []))
+
+
+# A tolerance: a positive, finite number (the loader refuses a non-finite one before this check).
+TOLERANCE = Check(lambda v: v > 0, "a positive number (a tolerance)")
+
+
+@dataclass(frozen=True)
+class AccuracySettings:
+    """Wrong results and recompiles (harness.engine.scenarios): each item's later calls, judged against eager."""
+    enabled: bool = setting(True)               # the later calls and the accuracy oracle; off: the first call only
+    rtol: float = setting(RTOL, TOLERANCE)      # relative tolerance of `close` (beyond it: the fp64 arbitration)
+    atol: float = setting(ATOL, TOLERANCE)      # absolute tolerance of `close`
+
+    def options(self) -> Accuracy:
+        """The engine's plain-data form."""
+        return Accuracy(enabled=self.enabled, rtol=self.rtol, atol=self.atol)
 
 
 @dataclass(frozen=True)
@@ -327,8 +343,13 @@ class Settings:
     verify: VerifySettings = section(VerifySettings)
     confirm: ConfirmSettings = section(ConfirmSettings)
     ranges: RangeSettings = section(RangeSettings)
+    accuracy: AccuracySettings = section(AccuracySettings)
     routing: list[dict[str, Any]] = field(default_factory=list)   # cc rules, validated by bot.issues.routing
     source: str | None = None        # the settings file read, if any
+
+    def sweep_options(self, python: str | None = None, extra_modules: list[str] | None = None) -> SweepOptions:
+        """The engine's options: [sweep] with [accuracy] (`python`: the workers' interpreter, default the setting)."""
+        return dataclasses.replace(self.sweep.options(python, extra_modules), accuracy=self.accuracy.options())
 
 
 # Settings that moved to their feature's own section: (old section, old key, new section, new key). The old

@@ -9,11 +9,13 @@ import sys
 
 import pytest
 
+from harness.core.calls import Call
 from harness.core.model_build import ModelBuild
 from harness.core.outcome import Outcome
 from harness.core.record import RecordError
 from harness.core.run_environment import RunEnvironment
 from harness.engine import events
+from harness.engine.options import Accuracy
 from harness.engine.options import SweepOptions
 from harness.engine.pool import Pool, PoolError
 
@@ -33,6 +35,9 @@ EVERY_EVENT = [
     events.Start(index=-1),
     events.Result(3, Outcome("BertModel", "baseline", "ok", graphs=2), config_reads={"torch._dynamo.config.k": 1}),
     events.Result(0, Outcome("BertModel", "job", "ok"), data={"stratum": "decoder_llm"}),
+    events.Result(1, Outcome("BertModel", "baseline", "ok", calls=[
+        Call("first", 1, accuracy="exact"), Call("second_size", 1, 1, ["size mismatch at index 0"], "close", "max abs"),
+        Call("hook_added", accuracy="wrong", output="logits", metadata=["logits: strides (1,) in eager, (2,) compiled"])])),
     events.Done(rss_mb=512.5),
 ]
 
@@ -45,7 +50,7 @@ def test_every_event_reads_back_as_written(event):
 @pytest.mark.parametrize("request_", [events.EnvRequest(device="cpu", backend="count"), events.ExitRequest(),
                                       events.RunRequest(model="M", items=[[0, "baseline", {}]], mode="compile", job=None,
                                                         prune=["a"], pool=True, base_settings={}, backend="count",
-                                                        device="cpu")])
+                                                        device="cpu", accuracy=Accuracy(rtol=1e-2))])
 def test_every_request_reads_back_as_written(request_):
     assert events.read_request(json.loads(events.encode(request_))) == request_
 

@@ -15,6 +15,7 @@ from harness import zoo
 from harness.discovery import check, locker
 from harness.engine import engine
 from harness.zoo import lock
+from harness.zoo.sizes import second_specs
 from harness.zoo.build import materialize
 from bot.text.render import render
 from harness.zoo.fingerprint import HERE, MATERIALIZE_SOURCES, materialize_version
@@ -154,7 +155,11 @@ def test_the_lock_job_answers_entries_that_build(tmp_path):
     # Discovery is deterministic: the same entry as the committed one, once the scan's modeling hash is added
     # (a lock run adds it from its scan: locker.with_modeling).
     committed = real.entry("GPT2Model")
-    assert lock.seal({**fresh, "modeling": committed["modeling"]}) == committed
+    # `zoo lock` now seals the second input spec too (the rule's first candidate that runs in eager); the committed
+    # lock predates it
+    assert fresh["second_spec"] == second_specs(committed["spec"])[0]
+    assert fresh["second_spec"]["input_ids"]["shape"] == [3, 24]
+    assert lock.seal({**fresh, "modeling": committed["modeling"]}) == lock.seal({**committed, **{"second_spec": fresh["second_spec"]}})
     assert lock.load(real.version, str(tmp_path / "lock")).excluded == {"GPT2PreTrainedModel": "abstract"}
 
 
@@ -189,7 +194,9 @@ def test_zoo_lock_with_a_relative_state_and_lock_dir_writes_whole_entries_and_re
     doc = json.loads(capsys.readouterr().out)
     assert (doc["locked"], doc["resumed"], doc["ok"]) == (["GPT2Model"], ["ViTModel"], 2)
     written = lock.load(real.version, str(tmp_path / "locks"))
-    assert written.entry("GPT2Model") == real.entry("GPT2Model")   # whole: config class, config, spec, hash
+    got = written.entry("GPT2Model")   # whole: config class, config, spec, hash; and now its sealed second spec
+    assert lock.seal({k: v for k, v in got.items() if k != "second_spec"}) == real.entry("GPT2Model")
+    assert got["second_spec"] == second_specs(got["spec"])[0]
     assert written.entry("GPT2Model")["config_class"] == "GPT2Config"
     assert written.entry("ViTModel") == planted
     assert kept.lock_entries(conn, real.version) == {}

@@ -75,7 +75,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
         _import_modules(args.extra_modules)
     except ImportError as exc:
         return _fail(str(exc))
-    options = settings.sweep.options(args.python, list(args.extra_modules))
+    options = settings.sweep_options(args.python, list(args.extra_modules))
     conn = db.connect(settings.state_path)   # first: a store we cannot write fails before any work
     why = devices.unavailable(options.device, options.python)
     if why:

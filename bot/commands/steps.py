@@ -46,7 +46,7 @@ def probe_build(settings: Settings, label: str, model: str, config: str) -> Prob
     chosen = select_configs(settings, [config])
     try:
         out = engine.run_items([(model, config)], configs=chosen, base_settings={},
-                               options=settings.sweep.options(built.python))[0]
+                               options=settings.sweep_options(built.python))[0]
     except engine.ConfigUnavailable as exc:
         return Probe(date=label, version=built.version, git=built.git, key="unavailable", detail=str(exc)[:300])
     return Probe(date=label, version=built.version, git=built.git, key=outcome_key(out),

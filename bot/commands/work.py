@@ -58,7 +58,7 @@ def sweep(ctx: Context, models: list[str], configs: dict[str, dict], base: dict[
         raise UserError(f"no torch to sweep with: {exc}") from None
     try:
         return pipeline.sweep(ctx.conn, SweepRequest(models=models, configs=configs, base_settings=base,
-                                                     options=ctx.settings.sweep.options(built.python), kind="command",
+                                                     options=ctx.settings.sweep_options(built.python), kind="command",
                                                      progress=False)).id
     except ConfigError as exc:   # checked in that torch before anything ran
         raise UserError(str(exc)) from None

@@ -150,7 +150,7 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
     swept = assemble.configs(steps, settings, config_names, python=built.python, prune=None,
                              seed=_audit_seed(built.date))
     result.configs = list(swept.configs)
-    request = SweepRequest(models=names, configs=swept.configs, options=settings.sweep.options(built.python),
+    request = SweepRequest(models=names, configs=swept.configs, options=settings.sweep_options(built.python),
                            kind="nightly", nightly=built.date, shard=shard, progress=progress,
                            build=built.origin(), pruning=swept.pruning)
     request = assemble.draw(conn, steps, request, [sampling.Pick(n) for n in names], sample=None, seed=0,

@@ -100,7 +100,7 @@ def confirm(conn: sqlite3.Connection, run_id: int, result: DiffResult | None, se
     run = runs.get_run(conn, run_id)
     try:
         # the modules the run's workers imported (--import: models registered there) rebuild its models again
-        options = settings.sweep.options(python, run.options.get("extra_modules"))
+        options = settings.sweep_options(python, run.options.get("extra_modules"))
         confirmed = flake.confirm(conn, run_id, transitions, configs=run.configs, base_settings=run.base_settings,
                                   options=options, runs=settings.confirm.runs)
     except ConfigUnavailable as exc:   # this host's torch lacks a flag the run swept (a merge): nothing re-runs
@@ -119,7 +119,7 @@ def range_sweep(items: list[tuple[str, str]], *, configs: dict[str, dict], base_
     """Run the items once on an installed build (nothing stored); a config that build lacks is left out."""
     from harness.engine import configs as configs_mod
     from harness.engine import engine
-    options = settings.sweep.options(build.python)
+    options = settings.sweep_options(build.python)
     try:
         return engine.run_items(items, configs=configs, base_settings=base_settings, options=options)
     except engine.ConfigUnavailable:

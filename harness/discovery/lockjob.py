@@ -11,9 +11,12 @@ from typing import Any
 
 from harness.discovery.discover import discover, plan
 from harness.discovery.enumerate import kind_of, stratum_fallback
-from harness.zoo.build import materialize
+from harness.zoo.build import SEED, materialize
 from harness.zoo.errors import BuildError
+from harness.zoo.inputs import make_inputs
 from harness.zoo.lock import seal
+from harness.zoo.second import FIELD as SECOND_SPEC
+from harness.zoo.sizes import second_specs
 
 
 def lock_entry(model: str, device: str) -> dict:
@@ -69,4 +72,19 @@ def verify(entry: dict, device: str) -> dict:
         return seal({**entry, "status": exc.status, "cause": exc.cause[:300]})
     except Exception as exc:
         return seal({**entry, "status": "eager_error", "cause": f"{type(exc).__name__}: {str(exc)[:280]}"})
-    return entry
+    second = second_spec(built.module, entry["spec"], device)
+    return seal({**entry, SECOND_SPEC: second}) if second is not None else entry
+
+
+def second_spec(module: Any, spec: dict, device: str) -> dict | None:
+    """The first of the rule's second specs (harness.zoo.sizes.second_specs) that runs in eager, or None."""
+    import torch
+
+    for candidate in second_specs(spec):
+        try:
+            with torch.no_grad():
+                module(**make_inputs(candidate, SEED, device))
+        except Exception:  # this size is not one the model takes: the next candidate
+            continue
+        return candidate
+    return None

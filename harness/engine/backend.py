@@ -85,16 +85,19 @@ def graph_break_count() -> int:
 
 
 def compile_and_run(module: torch.nn.Module, inputs: dict[str, Any], *, settings: dict[str, Any],
-                    backend: str = "count") -> tuple[dict[str, Any], Exception | None]:
-    """Compile `module` under `settings`, run it once on `inputs`: (counts, the exception or None)."""
+                    backend: str = "count", then: Callable[[Callable, Any, CompileStats], None] | None = None
+                    ) -> tuple[dict[str, Any], Exception | None]:
+    """Compile `module` under `settings`, run it once on `inputs`: (counts, the exception or None). After a first
+    call that ran, `then(compiled, output, stats)` makes the later calls under the same settings; the counts are the
+    first call's, taken before it."""
     reset_dynamo()
     stats = CompileStats()
-    error = None
+    error, output, compiled = None, None, None
     start = time.perf_counter()
     try:
         with patched(settings), torch.no_grad():
             compiled = torch.compile(module, backend=counting_backend(stats, backend))
-            compiled(**inputs)
+            output = compiled(**inputs)
     except Exception as exc:  # the item's result, not the worker's failure
         error = exc
     elapsed = time.perf_counter() - start
@@ -102,7 +105,7 @@ def compile_and_run(module: torch.nn.Module, inputs: dict[str, Any], *, settings
     reasons = break_reasons()[:20]
     counts = {
         "graphs": stats.graphs,
-        "ops_per_graph": stats.ops_per_graph,
+        "ops_per_graph": list(stats.ops_per_graph),   # a copy: the later calls' graphs are theirs
         "ops": sum(stats.ops_per_graph),
         "graph_breaks": graph_break_count(),
         "break_reasons": reasons,
@@ -110,6 +113,9 @@ def compile_and_run(module: torch.nn.Module, inputs: dict[str, Any], *, settings
         "recompiles": stats.recompiles,
         "compile_s": round(elapsed, 4),
     }
+    if then is not None and error is None:
+        with patched(settings), torch.no_grad():
+            then(compiled, output, stats)
     return counts, error
 
 

@@ -19,8 +19,9 @@ from harness.core.model_build import ModelBuild
 from harness.core.outcome import Outcome
 from harness.core.record import RecordError, check_version, parse
 from harness.core.run_environment import RunEnvironment
+from harness.engine.options import Accuracy
 
-PROTOCOL = 1   # bump on any change to a line below (both ends of a pipe run the same checkout)
+PROTOCOL = 2   # bump on any change to a line below (both ends of a pipe run the same checkout)
 
 
 # ---- requests: parent -> worker ----------------------------------------------------------------
@@ -64,6 +65,7 @@ class RunRequest:
     base_settings: dict[str, Any]
     backend: str
     device: str
+    accuracy: Accuracy                   # the later calls and their accuracy oracle (harness.engine.scenarios)
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,12 @@ def encode(message: Request | Event) -> bytes:
 
 def read_request(data: Mapping[str, Any]) -> Request:
     """A request line, parsed; RecordError naming an unknown op or field."""
-    return _read(data, "op", {"env": EnvRequest, "run": RunRequest, "exit": ExitRequest}, "worker request")
+    return _read(data, "op", {"env": EnvRequest, "run": _run, "exit": ExitRequest}, "worker request")
+
+
+def _run(fields: dict[str, Any]) -> RunRequest:
+    raw = parse(RunRequest, fields, "worker request 'run'")
+    return dataclasses.replace(raw, accuracy=parse(Accuracy, raw.accuracy, "worker request 'run' accuracy"))
 
 
 def read_event(data: Mapping[str, Any]) -> Event:

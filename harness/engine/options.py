@@ -6,6 +6,23 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
+# Tolerances that keep the embedded corpus at zero false `wrong` under the baseline (measured: bench/accuracy_cost.py).
+# transformers takes other code paths while traced (is_torchdynamo_compiling()), so under backend `eager` outputs
+# already differ by 1e-7 to 1e-3; anything beyond these is then arbitrated against an fp64 reference.
+RTOL = 1e-3
+ATOL = 1e-3
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """The accuracy oracle's settings ([accuracy]): whether the later calls and eager references run, and the
+    tolerances within which a compiled output is `close` to eager's."""
+
+    enabled: bool = True
+    rtol: float = RTOL
+    atol: float = ATOL
+
+
 @dataclass
 class SweepOptions:
     """How to run items (not what to run)."""
@@ -18,6 +35,7 @@ class SweepOptions:
     max_items_per_worker: int = 50    # recycle a worker after this many items
     max_rss_mb: float = 6000.0        # recycle above this; kill the item above 1.5x
     extra_modules: list[str] = field(default_factory=list)  # imported by each worker at start
+    accuracy: Accuracy = field(default_factory=Accuracy)    # the calls after the first, judged against eager
 
     def worker_count(self, items: int | None = None) -> int:
         """Workers to start for `items` groups: the setting (0: one per core), never more than the groups."""

@@ -63,6 +63,7 @@ class Pool:
         self.max_rss_mb = options.max_rss_mb
         self.hard_rss_mb = options.max_rss_mb * HARD_RSS_FACTOR
         self.extra_modules = list(options.extra_modules)
+        self.accuracy = options.accuracy
         self.base_settings = dict(base_settings or {})
         self.threads = max(1, (os.cpu_count() or 1) // self.size)
         self.logdir = tempfile.TemporaryDirectory(prefix="flagsweep-workers-")
@@ -153,7 +154,7 @@ class Pool:
         w.mark_log()
         ok = w.send(events.RunRequest(model=group.model, items=group.items, mode=group.mode, job=group.job,
                                       prune=sorted(group.prune), pool=group.pool, base_settings=self.base_settings,
-                                      backend=self.backend, device=self.device))
+                                      backend=self.backend, device=self.device, accuracy=self.accuracy))
         if not ok:
             w.deadline = time.monotonic()  # dead already: _check_limits reaps it next round
 

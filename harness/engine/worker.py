@@ -30,6 +30,7 @@ import time
 import traceback
 from typing import Any, Callable
 
+from harness.core.calls import FIRST, Call
 from harness.core.effects import BASELINE
 from harness.core.model_build import ModelBuild
 from harness.core.outcome import NOT_READ, POOLED, Outcome
@@ -37,6 +38,7 @@ from harness.core.run_environment import RunEnvironment
 from harness.engine import events
 from harness.engine.events import RunRequest
 from harness.zoo import BuildError, Built
+from harness.zoo.build import SEED
 
 TRACEBACK_CHARS = 16_000  # Dynamo's verbose tracebacks run long; the head and tail say the most
 
@@ -167,6 +169,7 @@ def run_group(chan: Channel, req: RunRequest) -> None:
 
     from harness.engine.flags import reads as readset
     from harness.engine.backend import compile_and_run, eager_run, reset_dynamo
+    from harness.engine import scenarios
 
     model, device, items, mode, backend, base = req.model, req.device, req.items, req.mode, req.backend, req.base_settings
 
@@ -208,17 +211,25 @@ def run_group(chan: Channel, req: RunRequest) -> None:
         return
     prunable, reads, baseline = set(req.prune), None, None
     pooled: list[tuple[int, str, dict]] = []
+    refs: list[scenarios.References | str] = []   # eager's answers, made at the first compile, shared by the group
 
     def trace(index: int, settings: dict, *, first: bool = False) -> tuple[dict[str, Any], dict]:
         """Compile under `settings` (index -1: a pool); the first item counts the build and records the reads."""
         chan.send(events.Start(index))
+        if req.accuracy.enabled and not refs:
+            refs.append(_references(model, built, device, req.accuracy))
         if device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
         _reset_peak()
+        made: list = []
+        then = _later_calls(built.module, refs[0], made) if refs else None
         with readset.recording() if first else contextlib.nullcontext({}) as seen:
-            counts, error = compile_and_run(built.module, built.inputs, settings={**base, **settings}, backend=backend)
+            torch.manual_seed(SEED)   # as every eager reference run: a model that draws numbers draws the same
+            counts, error = compile_and_run(built.module, scenarios.clone(built.inputs),
+                                            settings={**base, **settings}, backend=backend, then=then)
         fields = {**common, **counts, "peak_mem_mb": _peak_mb(device), "build_s": build_s if first else 0.0}
         fields.update({"status": "ok"} if error is None else {"status": "error", **_error_fields(error)})
+        fields["calls"] = made[0] if made else _first_only(counts, error, refs)
         return fields, seen
 
     for n, (index, config, settings) in enumerate(items):
@@ -240,8 +251,54 @@ def run_group(chan: Channel, req: RunRequest) -> None:
     reset_dynamo()
 
 
-# What a pooled compile must match in the baseline's result to stand for each of its configs.
+def _references(model: str, built: Built, device: str, accuracy: Any) -> Any:
+    """Eager's answers for the group (harness.engine.scenarios.References), or why there are none."""
+    from harness.engine.scenarios import References
+
+    try:
+        return References(model, built, device, accuracy)
+    except Exception as exc:   # a model that cannot be deep-copied or run again: its calls are not judged
+        return f"no eager reference: {type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _later_calls(module: Any, refs: Any, made: list) -> Callable | None:
+    """The `then` of compile_and_run: every call after the first, appended to `made` (None: no references)."""
+    from harness.engine import scenarios
+
+    if isinstance(refs, str):
+        return None
+    recorder = scenarios.Recorder()
+
+    def then(compiled: Callable, output: Any, stats: Any) -> None:
+        try:
+            made.append(scenarios.calls(compiled, output, lambda: stats.graphs, module, refs, recorder, _error_fields))
+        except Exception as exc:   # the oracle's own failure costs the calls' verdicts, never the item
+            made.append([Call(FIRST, stats.graphs, detail=f"the oracle failed: {type(exc).__name__}: {str(exc)[:200]}")])
+    return then
+
+
+def _first_only(counts: dict[str, Any], error: BaseException | None, refs: list) -> list[Call]:
+    """The calls of an item whose later calls were not made: none with the checks off; else its first call, not
+    judged (it raised, or there is no eager reference)."""
+    if not refs:
+        return []
+    found = _error_fields(error) if error is not None else {"error_type": None, "signature": None}
+    why = "the first call raised" if error is not None else refs[0]
+    return [Call(FIRST, counts["graphs"], 0, [], "not_judged", why, error_type=found["error_type"],
+                 signature=found["signature"])]
+
+
+# What a pooled compile must match in the baseline's result to stand for each of its configs: the graph effects'
+# fields, and its calls (correctness and recompiles) as far as the effects read them.
 SAME_AS_BASELINE = ("status", "signature", "graphs", "ops_per_graph", "graph_breaks", "break_reasons", "recompiles")
+CALL_FIELDS = ("scenario", "graphs", "recompiles", "recompile_reasons", "accuracy", "output", "error_type", "signature")
+
+
+def same_as_baseline(fields: dict[str, Any], baseline: dict[str, Any]) -> bool:
+    """A pooled compile stands for its configs: the same graph fields and the same calls as the baseline's."""
+    def calls(found: dict[str, Any]) -> list[tuple]:
+        return [tuple(getattr(c, k) for k in CALL_FIELDS) for c in found.get("calls", [])]
+    return all(fields.get(k) == baseline.get(k) for k in SAME_AS_BASELINE) and calls(fields) == calls(baseline)
 
 
 def trace_pooled(pool: list[tuple[int, str, dict]], baseline: dict[str, Any],
@@ -258,7 +315,7 @@ def trace_pooled(pool: list[tuple[int, str, dict]], baseline: dict[str, Any],
         clash = clash or any(k in together and together[k] != v for k, v in settings.items())
         together.update(settings)
     fields = None if clash else trace(-1, together)
-    if fields is not None and all(fields.get(k) == baseline.get(k) for k in SAME_AS_BASELINE):
+    if fields is not None and same_as_baseline(fields, baseline):
         for index, config, _ in pool:
             report(index, config, **{**baseline, "build_s": 0.0, "compile_s": 0.0, "reason": POOLED})
         return

@@ -30,6 +30,9 @@ FIELDS: dict[str, tuple[type, ...]] = {
 # Fields a lock made by an older flagsweep may lack: "modeling" is a hash of the class's modeling source file (its
 # AST, comments aside), so a transformers bump tells models whose code changed from those whose did not.
 OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {"modeling": (str,)}
+# Optional fields checked where they are used (harness.zoo.second), so a bad one costs only what uses it: the second
+# input spec (`zoo lock` seals the first of harness.zoo.sizes.second_specs that runs in eager).
+DEFERRED_FIELDS = ("second_spec",)
 # Fields that name the release an entry was locked for, not what is built: left out of build_hash().
 RELEASE_FIELDS = ("transformers", "hash")
 APPLIED_KEYS = ("recipes", "fixups", "repairs")
@@ -80,7 +83,7 @@ def check_entry(model: str, entry: Any, version: str) -> dict:
     for name, types in OPTIONAL_FIELDS.items():
         if name in entry and not isinstance(entry[name], types):
             raise CorruptEntry(model, name, f"expected {'/'.join(t.__name__ for t in types)}, got {type(entry[name]).__name__}")
-    extra = sorted(set(entry) - set(FIELDS) - set(OPTIONAL_FIELDS))
+    extra = sorted(set(entry) - set(FIELDS) - set(OPTIONAL_FIELDS) - set(DEFERRED_FIELDS))
     if extra:
         raise CorruptEntry(model, extra[0], "not a lock field")
     if entry["model"] != model:

@@ -70,3 +70,65 @@ def is_width(name: str) -> bool:
 def is_count(name: str) -> bool:
     """A key that counts experts, quantizers or codebooks."""
     return name in EXPERT_KEYS or bool(COUNTS.match(name))
+
+
+# -- input sizes: the second spec (trace on A, run on B) -------------------------------------------
+
+SECOND_SEQ_STEP = 8    # tokens added to every sequence axis: 16 -> 24, 8 -> 16 (a size Dynamo has not seen)
+SECOND_BATCH_STEP = 1  # rows added to the batch: 2 -> 3 (not a power of two, so no specialization hides it)
+# Input kinds laid out along (batch, sequence[, 4]): their second axis is a token axis.
+TOKEN_KINDS = ("ids", "ones", "zeros", "typed", "arange", "randint", "bbox")
+# Input kinds whose values are listed per image or per sample: another batch would need more rows than a shape.
+LISTED_KINDS = ("tensor", "value", "list")
+
+
+def second_specs(spec: dict) -> list[dict]:
+    """The candidate second input specs of a first one, best first: longer sequences and one more row of batch,
+    longer sequences alone, one more row alone. A sequence axis is the second axis of a token-kind input that is as
+    long as one of the token inputs (input_ids, decoder_input_ids, ...); media keep the sizes their config fixes.
+    The batch grows only where every input is shaped by it. The first candidate that runs in eager is the one used
+    (`zoo lock` seals it; a build without one tries them in the worker)."""
+    seq, batch = _lengthen(spec), _widen(spec)
+    both = _widen(seq) if seq is not None else None
+    out: list[dict] = []
+    for candidate in (both, seq, batch):
+        if candidate is not None and candidate != spec and candidate not in out:
+            out.append(candidate)
+    return out
+
+
+def _shape(item: object) -> list | None:
+    """The shape of an input spec item, when it has one of plain sizes."""
+    shape = item.get("shape") if isinstance(item, dict) else None
+    return shape if isinstance(shape, list) and shape and all(isinstance(n, int) for n in shape) else None
+
+
+def _token_lengths(spec: dict) -> set[int]:
+    """The lengths of the token-id inputs (the sequences a second size lengthens)."""
+    return {_shape(item)[1] for name, item in spec.items()
+            if isinstance(item, dict) and item.get("kind") == "ids" and _shape(item) and len(_shape(item)) == 2}
+
+
+def _lengthen(spec: dict) -> dict | None:
+    """Every token axis as long as a token input's made SECOND_SEQ_STEP longer (None: no token input)."""
+    lengths = _token_lengths(spec)
+    if not lengths:
+        return None
+    out = {}
+    for name, item in spec.items():
+        shape = _shape(item)
+        token_axis = shape is not None and item.get("kind") in TOKEN_KINDS and len(shape) in (2, 3) and \
+            (len(shape) == 2 or item.get("kind") == "bbox") and shape[1] in lengths
+        out[name] = {**item, "shape": [shape[0], shape[1] + SECOND_SEQ_STEP, *shape[2:]]} if token_axis else item
+    return out
+
+
+def _widen(spec: dict) -> dict | None:
+    """Every input one batch row more, where every input is a shaped tensor of the same batch (None: not so)."""
+    shapes = [_shape(item) for item in spec.values()]
+    if any(s is None for s in shapes) or any(item.get("kind") in LISTED_KINDS for item in spec.values()):
+        return None
+    if len({s[0] for s in shapes}) != 1:
+        return None
+    return {name: {**item, "shape": [item["shape"][0] + SECOND_BATCH_STEP, *item["shape"][1:]]}
+            for name, item in spec.items()}

@@ -1,0 +1,114 @@
+"""Benchmark (not a test): what the later calls and the accuracy oracle cost, and what they find.
+
+A stratified sample of the lock (harness.zoo.sample) x the three default configs (baseline and the two built-in
+flags), swept twice in one run: with [accuracy] off (the first call only) and on. Prints items per core-minute each
+way and the wall ratio (target: on costs at most 35% more), the `wrong` calls under the baseline by scenario (a
+`wrong` on hook_added is Dynamo's own: it skips hook guards by default, skip_nnmodule_hook_guards; every other wrong
+under the baseline is a false one unless shown otherwise: target 0), the second-spec coverage (calls at a second
+size made, and why the rest were not), and the every-flag projection for the whole corpus on 16 cores with the
+checks on (bench/every_flag.py measured 106 min without them: scaled by the measured wall ratio).
+
+    nice .venv/bin/python bench/accuracy_cost.py --sample 60 --workers 2
+    nice .venv/bin/python bench/accuracy_cost.py --corpus --only-on --configs baseline   # the false-wrong count
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.sweep_common import machine  # noqa: E402
+from harness.core.outcome import Outcome  # noqa: E402
+from harness.engine.configs import BUILTIN  # noqa: E402
+from harness.engine.engine import SweepOptions, run_items  # noqa: E402
+from harness.engine.options import Accuracy  # noqa: E402
+
+EVERY_FLAG_MIN = 106.0   # bench/every_flag.py's projection for the whole corpus on 16 cores, without the checks
+TARGET_RATIO = 1.35
+
+
+def models_of(args: argparse.Namespace) -> list[str]:
+    """The corpus, or a stratified sample of the lock's buildable entries."""
+    from harness import zoo
+    from harness.zoo.corpus import DEFAULT_CORPUS
+    from harness.zoo.lock import current
+
+    if args.corpus:
+        return list(DEFAULT_CORPUS)
+    lock = current()
+    ok = [c for c in zoo.candidates() if lock.entries.get(c.model, {}).get("status") == "ok"]
+    return [c.model for c in zoo.sample(ok, args.sample, args.seed)]
+
+
+def one_pass(models: list[str], configs: dict[str, dict], workers: int, accuracy: Accuracy) -> tuple[float, list[Outcome]]:
+    """Every (model, config) item in workers: wall seconds and outcomes."""
+    start = time.perf_counter()
+    outs = run_items([(m, c) for m in models for c in configs], configs=configs, base_settings={},
+                     options=SweepOptions(workers=workers, timeout=900, accuracy=accuracy), progress=True)
+    return time.perf_counter() - start, outs
+
+
+def findings(outs: list[Outcome]) -> None:
+    """Wrong calls under the baseline by scenario (with their outputs), verdicts per scenario, second-size coverage."""
+    base = [o for o in outs if o.config == "baseline"]
+    verdicts = Counter((c.scenario, c.accuracy) for o in outs for c in o.calls)
+    print("verdicts per (scenario, accuracy), every config:")
+    for (scenario, accuracy), n in sorted(verdicts.items()):
+        print(f"  {scenario:16} {accuracy:22} {n}")
+    wrong = [(o.model, c) for o in base for c in o.calls if c.wrong]
+    false = [(m, c) for m, c in wrong if c.scenario != "hook_added"]
+    print(f"wrong under the baseline: {len(wrong)} calls; hook_added (Dynamo skips hook guards): "
+          f"{len(wrong) - len(false)}; others (false unless shown otherwise): {len(false)}")
+    for model, c in false:
+        print(f"  {model} {c.scenario} {c.output}: {c.detail}")
+    ran = [o for o in base if o.status == "ok" and o.calls]
+    made = [o for o in ran if any(c.scenario == "second_size" and (c.accuracy != "not_judged" or c.error_type)
+                                  for c in o.calls)]
+    print(f"second-size coverage: {len(made)} of {len(ran)} models that ran ({len(made) / max(1, len(ran)):.0%})")
+    why = Counter(_reason(c.detail) for o in ran if o not in made for c in o.calls if c.scenario == "second_size")
+    for reason, n in why.most_common():
+        print(f"  {n:3}  {reason}")
+    raised = Counter(c.error_type for o in base for c in o.calls if c.error_type)
+    print(f"later calls that raised under the baseline: {dict(raised) or 'none'}")
+
+
+def _reason(detail: str | None) -> str:
+    """A reason without what varies by model (sizes, names), to count alike ones together."""
+    text = (detail or "none")[:90]
+    return text.split(":")[0] + (": " + text.split(":")[1].strip() if text.count(":") >= 1 else "")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sample", type=int, default=60, help="models in the stratified sample")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--corpus", action="store_true", help="the embedded corpus instead of a sample")
+    ap.add_argument("--configs", default="baseline,capture_scalar_outputs,capture_dynamic_output_shape_ops")
+    ap.add_argument("--only-on", action="store_true", help="skip the pass with the checks off")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    models = models_of(args)
+    configs = {name: dict(BUILTIN).get(name, {}) for name in args.configs.split(",")}
+    print(f"{len(models)} models x {len(configs)} configs, {args.workers} workers; {machine()}")
+    items = len(models) * len(configs)
+    off = None
+    if not args.only_on:
+        off, _ = one_pass(models, configs, args.workers, Accuracy(enabled=False))
+        print(f"checks off: {off:.1f}s wall, {items / (off * args.workers / 60):.2f} items per core-minute")
+    on, outs = one_pass(models, configs, args.workers, Accuracy())
+    print(f"checks on: {on:.1f}s wall, {items / (on * args.workers / 60):.2f} items per core-minute")
+    if off:
+        ratio = on / off
+        print(f"on / off wall: {ratio:.2f} (target <= {TARGET_RATIO}); every-flag whole corpus on 16 cores with the "
+              f"checks on: {EVERY_FLAG_MIN * ratio:.0f} min (without: {EVERY_FLAG_MIN:.0f})")
+    findings(outs)
+    print(f"after: {machine()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""Trace on A, run on B: the calls an item makes after the first, and eager's answers to them (in the worker).
+
+After the first call the same compiled object is called again, once per scenario (harness.core.calls.SCENARIOS):
+`second_size` (the second input spec: harness.zoo.second), `hook_added` (a forward hook that scales the output of
+the middle submodule eager ran, as steering and adapter tools register one), `weights_updated` (every floating
+parameter moved in place by a seeded step, as an optimizer's is). Each change is made on the module for its call
+and undone after it (the hook removed, the parameters copied back bitwise), so the next config compiles the
+module as built. Eager's answers come from one deep copy per group (`References`, made once and shared by every
+config of the group), after the same change; seeds are reset before every run and inputs cloned for every call.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable, ContextManager, Iterator
+
+import torch
+
+from harness.core.calls import FIRST, Call
+from harness.engine.accuracy import Verdict, bitwise, compare, leaves
+from harness.engine.options import Accuracy
+from harness.zoo import second
+from harness.zoo.build import SEED
+from harness.zoo.errors import LockError
+from harness.zoo.inputs import make_inputs
+
+HOOK_SCALE = (0.5, 1.5)   # the hook scales its submodule's output feature by feature, from 0.5 to 1.5
+WEIGHT_STEP = 1e-2    # the size of the seeded step each parameter takes
+REASON_CHARS = 300
+Change = Callable[[torch.nn.Module], ContextManager[None]]
+
+
+def run(module: Any, inputs: dict[str, Any]) -> Any:
+    """One forward on fresh copies of the inputs, seeds reset first (a model that draws numbers draws the same)."""
+    torch.manual_seed(SEED)
+    with torch.no_grad():
+        return module(**clone(inputs))
+
+
+def clone(value: Any) -> Any:
+    """Tensors copied (a forward that writes into its inputs cannot reach the next call), containers rebuilt."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(clone(v) for v in value)
+    return value
+
+
+def to_fp64(value: Any) -> Any:
+    """Floating tensors in float64 (the fp64 reference's inputs); the rest as they are."""
+    if isinstance(value, torch.Tensor):
+        return value.double() if value.is_floating_point() else value
+    if isinstance(value, dict):
+        return {k: to_fp64(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_fp64(v) for v in value)
+    return value
+
+
+def hooked(name: str) -> Change:
+    """A change that registers a forward hook scaling submodule `name`'s output, removed after the call."""
+    @contextlib.contextmanager
+    def change(module: torch.nn.Module) -> Iterator[None]:
+        handle = module.get_submodule(name).register_forward_hook(_scale)
+        try:
+            yield
+        finally:
+            handle.remove()
+    return change
+
+
+def _scale(_module: Any, _args: Any, out: torch.Tensor) -> torch.Tensor:
+    # Per feature, not one factor: a LayerNorm after the hooked module would undo a uniform scale (or shift).
+    return out * torch.linspace(*HOOK_SCALE, out.shape[-1], dtype=out.dtype, device=out.device)
+
+
+@contextlib.contextmanager
+def weights_moved(module: torch.nn.Module) -> Iterator[None]:
+    """Every floating parameter stepped in place by a seeded delta (the same on every copy), restored after."""
+    params = [(n, p) for n, p in module.named_parameters() if p.is_floating_point()]
+    saved = [p.detach().clone() for _, p in params]
+    gen = torch.Generator().manual_seed(SEED + 1)
+    try:
+        with torch.no_grad():
+            for _, p in params:
+                # drawn in float32 on the CPU, then cast: the fp64 copy takes the very same step
+                p.add_(torch.randn(p.shape, generator=gen).to(p) * WEIGHT_STEP)
+        yield
+    finally:
+        with torch.no_grad():
+            for (_, p), old in zip(params, saved):
+                p.copy_(old)
+
+
+@dataclass
+class Step:
+    """One later call: its scenario, its inputs and change, or why it is not made."""
+
+    scenario: str
+    inputs: dict[str, Any] | None = None
+    change: Change | None = None
+    reason: str | None = None
+
+
+class References:
+    """Eager's outputs for every call of a group, from its own deep copy of the built module, made once."""
+
+    def __init__(self, model: str, built: Any, device: str, accuracy: Accuracy):
+        self.accuracy, self.device = accuracy, device
+        self.inputs = built.inputs
+        self.eager = copy.deepcopy(built.module)   # before any compile: nothing Dynamo did can reach it
+        self.outputs: dict[str, Any] = {}
+        self.first = run(self.eager, self.inputs)
+        called = _recording(self.eager)
+        again = run(self.eager, self.inputs)
+        called.close()
+        self.nondeterministic = _disagreement(self.first, again)
+        self.steps = [self._second(model, built), self._hook(called.names), Step("weights_updated", built.inputs,
+                                                                                weights_moved)]
+        for step in self.steps:
+            self._answer(step)
+        self._fp64_module: Any = None
+
+    def _second(self, model: str, built: Any) -> Step:
+        """The second size: the sealed spec or the rule's candidates, the first that runs in eager."""
+        if not built.spec:
+            return Step("second_size", reason="no input spec to derive a second size from")
+        try:
+            candidates = second.candidates(model, built.spec)
+        except LockError as exc:   # a corrupt second spec: named, and only this call lost
+            return Step("second_size", reason=str(exc)[:REASON_CHARS])
+        why = "the second-size rule finds no other size for these inputs"
+        for spec in candidates:
+            try:
+                inputs = make_inputs(spec, SEED, self.device)
+                self.outputs["second_size"] = run(self.eager, inputs)
+            except Exception as exc:   # a size this model does not take: the next candidate
+                why = f"no second size runs in eager: {type(exc).__name__}: {str(exc)[:200]}"
+                continue
+            return Step("second_size", inputs)
+        return Step("second_size", reason=why)
+
+    def _hook(self, called: list[str]) -> Step:
+        if not called:
+            return Step("hook_added", reason="no submodule with a floating tensor output ran")
+        return Step("hook_added", self.inputs, hooked(called[len(called) // 2]))
+
+    def _answer(self, step: Step) -> None:
+        """Eager's output for a step (a failure makes the step one not made, with why)."""
+        if step.inputs is None or step.scenario in self.outputs:
+            return
+        try:
+            with step.change(self.eager) if step.change else contextlib.nullcontext():
+                self.outputs[step.scenario] = run(self.eager, step.inputs)
+        except Exception as exc:
+            step.inputs, step.reason = None, f"eager fails after the change: {type(exc).__name__}: {str(exc)[:200]}"
+
+    def fp64(self, step: Step | None) -> Any:
+        """Eager's output for a call (None: the first) from a float64 copy, after the same change."""
+        if self._fp64_module is None:
+            self._fp64_module = copy.deepcopy(self.eager).double()
+        inputs = to_fp64(self.inputs if step is None else step.inputs)
+        if step is None or step.change is None:
+            return run(self._fp64_module, inputs)
+        with step.change(self._fp64_module):
+            return run(self._fp64_module, inputs)
+
+    def judge(self, step: Step | None, res: Any) -> Verdict:
+        """The compiled output of a call (None: the first) against eager's."""
+        if self.nondeterministic is not None:
+            return Verdict("eager_nondeterministic", detail=self.nondeterministic)
+        ref = self.first if step is None else self.outputs[step.scenario]
+        return compare(ref, res, rtol=self.accuracy.rtol, atol=self.accuracy.atol, fp64=lambda: self.fp64(step))
+
+
+class _recording:
+    """The submodules (by name) that return a floating tensor, in the order a forward first calls them."""
+
+    def __init__(self, module: torch.nn.Module):
+        self.names: list[str] = []
+        self.handles = [sub.register_forward_hook(self._seen(name)) for name, sub in module.named_modules() if name]
+
+    def _seen(self, name: str) -> Callable:
+        def hook(_m: Any, _args: Any, out: Any) -> None:
+            if isinstance(out, torch.Tensor) and out.is_floating_point() and name not in self.names:
+                self.names.append(name)
+        return hook
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+def _disagreement(a: Any, b: Any) -> str | None:
+    """Why two eager runs of the same inputs differ (None: bitwise the same)."""
+    left, right = list(leaves(a)), list(leaves(b))
+    if [x.path for x in left] != [y.path for y in right]:
+        return "eager run twice returns different outputs"
+    for x, y in zip(left, right):
+        if isinstance(x.value, torch.Tensor) and isinstance(y.value, torch.Tensor) and not bitwise(x.value, y.value):
+            return f"eager run twice differs at {x.path}"
+    return None
+
+
+class Recorder:
+    """Dynamo's compilation metrics since the last mark: recompiled frames, each with its reason."""
+
+    def __init__(self) -> None:
+        torch._dynamo.utils.clear_compilation_metrics()   # torch._dynamo.reset() keeps them
+
+    def take(self) -> list[str]:
+        """The recompile reasons since the last take (the metrics then cleared)."""
+        reasons = [m.recompile_reason for m in torch._dynamo.utils.get_compilation_metrics() if m.recompile_reason]
+        torch._dynamo.utils.clear_compilation_metrics()
+        return [r[:REASON_CHARS] for r in reasons]
+
+
+def calls(compiled: Callable, first_output: Any, graphs: Callable[[], int], module: torch.nn.Module,
+          refs: References, recorder: Recorder, error_fields: Callable[[BaseException], dict[str, Any]]) -> list[Call]:
+    """Every call of one item: the first (made already: its output), then each step's on the same compiled object;
+    `graphs()` counts the graphs compiled so far. A call that raises is not judged and the next one still runs."""
+    reasons = recorder.take()
+    out = [_call(FIRST, graphs(), reasons, refs.judge(None, first_output))]
+    for step in refs.steps:
+        if step.inputs is None:
+            out.append(Call(step.scenario, detail=step.reason))
+            continue
+        before = graphs()
+        try:
+            with step.change(module) if step.change else contextlib.nullcontext():
+                res = run(compiled, step.inputs)
+            verdict = refs.judge(step, res)
+        except Exception as exc:   # the call's own result; the item keeps its first call's status
+            found = error_fields(exc)
+            out.append(Call(step.scenario, graphs() - before, len(r := recorder.take()), r, "not_judged",
+                            detail=f"the call raised {found['error_type']}", error_type=found["error_type"],
+                            signature=found["signature"]))
+            continue
+        out.append(_call(step.scenario, graphs() - before, recorder.take(), verdict))
+    return out
+
+
+def _call(scenario: str, graphs: int, reasons: list[str], verdict: Verdict) -> Call:
+    return Call(scenario, graphs, len(reasons), reasons, verdict.accuracy, verdict.detail, verdict.output,
+                list(verdict.metadata))

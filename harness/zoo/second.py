@@ -1,0 +1,45 @@
+"""A model's second input spec (trace on A, run on B): the one its lock entry seals, or the rule's candidates.
+
+`zoo lock` seals the first candidate of harness.zoo.sizes.second_specs that runs in eager as the entry's
+`second_spec`; an entry locked before that has none, and the worker tries the rule's candidates in eager itself.
+A sealed one is checked here, where it is used, not with the entry: a bad one costs its own call, never the build.
+"""
+from __future__ import annotations
+
+from harness.zoo import lock as lock_mod
+from harness.zoo import registry
+from harness.zoo.errors import CorruptEntry
+from harness.zoo.sizes import second_specs
+
+FIELD = "second_spec"
+
+
+def candidates(model: str, spec: dict) -> list[dict]:
+    """The second specs to try for a model built from `spec`, best first: the sealed one alone, or the rule's;
+    CorruptEntry naming the model when its sealed one is malformed."""
+    sealed = _sealed(model)
+    if sealed is None:
+        return second_specs(spec)
+    return [check(model, sealed, spec)]
+
+
+def _sealed(model: str) -> object | None:
+    """The second spec a lock entry (or a registered test model) carries, as stored; None when it has none."""
+    if model in registry.EXTRA:
+        return registry.SECOND.get(model)
+    return lock_mod.current().entry(model).get(FIELD)
+
+
+def check(model: str, second: object, spec: dict) -> dict:
+    """`second` if it is a spec of the same inputs as `spec`, each with its kind and plain sizes; else CorruptEntry."""
+    if not isinstance(second, dict):
+        raise CorruptEntry(model, FIELD, f"expected an input spec (object), got {type(second).__name__}")
+    if set(second) != set(spec):
+        raise CorruptEntry(model, FIELD, f"names inputs {sorted(second)}, the entry's spec {sorted(spec)}")
+    for name, item in second.items():
+        if not isinstance(item, dict) or not isinstance(item.get("kind"), str):
+            raise CorruptEntry(model, f"{FIELD}.{name}", "not an input spec with a kind")
+        shape = item.get("shape", [1])
+        if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape):
+            raise CorruptEntry(model, f"{FIELD}.{name}", f"shape {shape!r} is not a list of positive sizes")
+    return second

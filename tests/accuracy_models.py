@@ -1,0 +1,58 @@
+"""Test-only models for the later calls and the accuracy oracle, registered when a worker imports this module.
+
+Workers import it through SweepOptions(extra_modules=["tests.accuracy_models"]) (tests/test_scenarios.py).
+TinyLM takes token ids (a spec the second-size rule lengthens and widens) and, while being traced under
+capture_scalar_outputs, adds 0.1 to its hidden state: the transformers pattern of another code path while compiling
+(is_compiling()), made large, so that one flag's first call is wrong and the baseline's is not.
+"""
+from __future__ import annotations
+
+import torch
+
+from harness.zoo import Built, register
+from harness.zoo.inputs import make_inputs
+
+SPEC = {"input_ids": {"kind": "ids", "shape": [2, 16], "high": 50}}
+SHIFT = 0.1
+NOISE = torch.Generator().manual_seed(1)   # never reset by the harness's seeds: eager run twice differs
+
+
+class TinyLM(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 8)
+        self.mix = torch.nn.Linear(8, 8)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        hidden = torch.tanh(self.mix(self.embed(input_ids)))
+        if torch.compiler.is_compiling() and torch._dynamo.config.capture_scalar_outputs:
+            hidden = hidden + SHIFT
+        return {"last_hidden_state": hidden, "logits": self.head(hidden)}
+
+
+@torch.compiler.disable
+def _noise(x: torch.Tensor) -> torch.Tensor:
+    return torch.rand(x.shape, generator=NOISE)
+
+
+class NoisyLM(TinyLM):
+    """Eager forward that is not deterministic: noise from its own generator, which no seed reset reaches."""
+
+    def forward(self, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = super().forward(input_ids)
+        return {**out, "logits": out["logits"] + _noise(out["logits"])}
+
+
+def _builder(cls: type) -> object:
+    def build(device: str) -> Built:
+        torch.manual_seed(0)
+        return Built(cls().eval().to(device), make_inputs(SPEC, 0, device), stratum="decoder_llm", spec=SPEC)
+    return build
+
+
+register("TinyLM", "decoder_llm", _builder(TinyLM))
+register("TinyNoisyLM", "decoder_llm", _builder(NoisyLM))
+# A second spec as a lock entry would seal it, malformed: its second_size call is lost, nothing else.
+register("TinyCorruptSecondLM", "decoder_llm", _builder(TinyLM),
+         second_spec={"input_ids": {"kind": "ids", "shape": "twenty-four"}})

@@ -1,0 +1,105 @@
+"""The accuracy oracle on tensors (harness.engine.accuracy), the second-size rule (harness.zoo.sizes.second_specs)
+and its check (harness.zoo.second), and the [accuracy] settings: in-process, no compile."""
+import pytest
+import torch
+from transformers import DynamicCache
+
+from bot import settings
+from harness.engine.accuracy import compare, leaves
+from harness.zoo import CorruptEntry
+from harness.zoo.second import check
+from harness.zoo.sizes import second_specs
+
+TOL = {"rtol": 1e-3, "atol": 1e-3}
+
+
+def test_bitwise_equal_is_exact_and_within_tolerance_is_close():
+    x = torch.randn(2, 3)
+    assert compare({"logits": x}, {"logits": x.clone()}, **TOL).accuracy == "exact"
+    close = compare({"logits": x}, {"logits": x + 1e-5}, **TOL)
+    assert close.accuracy == "close" and "max abs diff" in close.detail
+
+
+def test_beyond_tolerance_the_fp64_reference_arbitrates_and_the_first_wrong_output_is_named():
+    x = torch.randn(4, 8)
+    exact64, off = x.double(), x.clone()
+    off[0, 3] += 0.5
+    wrong = compare({"a": x, "b": [x, x]}, {"a": x, "b": [x, off]}, **TOL, fp64=lambda: {"a": exact64, "b": [exact64, exact64]})
+    assert (wrong.accuracy, wrong.output) == ("wrong", "b[1]") and "max abs diff 5.00e-01" in wrong.detail
+    assert "at (0, 3)" in wrong.detail
+    # eager itself is as far from fp64 as the compiled result: close, not wrong
+    eager = x + 0.01
+    close = compare({"a": eager}, {"a": x}, **TOL, fp64=lambda: {"a": (x + 0.005).double()})
+    assert close.accuracy == "close" and "fp64" in close.detail
+    # no fp64 run to ask (it failed): never called wrong on tolerance alone
+    def refuses():
+        raise RuntimeError("expected scalar type Float but found Double")
+    unjudged = compare({"a": x}, {"a": x + 1}, **TOL, fp64=refuses)
+    assert unjudged.accuracy == "not_judged" and "fp64 reference failed" in unjudged.detail
+
+
+def test_structure_is_compared_before_values():
+    x = torch.zeros(2, 3)
+    assert compare({"logits": x}, {"logits": x, "extra": x}, **TOL).accuracy == "wrong"
+    shape = compare({"logits": x}, {"logits": torch.zeros(3, 2)}, **TOL)
+    assert (shape.accuracy, shape.output) == ("wrong", "logits") and "shape" in shape.detail
+    assert compare({"n": 3}, {"n": 4}, **TOL).accuracy == "wrong"
+
+
+def test_caches_are_compared_by_their_tensors_and_metadata_is_listed_not_judged():
+    def cache(shift: float) -> DynamicCache:
+        c = DynamicCache()
+        c.update(torch.ones(1, 2, 3, 4) + shift, torch.ones(1, 2, 3, 4), layer_idx=0)
+        return c
+    assert [leaf.path for leaf in leaves({"past_key_values": cache(0)})] == ["past_key_values[0][0]", "past_key_values[0][1]"]
+    verdict = compare({"past_key_values": cache(0)}, {"past_key_values": cache(1)}, **TOL, fp64=lambda: {"past_key_values": cache(0)})
+    assert (verdict.accuracy, verdict.output) == ("wrong", "past_key_values[0][0]")
+    x = torch.randn(4, 6)
+    strided = compare({"h": x}, {"h": x.t().contiguous().t()}, **TOL)
+    assert strided.accuracy == "exact" and strided.metadata == ["h: strides (6, 1) in eager, (1, 4) compiled"]
+
+
+def test_the_second_size_rule_lengthens_token_axes_and_widens_the_batch_where_every_input_allows():
+    spec = {"input_ids": {"kind": "ids", "shape": [2, 16], "high": 9}, "attention_mask": {"kind": "ones", "shape": [2, 16]},
+            "pixel_values": {"kind": "randn", "shape": [2, 3, 8, 8]}}
+    both, seq, batch = second_specs(spec)
+    assert both["input_ids"]["shape"] == [3, 24] and both["pixel_values"]["shape"] == [3, 3, 8, 8]
+    assert seq["attention_mask"]["shape"] == [2, 24] and seq["pixel_values"] == spec["pixel_values"]
+    assert batch["input_ids"]["shape"] == [3, 16]
+    # inputs listed per image (a grid) keep the batch; media alone keep their sizes: batch only
+    grid = {**spec, "image_grid_thw": {"kind": "tensor", "value": [[1, 2, 2]] * 2}}
+    assert [s["input_ids"]["shape"] for s in second_specs(grid)] == [[2, 24]]
+    assert [s["pixel_values"]["shape"] for s in second_specs({"pixel_values": spec["pixel_values"]})] == [[3, 3, 8, 8]]
+
+
+@pytest.mark.parametrize("bad, field", [
+    ("big", "second_spec"),
+    ({"input_ids": {"kind": "ids", "shape": [2, 24]}, "extra": {"kind": "ones", "shape": [2]}}, "second_spec"),
+    ({"input_ids": {"kind": "ids", "shape": [2, -1]}}, "second_spec.input_ids"),
+    ({"input_ids": {"shape": [2, 24]}}, "second_spec.input_ids"),
+])
+def test_a_corrupt_second_spec_is_named_with_its_entry(bad, field):
+    with pytest.raises(CorruptEntry, match=rf"'M' is corrupt: field '{field}'") as raised:
+        check("M", bad, {"input_ids": {"kind": "ids", "shape": [2, 16]}})
+    assert raised.value.field == field
+
+
+@pytest.mark.parametrize("text, named", [
+    ("[accuracy]\nrtol = 0\n", r"accuracy\.rtol: must be a positive number \(a tolerance\), got 0\.0$"),
+    ("[accuracy]\natol = -1e-3\n", r"accuracy\.atol: must be a positive number \(a tolerance\), got -0\.001$"),
+    ('[accuracy]\nrtol = "small"\n', r"accuracy\.rtol: expected float"),
+    ("[accuracy]\natol = nan\n", r"accuracy\.atol: must be a finite number"),
+    ("[accuracy]\nenabled = 1\n", r"accuracy\.enabled: expected bool"),
+])
+def test_bad_tolerances_are_refused_naming_the_field(tmp_path, text, named):
+    bad = tmp_path / "s.toml"
+    bad.write_text(text)
+    with pytest.raises(settings.SettingsError, match=named):
+        settings.load(bad, env={})
+
+
+def test_the_accuracy_section_reaches_the_engine_options(tmp_path):
+    good = tmp_path / "s.toml"
+    good.write_text("[accuracy]\nrtol = 1e-2\nenabled = false\n")
+    options = settings.load(good, env={}).sweep_options()
+    assert (options.accuracy.enabled, options.accuracy.rtol, options.accuracy.atol) == (False, 1e-2, 1e-3)
