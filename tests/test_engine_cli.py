@@ -86,7 +86,7 @@ def test_sigkill_then_resume_redoes_nothing_and_prints_json(tmp_path):
     effects = {(e["model"], e["config"]): e for e in doc["effects"]}
     assert set(effects["TinyItemModel", "capture_scalar_outputs"]) == {
         "model", "stratum", "config", "effect", "baseline_graphs", "config_graphs", "baseline_signature", "config_signature",
-        "reason"}
+        "reason", "correctness", "recompile"}
     assert effects["TinyItemModel", "capture_scalar_outputs"]["effect"] == "reduces_graphs"
     assert effects["Fault_hang", "capture_scalar_outputs"]["effect"] == "crashes"
     assert effects["Fault_hang", "capture_scalar_outputs"]["config_signature"] == "timeout"
