@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The device check, one command (not a test; bench/gpu_check.py holds the parts and prints the one table).
 #
-#   bench/gpu_check.sh prepare DIR        on a machine with the package registry: the wheels the check needs
+#   [PYTHON=python3.X] bench/gpu_check.sh prepare DIR   (X: the GPU machine's Python: the wheels are per version)
+#                                         on a machine with the package registry: the wheels the check needs
 #                                         (transformers at the lock's version and its dependencies, tqdm) into DIR
 #   bench/gpu_check.sh [--torch PYTHON] [--wheels DIR] [gpu_check.py options]
 #                                         on the GPU machine (no network): a venv over PYTHON's site-packages
