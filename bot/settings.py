@@ -152,12 +152,18 @@ class SweepSettings:
     population: str = setting("all", one_of(*POPULATIONS))   # all | graph-breaking: models with >1 graph at baseline
     # share of pruned (model, flag) pairs traced again after a pruned sweep (min 20)
     prune_audit: float = setting(0.05, Check(lambda v: 0 <= v <= 1, "a share between 0 and 1"))
+    # on a CUDA device: workers per GPU (each capped at 1/gpu_workers of the GPU's memory); `workers` is for CPUs
+    gpu_workers: int = setting(2, between(1, 64, " workers per GPU"))
+    # Inductor/AOTAutograd cache root shared by the workers (one folder per torch build below it); None: beside the
+    # state file (`load` says where); "": no shared cache
+    compile_cache: str | None = setting(None, ANY, holds=Holds.PATH)
 
     def options(self, python: str | None = None, extra_modules: list[str] | None = None) -> SweepOptions:
         """The engine's options from these settings (`python`: the workers' interpreter, default the setting)."""
         return SweepOptions(workers=self.workers, timeout=self.timeout, backend=self.backend, device=self.device,
                             python=python or self.python, max_items_per_worker=self.max_items_per_worker,
-                            max_rss_mb=self.max_rss_mb, extra_modules=list(extra_modules or []))
+                            max_rss_mb=self.max_rss_mb, extra_modules=list(extra_modules or []),
+                            gpu_workers=self.gpu_workers, compile_cache=self.compile_cache or None)
 
 
 # A tolerance: a positive, finite number (the loader refuses a non-finite one before this check).
@@ -351,6 +357,19 @@ class Settings:
         """The engine's options: [sweep] with [accuracy] (`python`: the workers' interpreter, default the setting)."""
         return dataclasses.replace(self.sweep.options(python, extra_modules), accuracy=self.accuracy.options())
 
+    def at_state(self, state_path: Path) -> "Settings":
+        """These settings with the store at `state_path` (`--state`): a compile cache that was the default one,
+        beside the old store, moves beside the new one."""
+        sweep = self.sweep
+        if sweep.compile_cache == default_compile_cache(self.state_path):
+            sweep = dataclasses.replace(sweep, compile_cache=default_compile_cache(state_path))
+        return dataclasses.replace(self, state_path=state_path, sweep=sweep)
+
+
+def default_compile_cache(state_path: Path) -> str:
+    """Where the shared compile cache lives unless told otherwise: beside the store."""
+    return absolute(str(Path(state_path).parent / "compile-cache"))
+
 
 # Settings that moved to their feature's own section: (old section, old key, new section, new key). The old
 # place still works for one release, with a warning; setting both is an error.
@@ -536,4 +555,8 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
         # the default store path from `env`, not from the os.environ that Settings() would read
         data.setdefault("state_path", str(settings.state_path))
         settings = dataclasses.replace(_build(Settings, data, str(p)), routing=rules, source=str(p))
-    return _with_absolute_paths(_from_environment(settings, env))
+    settings = _with_absolute_paths(_from_environment(settings, env))
+    if settings.sweep.compile_cache is None:
+        settings = dataclasses.replace(settings, sweep=dataclasses.replace(
+            settings.sweep, compile_cache=default_compile_cache(settings.state_path)))
+    return settings

@@ -8,8 +8,10 @@ exactly one item while the rest of the model's items stay correct.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
+import sys
 import time
 
 import torch
@@ -17,8 +19,20 @@ import torch
 from harness.zoo import Built, register
 
 FLAG = "capture_scalar_outputs"
-FAULTS = ("raise", "segfault", "abort", "hang", "oom", "sigkill")
+FAULTS = ("raise", "segfault", "abort", "hang", "oom", "sigkill", "cuda_oom", "oom_shared")
 MEMORY_CHUNK_MB = 256
+
+
+def _shares_the_device() -> bool:
+    """Whether this worker was started with a share of the device (the pool's normal workers) rather than all of
+    it (an out-of-memory item's re-run alone): its startup argument says so."""
+    return json.loads(sys.argv[1])["memory_fraction"] < 1.0
+
+
+def _out_of_memory() -> None:
+    # torch.cuda.OutOfMemoryError is constructible on a CPU-only torch: the real type, as the allocator raises it.
+    raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+                                      "of 79.19 GiB of which 1.06 GiB is free. Process 4242 has 78.10 GiB in use.")
 
 
 def _flag_on() -> bool:
@@ -46,6 +60,10 @@ def _fault(kind: str) -> None:
             time.sleep(0.02)
     if kind == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if kind == "cuda_oom":         # out of memory even alone
+        _out_of_memory()
+    if kind == "oom_shared" and _shares_the_device():   # out of memory only beside other workers
+        _out_of_memory()
 
 
 class FaultModel(torch.nn.Module):

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"flagsweep: settings: {exc}", file=sys.stderr)
         return 2
     if args.state is not None:     # already absolute (absolute_args)
-        settings = dataclasses.replace(settings, state_path=Path(args.state))
+        settings = settings.at_state(Path(args.state))
     try:
         return int(args.func(args, settings) or 0)
     except KeyboardInterrupt:

@@ -21,7 +21,7 @@ from harness.core.outcome import Outcome
 from harness.core.run_environment import RunEnvironment
 
 COMPILERS = ("c++", "g++", "clang++")     # what inductor's C++ build looks for on PATH
-FAILED_AT_BASELINE = ("create_error", "input_error", "eager_error", "error", "timeout", "killed")
+FAILED_AT_BASELINE = ("create_error", "input_error", "eager_error", "error", "timeout", "killed", "out_of_memory")
 
 
 def check(conn: sqlite3.Connection, run: Run, prev: Run | None, settings: Settings) -> EnvironmentVerdict:

@@ -27,7 +27,7 @@ from harness.core.diff import DiffResult
 from bot.settings import Settings
 from bot.builds.provider import Nightly, SpecError
 from bot.builds.wheel_index import ProviderError, dev_date
-from harness.core.outcome import BUILD_STATUSES, Outcome
+from harness.core.outcome import UNTESTED_STATUSES, Outcome
 from state import ranges as store
 from state import runs as runs_mod
 from state.ranges import Build, Range
@@ -90,7 +90,7 @@ class Target:
 def state(target: Target, outcomes: Outcomes) -> str | None:
     """`old`, `new`, or None when none of the target's models could be tested on the build."""
     tested = [o for o in (outcomes.get(item) for item in target.items) if o is not None
-              and o.status not in BUILD_STATUSES]
+              and o.status not in UNTESTED_STATUSES]
     if not tested:
         return None
     old_failed = target.kind == "fixed"

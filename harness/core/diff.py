@@ -3,7 +3,8 @@
 Transitions (DESIGN.md "Words"): `new_crash`, `fixed`, `still_crashing`,
 `signature_changed`, `graphs_decreased`, `graphs_increased`, `unchanged`,
 `new_model`, `gone`, `not_comparable`. An item that did not build (create/input/
-eager error) counts as failing: a model that stops building is news too.
+eager error) counts as failing: a model that stops building is news too. An item that ran out of memory on the
+device was not measured: `not_comparable`, never a crash or a fix.
 
 Beside them, per item, the two axes judged on its calls (harness.core.correctness), in `DiffResult.axes`: the
 correctness effect night to night (`new_wrong_result`, `wrong_result_fixed`, `still_wrong_result`) and the later
@@ -17,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
 from harness.core.correctness import WRONG_RESULT, first_wrong, later_recompiles, wrong_signature
-from harness.core.outcome import Effect, Outcome
+from harness.core.outcome import OUT_OF_MEMORY, Effect, Outcome
 
 TRANSITIONS = (
     "new_crash",
@@ -135,6 +136,9 @@ class DiffResult:
         }
 
 
+OUT_OF_MEMORY_REASON = "out of memory on the device: not measured"
+
+
 def _failed(o: Outcome) -> bool:
     return o.status != "ok"
 
@@ -155,6 +159,8 @@ def classify(before: Outcome | None, after: Outcome | None) -> str:
     if after is None:
         return "gone"
     if before.fingerprint and after.fingerprint and before.fingerprint != after.fingerprint:
+        return "not_comparable"
+    if OUT_OF_MEMORY in (before.status, after.status):
         return "not_comparable"
     if not _failed(before) and _failed(after):
         return "new_crash"
@@ -262,7 +268,9 @@ def _not_comparable_because(result: DiffResult, before: str | None, after: str |
     bump = bool(before and after and before != after)
     reason = f"transformers {before} → {after}" if bump else "its build changed (lock entry or build code)"
     for t in skipped:
-        t.reason = reason
+        fps = (t.before["fingerprint"], t.after["fingerprint"])
+        oom = OUT_OF_MEMORY in (t.before["status"], t.after["status"])
+        t.reason = OUT_OF_MEMORY_REASON if oom and not (all(fps) and fps[0] != fps[1]) else reason
     if bump:
         models = {t.model for t in result.transitions}
         result.notes.append(f"{reason}: {len({t.model for t in skipped})} of {len(models)} models not comparable "

@@ -12,7 +12,7 @@ from typing import Iterable
 
 from harness.core import correctness
 from harness.core.correctness import CORRECTNESS_EFFECTS, RECOMPILE_EFFECTS
-from harness.core.outcome import BUILD_STATUSES, EFFECTS, Effect, Outcome
+from harness.core.outcome import EFFECTS, UNTESTED_STATUSES, Effect, Outcome
 
 BASELINE = "baseline"
 # Effects that leave a model untestable under a flag; percentages are of the rest (DESIGN "Words").
@@ -21,9 +21,9 @@ UNTESTABLE = ("create_error", "both_crash")
 
 def classify(baseline: Outcome, flagged: Outcome) -> str:
     """One of EFFECTS for a (baseline, flagged) pair of the same model."""
-    # A model that could not be built (or whose eager run failed) says nothing
-    # about any flag, whichever of the two items noticed it.
-    if baseline.status in BUILD_STATUSES or flagged.status in BUILD_STATUSES:
+    # A model that could not be built (or whose eager run failed, or that the device had no memory for) says
+    # nothing about any flag, whichever of the two items noticed it.
+    if baseline.status in UNTESTED_STATUSES or flagged.status in UNTESTED_STATUSES:
         return "create_error"
     base_ok = baseline.status == "ok"
     flag_ok = flagged.status == "ok"

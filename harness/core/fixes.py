@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from harness.core.outcome import BUILD_STATUSES, Outcome
+from harness.core.outcome import UNTESTED_STATUSES, Outcome
 
 COMPILES = "compiles"
 STILL_CRASHING = "still crashing"
@@ -46,7 +46,7 @@ def check(signature: str, baseline: Outcome | None, flagged: Outcome | None) -> 
     if flagged is None:
         return NOT_SWEPT
     for o in (baseline, flagged):
-        if o is not None and o.status in BUILD_STATUSES:
+        if o is not None and o.status in UNTESTED_STATUSES:
             return o.status
     if flagged.flaky_rate is not None:
         return FLAKY

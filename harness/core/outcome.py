@@ -20,9 +20,14 @@ STATUSES = (
     "create_error",  # the model (config or class) could not be built
     "input_error",   # inputs could not be made for it
     "eager_error",   # the eager forward failed, so compiling says nothing
+    "out_of_memory", # the device ran out of memory (even alone, re-run once): untested, never a crash
 )
+OUT_OF_MEMORY = "out_of_memory"
 # Statuses that mean "the model itself is not testable", before any compile.
 BUILD_STATUSES = ("create_error", "input_error", "eager_error")
+# Statuses that say nothing about a compile: a build status, or a device too small for the model. Such a model is
+# untestable under every flag (its effect is create_error), never a crash with a signature, never filed.
+UNTESTED_STATUSES = BUILD_STATUSES + (OUT_OF_MEMORY,)
 # Statuses that mean "the compile under this config crashed".
 CRASH_STATUSES = ("error", "timeout", "killed")
 

@@ -33,6 +33,10 @@ class RunEnvironment:
     device_name: str | None = None
     torch_index: str | None = None       # the wheel index the build came from (a nightly)
     torch_channel: str | None = None     # its channel (nightly, test, ...)
+    # On a CUDA device only (gathered in a worker): what the GPU is and what drives it. Unset on a CPU run, so a CPU
+    # run's stored form is what it was before these fields existed.
+    compute_capability: str | None = None   # "9.0"
+    driver_version: str | None = None       # the NVIDIA driver, as nvidia-smi says it ("550.54.15")
     # Whether a provider said where the build came from: its index and channel are then stored, null or not (a plain
     # sweep's never had them). Kept so a stored form reads back to the same bytes, and so the same key.
     provided: bool = field(default=False, repr=False)

@@ -1,6 +1,8 @@
 """Is a device there? Asked in the interpreter under test, so the bot process never imports torch."""
 from __future__ import annotations
 
+import subprocess
+
 from harness.engine import interpreter
 
 
@@ -28,3 +30,17 @@ def unavailable(device: str, python: str | None = None, timeout: float = 300.0) 
         return interpreter.call("harness.engine.devices:why_not", device, python=python, timeout=timeout)
     except interpreter.CallFailed as exc:
         return f"cannot check it: {exc.why}"
+
+
+def gpu_indices(device: str) -> list[str]:
+    """The GPUs a pool on `device` spreads its workers over, asked of nvidia-smi (never of torch: this runs in the
+    parent, which must hold no CUDA context): every GPU for "cuda"; none for "cuda:N" (that one, as the worker's
+    device says) or a CPU, or where nvidia-smi does not answer (the workers then see what the parent sees)."""
+    if device != "cuda":
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []

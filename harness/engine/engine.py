@@ -21,7 +21,7 @@ from harness.core.outcome import Outcome
 from harness.core.run_environment import BuildOrigin, RunEnvironment
 from harness.engine.interpreter import CallFailed, call
 from harness.core.model_build import ModelBuild
-from harness.engine.events import Built, ConfigSpace, Result
+from harness.engine.events import Built, CacheCounts, ConfigSpace, Result
 from harness.engine.pool import Group, Pool, PoolError
 from harness.engine.progress import Progress
 from harness.core.scrub import scrub
@@ -85,7 +85,7 @@ class SweepRequest:
 
 
 def _pool(options: SweepOptions, base_settings: dict, n_groups: int, fresh: bool = False) -> Pool:
-    return Pool(options, workers=options.worker_count(n_groups), base_settings=base_settings, fresh_workers=fresh)
+    return Pool(options, items=n_groups, base_settings=base_settings, fresh_workers=fresh)
 
 
 def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset(),
@@ -266,8 +266,12 @@ def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool) -> dict[str
     stratum_of = _stratum_lookup()
     bar = Progress(total=len(plan.models) * len(plan.configs), done=len(plan.done), enabled=progress,
                    label=f"sweep {len(plan.models)} models")
+    cache = CacheTally()
     with _running(pool, bar):
         for event in pool.run(plan.groups()):
+            if isinstance(event, CacheCounts):
+                cache.add(event)
+                continue
             if isinstance(event, Built):     # once per model: what its reproducer is rendered from
                 builds[event.build.model] = event.build
                 runs.record_model(conn, plan.run_id, event.build)
@@ -277,7 +281,33 @@ def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool) -> dict[str
                 stored_flags.record_reads(conn, plan.run_id, outcome.model, event.config_reads)
             runs.record_outcome(conn, plan.run_id, outcome)
             bar.advance(crashed=outcome.crashed)
+    if cache.compiles:
+        log.info("%s", cache.describe())
     return builds
+
+
+@dataclass
+class CacheTally:
+    """The compile cache's hits and misses over a sweep's inductor compiles (CacheCounts events, summed)."""
+
+    compiles: int = 0
+    fxgraph_hit: int = 0
+    fxgraph_miss: int = 0
+    autograd_hit: int = 0
+    autograd_miss: int = 0
+
+    def add(self, counts: CacheCounts) -> None:
+        """Count one compile's hits and misses."""
+        self.compiles += 1
+        self.fxgraph_hit += counts.fxgraph_hit
+        self.fxgraph_miss += counts.fxgraph_miss
+        self.autograd_hit += counts.autograd_hit
+        self.autograd_miss += counts.autograd_miss
+
+    def describe(self) -> str:
+        """One log line."""
+        return (f"compile cache over {self.compiles} compiles: FX graphs {self.fxgraph_hit} hits, "
+                f"{self.fxgraph_miss} misses; AOTAutograd {self.autograd_hit} hits, {self.autograd_miss} misses")
 
 
 def _abandon(conn: Any, run_id: int | None, exc: BaseException) -> SweepInterrupted | None:

@@ -40,9 +40,31 @@ def gather(device: str = "cpu") -> dict[str, Any]:
     }
     if device.startswith("cuda") and torch.cuda.is_available():
         # Only ever in a worker: the parent must not initialize CUDA.
-        env["device_name"] = torch.cuda.get_device_name(torch.device(device))
+        env.update(_gpu(torch.device(device)))
     env["recipe_fingerprint"] = _recipe_fingerprint()
     return env
+
+
+def _gpu(device: Any) -> dict[str, Any]:
+    """The GPU's name and compute capability, and the NVIDIA driver's version (None where unknown)."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    return {"device_name": torch.cuda.get_device_name(device), "compute_capability": f"{major}.{minor}",
+            "driver_version": _driver_version()}
+
+
+def _driver_version() -> str | None:
+    """The NVIDIA driver's version (torch knows only the CUDA runtime's): asked of nvidia-smi, None without it."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.stdout.strip().splitlines()
+    return lines[0].strip() if out.returncode == 0 and lines else None
 
 
 def _recipe_fingerprint() -> str:

@@ -21,18 +21,26 @@ from harness.core.record import RecordError, check_version, parse
 from harness.core.run_environment import RunEnvironment
 from harness.engine.options import Accuracy
 
-PROTOCOL = 2   # bump on any change to a line below (both ends of a pipe run the same checkout)
+PROTOCOL = 3   # bump on any change to a line below (both ends of a pipe run the same checkout)
+# The exit status of a worker asked for a device its torch does not have; its one stderr line says why.
+NO_DEVICE_EXIT = 3
 
 
 # ---- requests: parent -> worker ----------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Startup:
-    """The worker's command-line argument: where to write events, its thread budget, modules to import first."""
+    """The worker's command-line argument: where to write events, its thread budget, modules to import first, the
+    device it runs models on (a CUDA worker is set up at start: its share of the GPU's memory, TF32 off) and the
+    shared compile cache's root ("": none)."""
 
     fd: int = 1
     threads: int = 0                     # 0: torch's default
     extra_modules: list[str] = dataclasses.field(default_factory=list)
+    device: str = "cpu"
+    memory_fraction: float = 1.0         # of the GPU's memory this worker may allocate (1 / workers sharing it)
+    compile_cache: str = ""              # the shared cache's root ("": none, the worker compiles in `scratch`)
+    scratch: str = ""                    # a folder the pool removes when it closes ("": the system's temp)
 
     def to_json(self) -> str:
         """The argument as handle.spawn passes it."""
@@ -129,14 +137,27 @@ class Result:
 
 
 @dataclass(frozen=True)
+class CacheCounts:
+    """What Inductor's FX graph cache and AOTAutograd's cache did during one compile (index -1: a pooled one); sent
+    under the inductor backend, after the compile and before its result."""
+
+    index: int
+    fxgraph_hit: int = 0
+    fxgraph_miss: int = 0
+    autograd_hit: int = 0
+    autograd_miss: int = 0
+
+
+@dataclass(frozen=True)
 class Done:
     """The request is done; the worker's RSS then (the pool recycles a worker above its limit)."""
 
     rss_mb: float | None = None
 
 
-Event = Union[Ready, Env, Built, Start, Result, Done]
-_EVENTS: dict[type, str] = {Ready: "ready", Env: "env", Built: "built", Start: "start", Result: "result", Done: "done"}
+Event = Union[Ready, Env, Built, Start, CacheCounts, Result, Done]
+_EVENTS: dict[type, str] = {Ready: "ready", Env: "env", Built: "built", Start: "start", CacheCounts: "cache",
+                            Result: "result", Done: "done"}
 
 
 # ---- the one writer and the one reader of each ------------------------------------------------
@@ -200,4 +221,5 @@ def _result(fields: dict[str, Any]) -> Result:
 
 
 _READERS: dict[str, Callable[[dict[str, Any]], Event] | type] = {
-    "ready": _ready, "env": _env, "built": _built, "start": Start, "result": _result, "done": Done}
+    "ready": _ready, "env": _env, "built": _built, "start": Start, "cache": CacheCounts, "result": _result,
+    "done": Done}

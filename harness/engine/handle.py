@@ -19,8 +19,9 @@ from harness import PROJECT_ROOT
 from harness.engine import events
 
 
-def worker_env(threads: int | None = None) -> dict[str, str]:
-    """The environment of a worker: project root importable, one thread budget, no downloads."""
+def worker_env(threads: int | None = None, gpu: str | None = None) -> dict[str, str]:
+    """The environment of a worker: project root importable, one thread budget, no downloads; `gpu`: the one GPU
+    it sees (CUDA_VISIBLE_DEVICES, the child's own interface: its "cuda" is then that GPU)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
@@ -32,6 +33,8 @@ def worker_env(threads: int | None = None) -> dict[str, str]:
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
         env["MKL_NUM_THREADS"] = str(threads)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     return env
 
 
@@ -68,6 +71,7 @@ class Worker:
     log_mark: int = 0
     spawned: float = field(default_factory=time.monotonic)
     retiring: bool = False
+    gpu: str | None = None               # the GPU it was pinned to (several GPUs on one host), else None
 
     @property
     def pid(self) -> int:
@@ -156,19 +160,23 @@ class Worker:
                 pass
 
 
-def spawn(python: str, threads: int, extra_modules: list[str], logdir: str) -> Worker:
-    """Start one worker process (its own session, output to a log file in `logdir`, events on a pipe)."""
+def spawn(python: str, threads: int, extra_modules: list[str], logdir: str, *, device: str = "cpu",
+          memory_fraction: float = 1.0, compile_cache: str = "", gpu: str | None = None) -> Worker:
+    """Start one worker process (its own session, output to a log file in `logdir`, events on a pipe); on a CUDA
+    device with `memory_fraction` of its GPU (`gpu`: pinned to that one)."""
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
     log = tempfile.TemporaryFile(dir=logdir)
-    opts = events.Startup(fd=write_fd, threads=threads, extra_modules=list(extra_modules))
+    opts = events.Startup(fd=write_fd, threads=threads, extra_modules=list(extra_modules), device=device,
+                          memory_fraction=memory_fraction, compile_cache=compile_cache, scratch=logdir)
+    # A fresh interpreter (never a fork): the parent holds no CUDA context for a child to inherit.
     proc = subprocess.Popen(
         [python, "-m", "harness.engine.worker", opts.to_json()],
         stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(write_fd,),
-        env=worker_env(threads), cwd=str(PROJECT_ROOT), start_new_session=True,
+        env=worker_env(threads, gpu), cwd=str(PROJECT_ROOT), start_new_session=True,
     )
     os.close(write_fd)
-    return Worker(proc=proc, fd=read_fd, log=log)
+    return Worker(proc=proc, fd=read_fd, log=log, gpu=gpu)
 
 
 def signal_name(returncode: int | None) -> str:

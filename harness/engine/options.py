@@ -36,10 +36,20 @@ class SweepOptions:
     max_rss_mb: float = 6000.0        # recycle above this; kill the item above 1.5x
     extra_modules: list[str] = field(default_factory=list)  # imported by each worker at start
     accuracy: Accuracy = field(default_factory=Accuracy)    # the calls after the first, judged against eager
+    gpu_workers: int = 2              # on a CUDA device: workers per GPU, each capped at 1/gpu_workers of its memory
+    # Inductor's and AOTAutograd's cache root, shared by every worker; one folder per torch build below it.
+    # None or "": no shared cache (each worker compiles everything itself).
+    compile_cache: str | None = None
 
-    def worker_count(self, items: int | None = None) -> int:
-        """Workers to start for `items` groups: the setting (0: one per core), never more than the groups."""
-        n = self.workers or os.cpu_count() or 1
+    @property
+    def on_cuda(self) -> bool:
+        """The workers run the models on a CUDA device."""
+        return self.device.startswith("cuda")
+
+    def worker_count(self, items: int | None = None, gpus: int = 1) -> int:
+        """Workers to start for `items` groups: the setting (0: one per core), or on CUDA `gpu_workers` per GPU;
+        never more than the groups."""
+        n = self.gpu_workers * max(1, gpus) if self.on_cuda else self.workers or os.cpu_count() or 1
         return max(1, min(n, items) if items else n)
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,7 +9,13 @@ How an item ends, as seen from here (asv's rule: every end is a status):
 result event -> its status; worker died -> killed (signal name; SIGKILL from
 the kernel's OOM killer included); no event before --timeout -> timeout;
 RSS above the hard limit -> killed ("memory limit"); a line that does not read as an event of this
-protocol (harness.engine.events) -> PoolError, as for workers that cannot start. The hard limit is
+protocol (harness.engine.events) -> PoolError, as for workers that cannot start; a worker that says its torch has
+no such device -> PoolError, that one line. A result of status out_of_memory is held back and its item re-run
+once alone (a fresh worker, nothing else on the device, the whole GPU) when the rest is done: what that gives is
+what is yielded.
+
+On a CUDA device the pool is `gpu_workers` per GPU, pinned round robin (CUDA_VISIBLE_DEVICES) when the host has
+several; each worker may allocate 1/gpu_workers of its GPU's memory. The hard limit is
 1.5 x max_rss_mb, enforced by polling each busy worker's RSS every 0.1 s
 (an RLIMIT_AS would break CUDA and many allocators); above max_rss_mb after
 a model the worker is recycled instead.
@@ -27,11 +33,11 @@ import tempfile
 import time
 from typing import Any, Iterator
 
-from harness.core.outcome import Outcome
+from harness.core.outcome import OUT_OF_MEMORY, Outcome
 from harness.core.record import RecordError
 from harness.core.run_environment import RunEnvironment
-from harness.engine import events
-from harness.engine.events import Built, ConfigSpace, Result
+from harness.engine import devices, events
+from harness.engine.events import Built, CacheCounts, ConfigSpace, Result
 from harness.engine.options import SweepOptions
 from harness.core.signature import innermost_torch_frame, signature
 from harness.engine.handle import PROJECT_ROOT, Group, Worker, signal_name, spawn, worker_env
@@ -52,9 +58,15 @@ class Pool:
     build as it is built)."""
 
     def __init__(self, options: SweepOptions, *, workers: int | None = None, base_settings: dict | None = None,
-                 fresh_workers: bool = False):
-        """`workers`: how many to start (default: what the options say); fresh: one item per worker."""
-        self.size = max(1, workers if workers is not None else options.worker_count())
+                 fresh_workers: bool = False, items: int | None = None, alone: bool = False):
+        """`workers`: how many to start (default: what the options say for `items` groups); fresh: one item per
+        worker; alone: one worker with the device to itself (an out-of-memory item's re-run)."""
+        self.options = options
+        self.gpus = devices.gpu_indices(options.device) if options.on_cuda else []
+        self.size = 1 if alone else max(1, workers if workers is not None else
+                                        options.worker_count(items, gpus=len(self.gpus)))
+        self.memory_fraction = 1.0 if alone else 1.0 / max(1, options.gpu_workers)
+        self.alone = alone
         self.timeout = options.timeout
         self.python = options.python or sys.executable
         self.backend, self.device = options.backend, options.device
@@ -84,7 +96,16 @@ class Pool:
 
     def _spawn(self) -> Worker:
         self.stats["spawned"] += 1
-        return spawn(self.python, self.threads, self.extra_modules, self.logdir.name)
+        return spawn(self.python, self.threads, self.extra_modules, self.logdir.name, device=self.device,
+                     memory_fraction=self.memory_fraction, compile_cache=self.options.compile_cache or "",
+                     gpu=self._next_gpu())
+
+    def _next_gpu(self) -> str | None:
+        """The GPU with the fewest of this pool's workers (round robin as they start); None: do not pin."""
+        if len(self.gpus) < 2:
+            return None
+        load = collections.Counter(w.gpu for w in self.workers)
+        return min(self.gpus, key=lambda g: load[g])
 
     def close(self, kill: bool = False) -> None:
         """Stop every worker: politely (exit request) unless `kill`, then SIGKILL whatever is left."""
@@ -133,20 +154,45 @@ class Pool:
                 asked = None  # it died answering; ask another
             self._top_up_to(self.size if asked is None and not self.workers else 0)
 
-    def run(self, groups: list[Group]) -> Iterator[Result | Built]:
+    def run(self, groups: list[Group]) -> Iterator[Result | Built | CacheCounts]:
         """Run every item of `groups`; yield each Result in finishing order, and a model's Built (before its
         results) when it has a build to keep."""
         queue = collections.deque(groups)
+        held: list[Result] = []
         self.start(min(self.size, max(1, len(queue))) if not self.workers else None)
         while queue or any(w.group for w in self.workers):
             for w in self.workers:
                 if queue and w.ready and w.group is None and not w.retiring:
                     self._assign(w, queue.popleft())
             for w, event in self._wait_events():
-                yield from self._on_event(w, event, queue)
+                for out in self._on_event(w, event, queue):
+                    if isinstance(out, Result) and out.outcome.status == OUT_OF_MEMORY and not self.alone:
+                        held.append(out)
+                    else:
+                        yield out
             yield from self._check_limits(queue)
             self._top_up(queue)
             self._reap()
+        if held:
+            yield from self._rerun_alone(held, groups)
+
+    def _rerun_alone(self, held: list[Result], groups: list[Group]) -> Iterator[Result | Built | CacheCounts]:
+        """Each out-of-memory item once more, in a fresh worker with the device to itself (this pool's workers
+        stopped first: an idle worker still holds its CUDA cache); the re-run's result stands, attempts 2."""
+        self.close()
+        self.logdir = tempfile.TemporaryDirectory(prefix="flagsweep-workers-")
+        by_index = {index: (group, (index, config, settings))
+                    for group in groups for index, config, settings in group.items}
+        by_model: dict[str, list] = {}
+        for result in held:
+            group, item = by_index[result.index]
+            by_model.setdefault(group.model, [group]).append(item)
+        with Pool(self.options, base_settings=self.base_settings, alone=True) as alone:
+            again = [dataclasses.replace(g, items=items) for g, *items in by_model.values()]
+            for event in alone.run(again):
+                if isinstance(event, Result):
+                    event = dataclasses.replace(event, outcome=dataclasses.replace(event.outcome, attempts=2))
+                yield event
 
     def _assign(self, w: Worker, group: Group) -> None:
         w.group, w.pending, w.current, w.built = group, list(group.items), None, False
@@ -158,7 +204,8 @@ class Pool:
         if not ok:
             w.deadline = time.monotonic()  # dead already: _check_limits reaps it next round
 
-    def _on_event(self, w: Worker, event: events.Event, queue: collections.deque) -> Iterator[Result | Built]:
+    def _on_event(self, w: Worker, event: events.Event,
+                  queue: collections.deque) -> Iterator[Result | Built | CacheCounts]:
         if isinstance(event, events.Ready):
             w.ready = True
             self.started_ok += 1
@@ -168,6 +215,8 @@ class Pool:
             w.deadline = time.monotonic() + self.timeout
             if event.build is not None:
                 yield event
+        elif isinstance(event, CacheCounts):
+            yield event
         elif isinstance(event, events.Start):
             w.current = event.index
             w.deadline = time.monotonic() + self.timeout
@@ -279,6 +328,9 @@ class Pool:
         tail = w.log_tail()
         w.cleanup()
         self.workers.remove(w)
+        if w.proc.returncode == events.NO_DEVICE_EXIT:   # the worker said why in one line: that is the refusal
+            self.close(kill=True)
+            raise PoolError(([ln for ln in tail.splitlines() if ln.strip()] or ["no such device"])[-1])
         self.startup_failures += 1
         if self.started_ok == 0 and self.startup_failures >= 2 or self.startup_failures >= 5:
             self.close(kill=True)

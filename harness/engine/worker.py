@@ -33,7 +33,7 @@ from typing import Any, Callable
 from harness.core.calls import FIRST, Call
 from harness.core.effects import BASELINE
 from harness.core.model_build import ModelBuild
-from harness.core.outcome import NOT_READ, POOLED, Outcome
+from harness.core.outcome import NOT_READ, OUT_OF_MEMORY, POOLED, Outcome
 from harness.core.run_environment import RunEnvironment
 from harness.engine import events
 from harness.engine.events import RunRequest
@@ -131,6 +131,101 @@ def _error_fields(exc: BaseException) -> dict[str, Any]:
     }
 
 
+def out_of_memory(exc: BaseException | None) -> bool:
+    """Whether the device ran out of memory: a CUDA (or CPU) out-of-memory error, or one that Dynamo or Inductor
+    wrapped (it rides on __cause__ / __context__)."""
+    import torch
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _memory_fields(exc: BaseException, device: str) -> dict[str, Any]:
+    """An out-of-memory item's error fields: what ran out, but no signature (it is not a crash of any flag); the
+    allocator's cache emptied for the next item."""
+    import torch
+
+    fields = _error_fields(exc)
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return {"error_type": fields["error_type"], "error_message": fields["error_message"],
+            "traceback": fields["traceback"]}
+
+
+def _ended(error: Exception | None, device: str) -> dict[str, Any]:
+    """How a compile ended: ok, out of memory, or an error with its signature."""
+    if error is None:
+        return {"status": "ok"}
+    if out_of_memory(error):
+        return {"status": OUT_OF_MEMORY, **_memory_fields(error, device)}
+    return {"status": "error", **_error_fields(error)}
+
+
+def cache_counts(index: int) -> events.CacheCounts:
+    """What the FX graph cache and the AOTAutograd cache did since the last reset (one compile)."""
+    from torch._dynamo.utils import counters
+
+    return events.CacheCounts(index, fxgraph_hit=counters["inductor"]["fxgraph_cache_hit"],
+                              fxgraph_miss=counters["inductor"]["fxgraph_cache_miss"],
+                              autograd_hit=counters["aot_autograd"]["autograd_cache_hit"],
+                              autograd_miss=counters["aot_autograd"]["autograd_cache_miss"])
+
+
+def setup_device(device: str, memory_fraction: float) -> None:
+    """A CUDA worker's start: its share of the GPU's memory, and TF32 off (outputs are compared; TF32 matmuls and
+    convolutions differ from fp32 by more than the tolerance). A device this torch lacks: one line, exit."""
+    import torch
+
+    from harness.engine.devices import why_not
+
+    if device == "cpu":
+        return
+    why = why_not(device)
+    if why is not None:
+        sys.stderr.write(f"--device {device}: {why}\n")
+        sys.stderr.flush()
+        os._exit(events.NO_DEVICE_EXIT)
+    if device.startswith("cuda"):
+        torch.cuda.set_per_process_memory_fraction(memory_fraction, torch.device(device))
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+
+def build_key() -> str:
+    """The torch build this worker runs, as a folder name: a cache must not outlive a torch change."""
+    import re
+
+    import torch
+
+    git = (getattr(torch.version, "git_version", None) or "unknown")[:12]
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", f"{torch.__version__}-{git}")
+
+
+def setup_compile_cache(root: str, scratch: str) -> None:
+    """Inductor's and AOTAutograd's caches in the shared folder of this build under `root`, so a graph the baseline
+    and a flag both produce is compiled once, by whichever worker gets there first; without a root, the caches off
+    and the worker's own folder in `scratch` (removed with the pool), never a cache left by another run."""
+    import tempfile
+
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    if root:
+        folder = os.path.join(root, build_key())
+        os.makedirs(folder, exist_ok=True)
+    else:
+        folder = tempfile.mkdtemp(prefix="inductor-", dir=scratch or None)
+    # Inductor reads its cache folder from the environment, at compile time (TRITON_CACHE_DIR follows it).
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    inductor_config.fx_graph_cache = bool(root)
+    functorch_config.enable_autograd_cache = bool(root)
+
+
 def _build(model: str, device: str) -> Built:
     """The zoo's build (the one place here that knows the zoo's API)."""
     from harness import zoo
@@ -178,14 +273,16 @@ def run_group(chan: Channel, req: RunRequest) -> None:
 
     start = time.perf_counter()
     built, status, cause = None, None, None
+    common: dict[str, Any] = {}
     try:
         built = _build(model, device)
-    except BuildError as exc:  # it carries its status
-        status, cause = exc.status, exc.cause
-    except Exception as exc:  # anything else is a failed create
-        status, cause = "create_error", f"{type(exc).__name__}: {exc}"
-    build_s = round(time.perf_counter() - start, 4)
-    common: dict[str, Any] = {"build_s": build_s}
+    except Exception as exc:  # a BuildError carries its status; anything else is a failed create
+        status, cause = (exc.status, exc.cause) if isinstance(exc, BuildError) else \
+            ("create_error", f"{type(exc).__name__}: {exc}")
+        if out_of_memory(exc):
+            status, cause = OUT_OF_MEMORY, None
+            common.update(_memory_fields(exc, device))
+    common["build_s"] = build_s = round(time.perf_counter() - start, 4)
     if built is not None:
         common.update(stratum=built.stratum or None, fingerprint=built.fingerprint or None,
                       text_only=bool(built.text_only))
@@ -193,8 +290,8 @@ def run_group(chan: Channel, req: RunRequest) -> None:
             reset_dynamo()
             eager_s = eager_run(built.module, built.inputs)
         except Exception as exc:
-            status, cause = "eager_error", None
-            common.update(_error_fields(exc))
+            status, cause = (OUT_OF_MEMORY, None) if out_of_memory(exc) else ("eager_error", None)
+            common.update(_memory_fields(exc, device) if out_of_memory(exc) else _error_fields(exc))
     if status is not None:
         chan.send(events.Built(ok=False))
         if cause:
@@ -227,8 +324,10 @@ def run_group(chan: Channel, req: RunRequest) -> None:
             torch.manual_seed(SEED)   # as every eager reference run: a model that draws numbers draws the same
             counts, error = compile_and_run(built.module, scenarios.clone(built.inputs),
                                             settings={**base, **settings}, backend=backend, then=then)
+        if backend == "inductor":
+            chan.send(cache_counts(index))
         fields = {**common, **counts, "peak_mem_mb": _peak_mb(device), "build_s": build_s if first else 0.0}
-        fields.update({"status": "ok"} if error is None else {"status": "error", **_error_fields(error)})
+        fields.update(_ended(error, device))
         fields["calls"] = made[0] if made else _first_only(counts, error, refs)
         return fields, seen
 
@@ -335,6 +434,8 @@ def main(argv: list[str]) -> int:
     import transformers
 
     torch.set_num_threads(opts.threads or torch.get_num_threads())
+    setup_device(opts.device, opts.memory_fraction)
+    setup_compile_cache(opts.compile_cache, opts.scratch)
     # Keep Dynamo's internal frames in tracebacks: the innermost torch frame is the point.
     torch._dynamo.config.verbose = True
     transformers.logging.set_verbosity_error()

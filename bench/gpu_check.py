@@ -1,0 +1,158 @@
+"""The device check (not a test; bench/gpu_check.sh runs it): one table of what a GPU runner changes.
+
+Parts, each timed and bounded by --budget (a part that would start past it is listed as not run):
+  effects   the corpus sample under the counting backend on --device and on the CPU: agreement, each difference
+  scaling   items per minute with each worker count of --scaling (GPU workers per GPU on CUDA, CPU workers else)
+  inductor  the --inductor models under --backend inductor, without and with the shared compile cache
+  memory    peak memory per item on the device (a worker's peak is its items' largest; its cap is 1/gpu_workers)
+
+Run: python bench/gpu_check.py --device cuda [--sample 0] [--scaling 1,4,8] [--inductor 10]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.core.effects import BASELINE, effects_for  # noqa: E402
+from harness.core.outcome import Outcome  # noqa: E402
+from harness.engine.configs import BUILTIN  # noqa: E402
+from harness.engine.engine import CacheTally, SweepOptions, plan_groups  # noqa: E402
+from harness.engine.events import CacheCounts, Result  # noqa: E402
+from harness.engine.pool import Pool  # noqa: E402
+from harness.engine.progress import Progress  # noqa: E402
+
+
+def corpus(n: int, seed: int = 0) -> list[str]:
+    """n models of the embedded corpus, stratified (0: all of it)."""
+    from harness import zoo
+    from harness.zoo.corpus import DEFAULT_CORPUS
+
+    found = zoo.resolve(list(DEFAULT_CORPUS))
+    return [c.model for c in (zoo.sample(found, n, seed) if n else found)]
+
+
+def run(models: list[str], options: SweepOptions, label: str) -> tuple[list[Outcome], CacheTally, float]:
+    """models x (baseline + the built-in flags) on a pool: outcomes, cache counts, wall seconds."""
+    configs = {BASELINE: {}, **BUILTIN}
+    groups = plan_groups(models, configs)
+    outs, tally = [], CacheTally()
+    bar = Progress(total=len(models) * len(configs), label=label)
+    start = time.perf_counter()
+    with Pool(options, items=len(groups)) as pool:
+        for event in pool.run(groups):
+            if isinstance(event, CacheCounts):
+                tally.add(event)
+            elif isinstance(event, Result):
+                outs.append(event.outcome)
+                bar.advance(crashed=event.outcome.crashed)
+    bar.close()
+    return outs, tally, time.perf_counter() - start
+
+
+def effects_rows(models: list[str], base: SweepOptions, device: str, workers: int) -> list[tuple[str, str, str]]:
+    """The corpus sample's effects on `device` against the CPU's: agreement, then each difference."""
+    there, _, t_dev = run(models, _on(base, device, workers), f"effects on {device}")
+    here, _, t_cpu = run(models, _on(base, "cpu", workers), "effects on cpu")
+    dev = {(e.model, e.config): e.effect for e in effects_for(there)}
+    cpu = {(e.model, e.config): e.effect for e in effects_for(here)}
+    same = sum(dev.get(k) == v for k, v in cpu.items())
+    rows = [("effects", f"{device} vs cpu agree", f"{same}/{len(cpu)} ({len(models)} models; "
+                                                  f"{t_dev:.0f} s vs {t_cpu:.0f} s)")]
+    rows += [("effects", f"differs: {m} [{c}]", f"cpu {v} -> {device} {dev.get((m, c))}")
+             for (m, c), v in sorted(cpu.items()) if dev.get((m, c)) != v]
+    peaks = [o.peak_mem_mb for o in there if o.peak_mem_mb]
+    if peaks:
+        rows.append(("memory", f"peak per item on {device} (MiB)",
+                     f"max {max(peaks):.0f}, median {statistics.median(peaks):.0f}, over {len(peaks)} items"))
+    return rows
+
+
+def scaling_rows(models: list[str], base: SweepOptions, counts: list[int]) -> list[tuple[str, str, str]]:
+    """Items per minute at each worker count."""
+    rows = []
+    for n in counts:
+        outs, _, wall = run(models, _on(base, base.device, n), f"scaling {n} workers")
+        rows.append(("scaling", f"{n} {'GPU ' if base.on_cuda else ''}workers",
+                     f"{len(outs) / wall * 60:.1f} items/min ({len(outs)} items, {wall:.0f} s)"))
+        peaks = [o.peak_mem_mb for o in outs if o.peak_mem_mb]
+        if peaks and base.on_cuda:
+            rows.append(("memory", f"peak per worker, {n} per GPU (MiB)",
+                         f"{max(peaks):.0f} (cap: 1/{n} of the GPU)"))
+    return rows
+
+
+def inductor_rows(models: list[str], base: SweepOptions, workers: int) -> list[tuple[str, str, str]]:
+    """The models under inductor without, then with, the shared cache (a fresh one): wall times and hits."""
+    ind = SweepOptions(**{**base.to_dict(), "backend": "inductor"})
+    plain, _, t_off = run(models, _on(ind, ind.device, workers, cache=None), "inductor, no shared cache")
+    with tempfile.TemporaryDirectory(prefix="flagsweep-cache-") as root:
+        cached, tally, t_on = run(models, _on(ind, ind.device, workers, cache=root), "inductor, shared cache")
+    same = sum(_same(a, b) for a, b in zip(sorted(plain, key=_key), sorted(cached, key=_key)))
+    return [("inductor", f"{len(models)} models x {len({BASELINE, *BUILTIN})} configs, no cache", f"{t_off:.0f} s"),
+            ("inductor", "with the shared cache", f"{t_on:.0f} s ({(1 - t_on / t_off) * 100:.0f}% less)"),
+            ("inductor", "cache hits (FX graph / AOTAutograd)",
+             f"{tally.fxgraph_hit}/{tally.fxgraph_hit + tally.fxgraph_miss} / "
+             f"{tally.autograd_hit}/{tally.autograd_hit + tally.autograd_miss}"),
+            ("inductor", "same results with and without", f"{same}/{len(plain)} items")]
+
+
+def _key(o: Outcome) -> tuple[str, str]:
+    return o.model, o.config
+
+
+def _same(a: Outcome, b: Outcome) -> bool:
+    return (a.model, a.config, a.status, a.graphs, a.ops_per_graph) == (b.model, b.config, b.status, b.graphs,
+                                                                       b.ops_per_graph)
+
+
+def _on(base: SweepOptions, device: str, workers: int, cache: str | None = None) -> SweepOptions:
+    """The options on `device` with `workers` (per GPU on CUDA)."""
+    return SweepOptions(**{**base.to_dict(), "device": device, "workers": workers, "gpu_workers": workers,
+                           "compile_cache": cache})
+
+
+def table(rows: list[tuple[str, str, str]]) -> str:
+    """The one table, aligned."""
+    w0, w1 = (max(len(r[i]) for r in rows) for i in (0, 1))
+    lines = [f"{'part':<{w0}}  {'measure':<{w1}}  value", f"{'-' * w0}  {'-' * w1}  -----"]
+    return "\n".join(lines + [f"{a:<{w0}}  {b:<{w1}}  {c}" for a, b, c in rows])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the parts within the budget and print the table."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--sample", type=int, default=0, help="corpus models for the effects (0: the whole corpus)")
+    p.add_argument("--workers", type=int, default=8, help="workers for the effects and inductor parts")
+    p.add_argument("--scaling", default="1,4,8", help="worker counts, comma-separated")
+    p.add_argument("--scaling-sample", type=int, default=8, help="corpus models for the scaling part")
+    p.add_argument("--inductor", default="10", help="a number of corpus models, or model names (comma-separated)")
+    p.add_argument("--extra-module", action="append", default=[], help="imported by each worker (test models)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per item")
+    p.add_argument("--budget", type=float, default=450.0, help="seconds; a part is not started past it")
+    args = p.parse_args(argv)
+    base = SweepOptions(device=args.device, timeout=args.timeout, extra_modules=list(args.extra_module))
+    inductor = corpus(int(args.inductor)) if args.inductor.isdigit() else args.inductor.split(",")
+    parts = [("effects", lambda: effects_rows(corpus(args.sample), base, args.device, args.workers)),
+             ("scaling", lambda: scaling_rows(corpus(args.scaling_sample), base,
+                                              [int(n) for n in args.scaling.split(",") if n])),
+             ("inductor", lambda: inductor_rows(inductor, base, args.workers))]
+    start, rows = time.perf_counter(), []
+    for name, part in parts:
+        if time.perf_counter() - start > args.budget:
+            rows.append((name, "not run", f"past the budget of {args.budget:.0f} s"))
+            continue
+        rows += part()
+    rows.append(("total", f"wall time on {args.device}", f"{time.perf_counter() - start:.0f} s"))
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
