@@ -16,7 +16,7 @@ DYNAMIC = "dynamic_from_start"
 CONFIGS = {"baseline": {}, "capture_scalar_outputs": {"torch._dynamo.config.capture_scalar_outputs": True},
            DYNAMIC: {"torch._dynamo.config.assume_static_by_default": False}}
 ITEMS = [("TinyLM", c) for c in CONFIGS] + [("TinyNoisyLM", "baseline"), ("TinyCorruptSecondLM", "baseline")]
-OPTIONS = SweepOptions(workers=2, timeout=120, extra_modules=["tests.accuracy_models"])
+OPTIONS = SweepOptions(workers=2, timeout=120, extra_modules=["tests.accuracy_models"], accuracy=Accuracy())
 
 pytestmark = pytest.mark.compile
 

@@ -35,7 +35,9 @@ class SweepOptions:
     max_items_per_worker: int = 50    # recycle a worker after this many items
     max_rss_mb: float = 6000.0        # recycle above this; kill the item above 1.5x
     extra_modules: list[str] = field(default_factory=list)  # imported by each worker at start
-    accuracy: Accuracy = field(default_factory=Accuracy)    # the calls after the first, judged against eager
+    # The calls after the first, judged against eager. Off unless asked: the bot asks through its settings
+    # ([accuracy], on by default: Settings.sweep_options); a bare engine call (zoo check, a job, a bench) judges nothing.
+    accuracy: Accuracy = field(default_factory=lambda: Accuracy(enabled=False))
     gpu_workers: int = 2              # on a CUDA device: workers per GPU, each capped at 1/gpu_workers of its memory
     # Inductor's and AOTAutograd's cache root, shared by every worker; one folder per torch build below it.
     # None or "": no shared cache (each worker compiles everything itself).
