@@ -26,7 +26,7 @@ from bot.verify import isolate, reproducers  # noqa: E402
 from bot.verify.steps import VerifySteps, render_and_run  # noqa: E402
 from bot.view import run_view  # noqa: E402
 from harness.core.tracking import tracking_groups  # noqa: E402
-from harness.engine.engine import SweepOptions, sweep  # noqa: E402
+from harness.engine.engine import SweepOptions, SweepRequest, sweep  # noqa: E402
 from state import db  # noqa: E402
 
 NIGHTLIES = {
@@ -48,8 +48,8 @@ def one_nightly(backend: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         conn = db.connect(Path(tmp) / "bench.sqlite")
         start = time.perf_counter()
-        run_id = sweep(conn, models=models, configs=configs, base_settings={},
-                       options=SweepOptions(workers=1, timeout=900, backend=backend), progress=True)
+        run_id = sweep(conn, SweepRequest(models=models, configs=configs,
+                                          options=SweepOptions(workers=1, timeout=900, backend=backend))).run.id
         sweep_s = time.perf_counter() - start
         items = run_view.load_items(conn, run_id)
         groups = tracking_groups(list(items.effects), list(items.outcomes))

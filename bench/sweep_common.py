@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.engine.configs import BUILTIN  # noqa: E402
-from harness.engine.engine import SweepOptions, sweep  # noqa: E402
+from harness.engine.engine import SweepOptions, SweepRequest, sweep  # noqa: E402
 from state import db, runs  # noqa: E402
 
 
@@ -27,8 +27,8 @@ def timed_sweep(models: list[str], workers: int, timeout: float = 600.0) -> dict
     with tempfile.TemporaryDirectory() as tmp:
         conn = db.connect(Path(tmp) / "bench.sqlite")
         start = time.perf_counter()
-        run_id = sweep(conn, models=models, configs=dict(BUILTIN), base_settings={},
-                       options=SweepOptions(workers=workers, timeout=timeout), progress=True)
+        run_id = sweep(conn, SweepRequest(models=models, configs=dict(BUILTIN),
+                                          options=SweepOptions(workers=workers, timeout=timeout))).run.id
         wall = time.perf_counter() - start
         outs = runs.outcomes(conn, run_id)
     inside = sum((o.build_s or 0.0) + (o.compile_s or 0.0) for o in outs)

@@ -161,7 +161,7 @@ def test_real_baseline_pass_then_the_flag_only_on_the_breaking_model(tmp_path: P
     import torch
 
     from harness.engine.configs import BUILTIN
-    from harness.engine.engine import SweepOptions, sweep
+    from harness.engine.engine import SweepOptions, SweepRequest, sweep
 
     conn = db.connect(tmp_path / "s.sqlite")
     options = SweepOptions(workers=1, timeout=120, extra_modules=["tests.fault_models"])
@@ -169,16 +169,16 @@ def test_real_baseline_pass_then_the_flag_only_on_the_breaking_model(tmp_path: P
              sampling.Pick("BrokenCreateModel", "encoder_decoder")]
 
     def baseline_pass(models: list[str]) -> int:
-        return sweep(conn, models=models, configs={"baseline": {}}, base_settings={}, options=options,
-                     kind="baseline", progress=False)
+        return sweep(conn, SweepRequest(models=models, configs={"baseline": {}}, options=options, kind="baseline",
+                                        progress=False)).run.id
 
     drawn = sampling.draw(conn, cands, population="graph-breaking", sample=None, seed=0, base_settings={},
                           torch_version=torch.__version__, baseline_pass=baseline_pass)
     assert "TinyItemModel" in drawn.models and "BrokenCreateModel" not in drawn.models   # create_error: no baseline
     assert sorted(drawn.models) == sorted(o.model for o in drawn.prior if (o.graphs or 0) > 1) and drawn.meta["candidates"] == 3
     configs = {"baseline": {}, "capture_scalar_outputs": BUILTIN["capture_scalar_outputs"]}
-    rid = sweep(conn, models=drawn.models, configs=configs, base_settings={}, options=options, progress=False,
-                prior=drawn.prior, population=drawn.meta)
+    rid = sweep(conn, SweepRequest(models=drawn.models, configs=configs, options=options, progress=False,
+                                   prior=drawn.prior, population=drawn.meta)).run.id
     outs = {o.config: o for o in runs.outcomes(conn, rid) if o.model == "TinyItemModel"}
     assert outs["baseline"] == next(o for o in drawn.prior if o.model == "TinyItemModel")   # reused, not compiled again
     assert (outs["baseline"].graphs, outs["capture_scalar_outputs"].graphs) == (2, 1)
