@@ -165,7 +165,8 @@ def _configs(args: argparse.Namespace, settings: Settings, options: Any) -> Any:
     else:
         names = [n for n in cfg.load_catalog(settings.sweep.config_file) if n != "baseline"]
     flagsets.refuse(names, options.backend)      # in this command's words: the backend is its --backend
-    chosen = assemble.configs(steps.Steps(), settings, names, python=options.python,
+    seams = steps.Steps()
+    chosen = assemble.configs(seams, settings, names, seams.select_configs(settings, names), python=options.python,
                               prune=None if args.prune is None else args.prune == "on", seed=args.seed)
     named = [n for n in names if n in flagsets.NAMED]
     if named:

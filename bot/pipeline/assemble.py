@@ -31,11 +31,11 @@ class Configs:
     pruning: Pruning | None
 
 
-def configs(steps: Steps, settings: Settings, names: list[str], *, python: str | None, prune: bool | None,
-            seed: int) -> Configs:
-    """The catalog's configs among `names` and the named sets' flips, expanded in the torch at `python`; what may
-    be pruned (`pruning`), its audit seeded with `seed`. ConfigError (a ValueError) for an unknown name."""
-    chosen = steps.select_configs(settings, names)
+def configs(steps: Steps, settings: Settings, names: list[str], chosen: dict[str, dict], *, python: str | None,
+            prune: bool | None, seed: int) -> Configs:
+    """`chosen` (the catalog's configs among `names`, as the caller selected them with `steps.select_configs`: the
+    nightly does so before it installs a build, so a bad name fails first) and the named sets' flips, expanded in the
+    torch at `python`; what may be pruned (`pruning`), its audit seeded with `seed`."""
     flips = steps.expand_sets(settings, names, python=python)
     everything = {**chosen, **flips}
     return Configs(everything, flips, pruning(everything, flips, prune=prune, audit=settings.sweep.prune_audit,

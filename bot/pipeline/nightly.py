@@ -147,7 +147,7 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         log.error("nightly failed: %s", exc)
         return result
     result.torch, result.nightly = built.to_dict(), built.date
-    swept = assemble.configs(steps, settings, config_names, python=built.python, prune=None,
+    swept = assemble.configs(steps, settings, config_names, chosen, python=built.python, prune=None,
                              seed=_audit_seed(built.date))
     result.configs = list(swept.configs)
     request = SweepRequest(models=names, configs=swept.configs, options=settings.sweep_options(built.python),
