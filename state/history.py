@@ -1,4 +1,5 @@
-"""Run history: effects per run, crash signatures over time, and which runs compare.
+"""Run history: effects per run, signatures over time (a crash's, and a wrong result's:
+harness.core.correctness.wrong_signature), and which runs compare.
 
 A *run group* is what people think of as one run: a plain sweep is a group of
 one; the shards of one nightly (same `nightly` date, `shard` set) are one group.
@@ -10,6 +11,7 @@ import json
 import sqlite3
 from typing import Any, Iterable
 
+from harness.core.correctness import first_wrong, is_wrong_signature, wrong_signature
 from harness.core.effects import effects_for
 from harness.core.outcome import CRASH_STATUSES, Effect, Outcome
 from state import gates, runs as runs_mod
@@ -95,9 +97,15 @@ def finalize_run(conn: sqlite3.Connection, run_id: int) -> None:
 _CRASHED = "(" + ",".join(f"'{s}'" for s in CRASH_STATUSES) + ")"  # as SQL
 
 
-def _crash_keys(outs: Iterable[Outcome]) -> set[tuple[str, str]]:
-    """(config, signature) of every crashed outcome, flaky or not."""
-    return {(o.config, o.signature) for o in outs if o.crashed and o.signature}
+def _signature_keys(outs: Iterable[Outcome]) -> set[tuple[str, str]]:
+    """(config, signature) of every crashed outcome, flaky or not, and of every wrong result (its first wrong call)."""
+    crashes = {(o.config, o.signature) for o in outs if o.crashed and o.signature}
+    return crashes | {(o.config, wrong_signature(w)) for o in outs if (w := first_wrong(o.calls)) is not None}
+
+
+def _wrong_signature_of(o: Outcome) -> str | None:
+    wrong = first_wrong(o.calls)
+    return wrong_signature(wrong) if wrong is not None else None
 
 
 def _update_signatures(conn: sqlite3.Connection, run: Run, outs: list[Outcome]) -> None:
@@ -107,19 +115,31 @@ def _update_signatures(conn: sqlite3.Connection, run: Run, outs: list[Outcome]) 
     finalizing twice, finalizing shards in any order, or an older run finalized
     late all give the same answer. Flaky outcomes are not believed yet.
     """
-    for config, sig in sorted(_crash_keys(outs)):
+    for config, sig in sorted(_signature_keys(outs)):
         refresh_signature(conn, config, sig)
 
 
+_SIGNED = ("SELECT r.id AS run_id, COALESCE(r.nightly, r.started_at) AS date, o.model, o.data FROM outcomes o"
+           " JOIN runs r ON r.id = o.run_id WHERE o.config = ? AND r.kind IN ("
+           + ",".join(f"'{k}'" for k in HISTORY_KINDS) + ") AND json_extract(o.data, '$.flaky_rate') IS NULL")
+# A wrong result: an item that compiled and made a call whose outputs were wrong (its signature is then read from the
+# calls in Python: the first wrong call names it).
+_WRONG = (" AND o.status = 'ok' AND EXISTS (SELECT 1 FROM json_each(o.data, '$.calls') c"
+          " WHERE json_extract(c.value, '$.accuracy') = 'wrong')")
+
+
+def _signature_rows(conn: sqlite3.Connection, config: str, sig: str) -> list[sqlite3.Row]:
+    """The non-flaky outcomes on record with `sig`: crashes with it, or wrong results whose first wrong call names it."""
+    if not is_wrong_signature(sig):
+        return conn.execute(_SIGNED + f" AND o.signature = ? AND o.status IN {_CRASHED}", (config, sig)).fetchall()
+    rows = conn.execute(_SIGNED + _WRONG, (config,)).fetchall()
+    return [r for r in rows if _wrong_signature_of(Outcome.from_dict(json.loads(r["data"]))) == sig]
+
+
 def refresh_signature(conn: sqlite3.Connection, config: str, sig: str) -> None:
-    """Rebuild one signatures row from every non-flaky crash on record (deleting it if none is left)."""
-    kinds = ",".join(f"'{k}'" for k in HISTORY_KINDS)
-    rows = conn.execute(
-        "SELECT r.id AS run_id, COALESCE(r.nightly, r.started_at) AS date, o.model, o.data FROM outcomes o"
-        f" JOIN runs r ON r.id = o.run_id WHERE o.config = ? AND o.signature = ? AND o.status IN {_CRASHED}"
-        f" AND r.kind IN ({kinds}) AND json_extract(o.data, '$.flaky_rate') IS NULL",
-        (config, sig),
-    ).fetchall()
+    """Rebuild one signatures row from every non-flaky crash (or wrong result) on record (deleting it if none is
+    left)."""
+    rows = _signature_rows(conn, config, sig)
     if not rows:
         conn.execute("DELETE FROM signatures WHERE config = ? AND signature = ?", (config, sig))
         return
@@ -131,13 +151,19 @@ def refresh_signature(conn: sqlite3.Connection, config: str, sig: str) -> None:
     examples = [Outcome.from_dict(json.loads(r["data"])) for r in latest]
     # An example with a message beats one without (timeouts carry none); then the first model by name.
     example = min(examples, key=lambda o: (not o.error_message, o.model))
-    message = (example.error_message or "")[:EXAMPLE_MESSAGE_CHARS] or None
+    message = (example.error_message or _wrong_detail(example) or "")[:EXAMPLE_MESSAGE_CHARS] or None
     conn.execute(
         "INSERT OR REPLACE INTO signatures (config, signature, first_run, last_run, first_seen, last_seen,"
         " nightlies_seen, models, error_type, torch_frame, example_message) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         (config, sig, first_run, last_run, first, last, len(dates), json.dumps(sorted({r["model"] for r in latest})),
          example.error_type, example.torch_frame, message),
     )
+
+
+def _wrong_detail(o: Outcome) -> str | None:
+    """A wrong result's example message: what differs on its first wrong call."""
+    wrong = first_wrong(o.calls)
+    return wrong.detail if wrong is not None else None
 
 
 def effects(conn: sqlite3.Connection, run_id: int) -> list[Effect]:

@@ -12,11 +12,14 @@ import pytest
 from harness.core import fixes
 from bot.github import publish
 from bot.settings import IssueSettings, Settings, SettingsError, VerifySettings, load
+from harness.core.calls import Call
+from harness.core.correctness import wrong_signature
 from harness.core.outcome import Outcome
 from state import db
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub import scenario as sc
 from tests.historydata import store_run
+from tests import test_wrong_results as wr
 
 CDO = "capture_dynamic_output_shape_ops"
 M = [f"Model{i:02d}ForCausalLM" for i in range(10)]
@@ -142,3 +145,57 @@ def test_verify_nightlies_setting_is_checked(tmp_path: Path, value) -> None:
         load(toml, env={})
     toml.write_text("[issues]\nverify_nightlies = 3\n")
     assert load(toml, env={}).issues.verify_nightlies == 3
+
+
+def _calls(*accuracies: str, output: str = "logits") -> list[Call]:
+    scenarios = ("first", "second_size", "hook_added", "weights_updated")
+    return [Call(s, accuracy=a, output=output if a == "wrong" else None) for s, a in zip(scenarios, accuracies)]
+
+
+WRONG_SIG = wrong_signature(Call("hook_added", accuracy="wrong", output="logits"))
+
+
+@pytest.mark.parametrize("calls,expected", [
+    (_calls("exact", "close", "exact", "close"), fixes.RIGHT),
+    (_calls("exact", "exact", "wrong", "exact"), fixes.STILL_WRONG),
+    (_calls("exact", "exact", "wrong", "exact", output="last_hidden_state"), fixes.OTHER_WRONG),
+    (_calls("exact", "not_judged", "exact", "exact"), fixes.NOT_JUDGED),
+    ([], fixes.NOT_JUDGED),     # the checks were off that night: compiling says nothing about the values
+])
+def test_a_wrong_result_is_fixed_only_when_its_model_is_judged_right(calls, expected) -> None:
+    baseline, flagged = _ok("A", "baseline"), Outcome("A", CDO, "ok", graphs=1, calls=calls)
+    assert fixes.check(WRONG_SIG, baseline, flagged) == expected
+    night = fixes.Night("d1", {"A": (baseline, flagged)})
+    v = fixes.verdict(WRONG_SIG, ["A"], [night, night], 2, "d0")
+    assert v.close == (expected == fixes.RIGHT)
+    assert (v.untested if expected == fixes.NOT_JUDGED else v.failing) == ({} if v.close else {"A": expected})
+
+
+def test_a_wrong_result_that_now_crashes_is_not_fixed() -> None:
+    flagged = Outcome("A", CDO, "error", signature=sc.SIG_C)
+    assert fixes.check(WRONG_SIG, _ok("A", "baseline"), flagged) == fixes.OTHER_CRASH
+
+
+def test_a_wrong_result_issue_closes_after_its_models_are_judged_right_on_n_nightlies(fake_github: FakeGitHub,
+                                                                                      tmp_path: Path) -> None:
+    """Filed on two wrong nights; a night with the checks off (no calls) is no evidence; two right nights close it."""
+    fake, settings = fake_github, wr.settings_for(fake_github, tmp_path, verify_nightlies=2)
+    conn = db.connect(settings.state_path)
+    right = {(m, c): wr.RIGHT for m in wr.M for c in wr.CONFIGS}
+
+    def night(date: str, calls: dict) -> None:
+        run_id = sc.record_nightly(conn, date, {m: {} for m in wr.M}, calls=calls, configs=wr.CONFIGS)
+        publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                            publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
+
+    for date in ("2026-11-20", "2026-11-21"):
+        night(date, wr.night_calls())
+    [filed] = wr.issue_titled(fake, "capture_scalar_outputs=True gives wrong results")
+    night("2026-11-22", {})                                   # the checks off: compiled, but nothing judged
+    night("2026-11-23", right)
+    assert fake.state.repo(fake.repo).issues[filed.number].state == "open"
+    night("2026-11-24", right)
+    assert fake.state.repo(fake.repo).issues[filed.number].state == "closed"
+    close = fake.state.comments(fake.repo, filed.number)[-1].body
+    assert "verified fixed in nightly 2026-11-23; last failing 2026-11-21" in close
+    assert "matched eager under `capture_scalar_outputs` on 2 consecutive nightlies" in close
