@@ -345,3 +345,29 @@ def test_zoo_lock_with_an_interpreter_without_transformers_is_one_line(tmp_path)
     lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
     assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert "cannot scan transformers in" in lines[0] and "No module named" in lines[0]
+
+
+def test_zoo_lock_reverify_seals_the_second_spec_without_discovering_again(tmp_path, capsys):
+    """--reverify builds the locked entry again (workers read the package lock) and seals its second spec; the
+    result is written to a copy of the lock here (the CLI writes the package's), every other entry untouched, and the
+    build hash (what the night-to-night diff compares) unchanged."""
+    real = lock.current()
+    path = lock.lock_path(real.version, tmp_path)
+    path.write_bytes(lock.lock_path(real.version, lock.LOCK_DIR).read_bytes())
+    result = locker.reverify_corpus(patterns=["GPT2Model"], sample_n=None, seed=0, workers=1, timeout=300,
+                                    python=None, progress=False, lock_dir=tmp_path)
+    assert (result.locked, result.downgraded) == (["GPT2Model"], [])
+    written = lock.load(real.version, str(tmp_path))
+    got, was = written.entry("GPT2Model"), real.entry("GPT2Model")
+    assert got["second_spec"] == second_specs(was["spec"])[0]
+    assert lock.build_hash(got) == lock.build_hash(was)
+    assert {m: e for m, e in written.entries.items() if m != "GPT2Model"} == \
+        {m: e for m, e in real.entries.items() if m != "GPT2Model"}
+
+
+def test_zoo_lock_reverify_refuses_a_lock_dir_in_one_line(capsys):
+    from bot.cli.main import main
+
+    assert main(["zoo", "lock", "--reverify", "--lock-dir", "elsewhere"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--reverify works on the package's lock alone" in err

@@ -40,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     lk.add_argument("--fresh", action="store_true", help="redo the entries an interrupted lock kept in the store")
     lk.add_argument("--lock-dir", metavar="DIR", type=types.nonempty("the lock folder"), help="where lock files live (default: the package's harness/zoo/lock)")
     lk.add_argument("--check", action="store_true", help="compare the lock with the installed transformers; exit 1 if stale")
+    lk.add_argument("--reverify", action="store_true", help="verify the package lock's good entries again (build, eager, "
+                    "the second input spec sealed again) without discovering them again")
     lk.add_argument("--json", action="store_true", help="print one JSON document only")
     lk.set_defaults(func=cmd_lock)
     df = zsub.add_parser("diff", help="what a transformers bump changed: two locks, or a lock and the installed release")
@@ -143,6 +145,10 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
     from harness.zoo import UnknownModel, lock
     from state import db
 
+    if args.reverify and (args.lock_dir or args.check or args.fresh):
+        print("flagsweep zoo lock: --reverify works on the package's lock alone (what sweeps build from); it takes "
+              "no --lock-dir, --check or --fresh", file=sys.stderr)
+        return 2
     if args.lock_dir and Path(args.lock_dir).exists() and not Path(args.lock_dir).is_dir():
         # checked before discovery runs (an hour for the whole corpus), not when the lock is written after it
         print(f"flagsweep zoo lock: --lock-dir {args.lock_dir} is a file; pass the folder the lock files live in",
@@ -154,12 +160,15 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
                   timeout=args.timeout, python=settings.sweep.python,
                   lock_dir=Path(args.lock_dir) if args.lock_dir else lock.LOCK_DIR, progress=True)
     try:
-        if args.check:
+        if args.reverify:
+            result = locker.reverify_corpus(**{k: v for k, v in common.items() if k != "lock_dir"})
+        elif args.check:
             report = locker.check_lock(**common)
             print(json.dumps(report, indent=1) if args.json else render("zoo_lock_check.txt.j2", report=report), end="\n" if args.json else "")
             return 1 if report["stale"] else 0
-        result = locker.lock_corpus(db.connect(settings.state_path), fresh=args.fresh, **common)
-    except (UnknownModel, locker.ScanFailed) as exc:
+        else:
+            result = locker.lock_corpus(db.connect(settings.state_path), fresh=args.fresh, **common)
+    except (UnknownModel, locker.ScanFailed, lock.LockError) as exc:
         print(f"flagsweep zoo lock: {exc}", file=sys.stderr)
         return 2
     chosen = [result.entries[m] for m in sorted(result.entries)]

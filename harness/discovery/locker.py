@@ -21,6 +21,7 @@ from harness.zoo import lock
 from state import zoo as kept
 
 LOCK_JOB = "harness.discovery.lockjob:lock_entry"
+REVERIFY_JOB = "harness.discovery.lockjob:reverify_entry"
 SCAN = "harness.discovery.enumerate:scan_document"
 
 
@@ -49,14 +50,14 @@ def scan(python: str | None = None) -> dict:
 
 
 def discover_entries(models: list[str], version: str, strata: dict[str, str], *, workers: int, timeout: float,
-                     python: str | None, progress: bool) -> Iterator[tuple[dict, bool]]:
+                     python: str | None, progress: bool, job: str = LOCK_JOB) -> Iterator[tuple[dict, bool]]:
     """(entry, answered) per model as its worker finishes the lock job, in finishing order.
 
     A class whose worker gave no entry (timeout, killed) gets one saying so (answered False), not dropped,
     for this transformers version and in the stratum the lock already knows for it (strata), if any.
     """
     options = SweepOptions(workers=workers, timeout=timeout, python=python, max_items_per_worker=20)
-    for result in engine.run_job(LOCK_JOB, models, options=options, progress=progress):
+    for result in engine.run_job(job, models, options=options, progress=progress):
         hollow = not_an_entry(result, version) if result.status == "ok" else None
         if result.status == "ok" and hollow is None:
             yield result.data, True
@@ -160,6 +161,33 @@ def lock_corpus(conn: sqlite3.Connection, *, patterns: list[str], sample_n: int 
     entries = merge(path, version, fresh_entries, set(kinds) if full else None, doc["excluded"])
     kept.forget_lock_entries(conn, version, fresh_entries)
     return LockResult(path, todo, resumed, entries, downgraded)
+
+
+def reverify_corpus(*, patterns: list[str], sample_n: int | None, seed: int, workers: int, timeout: float,
+                    python: str | None, progress: bool = True, lock_dir: Path = lock.LOCK_DIR) -> LockResult:
+    """Verify the package lock's good entries again (the selected ones, all by default) as `zoo lock` verifies a new
+    one, without discovery: after the verify rule changed (the second input spec it seals, say). An entry whose
+    worker gave no answer keeps its locked self; an answered failure replaces it and is reported. The workers read
+    the package's lock (what sweeps build from); `lock_dir` is where the result is written: the package's, or a
+    copy of it."""
+    path = lock.lock_path(lock.installed_transformers(), Path(lock_dir))
+    old, strata = _locked(path)
+    if not old:
+        raise lock.LockError(f"no lock for the installed transformers in {Path(lock_dir).name}: run `flagsweep zoo lock`")
+    version = lock.read(path)["transformers"]
+    good = sorted(m for m, e in old.items() if isinstance(e, dict) and e.get("status") == "ok")
+    selected = select(good, patterns, sample_n, seed, strata)
+    fresh, unanswered = {}, set()
+    for entry, answered in discover_entries(selected, version, strata, workers=workers, timeout=timeout,
+                                            python=python, progress=progress, job=REVERIFY_JOB):
+        fresh[entry["model"]] = entry if answered else old[entry["model"]]
+        if not answered:
+            unanswered.add(entry["model"])
+    downgraded = downgrades(old, fresh, set())
+    entries = merge(path, version, fresh, None, lock.read(path)["excluded"])
+    return LockResult(path, selected, [], entries, downgraded + [{"model": m, "status": "unanswered", "cause":
+                                                                  "the worker gave no answer", "kept": True}
+                                                                 for m in sorted(unanswered)])
 
 
 def downgrades(old: dict[str, dict], fresh: dict[str, dict], unanswered: set[str]) -> list[dict]:

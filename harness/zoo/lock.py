@@ -33,8 +33,10 @@ OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {"modeling": (str,)}
 # Optional fields checked where they are used (harness.zoo.second), so a bad one costs only what uses it: the second
 # input spec (`zoo lock` seals the first of harness.zoo.sizes.second_specs that runs in eager).
 DEFERRED_FIELDS = ("second_spec",)
-# Fields that name the release an entry was locked for, not what is built: left out of build_hash().
-RELEASE_FIELDS = ("transformers", "hash")
+# Fields that name the release an entry was locked for, not what is built: left out of build_hash(). The second
+# input spec is left out too: it is what a later call is given, not what is built, and sealing the spec the worker
+# would derive anyway (an entry locked before it was sealed) must not make a night's results incomparable.
+RELEASE_FIELDS = ("transformers", "hash", *DEFERRED_FIELDS)
 APPLIED_KEYS = ("recipes", "fixups", "repairs")
 HOLLOW_IF_EMPTY = ("config_class", "config")   # an ok entry without these has nothing to build from
 
