@@ -1,0 +1,188 @@
+"""A wrong result's accuracy reproducer, with real compiles: TinyLM (tests/accuracy_models.py) under
+capture_scalar_outputs gives a wrong first call. Its script, run as filed in a fresh interpreter, fails in
+torch.testing.assert_close and passes with torch.compile replaced by the identity; the oracle keeps it and refuses
+a case whose baseline fails too or whose eager forward is noisy; a shrink keeps "baseline passes, flag fails"; and
+a night with the wrong result publishes a tracking issue that shows the verified script.
+
+Scripts run under tests/accuracy_python.py's interpreter (the test models exposed in transformers' namespace, where
+a rendered script looks its classes up); each run starts torch and transformers (some seconds on an idle core).
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from bot.github import publish
+from bot.pipeline import steps
+from bot.settings import IssueSettings, Settings, VerifySettings
+from bot.verify import oracle, shrink
+from bot.verify.steps import render_and_check
+from bot.verify.wrong_script import MISMATCH, Case, render_wrong, scenario_rules
+from harness.core.calls import Call
+from harness.core.model_build import ModelBuild
+from harness.engine import scenarios
+from harness.engine.script_runner import ScriptResult, run_script
+from state import db, runs
+from tests import accuracy_models as am
+from tests.accuracy_python import interpreter
+from tests.fakegithub import FakeGitHub
+from tests.fakegithub import scenario as sc
+
+CSO = {"torch._dynamo.config.capture_scalar_outputs": True}
+FIRST = "wrong_result: first: last_hidden_state"
+TINY = ModelBuild("TinyLM", "TinyLMConfig", dict(am.CONFIG), am.SPEC, 0, "fp-TinyLM", "5.23.0")
+
+
+def case(signature: str = FIRST) -> Case:
+    return Case(signature, CSO, {}, "count", "cpu", 1e-3, 1e-3)
+
+
+@pytest.fixture(scope="module")
+def python(tmp_path_factory) -> str:
+    return interpreter(tmp_path_factory.mktemp("python"))
+
+
+def test_the_script_is_short_plain_and_ends_in_assert_close_with_the_run_tolerances() -> None:
+    for scenario in ("first", "second_size", "hook_added", "weights_updated"):
+        script = render_wrong(TINY, case(f"wrong_result: {scenario}: logits"))
+        ast.parse(script)
+        lines = script.rstrip("\n").splitlines()
+        assert len(lines) < 100 and "flagsweep" not in "\n".join(lines[5:]) and "FLAGSWEEP_RESULT" not in script
+        assert lines[-1] == 'torch.testing.assert_close(compiled_out["logits"], eager_out["logits"], rtol=0.001, atol=0.001)'
+        assert "eager = copy.deepcopy(model)" in script and 'torch.compile(model, backend="eager")' in script
+        assert "torch._dynamo.config.capture_scalar_outputs = True" in script           # the flag: one line
+        assert "capture_scalar_outputs" not in render_wrong(TINY, case(f"wrong_result: {scenario}: logits"),
+                                                            baseline=True)
+
+
+def test_the_scenarios_steps_come_from_the_workers_own_definitions() -> None:
+    rules = scenario_rules()
+    assert rules.hook_scale == scenarios.HOOK_SCALE and rules.weight_step == scenarios.WEIGHT_STEP
+    assert rules.weight_seed == "SEED + 1"                        # scenarios.weights_moved's generator seed
+    hooked = render_wrong(TINY, case("wrong_result: hook_added: logits"))
+    assert f"torch.linspace({scenarios.HOOK_SCALE[0]}, {scenarios.HOOK_SCALE[1]}, output.shape[-1]" in hooked
+    stepped = render_wrong(TINY, case("wrong_result: weights_updated: logits"))
+    assert f"manual_seed(SEED + 1)" in stepped and f"* {scenarios.WEIGHT_STEP})" in stepped
+
+
+@pytest.mark.compile
+def test_tinylm_fails_as_filed_passes_with_the_identity_and_the_oracle_keeps_it(python: str) -> None:
+    script = render_wrong(TINY, case())
+    plain = run_script(script, python, timeout=300)               # `python repro.py`, as a maintainer runs it
+    assert plain.returncode == 1 and "AssertionError: Tensor-likes are not close!" in plain.stderr_tail, plain
+    judged = oracle.judge_wrong(TINY, case(), python, check=render_and_check, timeout=300)
+    assert judged.passed and judged.script == script, judged.reason
+    assert judged.result.exception == MISMATCH and judged.result.parameters == 8 * 50 + 8 * 8 + 8 + 8 * 4 + 4
+
+
+@pytest.mark.compile
+def test_the_identity_passes_and_the_oracle_refuses_a_baseline_that_fails_too_and_a_noisy_eager(python: str) -> None:
+    asked: list[str] = []
+
+    def check(built, c, py, timeout, mode="flag"):
+        asked.append(mode)
+        return render_and_check(built, c, py, timeout, mode)
+
+    # hook_added: Dynamo skips hook guards by default, so the baseline misses the hook too (a baseline finding).
+    hooked = oracle.judge_wrong(TINY, case("wrong_result: hook_added: logits"), python, check=check, timeout=300)
+    assert asked == ["eager", "baseline"]                          # the identity passed, then the baseline failed
+    assert (hooked.passed, hooked.failed) == (False, "baseline") and "differ from eager's too" in hooked.reason
+    noisy = dataclasses.replace(TINY, model="TinyNoisyLM")
+    refused = oracle.judge_wrong(noisy, case(), python, check=check, timeout=300)
+    assert (refused.passed, refused.failed) == (False, "eager") and "eager run twice disagrees" in refused.reason
+
+
+def test_a_crash_under_the_flag_is_not_a_reproduced_wrong_result() -> None:
+    ok = ScriptResult("ok")
+
+    def crashing(built, c, py, timeout, mode="flag"):
+        return "s", ok if mode != "flag" else ScriptResult(
+            "error", signature="RuntimeError: boom", exception="builtins.RuntimeError")
+
+    judged = oracle.judge_wrong(TINY, case(), "py", check=crashing, timeout=60)
+    assert (judged.passed, judged.failed) == (False, "flag") and "a crash is not a wrong result" in judged.reason
+    judged = oracle.judge_wrong(TINY, case(), "py", check=lambda *a, **k: ("s", ok), timeout=60)
+    assert not judged.passed and "passed assert_close" in judged.reason
+
+
+def test_the_shrink_keeps_only_steps_where_the_baseline_passes_and_the_flag_fails() -> None:
+    """A twin of the runs: the baseline differs too below hidden_size 8, the flag stops differing below vocab 20;
+    every step is judged by judge_wrong, so the shrink keeps the width and stops the vocab above 20."""
+    ok, differs = ScriptResult("ok", seconds=0.1), ScriptResult("error", exception=MISMATCH, seconds=0.1, signature="x")
+    refused: list[str] = []
+
+    def twin(built, c, py, timeout, mode="flag"):
+        narrow, small_vocab = built.config["hidden_size"] < 8, built.config["vocab_size"] < 20
+        if mode == "baseline" and narrow:
+            refused.append("baseline")
+        if mode == "baseline":
+            return "b", differs if narrow else ok
+        if mode == "eager":
+            return "s", ok
+        return f"script {built.config}", ok if small_vocab else differs
+
+    def judge(built, timeout):
+        return oracle.judge_wrong(built, case(), "py", check=twin, timeout=timeout)
+
+    original = twin(TINY, case(), "py", 60)
+    small = shrink.minimise(TINY, CSO, "count", "cpu", "py", FIRST, original=original, budget=600, judge=judge)
+    config = small.build.config
+    assert config["hidden_size"] == 8 and 20 <= config["vocab_size"] < 50, config
+    assert refused and small.stats["kept"] >= 1 and small.script == f"script {config}"
+    assert judge(small.build, 60).passed
+
+
+@pytest.mark.compile
+def test_a_real_shrink_step_keeps_baseline_passes_flag_fails(python: str) -> None:
+    judge = lambda built, timeout: oracle.judge_wrong(built, case(), python, check=render_and_check, timeout=timeout)
+    original = render_and_check(TINY, case(), python, 300, "flag")
+    small = shrink.minimise(TINY, CSO, "count", "cpu", python, FIRST, original=original, budget=600, judge=judge,
+                            max_tries=1)
+    assert small.stats["tries"] == 1 and small.stats["kept"] == 1, small.stats   # every knob at once: kept
+    st = small.stats
+    assert st["after"]["parameters"] < st["before"]["parameters"] and st["rows"]
+    assert small.script == render_wrong(small.build, case())
+
+
+def _wrong_calls() -> list[Call]:
+    return [Call("first", accuracy="wrong", output="last_hidden_state", detail="max abs diff 1.00e-01"),
+            Call("second_size", accuracy="close"), Call("hook_added", accuracy="exact"),
+            Call("weights_updated", accuracy="exact")]
+
+
+def _night(conn, date: str, python: str) -> int:
+    """TinyLM (the smallest model) and another wrong on their first call under capture_scalar_outputs; TinyLM's
+    build stored, the run's interpreter the one that knows the test models."""
+    models = {"TinyLM": {"baseline": 1}, **{m: {} for m in sc.M[1:4]}}
+    right = [Call(s, accuracy="exact") for s in ("first", "second_size", "hook_added", "weights_updated")]
+    made = {(m, c): right for m in models for c in sc.CONFIGS}
+    made.update({("TinyLM", sc.CSO): _wrong_calls(), (sc.M[1], sc.CSO): _wrong_calls()})
+    run_id = sc.record_nightly(conn, date, models, env={**sc.ENV, "python": python}, calls=made)
+    runs.record_model(conn, run_id, TINY)
+    conn.commit()
+    return run_id
+
+
+@pytest.mark.compile
+def test_a_night_with_a_wrong_result_files_an_issue_showing_the_verified_reproducer(fake_github: FakeGitHub,
+                                                                                   python: str, tmp_path: Path) -> None:
+    fake = fake_github
+    settings = Settings(state_path=tmp_path / "state.sqlite", github=fake.settings(retry_backoff=0.0),
+                        issues=IssueSettings(summary_configs=[sc.CSO]), verify=VerifySettings(shrink_budget=0))
+    conn = db.connect(settings.state_path)
+    for date in ("2026-11-20", "2026-11-21"):                    # the evidence rule: two consecutive nightlies
+        run_id = _night(conn, date, python)
+        found = steps.verify(conn, run_id, settings)
+        verdict = found[(sc.CSO, FIRST)].verdict
+        assert verdict is not None and verdict.status == "confirmed" and verdict.model == "TinyLM", verdict
+        publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                            publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
+    [filed] = [i for i in fake.state.issues(fake.repo) if "gives wrong results" in i.title]
+    body = filed.body
+    assert f"Signature: `{FIRST}`" in body and "Not verified" not in body
+    assert "Verified in fresh interpreters" in body and "with `torch.compile` replaced by the identity it passes" in body
+    assert "```python" in body and "torch._dynamo.config.capture_scalar_outputs = True" in body
+    assert 'torch.testing.assert_close(compiled_out["last_hidden_state"], eager_out["last_hidden_state"]' in body
