@@ -91,7 +91,7 @@ def test_the_identity_passes_and_the_oracle_refuses_a_baseline_that_fails_too_an
     assert asked == ["eager", "baseline"]                          # the identity passed, then the baseline failed
     assert (hooked.passed, hooked.failed) == (False, "baseline") and "differ from eager's too" in hooked.reason
     noisy = dataclasses.replace(TINY, model="TinyNoisyLM")
-    refused = oracle.judge_wrong(noisy, case(), python, check=check, timeout=300)
+    refused = oracle.judge_wrong(noisy, case("wrong_result: first: logits"), python, check=check, timeout=300)
     assert (refused.passed, refused.failed) == (False, "eager") and "eager run twice disagrees" in refused.reason
 
 
