@@ -186,3 +186,54 @@ def test_a_night_with_a_wrong_result_files_an_issue_showing_the_verified_reprodu
     assert "Verified in fresh interpreters" in body and "with `torch.compile` replaced by the identity it passes" in body
     assert "```python" in body and "torch._dynamo.config.capture_scalar_outputs = True" in body
     assert 'torch.testing.assert_close(compiled_out["last_hidden_state"], eager_out["last_hidden_state"]' in body
+
+
+def _twin_night(conn, date: str) -> int:
+    """TinyLM wrong on its first call under capture_scalar_outputs, and under capture_dynamic_output_shape_ops
+    (whose baseline the twin below says is wrong too); each with a second wrong model for the evidence rule."""
+    models = {"TinyLM": {"baseline": 1}, **{m: {} for m in sc.M[1:4]}}
+    right = [Call(s, accuracy="exact") for s in ("first", "second_size", "hook_added", "weights_updated")]
+    made = {(m, c): right for m in models for c in sc.CONFIGS}
+    made.update({(m, c): _wrong_calls() for m in ("TinyLM", sc.M[1]) for c in (sc.CSO, sc.CDO)})
+    run_id = sc.record_nightly(conn, date, models, env={**sc.ENV, "python": "/nightly/bin/python"}, calls=made)
+    runs.record_model(conn, run_id, TINY)
+    conn.commit()
+    return run_id
+
+
+def test_the_step_shrinks_a_wrong_result_and_the_issue_shows_it_or_why_it_is_not_verified(
+        fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """The verify step over a twin of the runs (no torch): the CSO case is kept and shrunk while its vocab stays
+    at 20 or more; the CDO case's baseline differs too, so its issue says it is not verified, and why."""
+    from bot.verify.steps import VerifySteps
+
+    ok, differs = ScriptResult("ok", seconds=0.1), ScriptResult("error", exception=MISMATCH, seconds=0.1, signature="x")
+    modes: list[tuple[bool, str]] = []
+
+    def twin(built, c, py, timeout, mode="flag"):
+        assert py == "/nightly/bin/python" and (c.rtol, c.atol) == (1e-3, 1e-3)   # the run's interpreter, tolerances
+        cdo = "torch._dynamo.config.capture_dynamic_output_shape_ops" in c.settings
+        modes.append((cdo, mode))
+        script = render_wrong(built, c, baseline=mode == "baseline")
+        if mode == "eager":
+            return script, ok
+        if mode == "baseline":
+            return script, differs if cdo else ok
+        return script, differs if built.config["vocab_size"] >= 20 else ok
+
+    fake = fake_github
+    settings = Settings(state_path=tmp_path / "state.sqlite", github=fake.settings(retry_backoff=0.0),
+                        issues=IssueSettings(summary_configs=[sc.CSO, sc.CDO]), verify=VerifySettings(shrink_budget=60))
+    conn = db.connect(settings.state_path)
+    for date in ("2026-11-20", "2026-11-21"):
+        run_id = _twin_night(conn, date)
+        steps.verify(conn, run_id, settings, seams=VerifySteps(check=twin))
+        publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
+                            publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
+    issues = {i.title.split(" gives")[0]: i.body for i in fake.state.issues(fake.repo) if "gives wrong results" in i.title}
+    kept, refused = issues["capture_scalar_outputs=True"], issues["capture_dynamic_output_shape_ops=True"]
+    assert "Verified in fresh interpreters" in kept and "Minimised: " in kept and "`vocab_size` 50 → " in kept
+    assert "fails in assert_close under the flag" in kept and "torch.testing.assert_close(compiled_out" in kept
+    assert "Not verified: baseline failed: compiled under the baseline settings the outputs differ" in refused
+    assert "```python" not in refused
+    assert [m for cdo, m in modes if cdo] == ["eager", "baseline"]   # stored: the second night ran nothing again

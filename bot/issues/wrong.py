@@ -4,8 +4,8 @@ The groups are harness.core.tracking's (`wrong_result_groups`); the signature na
 output that differs (harness.core.correctness.wrong_signature). The body says what differs on each model (the
 call's detail and metadata differences), the recompiles the later calls made, the accuracy reproducer the verify
 step kept (bot/verify/wrong_script.py, judged by oracle.judge_wrong; or why none was), the environment, the history
-and the method. Its material (title, signature, the models, cc, the reproducer's verdict) makes its body hash; the numbers of each night's
-detail do not, so a night with the same wrong models rewrites nothing.
+and the method. Its material (title, signature, the models, cc, the reproducer's verdict once there is one) makes
+its body hash; the numbers of each night's detail do not, so a night with the same wrong models rewrites nothing.
 """
 from __future__ import annotations
 
