@@ -73,8 +73,16 @@ def test_tinylm_fails_as_filed_passes_with_the_identity_and_the_oracle_keeps_it(
     script = render_wrong(TINY, case())
     plain = run_script(script, python, timeout=300)               # `python repro.py`, as a maintainer runs it
     assert plain.returncode == 1 and "AssertionError: Tensor-likes are not close!" in plain.stderr_tail, plain
-    judged = oracle.judge_wrong(TINY, case(), python, check=render_and_check, timeout=300)
+    seen: dict[str, ScriptResult] = {}
+
+    def check(built, c, py, timeout, mode="flag"):
+        rendered, seen[mode] = render_and_check(built, c, py, timeout, mode)
+        return rendered, seen[mode]
+
+    judged = oracle.judge_wrong(TINY, case(), python, check=check, timeout=300)
     assert judged.passed and judged.script == script, judged.reason
+    assert seen["eager"].status == "ok" and seen["eager"].mode == "eager"   # torch.compile replaced by the identity
+    assert seen["baseline"].status == "ok" and seen["flag"].status == "error"
     assert judged.result.exception == MISMATCH and judged.result.parameters == 8 * 50 + 8 * 8 + 8 + 8 * 4 + 4
 
 
@@ -237,3 +245,34 @@ def test_the_step_shrinks_a_wrong_result_and_the_issue_shows_it_or_why_it_is_not
     assert "Not verified: baseline failed: compiled under the baseline settings the outputs differ" in refused
     assert "```python" not in refused
     assert [m for cdo, m in modes if cdo] == ["eager", "baseline"]   # stored: the second night ran nothing again
+
+
+def _cli(tmp_path: Path, *args: str):
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).parent.parent
+    return subprocess.run([sys.executable, "-m", "bot.cli.main", "--state", str(tmp_path / "s.sqlite"), "repro", *args],
+                          capture_output=True, text=True, timeout=600, cwd=str(tmp_path),
+                          env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def test_repro_refuses_a_wrong_result_it_cannot_name_in_one_line(tmp_path: Path) -> None:
+    proc = _cli(tmp_path, "BertModel", "--config", "capture_scalar_outputs", "--wrong", "later:logits")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "expected SCENARIO:OUTPUT with SCENARIO one of first, second_size" in proc.stderr
+
+
+@pytest.mark.compile
+def test_repro_renders_the_accuracy_reproducer_of_a_wrong_result_item(tmp_path: Path) -> None:
+    out = tmp_path / "repro.py"
+    proc = _cli(tmp_path, "BertModel", "--config", "capture_scalar_outputs", "--wrong", "weights_updated:pooler_output",
+                "-o", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    script = out.read_text()
+    ast.parse(script)
+    assert "config = transformers.BertConfig.from_dict(dict(" in script and "step_weights(model)" in script
+    assert "torch._dynamo.config.capture_scalar_outputs = True" in script
+    assert script.rstrip().endswith('torch.testing.assert_close(compiled_out["pooler_output"], '
+                                    'eager_out["pooler_output"], rtol=0.001, atol=0.001)')

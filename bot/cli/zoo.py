@@ -219,6 +219,11 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     from harness import zoo
     from harness.engine.script_runner import run_script
 
+    wrong = _wrong_parts(args.wrong) if args.wrong else None
+    if args.wrong and wrong is None:
+        print(f"flagsweep repro: --wrong {args.wrong!r}: expected SCENARIO:OUTPUT with SCENARIO one of "
+              f"{', '.join(SCENARIOS)}", file=sys.stderr)
+        return 2
     try:
         zoo.resolve([args.model])
         catalog = configs_mod.load_catalog(args.config_file or settings.sweep.config_file)
@@ -229,11 +234,7 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     except (zoo.UnknownModel, configs_mod.ConfigError) as exc:
         print(f"flagsweep repro: {exc}", file=sys.stderr)
         return 2
-    case = _wrong_case(args, settings, base, chosen) if args.wrong else None
-    if args.wrong and case is None:
-        print(f"flagsweep repro: --wrong {args.wrong!r}: expected SCENARIO:OUTPUT with SCENARIO one of "
-              f"{', '.join(SCENARIOS)}", file=sys.stderr)
-        return 2
+    case = _wrong_case(wrong, args, settings, base, chosen) if wrong else None
     # The model is built in a worker (this process never imports torch); the script embeds that build.
     options = engine.SweepOptions(workers=1, python=settings.sweep.python, device=args.device)
     built = engine.describe([args.model], options=options).get(args.model)
@@ -257,15 +258,19 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     return 0
 
 
-def _wrong_case(args: argparse.Namespace, settings: Any, base: dict, chosen: dict) -> Any:
-    """The wrong result `--wrong SCENARIO:OUTPUT` names, as the verify step checks it (None: not that form)."""
+def _wrong_parts(text: str) -> tuple[str, str] | None:
+    """(scenario, output) of `--wrong SCENARIO:OUTPUT` (None: not that form)."""
+    scenario, _, output = text.partition(":")
+    return (scenario, output) if scenario in SCENARIOS and output else None
+
+
+def _wrong_case(wrong: tuple[str, str], args: argparse.Namespace, settings: Any, base: dict, chosen: dict) -> Any:
+    """The wrong result `--wrong` names, as the verify step checks it: its signature, both settings, tolerances."""
     from bot.verify.wrong_script import Case
     from harness.core.calls import Call
     from harness.core.correctness import wrong_signature
 
-    scenario, _, output = args.wrong.partition(":")
-    if scenario not in SCENARIOS or not output:
-        return None
+    scenario, output = wrong
     signature = wrong_signature(Call(scenario, accuracy="wrong", output=output))
     return Case(signature, {**base, **chosen[args.config]}, {**base, **chosen["baseline"]}, args.backend, args.device,
                 settings.accuracy.rtol, settings.accuracy.atol)
