@@ -2,7 +2,7 @@
 transformers' namespace (where a rendered script builds its model from), then the script run as `python` runs it.
 
 Started by a wrapper (`interpreter` below) in place of the run's python: `wrapper -I script.py ARGS` becomes
-`python -I tests/accuracy_python.py script.py ARGS`.
+`python -I tests/accuracy_python.py script.py ARGS`; a sweep's workers started through it run as usual.
 """
 from __future__ import annotations
 
@@ -16,7 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def interpreter(folder: Path) -> str:
     """A wrapper `python` in `folder` that runs scripts with the test models exposed; its path."""
     wrapper = folder / "python-with-test-models"
-    wrapper.write_text(f'#!/bin/sh\nshift  # -I: given again below\nexec "{sys.executable}" -I "{__file__}" "$@"\n')
+    # A script (`-I script ARGS`, as harness.engine.script_runner runs one) runs through this module; anything else
+    # (a sweep's workers, an interpreter call) runs as the real python runs it.
+    wrapper.write_text(f'#!/bin/sh\nif [ "$1" = "-I" ]; then\n  shift\n  exec "{sys.executable}" -I "{__file__}" "$@"\n'
+                       f'fi\nexec "{sys.executable}" "$@"\n')
     wrapper.chmod(0o755)
     return str(wrapper)
 

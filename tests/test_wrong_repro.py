@@ -23,7 +23,9 @@ from bot.verify.steps import render_and_check
 from bot.verify.wrong_script import MISMATCH, Case, render_wrong, scenario_rules
 from harness.core.calls import Call
 from harness.core.model_build import ModelBuild
-from harness.engine import scenarios
+from harness.engine import engine, scenarios
+from harness.engine.engine import SweepRequest
+from harness.engine.options import Accuracy, SweepOptions
 from harness.engine.script_runner import ScriptResult, run_script
 from state import db, runs
 from tests import accuracy_models as am
@@ -33,6 +35,7 @@ from tests.fakegithub import scenario as sc
 
 CSO = {"torch._dynamo.config.capture_scalar_outputs": True}
 FIRST = "wrong_result: first: last_hidden_state"
+HOOK_GUARDS = {"torch._dynamo.config.skip_nnmodule_hook_guards": False}
 TINY = ModelBuild("TinyLM", "TinyLMConfig", dict(am.CONFIG), am.SPEC, 0, "fp-TinyLM", "5.23.0")
 
 
@@ -155,45 +158,38 @@ def test_a_real_shrink_step_keeps_baseline_passes_flag_fails(python: str) -> Non
     assert small.script == render_wrong(small.build, case())
 
 
+@pytest.mark.compile
+def test_a_swept_wrong_result_publishes_an_issue_showing_its_verified_reproducer(python: str, tmp_path: Path) -> None:
+    """A real sweep of TinyLM (its first call wrong under capture_scalar_outputs, judged by the worker), the verify
+    step on the run's interpreter, and a dry-run publish: the issue's would-be body (watching after one night: a
+    wrong result is confirmed by a second) shows the reproducer the oracle kept."""
+    settings = Settings(state_path=tmp_path / "state.sqlite", verify=VerifySettings(shrink_budget=0))
+    conn = db.connect(settings.state_path)
+    options = SweepOptions(workers=1, timeout=300, python=python, extra_modules=["tests.accuracy_models"],
+                           accuracy=Accuracy())
+    # With hook guards on, the baseline sees the hook added after the first call: its calls are all right.
+    run_id = engine.sweep(conn, SweepRequest(models=["TinyLM"], configs={sc.CSO: CSO}, options=options,
+                                             base_settings=HOOK_GUARDS, progress=False)).run.id
+    wrong = next(o for o in runs.outcomes(conn, run_id) if o.config == sc.CSO)
+    assert [c.accuracy for c in wrong.calls][0] == "wrong" and wrong.calls[0].output == "last_hidden_state"
+    verdict = steps.verify(conn, run_id, settings)[(sc.CSO, FIRST)].verdict
+    assert verdict is not None and verdict.status == "confirmed" and verdict.model == "TinyLM", verdict
+    out = tmp_path / "out"
+    publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(out),
+                        publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(out)))
+    [held] = sorted((out / "pending").glob("watching-t*.md"))
+    body = held.read_text()
+    assert f"Signature: `{FIRST}`" in body and "Not verified" not in body
+    assert "Verified in fresh interpreters" in body and "with `torch.compile` replaced by the identity it passes" in body
+    assert "```python" in body and "torch._dynamo.config.capture_scalar_outputs = True" in body
+    assert "torch._dynamo.config.skip_nnmodule_hook_guards = False" in body        # the run's base setting, shared
+    assert 'torch.testing.assert_close(compiled_out["last_hidden_state"], eager_out["last_hidden_state"]' in body
+
+
 def _wrong_calls() -> list[Call]:
     return [Call("first", accuracy="wrong", output="last_hidden_state", detail="max abs diff 1.00e-01"),
             Call("second_size", accuracy="close"), Call("hook_added", accuracy="exact"),
             Call("weights_updated", accuracy="exact")]
-
-
-def _night(conn, date: str, python: str) -> int:
-    """TinyLM (the smallest model) and another wrong on their first call under capture_scalar_outputs; TinyLM's
-    build stored, the run's interpreter the one that knows the test models."""
-    models = {"TinyLM": {"baseline": 1}, **{m: {} for m in sc.M[1:4]}}
-    right = [Call(s, accuracy="exact") for s in ("first", "second_size", "hook_added", "weights_updated")]
-    made = {(m, c): right for m in models for c in sc.CONFIGS}
-    made.update({("TinyLM", sc.CSO): _wrong_calls(), (sc.M[1], sc.CSO): _wrong_calls()})
-    run_id = sc.record_nightly(conn, date, models, env={**sc.ENV, "python": python}, calls=made)
-    runs.record_model(conn, run_id, TINY)
-    conn.commit()
-    return run_id
-
-
-@pytest.mark.compile
-def test_a_night_with_a_wrong_result_files_an_issue_showing_the_verified_reproducer(fake_github: FakeGitHub,
-                                                                                   python: str, tmp_path: Path) -> None:
-    fake = fake_github
-    settings = Settings(state_path=tmp_path / "state.sqlite", github=fake.settings(retry_backoff=0.0),
-                        issues=IssueSettings(summary_configs=[sc.CSO]), verify=VerifySettings(shrink_budget=0))
-    conn = db.connect(settings.state_path)
-    for date in ("2026-11-20", "2026-11-21"):                    # the evidence rule: two consecutive nightlies
-        run_id = _night(conn, date, python)
-        found = steps.verify(conn, run_id, settings)
-        verdict = found[(sc.CSO, FIRST)].verdict
-        assert verdict is not None and verdict.status == "confirmed" and verdict.model == "TinyLM", verdict
-        publish.publish_run(conn, settings, run_id, dry_run=False, out_dir=None,
-                            publisher=publish.open_publisher(settings, dry_run=False, out_dir=None))
-    [filed] = [i for i in fake.state.issues(fake.repo) if "gives wrong results" in i.title]
-    body = filed.body
-    assert f"Signature: `{FIRST}`" in body and "Not verified" not in body
-    assert "Verified in fresh interpreters" in body and "with `torch.compile` replaced by the identity it passes" in body
-    assert "```python" in body and "torch._dynamo.config.capture_scalar_outputs = True" in body
-    assert 'torch.testing.assert_close(compiled_out["last_hidden_state"], eager_out["last_hidden_state"]' in body
 
 
 def _twin_night(conn, date: str) -> int:
