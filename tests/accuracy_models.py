@@ -3,11 +3,15 @@
 Workers import it through SweepOptions(extra_modules=["tests.accuracy_models"]) (tests/test_scenarios.py).
 TinyLM takes token ids (a spec the second-size rule lengthens and widens) and, while being traced under
 capture_scalar_outputs, adds 0.1 to its hidden state: the transformers pattern of another code path while compiling
-(is_compiling()), made large, so that one flag's first call is wrong and the baseline's is not.
+(is_compiling()), made large, so that one flag's first call is wrong and the baseline's is not. It is built from a
+transformers-style config (TinyLMConfig), so the worker stores its build and a reproducer can be rendered from it;
+`expose()` puts these classes in transformers' namespace, where a rendered script looks them up (a test's run
+interpreter, tests/accuracy_python.py, calls it before it runs a script).
 """
 from __future__ import annotations
 
 import torch
+import transformers
 
 from harness.zoo import Built, register
 from harness.zoo.inputs import make_inputs
@@ -17,12 +21,24 @@ SHIFT = 0.1
 NOISE = torch.Generator().manual_seed(1)   # never reset by the harness's seeds: eager run twice differs
 
 
+class TinyLMConfig(transformers.PretrainedConfig):
+    model_type = "tiny_lm"
+
+    def __init__(self, vocab_size: int = 50, hidden_size: int = 8, out_features: int = 4, **kwargs: object) -> None:
+        self.vocab_size, self.hidden_size, self.out_features = vocab_size, hidden_size, out_features
+        super().__init__(**kwargs)
+
+
+CONFIG = {"vocab_size": 50, "hidden_size": 8, "out_features": 4}
+
+
 class TinyLM(torch.nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, config: TinyLMConfig | None = None) -> None:
         super().__init__()
-        self.embed = torch.nn.Embedding(50, 8)
-        self.mix = torch.nn.Linear(8, 8)
-        self.head = torch.nn.Linear(8, 4)
+        self.config = config = config or TinyLMConfig(**CONFIG)
+        self.embed = torch.nn.Embedding(config.vocab_size, config.hidden_size)
+        self.mix = torch.nn.Linear(config.hidden_size, config.hidden_size)
+        self.head = torch.nn.Linear(config.hidden_size, config.out_features)
 
     def forward(self, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
         hidden = torch.tanh(self.mix(self.embed(input_ids)))
@@ -47,8 +63,15 @@ class NoisyLM(TinyLM):
 def _builder(cls: type) -> object:
     def build(device: str) -> Built:
         torch.manual_seed(0)
-        return Built(cls().eval().to(device), make_inputs(SPEC, 0, device), stratum="decoder_llm", spec=SPEC)
+        return Built(cls().eval().to(device), make_inputs(SPEC, 0, device), stratum="decoder_llm", spec=SPEC,
+                     config=dict(CONFIG))
     return build
+
+
+def expose() -> None:
+    """TinyLM, TinyNoisyLM and TinyLMConfig as transformers attributes (a rendered script's `transformers.TinyLM`)."""
+    for name, cls in (("TinyLMConfig", TinyLMConfig), ("TinyLM", TinyLM), ("TinyNoisyLM", NoisyLM)):
+        setattr(transformers, name, cls)
 
 
 register("TinyLM", "decoder_llm", _builder(TinyLM))

@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.cli import arguments as types
 from bot.text.render import render
+from harness.core.calls import SCENARIOS
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("--base-setting", action="append", default=[], metavar="KEY=VALUE", help="applied to every compile")
     rep.add_argument("--backend", default="count", type=types.backend, help="count | eager | aot_eager | inductor")
     rep.add_argument("--device", default="cpu", type=types.device, help="cpu or cuda[:N]")
+    rep.add_argument("--wrong", metavar="SCENARIO:OUTPUT", help="the accuracy reproducer of a wrong result instead: the "
+                     "scenario's call (first, second_size, hook_added, weights_updated) and the output that differs, "
+                     "e.g. hook_added:logits (ends in torch.testing.assert_close at the [accuracy] tolerances)")
     rep.add_argument("--run", action="store_true", help="also run it in a fresh interpreter and print its result")
     rep.add_argument("-o", "--output", metavar="FILE", type=types.nonempty("the output file"), help="write the script here (default: stdout)")
     rep.set_defaults(func=cmd_repro)
@@ -217,11 +221,18 @@ def cmd_diff(args: argparse.Namespace, settings: Any) -> int:
 def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     """Write (and optionally run) a standalone reproducer."""
     from bot.verify.script import NotRenderable, render_script
+    from bot.verify.steps import render_and_check
+    from bot.verify.wrong_script import render_wrong
     from harness.engine import configs as configs_mod
     from harness.engine import engine
     from harness import zoo
     from harness.engine.script_runner import run_script
 
+    wrong = _wrong_parts(args.wrong) if args.wrong else None
+    if args.wrong and wrong is None:
+        print(f"flagsweep repro: --wrong {args.wrong!r}: expected SCENARIO:OUTPUT with SCENARIO one of "
+              f"{', '.join(SCENARIOS)}", file=sys.stderr)
+        return 2
     try:
         zoo.resolve([args.model])
         catalog = configs_mod.load_catalog(args.config_file or settings.sweep.config_file)
@@ -232,11 +243,13 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     except (zoo.UnknownModel, configs_mod.ConfigError) as exc:
         print(f"flagsweep repro: {exc}", file=sys.stderr)
         return 2
+    case = _wrong_case(wrong, args, settings, base, chosen) if wrong else None
     # The model is built in a worker (this process never imports torch); the script embeds that build.
     options = engine.SweepOptions(workers=1, python=settings.sweep.python, device=args.device)
     built = engine.describe([args.model], options=options).get(args.model)
     try:
-        text = render_script(built, {**base, **chosen[args.config]}, backend=args.backend, device=args.device)
+        text = render_wrong(built, case) if case else \
+            render_script(built, {**base, **chosen[args.config]}, backend=args.backend, device=args.device)
     except NotRenderable:
         print(f"flagsweep repro: {args.model} cannot be built here (see `flagsweep zoo check --models {args.model}`)",
               file=sys.stderr)
@@ -246,6 +259,27 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
         print(f"wrote {args.output}", file=sys.stderr)
     elif not args.run:
         sys.stdout.write(text)
-    if args.run:
-        print(json.dumps(run_script(text, settings.sweep.python or sys.executable).to_dict()))
+    python = settings.sweep.python or sys.executable
+    if args.run and case:       # under its driver: the result line says whether assert_close failed
+        print(json.dumps(render_and_check(built, case, python, settings.verify.timeout)[1].to_dict()))
+    elif args.run:
+        print(json.dumps(run_script(text, python).to_dict()))
     return 0
+
+
+def _wrong_parts(text: str) -> tuple[str, str] | None:
+    """(scenario, output) of `--wrong SCENARIO:OUTPUT` (None: not that form)."""
+    scenario, _, output = text.partition(":")
+    return (scenario, output) if scenario in SCENARIOS and output else None
+
+
+def _wrong_case(wrong: tuple[str, str], args: argparse.Namespace, settings: Any, base: dict, chosen: dict) -> Any:
+    """The wrong result `--wrong` names, as the verify step checks it: its signature, both settings, tolerances."""
+    from bot.verify.wrong_script import Case
+    from harness.core.calls import Call
+    from harness.core.correctness import wrong_signature
+
+    scenario, output = wrong
+    signature = wrong_signature(Call(scenario, accuracy="wrong", output=output))
+    return Case(signature, {**base, **chosen[args.config]}, {**base, **chosen["baseline"]}, args.backend, args.device,
+                settings.accuracy.rtol, settings.accuracy.atol)

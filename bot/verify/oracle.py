@@ -12,6 +12,11 @@ a time) runs alone in a fresh one.
 Without (a) a shrink can keep the signature while making inputs the model cannot take
 (Qwen2-VL: pixel_values cut to one image, image_grid_thw still saying two): Dynamo
 reaches the crash before the bad shapes matter, and the report is bogus in eager.
+A wrong result's reproducer (bot/verify/wrong_script.py, run under its driver) is judged by `judge_wrong`, in the
+same order and to the same end: kept only when (a) with torch.compile replaced by the identity its assert_close
+passes (eager run twice, on the model and on its deep copy, agrees), (b) compiled under the baseline it passes,
+and (c) compiled under the flag it fails in assert_close: "fails as filed". A crash under the flag is not a
+reproduced wrong result. One interpreter per check (the baseline's is another script).
 Stdlib only: torch is never imported here.
 """
 from __future__ import annotations
@@ -20,7 +25,8 @@ import dataclasses
 import time
 from typing import Any, Callable, NamedTuple
 
-from bot.verify.steps import Runner
+from bot.verify.steps import Check, Runner
+from bot.verify.wrong_script import MISMATCH, Case
 from harness.core.model_build import ModelBuild
 from harness.engine.script_runner import ScriptResult
 
@@ -100,6 +106,45 @@ def judge(built: ModelBuild | None, settings: dict[str, Any], baseline: dict[str
         else:
             result = mine
         problem = flag_problem(result, signature) if mode == "flag" else _valid_problem(mode, result)
+        if problem:
+            return Judged(False, mode, problem, script, result)
+    return Judged(True, None, "", script, result)
+
+
+def _wrong_problem(mode: str, result: ScriptResult) -> str:
+    """Why a wrong result's check in `mode` makes the candidate not kept ("" when it answered as it must)."""
+    if not result.reported:
+        return f"{FAILED.get(mode, mode)}: did not report a result ({result.error or 'no FLAGSWEEP_RESULT line'})"
+    mismatch = result.status == "error" and result.exception == MISMATCH
+    if mode == "flag":
+        if mismatch:
+            return ""
+        if result.status == "ok":
+            return "passed assert_close in a fresh interpreter: the compiled outputs matched eager's"
+        return f"ended with {result.said} instead of assert_close's mismatch (a crash is not a wrong result)"
+    if result.status == "ok":
+        return ""
+    if mode == "eager" and mismatch:
+        return "eager failed: eager run twice disagrees (assert_close fails with torch.compile replaced by the identity)"
+    if mismatch:
+        return "baseline failed: compiled under the baseline settings the outputs differ from eager's too"
+    where = "with torch.compile replaced by the identity" if mode == "eager" else "compiled under the baseline settings"
+    return f"{FAILED[mode]}: the script fails {where} ({result.said})"
+
+
+def judge_wrong(built: ModelBuild | None, case: Case, python: str, *, check: Check, timeout: float,
+                clock: Callable[[], float] = time.monotonic) -> Judged:
+    """A wrong result's reproducer on `built`: the checks in MODES order, stopping at the first that fails; the
+    script kept is the flag's (the baseline's differs by its settings). `timeout` bounds them all; a `check` that
+    raises (nothing to render from) propagates."""
+    started, script, result = clock(), "", ScriptResult.not_run()
+    for mode in MODES:
+        left = timeout - (clock() - started)
+        if left <= 0:
+            return Judged(False, mode, f"ran out of time before the {mode} check", script, ScriptResult.not_run())
+        rendered, result = check(built, case, python, left, mode)
+        script = script if mode == "baseline" else rendered
+        problem = _wrong_problem(mode, result)
         if problem:
             return Judged(False, mode, problem, script, result)
     return Judged(True, None, "", script, result)

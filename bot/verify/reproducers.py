@@ -10,7 +10,10 @@ under the flag with the same signature). That is slow (a new Python, a
 compile), so verdicts are stored (state/verdicts.py) per (config, signature,
 model, fingerprint, torch build) and reused. A confirmed one is then shrunk
 (bot/verify/shrink.py) under a time budget, and the verdict keeps the smallest
-script the oracle still keeps, with its shrink.
+script the oracle still keeps, with its shrink. A wrong result's group (harness.core.tracking
+`wrong_result_groups`) goes the same way with its own reproducer and oracle (bot/verify/wrong_script.py,
+oracle.judge_wrong: eager agrees with itself, the baseline passes assert_close, the flag fails it), at the run's
+[accuracy] tolerances.
 """
 from __future__ import annotations
 
@@ -23,9 +26,12 @@ from typing import Any, Callable
 
 from bot.verify import oracle, pool, shrink
 from bot.verify.cost import Meter
-from bot.verify.steps import Runner, VerifySteps
+from bot.verify.steps import Check, Runner, VerifySteps
+from bot.verify.wrong_script import Case
+from harness.core.correctness import is_wrong_signature
 from harness.core.model_build import ModelBuild
 from harness.core.outcome import Effect, Outcome
+from harness.engine.options import ATOL, RTOL
 from state import verdicts as store
 from state.runs import Run
 from state.verdicts import Shrink, Verdict
@@ -56,6 +62,12 @@ def run_settings(run: Run, config: str) -> dict[str, Any]:
 def run_how(run: Run) -> tuple[str, str]:
     """(backend, device) the run compiled under."""
     return run.options.get("backend", "count"), run.options.get("device", "cpu")
+
+
+def run_tolerances(run: Run) -> tuple[float, float]:
+    """(rtol, atol) the run's accuracy oracle judged with ([accuracy], stored with its options)."""
+    accuracy = run.options.get("accuracy") or {}
+    return float(accuracy.get("rtol", RTOL)), float(accuracy.get("atol", ATOL))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +109,8 @@ def verify_all(conn: sqlite3.Connection, groups: Groups, outcomes: list[Outcome]
             out[group] = job
         else:
             jobs.append(dataclasses.replace(job, place=place[group]))
-    ctx = _Context(run_how(run), python or "", seams.run, timeout, shrink_budget, deadline, meter, clock, progress)
+    ctx = _Context(run_how(run), python or "", seams.run, timeout, shrink_budget, deadline, meter, clock, progress,
+                   seams.check, run_tolerances(run))
 
     def finished(n: int, result: tuple[Verdict, bool] | None) -> None:
         job = jobs[n]
@@ -147,9 +160,22 @@ class _Context:
     meter: Meter
     clock: Callable[[], float]
     progress: Callable[[str], None] | None
+    check: Check
+    tolerance: tuple[float, float]          # the run's (rtol, atol): a wrong result's assert_close
 
     def run(self, job: Job, stage: str) -> Runner:
         return self.meter.timed(job.group, stage, self.runner)
+
+    def judge(self, job: Job, stage: str) -> shrink.Judge:
+        """The oracle of `job`'s group for one stage: a wrong result's (judge_wrong) or a crash's, its runs metered."""
+        (flag, baseline), signature = job.settings, job.blank.signature
+        if is_wrong_signature(signature):
+            case = Case(signature, flag, baseline, *self.how, *self.tolerance)
+            check = self.meter.timed(job.group, stage, self.check)
+            return lambda built, timeout: oracle.judge_wrong(built, case, self.python, check=check, timeout=timeout)
+        runner = self.run(job, stage)
+        return lambda built, timeout: oracle.judge(built, flag, baseline, *self.how, self.python, signature,
+                                                   runner=runner, timeout=timeout)
 
     def say(self, text: str) -> None:
         if self.progress:
@@ -173,11 +199,9 @@ def _work(job: Job, ctx: _Context) -> tuple[Verdict, bool] | None:
             return kept, True
     if job.cached is not None:        # confirmed before the shrink was enabled (or finished): measure it again
         start = job.cached.shrink.build if job.cached.shrink else job.built
-        found, ran = _remeasure(job.cached, start, job.settings, ctx.how, ctx.python, ctx.run(job, "verify"),
-                                ctx.timeout)
+        found, ran = _remeasure(job.cached, start, ctx.judge(job, "verify"), ctx.timeout)
     else:
-        found, ran = _verify(job.blank, job.built, job.settings, ctx.how, ctx.python or None, ctx.run(job, "verify"),
-                             ctx.timeout)
+        found, ran = _verify(job.blank, job.built, ctx.judge(job, "verify"), ctx.python or None, ctx.timeout)
     if ran is not None and found.status == "confirmed" and ctx.shrink_budget > 0:
         found = _shrunk(found, job, ran, ctx)
     if why and found.status == "confirmed":
@@ -192,8 +216,7 @@ def _carried(job: Job, ctx: _Context) -> tuple[Verdict | None, str | None]:
     assert carry is not None and carry.shrink is not None
     ctx.say(f"carrying {carry.model}'s case from {carry.build} under {carry.config}")
     try:
-        judged = _judge(carry.shrink.build, job.settings, ctx.how, ctx.python, carry.signature, ctx.run(job, "carry"),
-                        ctx.timeout)
+        judged = ctx.judge(job, "carry")(carry.shrink.build, ctx.timeout)
     except Exception as exc:  # the carried build no longer renders
         return None, f"the case shrunk on {carry.build} could not be run here ({type(exc).__name__})"
     if not judged.passed:
@@ -208,19 +231,13 @@ def _carried(job: Job, ctx: _Context) -> tuple[Verdict | None, str | None]:
 Settings = tuple[dict[str, Any], dict[str, Any]]   # (the flag's settings, the baseline's), each base + config
 
 
-def _judge(built: ModelBuild | None, settings: Settings, how: tuple[str, str], python: str, signature: str,
-           runner: Runner, timeout: float) -> oracle.Judged:
-    flag, baseline = settings
-    return oracle.judge(built, flag, baseline, *how, python, signature, runner=runner, timeout=timeout)
-
-
-def _verify(blank: Verdict, built: ModelBuild | None, settings: Settings, how: tuple[str, str],
-            python: str | None, runner: Runner, timeout: float) -> tuple[Verdict, oracle.Judged | None]:
+def _verify(blank: Verdict, built: ModelBuild | None, judge: shrink.Judge, python: str | None,
+            timeout: float) -> tuple[Verdict, oracle.Judged | None]:
     """(verdict, what the oracle saw); None in place of the oracle's answer when nothing could run."""
     if not python:
         return dataclasses.replace(blank, reason="could not be run: the run recorded no interpreter"), None
     try:
-        judged = _judge(built, settings, how, python, blank.signature, runner, timeout)
+        judged = judge(built, timeout)
     except Exception as exc:  # nothing stored to render from, or a template error: "not confirmed"
         return dataclasses.replace(blank, reason=f"could not be generated ({type(exc).__name__}: {exc})"), None
     status = "confirmed" if judged.passed else "unconfirmed"
@@ -229,11 +246,11 @@ def _verify(blank: Verdict, built: ModelBuild | None, settings: Settings, how: t
                                torch_version=result.torch_version, torch_git=result.torch_git), judged
 
 
-def _remeasure(cached: Verdict, built: ModelBuild | None, settings: Settings, how: tuple[str, str],
-               python: str, runner: Runner, timeout: float) -> tuple[Verdict, oracle.Judged | None]:
+def _remeasure(cached: Verdict, built: ModelBuild | None, judge: shrink.Judge,
+               timeout: float) -> tuple[Verdict, oracle.Judged | None]:
     """A stored confirmed verdict judged again so it can be shrunk; None in place of the answer when its build is gone."""
     try:
-        return cached, _judge(built, settings, how, python, cached.signature, runner, timeout)
+        return cached, judge(built, timeout)
     except Exception:
         return cached, None
 
@@ -250,7 +267,7 @@ def _shrunk(found: Verdict, job: Job, original: oracle.Judged, ctx: _Context) ->
     flag, baseline = job.settings
     budget = min(ctx.shrink_budget, ctx.left())
     small = shrink.minimise(start, flag, *ctx.how, ctx.python, found.signature, baseline=baseline,
-                            original=(original.script, original.result), budget=budget, runner=ctx.run(job, "shrink"),
+                            original=(original.script, original.result), budget=budget, judge=ctx.judge(job, "shrink"),
                             timeout=ctx.timeout, progress=ctx.progress,
                             label=f"{start.model} (reproducer {job.place})" if job.place else None)
     ctx.meter.shrank(job.group, small.stats["tries"], small.stats["kept"])

@@ -6,7 +6,8 @@ widths and heads, smaller vocab and counts, shorter inputs, a batch of one,
 fewer images, dropped optional inputs, other config fields at their defaults -
 and keep each only when the oracle that verified the reproducer keeps it
 (bot/verify/oracle.py: its script runs in eager, compiles under the baseline and
-fails under the flag with the same signature, on the run's own interpreter).
+fails under the flag with the same signature, on the run's own interpreter; a wrong result's, `judge_wrong`:
+the baseline passes its assert_close, the flag fails it).
 Greedy and delta-debugging style: every pass proposes one change per knob (the
 smallest rung first), tries them all at once, and splits a rejected group in
 halves down to single changes; a rejected change comes back one rung larger in
@@ -15,6 +16,7 @@ overrun the time budget. Stdlib only: torch is never imported here.
 """
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass
@@ -52,9 +54,12 @@ class _Search:
     stopped: str = "done"       # done | budget | tries
 
 
+Judge = Callable[[ModelBuild, float], oracle.Judged]   # (candidate build, timeout) -> the oracle's judgement
+
+
 def minimise(built: ModelBuild, settings: dict[str, Any], backend: str, device: str, python: str,
-             signature: str, *, original: tuple[str, ScriptResult], budget: float, runner: Runner,
-             baseline: dict[str, Any] | None = None,
+             signature: str, *, original: tuple[str, ScriptResult], budget: float, runner: Runner | None = None,
+             baseline: dict[str, Any] | None = None, judge: Judge | None = None,
              timeout: float = 600.0, max_tries: int | None = None, clock: Callable[[], float] = time.monotonic,
              progress: Callable[[str], None] | None = None, label: str | None = None) -> Shrunk:
     """Shrink a confirmed reproducer's build while the oracle keeps it (fails with `signature` on `python`).
@@ -62,8 +67,14 @@ def minimise(built: ModelBuild, settings: dict[str, Any], backend: str, device: 
     original: the flag run's (script, result) that confirmed it. baseline: the run's baseline settings.
     budget: seconds for the whole shrink, oracle runs included (a try that would overrun it, judged by
     the last try's duration, is not started). Each try is one oracle judgement (up to three `runner`
-    calls); max_tries caps them. label: how progress lines name this shrink (default: the model).
+    calls); max_tries caps them. judge: another oracle for each try in place of the crash's over `runner`
+    (a wrong result's: oracle.judge_wrong, so every kept step still passes the baseline and fails under the
+    flag). label: how progress lines name this shrink (default: the model).
     """
+    if judge is None:
+        assert runner is not None, "a crash's shrink runs its scripts through a runner"
+        judge = functools.partial(_crash_judge, settings=settings, baseline=baseline or {}, how=(backend, device),
+                                  python=python, signature=signature, runner=runner, clock=clock)
     s = _Search(built, original[0], original[1], clock())
     s.last_wall = float(original[1].seconds or 0.0)   # the first try is judged by the run that confirmed it
     rejected: set[str] = set()
@@ -80,8 +91,7 @@ def minimise(built: ModelBuild, settings: dict[str, Any], backend: str, device: 
         if progress:
             progress(f"shrinking {label or built.model}: try {s.tries + 1} ({s.kept} kept)")
         try:
-            judged = oracle.judge(candidate, settings, baseline or {}, backend, device, python, signature,
-                                  runner=runner, timeout=min(timeout, budget - elapsed), clock=clock)
+            judged = judge(candidate, min(timeout, budget - elapsed))
         except Exception:             # a candidate the template cannot render is only a rejected one
             judged = None
         s.tries, s.last_wall = s.tries + 1, clock() - t0
@@ -104,6 +114,13 @@ def minimise(built: ModelBuild, settings: dict[str, Any], backend: str, device: 
                 queue[:0] = [group[:len(group) // 2], group[len(group) // 2:]]
         if not changes:
             return _finish(built, original, s, clock)
+
+
+def _crash_judge(candidate: ModelBuild, timeout: float, *, settings: dict[str, Any], baseline: dict[str, Any],
+                 how: tuple[str, str], python: str, signature: str, runner: Runner,
+                 clock: Callable[[], float]) -> oracle.Judged:
+    return oracle.judge(candidate, settings, baseline, *how, python, signature, runner=runner, timeout=timeout,
+                        clock=clock)
 
 
 # ---- what it shrank ------------------------------------------------------------------------------------

@@ -6,7 +6,10 @@ Each tracking group (harness.core.tracking) gets the verdict of its smallest
 affected model's reproducer (bot/verify/reproducers.py: reused when stored for the
 same key, else run, and shrunk when confirmed) and the component of its crash
 (bot/verify/isolate.py); a confirmed verdict then gets the maintainer's script and its dynamic ablation
-(bot/verify/ablation.py), once. With verification off, the run's groups get no verdict
+(bot/verify/ablation.py), once. A wrong result's group (harness.core.tracking `wrong_result_groups`, but not a
+flag unsafe by its own documentation: its wrong results are never filed) gets the verdict of its accuracy
+reproducer the same way (verified, shrunk); it has no component and no maintainer's script besides (the accuracy
+reproducer is one already). With verification off, the run's groups get no verdict
 ("not run for this publish") and only components known by construction.
 """
 from __future__ import annotations
@@ -22,7 +25,8 @@ from bot.verify.bar import StepBar
 from bot.verify.cost import Meter
 from bot.verify.steps import VerifySteps
 from bot.view import run_view
-from harness.core.tracking import tracking_groups
+from harness.core import unsafe
+from harness.core.tracking import tracking_groups, wrong_result_groups
 from state import verdicts
 from state.verdicts import RunVerdict, StepCost
 
@@ -44,13 +48,14 @@ def verify_run(conn: sqlite3.Connection, run_id: int, *, enabled: bool, timeout:
     """
     items = run_view.load_items(conn, run_id)
     groups = tracking_groups(list(items.effects), list(items.outcomes))
+    every = {**groups, **_filed_wrong_results(items)}    # crashes first: a wrong result's group needs no isolation
     builds = dict(items.builds)
     meter = Meter(clock)
     deadline = None if max_minutes is None else meter.started + max_minutes * 60
-    steps = StepBar(len(groups), enabled=bar and enabled, say=progress)
+    steps = StepBar(len(every), enabled=bar and enabled, say=progress)
     say = steps.doing if bar and enabled else progress
     try:
-        found = reproducers.verify_all(conn, groups, items.outcomes, items.run, builds, python=python,
+        found = reproducers.verify_all(conn, every, items.outcomes, items.run, builds, python=python,
                                        timeout=timeout, seams=seams, shrink_budget=shrink_budget, progress=say,
                                        workers=workers, deadline=deadline, meter=meter,
                                        done=lambda group: steps.finished(), clock=clock) if enabled else {}
@@ -62,16 +67,23 @@ def verify_run(conn: sqlite3.Connection, run_id: int, *, enabled: bool, timeout:
                                 seams=seams, progress=say, workers=workers, meter=meter, past_deadline=past)
     finally:
         steps.close()
-    pending = {group for group in groups if enabled and group not in found}
+    pending = {group for group in every if enabled and group not in found}
     verdicts.record_run(conn, run_id, [RunVerdict(config, signature, found.get((config, signature)),
                                                   components.get((config, signature)), (config, signature) in pending)
-                                       for config, signature in groups])
+                                       for config, signature in every])
     if meter.total or pending or verdicts.step_cost(conn, run_id) is None:   # a step that ran nothing writes nothing
         verdicts.record_step(conn, run_id, StepCost(round(clock() - meter.started, 1), meter.total, workers,
-                                                    len(groups), len(pending)))
+                                                    len(every), len(pending)))
     if pending and progress:
         progress(f"{len(pending)} signature(s) past the verify budget ({max_minutes:g} min): pending, finished later")
     return verdicts.for_run(conn, run_id)
+
+
+def _filed_wrong_results(items: run_view.RunItems) -> reproducers.Groups:
+    """The run's wrong-result groups that may be filed: none of a flag unsafe by its own documentation."""
+    table = unsafe.load()
+    return {group: effects for group, effects in wrong_result_groups(list(items.effects), list(items.outcomes)).items()
+            if unsafe.reason(items.run.configs.get(group[0], {}), table) is None}
 
 
 def note_old_cache(state_path: str | Path) -> None:

@@ -1,10 +1,11 @@
 """The verifier's calls into other processes, as typed seams: one dataclass, the real functions as its defaults.
 
 Every script the verify step runs goes through one of these: a reproducer rendered from a stored build and run
-in a fresh interpreter (`run`), the maintainer's script run under its driver (`drive`), and the config's defaults
-asked in the torch under test (`ask`). The entry points (step.verify_run, reproducers.verify_all,
-isolate.isolate_all, ablation.ablate_all) take a `VerifySteps`; tests pass a twin of the same type (house style:
-bot.pipeline.steps.Steps). Stdlib only here: torch is never imported.
+in a fresh interpreter (`run`), a wrong result's accuracy reproducer run under its driver (`check`), the
+maintainer's script run under its driver (`drive`), and the config's defaults asked in the torch under test
+(`ask`). The entry points (step.verify_run, reproducers.verify_all, isolate.isolate_all, ablation.ablate_all)
+take a `VerifySteps`; tests pass a twin of the same type (house style: bot.pipeline.steps.Steps).
+Stdlib only here: torch is never imported.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, Protocol
 
 from bot.text.render import render
 from bot.verify.script import HARNESS, module_source, render_script
+from bot.verify.wrong_script import MISMATCH, Case, render_wrong
 from harness.core.model_build import ModelBuild
 from harness.engine.interpreter import call
 from harness.engine.script_runner import ScriptResult, run_script
@@ -24,6 +26,13 @@ class Runner(Protocol):
     def __call__(self, built: ModelBuild | None, settings: dict[str, Any], backend: str, device: str, python: str,
                  timeout: float, mode: str = ..., baseline: dict[str, Any] | None = ...,
                  ) -> tuple[str, ScriptResult]: ...
+
+
+class Check(Protocol):
+    """(stored build, a wrong result's case, python, timeout, mode: eager | baseline | flag) -> (script, result)."""
+
+    def __call__(self, built: ModelBuild | None, case: Case, python: str, timeout: float,
+                 mode: str = ...) -> tuple[str, ScriptResult]: ...
 
 
 class Drive(Protocol):
@@ -46,6 +55,17 @@ def render_and_run(built: ModelBuild | None, settings: dict[str, Any], backend: 
     return script, run_script(script, python, timeout, args=() if mode == "flag" else (mode,))
 
 
+def render_and_check(built: ModelBuild | None, case: Case, python: str, timeout: float,
+                     mode: str = "flag") -> tuple[str, ScriptResult]:
+    """A wrong result's reproducer rendered from stored data (the baseline's settings in `baseline` mode) and run
+    under its driver in a fresh interpreter of `python`, compiled or (`eager`) with the identity; (script, result)."""
+    script = render_wrong(built, case, baseline=mode == "baseline")
+    driver = render("wrong_driver.py.j2", mismatch=MISMATCH,
+                    signature_source=module_source(HARNESS / "core" / "signature.py"))
+    return script, run_script(driver, python, timeout, args=("eager" if mode == "eager" else "compiled",),
+                              files={"repro.py": script}, name="drive.py")
+
+
 def drive(script: str, python: str, timeout: float, mode: str) -> ScriptResult:
     """Run the maintainer's script as repro.py under the driver, in `mode`, in a fresh interpreter; its result."""
     driver = render("maintainer_driver.py.j2",
@@ -63,5 +83,6 @@ class VerifySteps:
     """The verifier's seams; tests swap one (usually `run`) for a twin of the same type."""
 
     run: Runner = render_and_run
+    check: Check = render_and_check
     drive: Drive = drive
     ask: Ask = ask_overrides

@@ -40,6 +40,12 @@ def wrong_signature(call: Call) -> str:
     return f"{WRONG_RESULT}: {call.scenario}: {call.output or 'output'}"
 
 
+def wrong_parts(signature: str) -> tuple[str, str]:
+    """(scenario, output) of a wrong signature (`wrong_signature`'s form)."""
+    _, scenario, output = signature.split(": ", 2)
+    return scenario, output
+
+
 def is_wrong_signature(signature: str) -> bool:
     """Whether a group's signature names a wrong result (`wrong_signature`'s form), not a crash."""
     return signature.startswith(f"{WRONG_RESULT}: ")

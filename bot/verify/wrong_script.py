@@ -1,0 +1,125 @@
+"""The accuracy reproducer of a wrong result: a short script a PyTorch maintainer reads, ending in assert_close.
+
+Rendered from a stored (shrunk) build like the maintainer's crash script (bot/verify/maintainer.py: the config
+class built from its fields, the model in eval mode, each input on one line, one `torch.<module>.config.<name> =
+value` line per setting, `torch.compile(model, backend=...)`), with the eager reference a deep copy made before
+compiling. It makes the first call, then the scenario's change (harness.engine.scenarios: the second input spec,
+the per-feature scaling hook on the middle submodule, the seeded in-place weight step), and ends in
+`torch.testing.assert_close` on the output that was wrong, at the run's [accuracy] tolerances. The scenario's
+constants (HOOK_SCALE, WEIGHT_STEP and the weight step's seed) are read from harness/engine/scenarios.py's source,
+never imported (that module imports torch): one rule, in the worker's module. The baseline's script is the same
+one with the baseline's settings. Stdlib only: torch is never imported here.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from bot.text.render import render
+from bot.verify.maintainer import WIDTH, backend_for, input_expr, literal, setting_lines
+from bot.verify.script import HARNESS, NotRenderable
+from harness.core.correctness import wrong_parts
+from harness.core.model_build import ModelBuild
+from harness.zoo import second
+from harness.zoo.errors import LockError
+
+SCENARIOS_SOURCE = HARNESS / "engine" / "scenarios.py"
+MISMATCH = "torch.testing.assert_close"   # the driver's `exception` when the script's comparison failed
+
+
+@dataclass(frozen=True)
+class Case:
+    """What a wrong result's reproducer checks, besides the build: its signature, both settings, how it compiles."""
+
+    signature: str                  # wrong_result: <scenario>: <output>
+    settings: dict[str, Any]        # the flag's: the run's base settings, then the config's
+    baseline: dict[str, Any]        # the baseline's, the same way
+    backend: str                    # the run's (bot.verify.maintainer.backend_for names it in the script)
+    device: str
+    rtol: float                     # the run's [accuracy] tolerances
+    atol: float
+
+
+@dataclass(frozen=True)
+class ScenarioRules:
+    """The worker's constants for the later calls, as its module writes them."""
+
+    hook_scale: tuple[float, float]     # HOOK_SCALE
+    weight_step: float                  # WEIGHT_STEP
+    weight_seed: str                    # the weight step generator's seed, as an expression of SEED
+
+
+@functools.cache
+def scenario_rules() -> ScenarioRules:
+    """HOOK_SCALE, WEIGHT_STEP and the weight step's seed, read from harness/engine/scenarios.py's source."""
+    source = SCENARIOS_SOURCE.read_text()
+    tree = ast.parse(source)
+    consts = {t.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+              for t in node.targets if isinstance(t, ast.Name) and t.id in ("HOOK_SCALE", "WEIGHT_STEP")}
+    moved = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "weights_moved")
+    seed = next(ast.get_source_segment(source, c.args[0]) for c in ast.walk(moved)
+                if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "manual_seed")
+    return ScenarioRules(tuple(consts["HOOK_SCALE"]), float(consts["WEIGHT_STEP"]), seed or "SEED")
+
+
+def accessor(output: str) -> str:
+    """How the script picks the wrong output from a model's outputs: `["logits"]`, `[0]`; "" for the whole output
+    (a plain tensor, named "output" by harness.engine.accuracy)."""
+    top = re.match(r"[A-Za-z_]\w*|\[\d+\]", output)
+    if output == "output" or top is None:
+        return ""
+    return top.group(0) if top.group(0).startswith("[") else f"[{json.dumps(top.group(0))}]"
+
+
+def config_lines(config: dict[str, Any]) -> list[str]:
+    """The config's fields as `name=value,` packed into lines of WIDTH columns (one literal when keys are not names)."""
+    if not all(isinstance(k, str) and k.isidentifier() for k in config):
+        return [f"    **{literal(config)},"]
+    lines, current = [], "   "
+    for key, value in config.items():
+        part = f" {key}={literal(value)},"
+        if current.strip() and len(current) + len(part) > WIDTH:
+            lines.append(current)
+            current = "   "
+        current += part
+    return lines + [current] if current.strip() else lines
+
+
+def _second_inputs(built: ModelBuild) -> list[str]:
+    """The second call's inputs (harness.zoo.second: the sealed second spec, or the rule's first candidate)."""
+    try:
+        found = second.candidates(built.model, built.spec or {})
+    except LockError as exc:
+        raise NotRenderable(f"no second input spec for {built.model}: {exc}") from exc
+    if not found:
+        raise NotRenderable("the second-size rule finds no other size for these inputs")
+    return [f"    {name}={input_expr(spec)}," for name, spec in found[0].items()]
+
+
+def _settings(case: Case, baseline: bool) -> tuple[list[str], list[str], list[str]]:
+    """(imports, the settings both compiles share, the flag's own lines); the baseline's script has no flag lines."""
+    shared = {k: v for k, v in case.baseline.items() if case.settings.get(k, object()) == v}
+    own = case.baseline if baseline else {k: v for k, v in case.settings.items() if k not in shared}
+    imports, common = setting_lines({**shared, **(own if baseline else {})})
+    flag_imports, flag = setting_lines({} if baseline else own)
+    return list(dict.fromkeys(imports + flag_imports)), common, flag
+
+
+def render_wrong(built: ModelBuild | None, case: Case, *, baseline: bool = False) -> str:
+    """The accuracy reproducer of `case` on `built` (baseline: the same script under the baseline's settings)."""
+    if not built or not built.config_class or not built.model:
+        raise NotRenderable("the run stored no build data for this model")
+    scenario, output = wrong_parts(case.signature)
+    imports, common, flag = _settings(case, baseline)
+    return render("repro_wrong.py.j2", model=built.model, config_class=built.config_class,
+                  seed=int(built.seed or 0), config_lines=config_lines(built.config or {}),
+                  input_lines=[f"    {name}={input_expr(spec)}," for name, spec in (built.spec or {}).items()],
+                  second_lines=_second_inputs(built) if scenario == "second_size" else [],
+                  imports=imports, common=common, flag=flag, baseline=baseline,
+                  backend=backend_for(None, case.backend), device=case.device, signature=case.signature,
+                  scenario=scenario, output=output, pick=accessor(output), rtol=case.rtol, atol=case.atol,
+                  rules=scenario_rules(), transformers_version=built.transformers_version or "")
