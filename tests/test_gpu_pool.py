@@ -116,3 +116,16 @@ def test_inductor_shared_cache_hits_the_second_configs_graphs_and_changes_no_res
     for config in ("baseline", "capture_dynamic_output_shape_ops"):
         assert cached[config].status == "ok", cached[config]
         assert [getattr(cached[config], k) for k in keys] == [getattr(plain[config], k) for k in keys]
+
+
+def test_a_workers_threads_are_its_share_of_the_asked_pool_whatever_starts(monkeypatch):
+    # Inductor keys a CPU kernel by the thread count: a sweep of one model, or a re-run alone, must compile with the
+    # threads a full pool's worker has, or it misses the nightly's entries in the shared cache.
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    options = SweepOptions(workers=4, timeout=60)
+    pools = [Pool(options, items=8), Pool(options, items=1), Pool(options, alone=True)]
+    try:
+        assert [(p.size, p.threads) for p in pools] == [(4, 4), (1, 4), (1, 4)]
+    finally:
+        for p in pools:
+            p.close()
