@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import dataclasses
+import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -98,17 +101,18 @@ def inductor_rows(models: list[str], base: SweepOptions, workers: int,
     again: the next night of the same build): wall times, hits per config, compile seconds per config, and whether
     each cached run's results are the uncached run's."""
     ind = SweepOptions(**{**base.to_dict(), "backend": "inductor"})
-    sides = {"no cache": run(models, _on(ind, ind.device, workers, cache=None), "inductor, no shared cache")}
+    sides, loads = {}, {}
     with tempfile.TemporaryDirectory(prefix="flagsweep-cache-") as root:
-        sides["fresh"] = run(models, _on(ind, ind.device, workers, cache=root), "inductor, fresh shared cache")
-        if warm:
-            sides["warm"] = run(models, _on(ind, ind.device, workers, cache=root), "inductor, warm shared cache")
+        for name, cache in [("no cache", None), ("fresh", root)] + ([("warm", root)] if warm else []):
+            with _load_sampled() as loads[name]:
+                sides[name] = run(models, _on(ind, ind.device, workers, cache=cache), f"inductor, {name}")
     plain, _, t_off = sides["no cache"]
     total = _total(list(sides["fresh"][1].values()))
     rows = [("inductor", f"{len(models)} models x {len({BASELINE, *BUILTIN})} configs, no cache", f"{t_off:.0f} s"),
             ("inductor", "with the shared cache", _less(sides["fresh"][2], t_off))]
     if warm:
         rows.append(("inductor", "with the warm shared cache (next night, same build)", _less(sides["warm"][2], t_off)))
+    rows.append(("inductor", f"mean load average: {' / '.join(loads)}", " / ".join(map(_load, loads.values()))))
     rows.append(("inductor", "cache hits (FX graph / AOTAutograd)", _hits(total)))
     rows += [("inductor", f"{config}: compile s, FX hits, AOT hits",
               "; ".join(_per_config(name, side, config) for name, side in sides.items()))
@@ -117,6 +121,29 @@ def inductor_rows(models: list[str], base: SweepOptions, workers: int,
     if warm:
         rows.append(("inductor", "same results, warm cache", f"{_agree(plain, sides['warm'][0])}/{len(plain)} items"))
     return rows
+
+
+@contextlib.contextmanager
+def _load_sampled(every: float = 10.0) -> Iterator[list[float]]:
+    """The 1-minute load average every `every` seconds while the block runs (a shared machine's other work skews a
+    side's wall time: each side says what it ran under)."""
+    samples: list[float] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(every) and hasattr(os, "getloadavg"):
+            samples.append(os.getloadavg()[0])
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield samples
+    finally:
+        done.set()
+        thread.join()
+
+
+def _load(samples: list[float]) -> str:
+    return f"{statistics.mean(samples):.1f}" if samples else "n/a"
 
 
 def _less(t_on: float, t_off: float) -> str:
