@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.engine import configs  # noqa: E402
+from harness.engine.options import SweepOptions  # noqa: E402
 from harness.engine.pool import Pool  # noqa: E402
 
 CONFIGS = {
@@ -39,10 +40,8 @@ def timed(fn) -> float:
 
 
 def worker_start(python: str | None) -> None:
-    pool = Pool(workers=1, timeout=60, python=python)
-    pool.start()
-    pool.environment()        # waits for `ready`, then one round trip
-    pool.close()
+    with Pool(SweepOptions(workers=1, timeout=60, python=python)) as pool:
+        pool.environment()    # starts the worker, waits for `ready`, then one round trip
 
 
 def both(python: str | None) -> None:

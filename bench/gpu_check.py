@@ -11,11 +11,17 @@ Run: python bench/gpu_check.py --device cuda [--sample 0] [--scaling 1,4,8] [--i
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
+import dataclasses
+import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Iterable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -37,22 +43,24 @@ def corpus(n: int, seed: int = 0) -> list[str]:
     return [c.model for c in (zoo.sample(found, n, seed) if n else found)]
 
 
-def run(models: list[str], options: SweepOptions, label: str) -> tuple[list[Outcome], CacheTally, float]:
-    """models x (baseline + the built-in flags) on a pool: outcomes, cache counts, wall seconds."""
+def run(models: list[str], options: SweepOptions, label: str) -> tuple[list[Outcome], dict[str, CacheTally], float]:
+    """models x (baseline + the built-in flags) on a pool: outcomes, cache counts per config ("pooled": a pooled
+    compile's), wall seconds."""
     configs = {BASELINE: {}, **BUILTIN}
     groups = plan_groups(models, configs)
-    outs, tally = [], CacheTally()
+    names = {index: config for group in groups for index, config, _ in group.items}
+    outs, tallies = [], collections.defaultdict(CacheTally)
     bar = Progress(total=len(models) * len(configs), label=label)
     start = time.perf_counter()
     with Pool(options, items=len(groups)) as pool:
         for event in pool.run(groups):
             if isinstance(event, CacheCounts):
-                tally.add(event)
+                tallies[names.get(event.index, "pooled")].add(event)
             elif isinstance(event, Result):
                 outs.append(event.outcome)
                 bar.advance(crashed=event.outcome.crashed)
     bar.close()
-    return outs, tally, time.perf_counter() - start
+    return outs, dict(tallies), time.perf_counter() - start
 
 
 def effects_rows(models: list[str], base: SweepOptions, device: str, workers: int) -> list[tuple[str, str, str]]:
@@ -87,19 +95,79 @@ def scaling_rows(models: list[str], base: SweepOptions, counts: list[int]) -> li
     return rows
 
 
-def inductor_rows(models: list[str], base: SweepOptions, workers: int) -> list[tuple[str, str, str]]:
-    """The models under inductor without, then with, the shared cache (a fresh one): wall times and hits."""
+def inductor_rows(models: list[str], base: SweepOptions, workers: int,
+                  warm: bool = False) -> list[tuple[str, str, str]]:
+    """The models under inductor without, then with, the shared cache (a fresh one; with `warm`, then the same one
+    again: the next night of the same build): wall times, hits per config, compile seconds per config, and whether
+    each cached run's results are the uncached run's."""
     ind = SweepOptions(**{**base.to_dict(), "backend": "inductor"})
-    plain, _, t_off = run(models, _on(ind, ind.device, workers, cache=None), "inductor, no shared cache")
+    sides, loads = {}, {}
     with tempfile.TemporaryDirectory(prefix="flagsweep-cache-") as root:
-        cached, tally, t_on = run(models, _on(ind, ind.device, workers, cache=root), "inductor, shared cache")
-    same = sum(_same(a, b) for a, b in zip(sorted(plain, key=_key), sorted(cached, key=_key)))
-    return [("inductor", f"{len(models)} models x {len({BASELINE, *BUILTIN})} configs, no cache", f"{t_off:.0f} s"),
-            ("inductor", "with the shared cache", f"{t_on:.0f} s ({(1 - t_on / t_off) * 100:.0f}% less)"),
-            ("inductor", "cache hits (FX graph / AOTAutograd)",
-             f"{tally.fxgraph_hit}/{tally.fxgraph_hit + tally.fxgraph_miss} / "
-             f"{tally.autograd_hit}/{tally.autograd_hit + tally.autograd_miss}"),
-            ("inductor", "same results with and without", f"{same}/{len(plain)} items")]
+        for name, cache in [("no cache", None), ("fresh", root)] + ([("warm", root)] if warm else []):
+            with _load_sampled() as loads[name]:
+                sides[name] = run(models, _on(ind, ind.device, workers, cache=cache), f"inductor, {name}")
+    plain, _, t_off = sides["no cache"]
+    total = _total(list(sides["fresh"][1].values()))
+    rows = [("inductor", f"{len(models)} models x {len({BASELINE, *BUILTIN})} configs, no cache", f"{t_off:.0f} s"),
+            ("inductor", "with the shared cache", _less(sides["fresh"][2], t_off))]
+    if warm:
+        rows.append(("inductor", "with the warm shared cache (next night, same build)", _less(sides["warm"][2], t_off)))
+    rows.append(("inductor", f"mean load average: {' / '.join(loads)}", " / ".join(map(_load, loads.values()))))
+    rows.append(("inductor", "cache hits (FX graph / AOTAutograd)", _hits(total)))
+    rows += [("inductor", f"{config}: compile s, FX hits, AOT hits",
+              "; ".join(_per_config(name, side, config) for name, side in sides.items()))
+             for config in [BASELINE, *(c for c in BUILTIN if c != BASELINE)]]
+    rows.append(("inductor", "same results with and without", f"{_agree(plain, sides['fresh'][0])}/{len(plain)} items"))
+    if warm:
+        rows.append(("inductor", "same results, warm cache", f"{_agree(plain, sides['warm'][0])}/{len(plain)} items"))
+    return rows
+
+
+@contextlib.contextmanager
+def _load_sampled(every: float = 10.0) -> Iterator[list[float]]:
+    """The 1-minute load average every `every` seconds while the block runs (a shared machine's other work skews a
+    side's wall time: each side says what it ran under)."""
+    samples: list[float] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(every) and hasattr(os, "getloadavg"):
+            samples.append(os.getloadavg()[0])
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield samples
+    finally:
+        done.set()
+        thread.join()
+
+
+def _load(samples: list[float]) -> str:
+    return f"{statistics.mean(samples):.1f}" if samples else "n/a"
+
+
+def _less(t_on: float, t_off: float) -> str:
+    return f"{t_on:.0f} s ({(1 - t_on / t_off) * 100:.0f}% less)"
+
+
+def _total(tallies: Iterable[CacheTally]) -> CacheTally:
+    return CacheTally(*(sum(getattr(t, f.name) for t in tallies) for f in dataclasses.fields(CacheTally)))
+
+
+def _hits(t: CacheTally) -> str:
+    return (f"{t.fxgraph_hit}/{t.fxgraph_hit + t.fxgraph_miss} / "
+            f"{t.autograd_hit}/{t.autograd_hit + t.autograd_miss}")
+
+
+def _per_config(name: str, side: tuple[list[Outcome], dict[str, CacheTally], float], config: str) -> str:
+    """One config's compile seconds (summed over the models) and its hits/lookups, in one run."""
+    outs, tallies, _ = side
+    seconds = sum(o.compile_s or 0.0 for o in outs if o.config == config)
+    return f"{name} {seconds:.0f} s, {_hits(tallies.get(config, CacheTally())).replace(' / ', ', ')}"
+
+
+def _agree(plain: list[Outcome], cached: list[Outcome]) -> int:
+    return sum(_same(a, b) for a, b in zip(sorted(plain, key=_key), sorted(cached, key=_key)))
 
 
 def _key(o: Outcome) -> tuple[str, str]:

@@ -75,11 +75,11 @@ def test_out_of_memory_is_its_own_status_rerun_once_alone():
     assert effects["Fault_oom_shared", "capture_scalar_outputs"] == "no_effect"
 
 
-def _inductor(cache: str | None) -> tuple[dict[str, dict], list[CacheCounts]]:
+def _inductor(cache: str | None, configs: tuple[str, ...] = ("baseline", "capture_dynamic_output_shape_ops")
+              ) -> tuple[dict[str, dict], list[CacheCounts]]:
     """TinyItemModel under baseline then capture_dynamic_output_shape_ops (the same graphs), inductor on CPU."""
     options = SweepOptions(workers=1, timeout=600, backend="inductor", extra_modules=FAULTS, compile_cache=cache)
-    group = Group("TinyItemModel", [(0, "baseline", {}),
-                                    (1, "capture_dynamic_output_shape_ops", BUILTIN["capture_dynamic_output_shape_ops"])])
+    group = Group("TinyItemModel", [(i, name, BUILTIN[name]) for i, name in enumerate(configs)])
     results, counts = {}, []
     with Pool(options) as pool:
         for event in pool.run([group]):
@@ -91,20 +91,41 @@ def _inductor(cache: str | None) -> tuple[dict[str, dict], list[CacheCounts]]:
 
 
 def test_inductor_shared_cache_hits_the_second_configs_graphs_and_changes_no_result(tmp_path):
-    cached, counts = _inductor(str(tmp_path / "cache"))
+    root = str(tmp_path / "cache")
+    cached, counts = _inductor(root)
     assert [c.index for c in counts] == [0, 1]
     first, second = counts
     assert first.fxgraph_miss >= 1 and first.fxgraph_hit == 0, first
-    # The flag changes nothing in this model: each of its graphs is the baseline's, served from the cache.
+    assert first.autograd_miss == first.fxgraph_miss and first.autograd_hit == 0, first
+    # The flag changes nothing in this model: each of its graphs is the baseline's, served from the cache, AOTAutograd's
+    # entry included (so neither AOTAutograd nor Inductor ran for it: only Dynamo's trace).
     assert second.fxgraph_hit == first.fxgraph_miss and second.fxgraph_miss == 0, second
+    assert second.autograd_hit == first.autograd_miss and second.autograd_miss == 0, second
     # One folder per torch build under the root.
     builds = [p.name for p in (tmp_path / "cache").iterdir()]
     import torch
 
     assert len(builds) == 1 and builds[0].startswith(torch.__version__)
+    # The next night of the same build (new workers, the same root): the baseline's graphs hit as well.
+    _, (again,) = _inductor(root, ("baseline",))
+    assert (again.fxgraph_hit, again.fxgraph_miss, again.autograd_hit) == (first.fxgraph_miss, 0, first.autograd_miss)
+    # Without a root the caches are off: no lookup at all, and the same results.
     plain, plain_counts = _inductor(None)
-    assert all(c.fxgraph_hit == 0 for c in plain_counts), plain_counts
+    assert [(c.fxgraph_hit, c.fxgraph_miss, c.autograd_hit, c.autograd_miss) for c in plain_counts] == [(0,) * 4] * 2
     keys = ("status", "graphs", "ops_per_graph", "graph_breaks", "recompiles")
     for config in ("baseline", "capture_dynamic_output_shape_ops"):
         assert cached[config].status == "ok", cached[config]
         assert [getattr(cached[config], k) for k in keys] == [getattr(plain[config], k) for k in keys]
+
+
+def test_a_workers_threads_are_its_share_of_the_asked_pool_whatever_starts(monkeypatch):
+    # Inductor keys a CPU kernel by the thread count: a sweep of one model, or a re-run alone, must compile with the
+    # threads a full pool's worker has, or it misses the nightly's entries in the shared cache.
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    options = SweepOptions(workers=4, timeout=60)
+    pools = [Pool(options, items=8), Pool(options, items=1), Pool(options, alone=True)]
+    try:
+        assert [(p.size, p.threads) for p in pools] == [(4, 4), (1, 4), (1, 4)]
+    finally:
+        for p in pools:
+            p.close()

@@ -77,7 +77,10 @@ class Pool:
         self.extra_modules = list(options.extra_modules)
         self.accuracy = options.accuracy
         self.base_settings = dict(base_settings or {})
-        self.threads = max(1, (os.cpu_count() or 1) // self.size)
+        # A worker's threads: its share of the pool the options ask for, whatever this one starts (fewer groups than
+        # workers, a re-run alone): Inductor keys a CPU kernel by its thread count, so such a sweep still finds the
+        # others' entries in the shared compile cache, and a re-run compiles what the first run did.
+        self.threads = max(1, (os.cpu_count() or 1) // (workers or options.worker_count(gpus=len(self.gpus))))
         self.logdir = tempfile.TemporaryDirectory(prefix="flagsweep-workers-")
         self.workers: list[Worker] = []
         self.retired: list[Worker] = []

@@ -209,7 +209,8 @@ def build_key() -> str:
 def setup_compile_cache(root: str, scratch: str) -> None:
     """Inductor's and AOTAutograd's caches in the shared folder of this build under `root`, so a graph the baseline
     and a flag both produce is compiled once, by whichever worker gets there first; without a root, the caches off
-    and the worker's own folder in `scratch` (removed with the pool), never a cache left by another run."""
+    and the worker's own folder in `scratch` (removed with the pool), never a cache left by another run (its C++
+    kernels, found again by their source, still serve this worker's later items)."""
     import tempfile
 
     import torch._functorch.config as functorch_config
