@@ -8,7 +8,7 @@
 #                                         on the GPU machine (no network): a venv over PYTHON's site-packages
 #                                         (its preinstalled CUDA torch), the wheels installed from DIR offline,
 #                                         then the check; default --device cuda. --device cpu runs the same path
-#                                         on a CPU (tests/test_gpu_check.py, on a 3-model sample).
+#                                         on a CPU (tests/test_gpu_check.py, on 1- and 2-model samples).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 lock=$(ls "$root"/harness/zoo/lock/transformers-*.json | sed 's/.*transformers-\(.*\)\.json/\1/' | sort -V | tail -1)

@@ -1,4 +1,6 @@
-"""bench/gpu_check.sh on the CPU: the device check's own path, for real, on a 3-model sample (issue 32).
+"""bench/gpu_check.sh on the CPU: the device check's own path, for real, on the smallest samples that run every part
+of its table (issue 32 ran 3 models in each): one model for the effects (agreement is per item, the count only sets
+the total), two for the scaling part (a pool starts no more workers than models, so two keep both workers busy).
 
 The effects part compares the CPU with itself (it must agree on every item); the scaling part runs one worker
 count; the inductor part compiles the cheapest model there is (TinyItemModel) without and with the shared cache.
@@ -17,8 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_the_device_check_runs_on_the_cpu_and_prints_its_table():
     ran = subprocess.run(
-        [str(ROOT / "bench" / "gpu_check.sh"), "--torch", sys.executable, "--device", "cpu", "--sample", "3",
-         "--workers", "2", "--scaling", "2", "--scaling-sample", "3", "--inductor", "TinyItemModel",
+        [str(ROOT / "bench" / "gpu_check.sh"), "--torch", sys.executable, "--device", "cpu", "--sample", "1",
+         "--workers", "2", "--scaling", "2", "--scaling-sample", "2", "--inductor", "TinyItemModel",
          "--extra-module", "tests.fault_models", "--timeout", "300"],
         capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert ran.returncode == 0, ran.stderr[-3000:]
@@ -26,10 +28,10 @@ def test_the_device_check_runs_on_the_cpu_and_prints_its_table():
     rows = {(part, measure): value for part, measure, value in
             (re.split(r"\s{2,}", line, maxsplit=2) for line in text.splitlines()[2:])}
     assert text.splitlines()[0].split() == ["part", "measure", "value"], text
-    # 3 models x 2 flags, the CPU against itself: every effect agrees, no difference is listed.
-    assert rows["effects", "cpu vs cpu agree"].startswith("6/6 (3 models;"), text
+    # 1 corpus model x 2 flags, the CPU against itself: every effect agrees, no difference is listed.
+    assert rows["effects", "cpu vs cpu agree"].startswith("2/2 (1 models;"), text
     assert not any(measure.startswith("differs:") for _, measure in rows), text
-    assert "items/min (9 items" in rows["scaling", "2 workers"], text
+    assert "items/min (6 items" in rows["scaling", "2 workers"], text
     assert rows["inductor", "1 models x 3 configs, no cache"].endswith(" s"), text
     assert rows["inductor", "same results with and without"] == "3/3 items", text
     # The flag that changes nothing (capture_dynamic_output_shape_ops) hit the baseline's graphs in the cache.

@@ -36,6 +36,25 @@ def small_lock(tmp_path, monkeypatch):
     lock.load.cache_clear()
 
 
+@pytest.fixture(scope="module")
+def scan_doc() -> dict:
+    """The installed transformers' real scan (every modeling module imported and hashed: ~40 s of CPU), once."""
+    return locker.scan()
+
+
+@pytest.fixture
+def scanned_once(scan_doc, monkeypatch):
+    """`zoo lock` in this process reads the module's one scan: the installed release does not change between tests."""
+    monkeypatch.setattr(locker, "scan", lambda python=None: copy.deepcopy(scan_doc))
+
+
+def _main(capsys, *args: str) -> tuple[int, str, str]:
+    """`flagsweep ARGS` in this process: (exit code, stdout, stderr)."""
+    from bot.cli.main import main
+
+    return main(list(args)), *capsys.readouterr()
+
+
 def _rewrite(path: Path, model: str, edit) -> None:
     doc = json.loads(path.read_text())
     edit(doc["entries"][model])
@@ -175,7 +194,8 @@ def test_a_worker_without_an_answer_gets_an_entry_saying_why(tmp_path):
     assert (broke["status"], broke["stratum"], broke["cause"]) == ("create_error", "decoder_llm", "ImportError: x")
 
 
-def test_zoo_lock_with_a_relative_state_and_lock_dir_writes_whole_entries_and_resumes(tmp_path, monkeypatch, capsys):
+def test_zoo_lock_with_a_relative_state_and_lock_dir_writes_whole_entries_and_resumes(tmp_path, monkeypatch, capsys,
+                                                                                      scanned_once):
     """`zoo lock` from another directory, --state and --lock-dir relative: the entries come back from the workers
     whole (no stage folder that the workers, started in the project root, would resolve elsewhere), and an entry
     an interrupted lock kept in the store is reused, then forgotten once the lock file has it."""
@@ -255,15 +275,15 @@ def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
-def test_zoo_lock_check_re_hashes_a_hand_edited_entry(tmp_path):
+def test_zoo_lock_check_re_hashes_a_hand_edited_entry(tmp_path, capsys, scanned_once):
     """A hand edit that left the stored hash alone is stale for `--check` (rc 1, naming model and field), as for sweeps."""
     real = lock.current()
     shutil.copy(real.path, tmp_path / real.path.name)
     _rewrite(tmp_path / real.path.name, "BertModel", lambda e: e["config"].update(hidden_size=128))
-    done = _cli("--state", str(tmp_path / "s.sqlite"), "zoo", "lock", "--check", "--models", "BertModel",
-                "--lock-dir", str(tmp_path), "--workers", "1")
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "is stale" in done.stdout and "corrupt entry: BertModel (field 'hash'" in done.stdout
+    rc, out, err = _main(capsys, "--state", str(tmp_path / "s.sqlite"), "zoo", "lock", "--check", "--models",
+                         "BertModel", "--lock-dir", str(tmp_path), "--workers", "1")
+    assert rc == 1, out + err
+    assert "is stale" in out and "corrupt entry: BertModel (field 'hash'" in out
 
 
 @pytest.mark.parametrize("field, empty", [("config_class", ""), ("config", {})])
@@ -285,14 +305,14 @@ def test_a_hollow_ok_entry_is_refused_by_loading_and_by_the_check(small_lock, fi
     assert [ln for ln in text.splitlines() if "ViTModel" in ln] == [f"  corrupt entry: ViTModel (field '{field}': empty in an entry with status ok)"]
 
 
-def test_a_relock_that_times_out_keeps_the_good_entry_and_says_so(tmp_path):
+def test_a_relock_that_times_out_keeps_the_good_entry_and_says_so(tmp_path, capsys, scanned_once):
     """A worker that gave no answer says nothing about the class: the good entry stays, a warning names it, rc 1."""
     real = lock.current()
     shutil.copy(real.path, tmp_path / real.path.name)
-    done = _cli("--state", str(tmp_path / "s.sqlite"), "zoo", "lock", "--models", "BertModel", "--timeout", "0.01",
-                "--workers", "1", "--lock-dir", str(tmp_path))
-    assert done.returncode == 1, done.stdout + done.stderr
-    warning = [ln for ln in done.stderr.splitlines() if ln.startswith("WARNING: BertModel")]
+    rc, out, err = _main(capsys, "--state", str(tmp_path / "s.sqlite"), "zoo", "lock", "--models", "BertModel",
+                         "--timeout", "0.01", "--workers", "1", "--lock-dir", str(tmp_path))
+    assert rc == 1, out + err
+    warning = [ln for ln in err.splitlines() if ln.startswith("WARNING: BertModel")]
     assert len(warning) == 1 and "timeout" in warning[0] and "good entry is kept" in warning[0]
     assert lock.load(real.version, str(tmp_path)).entry("BertModel") == real.entry("BertModel")
 
@@ -326,14 +346,15 @@ def test_a_lock_file_of_another_format_or_shape_is_refused_in_one_line(small_loc
     assert len(lines) == 1 and "Traceback" not in err and named in lines[0] and path.name in lines[0]
 
 
-def test_zoo_lock_check_of_a_model_missing_from_the_lock_reports_it_stale(tmp_path):
+def test_zoo_lock_check_of_a_model_missing_from_the_lock_reports_it_stale(tmp_path, capsys, scanned_once):
     real = lock.current()
     doc = json.loads(real.path.read_text())
     del doc["entries"]["BertModel"]
     (tmp_path / real.path.name).write_text(json.dumps(doc))
-    done = _cli("zoo", "lock", "--check", "--models", "BertModel", "--lock-dir", str(tmp_path), "--workers", "1")
-    assert done.returncode == 1, done.stderr
-    assert "1 class(es) not in the lock: BertModel" in done.stdout
+    rc, out, err = _main(capsys, "zoo", "lock", "--check", "--models", "BertModel", "--lock-dir", str(tmp_path),
+                         "--workers", "1")
+    assert rc == 1, err
+    assert "1 class(es) not in the lock: BertModel" in out
 
 
 def test_zoo_lock_with_an_interpreter_without_transformers_is_one_line(tmp_path):
