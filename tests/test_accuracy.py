@@ -1,11 +1,15 @@
-"""The accuracy oracle on tensors (harness.engine.accuracy), the second-size rule (harness.zoo.sizes.second_specs)
-and its check (harness.zoo.second), and the [accuracy] settings: in-process, no compile."""
+"""The accuracy oracle on tensors (harness.engine.accuracy) and its fp64 references (harness.engine.scenarios), the
+second-size rule (harness.zoo.sizes.second_specs) and its check (harness.zoo.second), and the [accuracy] settings:
+in-process, no compile."""
 import pytest
 import torch
 from transformers import DynamicCache
 
 from bot import settings
 from harness.engine.accuracy import compare, leaves
+from harness.engine.options import Accuracy
+from harness.engine.scenarios import References
+from harness.zoo import Built
 from harness.zoo import CorruptEntry
 from harness.zoo.second import check
 from harness.zoo.sizes import second_specs
@@ -103,3 +107,36 @@ def test_the_accuracy_section_reaches_the_engine_options(tmp_path):
     good.write_text("[accuracy]\nrtol = 1e-2\nenabled = false\n")
     options = settings.load(good, env={}).sweep_options()
     assert (options.accuracy.enabled, options.accuracy.rtol, options.accuracy.atol) == (False, 1e-2, 1e-3)
+
+
+class _Mixer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mix, self.head = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"logits": self.head(torch.tanh(self.mix(x)))}
+
+
+def test_each_calls_fp64_reference_is_run_once_for_every_config_of_the_group():
+    torch.manual_seed(0)
+    refs = References("M", Built(_Mixer().eval(), {"x": torch.randn(3, 4)}), "cpu", Accuracy())
+    hook = next(s for s in refs.steps if s.scenario == "hook_added")
+    off = {"logits": refs.first["logits"] + 0.5}
+    verdicts = [refs.judge(step, res) for _config in range(3)
+                for step, res in ((None, off), (hook, {"logits": refs.outputs["hook_added"]["logits"] + 0.5}))]
+    assert refs.fp64_runs == 2   # the first call's and the hook's, not once per config
+    assert {v.accuracy for v in verdicts} == {"wrong"} and verdicts[0] == verdicts[2] and verdicts[1] == verdicts[3]
+    assert refs.judge(None, {"logits": refs.first["logits"]}).accuracy == "exact" and refs.fp64_runs == 2
+
+
+def test_a_failed_fp64_reference_is_not_run_again_and_leaves_the_call_not_judged():
+    class Float32Only(_Mixer):
+        def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+            if x.dtype != torch.float32:
+                raise TypeError("float32 only")
+            return super().forward(x)
+    refs = References("M", Built(Float32Only().eval(), {"x": torch.randn(3, 4)}), "cpu", Accuracy())
+    found = [refs.judge(None, {"logits": refs.first["logits"] + 0.5}) for _config in range(2)]
+    assert refs.fp64_runs == 1 and found[0] == found[1]
+    assert found[0].accuracy == "not_judged" and "fp64 reference failed: TypeError: float32 only" in found[0].detail

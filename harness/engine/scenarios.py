@@ -123,6 +123,8 @@ class References:
         for step in self.steps:
             self._answer(step)
         self._fp64_module: Any = None
+        self._fp64: dict[str, Any] = {}   # each call's fp64 output (or its failure), made once for every config
+        self.fp64_runs = 0
 
     def _second(self, model: str, built: Any) -> Step:
         """The second size: the sealed spec or the rule's candidates, the first that runs in eager."""
@@ -159,13 +161,25 @@ class References:
             step.inputs, step.reason = None, f"eager fails after the change: {type(exc).__name__}: {str(exc)[:200]}"
 
     def fp64(self, step: Step | None) -> Any:
-        """Eager's output for a call (None: the first) from a float64 copy, after the same change."""
+        """Eager's output for a call (None: the first) from a float64 copy, after the same change: run the first
+        time a config's output needs it, then kept for the group's other configs (a failure too, raised again)."""
+        key = FIRST if step is None else step.scenario
+        if key not in self._fp64:
+            try:
+                self._fp64[key] = self._fp64_run(step)
+            except Exception as exc:
+                self._fp64[key] = exc.with_traceback(None)   # its frames need not live on
+        found = self._fp64[key]
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def _fp64_run(self, step: Step | None) -> Any:
+        self.fp64_runs += 1
         if self._fp64_module is None:
             self._fp64_module = copy.deepcopy(self.eager).double()
         inputs = to_fp64(self.inputs if step is None else step.inputs)
-        if step is None or step.change is None:
-            return run(self._fp64_module, inputs)
-        with step.change(self._fp64_module):
+        with step.change(self._fp64_module) if step and step.change else contextlib.nullcontext():
             return run(self._fp64_module, inputs)
 
     def judge(self, step: Step | None, res: Any) -> Verdict:
