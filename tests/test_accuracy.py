@@ -1,6 +1,8 @@
 """The accuracy oracle on tensors (harness.engine.accuracy) and its fp64 references (harness.engine.scenarios), the
 second-size rule (harness.zoo.sizes.second_specs) and its check (harness.zoo.second), and the [accuracy] settings:
 in-process, no compile."""
+import copy
+
 import pytest
 import torch
 from transformers import DynamicCache
@@ -8,7 +10,7 @@ from transformers import DynamicCache
 from bot import settings
 from harness.engine.accuracy import compare, leaves
 from harness.engine.options import Accuracy
-from harness.engine.scenarios import References
+from harness.engine.scenarios import References, weights_moved
 from harness.zoo import Built
 from harness.zoo import CorruptEntry
 from harness.zoo.second import check
@@ -140,3 +142,17 @@ def test_a_failed_fp64_reference_is_not_run_again_and_leaves_the_call_not_judged
     found = [refs.judge(None, {"logits": refs.first["logits"] + 0.5}) for _config in range(2)]
     assert refs.fp64_runs == 1 and found[0] == found[1]
     assert found[0].accuracy == "not_judged" and "fp64 reference failed: TypeError: float32 only" in found[0].detail
+
+
+def test_the_weight_step_is_drawn_once_taken_alike_by_every_copy_and_undone_bitwise():
+    torch.manual_seed(0)
+    module = _Mixer().eval()
+    wide, before = copy.deepcopy(module).double(), {n: p.detach().clone() for n, p in module.named_parameters()}
+    change, taken = weights_moved(module), []
+    for _call in range(2):
+        with change(module), change(wide):
+            taken.append({n: p.detach() - before[n] for n, p in module.named_parameters()})
+            for n, p in wide.named_parameters():   # the fp64 copy's step: the same draw, cast before scaling
+                assert torch.allclose(p.detach() - before[n].double(), taken[-1][n].double(), atol=1e-7)
+        assert all(torch.equal(p, before[n]) for n, p in module.named_parameters())
+    assert all(torch.equal(taken[0][n], taken[1][n]) and 0 < taken[0][n].abs().max() < 0.1 for n in before)
