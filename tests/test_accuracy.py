@@ -8,7 +8,7 @@ import torch
 from transformers import DynamicCache
 
 from bot import settings
-from harness.engine.accuracy import compare, leaves
+from harness.engine.accuracy import bitwise, compare, leaves
 from harness.engine.options import Accuracy
 from harness.engine.scenarios import References, weights_moved
 from harness.zoo import Built
@@ -156,3 +156,18 @@ def test_the_weight_step_is_drawn_once_taken_alike_by_every_copy_and_undone_bitw
                 assert torch.allclose(p.detach() - before[n].double(), taken[-1][n].double(), atol=1e-7)
         assert all(torch.equal(p, before[n]) for n, p in module.named_parameters())
     assert all(torch.equal(taken[0][n], taken[1][n]) and 0 < taken[0][n].abs().max() < 0.1 for n in before)
+
+
+def test_after_the_first_wrong_output_no_value_is_compared_but_metadata_still_is_listed():
+    x = torch.randn(4, 6)
+    asked = []
+    verdict = compare({"n": 3, "h": x}, {"n": 4, "h": (x + 1).t().contiguous().t()}, **TOL,
+                      fp64=lambda: asked.append(1) or {"n": 3, "h": x.double()})
+    assert (verdict.accuracy, verdict.output, verdict.detail) == ("wrong", "n", "3 in eager, 4 compiled")
+    assert asked == [] and verdict.metadata == ["h: strides (6, 1) in eager, (1, 4) compiled"]
+
+
+def test_bitwise_counts_nans_in_the_same_places_and_signed_zeros_equal():
+    nan = torch.tensor([1.0, float("nan"), -0.0])
+    assert bitwise(nan, nan.clone()) and bitwise(nan, torch.tensor([1.0, float("nan"), 0.0]))
+    assert not bitwise(nan, torch.tensor([1.0, 2.0, 0.0])) and not bitwise(nan, nan.double())
