@@ -1,19 +1,25 @@
 """Benchmark (not a test): what the later calls and the accuracy oracle cost, and what they find.
 
 A stratified sample of the lock (harness.zoo.sample) x the three default configs (baseline and the two built-in
-flags), swept twice in one run: with [accuracy] off (the first call only) and on. Prints items per core-minute each
-way and the wall ratio (target: on costs at most 35% more), the `wrong` calls under the baseline by scenario (a
-`wrong` on hook_added is Dynamo's own: it skips hook guards by default, skip_nnmodule_hook_guards; every other wrong
-under the baseline is a false one unless shown otherwise: target 0), the second-spec coverage (calls at a second
-size made, and why the rest were not), and the every-flag projection for the whole corpus on 16 cores with the
-checks on (bench/every_flag.py measured 106 min without them: scaled by the measured wall ratio).
+flags), swept with [accuracy] off (the first call only) and on, in one run (--chunks: the sample cut in parts, each
+swept off then on, so a shared machine's load drifts into both alike). Prints items per core-minute each way and the
+wall ratio (target: on costs at most 35% more), the `wrong` calls under the baseline by scenario (a `wrong` on
+hook_added is Dynamo's own: it skips hook guards by default, skip_nnmodule_hook_guards; every other wrong under the
+baseline is a false one unless shown otherwise: target 0), the second-spec coverage (calls at a second size made,
+and why the rest were not), and the every-flag projection for the whole corpus on 16 cores with the checks on
+(bench/every_flag.py measured 106 min without them; every traced compile, pooled ones too, makes the later calls, a
+pruned item none: scaled by the measured wall ratio). --save keeps every call's verdict; --agree counts how many
+agree with a saved run (the same verdicts before and after a change to the oracle's cost). Where the wall goes,
+phase by phase: bench/accuracy_phases.py.
 
     nice .venv/bin/python bench/accuracy_cost.py --sample 60 --workers 2
+    nice .venv/bin/python bench/accuracy_cost.py --sample 12 --chunks 3 --save /tmp/after.json --agree /tmp/before.json
     nice .venv/bin/python bench/accuracy_cost.py --corpus --only-on --configs baseline   # the false-wrong count
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections import Counter
@@ -29,6 +35,8 @@ from harness.engine.options import Accuracy  # noqa: E402
 
 EVERY_FLAG_MIN = 106.0   # bench/every_flag.py's projection for the whole corpus on 16 cores, without the checks
 TARGET_RATIO = 1.35
+# What a call's verdict is, for the agreement count: its accuracy, where it differs, what it compiled.
+VERDICT = ("accuracy", "output", "graphs", "recompiles", "error_type")
 
 
 def models_of(args: argparse.Namespace) -> list[str]:
@@ -52,6 +60,22 @@ def one_pass(models: list[str], configs: dict[str, dict], workers: int, accuracy
     return time.perf_counter() - start, outs
 
 
+def passes(models: list[str], configs: dict[str, dict], args: argparse.Namespace) -> tuple[float, float, list[Outcome]]:
+    """Off and on over the sample, chunk by chunk: (off wall, on wall, the on outcomes)."""
+    off = on = 0.0
+    outs: list[Outcome] = []
+    chunks = [models[i::args.chunks] for i in range(args.chunks)]
+    for i, chunk in enumerate(c for c in chunks if c):
+        if not args.only_on:
+            wall, _ = one_pass(chunk, configs, args.workers, Accuracy(enabled=False))
+            off += wall
+            print(f"  chunk {i + 1}: checks off {wall:.1f}s wall; {machine('now')}")
+        wall, found = one_pass(chunk, configs, args.workers, Accuracy())
+        on, outs = on + wall, outs + found
+        print(f"  chunk {i + 1}: checks on {wall:.1f}s wall; {machine('now')}")
+    return off, on, outs
+
+
 def findings(outs: list[Outcome]) -> None:
     """Wrong calls under the baseline by scenario (with their outputs), verdicts per scenario, second-size coverage."""
     base = [o for o in outs if o.config == "baseline"]
@@ -62,7 +86,7 @@ def findings(outs: list[Outcome]) -> None:
     wrong = [(o.model, c) for o in base for c in o.calls if c.wrong]
     false = [(m, c) for m, c in wrong if c.scenario != "hook_added"]
     print(f"wrong under the baseline: {len(wrong)} calls; hook_added (Dynamo skips hook guards): "
-          f"{len(wrong) - len(false)}; others (false unless shown otherwise): {len(false)}")
+          f"{len(wrong) - len(false)}; others (false unless shown otherwise): {len(false)} (target 0)")
     for model, c in false:
         print(f"  {model} {c.scenario} {c.output}: {c.detail}")
     ran = [o for o in base if o.status == "ok" and o.calls]
@@ -82,6 +106,27 @@ def _reason(detail: str | None) -> str:
     return text.split(":")[0] + (": " + text.split(":")[1].strip() if text.count(":") >= 1 else "")
 
 
+def verdicts(outs: list[Outcome]) -> dict[str, list]:
+    """Every call's verdict by "model|config|scenario" (the item's status for an item without calls)."""
+    found: dict[str, list] = {}
+    for o in outs:
+        found[f"{o.model}|{o.config}|status"] = [o.status]
+        for c in o.calls:
+            found[f"{o.model}|{o.config}|{c.scenario}"] = [getattr(c, k) for k in VERDICT]
+    return found
+
+
+def agreement(now: dict[str, list], path: str) -> None:
+    """How many verdicts agree with a saved run's, over the keys both have; the ones that differ, listed."""
+    then = json.loads(Path(path).read_text())
+    both = sorted(set(now) & set(then))
+    differ = [k for k in both if now[k] != then[k]]
+    print(f"verdict agreement with {path}: {len(both) - len(differ)} of {len(both)} "
+          f"({len(set(now) ^ set(then))} in one run only)")
+    for key in differ:
+        print(f"  {key}: {then[key]} then, {now[key]} now")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sample", type=int, default=60, help="models in the stratified sample")
@@ -90,23 +135,29 @@ def main() -> int:
     ap.add_argument("--configs", default="baseline,capture_scalar_outputs,capture_dynamic_output_shape_ops")
     ap.add_argument("--only-on", action="store_true", help="skip the pass with the checks off")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--chunks", type=int, default=1, help="parts of the sample, each swept off then on")
+    ap.add_argument("--save", help="write every call's verdict here (JSON)")
+    ap.add_argument("--agree", help="count the verdicts that agree with this saved run")
     args = ap.parse_args()
     models = models_of(args)
     configs = {name: dict(BUILTIN).get(name, {}) for name in args.configs.split(",")}
-    print(f"{len(models)} models x {len(configs)} configs, {args.workers} workers; {machine()}")
+    print(f"{len(models)} models x {len(configs)} configs, {args.workers} workers; {machine('at the start')}")
     items = len(models) * len(configs)
-    off = None
-    if not args.only_on:
-        off, _ = one_pass(models, configs, args.workers, Accuracy(enabled=False))
+    off, on, outs = passes(models, configs, args)
+    if off:
         print(f"checks off: {off:.1f}s wall, {items / (off * args.workers / 60):.2f} items per core-minute")
-    on, outs = one_pass(models, configs, args.workers, Accuracy())
     print(f"checks on: {on:.1f}s wall, {items / (on * args.workers / 60):.2f} items per core-minute")
     if off:
         ratio = on / off
         print(f"on / off wall: {ratio:.2f} (target <= {TARGET_RATIO}); every-flag whole corpus on 16 cores with the "
               f"checks on: {EVERY_FLAG_MIN * ratio:.0f} min (without: {EVERY_FLAG_MIN:.0f})")
     findings(outs)
-    print(f"after: {machine()}")
+    found = verdicts(outs)
+    if args.save:
+        Path(args.save).write_text(json.dumps(found, indent=0, sort_keys=True))
+    if args.agree:
+        agreement(found, args.agree)
+    print(machine())
     return 0
 
 

@@ -36,7 +36,7 @@ def timed_sweep(models: list[str], workers: int, timeout: float = 600.0) -> dict
             "ok": sum(o.status == "ok" for o in outs), "outcomes": outs}
 
 
-def machine() -> str:
+def machine(when: str = "at the end") -> str:
     """What the numbers were measured on (a shared machine skews them; say so)."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return f"{os.cpu_count()} cores, load average {load:.2f} at the end"
+    return f"{os.cpu_count()} cores, load average {load:.2f} {when}"

@@ -1,11 +1,17 @@
-"""The accuracy oracle on tensors (harness.engine.accuracy), the second-size rule (harness.zoo.sizes.second_specs)
-and its check (harness.zoo.second), and the [accuracy] settings: in-process, no compile."""
+"""The accuracy oracle on tensors (harness.engine.accuracy) and its fp64 references (harness.engine.scenarios), the
+second-size rule (harness.zoo.sizes.second_specs) and its check (harness.zoo.second), and the [accuracy] settings:
+in-process, no compile."""
+import copy
+
 import pytest
 import torch
 from transformers import DynamicCache
 
 from bot import settings
-from harness.engine.accuracy import compare, leaves
+from harness.engine.accuracy import bitwise, compare, leaves
+from harness.engine.options import Accuracy
+from harness.engine.scenarios import References, weights_moved
+from harness.zoo import Built
 from harness.zoo import CorruptEntry
 from harness.zoo.second import check
 from harness.zoo.sizes import second_specs
@@ -103,3 +109,65 @@ def test_the_accuracy_section_reaches_the_engine_options(tmp_path):
     good.write_text("[accuracy]\nrtol = 1e-2\nenabled = false\n")
     options = settings.load(good, env={}).sweep_options()
     assert (options.accuracy.enabled, options.accuracy.rtol, options.accuracy.atol) == (False, 1e-2, 1e-3)
+
+
+class _Mixer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mix, self.head = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"logits": self.head(torch.tanh(self.mix(x)))}
+
+
+def test_each_calls_fp64_reference_is_run_once_for_every_config_of_the_group():
+    torch.manual_seed(0)
+    refs = References("M", Built(_Mixer().eval(), {"x": torch.randn(3, 4)}), "cpu", Accuracy())
+    hook = next(s for s in refs.steps if s.scenario == "hook_added")
+    off = {"logits": refs.first["logits"] + 0.5}
+    verdicts = [refs.judge(step, res) for _config in range(3)
+                for step, res in ((None, off), (hook, {"logits": refs.outputs["hook_added"]["logits"] + 0.5}))]
+    assert refs.fp64_runs == 2   # the first call's and the hook's, not once per config
+    assert {v.accuracy for v in verdicts} == {"wrong"} and verdicts[0] == verdicts[2] and verdicts[1] == verdicts[3]
+    assert refs.judge(None, {"logits": refs.first["logits"]}).accuracy == "exact" and refs.fp64_runs == 2
+
+
+def test_a_failed_fp64_reference_is_not_run_again_and_leaves_the_call_not_judged():
+    class Float32Only(_Mixer):
+        def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+            if x.dtype != torch.float32:
+                raise TypeError("float32 only")
+            return super().forward(x)
+    refs = References("M", Built(Float32Only().eval(), {"x": torch.randn(3, 4)}), "cpu", Accuracy())
+    found = [refs.judge(None, {"logits": refs.first["logits"] + 0.5}) for _config in range(2)]
+    assert refs.fp64_runs == 1 and found[0] == found[1]
+    assert found[0].accuracy == "not_judged" and "fp64 reference failed: TypeError: float32 only" in found[0].detail
+
+
+def test_the_weight_step_is_drawn_once_taken_alike_by_every_copy_and_undone_bitwise():
+    torch.manual_seed(0)
+    module = _Mixer().eval()
+    wide, before = copy.deepcopy(module).double(), {n: p.detach().clone() for n, p in module.named_parameters()}
+    change, taken = weights_moved(module), []
+    for _call in range(2):
+        with change(module), change(wide):
+            taken.append({n: p.detach() - before[n] for n, p in module.named_parameters()})
+            for n, p in wide.named_parameters():   # the fp64 copy's step: the same draw, cast before scaling
+                assert torch.allclose(p.detach() - before[n].double(), taken[-1][n].double(), atol=1e-7)
+        assert all(torch.equal(p, before[n]) for n, p in module.named_parameters())
+    assert all(torch.equal(taken[0][n], taken[1][n]) and 0 < taken[0][n].abs().max() < 0.1 for n in before)
+
+
+def test_after_the_first_wrong_output_no_value_is_compared_but_metadata_still_is_listed():
+    x = torch.randn(4, 6)
+    asked = []
+    verdict = compare({"n": 3, "h": x}, {"n": 4, "h": (x + 1).t().contiguous().t()}, **TOL,
+                      fp64=lambda: asked.append(1) or {"n": 3, "h": x.double()})
+    assert (verdict.accuracy, verdict.output, verdict.detail) == ("wrong", "n", "3 in eager, 4 compiled")
+    assert asked == [] and verdict.metadata == ["h: strides (6, 1) in eager, (1, 4) compiled"]
+
+
+def test_bitwise_counts_nans_in_the_same_places_and_signed_zeros_equal():
+    nan = torch.tensor([1.0, float("nan"), -0.0])
+    assert bitwise(nan, nan.clone()) and bitwise(nan, torch.tensor([1.0, float("nan"), 0.0]))
+    assert not bitwise(nan, torch.tensor([1.0, 2.0, 0.0])) and not bitwise(nan, nan.double())

@@ -3,10 +3,11 @@
 After the first call the same compiled object is called again, once per scenario (harness.core.calls.SCENARIOS):
 `second_size` (the second input spec: harness.zoo.second), `hook_added` (a forward hook that scales the output of
 the middle submodule eager ran, as steering and adapter tools register one), `weights_updated` (every floating
-parameter moved in place by a seeded step, as an optimizer's is). Each change is made on the module for its call
-and undone after it (the hook removed, the parameters copied back bitwise), so the next config compiles the
-module as built. Eager's answers come from one deep copy per group (`References`, made once and shared by every
-config of the group), after the same change; seeds are reset before every run and inputs cloned for every call.
+parameter moved in place by a seeded step, as an optimizer's is: the steps drawn once per group). Each change is made
+on the module for its call and undone after it (the hook removed, the parameters copied back bitwise), so the next
+config compiles the module as built. Eager's answers come from one deep copy per group (`References`, made once and
+shared by every config of the group), after the same change; seeds are reset before every run and inputs cloned for
+every call. The fp64 references, made only where a difference is beyond tolerance, are made once per group too.
 """
 from __future__ import annotations
 
@@ -77,22 +78,26 @@ def _scale(_module: Any, _args: Any, out: torch.Tensor) -> torch.Tensor:
     return out * torch.linspace(*HOOK_SCALE, out.shape[-1], dtype=out.dtype, device=out.device)
 
 
-@contextlib.contextmanager
-def weights_moved(module: torch.nn.Module) -> Iterator[None]:
-    """Every floating parameter stepped in place by a seeded delta (the same on every copy), restored after."""
-    params = [(n, p) for n, p in module.named_parameters() if p.is_floating_point()]
-    saved = [p.detach().clone() for _, p in params]
+def weights_moved(module: torch.nn.Module) -> Change:
+    """A change that steps every floating parameter in place by a seeded delta (the same on every copy of `module`:
+    drawn here once, in float32 on the CPU, then cast to each copy's parameter), restored bitwise after."""
     gen = torch.Generator().manual_seed(SEED + 1)
-    try:
-        with torch.no_grad():
-            for _, p in params:
-                # drawn in float32 on the CPU, then cast: the fp64 copy takes the very same step
-                p.add_(torch.randn(p.shape, generator=gen).to(p) * WEIGHT_STEP)
-        yield
-    finally:
-        with torch.no_grad():
-            for (_, p), old in zip(params, saved):
-                p.copy_(old)
+    deltas = {n: torch.randn(p.shape, generator=gen) for n, p in module.named_parameters() if p.is_floating_point()}
+
+    @contextlib.contextmanager
+    def change(target: torch.nn.Module) -> Iterator[None]:
+        params = [(n, p) for n, p in target.named_parameters() if p.is_floating_point()]
+        saved = [p.detach().clone() for _, p in params]
+        try:
+            with torch.no_grad():
+                for n, p in params:
+                    p.add_(deltas[n].to(p) * WEIGHT_STEP)   # the fp64 copy takes the very same step
+            yield
+        finally:
+            with torch.no_grad():
+                for (_, p), old in zip(params, saved):
+                    p.copy_(old)
+    return change
 
 
 @dataclass
@@ -118,11 +123,13 @@ class References:
         again = run(self.eager, self.inputs)
         called.close()
         self.nondeterministic = _disagreement(self.first, again)
-        self.steps = [self._second(model, built), self._hook(called.names), Step("weights_updated", built.inputs,
-                                                                                weights_moved)]
+        self.steps = [self._second(model, built), self._hook(called.names),
+                      Step("weights_updated", built.inputs, weights_moved(self.eager))]
         for step in self.steps:
             self._answer(step)
         self._fp64_module: Any = None
+        self._fp64: dict[str, Any] = {}   # each call's fp64 output (or its failure), made once for every config
+        self.fp64_runs = 0
 
     def _second(self, model: str, built: Any) -> Step:
         """The second size: the sealed spec or the rule's candidates, the first that runs in eager."""
@@ -159,13 +166,25 @@ class References:
             step.inputs, step.reason = None, f"eager fails after the change: {type(exc).__name__}: {str(exc)[:200]}"
 
     def fp64(self, step: Step | None) -> Any:
-        """Eager's output for a call (None: the first) from a float64 copy, after the same change."""
+        """Eager's output for a call (None: the first) from a float64 copy, after the same change: run the first
+        time a config's output needs it, then kept for the group's other configs (a failure too, raised again)."""
+        key = FIRST if step is None else step.scenario
+        if key not in self._fp64:
+            try:
+                self._fp64[key] = self._fp64_run(step)
+            except Exception as exc:
+                self._fp64[key] = exc.with_traceback(None)   # its frames need not live on
+        found = self._fp64[key]
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def _fp64_run(self, step: Step | None) -> Any:
+        self.fp64_runs += 1
         if self._fp64_module is None:
             self._fp64_module = copy.deepcopy(self.eager).double()
         inputs = to_fp64(self.inputs if step is None else step.inputs)
-        if step is None or step.change is None:
-            return run(self._fp64_module, inputs)
-        with step.change(self._fp64_module):
+        with step.change(self._fp64_module) if step and step.change else contextlib.nullcontext():
             return run(self._fp64_module, inputs)
 
     def judge(self, step: Step | None, res: Any) -> Verdict:
