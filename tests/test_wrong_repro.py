@@ -20,7 +20,7 @@ from bot.pipeline import steps
 from bot.settings import IssueSettings, Settings, VerifySettings
 from bot.verify import oracle, shrink
 from bot.verify.steps import render_and_check
-from bot.verify.wrong_script import MISMATCH, Case, render_wrong, scenario_rules
+from bot.verify.wrong_script import MISMATCH, Case, ScenarioRules, render_wrong
 from harness.core.calls import Call
 from harness.core.model_build import ModelBuild
 from harness.engine import engine, scenarios
@@ -62,7 +62,7 @@ def test_the_script_is_short_plain_and_ends_in_assert_close_with_the_run_toleran
 
 
 def test_the_scenarios_steps_come_from_the_workers_own_definitions() -> None:
-    rules = scenario_rules()
+    rules = ScenarioRules()
     assert rules.hook_scale == scenarios.HOOK_SCALE and rules.weight_step == scenarios.WEIGHT_STEP
     assert rules.weight_seed == "SEED + 1"                        # scenarios.weights_moved's generator seed
     hooked = render_wrong(TINY, case("wrong_result: hook_added: logits"))

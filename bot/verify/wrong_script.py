@@ -6,14 +6,11 @@ value` line per setting, `torch.compile(model, backend=...)`), with the eager re
 compiling. It makes the first call, then the scenario's change (harness.engine.scenarios: the second input spec,
 the per-feature scaling hook on the middle submodule, the seeded in-place weight step), and ends in
 `torch.testing.assert_close` on the output that was wrong, at the run's [accuracy] tolerances. The scenario's
-constants (HOOK_SCALE, WEIGHT_STEP and the weight step's seed) are read from harness/engine/scenarios.py's source,
-never imported (that module imports torch): one rule, in the worker's module. The baseline's script is the same
+constants (HOOK_SCALE, WEIGHT_STEP and the weight step's seed) are harness.core.calls', the worker's too. The baseline's script is the same
 one with the baseline's settings. Stdlib only: torch is never imported here.
 """
 from __future__ import annotations
 
-import ast
-import functools
 import json
 import re
 from dataclasses import dataclass
@@ -21,13 +18,13 @@ from typing import Any
 
 from bot.text.render import render
 from bot.verify.maintainer import WIDTH, backend_for, input_expr, literal, setting_lines
-from bot.verify.script import HARNESS, NotRenderable
+from bot.verify.script import NotRenderable
+from harness.core.calls import HOOK_SCALE, WEIGHT_SEED_OFFSET, WEIGHT_STEP
 from harness.core.correctness import wrong_parts
 from harness.core.model_build import ModelBuild
 from harness.zoo import second
 from harness.zoo.errors import LockError
 
-SCENARIOS_SOURCE = HARNESS / "engine" / "scenarios.py"
 MISMATCH = "torch.testing.assert_close"   # the driver's `exception` when the script's comparison failed
 
 
@@ -46,24 +43,11 @@ class Case:
 
 @dataclass(frozen=True)
 class ScenarioRules:
-    """The worker's constants for the later calls, as its module writes them."""
+    """The scenarios' changes as the worker makes them (harness.core.calls), for the script to make them alike."""
 
-    hook_scale: tuple[float, float]     # HOOK_SCALE
-    weight_step: float                  # WEIGHT_STEP
-    weight_seed: str                    # the weight step generator's seed, as an expression of SEED
-
-
-@functools.cache
-def scenario_rules() -> ScenarioRules:
-    """HOOK_SCALE, WEIGHT_STEP and the weight step's seed, read from harness/engine/scenarios.py's source."""
-    source = SCENARIOS_SOURCE.read_text()
-    tree = ast.parse(source)
-    consts = {t.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-              for t in node.targets if isinstance(t, ast.Name) and t.id in ("HOOK_SCALE", "WEIGHT_STEP")}
-    moved = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "weights_moved")
-    seed = next(ast.get_source_segment(source, c.args[0]) for c in ast.walk(moved)
-                if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "manual_seed")
-    return ScenarioRules(tuple(consts["HOOK_SCALE"]), float(consts["WEIGHT_STEP"]), seed or "SEED")
+    hook_scale: tuple[float, float] = HOOK_SCALE
+    weight_step: float = WEIGHT_STEP
+    weight_seed: str = f"SEED + {WEIGHT_SEED_OFFSET}"   # the weight step generator's seed, as the script writes it
 
 
 def accessor(output: str) -> str:
@@ -122,4 +106,4 @@ def render_wrong(built: ModelBuild | None, case: Case, *, baseline: bool = False
                   imports=imports, common=common, flag=flag, baseline=baseline,
                   backend=backend_for(None, case.backend), device=case.device, signature=case.signature,
                   scenario=scenario, output=output, pick=accessor(output), rtol=case.rtol, atol=case.atol,
-                  rules=scenario_rules(), transformers_version=built.transformers_version or "")
+                  rules=ScenarioRules(), transformers_version=built.transformers_version or "")

@@ -16,6 +16,11 @@ from harness.core.record import RecordError, parse
 
 FIRST = "first"
 SCENARIOS = (FIRST, "second_size", "hook_added", "weights_updated")
+# The scenarios' changes, one rule for the worker (harness.engine.scenarios) and the accuracy reproducer
+# (bot.verify.wrong_script), which must make the very same change:
+HOOK_SCALE = (0.5, 1.5)     # hook_added scales its submodule's output feature by feature, from 0.5 to 1.5
+WEIGHT_STEP = 1e-2          # weights_updated: the size of the seeded step each parameter takes...
+WEIGHT_SEED_OFFSET = 1      # ...drawn from a generator seeded with the build's seed plus this
 
 # How a call's outputs compare with eager's after the same steps.
 ACCURACY = (

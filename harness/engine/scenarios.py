@@ -18,7 +18,7 @@ from typing import Any, Callable, ContextManager, Iterator
 
 import torch
 
-from harness.core.calls import FIRST, Call
+from harness.core.calls import FIRST, HOOK_SCALE, WEIGHT_SEED_OFFSET, WEIGHT_STEP, Call
 from harness.engine.accuracy import Verdict, bitwise, compare, leaves
 from harness.engine.options import Accuracy
 from harness.zoo import second
@@ -26,8 +26,6 @@ from harness.zoo.build import SEED
 from harness.zoo.errors import LockError
 from harness.zoo.inputs import make_inputs
 
-HOOK_SCALE = (0.5, 1.5)   # the hook scales its submodule's output feature by feature, from 0.5 to 1.5
-WEIGHT_STEP = 1e-2    # the size of the seeded step each parameter takes
 REASON_CHARS = 300
 Change = Callable[[torch.nn.Module], ContextManager[None]]
 
@@ -81,7 +79,7 @@ def _scale(_module: Any, _args: Any, out: torch.Tensor) -> torch.Tensor:
 def weights_moved(module: torch.nn.Module) -> Change:
     """A change that steps every floating parameter in place by a seeded delta (the same on every copy of `module`:
     drawn here once, in float32 on the CPU, then cast to each copy's parameter), restored bitwise after."""
-    gen = torch.Generator().manual_seed(SEED + 1)
+    gen = torch.Generator().manual_seed(SEED + WEIGHT_SEED_OFFSET)
     deltas = {n: torch.randn(p.shape, generator=gen) for n, p in module.named_parameters() if p.is_floating_point()}
 
     @contextlib.contextmanager
