@@ -15,7 +15,7 @@ from harness.zoo.build import SEED, materialize
 from harness.zoo.errors import BuildError
 from harness.zoo.inputs import make_inputs
 from harness.zoo.lock import seal
-from harness.zoo.second import FIELD as SECOND_SPEC
+from harness.zoo.second import FIELD as SECOND_SPEC, WHY_FIELD as SECOND_WHY, first_that_runs
 from harness.zoo.sizes import second_specs
 
 
@@ -36,7 +36,7 @@ def reverify_entry(model: str, device: str) -> dict:
     from harness.zoo import lock
 
     entry = lock.current().entry(model)
-    return verify({k: v for k, v in entry.items() if k != SECOND_SPEC}, device)
+    return verify({k: v for k, v in entry.items() if k not in (SECOND_SPEC, SECOND_WHY)}, device)
 
 
 def _json_data(data: Any) -> Any:
@@ -81,19 +81,16 @@ def verify(entry: dict, device: str) -> dict:
         return seal({**entry, "status": exc.status, "cause": exc.cause[:300]})
     except Exception as exc:
         return seal({**entry, "status": "eager_error", "cause": f"{type(exc).__name__}: {str(exc)[:280]}"})
-    second = second_spec(built.module, entry["spec"], device)
-    return seal({**entry, SECOND_SPEC: second}) if second is not None else entry
+    found, why = second_spec(built.module, entry["spec"], device)
+    return seal({**entry, SECOND_SPEC: found} if found is not None else {**entry, SECOND_WHY: why})
 
 
-def second_spec(module: Any, spec: dict, device: str) -> dict | None:
-    """The first of the rule's second specs (harness.zoo.sizes.second_specs) that runs in eager, or None."""
+def second_spec(module: Any, spec: dict, device: str) -> tuple[dict | None, str]:
+    """The first of the rule's second specs (harness.zoo.sizes.second_specs) that runs in eager, or None and why."""
     import torch
 
-    for candidate in second_specs(spec):
-        try:
-            with torch.no_grad():
-                module(**make_inputs(candidate, SEED, device))
-        except Exception:  # this size is not one the model takes: the next candidate
-            continue
-        return candidate
-    return None
+    def eager(candidate: dict) -> None:
+        with torch.no_grad():
+            module(**make_inputs(candidate, SEED, device))
+
+    return first_that_runs(second_specs(spec), eager)

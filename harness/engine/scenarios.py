@@ -137,16 +137,14 @@ class References:
             candidates = second.candidates(model, built.spec)
         except LockError as exc:   # a corrupt second spec: named, and only this call lost
             return Step("second_size", reason=str(exc)[:REASON_CHARS])
-        why = "the second-size rule finds no other size for these inputs"
-        for spec in candidates:
-            try:
-                inputs = make_inputs(spec, SEED, self.device)
-                self.outputs["second_size"] = run(self.eager, inputs)
-            except Exception as exc:   # a size this model does not take: the next candidate
-                why = f"no second size runs in eager: {type(exc).__name__}: {str(exc)[:200]}"
-                continue
-            return Step("second_size", inputs)
-        return Step("second_size", reason=why)
+        found, why = second.first_that_runs(candidates, self._eager_at)
+        if found is None:
+            return Step("second_size", reason=why)
+        return Step("second_size", make_inputs(found, SEED, self.device))
+
+    def _eager_at(self, spec: dict) -> None:
+        """Eager's output at a candidate second spec (raises when the model does not take that size)."""
+        self.outputs["second_size"] = run(self.eager, make_inputs(spec, SEED, self.device))
 
     def _hook(self, called: list[str]) -> Step:
         if not called:

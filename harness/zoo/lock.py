@@ -31,8 +31,8 @@ FIELDS: dict[str, tuple[type, ...]] = {
 # AST, comments aside), so a transformers bump tells models whose code changed from those whose did not.
 OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {"modeling": (str,)}
 # Optional fields checked where they are used (harness.zoo.second), so a bad one costs only what uses it: the second
-# input spec (`zoo lock` seals the first of harness.zoo.sizes.second_specs that runs in eager).
-DEFERRED_FIELDS = ("second_spec",)
+# input spec (`zoo lock` seals the first of harness.zoo.sizes.second_specs that runs in eager), or why none does.
+DEFERRED_FIELDS = ("second_spec", "second_spec_why")
 # Fields that name the release an entry was locked for, not what is built: left out of build_hash(). The second
 # input spec is left out too: it is what a later call is given, not what is built, and sealing the spec the worker
 # would derive anyway (an entry locked before it was sealed) must not make a night's results incomparable.

@@ -6,12 +6,29 @@ A sealed one is checked here, where it is used, not with the entry: a bad one co
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from harness.zoo import lock as lock_mod
 from harness.zoo import registry
 from harness.zoo.errors import CorruptEntry
 from harness.zoo.sizes import second_specs
 
 FIELD = "second_spec"
+WHY_FIELD = "second_spec_why"   # sealed instead when no second spec runs in eager: why
+NO_OTHER_SIZE = "the second-size rule finds no other size for these inputs"
+
+
+def first_that_runs(candidates: list[dict], run: Callable[[dict], object]) -> tuple[dict | None, str]:
+    """The first candidate `run` takes without raising, or None and why none did (the last failure)."""
+    why = NO_OTHER_SIZE
+    for spec in candidates:
+        try:
+            run(spec)
+        except Exception as exc:   # a size this model does not take: the next candidate
+            why = f"no second size runs in eager: {type(exc).__name__}: {str(exc)[:200]}"
+            continue
+        return spec, ""
+    return None, why
 
 
 def candidates(model: str, spec: dict) -> list[dict]:
