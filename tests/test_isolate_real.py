@@ -18,8 +18,9 @@ import pytest
 from bot.verify import isolate
 from bot.verify.steps import render_and_run
 from bot.issues.keys import tracking_key
-from harness.engine import configs, engine
+from harness.engine import configs
 from state import db, verdicts
+from tests.helpers_verify import stored_build
 from tests.real_mimi_crash import publish_once
 
 BROKEN_CXX = {"torch._inductor.config.cpp.cxx": ["/nonexistent/flagsweep-c++"]}
@@ -29,7 +30,7 @@ BROKEN_CXX = {"torch._inductor.config.cpp.cxx": ["/nonexistent/flagsweep-c++"]}
 def test_a_missing_cpp_compiler_is_isolated_to_inductor():
     checked = configs.check({"broken_cxx": BROKEN_CXX}, {}, sys.executable)   # our key syntax and this torch take it
     assert checked.configs == {"broken_cxx": BROKEN_CXX}
-    built = engine.describe(["BertModel"], options=engine.SweepOptions(workers=1, timeout=300))["BertModel"]
+    built = stored_build("BertModel")   # what a worker stores for it (engine.describe), from the lock: no worker
     # The verification, as verify_all does it: the script under the run's backend fails.
     _, seen = render_and_run(built, BROKEN_CXX, "inductor", "cpu", sys.executable, 600)
     assert seen.status == "error" and "InvalidCxxCompiler" in seen.signature, seen

@@ -11,27 +11,16 @@ import pytest
 
 from bot.verify import shrink
 from bot.verify.steps import render_and_run
-from harness.core.model_build import ModelBuild
 from harness.engine.script_runner import run_script
+from tests.helpers_verify import stored_build
 
 MODEL = "MimiModel"
 CSO = {"torch._dynamo.config.capture_scalar_outputs": True}
 
 
-def stored_build() -> dict:
-    """What a worker stores for MimiModel (harness/engine/worker.py _repro_data), read from the lock entry."""
-    import transformers
-
-    from harness.zoo.build import SEED, entry, fingerprint
-
-    e = entry(MODEL)
-    return ModelBuild(MODEL, e["config_class"], e["config"], e["spec"], SEED, fingerprint(MODEL),
-                      transformers.__version__)
-
-
 @pytest.mark.compile
 def test_the_real_mimi_crash_shrinks_and_still_fails_the_same_way() -> None:
-    built = stored_build()
+    built = stored_build(MODEL)       # what a worker stores for it, from the lock entry
     script, result = render_and_run(built, CSO, "count", "cpu", sys.executable, 300)
     signature = result.signature
     assert result.status == "error" and signature.startswith("PendingUnbackedSymbolNotFound"), result
