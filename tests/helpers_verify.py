@@ -51,6 +51,18 @@ BUILD = ModelBuild(
 )
 
 
+def stored_build(model: str) -> ModelBuild:
+    """What a worker stores for a zoo model (harness/engine/worker.py _repro_data), read from its lock entry here:
+    no worker started, no model built."""
+    import transformers
+
+    from harness.zoo.build import SEED, entry, fingerprint
+
+    e = entry(model)
+    return ModelBuild(model, e["config_class"], e["config"], e["spec"], SEED, fingerprint(model),
+                      transformers.__version__)
+
+
 def params(b: ModelBuild) -> int:
     c = b.config
     return c["hidden_size"] * c["intermediate_size"] * c["num_hidden_layers"] + c["codebook_size"] * c["codebook_dim"]

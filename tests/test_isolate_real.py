@@ -4,36 +4,33 @@ Inductor: BertModel under a config whose C++ compiler does not exist (a real ind
 syntax): Dynamo and AOTAutograd never need a compiler, Inductor does. Dynamo: MimiModel under
 capture_scalar_outputs (PendingUnbackedSymbolNotFound), swept for real under `aot_eager`, then verified and
 published twice through the real path (the pipeline's verify step, then publish) with an interpreter that logs
-each start: one isolation run, then none.
+each start: one isolation run, then none. The sweep and first publish are the session's `real_mimi_crash`
+(tests/real_mimi_crash.py), shared with tests/test_maintainer_real.py.
 """
 from __future__ import annotations
 
 import json
-import stat
 import sys
 from pathlib import Path
 
 import pytest
 
-from bot.verify import isolate, reproducers
+from bot.verify import isolate
 from bot.verify.steps import render_and_run
 from bot.issues.keys import tracking_key
-from bot.github import publish
-from bot.pipeline import steps
-from bot.settings import Settings, VerifySettings
-from harness.engine import configs, engine
-from harness.engine.engine import SweepRequest
-from state import db, history, verdicts
+from harness.engine import configs
+from state import db, verdicts
+from tests.helpers_verify import stored_build
+from tests.real_mimi_crash import publish_once
 
 BROKEN_CXX = {"torch._inductor.config.cpp.cxx": ["/nonexistent/flagsweep-c++"]}
-CSO = {"torch._dynamo.config.capture_scalar_outputs": True}
 
 
 @pytest.mark.compile
 def test_a_missing_cpp_compiler_is_isolated_to_inductor():
     checked = configs.check({"broken_cxx": BROKEN_CXX}, {}, sys.executable)   # our key syntax and this torch take it
     assert checked.configs == {"broken_cxx": BROKEN_CXX}
-    built = engine.describe(["BertModel"], options=engine.SweepOptions(workers=1, timeout=300))["BertModel"]
+    built = stored_build("BertModel")   # what a worker stores for it (engine.describe), from the lock: no worker
     # The verification, as verify_all does it: the script under the run's backend fails.
     _, seen = render_and_run(built, BROKEN_CXX, "inductor", "cpu", sys.executable, 600)
     assert seen.status == "error" and "InvalidCxxCompiler" in seen.signature, seen
@@ -52,33 +49,21 @@ def test_a_missing_cpp_compiler_is_isolated_to_inductor():
 
 
 @pytest.mark.compile
-def test_a_dynamo_crash_is_isolated_once_through_the_real_publish_path(tmp_path: Path):
-    log = tmp_path / "python-starts.log"
-    wrapper = tmp_path / "run-python"           # the run's interpreter: logs every start, then runs the real one
-    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {sys.executable} "$@"\n')
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
-    # shrink_budget=0: count the isolation runs alone (the shrink has its own tests)
-    settings = Settings(state_path=tmp_path / "state.sqlite", verify=VerifySettings(enabled=True, shrink_budget=0))
-    conn = db.connect(settings.state_path)
-    options = engine.SweepOptions(workers=1, timeout=300, backend="aot_eager", python=str(wrapper))
-    run_id = engine.sweep(conn, SweepRequest(models=["MimiModel"], configs={"cso": CSO}, base_settings={}, options=options,
-                          progress=False)).run.id
-    history.finalize_run(conn, run_id)
-    starts = []
-    for n in (1, 2):
-        before = log.read_text().count("repro.py")
-        steps.verify(conn, run_id, settings)
-        publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / f"out{n}"),
-                            publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(tmp_path / f"out{n}")))
-        starts.append(log.read_text().count("repro.py") - before)
+def test_a_dynamo_crash_is_isolated_once_through_the_real_publish_path(real_mimi_crash, tmp_path: Path):
+    done = real_mimi_crash           # swept under aot_eager, verified and published once (tests/real_mimi_crash.py)
+    conn = db.connect(done.settings.state_path)
+    before = done.log.read_text().count("repro.py")
+    publish_once(conn, done.settings, done.run_id, tmp_path / "out2")
+    starts = [done.first_starts, done.log.read_text().count("repro.py") - before]
     assert starts == [2, 0]        # the oracle (eager, baseline, flag: one run) + one stage (eager fails), then all stored
-    plan = json.loads((tmp_path / "out1" / "plan.json").read_text())
-    (group, stored), = verdicts.for_run(conn, run_id).items()
+    plan = json.loads((done.out / "plan.json").read_text())
+    (group, stored), = verdicts.for_run(conn, done.run_id).items()
+    conn.close()
     assert stored.verdict.status == "confirmed" and stored.component.component == "dynamo"
     assert stored.verdict.component == stored.component and "PendingUnbackedSymbolNotFound" in group[1]
     key = tracking_key("cso", group[1])
     # One model, no flake re-runs: the evidence rule holds it as watching; the dry run writes its would-be body.
-    body = (tmp_path / "out1" / "pending" / f"watching-{key}.md").read_text()
+    body = (done.out / "pending" / f"watching-{key}.md").read_text()
     assert key not in {a["key"] for a in plan["actions"]}
     assert "Component: Dynamo tracing (fails under `eager`)." in body
     assert "| `eager` | fails with the same signature |" in body and "`aot_eager` |" not in body

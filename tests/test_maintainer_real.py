@@ -1,5 +1,6 @@
 """The maintainer's script on a real crash: MimiModel under capture_scalar_outputs (PendingUnbackedSymbolNotFound
-on torch 2.13). One real sweep of the model into a real SQLite file, then the pipeline's verify step (shrink off):
+on torch 2.13). One real sweep of the model into a real SQLite file, then the pipeline's verify step (shrink off;
+the session's `real_mimi_crash`, tests/real_mimi_crash.py, shared with tests/test_isolate_real.py):
 the verdict carries the maintainer's script, judged in fresh interpreters (it runs with torch.compile made the
 identity, fails compiled with the run's signature) and its dynamic ablation; the script, run on its own as a file
 (`python repro.py`), fails with the same exception; a second verify step and a publish start no process; the dry-run
@@ -14,32 +15,16 @@ import pytest
 
 from bot.github import publish
 from bot.pipeline import steps
-from bot.settings import Settings, VerifySettings
 from bot.verify import steps as verify_steps
-from harness.engine import engine
-from harness.engine.engine import SweepRequest
-from state import db, history
+from state import db
 from tests.helpers_verify import ProcessStarts
 
-MODEL = "MimiModel"
-CSO = {"torch._dynamo.config.capture_scalar_outputs": True}
 
-
-@pytest.fixture(scope="module")
-def verified(tmp_path_factory):
-    """(settings, run id, the group's run verdict) after a real sweep and the verify step."""
-    tmp = tmp_path_factory.mktemp("maintainer")
-    # shrink_budget=0: verification alone (tests/test_shrink*.py shrink)
-    settings = Settings(state_path=tmp / "state.sqlite", verify=VerifySettings(shrink_budget=0))
-    conn = db.connect(settings.state_path)
-    options = engine.SweepOptions(workers=1, timeout=300)
-    run_id = engine.sweep(conn, SweepRequest(models=[MODEL], configs={"capture_scalar_outputs": CSO}, base_settings={},
-                          options=options, progress=False)).run.id
-    history.finalize_run(conn, run_id)
-    found = steps.verify(conn, run_id, settings)
-    conn.close()
-    (group, rv), = found.items()
-    return settings, run_id, rv
+@pytest.fixture
+def verified(real_mimi_crash):
+    """(settings, run id, the group's run verdict) after the session's real sweep and verify step."""
+    (group, rv), = real_mimi_crash.found.items()
+    return real_mimi_crash.settings, real_mimi_crash.run_id, rv
 
 
 @pytest.mark.compile

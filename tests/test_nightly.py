@@ -8,7 +8,7 @@ import pytest
 from bot.pipeline import merge as merge_mod
 from bot.pipeline import nightly
 from bot.pipeline import steps as steps_mod
-from bot.settings import IssueSettings, NightlySettings, Settings, VerifySettings
+from bot.settings import AccuracySettings, IssueSettings, NightlySettings, Settings, VerifySettings
 from state import db, runs
 from tests.fakeindex import FakeIndex
 from tests.fakesweep import MODELS, World
@@ -116,7 +116,8 @@ def test_a_real_tiny_nightly_end_to_end_in_dry_run(env):
         settings,
         verify=VerifySettings(enabled=False),   # test models exist only where tests.fault_models is imported
         nightly=dataclasses.replace(settings.nightly, canaries=["TinyItemModel"]),   # one of the night's two models
-        issues=IssueSettings(min_models=1))     # its one crashing model is filed at once (test_filing.py)
+        issues=IssueSettings(min_models=1),     # its one crashing model is filed at once (test_filing.py)
+        accuracy=AccuracySettings(enabled=False))   # the flake re-runs' later calls: this night is about crashes
 
     def real_sweep(conn, request):
         options = engine.SweepOptions(workers=1, timeout=120, python=request.options.python,
