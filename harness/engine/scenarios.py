@@ -39,23 +39,22 @@ def run(module: Any, inputs: dict[str, Any]) -> Any:
 
 def clone(value: Any) -> Any:
     """Tensors copied (a forward that writes into its inputs cannot reach the next call), containers rebuilt."""
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, dict):
-        return {k: clone(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(clone(v) for v in value)
-    return value
+    return _map_tensors(value, torch.Tensor.clone)
 
 
 def to_fp64(value: Any) -> Any:
     """Floating tensors in float64 (the fp64 reference's inputs); the rest as they are."""
+    return _map_tensors(value, lambda t: t.double() if t.is_floating_point() else t)
+
+
+def _map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """`value` with `fn` applied to every tensor in it, dicts, lists and tuples rebuilt; anything else as it is."""
     if isinstance(value, torch.Tensor):
-        return value.double() if value.is_floating_point() else value
+        return fn(value)
     if isinstance(value, dict):
-        return {k: to_fp64(v) for k, v in value.items()}
+        return {k: _map_tensors(v, fn) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(to_fp64(v) for v in value)
+        return type(value)(_map_tensors(v, fn) for v in value)
     return value
 
 
