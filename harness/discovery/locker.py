@@ -127,7 +127,12 @@ def select(names: list[str], patterns: list[str], sample_n: int | None, seed: in
 def _locked(path: Path) -> tuple[dict[str, dict], dict[str, str]]:
     """The entries of the lock file at path (none if there is none yet), and each one's stratum."""
     entries = lock.read(path)["entries"] if path.exists() else {}
-    return entries, {m: e.get("stratum") for m, e in entries.items() if isinstance(e, dict)}
+    return entries, _strata(entries)
+
+
+def _strata(entries: dict[str, dict]) -> dict[str, str]:
+    """Each locked entry's stratum."""
+    return {m: e.get("stratum") for m, e in entries.items() if isinstance(e, dict)}
 
 
 def lock_corpus(conn: sqlite3.Connection, *, patterns: list[str], sample_n: int | None, seed: int, workers: int,
@@ -171,10 +176,11 @@ def reverify_corpus(*, patterns: list[str], sample_n: int | None, seed: int, wor
     the package's lock (what sweeps build from); `lock_dir` is where the result is written: the package's, or a
     copy of it."""
     path = lock.lock_path(lock.installed_transformers(), Path(lock_dir))
-    old, strata = _locked(path)
+    doc = lock.read(path) if path.exists() else {"entries": {}}
+    old, strata = doc["entries"], _strata(doc["entries"])
     if not old:
         raise lock.LockError(f"no lock for the installed transformers in {Path(lock_dir).name}: run `flagsweep zoo lock`")
-    version = lock.read(path)["transformers"]
+    version = doc["transformers"]
     good = sorted(m for m, e in old.items() if isinstance(e, dict) and e.get("status") == "ok")
     selected = select(good, patterns, sample_n, seed, strata)
     fresh, unanswered = {}, set()
@@ -184,7 +190,7 @@ def reverify_corpus(*, patterns: list[str], sample_n: int | None, seed: int, wor
         if not answered:
             unanswered.add(entry["model"])
     downgraded = downgrades(old, fresh, set())
-    entries = merge(path, version, fresh, None, lock.read(path)["excluded"])
+    entries = merge(path, version, fresh, None, doc["excluded"])
     return LockResult(path, selected, [], entries, downgraded + [{"model": m, "status": "unanswered", "cause":
                                                                   "the worker gave no answer", "kept": True}
                                                                  for m in sorted(unanswered)])
