@@ -113,6 +113,11 @@ def test_every_field_but_the_internal_ones_declares_its_check_and_the_defaults_p
     ("[confirm]\nruns = 21\n", r"confirm\.runs: must be 0 to 20 re-runs, got 21$"),
     ("[ranges]\ninstalls = 65\n", r"ranges\.installs: must be 0 to 64 installs \(0: no range search\), got 65$"),
     ('[verify]\nenabled = "yes"\n', r"verify\.enabled: expected bool"),
+    ("[accuracy]\nrtol = 0\n", r"accuracy\.rtol: must be a positive number \(a tolerance\), got 0\.0$"),
+    ("[accuracy]\natol = -1e-3\n", r"accuracy\.atol: must be a positive number \(a tolerance\), got -0\.001$"),
+    ('[accuracy]\nrtol = "small"\n', r"accuracy\.rtol: expected float"),
+    ("[accuracy]\natol = nan\n", r"accuracy\.atol: must be a finite number"),
+    ("[accuracy]\nenabled = 1\n", r"accuracy\.enabled: expected bool"),
 ])
 def test_the_feature_sections_check_their_fields(tmp_path, text, named):
     bad = tmp_path / "s.toml"
