@@ -329,6 +329,19 @@ class RangeSettings:
 
 
 @dataclass(frozen=True)
+class CulpritSettings:
+    """From a nightly range to the commit (bot.ranges.culprit): suspects ranked, Python-only stretches bisected."""
+    enabled: bool = setting(True)        # rank suspects (and bisect, where a checkout is set) for each new crash
+    # a local git checkout of pytorch, kept up to date by the runner's workflow; "": none (no overlay bisection)
+    checkout: str = setting("", holds=Holds.PATH)
+    max_minutes: float = setting(20.0, more_than(0, " minutes"))   # wall-clock minutes per night for bisections
+    runs: int = setting(3, between(3, 20, " runs per probe"))       # each probe's reproducer runs (at least 3)
+    # the share of a probe's runs that must agree for it to count; under it the reproducer is flaky: no culprit
+    confidence: float = setting(1.0, between(0.66, 1.0, " (a share of a probe's runs)"))
+    max_commits: int = setting(500, between(1, 100_000, " commits"))   # a longer commit range is refused
+
+
+@dataclass(frozen=True)
 class ZooSettings:
     # where older versions kept `zoo check` files (ignored now); default: beside the state file
     cache_dir: str | None = setting(None, TEXT, holds=Holds.PATH)
@@ -349,6 +362,7 @@ class Settings:
     verify: VerifySettings = section(VerifySettings)
     confirm: ConfirmSettings = section(ConfirmSettings)
     ranges: RangeSettings = section(RangeSettings)
+    culprit: CulpritSettings = section(CulpritSettings)
     accuracy: AccuracySettings = section(AccuracySettings)
     routing: list[dict[str, Any]] = field(default_factory=list)   # cc rules, validated by bot.issues.routing
     source: str | None = None        # the settings file read, if any

@@ -376,5 +376,32 @@ ALTER TABLE effects ADD COLUMN correctness TEXT;   -- wrong_result | fixes_wrong
 ALTER TABLE effects ADD COLUMN recompile TEXT;     -- fewer_recompiles | more_recompiles | same_recompiles
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17]
+# v17 -> v18: from the nightly to the commit (issue 37). A regression range's commit range, kept per (signature,
+# good commit, bad commit) so a range is bisected once: its commits with their files and people, the ranked
+# suspects, the bisection's outcome and evidence, and a maintainer's `wrong-culprit` (who, when). Logins a person
+# removed from an issue's cc (`cc remove`, `wrong-culprit`) are never cc'd there again.
+V18 = """
+CREATE TABLE commit_ranges (
+    signature TEXT NOT NULL,
+    good_git TEXT NOT NULL,                -- the main-branch commits of the two builds
+    bad_git TEXT NOT NULL,
+    status TEXT NOT NULL,                  -- found | suspects | cut | flaky | not_reproduced | bounded | failed
+    commits TEXT NOT NULL,                 -- JSON list of harness.core.commits.Commit
+    suspects TEXT NOT NULL,                -- JSON list of {sha, score, why}
+    bisection TEXT,                        -- JSON state.culprits.Bisection; NULL: none ran
+    reason TEXT,                           -- why it stopped where it did (one line)
+    wrong_by TEXT,                         -- the maintainer who said the culprit is wrong
+    wrong_at TEXT,
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (signature, good_git, bad_git)
+);
+CREATE TABLE cc_removed (
+    key TEXT NOT NULL,                     -- the issue's marker key
+    login TEXT NOT NULL,                   -- lower case
+    at TEXT NOT NULL,
+    PRIMARY KEY (key, login)
+);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18]
 SCHEMA_VERSION = len(MIGRATIONS)

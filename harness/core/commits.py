@@ -1,0 +1,180 @@
+"""PyTorch's commits as plain data: what the merge bot and the nightly job write in a message, and which file changes
+an overlay of Python can stand in for.
+
+Stdlib only, pure. The merge bot ends each commit of main with `<title> (#N)` on the first line and
+`Pull Request resolved: <url>`, `Approved by: <url>, <url>` and `Co-authored-by: Name <email>` lines; those are
+a more reliable source of the PR and the people than GitHub's commit-to-PR lookup (a ghstack PR reads "closed",
+not "merged"). A nightly wheel's `torch.version.git_version` names a commit of the `nightly` branch whose message
+is `YYYY-MM-DD nightly release (<main sha>)`.
+
+An **overlay** (PyTorch CI's own shortcut) is an older build with a newer commit's Python copied in: it stands
+for that commit only while every commit between them changes Python files under `torch/` outside `torch/csrc`
+and deletes none (a deleted module would still be importable from the build; a C++ change is not in the wheel).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_NIGHTLY = re.compile(r"^(\d{4}-\d{2}-\d{2}) nightly release \(([0-9a-f]{7,40})\)\s*$")
+_TITLE_PR = re.compile(r"\(#(\d+)\)\s*$")
+_RESOLVED = re.compile(r"^Pull Request resolved:\s*https?://github\.com/[\w.-]+/[\w.-]+/pull/(\d+)\s*$", re.M)
+_APPROVED = re.compile(r"^Approved by:\s*(.+)$", re.M)
+_COAUTHOR = re.compile(r"^Co-authored-by:\s*(.+?)\s*<([^>]*)>\s*$", re.M)
+_PERSON_URL = re.compile(r"https?://github\.com/([A-Za-z0-9-]+)\b")
+_NOREPLY = re.compile(r"^(?:\d+\+)?([A-Za-z0-9-]+)@users\.noreply\.github\.com$")
+_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+
+CHANGES = ("added", "modified", "removed", "renamed")   # GitHub's file statuses; git's A/M/D/R are mapped to them
+
+
+class CommitError(ValueError):
+    """A commit or a message is not what the search needs; the message says which and why, in one line."""
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file a commit changed: its path (the new one for a rename), how, and the old path of a rename."""
+
+    path: str
+    status: str                       # one of CHANGES
+    previous: str | None = None       # a rename's old path
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit of main with what its message says: the PR, the author, co-authors and approvers."""
+
+    sha: str
+    title: str
+    author: str | None                # GitHub login, when known (the API's author; a noreply address)
+    files: tuple[FileChange, ...] = ()
+    pr: int | None = None
+    coauthors: tuple[str, ...] = ()   # logins where the address names one, else the name as written
+    approvers: tuple[str, ...] = ()
+    parent: str | None = None
+
+    @property
+    def short(self) -> str:
+        """The first 12 characters of the sha, as people quote it."""
+        return self.sha[:12]
+
+    @property
+    def people(self) -> tuple[str, ...]:
+        """Whoever wrote it: the author and the co-authors that are logins, without repeats."""
+        found = [p for p in (self.author, *self.coauthors) if p and _login(p)]
+        return tuple(dict.fromkeys(found))
+
+
+@dataclass(frozen=True)
+class Message:
+    """What a merge-bot message says."""
+
+    title: str
+    pr: int | None = None
+    approvers: tuple[str, ...] = ()
+    coauthors: tuple[str, ...] = ()
+
+
+def nightly_main_sha(message: str) -> str:
+    """The main-branch sha a nightly commit's message names; CommitError when it is not a nightly release's."""
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    m = _NIGHTLY.match(first)
+    if not m:
+        raise CommitError(f"not a nightly release commit: its message reads {first[:80]!r}")
+    return m.group(2)
+
+
+def parse_message(message: str) -> Message:
+    """The PR, approvers and co-authors the merge bot wrote into a commit's message."""
+    lines = message.strip().splitlines()
+    title = lines[0].strip() if lines else ""
+    resolved = _RESOLVED.search(message)
+    in_title = _TITLE_PR.search(title)
+    pr = int(resolved.group(1)) if resolved else int(in_title.group(1)) if in_title else None
+    approvers: list[str] = []
+    for m in _APPROVED.finditer(message):
+        approvers += _PERSON_URL.findall(m.group(1)) or [a.strip().lstrip("@") for a in m.group(1).split(",")]
+    coauthors = [_coauthor(name, email) for name, email in _COAUTHOR.findall(message)]
+    return Message(title=title, pr=pr, approvers=tuple(dict.fromkeys(a for a in approvers if a)),
+                   coauthors=tuple(dict.fromkeys(coauthors)))
+
+
+def commit(sha: str, message: str, author: str | None, files: tuple[FileChange, ...],
+           parent: str | None = None) -> Commit:
+    """A commit from its sha, message, author's login and files; CommitError for a sha that is not one."""
+    if not _SHA.match(sha):
+        raise CommitError(f"{sha[:60]!r} is not a commit sha")
+    said = parse_message(message)
+    return Commit(sha=sha, title=said.title, author=author, files=files, pr=said.pr, coauthors=said.coauthors,
+                  approvers=said.approvers, parent=parent)
+
+
+def _coauthor(name: str, email: str) -> str:
+    """A co-author's login when the address is GitHub's noreply one, else the name as written."""
+    m = _NOREPLY.match(email.strip())
+    return m.group(1) if m else name.strip()
+
+
+def _login(text: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})", text))
+
+
+def python_only(change: FileChange) -> bool:
+    """True when an overlay can carry this change: a Python file under torch/ outside torch/csrc, not deleted."""
+    paths = [change.path] + ([change.previous] if change.previous else [])
+    return change.status != "removed" and change.status != "renamed" and all(
+        p.startswith("torch/") and not p.startswith("torch/csrc/") and p.endswith(".py") for p in paths)
+
+
+def overlay_blocker(c: Commit) -> str | None:
+    """Why an overlay cannot stand in for this commit (its first such file), or None when it can.
+
+    Files no build carries (tests, docs, CI configuration) do not count; anything else outside torch/ does
+    (aten/, c10/, torchgen/ and setup files change what is compiled)."""
+    for change in c.files:
+        if python_only(change) or (not change.path.startswith("torch/") and _not_built(change.path)):
+            continue
+        if change.status == "removed":
+            return f"it deletes {change.path}"
+        if change.status == "renamed":
+            return f"it renames {change.previous} to {change.path}"
+        return f"it changes {change.path}, which is not Python in the torch package"
+    return None
+
+
+def _not_built(path: str) -> bool:
+    """Files outside torch/ that no build carries (tests, docs, CI configuration, Markdown)."""
+    return path.startswith(("test/", "docs/", ".github/", ".ci/", "benchmarks/")) or path.endswith((".md", ".rst"))
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """The commits an overlay can bisect, and where the search is cut (the first commit it cannot carry)."""
+
+    commits: tuple[Commit, ...]
+    cut: Commit | None = None
+    why: str | None = None
+    before: Commit | None = None      # the last commit the overlay reaches, the cut's parent
+
+    @property
+    def sentence(self) -> str | None:
+        """Where and why the search stops, in one line (None: nothing cuts it)."""
+        if self.cut is None:
+            return None
+        start = self.before.short if self.before else "the good build"
+        return f"the overlay search stops between {start} and {self.cut.short}: {self.why}"
+
+
+def python_stretch(commits: list[Commit]) -> Stretch:
+    """The leading commits (oldest first) an overlay of the good build can carry, cut at the first it cannot."""
+    for i, c in enumerate(commits):
+        why = overlay_blocker(c)
+        if why:
+            return Stretch(tuple(commits[:i]), cut=c, why=why, before=commits[i - 1] if i else None)
+    return Stretch(tuple(commits))
+
+
+def changed_paths(commits: list[Commit]) -> list[str]:
+    """Every torch/ path the commits change, in first-change order (what an overlay at the last must write)."""
+    return list(dict.fromkeys(f.path for c in commits for f in c.files if f.path.startswith("torch/")))
