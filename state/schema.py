@@ -388,7 +388,7 @@ CREATE TABLE commit_ranges (
     status TEXT NOT NULL,                  -- found | suspects | cut | flaky | not_reproduced | bounded | failed
     commits TEXT NOT NULL,                 -- JSON list of harness.core.commits.Commit
     suspects TEXT NOT NULL,                -- JSON list of {sha, score, why}
-    bisection TEXT,                        -- JSON state.culprits.Bisection; NULL: none ran
+    bisection TEXT,                        -- JSON state.culprits.Bisection (NULL: none ran)
     reason TEXT,                           -- why it stopped where it did (one line)
     wrong_by TEXT,                         -- the maintainer who said the culprit is wrong
     wrong_at TEXT,

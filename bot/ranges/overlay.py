@@ -3,7 +3,8 @@
 The copy is cheap because only Python is copied: every other file (the compiled libraries under torch/lib,
 `*.so`, headers, cached bytecode) is a symlink into the build. Writing a file of the copy first unlinks it, so
 a write can never go through a link into the build itself (DESIGN.md's warning). Bytecode caches stay linked,
-except a written file's own, which is removed (Python then writes a fresh one beside it). The reproducer runs with the overlay's root first on `sys.path`.
+except a written file's own, which is removed (Python then writes a fresh one beside it). The reproducer runs with the overlay's root first on `sys.path`
+(bot.verify.overlay_run).
 """
 from __future__ import annotations
 
@@ -49,7 +50,3 @@ def lay(root: Path, files: Mapping[str, str | None]) -> None:
             target.write_text(text)
         for cached in (target.parent / "__pycache__").glob(f"{target.stem}.*.pyc"):
             cached.unlink()   # a rewrite within the same second and size would pass the mtime check
-
-def preamble(root: Path) -> str:
-    """The lines a reproducer starts with so that `import torch` loads the overlay (it runs isolated: `-I`)."""
-    return f"import sys; sys.path.insert(0, {str(root)!r})\n"
