@@ -339,6 +339,8 @@ class CulpritSettings:
     # the share of a probe's runs that must agree for it to count; under it the reproducer is flaky: no culprit
     confidence: float = setting(1.0, between(0.66, 1.0, " (a share of a probe's runs)"))
     max_commits: int = setting(500, between(1, 100_000, " commits"))   # a longer commit range is refused
+    # where the commits come from through GitHub's compare when no checkout is set
+    repo: str = setting("pytorch/pytorch", Check(lambda v: bool(_REPO.match(v)), "OWNER/NAME"))
 
 
 @dataclass(frozen=True)

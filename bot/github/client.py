@@ -23,6 +23,7 @@ from github import Auth, Github, GithubException
 from bot.text import markdown
 from bot.github.port import ActionRefused, GitHubUnavailable, IdentityError, IssueRef, Publisher, check_identity
 from bot.settings import GitHubSettings
+from harness.core.commits import CHANGES, Commit, CommitError, FileChange, commit as make_commit
 
 __all__ = ["ActionRefused", "GitHubPublisher", "GitHubUnavailable", "IdentityError", "IssueRef", "Publisher"]
 
@@ -176,6 +177,29 @@ class GitHubPublisher:
             issues = self.repo.get_issues(state="all", creator=self.login, sort="created", direction="asc")
             return [ref for ref in (self._ref(i) for i in issues) if ref.key]
         return self._call("list own issues", fetch, write=False)
+
+    def commit_range(self, source: str, base: str, head: str, most: int) -> list[Commit]:
+        """The commits of repository `source` after `base` up to `head`, oldest first, each with its files and what its
+        message says: GitHub's compare (paged, 100 a page) and one read per commit for its files. ActionRefused
+        naming the count when there are more than `most` (their files are then not read)."""
+        def fetch() -> list[Commit]:
+            compared = self.gh.get_repo(source).compare(base, head, comparison_commits_per_page=100)
+            if compared.total_commits > most:
+                raise ActionRefused(f"{compared.total_commits} commits between {base[:12]} and {head[:12]}: more than "
+                                    f"[culprit] max_commits = {most}, not searched")
+            return [self._commit(c) for c in compared.commits]
+        return self._call(f"compare {base[:12]}...{head[:12]}", fetch, write=False)
+
+    @staticmethod
+    def _commit(c: Any) -> Commit:
+        """A listed commit with its files (touching `files` reads the commit: GitHub's compare lists none)."""
+        files = tuple(FileChange(f.filename, f.status if f.status in CHANGES else "modified",
+                                 f.previous_filename if f.status == "renamed" else None) for f in c.files)
+        try:
+            return make_commit(c.sha, c.commit.message, c.author.login if c.author else None, files,
+                               parent=c.parents[0].sha if c.parents else None)
+        except CommitError as exc:
+            raise ActionRefused(str(exc)) from None
 
     def paused(self, label: str) -> IssueRef | None:
         """The oldest open issue labelled `label` (anyone's: maintainers pull the switch), or None; one request."""

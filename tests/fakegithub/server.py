@@ -208,6 +208,8 @@ class Api(Shapes):
             ("POST", R + r"/labels", self.create_label),
             ("GET", R + r"/labels/(?P<name>[^/]+)", self.get_label),
             ("GET", R + r"/collaborators/(?P<who>[^/]+)/permission", self.get_permission),
+            ("GET", R + r"/compare/(?P<basehead>[^/]+)", self.compare),
+            ("GET", R + r"/commits/(?P<sha>[0-9a-fA-F]+)", self.get_commit),
         ]
         self.routes: list[Route] = [(m, re.compile("^" + p + "/?$"), fn) for m, p, fn in table]
 
@@ -548,6 +550,39 @@ class Api(Shapes):
             raise HttpError(404, "Not Found")
         role = "admin" if who == r.owner else r.roles.get(who, "none")
         return Reply(200, {"permission": ROLE_TO_PERMISSION[role], "role_name": role, "user": self.user_json(who)})
+
+    # -- commits -------------------------------------------------------------
+    def _history(self, repo: Repo, base: str, head: str) -> list[Any]:
+        """The commits after `base` up to `head`, oldest first (404 for a sha the repository lacks)."""
+        if base not in repo.commits or head not in repo.commits:
+            raise HttpError(404, "No common ancestor between base and head.")
+        chain, sha = [], head
+        while sha is not None and sha != base:
+            chain.append(repo.commits[sha])
+            sha = repo.commits[sha].parent
+        if sha is None:
+            raise HttpError(404, "No common ancestor between base and head.")
+        return chain[::-1]
+
+    def compare(self, *, query: dict[str, str], body: Any, login: Any, owner: str, repo: str, basehead: str) -> Reply:
+        """GitHub's compare: the comparison's fields and one page of its commits (paged with Link, at most 1000)."""
+        r = self.repo(owner, repo)
+        base, _, head = basehead.partition("...")
+        chain = self._history(r, base, head)
+        page = self.paginate([self.commit_json(r, c, files=False) for c in chain], query,
+                             f"/repos/{r.full_name}/compare/{basehead}")
+        url = self.url(f"/repos/{r.full_name}/compare/{basehead}")
+        data = {"url": url, "html_url": url, "status": "ahead" if chain else "identical", "ahead_by": len(chain),
+                "behind_by": 0, "total_commits": len(chain), "commits": page.data, "files": [],
+                "base_commit": self.commit_json(r, r.commits[base], files=False),
+                "merge_base_commit": self.commit_json(r, r.commits[base], files=False)}
+        return Reply(200, data, page.headers)
+
+    def get_commit(self, *, query: Any, body: Any, login: Any, owner: str, repo: str, sha: str) -> Reply:
+        r = self.repo(owner, repo)
+        if sha not in r.commits:
+            raise HttpError(422, f"No commit found for SHA: {sha}")
+        return Reply(200, self.commit_json(r, r.commits[sha], files=True))
 
     def search_issues(self, *, query: dict[str, str], body: Any, login: Any) -> Reply:
         q = query.get("q", "")

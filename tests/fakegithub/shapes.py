@@ -8,7 +8,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
-from tests.fakegithub.state import REACTIONS, Comment, FakeState, Issue, Reaction, Repo, iso
+from tests.fakegithub.state import REACTIONS, Comment, FakeCommit, FakeState, Issue, Reaction, Repo, iso
 
 
 class Shapes:
@@ -61,3 +61,19 @@ class Shapes:
     def reaction_json(self, reaction: Reaction) -> dict[str, Any]:
         return {"id": reaction.id, "node_id": f"R_{reaction.id}", "content": reaction.content,
                 "user": self.user_json(reaction.user), "created_at": iso(reaction.created)}
+
+    def commit_json(self, repo: Repo, commit: FakeCommit, *, files: bool) -> dict[str, Any]:
+        """A commit as compare lists it (files=False) or as GET .../commits/SHA answers (files=True)."""
+        url = self.url(f"/repos/{repo.full_name}/commits/{commit.sha}")
+        person = {"name": commit.author or "someone", "email": f"{commit.author or 'someone'}@example.com",
+                  "date": iso(commit.date)}
+        data: dict[str, Any] = {
+            "sha": commit.sha, "node_id": f"C_{commit.sha[:8]}", "url": url,
+            "html_url": f"https://github.example/{repo.full_name}/commit/{commit.sha}",
+            "commit": {"message": commit.message, "author": person, "committer": person, "url": url},
+            "author": self.user_json(commit.author) if commit.author else None, "committer": None,
+            "parents": [{"sha": commit.parent, "url": self.url(f"/repos/{repo.full_name}/commits/{commit.parent}")}]
+            if commit.parent else []}
+        if files:
+            data["files"] = [{"sha": "0" * 40, "additions": 1, "deletions": 0, "changes": 1, **f} for f in commit.files]
+        return data

@@ -62,6 +62,18 @@ class Issue:
 
 
 @dataclass
+class FakeCommit:
+    """A commit of a repository's history: its message, author's login, files and parent."""
+
+    sha: str
+    message: str
+    author: str | None
+    files: list[dict[str, Any]]       # {"filename", "status", "previous_filename"?} as GitHub lists them
+    parent: str | None
+    date: float
+
+
+@dataclass
 class Repo:
     owner: str
     name: str
@@ -70,6 +82,7 @@ class Repo:
     comments: dict[int, Comment] = field(default_factory=dict)
     labels: dict[str, dict[str, Any]] = field(default_factory=dict)   # name -> {id, color, description}
     roles: dict[str, str] = field(default_factory=dict)              # login -> role name
+    commits: dict[str, FakeCommit] = field(default_factory=dict)     # sha -> commit (one linear history)
 
     @property
     def full_name(self) -> str:
@@ -161,6 +174,17 @@ class FakeState:
             issue = self.repo(full_name).issues[number]
             issue.state, issue.state_reason, issue.closed, issue.closed_by = "closed", reason, time.time(), user
             issue.updated = time.time()
+
+    def add_commit(self, full_name: str, sha: str, message: str, *, author: str | None,
+                   files: list[dict[str, Any]], parent: str | None) -> FakeCommit:
+        """Add a commit on top of `parent` (None: a root) to a repository's history."""
+        with self.lock:
+            repo = self.repo(full_name)
+            if author:
+                self.add_user(author)
+            commit = FakeCommit(sha, message, author, [dict(f) for f in files], parent, time.time())
+            repo.commits[sha] = commit
+            return commit
 
     def ensure_label(self, repo: Repo, name: str) -> dict[str, Any]:
         """Labels spring into existence when first used, as on GitHub."""

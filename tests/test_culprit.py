@@ -1,0 +1,170 @@
+"""From the nightly to the commit, without torch: merge-bot messages, the overlay's rule, suspects, the cc rule,
+the fake GitHub's compare and commits through the real client, and every bad input one clear line."""
+from __future__ import annotations
+
+import pytest
+
+from bot.builds import checkout
+from bot.github.client import ActionRefused, GitHubPublisher
+from bot.ranges import culprit
+from bot.settings import CulpritSettings
+from harness.core.commits import (Commit, CommitError, FileChange, commit, nightly_main_sha, parse_message,
+                                  python_stretch)
+from harness.core.suspects import Crash, cc_for, frame_files, rank
+from tests import culprit_series as series
+
+SETTINGS = CulpritSettings()
+
+
+def c(sha: str, *paths: str, author: str = "alice", status: str = "modified", coauthors: tuple[str, ...] = ()) -> Commit:
+    return Commit(sha=sha * 40 if len(sha) == 1 else sha, title=f"change {sha}", author=author,
+                  files=tuple(FileChange(p, status) for p in paths), coauthors=coauthors)
+
+
+# -- what the merge bot and the nightly job write --------------------------------------------------------------
+def test_a_merge_bot_message_names_the_pr_approvers_and_co_authors():
+    said = parse_message(series.message("[dynamo] fix abs", 1002, ("reviewer2", "reviewer3"), coauthor="carol"))
+    assert (said.title, said.pr, said.approvers, said.coauthors) == ("[dynamo] fix abs (#1002)", 1002,
+                                                                     ("reviewer2", "reviewer3"), ("carol",))
+    # a message with only the title's (#N), and a co-author without a noreply address (named, never a login)
+    said = parse_message("Fix it (#77)\n\nCo-authored-by: Dana Smith <dana@example.com>\n")
+    assert (said.pr, said.approvers, said.coauthors) == (77, (), ("Dana Smith",))
+
+
+def test_a_nightly_commit_names_its_main_commit_and_anything_else_is_one_line():
+    assert nightly_main_sha("2026-11-27 nightly release (0123456789abcdef0123456789abcdef01234567)\n") == \
+        "0123456789abcdef0123456789abcdef01234567"
+    with pytest.raises(CommitError, match=r"^not a nightly release commit: its message reads 'Fix it \(#77\)'$"):
+        nightly_main_sha("Fix it (#77)\n\nbody")
+    with pytest.raises(CommitError, match="is not a commit sha"):
+        commit("not-a-sha", "x", None, ())
+
+
+def test_the_overlay_carries_python_under_torch_only_and_a_deletion_cuts_it():
+    py, test, cpp = c("a", "torch/_dynamo/utils.py", "test/dynamo/test_x.py"), c("b", "aten/src/ATen/x.cpp"), None
+    deleted = c("d", "torch/_dynamo/old.py", status="removed")
+    csrc = c("e", "torch/csrc/dynamo/guards.cpp")
+    assert python_stretch([py]).cut is None
+    cut = python_stretch([py, deleted, test])
+    assert [x.sha for x in cut.commits] == [py.sha] and cut.cut is deleted
+    assert cut.sentence == f"the overlay search stops between {py.short} and {deleted.short}: it deletes torch/_dynamo/old.py"
+    assert python_stretch([csrc]).sentence == (f"the overlay search stops between the good build and {csrc.short}: "
+                                               "it changes torch/csrc/dynamo/guards.cpp, which is not Python in the "
+                                               "torch package")
+    assert "aten/src/ATen/x.cpp" in python_stretch([test]).why
+
+
+# -- suspects and the cc rule ------------------------------------------------------------------------------------
+TRACEBACK = '''Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/torch/_dynamo/convert_frame.py", line 10, in __call__
+  File "/venv/lib/python3.11/site-packages/torch/_dynamo/symbolic_convert.py", line 20, in step
+  File "/venv/lib/python3.11/site-packages/torch/_dynamo/variables/builtin.py", line 30, in call_function
+NotImplementedError: abs() of a traced value
+'''
+
+
+def test_suspects_rank_by_the_crash_frames_innermost_first_each_with_why():
+    frames = frame_files(TRACEBACK)
+    assert frames == ("torch/_dynamo/variables/builtin.py", "torch/_dynamo/symbolic_convert.py",
+                      "torch/_dynamo/convert_frame.py")
+    crash = Crash(frames=frames, flag_modules=("torch/_dynamo/config.py",), readers=("torch/_dynamo/output_graph.py",),
+                  component="dynamo")
+    commits = [c("1", "torch/_dynamo/convert_frame.py"), c("2", "torch/_inductor/lowering.py"),
+               c("3", "torch/_dynamo/variables/builtin.py"), c("4", "torch/_dynamo/config.py"),
+               c("5", "torch/_dynamo/output_graph.py")]
+    ranked = rank(commits, crash)
+    assert [s.commit.sha[0] for s in ranked] == ["3", "1", "4", "5"]     # the Inductor change touches nothing
+    assert ranked[0].why == ("changes torch/_dynamo/variables/builtin.py, the innermost torch frame of the crash",
+                             "changes torch/_dynamo/, the component the isolation found (dynamo)")
+    assert ranked[1].why[0] == "changes torch/_dynamo/convert_frame.py, torch frame 3 from the innermost of the crash"
+    assert ranked[2].why[0] == "changes torch/_dynamo/config.py, which defines the flag"
+    assert ranked[3].why[0] == "changes torch/_dynamo/output_graph.py, which reads the flag"
+
+
+@pytest.mark.parametrize("suspects, removed, expected", [
+    ([c("1", "x", author="bob", coauthors=("carol", "Dana Smith"))], set(), ["bob", "carol"]),   # 1: its authors
+    ([c("1", "x", author="bob"), c("2", "x", author="erin"), c("3", "x", author="bob")], set(), ["bob", "erin"]),
+    ([c(str(i), "x", author=f"u{i}") for i in range(4)], set(), []),                            # >3: nobody
+    ([c("1", "x", author="bob"), c("2", "x", author="erin")], {"@Erin"}, ["bob"]),              # removed: never
+    ([], set(), []),
+])
+def test_the_cc_rule(suspects, removed, expected):
+    assert cc_for(suspects, removed) == expected
+
+
+# -- the fake GitHub's compare and commits, through the real client -------------------------------------------------
+def _seed(fake, n: int, *, planted_at: int = 2) -> list[str]:
+    shas, parent = [], None
+    for i in range(n + 1):
+        sha = f"{i:040x}"
+        planted = i == planted_at
+        msg = series.message(f"change {i}", 2000 + i, ("reviewer2", "reviewer3") if planted else ("reviewer1",),
+                             coauthor="carol" if planted else None)
+        files = [{"filename": "torch/_dynamo/variables/builtin.py" if planted else f"torch/_dynamo/f{i}.py",
+                  "status": "modified"}]
+        fake.state.add_commit("pytorch/pytorch", sha, msg, author="bob" if planted else "alice", files=files,
+                              parent=parent)
+        shas.append(sha)
+        parent = sha
+    return shas
+
+
+def test_compare_pages_and_each_commit_says_its_pr_people_and_files(fake_github):
+    fake_github.state.add_repo("pytorch/pytorch")
+    shas = _seed(fake_github, 101)
+    client = GitHubPublisher(fake_github.settings())
+    found = client.commit_range("pytorch/pytorch", shas[0], shas[-1], most=500)
+    assert [x.sha for x in found] == shas[1:]
+    planted = found[1]
+    assert (planted.pr, planted.author, planted.coauthors, planted.approvers, planted.parent) == (
+        2002, "bob", ("carol",), ("reviewer2", "reviewer3"), shas[1])
+    assert planted.files == (FileChange("torch/_dynamo/variables/builtin.py", "modified"),)
+    assert len(fake_github.requests.matching("GET", r"/compare/")) == 2        # 101 commits: two pages of 100
+    assert len(fake_github.requests.matching("GET", r"/commits/[0-9a-f]+$")) == 101
+
+
+def test_a_range_of_five_thousand_commits_is_refused_in_one_line_before_any_commit_is_read(fake_github):
+    fake_github.state.add_repo("pytorch/pytorch")
+    shas = _seed(fake_github, 5000)
+    client = GitHubPublisher(fake_github.settings())
+    steps = culprit.CulpritSteps(commits=lambda good, bad: client.commit_range("pytorch/pytorch", good, bad, 500))
+    found = culprit.find(steps, signature="S", good=shas[0], bad=shas[-1], crash=Crash(), settings=SETTINGS)
+    assert (found.status, found.reason) == ("failed", f"5000 commits between {shas[0][:12]} and {shas[-1][:12]}: more "
+                                                      "than [culprit] max_commits = 500, not searched")
+    assert not fake_github.requests.matching("GET", r"/commits/[0-9a-f]+$")
+
+
+# -- bad input from a checkout: one line each, nothing raised --------------------------------------------------------
+def test_a_checkout_lacking_the_commit_and_an_empty_range_are_one_line_each(tmp_path):
+    s = series.build(tmp_path / "repo", ["harmless1"])
+    steps = culprit.CulpritSteps(commits=lambda good, bad: checkout.commits(s.repo, good, bad))
+    lacking = culprit.find(steps, signature="S", good=s.good, bad="f" * 40, crash=Crash(), settings=SETTINGS)
+    assert (lacking.status, lacking.reason) == ("failed", "the checkout lacks commit ffffffffffff (fetch it, or the "
+                                                          "checkout is behind)")
+    empty = culprit.find(steps, signature="S", good=s.good, bad=s.good, crash=Crash(), settings=SETTINGS)
+    assert (empty.status, empty.reason) == ("failed", f"no commits between {s.good[:12]} and {s.good[:12]}: "
+                                                      "nothing to search")
+    # the nightly commit's message names the good build's main commit; the main commit's own does not
+    assert nightly_main_sha(checkout.message(s.repo, s.nightly)) == s.good
+    with pytest.raises(CommitError, match="not a nightly release commit"):
+        nightly_main_sha(checkout.message(s.repo, s.shas["harmless1"]))
+    # without an overlay to run on, the suspects are still ranked
+    ranked = culprit.find(steps, signature="S", good=s.good, bad=s.shas["harmless1"],
+                          crash=Crash(frames=("torch/_dynamo/config.py",)), settings=SETTINGS)
+    assert ranked.status == "suspects" and [r.sha for r in ranked.suspects] == [s.shas["harmless1"]]
+    assert ranked.reason == "no [culprit] checkout: suspects ranked, no bisection"
+
+
+def test_a_commit_deleting_a_torch_file_cuts_the_search_with_why(tmp_path):
+    s = series.build(tmp_path / "repo", ["harmless1"])
+    series._git(s.repo, "rm", "-q", "torch/_dynamo/config.py")
+    series._git(s.repo, "commit", "-q", "-m", series.message("[dynamo] drop config", 1005, ("reviewer1",)),
+                author="frank")
+    bad = series._git(s.repo, "rev-parse", "HEAD")
+    steps = culprit.CulpritSteps(commits=lambda good, b: checkout.commits(s.repo, good, b),
+                                 file_at=lambda sha, path: checkout.file_at(s.repo, sha, path),
+                                 run=lambda root: pytest.fail("no probe runs past a cut"))
+    found = culprit.find(steps, signature="S", good=s.shas["harmless1"], bad=bad, crash=Crash(), settings=SETTINGS,
+                         torch_dir=series.TORCH_DIR, work=tmp_path / "overlay")
+    assert (found.status, found.reason) == ("cut", f"the overlay search stops between the good build and {bad[:12]}: "
+                                                   "it deletes torch/_dynamo/config.py")
