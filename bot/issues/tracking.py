@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.issues import wrong
+from bot.issues.culprit import attribute
 from bot.issues.context import RunContext, line, render_fitting, seen_fields
 from bot.issues.groups import Group, TrackingIssue
 from bot.issues.keys import tracking_key
@@ -56,6 +57,8 @@ def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
     error_type = (example.error_type if example else None) or seen.error_type or sig.split(":", 1)[0]
     frame = (example.torch_frame if example else None) or seen.torch_frame
     cc, labels = _audience(ctx, sig, error_type, frame, link)
+    found = attribute(ctx.view.culprits.get((config, sig, "new_crash")), ctx.view.cc_removed.get(group.key, frozenset()))
+    cc = list(dict.fromkeys(cc + found.cc))       # the culprit's people on top of the routing rules
     helps = _helps(ctx.effects(config))
     verdict = ctx.view.verdicts.get((config, sig))          # none: verification was not run
     repro = verdict.verdict if verdict else None
@@ -72,10 +75,12 @@ def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
         signature=sig, error_type=error_type, crashing=crashing, gb_id=_gb_id(examples, sig),
         example=_example(example, seen, frame), error=_error(example, seen, error_type), helps=helps,
         observations=observe(ctx, config, sig, [c["model"] for c in crashing]), repro=repro, component=component,
-        env=ctx.view.run.environment, cc=cc, regression=regression, **seen_fields(ctx, seen),
+        env=ctx.view.run.environment, cc=cc, regression=regression, culprit=found.section, **seen_fields(ctx, seen),
     )
     material = {"title": title, "sig": sig, "crashing": [(c["model"], c["baseline"], c["status"]) for c in crashing],
                 "repro": repro_material(repro), "cc": cc, "component": component_material(component)}
+    if found.material:       # only then: the hash of an issue without a commit range stays what it was
+        material["culprit"] = list(found.material)
     return TrackingIssue(group=group, title=title, body=render_fitting("issue_tracking.md.j2", body_ctx),
                          labels=labels, models=[c["model"] for c in crashing],
                          hash=BodyHash.of(material, labels, regression))

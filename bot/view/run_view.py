@@ -23,10 +23,11 @@ from bot.view.stored_diff import diff_loaded
 from harness.core.effects import effects_for
 from harness.core.graph_breaks import FlagBreaks, Leverage, flag_breaks, leverage
 from harness.core.outcome import Effect, Outcome
-from state import gates, history, links as links_mod, ranges as ranges_mod, resolutions, runs
+from state import culprits as culprits_mod, gates, history, links as links_mod, ranges as ranges_mod, resolutions, runs
 from state import verdicts as verdicts_mod
 from state.gates import EnvironmentVerdict
 from state.links import Link
+from state.culprits import CommitRange
 from state.ranges import Range
 from state.resolutions import Tally
 from state.runs import Run
@@ -60,6 +61,11 @@ class RunView:
     builds: Mapping[str, dict[str, Any]] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     # (config, signature, kind) -> the newest regression range stored up to this run (this run's own included)
     ranges: Mapping[tuple[str, str, str], Range] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    # (config, signature, kind) -> the commit range stored for that regression range's two builds (issue 37)
+    culprits: Mapping[tuple[str, str, str], CommitRange] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({}))
+    # issue key -> the logins removed from its cc (never cc'd there again)
+    cc_removed: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     # (config, signature) -> what the run's verify step concluded for that tracking group (none: it never ran)
     verdicts: Mapping[tuple[str, str], RunVerdict] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     gate: EnvironmentVerdict | None = None                # the environment gate's verdict (None: never judged, e.g. a plain sweep)
@@ -134,16 +140,29 @@ def load_night(conn: sqlite3.Connection, night: Night, repo: str | None = None) 
     return _view(conn, items_of(conn, night.run), night, repo)
 
 
+def commit_ranges(conn: sqlite3.Connection, found: Mapping[tuple[str, str, str], Range]
+                  ) -> dict[tuple[str, str, str], CommitRange]:
+    """The commit range stored for each regression range whose two builds' commits are known."""
+    out = {}
+    for key, r in found.items():
+        hit = culprits_mod.get(conn, r.signature, r.good.git, r.bad.git) if r.good.git and r.bad.git else None
+        if hit is not None:
+            out[key] = hit
+    return out
+
+
 def _view(conn: sqlite3.Connection, items: RunItems, night: Night, repo: str | None) -> RunView:
     """Read the rest (signatures, links, ranges, verdicts, the verify cost, the precision) around the items."""
     run, outcomes = items.run, list(items.outcomes)
     links = links_mod.all_links(conn, repo or None)
+    found = ranges_mod.latest(conn, max(items.group or (run.id,)))
     view = RunView(run=run, group=items.group, models=frozenset(history.models_of(conn, run)),
                    outcomes=items.outcomes, effects=items.effects, previous=night.previous, diff=night.diff,
                    signatures=tuple(history.signature_history(conn)), links=MappingProxyType(links),
                    breaks=MappingProxyType(flag_breaks(outcomes, run.configs)),
                    leverage=MappingProxyType(leverage(outcomes)), builds=items.builds,
-                   ranges=MappingProxyType(ranges_mod.latest(conn, max(items.group or (run.id,)))),
+                   ranges=MappingProxyType(found), culprits=MappingProxyType(commit_ranges(conn, found)),
+                   cc_removed=MappingProxyType(culprits_mod.removed(conn)),
                    verdicts=MappingProxyType(verdicts_mod.for_run(conn, run.id)), gate=night.gate,
                    verify_cost=verdicts_mod.step_cost(conn, run.id))
     return dataclasses.replace(view, tally=resolutions.tally(conn, view.links_repo))

@@ -1,0 +1,76 @@
+"""What a tracking issue says of the commit behind a crash, and whom it cc's for it (pure, over the stored range).
+
+A confirmed culprit (bisected, its parent passing, not marked wrong) is named with its PR, author, co-authors and
+approvers and the two re-tests that prove it; otherwise at most three suspects, each with why, and why the
+bisection named none. The cc (harness.core.suspects.cc_for): the culprit's people, or the suspects' by the
+1 / 2-3 / more-than-3 rule, never a login removed from the issue; it is added on top of the routing rules.
+Anyone the issue names without cc'ing (an approver, a removed author) is written as code, never as a mention.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.core.commits import Commit
+from harness.core.suspects import cc_for
+from state.culprits import CommitRange, ProbeRow
+
+SHOWN_SUSPECTS = 3
+PR_URL = "https://github.com/pytorch/pytorch/pull/{pr}"
+COMMIT_URL = "https://github.com/pytorch/pytorch/commit/{sha}"
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """The issue's culprit section (template data) and the handles it adds to the cc."""
+
+    section: dict[str, Any] | None = None
+    cc: list[str] = field(default_factory=list)
+    material: tuple[Any, ...] = ()        # what changes the body hash: the culprit, the suspects, a "wrong" mark
+
+
+def attribute(found: CommitRange | None, removed: frozenset[str] = frozenset()) -> Attribution:
+    """The culprit section and cc of one stored commit range (None: nothing was searched)."""
+    if found is None or found.status == "failed" and not found.commits:
+        return Attribution(section={"status": "failed", "reason": found.reason} if found else None,
+                           material=(found.status, found.reason) if found else ())
+    culprit = found.culprit
+    if culprit is not None and not found.wrong_by:
+        cc = cc_for([culprit], removed)
+        return Attribution(section={"status": "found", "commit": _commit(culprit, cc),
+                                    "evidence": _evidence(found), "cost": _cost(found), "reason": found.reason},
+                           cc=cc, material=("found", culprit.sha))
+    suspects = [c for c in (found.commit(s.sha) for s in found.suspects) if c is not None]
+    cc = [] if culprit is not None else cc_for(suspects, removed)     # a culprit marked wrong: nobody
+    why = {s.sha: s.why for s in found.suspects}
+    shown = [{**_commit(c, cc), "why": why.get(c.sha, [])} for c in suspects[:SHOWN_SUSPECTS]]
+    section = {"status": found.status, "suspects": shown, "more": max(len(suspects) - SHOWN_SUSPECTS, 0),
+               "commits": len(found.commits), "reason": found.reason, "cost": _cost(found),
+               "wrong": {"sha": culprit.short, "by": found.wrong_by} if culprit is not None else None}
+    return Attribution(section=section, cc=cc, material=(found.status, tuple(s["sha"] for s in shown),
+                                                         found.wrong_by))
+
+
+def _commit(c: Commit, cc: list[str]) -> dict[str, Any]:
+    """A commit as the template shows it: people in the cc as mentions, the rest as plain logins."""
+    return {"sha": c.short, "url": COMMIT_URL.format(sha=c.sha), "title": c.title, "pr": c.pr,
+            "pr_url": PR_URL.format(pr=c.pr) if c.pr else None,
+            "author": _person(c.author, cc), "coauthors": [_person(p, cc) for p in c.coauthors],
+            "approvers": [_person(p, []) for p in c.approvers]}
+
+
+def _person(login: str | None, cc: list[str]) -> dict[str, Any] | None:
+    return {"login": login, "mention": login in cc} if login else None
+
+
+def _evidence(found: CommitRange) -> list[dict[str, Any]]:
+    """The re-tests at the culprit and at its parent: the two runs that prove it."""
+    rows: list[ProbeRow] = [p for p in (found.bisection.probes if found.bisection else []) if p.phase == "retest"]
+    return [{"sha": p.sha[:12], "verdict": p.verdict, "runs": len(p.runs),
+             "failed": sum(1 for r in p.runs if r == found.signature), "passed": p.runs.count("ok")} for p in rows]
+
+
+def _cost(found: CommitRange) -> dict[str, Any] | None:
+    b = found.bisection
+    return {"probes": len(b.probes), "runs": b.runs, "minutes": round(b.seconds / 60, 1),
+            "commits": len(found.commits)} if b else None
