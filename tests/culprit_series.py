@@ -126,3 +126,12 @@ def build(repo: Path, order: list[str]) -> Series:
     nightly = _git(repo, "rev-parse", "HEAD")
     _git(repo, "checkout", "-q", "main")
     return Series(repo, good, shas, nightly)
+
+
+def nightly_of(s: Series, main: str, day: str) -> str:
+    """A commit on the nightly branch for a nightly cut from `main` on `day` (what its wheel's git_version names)."""
+    _git(s.repo, "checkout", "-q", "nightly")
+    _git(s.repo, "commit", "-q", "--allow-empty", "-m", f"{day} nightly release ({main})")
+    sha = _git(s.repo, "rev-parse", "HEAD")
+    _git(s.repo, "checkout", "-q", "main")
+    return sha

@@ -1,8 +1,9 @@
 """The overlay bisection for real: git over a slice of the installed torch, the reproducer run in fresh interpreters.
 
-One module-scoped overlay of the installed torch (Python copied, the rest linked) serves every test; each
-bisection lays its commit's files over it. The planted series is searched once (4 probes of 3 runs: the last commit,
-one probe between, the culprit and its parent re-tested) and stored; the cache then answers a second ask.
+The planted series is searched once, by the night's culprit step over two stored nightlies (4 probes of 3 runs: the
+last Python commit, one probe between, the culprit and its parent re-tested), stored, and published in a dry run;
+the cache then answers a second ask. One module-scoped overlay of the installed torch (Python copied, the rest
+linked) serves the other tests.
 """
 from __future__ import annotations
 
@@ -12,15 +13,18 @@ from pathlib import Path
 import pytest
 
 from bot.builds import checkout
+from bot.github import publish
+from bot.github.dryrun import DryRunPublisher
+from bot.issues.keys import tracking_key
+from bot.pipeline import culprit as pipeline_culprit
 from bot.ranges import culprit, overlay
-from bot.settings import CulpritSettings
+from bot.settings import CulpritSettings, IssueSettings, Settings, VerifySettings
 from bot.verify import overlay_run
-from harness.core.commits import nightly_main_sha
 from harness.core.suspects import Crash
-from harness.engine.script_runner import run_script
-from state import culprits as store
-from state import db
+from state import db, ranges, verdicts
+from state.ranges import Build, Range
 from tests import culprit_series as series
+from tests import historydata as hd
 
 PYTHON = str(Path(__import__("sys").executable))
 SETTINGS = CulpritSettings(runs=3, max_minutes=10)
@@ -51,33 +55,82 @@ def test_import_torch_loads_the_overlay_and_writes_never_reach_the_build(overlay
     overlay.lay(overlay_root, {series.BUILTIN: (series.TORCH_DIR / series.BUILTIN[len("torch/"):]).read_text()})
 
 
-def test_the_overlay_bisection_names_the_planted_commit(tmp_path, overlay_root):
-    s = series.build(tmp_path / "repo", ["harmless1", "planted", "cpp", "harmless2"])
-    good = nightly_main_sha(checkout.message(s.repo, s.nightly))       # the good build's torch_git -> main
-    assert good == s.good
-    conn = db.connect(tmp_path / "state.sqlite")
-    steps = steps_for(s, series.REPRO)
-    found, cached = culprit.cached(conn, steps, signature=series.SIGNATURE, good=good, bad=s.shas["harmless2"],
-                                   crash=CRASH, settings=SETTINGS, torch_dir=series.TORCH_DIR, work=overlay_root)
-    assert not cached and found.status == "found", found.reason
-    assert found.bisection.culprit == s.shas["planted"] and found.bisection.parent == s.shas["harmless1"]
-    named = found.culprit
+CONFIG = "capture_scalar_outputs"
+TRACEBACK = ("Traceback (most recent call last):\n"
+             '  File "/venv/site-packages/torch/_dynamo/symbolic_convert.py", line 10, in step\n'
+             '  File "/venv/site-packages/torch/_dynamo/variables/builtin.py", line 20, in call_function\n'
+             "NotImplementedError: abs() of a traced value\n")
+
+
+@pytest.fixture(scope="module")
+def night(tmp_path_factory):
+    """Two stored nightlies over the planted series (the second crashes), its regression range and verified
+    reproducer, and the night's culprit step run for real on them: git, an overlay, the reproducer in fresh
+    interpreters."""
+    tmp = tmp_path_factory.mktemp("night")
+    s = series.build(tmp / "repo", ["harmless1", "planted", "cpp", "harmless2"])
+    good_nightly, bad_nightly = s.nightly, series.nightly_of(s, s.shas["harmless2"], "2026-11-28")
+    settings = Settings(state_path=tmp / "state.sqlite", issues=IssueSettings(min_models=1),
+                        verify=VerifySettings(enabled=False, timeout=120),
+                        culprit=CulpritSettings(checkout=str(s.repo), runs=3, max_minutes=10))
+    conn = db.connect(settings.state_path)
+    env = lambda git, day: {**hd.ENV, "torch_git": git, "torch_version": f"2.14.0.dev{day}+cpu"}  # noqa: E731
+    hd.store_run(conn, [hd.ok("GPT2Model", "baseline", 1), hd.ok("GPT2Model", CONFIG, 1)], kind="nightly",
+                 nightly="2026-11-27", env=env(good_nightly, "20261127"))
+    crash = dataclasses.replace(hd.crash("GPT2Model", CONFIG, sig=series.SIGNATURE), traceback=TRACEBACK, attempts=3,
+                                error_type="InternalTorchDynamoError")
+    run_id = hd.store_run(conn, [hd.ok("GPT2Model", "baseline", 1), crash], kind="nightly", nightly="2026-11-28",
+                          env=env(bad_nightly, "20261128"))
+    ranges.record(conn, Range(run_id=run_id, config=CONFIG, signature=series.SIGNATURE, kind="new_crash",
+                              status="found", good=Build("2026-11-27", "2.14.0.dev20261127+cpu", good_nightly),
+                              bad=Build("2026-11-28", "2.14.0.dev20261128+cpu", bad_nightly), models=["GPT2Model"]))
+    verdict = verdicts.Verdict(CONFIG, series.SIGNATURE, "GPT2Model", "fp", "2.14.0.dev20261128+cpu", bad_nightly,
+                               "confirmed", script=series.REPRO)
+    verdicts.put(conn, verdict)
+    verdicts.record_run(conn, run_id, [verdicts.RunVerdict(CONFIG, series.SIGNATURE, verdict)])
+    found = pipeline_culprit.search_night(conn, run_id, settings, source=pipeline_culprit.Checkout(s.repo),
+                                          good_build=lambda settings, r: PYTHON)
+    yield settings, conn, s, run_id, found, tmp
+    conn.close()
+
+
+def test_the_night_bisects_the_planted_commit_on_an_overlay(night):
+    settings, conn, s, run_id, found, _ = night
+    (r,) = found
+    assert r.status == "found", r.reason
+    assert r.bisection.culprit == s.shas["planted"] and r.bisection.parent == s.shas["harmless1"]
+    named = r.culprit
     assert (named.pr, named.author, named.coauthors, named.approvers) == (1002, "bob", ("carol",),
                                                                            ("reviewer2", "reviewer3"))
     # the cut after the culprit is said, with why
-    assert f"stops between {s.shas['planted'][:12]} and {s.shas['cpp'][:12]}" in found.reason
-    assert "torch/csrc/dynamo/eval_frame.cpp" in found.reason
+    assert f"stops between {s.shas['planted'][:12]} and {s.shas['cpp'][:12]}" in r.reason
+    assert "torch/csrc/dynamo/eval_frame.cpp" in r.reason and "the culprit lies before it" in r.reason
     # evidence: the culprit failed every re-test run with the signature, its parent passed every one
-    retest = {p.sha: p for p in found.bisection.probes if p.phase == "retest"}
+    retest = {p.sha: p for p in r.bisection.probes if p.phase == "retest"}
     assert retest[s.shas["planted"]].runs == [series.SIGNATURE] * 3 and retest[s.shas["harmless1"]].runs == ["ok"] * 3
-    assert found.bisection.runs == 12 and len(found.bisection.probes) == 4
-    # ranked suspects: the planted commit touches the innermost frame's file
-    assert found.suspects[0].sha in (s.shas["planted"], s.shas["harmless2"])
-    # cached per (signature, range): asked again, nothing runs
-    again, cached = culprit.cached(conn, dataclasses.replace(steps, run=_never), signature=series.SIGNATURE,
-                                   good=good, bad=s.shas["harmless2"], crash=CRASH, settings=SETTINGS,
-                                   torch_dir=series.TORCH_DIR, work=overlay_root)
-    assert cached and again.bisection.culprit == s.shas["planted"]
+    assert r.bisection.runs == 12 and len(r.bisection.probes) == 4
+    # ranked against the crash: the commits touching the innermost frame's file first, then the flag's module
+    assert [x.sha for x in r.suspects] == [s.shas["harmless2"], s.shas["planted"], s.shas["harmless1"]]
+    # cached per (signature, range): the night asked again runs nothing
+    again = pipeline_culprit.search_night(conn, run_id, settings, source=pipeline_culprit.Checkout(s.repo),
+                                          good_build=lambda settings, r: pytest.fail("a cached range installs nothing"))
+    assert again[0].bisection.culprit == s.shas["planted"]
+
+
+def test_the_dry_run_tracking_issue_names_the_culprit_with_its_proof_and_ccs_its_authors(night):
+    settings, conn, s, run_id, _, tmp = night
+    out = tmp / "out"
+    publish.publish_run(conn, settings, run_id, publisher=DryRunPublisher(out), dry_run=True, out_dir=str(out))
+    (path,) = out.glob(f"*-create-{tracking_key(CONFIG, series.SIGNATURE)}.md")
+    body = path.read_text()
+    sha = s.shas["planted"]
+    assert (f"Bisected to [`{sha[:12]}`](https://github.com/pytorch/pytorch/commit/{sha}) "
+            "([#1002](https://github.com/pytorch/pytorch/pull/1002)) by @bob with @carol, approved by `reviewer2`, "
+            "`reviewer3`: `[dynamo] planted`.") in body
+    assert f"| `{sha[:12]}` (the culprit) | 3 | 3 | 0 |" in body
+    assert f"| `{s.shas['harmless1'][:12]}` (its parent) | 3 | 0 | 3 |" in body
+    assert "4 probes, 12 reproducer runs" in body
+    assert "\ncc @bob @carol\n" in body
 
 
 def _never(root: Path) -> str:

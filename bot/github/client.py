@@ -190,6 +190,11 @@ class GitHubPublisher:
             return [self._commit(c) for c in compared.commits]
         return self._call(f"compare {base[:12]}...{head[:12]}", fetch, write=False)
 
+    def commit_message(self, source: str, sha: str) -> str:
+        """One commit's message (a nightly commit's names the main commit it was cut from)."""
+        return self._call(f"commit {sha[:12]}", lambda: self.gh.get_repo(source).get_commit(sha).commit.message,
+                          write=False)
+
     @staticmethod
     def _commit(c: Any) -> Commit:
         """A listed commit with its files (touching `files` reads the commit: GitHub's compare lists none)."""

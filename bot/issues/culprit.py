@@ -53,7 +53,8 @@ def attribute(found: CommitRange | None, removed: frozenset[str] = frozenset()) 
 
 def _commit(c: Commit, cc: list[str]) -> dict[str, Any]:
     """A commit as the template shows it: people in the cc as mentions, the rest as plain logins."""
-    return {"sha": c.short, "url": COMMIT_URL.format(sha=c.sha), "title": c.title, "pr": c.pr,
+    title = c.title.removesuffix(f"(#{c.pr})").rstrip() if c.pr else c.title     # the PR is linked beside it
+    return {"sha": c.short, "url": COMMIT_URL.format(sha=c.sha), "title": title, "pr": c.pr,
             "pr_url": PR_URL.format(pr=c.pr) if c.pr else None,
             "author": _person(c.author, cc), "coauthors": [_person(p, cc) for p in c.coauthors],
             "approvers": [_person(p, []) for p in c.approvers]}

@@ -62,6 +62,7 @@ class NightlyResult:
     missing_shards: list[str] = field(default_factory=list)     # a merge of only some shards: those it lacks
     gate: dict[str, Any] | None = None    # the environment gate's verdict (state.gates.EnvironmentVerdict), once judged
     verify: dict[str, Any] | None = None  # the verify step's cost (state.verdicts.StepCost), once it ran
+    culprits: list[dict[str, Any]] = field(default_factory=list)   # commit ranges (state.culprits.CommitRange)
 
     @property
     def suspect(self) -> bool:
@@ -206,6 +207,9 @@ def publish_stage(conn: sqlite3.Connection, settings: Settings, result: NightlyR
         result.transitions = {k: v for k, v in diff_result.counts().items() if v}
     # stores the verdicts: publishing only reads them
     steps.verify(conn, run.id, settings, progress=stderr_progress(progress, "nightly") if progress else None)
+    # after verify: a bisection runs the verified reproducer; publishing reads what it stored
+    result.culprits = [c.to_dict() for c in steps.culprits(conn, run.id, settings, dry_run=result.dry_run,
+                                                           progress=progress)]
     night = run_view.Night(run=run, previous=prev, diff=diff_result, gate=judged)
     return _publish_and_report(conn, settings, result, steps, out, night, verified=True)
 

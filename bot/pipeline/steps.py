@@ -27,6 +27,7 @@ from bot.settings import Settings
 from harness.core.outcome import Outcome
 from harness.engine.engine import SweepRequest
 from harness.zoo.select import Candidate
+from state.culprits import CommitRange
 from state.ranges import Build
 from state.resolutions import Tally
 from state.runs import Run
@@ -179,6 +180,24 @@ def open_publisher(settings: Settings, *, dry_run: bool, out_dir: Path) -> Publi
     return publish_mod.open_publisher(settings, dry_run=dry_run, out_dir=out_dir)
 
 
+def culprits(conn: sqlite3.Connection, run_id: int, settings: Settings, *, dry_run: bool,
+             progress: bool = False) -> list[CommitRange]:
+    """The commit ranges of the run's new crashes: suspects ranked, bisected on an overlay where a checkout is set.
+
+    The commits come from `[culprit] checkout`, else (not in a dry run, with credentials) GitHub's compare."""
+    from bot.pipeline import culprit as culprit_mod
+    client = None
+    if not settings.culprit.checkout and not dry_run and (settings.github.token or settings.github.app_id):
+        from bot.github.client import ActionRefused, GitHubPublisher, GitHubUnavailable
+        try:
+            client = GitHubPublisher(settings.github)
+        except (ActionRefused, GitHubUnavailable) as exc:
+            log.warning("culprit: GitHub unavailable, no commit ranges tonight: %s", exc)
+    good = lambda s, r: provide(s, "nightly", r.good.date, False).python   # noqa: E731 (the good nightly's venv)
+    return culprit_mod.search_night(conn, run_id, settings, source=culprit_mod.source_for(settings, client),
+                                    good_build=good, progress=progress)
+
+
 def publish(conn: sqlite3.Connection, settings: Settings, view: RunView, *, publisher: Publisher | Unreachable,
             dry_run: bool, out_dir: Path) -> PublishSummary:
     """Plan and publish (or, in a dry run, render to files) the issues of the viewed run through `publisher`."""
@@ -258,6 +277,11 @@ class VerifyStep(Protocol):
                  seams: VerifySteps = ...) -> Mapping[tuple[str, str], RunVerdict]: ...
 
 
+class CulpritsStep(Protocol):
+    def __call__(self, conn: sqlite3.Connection, run_id: int, settings: Settings, *, dry_run: bool,
+                 progress: bool = ...) -> list[CommitRange]: ...
+
+
 class OpenPublisherStep(Protocol):
     def __call__(self, settings: Settings, *, dry_run: bool, out_dir: Path) -> Publisher | Unreachable: ...
 
@@ -287,6 +311,7 @@ class Steps:
     range_sweep: RangeSweepStep = range_sweep
     list_builds: ListBuildsStep = list_builds
     verify: VerifyStep = verify
+    culprits: CulpritsStep = culprits
     open_publisher: OpenPublisherStep = open_publisher
     publish: PublishStep = publish
     report: ReportStep = report

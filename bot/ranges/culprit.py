@@ -207,12 +207,16 @@ SEARCH_AGAIN = ("bounded", "failed")
 
 def cached(conn: sqlite3.Connection, steps: CulpritSteps, *, signature: str, good: str, bad: str, crash: Crash,
            settings: CulpritSettings, torch_dir: Path | None = None, work: Path | None = None,
-           progress: bool = False) -> tuple[CommitRange, bool]:
-    """(the commit range of (signature, good, bad), whether it came from the store): searched once, then stored."""
-    hit = store.get(conn, signature, good, bad)
+           progress: bool = False, key: tuple[str, str] | None = None) -> tuple[CommitRange, bool]:
+    """(the commit range of (signature, good, bad), whether it came from the store): searched once, then stored.
+
+    key: the two builds' own commits the range is stored under (a nightly's torch_git), default (good, bad)."""
+    good_key, bad_key = key or (good, bad)
+    hit = store.get(conn, signature, good_key, bad_key)
     if hit is not None and hit.status not in SEARCH_AGAIN:
         return hit, True
     found = find(steps, signature=signature, good=good, bad=bad, crash=crash, settings=settings,
                  torch_dir=torch_dir, work=work, progress=progress)
+    found.good_git, found.bad_git = good_key, bad_key
     store.record(conn, found)
     return found, False

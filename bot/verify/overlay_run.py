@@ -31,3 +31,12 @@ def answer(script: str, root: Path, python: str, timeout: float, args: tuple[str
 def runner(script: str, python: str, timeout: float, args: tuple[str, ...] = ()) -> Callable[[Path], str]:
     """The culprit search's run step for one reproducer under one interpreter (the good build's)."""
     return lambda root: answer(script, root, python, timeout, args)
+
+
+def torch_package() -> str:
+    """The folder of the `torch` package this interpreter imports (asked in the good build's; torch not imported)."""
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("this interpreter has no torch package")
+    return str(spec.submodule_search_locations[0])

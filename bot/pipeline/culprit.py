@@ -1,0 +1,175 @@
+"""The nightly's culprit step: each new crash's regression range taken from the two nightlies to their commits.
+
+For each regression range of the run (a new crash, found or bounded, both ends' commits known): each end's
+`torch_git` (a commit of the `nightly` branch) is read for the main commit its message names; the commits
+between come from the `[culprit] checkout` (git) or else GitHub's compare; the suspects are ranked against the
+crash (its stored traceback's torch frames, the flag's module, the component the verify step isolated); and,
+with a checkout and a verified reproducer, the Python-only stretch is bisected on an overlay of the good build
+(bot.ranges.culprit, cached per (signature, range)). The night's bisections share `[culprit] max_minutes`.
+A range that cannot be had (a nightly commit that names no main commit, a checkout behind, too many commits)
+is stored as `failed` with its one line, and the night goes on with the next.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sqlite3
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from bot.builds import checkout as git
+from bot.builds.checkout import CheckoutError
+from bot.ranges import culprit as search
+from bot.ranges.culprit import CulpritSteps
+from bot.settings import Settings
+from bot.verify import overlay_run
+from harness.core.commits import Commit, CommitError, nightly_main_sha
+from harness.core.suspects import Crash, flag_modules, frame_files
+from harness.engine import interpreter
+from state import culprits as store
+from state import ranges as ranges_mod
+from state import runs as runs_mod
+from state import verdicts as verdicts_mod
+from state.culprits import CommitRange
+from state.ranges import Range
+
+if TYPE_CHECKING:      # PyGithub is loaded only where GitHub is used (a dry run loads none of it)
+    from bot.github.client import GitHubPublisher
+
+log = logging.getLogger(__name__)
+
+
+class GoodBuildStep(Protocol):
+    """The interpreter of the range's good build (the pipeline's provider installs the nightly of its date)."""
+
+    def __call__(self, settings: Settings, r: Range) -> str: ...
+
+
+class Source(Protocol):
+    """Where commits and messages come from: the checkout, or GitHub."""
+
+    def message(self, sha: str) -> str: ...
+
+    def commits(self, good: str, bad: str) -> list[Commit]: ...
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """A local git checkout of pytorch as the commits' source (and the overlay's files)."""
+
+    path: Path
+
+    def message(self, sha: str) -> str:
+        """A commit's message."""
+        return git.message(self.path, sha)
+
+    def commits(self, good: str, bad: str) -> list[Commit]:
+        """The first-parent commits after good up to bad."""
+        return git.commits(self.path, good, bad)
+
+    def file_at(self, sha: str, path: str) -> str | None:
+        """A file at a commit."""
+        return git.file_at(self.path, sha, path)
+
+
+def torch_dir(python: str) -> Path:
+    """The `torch` package folder of an interpreter (asked there, without importing torch)."""
+    return Path(interpreter.call("bot.verify.overlay_run:torch_package", python=python, timeout=120))
+
+
+def main_commit(source: Source, torch_git: str) -> str:
+    """The main commit a build's git commit stands for: the one its nightly commit's message names."""
+    try:
+        return nightly_main_sha(source.message(torch_git))
+    except CommitError as exc:
+        raise CommitError(f"torch_git {torch_git[:12]} names no nightly commit ({exc})") from None
+
+
+@dataclass(frozen=True)
+class GitHubSource:
+    """GitHub's compare and commits as the source (no overlay: suspects only), through the publisher's client."""
+
+    client: "GitHubPublisher"
+    repo: str
+    most: int
+
+    def message(self, sha: str) -> str:
+        """A commit's message."""
+        return self.client.commit_message(self.repo, sha)
+
+    def commits(self, good: str, bad: str) -> list[Commit]:
+        """The commits after good up to bad (refused past `most`)."""
+        return self.client.commit_range(self.repo, good, bad, self.most)
+
+
+def crash_of(conn: sqlite3.Connection, run: runs_mod.Run, r: Range) -> Crash:
+    """What the run stored about the crash: its traceback's torch frames, the flag's modules, the component."""
+    outcomes = [o for o in runs_mod.outcomes(conn, r.run_id) if o.config == r.config and o.signature == r.signature]
+    tb = next((o.traceback for o in outcomes if o.traceback), None)
+    verdict = verdicts_mod.for_run(conn, run.id).get((r.config, r.signature))
+    component = verdict.component.component if verdict and verdict.component else None
+    return Crash(frames=frame_files(tb), flag_modules=flag_modules(list(run.configs.get(r.config, {}))),
+                 component=component)
+
+
+def reproducer(conn: sqlite3.Connection, run_id: int, r: Range) -> str | None:
+    """The verified reproducer's script of the range's tracking group, when the verify step confirmed one."""
+    verdict = verdicts_mod.for_run(conn, run_id).get((r.config, r.signature))
+    found = verdict.verdict if verdict else None
+    return found.script if found is not None and found.status == "confirmed" and found.script else None
+
+
+def search_night(conn: sqlite3.Connection, run_id: int, settings: Settings, *, source: Source | None,
+                 good_build: GoodBuildStep | None, progress: bool = False) -> list[CommitRange]:
+    """The commit ranges of the run's new crashes' regression ranges (stored; one failing range never stops the rest)."""
+    knobs = settings.culprit
+    if not knobs.enabled or source is None:
+        return []
+    run = runs_mod.get_run(conn, run_id)
+    deadline = time.monotonic() + knobs.max_minutes * 60
+    out = []
+    for r in ranges_mod.for_run(conn, [run_id]):
+        if r.kind != "new_crash" or r.status not in ("found", "bounded") or not (r.good.git and r.bad.git):
+            continue
+        left = max((deadline - time.monotonic()) / 60, 0.01)
+        out.append(_one(conn, run, r, dataclasses.replace(settings, culprit=dataclasses.replace(knobs, max_minutes=left)),
+                        source, good_build, progress))
+    return out
+
+
+def _one(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, settings: Settings, source: Source,
+         good_build: GoodBuildStep | None, progress: bool) -> CommitRange:
+    hit = store.get(conn, r.signature, r.good.git or "", r.bad.git or "")
+    if hit is not None and hit.status not in search.SEARCH_AGAIN:
+        return hit              # searched on an earlier night (or publish): nothing installed, nothing run
+    try:
+        good, bad = main_commit(source, r.good.git or ""), main_commit(source, r.bad.git or "")
+    except (CommitError, CheckoutError, RuntimeError) as exc:
+        log.warning("culprit: %s: %s", r.signature, exc)
+        failed = CommitRange(signature=r.signature, good_git=r.good.git or "", bad_git=r.bad.git or "",
+                             status="failed", reason=str(exc))
+        store.record(conn, failed)
+        return failed
+    script = reproducer(conn, run.id, r)
+    steps = CulpritSteps(commits=source.commits)
+    torch: Path | None = None
+    if isinstance(source, Checkout) and script and good_build is not None:
+        python = good_build(settings, r)
+        steps = CulpritSteps(commits=source.commits, file_at=source.file_at,
+                             run=overlay_run.runner(script, python, settings.verify.timeout))
+        torch = torch_dir(python)
+    with tempfile.TemporaryDirectory(prefix="flagsweep-overlay-") as work:
+        found, _ = search.cached(conn, steps, signature=r.signature, good=good, bad=bad, crash=crash_of(conn, run, r),
+                                 settings=settings.culprit, torch_dir=torch, work=Path(work) if torch else None,
+                                 progress=progress, key=(r.good.git or "", r.bad.git or ""))
+    return found
+
+
+def source_for(settings: Settings, client: "GitHubPublisher | None" = None) -> Source | None:
+    """The commits' source: the `[culprit] checkout` when set, else GitHub through `client`, else none."""
+    if settings.culprit.checkout:
+        return Checkout(Path(settings.culprit.checkout))
+    return GitHubSource(client, settings.culprit.repo, settings.culprit.max_commits) if client is not None else None
