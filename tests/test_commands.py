@@ -96,7 +96,7 @@ def test_empty_command():
 
 def test_help_is_generated_from_the_parser():
     entries = {e["name"]: e for e in help_entries(H)}
-    assert set(entries) == {"help", "status", "rerun", "sweep", "mute", "unmute", "cc", "bisect"}
+    assert set(entries) == {"help", "status", "rerun", "sweep", "mute", "unmute", "cc", "bisect", "wrong-culprit"}
     assert "--config CONFIG" in entries["sweep"]["usage"] and "--base-setting K=V" in entries["sweep"]["usage"]
     assert "\n" not in entries["bisect"]["usage"]
     assert entries["rerun"]["privileged"] and not entries["status"]["privileged"]

@@ -2,6 +2,8 @@
 the fake GitHub's compare and commits through the real client, and every bad input one clear line."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from bot.builds import checkout
@@ -14,6 +16,7 @@ from harness.core.suspects import Crash, cc_for, frame_files, rank
 from tests import culprit_series as series
 
 SETTINGS = CulpritSettings()
+H = "@flagsweep-bot"
 
 
 def c(sha: str, *paths: str, author: str = "alice", status: str = "modified", coauthors: tuple[str, ...] = ()) -> Commit:
@@ -168,3 +171,44 @@ def test_a_commit_deleting_a_torch_file_cuts_the_search_with_why(tmp_path):
                          torch_dir=series.TORCH_DIR, work=tmp_path / "overlay")
     assert (found.status, found.reason) == ("cut", f"the overlay search stops between the good build and {bad[:12]}: "
                                                    "it deletes torch/_dynamo/config.py")
+
+
+# -- wrong-culprit (maintainers), cc remove, and the count beside the precision -------------------------------------
+def test_wrong_culprit_is_for_maintainers_removes_the_cc_it_added_and_counts_in_stats(tmp_path, fake_github, capsys):
+    from bot.cli.main import main
+    from bot.issues.culprit import attribute
+    from state import culprits, links
+    from state.culprits import Bisection, CommitRange, SuspectRow
+    from tests.test_command_replies import TRIAGER, Desk
+
+    desk = Desk(tmp_path, fake_github)
+    fake_github.state.set_role(fake_github.repo, "maya-maintainer", "maintain")
+    planted = c("b", "torch/_dynamo/variables/builtin.py", author="bob", coauthors=("carol",))
+    other = c("e", "torch/_dynamo/config.py", author="erin")
+    culprits.record(desk.conn, CommitRange(signature="S", good_git="1" * 40, bad_git="2" * 40, status="found",
+                                           commits=[other, planted],
+                                           suspects=[SuspectRow(planted.sha, 110, ["why"]), SuspectRow(other.sha, 40)],
+                                           bisection=Bisection(culprit=planted.sha, parent=other.sha)))
+    links.upsert(desk.conn, dataclasses.replace(links.get(desk.conn, "a"), signature="S",
+                                                config="capture_scalar_outputs"))
+    assert attribute(culprits.get(desk.conn, "S", "1" * 40, "2" * 40)).cc == ["bob", "carol"]
+
+    result, replies = desk.send(f"{H} wrong-culprit", TRIAGER)
+    assert result["commands"][0]["outcome"] == "refused" and "needs maintain permission" in replies[0]
+    result, replies = desk.send(f"{H} wrong-culprit\n{H} cc remove @erin", "maya-maintainer")
+    assert [x["outcome"] for x in result["commands"]] == [f"wrong culprit {planted.sha[:12]}", "cc remove"]
+    assert f"Recorded: `{planted.sha[:12]}` is not the culprit" in replies[0]
+    assert culprits.removed(desk.conn) == {"a": frozenset({"bob", "carol", "erin"})}
+    marked = culprits.get(desk.conn, "S", "1" * 40, "2" * 40)
+    assert marked.wrong_by == "maya-maintainer"
+    # the issue says so and cc's nobody for it (a culprit marked wrong is not replaced by a guess)
+    said = attribute(marked, culprits.removed(desk.conn)["a"])
+    assert said.cc == [] and said.section["wrong"] == {"sha": planted.short, "by": "maya-maintainer"}
+    _, replies = desk.send(f"{H} wrong-culprit", "maya-maintainer")
+    assert "names no bisected culprit" in replies[0]
+    desk.conn.close()
+    assert main(["--state", str(tmp_path / "state.sqlite"), "stats", "--json"]) == 0
+    import json
+    assert json.loads(capsys.readouterr().out)["culprits"] == {"named": 1, "wrong": 1}
+    assert main(["--state", str(tmp_path / "state.sqlite"), "stats"]) == 0
+    assert "culprits bisected: 1, marked wrong by a maintainer: 1 (0.0% not marked wrong)" in capsys.readouterr().out

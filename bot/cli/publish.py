@@ -39,17 +39,20 @@ def run_stats(args: argparse.Namespace, settings: Settings) -> int:
     """Handler of `flagsweep stats`."""
     from bot.cli.store import open_existing
     from bot.text.render import render
-    from state import resolutions
+    from state import culprits, resolutions
 
     conn = open_existing(settings)     # a read: a mistyped --state is refused, never created and reported as 0
     try:
         tally = resolutions.tally(conn, args.repo or settings.github.repo)
+        named, wrong = culprits.wrong_count(conn)
     finally:
         conn.close()
+    # beside the filing precision: the culprits bisected, and how many a maintainer said were wrong (wrong-culprit)
+    figures = {**tally.to_dict(), "culprits": {"named": named, "wrong": wrong}}
     if args.json:
-        print(json.dumps(tally.to_dict(), indent=2, sort_keys=True))
+        print(json.dumps(figures, indent=2, sort_keys=True))
     else:
-        print(render("stats.txt.j2", t=tally.to_dict()), end="")
+        print(render("stats.txt.j2", t=figures), end="")
     return 0
 
 

@@ -86,7 +86,8 @@ def _ack(ctx: Context, comment_id: int | None, content: str) -> None:
 
 def do_help(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
     return Said("answered", _words(ctx, "reply_help.md.j2", entries=cmd_mod.help_entries(ctx.settings.commands.handle),
-                                   min_permission=ctx.settings.commands.min_permission))
+                                   min_permission="maintain" if item.name in cmd_mod.MAINTAINERS
+                           else ctx.settings.commands.min_permission))
 
 
 def do_status(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
@@ -109,9 +110,21 @@ def do_unmute(ctx: Context, number: int, link: Any, args: dict[str, Any], author
     return do_mute(ctx, number, link, args, author, muted=False)
 
 
+def _remove_cc(conn: sqlite3.Connection, key: str, logins: list[str]) -> None:
+    from state import culprits
+    culprits.remove_cc(conn, key, logins)
+
+
+def _mark_wrong(conn: sqlite3.Connection, signature: str, by: str) -> Any:
+    from state import culprits
+    return culprits.mark_wrong(conn, signature, by)
+
+
 def do_cc(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
     if link is None:
         raise UserError("this issue is not one the bot keeps, so it has no cc list")
+    if args["action"] == "remove":    # never cc'd on this issue again, by a culprit search either
+        _remove_cc(ctx.conn, link.key, args["handles"])
     cc = list(link.cc)
     for h in args["handles"]:
         present = [c for c in cc if c.lower() == h.lower()]
@@ -122,6 +135,19 @@ def do_cc(ctx: Context, number: int, link: Any, args: dict[str, Any], author: st
     _update_link(ctx.conn, link.key, cc=cc)
     return Said(f"cc {args['action']}", _words(ctx, "reply_cc.md.j2", action=args["action"], handles=args["handles"],
                                                cc=cc))
+
+
+def do_wrong_culprit(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
+    """Record that the bisected commit is not the cause: kept on the commit range, its people taken off the cc."""
+    if link is None or link.kind != "tracking" or not link.signature:
+        raise UserError("this issue is not a tracking issue the bot keeps, so it names no culprit")
+    found = _mark_wrong(ctx.conn, link.signature, author)
+    if found is None:
+        raise UserError("this issue names no bisected culprit (none was found, or it is already marked wrong)")
+    people = list(found.culprit.people) if found.culprit else []
+    _remove_cc(ctx.conn, link.key, people)
+    return Said(f"wrong culprit {found.bisection.culprit[:12]}",
+                _words(ctx, "reply_wrong_culprit.md.j2", sha=found.bisection.culprit[:12], people=people))
 
 
 def _issue_models(ctx: Context, link: Any) -> list[str]:
@@ -177,11 +203,11 @@ def do_bisect(ctx: Context, number: int, link: Any, args: dict[str, Any], author
 
 HANDLERS: dict[str, Callable[..., str]] = {
     "help": do_help, "status": do_status, "rerun": do_rerun, "sweep": do_sweep, "mute": do_mute,
-    "unmute": do_unmute, "cc": do_cc, "bisect": do_bisect,
+    "unmute": do_unmute, "cc": do_cc, "bisect": do_bisect, "wrong-culprit": do_wrong_culprit,
 }
 
 
-def _permitted(ctx: Context, author: str) -> bool:
+def _permitted(ctx: Context, author: str, command: str = "") -> bool:
     allow = {a.lower().lstrip("@") for a in ctx.settings.commands.allowlist}
     if author.lower() in allow:
         return True
@@ -192,7 +218,8 @@ def _permitted(ctx: Context, author: str) -> bool:
     except Exception:   # an odd answer: refuse rather than run work for someone unknown
         log.exception("permission lookup for %s failed", author)
         return False
-    return role_at_least(role, ctx.settings.commands.min_permission)
+    least = "maintain" if command in cmd_mod.MAINTAINERS else ctx.settings.commands.min_permission
+    return role_at_least(role, least) and role_at_least(role, ctx.settings.commands.min_permission)
 
 
 @dataclass(frozen=True)
@@ -338,7 +365,7 @@ def _run_one(turn: _Turn, item: Any) -> Answered:
             return _limited(turn, item.line, None)
         turn.ack("confused")
         return Answered(item.line, "bad command", reply=_words(ctx, "reply_usage.md.j2", problem=item))
-    if item.privileged and not _permitted(ctx, turn.author):
+    if item.privileged and not _permitted(ctx, turn.author, item.name):
         return _refused(turn, item)
     if item.privileged and not ctx.gate.spend(ctx.conn, turn.author, turn.where, "run"):
         return _limited(turn, item.line, item.name)
@@ -367,7 +394,8 @@ def _refused(turn: _Turn, item: cmd_mod.Command) -> Answered:
         return _limited(turn, item.line, item.name)
     return Answered(item.line, "refused", item.name,
                     _words(ctx, "reply_refused.md.j2", author=turn.author, command=item.name,
-                           min_permission=ctx.settings.commands.min_permission))
+                           min_permission="maintain" if item.name in cmd_mod.MAINTAINERS
+                           else ctx.settings.commands.min_permission))
 
 
 def _limited(turn: _Turn, line: str, command: str | None) -> Answered:

@@ -15,11 +15,13 @@ from typing import Any
 
 from harness.core import record
 
-COMMANDS = ("help", "status", "rerun", "sweep", "mute", "unmute", "cc", "bisect")
+COMMANDS = ("help", "status", "rerun", "sweep", "mute", "unmute", "cc", "bisect", "wrong-culprit")
 # Commands that start work or change what the bot writes: they need permission.
-PRIVILEGED = ("rerun", "sweep", "mute", "unmute", "cc", "bisect")
+PRIVILEGED = ("rerun", "sweep", "mute", "unmute", "cc", "bisect", "wrong-culprit")
+# Commands whose author must be a maintainer (role maintain or admin, or the allowlist), whatever min_permission says.
+MAINTAINERS = ("wrong-culprit",)
 # Commands that answer at once (no sweep, no install): the service runs them in its quick lane.
-QUICK = ("help", "status", "mute", "unmute", "cc")
+QUICK = ("help", "status", "mute", "unmute", "cc", "wrong-culprit")
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 _GLOB = re.compile(r"^[A-Za-z0-9_*?\[\]!.-]{1,200}$")
@@ -109,6 +111,8 @@ def build_parser(prog: str = "@flagsweep-bot") -> argparse.ArgumentParser:
                    help="a build (nightly date or version) that behaved as before")
     p.add_argument("--bad", type=_typed(_BUILD, "date (YYYY-MM-DD) or version (2.14.1)"),
                    help="a build (nightly date or version) that shows the change")
+    add("wrong-culprit", "say the commit this issue was bisected to is not the cause (maintainers): the attribution "
+                         "is recorded as wrong and its authors are no longer cc'd")
     return parser
 
 
