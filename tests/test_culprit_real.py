@@ -164,3 +164,44 @@ def test_a_reproducer_failing_one_run_in_two_names_no_culprit(tmp_path, overlay_
                          crash=CRASH, settings=SETTINGS, torch_dir=series.TORCH_DIR, work=overlay_root)
     assert found.status == "flaky" and found.bisection.culprit is None
     assert "the reproducer is flaky" in found.reason and "no culprit is named" in found.reason
+
+
+# A reproducer that never imports torch: it finds the package `import torch` would load (the overlay, first on
+# sys.path) and fails when its builtin.py holds the planted change. Real processes and a real overlay, a tenth of a
+# second a run.
+PEEK = '''import importlib.util, json, pathlib
+spec = importlib.util.find_spec("torch")
+text = (pathlib.Path(spec.submodule_search_locations[0]) / "_dynamo/variables/builtin.py").read_text()
+bad = "abs() of a traced value" in text
+print("FLAGSWEEP_RESULT " + json.dumps({"v": 1, "status": "error", "signature": %r} if bad else {"v": 1, "status": "ok"}))
+''' % series.SIGNATURE
+
+
+def test_python_commits_before_a_cpp_one_that_do_not_reproduce_say_where_the_change_lies(tmp_path, overlay_root):
+    s = series.build(tmp_path / "repo", ["harmless1", "cpp", "planted"])
+    found = culprit.find(steps_for(s, PEEK), signature=series.SIGNATURE, good=s.good, bad=s.shas["planted"],
+                         crash=CRASH, settings=SETTINGS, torch_dir=series.TORCH_DIR, work=overlay_root)
+    assert found.status == "cut" and found.bisection.runs == 3       # the stretch's last commit passes: no search
+    assert found.reason.endswith(f"the Python commits before it do not reproduce, so the change lies from "
+                                 f"{s.shas['cpp'][:12]} on (the bad build's wheel can test the Python-only stretch "
+                                 f"after it)")
+
+
+def test_the_culprit_command_on_a_reproducer_and_two_builds(tmp_path, capsys):
+    import json
+
+    from bot.cli.main import main
+    s = series.build(tmp_path / "repo", ["harmless1", "planted", "harmless2"])
+    repro = tmp_path / "repro.py"
+    repro.write_text(PEEK)
+    argv = ["--state", str(tmp_path / "state.sqlite"), "culprit", "--repro", str(repro), "--good", s.nightly[:10],
+            "--bad", s.shas["harmless2"], "--signature", series.SIGNATURE, "--checkout", str(s.repo), "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["status"] == "found" and data["bisection"]["culprit"] == s.shas["planted"]
+    assert data["good_git"] == s.good            # the nightly commit's message named the main commit
+    assert data["commits"][1]["pr"] == 1002 and data["commits"][1]["approvers"] == ["reviewer2", "reviewer3"]
+    # a commit the checkout lacks: one line, exit 2, nothing run
+    assert main([*argv[:7], "--bad", "f" * 40, *argv[9:]]) == 2
+    assert capsys.readouterr().err.strip() == ("flagsweep culprit: the checkout lacks commit ffffffffffff (fetch it, "
+                                               "or the checkout is behind)")

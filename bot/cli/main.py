@@ -18,7 +18,7 @@ from pathlib import Path
 from bot.cli import errors as cli_errors, arguments, paths
 from bot import settings as settings_mod
 
-AREAS = ("bot.cli.sweep", "bot.cli.zoo", "bot.cli.history", "bot.cli.publish", "bot.cli.service")
+AREAS = ("bot.cli.sweep", "bot.cli.zoo", "bot.cli.history", "bot.cli.publish", "bot.cli.service", "bot.cli.culprit")
 
 
 class Parser(argparse.ArgumentParser):

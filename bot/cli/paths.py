@@ -14,7 +14,7 @@ import argparse
 from bot.settings import absolute, named_path
 
 # Arguments that always hold a file or folder path (by dest, across every subcommand).
-PATH_ARGS = ("settings", "state", "output", "out", "export", "lock_dir", "config_file")
+PATH_ARGS = ("settings", "state", "output", "out", "export", "lock_dir", "config_file", "repro", "checkout")
 # Arguments that hold a path when they name one ("../venv/bin/python"), else a name or version ("python3", "2.14.1").
 MAYBE_PATH_ARGS = ("python", "torch")
 

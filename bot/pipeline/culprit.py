@@ -88,6 +88,14 @@ def main_commit(source: Source, torch_git: str) -> str:
         raise CommitError(f"torch_git {torch_git[:12]} names no nightly commit ({exc})") from None
 
 
+def main_or_self(source: Checkout, sha: str) -> str:
+    """A build named by a person: a nightly commit's main commit, else the (main) commit itself, in full."""
+    try:
+        return nightly_main_sha(source.message(sha))
+    except CommitError:
+        return git.resolve(source.path, sha)
+
+
 @dataclass(frozen=True)
 class GitHubSource:
     """GitHub's compare and commits as the source (no overlay: suspects only), through the publisher's client."""
@@ -135,13 +143,14 @@ def search_night(conn: sqlite3.Connection, run_id: int, settings: Settings, *, s
         if r.kind != "new_crash" or r.status not in ("found", "bounded") or not (r.good.git and r.bad.git):
             continue
         left = max((deadline - time.monotonic()) / 60, 0.01)
-        out.append(_one(conn, run, r, dataclasses.replace(settings, culprit=dataclasses.replace(knobs, max_minutes=left)),
+        out.append(for_range(conn, run, r, dataclasses.replace(settings, culprit=dataclasses.replace(knobs, max_minutes=left)),
                         source, good_build, progress))
     return out
 
 
-def _one(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, settings: Settings, source: Source,
-         good_build: GoodBuildStep | None, progress: bool) -> CommitRange:
+def for_range(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, settings: Settings, source: Source,
+              good_build: GoodBuildStep | None, progress: bool = False) -> CommitRange:
+    """One regression range's commit range: from the store when searched before, else searched and stored."""
     hit = store.get(conn, r.signature, r.good.git or "", r.bad.git or "")
     if hit is not None and hit.status not in search.SEARCH_AGAIN:
         return hit              # searched on an earlier night (or publish): nothing installed, nothing run
