@@ -166,9 +166,14 @@ def _fill_v16(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE outcomes SET data = json_remove(data, '$.a_key_from_an_older_version')")
 
 
+def _fill_v17(conn: sqlite3.Connection) -> None:
+    """v17 judged wrong results and recompiles: v16's rows (no commit range, no cc removed: both arrive at v18)."""
+    _fill_v16(conn)
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
            9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14, 15: _fill_v15,
-           16: _fill_v16}
+           16: _fill_v16, 17: _fill_v17}
 
 
 def _build_at(path, version: int) -> None:
@@ -324,6 +329,26 @@ def test_each_migration_is_one_transaction(tmp_path):
         MIGRATIONS.pop()
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'half'").fetchone()[0] == 0
+
+
+def test_v18_commit_ranges_and_removed_cc_start_empty_and_take_a_range(tmp_path):
+    """A store from before culprits names none; a commit range stored after the migration reads back as written."""
+    from harness.core.commits import Commit, FileChange
+    from state import culprits
+    path = tmp_path / "v17.sqlite"
+    _build_at(path, 17)
+    conn = connect(path)
+    assert culprits.wrong_count(conn) == (0, 0) and culprits.removed(conn) == {}
+    commit = Commit("a" * 40, "Fix (#5)", "bob", (FileChange("torch/x.py", "modified"),), pr=5, approvers=("r",))
+    stored = culprits.CommitRange("S", "1" * 40, "2" * 40, "found", commits=[commit],
+                                  suspects=[culprits.SuspectRow(commit.sha, 100, ["why"])],
+                                  bisection=culprits.Bisection(commit.sha, "1" * 40,
+                                                               [culprits.ProbeRow(commit.sha, ["S"] * 3, "new")]))
+    culprits.record(conn, stored)
+    back = culprits.get(conn, "S", "1" * 40, "2" * 40)
+    assert back.commits == [commit] and back.culprit == commit and back.bisection == stored.bisection
+    culprits.remove_cc(conn, "k", ["@Bob"])
+    assert culprits.removed(conn) == {"k": frozenset({"bob"})}
 
 
 def test_v16_drops_only_the_keys_no_outcome_has_and_keeps_every_json_type(tmp_path):

@@ -86,8 +86,8 @@ def _ack(ctx: Context, comment_id: int | None, content: str) -> None:
 
 def do_help(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
     return Said("answered", _words(ctx, "reply_help.md.j2", entries=cmd_mod.help_entries(ctx.settings.commands.handle),
-                                   min_permission="maintain" if item.name in cmd_mod.MAINTAINERS
-                           else ctx.settings.commands.min_permission))
+                                   min_permission=ctx.settings.commands.min_permission,
+                                   maintainers=cmd_mod.MAINTAINERS))
 
 
 def do_status(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
