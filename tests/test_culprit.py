@@ -212,3 +212,31 @@ def test_wrong_culprit_is_for_maintainers_removes_the_cc_it_added_and_counts_in_
     assert json.loads(capsys.readouterr().out)["culprits"] == {"named": 1, "wrong": 1}
     assert main(["--state", str(tmp_path / "state.sqlite"), "stats"]) == 0
     assert "culprits bisected: 1, marked wrong by a maintainer: 1 (0.0% not marked wrong)" in capsys.readouterr().out
+
+
+# -- what the tracking issue says without a culprit ---------------------------------------------------------------
+def _range(status: str, commits: list[Commit], reason: str | None = None):
+    from state.culprits import CommitRange, SuspectRow
+    return CommitRange("S", "1" * 40, "2" * 40, status, commits=commits, reason=reason,
+                       suspects=[SuspectRow(x.sha, 100 - i, [f"changes {x.files[0].path}, the innermost torch frame"])
+                                 for i, x in enumerate(commits)])
+
+
+def test_suspects_are_shown_three_at_most_with_why_and_cc_by_the_rule():
+    from bot.issues.culprit import attribute
+    from bot.text.render import render
+    three = [c(str(i), f"torch/_dynamo/f{i}.py", author=f"u{i}") for i in range(1, 4)]
+    said = attribute(_range("flaky", three, "the reproducer is flaky at 111111111111: 1 of 3 runs failed with "
+                                            "the signature, 2 passed; no culprit is named"))
+    assert said.cc == ["u1", "u2", "u3"]
+    text = render("tracking_culprit.md.j2", culprit=said.section)
+    assert "No culprit: the reproducer is flaky at 111111111111" in text
+    assert "Suspected commits (of 3 in the range" in text and text.count("the innermost torch frame") == 3
+    assert "by @u1 |" in text
+    four = three + [c("4", "torch/_dynamo/f4.py", author="u4")]
+    said = attribute(_range("cut", four, "the overlay search stops between the good build and 111111111111: it "
+                                         "changes aten/x.cpp, which is not Python in the torch package"))
+    text = render("tracking_culprit.md.j2", culprit=said.section)
+    assert said.cc == [] and "| and 1 more | |" in text and "@u" not in text    # more than 3: nobody, no mention
+    assert "by `u1`" in text and "No culprit: the overlay search stops between the good build" in text
+    assert attribute(_range("suspects", three), frozenset({"u2"})).cc == ["u1", "u3"]
