@@ -92,3 +92,10 @@ def file_at(checkout: Path, sha: str, path: str) -> str | None:
     """A file's text at a commit; None when the commit has no such file."""
     proc = _git(checkout, "show", f"{sha}:{path}")
     return proc.stdout if proc.returncode == 0 else None
+
+
+def readers(checkout: Path, sha: str, name: str) -> list[str]:
+    """The Python files under torch/ at a commit that mention `name` (a flag's key: who reads it)."""
+    proc = _git(checkout, "grep", "-l", "-w", "-F", name, sha, "--", "torch/*.py")
+    prefix = f"{sha}:"
+    return [line.removeprefix(prefix) for line in proc.stdout.splitlines() if line.strip()]

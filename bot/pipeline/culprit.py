@@ -74,6 +74,11 @@ class Checkout:
         """A file at a commit."""
         return git.file_at(self.path, sha, path)
 
+    def readers(self, sha: str, keys: list[str]) -> tuple[str, ...]:
+        """The torch modules at `sha` that mention a flag's name (torch._dynamo.config.x: `x`)."""
+        found = [path for key in keys for path in git.readers(self.path, sha, key.rsplit(".", 1)[-1])]
+        return tuple(dict.fromkeys(found))
+
 
 def torch_dir(python: str) -> Path:
     """The `torch` package folder of an interpreter (asked there, without importing torch)."""
@@ -113,14 +118,15 @@ class GitHubSource:
         return self.client.commit_range(self.repo, good, bad, self.most)
 
 
-def crash_of(conn: sqlite3.Connection, run: runs_mod.Run, r: Range) -> Crash:
-    """What the run stored about the crash: its traceback's torch frames, the flag's modules, the component."""
+def crash_of(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, readers: tuple[str, ...] = ()) -> Crash:
+    """What the run stored about the crash: its traceback's torch frames, the flag's modules, the component
+    (`readers`: the modules that read the flag, where the caller could look)."""
     outcomes = [o for o in runs_mod.outcomes(conn, r.run_id) if o.config == r.config and o.signature == r.signature]
     tb = next((o.traceback for o in outcomes if o.traceback), None)
     verdict = verdicts_mod.for_run(conn, run.id).get((r.config, r.signature))
     component = verdict.component.component if verdict and verdict.component else None
     return Crash(frames=frame_files(tb), flag_modules=flag_modules(list(run.configs.get(r.config, {}))),
-                 component=component)
+                 readers=readers, component=component)
 
 
 def reproducer(conn: sqlite3.Connection, run_id: int, r: Range) -> str | None:
@@ -171,7 +177,9 @@ def for_range(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, settings: S
                              run=overlay_run.runner(script, python, settings.verify.timeout))
         torch = torch_dir(python)
     with tempfile.TemporaryDirectory(prefix="flagsweep-overlay-") as work:
-        found, _ = search.cached(conn, steps, signature=r.signature, good=good, bad=bad, crash=crash_of(conn, run, r),
+        readers = source.readers(bad, list(run.configs.get(r.config, {}))) if isinstance(source, Checkout) else ()
+        found, _ = search.cached(conn, steps, signature=r.signature, good=good, bad=bad,
+                                 crash=crash_of(conn, run, r, readers),
                                  settings=settings.culprit, torch_dir=torch, work=Path(work) if torch else None,
                                  progress=progress, key=(r.good.git or "", r.bad.git or ""))
     return found
