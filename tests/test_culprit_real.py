@@ -50,9 +50,13 @@ def test_import_torch_loads_the_overlay_and_writes_never_reach_the_build(overlay
              '"signature": torch.__file__}))\n')
     assert overlay_run.answer(probe, overlay_root, PYTHON, 120) == str(overlay_root / "torch" / "__init__.py")
     assert (overlay_root / "torch/lib").is_dir() and any(p.is_symlink() for p in (overlay_root / "torch/lib").iterdir())
-    overlay.lay(overlay_root, {series.BUILTIN: "# replaced\n"})
-    assert "replaced" not in (series.TORCH_DIR / series.BUILTIN[len("torch/"):]).read_text()
-    overlay.lay(overlay_root, {series.BUILTIN: (series.TORCH_DIR / series.BUILTIN[len("torch/"):]).read_text()})
+    overlay.lay(overlay_root, {series.BUILTIN: "# replaced\n", "torch/_dynamo/new_module.py": "x = 1\n"})
+    built = (series.TORCH_DIR / series.BUILTIN[len("torch/"):]).read_text()
+    assert "replaced" not in built and not (series.TORCH_DIR / "_dynamo/new_module.py").exists()
+    # made again for the next bisection: every laid file is the build's again (or gone)
+    overlay.make(series.TORCH_DIR, overlay_root)
+    assert (overlay_root / series.BUILTIN).read_text() == built
+    assert not (overlay_root / "torch/_dynamo/new_module.py").exists()
 
 
 CONFIG = "capture_scalar_outputs"

@@ -18,12 +18,17 @@ class OverlayError(RuntimeError):
     """The overlay cannot be made (no torch package there, a path outside it); one line."""
 
 
+LAID = ".flagsweep-laid"     # beside torch/: every path a `lay` wrote, so a reused overlay is first made the build again
+
+
 def make(torch_dir: Path, root: Path) -> Path:
-    """A linked copy of the package `torch_dir` at `root`/torch (made once per build); returns `root`."""
+    """A linked copy of the package `torch_dir` at `root`/torch (made once per build; made the build's again when it
+    is reused: every file an earlier bisection laid is put back); returns `root`."""
     if not (torch_dir / "__init__.py").is_file():
         raise OverlayError(f"{torch_dir} is not a torch package")
     dest = root / "torch"
     if dest.exists():
+        _restore(torch_dir, root)
         return root
     for folder, dirs, files in os.walk(torch_dir):
         rel = Path(folder).relative_to(torch_dir)
@@ -37,8 +42,19 @@ def make(torch_dir: Path, root: Path) -> Path:
     return root
 
 
+def _restore(torch_dir: Path, root: Path) -> None:
+    """Every file an earlier `lay` wrote, as the build has it (a copy) or gone (the build has none)."""
+    laid = root / LAID
+    paths = laid.read_text().split("\n") if laid.exists() else []
+    lay(root, {p: (torch_dir / p[len("torch/"):]).read_text() if (torch_dir / p[len("torch/"):]).is_file() else None
+               for p in dict.fromkeys(paths) if p})
+    laid.unlink(missing_ok=True)
+
+
 def lay(root: Path, files: Mapping[str, str | None]) -> None:
     """Write each `torch/...` path's text over the overlay (None: remove it), unlinking before every write."""
+    with (root / LAID).open("a") as manifest:
+        manifest.write("".join(f"{p}\n" for p in files))
     for path, text in files.items():
         target = root / path
         if not path.startswith("torch/") or ".." in Path(path).parts:
