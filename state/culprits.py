@@ -69,7 +69,7 @@ class CommitRange:
 
     @property
     def culprit(self) -> Commit | None:
-        """The bisected commit, when one was found and nobody said it is wrong."""
+        """The bisected commit, when one was found (`wrong_by` says whether a maintainer said it is wrong)."""
         sha = self.bisection.culprit if self.bisection and self.status == "found" else None
         return next((c for c in self.commits if c.sha == sha), None) if sha else None
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from bot.builds import checkout
-from bot.github.client import ActionRefused, GitHubPublisher
+from bot.github.client import GitHubPublisher
 from bot.ranges import culprit
 from bot.settings import CulpritSettings
 from harness.core.commits import (Commit, CommitError, FileChange, commit, nightly_main_sha, parse_message,

@@ -1,5 +1,5 @@
 """The nightly pipeline: provider → sweep (the engine finalizes) → diff → gate → flake confirmation → ranges → verify
-→ publish → report.
+→ culprits (bot/pipeline/culprit.py) → publish → report.
 
 The gate (bot/pipeline/gate.py) judges the environment before anything is filed: a suspect night is stored,
 reported and published to its summary issues only (nothing filed or closed, no confirmation, range or verify runs).
