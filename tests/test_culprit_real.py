@@ -121,6 +121,23 @@ def test_the_night_bisects_the_planted_commit_on_an_overlay(night):
     assert again[0].bisection.culprit == s.shas["planted"]
 
 
+def test_the_culprit_command_on_a_stored_signature_answers_from_the_store(night, capsys):
+    import json
+
+    from bot.cli.main import main
+    settings, _, s, _, _, _ = night
+    argv = ["--state", str(settings.state_path), "culprit", "--config", CONFIG, "--signature", series.SIGNATURE,
+            "--checkout", str(s.repo)]
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["bisection"]["culprit"] == s.shas["planted"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"culprit: {s.shas['planted'][:12]} (#1002) by bob with carol, approved by reviewer2, reviewer3" in out
+    assert "bisection: 4 probes, 12 reproducer runs" in out
+    assert main([*argv[:4], "other_config", *argv[5:]]) == 2
+    assert "no stored regression range with both builds' commits for other_config" in capsys.readouterr().err
+
+
 def test_the_dry_run_tracking_issue_names_the_culprit_with_its_proof_and_ccs_its_authors(night):
     settings, conn, s, run_id, _, tmp = night
     out = tmp / "out"
