@@ -2,8 +2,8 @@
 
 The planted series is searched once, by the night's culprit step over two stored nightlies (4 probes of 3 runs: the
 last Python commit, one probe between, the culprit and its parent re-tested), stored, and published in a dry run;
-the cache then answers a second ask. One module-scoped overlay of the installed torch (Python copied, the rest
-linked) serves the other tests.
+the cache then answers a second ask. The overlay of the installed torch (Python copied, the rest linked) the night
+made beside its store serves the other tests too, as it serves later nights: the package is copied once.
 """
 from __future__ import annotations
 
@@ -30,9 +30,6 @@ PYTHON = str(Path(__import__("sys").executable))
 SETTINGS = CulpritSettings(runs=3, max_minutes=10)
 
 
-@pytest.fixture(scope="module")
-def overlay_root(tmp_path_factory) -> Path:
-    return overlay.make(series.TORCH_DIR, tmp_path_factory.mktemp("overlay"))
 
 
 def steps_for(s: series.Series, script: str) -> culprit.CulpritSteps:
@@ -96,6 +93,15 @@ def night(tmp_path_factory):
                                           good_build=lambda settings, r: PYTHON)
     yield settings, conn, s, run_id, found, tmp
     conn.close()
+
+
+@pytest.fixture(scope="module")
+def overlay_root(night) -> Path:
+    """The overlay the night made beside its store (one per build, reused: each bisection puts back what the last
+    one laid), shared by the other tests so that the package is copied once."""
+    root = pipeline_culprit.overlay_dir(night[0], pipeline_culprit.torch_dir(PYTHON))
+    assert (root / "torch/__init__.py").is_file() and (root / "torch/lib").is_dir()
+    return root
 
 
 def test_the_night_bisects_the_planted_commit_on_an_overlay(night):
@@ -208,14 +214,14 @@ def test_python_commits_before_a_cpp_one_that_do_not_reproduce_say_where_the_cha
                                  f"after it)")
 
 
-def test_the_culprit_command_on_a_reproducer_and_two_builds(tmp_path, capsys):
+def test_the_culprit_command_on_a_reproducer_and_two_builds(tmp_path, capsys, night, overlay_root):
     import json
 
     from bot.cli.main import main
     s = series.build(tmp_path / "repo", ["harmless1", "planted", "harmless2"])
     repro = tmp_path / "repro.py"
     repro.write_text(PEEK)
-    argv = ["--state", str(tmp_path / "state.sqlite"), "culprit", "--repro", str(repro), "--good", s.nightly[:10],
+    argv = ["--state", str(night[0].state_path), "culprit", "--repro", str(repro), "--good", s.nightly[:10],
             "--bad", s.shas["harmless2"], "--signature", series.SIGNATURE, "--checkout", str(s.repo), "--json"]
     assert main(argv) == 0
     data = json.loads(capsys.readouterr().out)

@@ -13,7 +13,6 @@ import dataclasses
 import json
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 from bot.cli import arguments as types
@@ -134,6 +133,5 @@ def _on_repro(args: argparse.Namespace, settings: Settings):
         return _refuse(str(exc))
     steps = CulpritSteps(commits=source.commits, file_at=source.file_at,
                          run=overlay_run.runner(Path(args.repro).read_text(), python, settings.verify.timeout))
-    with tempfile.TemporaryDirectory(prefix="flagsweep-overlay-") as work:
-        return search.find(steps, signature=args.signature, good=good, bad=bad, crash=Crash(),
-                           settings=settings.culprit, torch_dir=torch, work=Path(work), progress=True)
+    return search.find(steps, signature=args.signature, good=good, bad=bad, crash=Crash(), settings=settings.culprit,
+                       torch_dir=torch, work=step.overlay_dir(settings, torch), progress=True)

@@ -12,9 +12,9 @@ is stored as `failed` with its one line, and the night goes on with the next.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import sqlite3
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +78,12 @@ class Checkout:
         """The torch modules at `sha` that mention a flag's name (torch._dynamo.config.x: `x`)."""
         found = [path for key in keys for path in git.readers(self.path, sha, key.rsplit(".", 1)[-1])]
         return tuple(dict.fromkeys(found))
+
+
+def overlay_dir(settings: Settings, torch: Path) -> Path:
+    """Where the overlay of a build's torch lives between nights: beside the store, one per build's package folder
+    (made once, then only the files a bisection laid are put back: a night does not copy the package again)."""
+    return Path(settings.state_path).parent / "overlays" / hashlib.sha256(str(torch).encode()).hexdigest()[:16]
 
 
 def torch_dir(python: str) -> Path:
@@ -176,12 +182,11 @@ def for_range(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, settings: S
         steps = CulpritSteps(commits=source.commits, file_at=source.file_at,
                              run=overlay_run.runner(script, python, settings.verify.timeout))
         torch = torch_dir(python)
-    with tempfile.TemporaryDirectory(prefix="flagsweep-overlay-") as work:
-        readers = source.readers(bad, list(run.configs.get(r.config, {}))) if isinstance(source, Checkout) else ()
-        found, _ = search.cached(conn, steps, signature=r.signature, good=good, bad=bad,
-                                 crash=crash_of(conn, run, r, readers),
-                                 settings=settings.culprit, torch_dir=torch, work=Path(work) if torch else None,
-                                 progress=progress, key=(r.good.git or "", r.bad.git or ""))
+    readers = source.readers(bad, list(run.configs.get(r.config, {}))) if isinstance(source, Checkout) else ()
+    found, _ = search.cached(conn, steps, signature=r.signature, good=good, bad=bad,
+                             crash=crash_of(conn, run, r, readers), settings=settings.culprit, torch_dir=torch,
+                             work=overlay_dir(settings, torch) if torch else None, progress=progress,
+                             key=(r.good.git or "", r.bad.git or ""))
     return found
 
 

@@ -158,17 +158,18 @@ def _bisect(steps: CulpritSteps, out: CommitRange, stretch: Stretch, good: str, 
     started = time.monotonic()
     shas = [c.sha for c in stretch.commits]
     bar = Progress(3 + max(len(shas) - 1, 1).bit_length(), enabled=progress, label="culprit")
-    o = Overlaid(steps, overlay.make(torch_dir, work), changed_paths(list(stretch.commits)), out.signature,
-                 settings, started + settings.max_minutes * 60, bar)
-    try:
-        out.status, culprit, parent, out.reason = _search(o, good, shas, stretch)
-    except Flaky as exc:
-        out.status, culprit, parent, out.reason = "flaky", None, None, str(exc)
-    except OutOfTime:
-        out.status, culprit, parent = "bounded", None, None
-        out.reason = f"stopped at [culprit] max_minutes = {settings.max_minutes:g} before a culprit was confirmed"
-    finally:
-        bar.close()
+    with overlay.held(torch_dir, work) as root:
+        o = Overlaid(steps, root, changed_paths(list(stretch.commits)), out.signature, settings,
+                     started + settings.max_minutes * 60, bar)
+        try:
+            out.status, culprit, parent, out.reason = _search(o, good, shas, stretch)
+        except Flaky as exc:
+            out.status, culprit, parent, out.reason = "flaky", None, None, str(exc)
+        except OutOfTime:
+            out.status, culprit, parent = "bounded", None, None
+            out.reason = f"stopped at [culprit] max_minutes = {settings.max_minutes:g} before a culprit was confirmed"
+        finally:
+            bar.close()
     out.bisection = Bisection(culprit=culprit, parent=parent, probes=o.rows, seconds=round(time.monotonic() - started, 1),
                               runs=o.runs)
     return out

@@ -8,10 +8,12 @@ except a written file's own, which is removed (Python then writes a fresh one be
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 
 class OverlayError(RuntimeError):
@@ -40,6 +42,19 @@ def make(torch_dir: Path, root: Path) -> Path:
             else:
                 out.symlink_to(src)
     return root
+
+
+@contextlib.contextmanager
+def held(torch_dir: Path, root: Path) -> Iterator[Path]:
+    """The overlay at `root` (made, or made the build's again), held by this process for one bisection: a second
+    process asking for the same overlay (a person's `flagsweep culprit` during the nightly) waits for it."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"{root.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield make(torch_dir, root)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _restore(torch_dir: Path, root: Path) -> None:
