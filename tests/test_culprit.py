@@ -240,3 +240,20 @@ def test_suspects_are_shown_three_at_most_with_why_and_cc_by_the_rule():
     assert said.cc == [] and "| and 1 more | |" in text and "@u" not in text    # more than 3: nobody, no mention
     assert "by `u1`" in text and "No culprit: the overlay search stops between the good build" in text
     assert attribute(_range("suspects", three), frozenset({"u2"})).cc == ["u1", "u3"]
+
+
+def test_github_names_the_authors_git_cannot_for_the_commits_the_issue_shows(tmp_path, fake_github):
+    from bot.pipeline import culprit as step
+    from state import culprits, db
+    from state.culprits import Bisection, CommitRange, SuspectRow
+    fake_github.state.add_repo("pytorch/pytorch")
+    shas = _seed(fake_github, 3)                     # shas[2]: bob's, with carol as co-author
+    found = CommitRange("S", "1" * 40, "2" * 40, "found",
+                        commits=[Commit(sha, f"change {i}", None) for i, sha in enumerate(shas[1:], 1)],
+                        suspects=[SuspectRow(shas[3], 10)], bisection=Bisection(culprit=shas[2], parent=shas[1]))
+    conn = db.connect(tmp_path / "state.sqlite")
+    github = step.GitHubSource(GitHubPublisher(fake_github.settings()), "pytorch/pytorch", 500)
+    named = step.with_logins(conn, found, step.Checkout(tmp_path, github))
+    assert [c.author for c in named.commits] == [None, "bob", "alice"]      # the culprit and the shown suspect only
+    assert culprits.get(conn, "S", "1" * 40, "2" * 40).culprit.author == "bob"
+    assert len(fake_github.requests.matching("GET", r"/commits/[0-9a-f]+$")) == 2

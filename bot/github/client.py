@@ -195,6 +195,13 @@ class GitHubPublisher:
         return self._call(f"commit {sha[:12]}", lambda: self.gh.get_repo(source).get_commit(sha).commit.message,
                           write=False)
 
+    def commit_author(self, source: str, sha: str) -> str | None:
+        """The GitHub login of a commit's author (None when GitHub ties the commit to no account)."""
+        def fetch() -> str | None:
+            author = self.gh.get_repo(source).get_commit(sha).author
+            return author.login if author is not None else None
+        return self._call(f"commit {sha[:12]}", fetch, write=False)
+
     @staticmethod
     def _commit(c: Any) -> Commit:
         """A listed commit with its files (touching `files` reads the commit: GitHub's compare lists none)."""

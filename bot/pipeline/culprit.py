@@ -58,9 +58,15 @@ class Source(Protocol):
 
 @dataclass(frozen=True)
 class Checkout:
-    """A local git checkout of pytorch as the commits' source (and the overlay's files)."""
+    """A local git checkout of pytorch as the commits' source (and the overlay's files); `github`, when the bot has
+    credentials, names the authors git cannot (a commit's address is rarely GitHub's noreply one)."""
 
     path: Path
+    github: "GitHubSource | None" = None
+
+    def login(self, sha: str) -> str | None:
+        """The GitHub login of a commit's author (None: no GitHub to ask, or GitHub knows none)."""
+        return self.github.author(sha) if self.github is not None else None
 
     def message(self, sha: str) -> str:
         """A commit's message."""
@@ -122,6 +128,10 @@ class GitHubSource:
     def commits(self, good: str, bad: str) -> list[Commit]:
         """The commits after good up to bad (refused past `most`)."""
         return self.client.commit_range(self.repo, good, bad, self.most)
+
+    def author(self, sha: str) -> str | None:
+        """A commit's author's login."""
+        return self.client.commit_author(self.repo, sha)
 
 
 def crash_of(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, readers: tuple[str, ...] = ()) -> Crash:
@@ -187,11 +197,31 @@ def for_range(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, settings: S
                              crash=crash_of(conn, run, r, readers), settings=settings.culprit, torch_dir=torch,
                              work=overlay_dir(settings, torch) if torch else None, progress=progress,
                              key=(r.good.git or "", r.bad.git or ""))
+    return with_logins(conn, found, source) if isinstance(source, Checkout) else found
+
+
+def with_logins(conn: sqlite3.Connection, found: CommitRange, source: Checkout) -> CommitRange:
+    """The range with its culprit's and shown suspects' authors named by GitHub where git knew no login (stored)."""
+    named = [found.bisection.culprit] if found.bisection and found.bisection.culprit else []
+    named += [s.sha for s in found.suspects[:3]]
+    asked = {}
+    for c in found.commits:
+        if c.sha in named and c.author is None:
+            try:
+                asked[c.sha] = source.login(c.sha)
+            except RuntimeError as exc:       # GitHub down or refusing: the range stays as git gave it
+                log.warning("culprit: no login for %s: %s", c.short, exc)
+    if not any(asked.values()):
+        return found
+    found.commits = [dataclasses.replace(c, author=asked.get(c.sha) or c.author) for c in found.commits]
+    store.record(conn, found)
     return found
 
 
 def source_for(settings: Settings, client: "GitHubPublisher | None" = None) -> Source | None:
-    """The commits' source: the `[culprit] checkout` when set, else GitHub through `client`, else none."""
+    """The commits' source: the `[culprit] checkout` when set (GitHub, with `client`, naming the authors), else GitHub
+    through `client`, else none."""
+    github = GitHubSource(client, settings.culprit.repo, settings.culprit.max_commits) if client is not None else None
     if settings.culprit.checkout:
-        return Checkout(Path(settings.culprit.checkout))
-    return GitHubSource(client, settings.culprit.repo, settings.culprit.max_commits) if client is not None else None
+        return Checkout(Path(settings.culprit.checkout), github)
+    return github

@@ -184,10 +184,11 @@ def culprits(conn: sqlite3.Connection, run_id: int, settings: Settings, *, dry_r
              progress: bool = False) -> list[CommitRange]:
     """The commit ranges of the run's new crashes: suspects ranked, bisected on an overlay where a checkout is set.
 
-    The commits come from `[culprit] checkout`, else (not in a dry run, with credentials) GitHub's compare."""
+    The commits come from `[culprit] checkout`, else (not in a dry run, with credentials) GitHub's compare; with a
+    checkout and credentials, GitHub names the authors of the commits the issue shows."""
     from bot.pipeline import culprit as culprit_mod
     client = None
-    if not settings.culprit.checkout and not dry_run and (settings.github.token or settings.github.app_id):
+    if not dry_run and (settings.github.token or settings.github.app_id):
         from bot.github.client import ActionRefused, GitHubPublisher, GitHubUnavailable
         try:
             client = GitHubPublisher(settings.github)
