@@ -9,6 +9,7 @@ harness.core.correctness.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
@@ -31,6 +32,18 @@ ACCURACY = (
     "not_judged",               # with `detail` saying why (the call raised, no second spec, a cache object, ...)
 )
 RIGHT = ("exact", "close")
+# An output's name, as harness.engine.accuracy names its leaves: a key or an index, then `.key` or `[index]` steps
+# ("logits", "[0]", "past_key_values[0][1]", "cache.self_attention_cache[0][1]"). Nothing else: it is written into
+# the accuracy reproducer and its issue.
+_OUTPUT_PATH = re.compile(r"(?:[A-Za-z_]\w*|\[\d+\])(?:\.[A-Za-z_]\w*|\[\d+\])*\Z", re.ASCII)
+_STEP = re.compile(r"[A-Za-z_]\w*|\[(\d+)\]", re.ASCII)
+
+
+def output_path(text: Any) -> tuple[str | int, ...]:
+    """The steps of an output path (`"logits[1]"` -> ("logits", 1)); RecordError naming it when it is not one."""
+    if not isinstance(text, str) or not _OUTPUT_PATH.match(text):
+        raise RecordError(f"call: output {text!r} is not an output path (name, [0], name[1], name.key, ...)")
+    return tuple(int(m.group(1)) if m.group(1) is not None else m.group(0) for m in _STEP.finditer(text))
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,12 @@ class Call:
             raise RecordError(f"call: unknown scenario {self.scenario!r}")
         if self.accuracy not in ACCURACY:
             raise RecordError(f"call: unknown accuracy {self.accuracy!r}")
+        if self.output is not None:
+            output_path(self.output)
+        for name in ("graphs", "recompiles"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise RecordError(f"call: {name} {value!r} is not a count (an integer >= 0)")
 
     @property
     def wrong(self) -> bool:
