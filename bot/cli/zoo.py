@@ -229,9 +229,8 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     from harness.engine.script_runner import run_script
 
     wrong = _wrong_parts(args.wrong) if args.wrong else None
-    if args.wrong and wrong is None:
-        print(f"flagsweep repro: --wrong {args.wrong!r}: expected SCENARIO:OUTPUT with SCENARIO one of "
-              f"{', '.join(SCENARIOS)}", file=sys.stderr)
+    if isinstance(wrong, str):
+        print(f"flagsweep repro: --wrong {args.wrong!r}: {wrong}", file=sys.stderr)
         return 2
     try:
         zoo.resolve([args.model])
@@ -246,6 +245,10 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     case = _wrong_case(wrong, args, settings, base, chosen) if wrong else None
     # The model is built in a worker (this process never imports torch); the script embeds that build.
     options = engine.SweepOptions(workers=1, python=settings.sweep.python, device=args.device)
+    problem = _missing_output(args.model, wrong[1], options) if wrong else None
+    if problem:
+        print(f"flagsweep repro: {problem[1]}", file=sys.stderr)
+        return problem[0]
     built = engine.describe([args.model], options=options).get(args.model)
     try:
         text = render_wrong(built, case) if case else \
@@ -261,16 +264,55 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
         sys.stdout.write(text)
     python = settings.sweep.python or sys.executable
     if args.run and case:       # under its driver: the result line says whether assert_close failed
-        print(json.dumps(render_and_check(built, case, python, settings.verify.timeout)[1].to_dict()))
+        result = render_and_check(built, case, python, settings.verify.timeout)[1]
+        print(json.dumps(result.to_dict()))
+        return _wrong_run_status(result)
     elif args.run:
         print(json.dumps(run_script(text, python).to_dict()))
     return 0
 
 
-def _wrong_parts(text: str) -> tuple[str, str] | None:
-    """(scenario, output) of `--wrong SCENARIO:OUTPUT` (None: not that form)."""
+def _wrong_parts(text: str) -> tuple[str, str] | str:
+    """(scenario, output) of `--wrong SCENARIO:OUTPUT`, or what is wrong with it."""
+    from harness.core.calls import output_path
+    from harness.core.record import RecordError
+
     scenario, _, output = text.partition(":")
-    return (scenario, output) if scenario in SCENARIOS and output else None
+    if scenario not in SCENARIOS or not output:
+        return f"expected SCENARIO:OUTPUT with SCENARIO one of {', '.join(SCENARIOS)}"
+    try:
+        output_path(output)
+    except RecordError:
+        return f"OUTPUT {output!r} is not an output path (name, [0], name[1], name.key, ...)"
+    return scenario, output
+
+
+def _missing_output(model: str, output: str, options: Any) -> tuple[int, str] | None:
+    """(exit status, why) when `output` names none of the model's outputs (asked in a worker: built, one eager
+    forward: 1 when that fails, 2 for an output it lacks); None when it names one."""
+    from harness.engine import engine
+
+    found = next(iter(engine.run_job("harness.engine.scenarios:output_paths", [model], options=options)), None)
+    if found is None or found.status != "ok":
+        why = found.error if found is not None else "no answer from the worker"
+        return 1, f"{model} cannot be built here ({why}; see `flagsweep zoo check --models {model}`)"
+    names = list(found.data)
+    if any(name == output or name.startswith((output + ".", output + "[")) for name in names):
+        return None
+    more = f" (and {len(names) - 12} more)" if len(names) > 12 else ""
+    return 2, f"--wrong OUTPUT {output!r}: {model} has no such output; its outputs: {', '.join(names[:12])}{more}"
+
+
+def _wrong_run_status(result: Any) -> int:
+    """`repro --wrong --run`'s exit status: 0 when the script ran to its comparison (failed there: reproduced; or
+    passed), 1 when it failed in any other way (said in one line on stderr)."""
+    from bot.verify.wrong_script import MISMATCH
+
+    if result.status == "ok" or result.exception == MISMATCH:
+        return 0
+    print(f"flagsweep repro: the script failed before its comparison ({result.exception or result.status})",
+          file=sys.stderr)
+    return 1
 
 
 def _wrong_case(wrong: tuple[str, str], args: argparse.Namespace, settings: Any, base: dict, chosen: dict) -> Any:
