@@ -6,12 +6,17 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator
+from typing import Any, ClassVar, Iterable, Iterator
 
 from harness.core.model_build import ModelBuild
 from harness.core.run_environment import RunEnvironment
 from harness.core.outcome import Outcome
+from harness.core.record import check_closed
 from state.db import latest_rows, transaction
+
+# What a run is (which listings show it) and how it stands.
+KINDS = ("sweep", "nightly", "baseline", "command")
+STATUSES = ("running", "finished", "interrupted", "failed", "merged")
 
 
 def now() -> str:
@@ -38,6 +43,11 @@ class Run:
     shard: str | None = None
     # Configs set aside because the torch under test lacks a key: name -> {"settings", "missing"}.
     unavailable: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"kind": KINDS, "status": STATUSES}
+
+    def __post_init__(self) -> None:
+        check_closed(self, f"run {self.id}")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

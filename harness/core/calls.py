@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
-from harness.core.record import RecordError, parse
+from harness.core.record import RecordError, check_closed, check_counts, parse
 
 FIRST = "first"
 SCENARIOS = (FIRST, "second_size", "hook_added", "weights_updated")
@@ -61,17 +61,15 @@ class Call:
     error_type: str | None = None       # the call raised: the exception type ...
     signature: str | None = None        # ... and its signature
 
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"scenario": SCENARIOS, "accuracy": ACCURACY}
+
     def __post_init__(self) -> None:
-        if self.scenario not in SCENARIOS:
-            raise RecordError(f"call: unknown scenario {self.scenario!r}")
-        if self.accuracy not in ACCURACY:
-            raise RecordError(f"call: unknown accuracy {self.accuracy!r}")
+        check_closed(self, "call")
+        check_counts(self, "call", ("graphs", "recompiles"))
+        if self.graphs is None or self.recompiles is None:
+            raise RecordError("call: graphs and recompiles are counts, never null")
         if self.output is not None:
             output_path(self.output)
-        for name in ("graphs", "recompiles"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise RecordError(f"call: {name} {value!r} is not a count (an integer >= 0)")
 
     @property
     def wrong(self) -> bool:
