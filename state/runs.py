@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Iterable, Iterator
 from harness.core.model_build import ModelBuild
 from harness.core.run_environment import RunEnvironment
 from harness.core.outcome import Outcome
-from harness.core.record import check_closed
+from harness.core.record import check_closed, parse
 from state.db import latest_rows, transaction
 
 # What a run is (which listings show it) and how it stands.
@@ -120,9 +120,40 @@ def graph_breaks(conn: sqlite3.Connection, run_id: int) -> list[tuple[str, str, 
     return [(r[0], r[1], r[2], r[3]) for r in rows]
 
 
-def import_run(conn: sqlite3.Connection, run: dict[str, Any], outcomes_: list[Outcome],
+@dataclass(frozen=True)
+class ExportedRun:
+    """A run as another host exported it (bot.pipeline.merge's file): foreign input, read strictly before any of it
+    is stored (an unknown or missing field, a kind or status outside its set, an environment that does not read)."""
+
+    kind: str
+    status: str
+    started_at: str
+    finished_at: str | None
+    reason: str | None
+    nightly: str | None
+    shard: str | None
+    models: list[str]
+    configs: dict[str, dict[str, Any]]
+    base_settings: dict[str, Any]
+    options: dict[str, Any]
+    environment: RunEnvironment
+
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"kind": KINDS, "status": STATUSES}
+
+    def __post_init__(self) -> None:
+        check_closed(self, "run")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ExportedRun":
+        """Read the exported form; RecordError naming the field."""
+        if isinstance(data, dict) and "environment" in data:
+            data = {**data, "environment": RunEnvironment.from_dict(data["environment"])}
+        return parse(cls, data, "run")
+
+
+def import_run(conn: sqlite3.Connection, run: ExportedRun, outcomes_: list[Outcome],
                builds: Iterable[ModelBuild], origin: str) -> int:
-    """Store a run exported elsewhere (a shard from another host) as it was; returns its new id here.
+    """Store a run exported elsewhere (a shard from another host), read strictly, as it was; returns its new id here.
 
     `origin` (a hash of the file) is kept in the run's options: importing the same file
     again returns the run already imported instead of a copy.
@@ -131,14 +162,14 @@ def import_run(conn: sqlite3.Connection, run: dict[str, Any], outcomes_: list[Ou
     if row:
         return row[0]
     with transaction(conn):
-        options = {**(run.get("options") or {}), "imported_from": origin}
+        options = {**run.options, "imported_from": origin}
         cur = conn.execute(
             "INSERT INTO runs (kind, environment_id, started_at, finished_at, status, reason, models, configs,"
             " base_settings, options, nightly, shard) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (run["kind"], environment_id(conn, RunEnvironment.from_dict(run["environment"])), run["started_at"], run.get("finished_at"),
-             run["status"], run.get("reason"), json.dumps(run["models"]), json.dumps(run["configs"], sort_keys=True),
-             json.dumps(run.get("base_settings") or {}, sort_keys=True), json.dumps(options, sort_keys=True),
-             run.get("nightly"), run.get("shard")))
+            (run.kind, environment_id(conn, run.environment), run.started_at, run.finished_at, run.status, run.reason,
+             json.dumps(run.models), json.dumps(run.configs, sort_keys=True),
+             json.dumps(run.base_settings, sort_keys=True), json.dumps(options, sort_keys=True), run.nightly,
+             run.shard))
         run_id = cur.lastrowid
         for outcome in outcomes_:
             record_outcome(conn, run_id, outcome)

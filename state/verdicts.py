@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from harness.core.model_build import ModelBuild
+from harness.core.outcome import BACKENDS
 from harness.core.record import RecordError, check_closed, parse
 from state.db import transaction
 from state.runs import now
@@ -27,8 +28,8 @@ STATUSES = ("confirmed", "unconfirmed")
 # What one isolation stage or one dynamic run of the maintainer's script showed (bot/verify/isolate.py, ablation.py).
 RESULTS = ("fails", "passes", "other", "no_result")
 COMPONENTS = ("dynamo", "aot_autograd", "inductor", "none", "undetermined")
-RUN_BACKENDS = ("count", "eager", "aot_eager", "inductor")      # a run's backend
-SCRIPT_BACKENDS = ("eager", "aot_eager", "inductor")            # the backend a script names (never the counting one)
+RUN_BACKENDS = BACKENDS                                          # a run's backend
+SCRIPT_BACKENDS = tuple(b for b in BACKENDS if b != "count")     # the backend a script names (never the counting one)
 DYNAMIC = ("None", "False", "True")
 # What a verdict's runs checked, part of its key: verdicts stored before the validity oracle (bot/verify/oracle.py:
 # eager, baseline, flag) checked the flag only, and are not reused as if they had checked all three.

@@ -37,6 +37,8 @@ VALID: dict[type, Any] = {
     Maintainer: Maintainer("", "eager", "confirmed"),
     Run: Run(1, "sweep", "finished", "2026-11-28T00:00:00+00:00", None, [], {}, {}, {}, RunEnvironment()),
     ScriptResult: ScriptResult("ok"),
+    runs.ExportedRun: runs.ExportedRun("nightly", "finished", "2026-11-28T00:00:00+00:00", None, None, None, None, [],
+                                       {}, {}, {}, RunEnvironment()),
 }
 TABLE = [
     (Outcome, "status", outcome.STATUSES),
@@ -59,6 +61,8 @@ TABLE = [
     (Run, "kind", runs.KINDS),
     (Run, "status", runs.STATUSES),
     (ScriptResult, "status", script_runner.STATUSES),
+    (runs.ExportedRun, "kind", runs.KINDS),
+    (runs.ExportedRun, "status", runs.STATUSES),
 ]
 
 

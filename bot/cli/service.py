@@ -182,15 +182,15 @@ def _merge(args: argparse.Namespace, settings: Any) -> int:
     from bot.pipeline import merge, nightly
     from bot.pipeline.steps import Steps
     from state import db, runs
+    from state.db import transaction
     conn = db.connect(settings.state_path)
     try:
         try:
-            ids = merge.resolve_runs(conn, args.runs)
-            first = runs.get_run(conn, ids[0])
-            if first is None:
-                raise merge.MergeError(f"no run {ids[0]}")
+            shards = merge.read_files(args.runs)        # every file read and checked: nothing stored yet
+            first = merge.environment_of(conn, args.runs[0], shards)
             python = _verifying_python(args, settings, first) if args.torch else None
-            run_id = merge.merge(conn, ids, python=python)
+            with transaction(conn):     # the files' runs and the merge, or nothing (a refused merge keeps no shard)
+                run_id = merge.merge(conn, merge.resolve_runs(conn, args.runs, shards), python=python)
         except (ValueError, provider.ProviderError) as exc:   # MergeError, SpecError, NightlyError: nothing merged
             print(f"flagsweep merge: {exc}", file=sys.stderr)
             return 2
@@ -210,11 +210,11 @@ def _merge(args: argparse.Namespace, settings: Any) -> int:
     return exit_status(result)     # 1: published, but not the whole nightly
 
 
-def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
-    """The interpreter of `--torch` on this host, once it is known to be the shards' torch."""
+def _verifying_python(args: argparse.Namespace, settings: Any, environment: Any) -> str:
+    """The interpreter of `--torch` on this host, once it is known to be the shards' torch (`environment`'s)."""
     from bot.pipeline import nightly, steps
     built = steps.provide(settings, args.torch, None, True)
-    want = (run.environment.torch_version, run.environment.torch_git)
+    want = (environment.torch_version, environment.torch_git)
     if (built.version, built.git) != want:
         raise nightly.NightlyError(f"--torch {args.torch} is torch {built.version} (git {built.git}); "
                                    f"the shards ran {want[0]} (git {want[1]})")

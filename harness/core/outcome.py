@@ -49,6 +49,8 @@ POOLED = "pooled"
 REASONS = (NOT_READ, POOLED)
 
 STRATA = ("vl_multimodal", "decoder_llm", "encoder_decoder", "vision_other")
+# The backends behind the graph counter: how a run compiles (its options' `backend`).
+BACKENDS = ("count", "eager", "aot_eager", "inductor")
 
 
 @dataclass
