@@ -206,6 +206,8 @@ def check(shards: list[runs_mod.Run]) -> None:
         if r.configs != first.configs or r.base_settings != first.base_settings:
             raise MergeError(f"run {r.id} swept other configs than run {first.id}")
         env_a, env_b = r.environment, first.environment
+        if not env_a.torch_version:
+            raise MergeError(f"run {r.id} does not name the torch it ran (its environment has no torch_version)")
         if (env_a.torch_version, env_a.torch_git) != (env_b.torch_version, env_b.torch_git):
             raise MergeError(f"run {r.id} used torch {env_a.torch_version}, run {first.id} {env_b.torch_version}")
     labels = [r.shard for r in shards]
