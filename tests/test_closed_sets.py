@@ -21,7 +21,7 @@ from harness.core.record import RecordError
 from harness.core.run_environment import DEVICE_KINDS, RunEnvironment
 from harness.engine import script_runner
 from harness.engine.script_runner import ScriptResult
-from state import runs, verdicts
+from state import gates, jobs, ranges, resolutions, runs, verdicts
 from state.runs import Run
 from state.verdicts import Component, DynamicRun, Maintainer, Stage, Verdict
 
@@ -37,6 +37,10 @@ VALID: dict[type, Any] = {
     Maintainer: Maintainer("", "eager", "confirmed"),
     Run: Run(1, "sweep", "finished", "2026-11-28T00:00:00+00:00", None, [], {}, {}, {}, RunEnvironment()),
     ScriptResult: ScriptResult("ok"),
+    gates.EnvironmentVerdict: gates.EnvironmentVerdict(1),
+    ranges.Range: ranges.Range(1, "c", "s", "new_crash", "found"),
+    resolutions.Resolution: resolutions.Resolution(1, "k", "open"),
+    jobs.Job: jobs.Job(1, "nightly", {}, "queued", "2026-11-28T00:00:00+00:00"),
     runs.ExportedRun: runs.ExportedRun("nightly", "finished", "2026-11-28T00:00:00+00:00", None, None, None, None, [],
                                        {}, {}, {}, RunEnvironment()),
 }
@@ -61,6 +65,12 @@ TABLE = [
     (Run, "kind", runs.KINDS),
     (Run, "status", runs.STATUSES),
     (ScriptResult, "status", script_runner.STATUSES),
+    (gates.EnvironmentVerdict, "verdict", (gates.OK, gates.SUSPECT)),
+    (ranges.Range, "kind", ranges.KINDS),
+    (ranges.Range, "status", ranges.STATUSES),
+    (resolutions.Resolution, "resolution", resolutions.RESOLUTIONS),
+    (jobs.Job, "kind", jobs.JOB_KINDS),
+    (jobs.Job, "status", jobs.JOB_STATUSES),
     (runs.ExportedRun, "kind", runs.KINDS),
     (runs.ExportedRun, "status", runs.STATUSES),
 ]
