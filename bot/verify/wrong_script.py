@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.text.render import render
 from bot.text.scripts import Code, compose, python_literal
-from bot.verify.maintainer import WIDTH, SpecError, argument_line, backend_for, input_lines, setting_lines
+from bot.verify.maintainer import WIDTH, argument_line, backend_for, input_lines, setting_lines
 from bot.verify.script import NotRenderable
 from harness.core.calls import HOOK_SCALE, WEIGHT_SEED_OFFSET, WEIGHT_STEP, output_path
 from harness.core.correctness import wrong_parts
