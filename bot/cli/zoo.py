@@ -292,7 +292,8 @@ def _missing_output(model: str, output: str, options: Any) -> tuple[int, str] | 
     forward: 1 when that fails, 2 for an output it lacks); None when it names one."""
     from harness.engine import engine
 
-    found = next(iter(engine.run_job("harness.engine.scenarios:output_paths", [model], options=options)), None)
+    answers = list(engine.run_job("harness.engine.scenarios:output_paths", [model], options=options))
+    found = answers[0] if answers else None
     if found is None or found.status != "ok":
         why = found.error if found is not None else "no answer from the worker"
         return 1, f"{model} cannot be built here ({why}; see `flagsweep zoo check --models {model}`)"
