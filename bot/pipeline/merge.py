@@ -130,10 +130,8 @@ def _run(data: dict, path: Path) -> runs_mod.ExportedRun:
         raise MergeError(f"{path}: {exc}") from None
     for name in ("started_at", "finished_at"):
         stamp = getattr(run, name)
-        try:
-            stamp is None or datetime.fromisoformat(stamp)
-        except ValueError:
-            raise MergeError(f"{path}: run.{name} {stamp!r} is not an ISO 8601 time") from None
+        if stamp is not None and not _iso_time(stamp):
+            raise MergeError(f"{path}: run.{name} {stamp!r} is not an ISO 8601 time")
     try:
         check_syntax(run.base_settings, "run.base_settings")
         for name, settings in run.configs.items():
@@ -142,6 +140,14 @@ def _run(data: dict, path: Path) -> runs_mod.ExportedRun:
         raise MergeError(f"{path}: {exc}") from None
     _options(run.options, path)
     return run
+
+
+def _iso_time(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _options(options: dict[str, Any], path: Path) -> None:
