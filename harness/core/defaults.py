@@ -87,7 +87,7 @@ def load(path: Path = TABLE) -> dict[str, Default]:
 
 
 def _entry(row: Any, where: str) -> Default:
-    """One entry, checked key by key."""
+    """One entry: its keys and their types first, then what the values must say."""
     if not isinstance(row, dict):
         raise RecordError(f"{where}: an entry is a table of {', '.join(FIELDS)}")
     for key in row:
@@ -97,9 +97,13 @@ def _entry(row: Any, where: str) -> Default:
         if key not in row:
             raise RecordError(f"{where}: missing key {key!r}")
         if not isinstance(row[key], types):
-            raise RecordError(f"{where}: key {key!r} is a {type(row[key]).__name__}, "
+            raise RecordError(f"{where}: key {key!r} is of type {type(row[key]).__name__}, "
                               f"expected {' or '.join(t.__name__ for t in types)}")
-    entry = Default(**row)
+    return _checked(Default(**row), where)
+
+
+def _checked(entry: Default, where: str) -> Default:
+    """`entry` when its values say what the table means (a later scenario, a Dynamo setting, a real change)."""
     if entry.scenario not in SCENARIOS or entry.scenario == FIRST:
         raise RecordError(f"{where}: key 'scenario': {entry.scenario!r} is not a later call "
                           f"({', '.join(s for s in SCENARIOS if s != FIRST)})")
