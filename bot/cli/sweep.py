@@ -15,7 +15,8 @@ from typing import Any
 from bot.cli import arguments as types
 from bot.cli.interrupts import sigterm_as_interrupt
 from bot.settings import Settings
-from harness.core.effects import baseline_findings, calls_table, effect_table, judged
+from harness.core import defaults
+from harness.core.effects import calls_table, effect_table, judged
 from harness.core.population import POPULATIONS
 
 BACKENDS = ("count", "eager", "aot_eager", "inductor")
@@ -205,7 +206,7 @@ def _resume_id(conn: Any, value: str) -> int | None:
 
 def summary(run: Any, outcomes: list, effects: list, backend: str) -> dict[str, Any]:
     """The context of templates/sweep_effects.txt.j2: counts and % of testable models per config; where calls were
-    judged, the correctness and recompile counts too (and the baseline's own wrong results)."""
+    judged, the correctness and recompile counts too (and the baseline's own wrong results, folded by cause)."""
     configs, shown = [], judged(effects)
     for name in [c for c in run.configs if c != "baseline"]:
         table, calls = effect_table(effects, name), calls_table(effects, name)
@@ -216,7 +217,7 @@ def summary(run: Any, outcomes: list, effects: list, backend: str) -> dict[str, 
     statuses = collections.Counter(o.status for o in outcomes)
     return {"run": run, "env": run.environment, "n_models": len(run.models), "configs": configs,
             "statuses": sorted(statuses.items()), "effects": effects, "backend": backend, "judged": shown,
-            "findings": baseline_findings(outcomes)}
+            "findings": defaults.explain(outcomes, run.configs, defaults.load())}
 
 
 def _show(conn: Any, run: Any, options: Any, as_json: bool) -> None:
