@@ -409,3 +409,49 @@ def test_nightly_date_with_a_build_that_is_not_chosen_by_date_is_refused(tmp_pat
     assert code == 2 and one_line(err).startswith(f"flagsweep nightly: --date 2026-11-01 picks a nightly build; "
                                                   f"--torch {torch} is another build")
     assert list(tmp_path.iterdir()) == []          # nothing swept, nothing stored
+
+
+# --- issue 38: empty means empty; the settings that were not given are not named -------------------------
+
+@pytest.fixture
+def no_zoo_job(monkeypatch):
+    """A zoo job that starts fails the test at once: an empty --models used to start one over the whole corpus
+    (`--reverify` rewrote the committed lock), and a test must never run that."""
+    from harness.discovery import check, locker
+
+    def started(*args, **kwargs):
+        raise AssertionError("a zoo job started")
+    for name in ("lock_corpus", "check_lock", "reverify_corpus", "scan"):
+        monkeypatch.setattr(locker, name, started)
+    monkeypatch.setattr(check, "check", started)
+
+
+@pytest.mark.parametrize("args", [
+    ["zoo", "lock", "--models", ""], ["zoo", "lock", "--models", ","], ["zoo", "lock", "--check", "--models", ""],
+    ["zoo", "lock", "--reverify", "--models", " , "], ["zoo", "check", "--models", ""],
+    ["zoo", "check", "--models", "GPT2Model", "--models", ","], ["sweep", "--models", ","],
+    ["nightly", "--models", " ,"],
+])
+def test_an_empty_models_is_refused_never_read_as_every_model(tmp_path, capsys, no_zoo_job, args):
+    """Issue 38, major: `zoo lock`, `zoo lock --check`, `--reverify` and `zoo check` took `--models ''` or `','` for
+    every model. Every command's --models is one parser (arguments.model_patterns)."""
+    state = tmp_path / "s.sqlite"
+    code, err = run_cli(capsys, "--state", str(state), *args)
+    line = one_line(err)
+    assert code == 2 and "--models" in line and "names no model" in line
+    assert not state.exists()
+
+
+def test_every_models_option_is_the_one_parser():
+    """Issue 38: one argparse type for every command's --models, so no command reads an empty value its own way."""
+    from bot.cli import arguments
+    from bot.cli.main import build_parser
+
+    def parsers(parser):
+        yield parser
+        for action in parser._actions:
+            for sub in (action.choices or {}).values() if isinstance(action.choices, dict) else ():
+                yield from parsers(sub)
+    found = {p.prog: a.type for p in parsers(build_parser()) for a in p._actions if "--models" in a.option_strings}
+    assert {"flagsweep sweep", "flagsweep nightly", "flagsweep zoo lock", "flagsweep zoo check"} <= set(found)
+    assert set(found.values()) == {arguments.model_patterns}, found

@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "here; a date (YYYY-MM-DD); a version (2.14.1, 2.15.0rc1, 2.15.0.dev20261101); or the "
                         "path of a Python interpreter that has torch")
     p.add_argument("--configs", metavar="NAME[,NAME]", type=types.name_list, help="configs to sweep, or a named set: all-dynamo, all-functorch, all-inductor (default: [nightly] configs)")
-    p.add_argument("--models", metavar="GLOB[,GLOB]", type=types.name_list, help="models to sweep (default: [nightly] models or the embedded corpus)")
+    p.add_argument("--models", metavar="GLOB[,GLOB]", type=types.model_patterns, help="models to sweep (default: [nightly] models or the embedded corpus)")
     p.add_argument("--force", action="store_true", help="sweep again even if this nightly was swept with these configs")
     p.add_argument("--population", choices=POPULATIONS, metavar="all|graph-breaking",
                    help="sweep every model, or only those with more than one graph at baseline (default: [sweep] population)")
@@ -112,7 +112,7 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
     try:
         with sigterm_as_interrupt():
             result = nightly.run_nightly(conn, settings, torch=args.torch, date=args.date, configs=_split(args.configs),
-                                         models=_split(args.models), force=args.force, shard=args.shard,
+                                         models=args.models, force=args.force, shard=args.shard,
                                          dry_run=args.dry_run, out_dir=args.out, population=args.population)
         if args.export and result.run_id is not None:
             from bot.pipeline import merge

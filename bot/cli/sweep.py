@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="compile models under baseline and flag configs; classify each flag's effect",
                        description="Compile each model once under baseline and once per config, count Dynamo graphs, "
                                    "classify each flag's effect, and store the run (resumable).")
-    p.add_argument("--models", metavar="A,B,GLOB", type=types.name_list, help="model class names or globs (default: the embedded corpus)")
+    p.add_argument("--models", metavar="A,B,GLOB", type=types.model_patterns, help="model class names or globs (default: the embedded corpus)")
     p.add_argument("--configs", metavar="A,B", type=types.name_list,
                    help="config names from the catalog (default: all of them), or a named set: all-dynamo, "
                         "all-functorch, all-inductor (every boolean flag flipped, one config each); baseline always runs")
@@ -138,7 +138,7 @@ def _request(conn: Any, args: argparse.Namespace, settings: Settings, options: A
             raise _Refused("nothing to resume: no unfinished sweep in the store")
         return SweepRequest.resuming(run_id, options, progress=not args.json)
     chosen = _configs(args, settings, options)
-    cands = steps.candidates([m.strip() for m in (args.models or "").split(",") if m.strip()])
+    cands = steps.candidates(args.models or [])
     if not cands:
         raise _Refused("no models selected")
     population = args.population or settings.sweep.population
