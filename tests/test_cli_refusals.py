@@ -455,3 +455,19 @@ def test_every_models_option_is_the_one_parser():
     found = {p.prog: a.type for p in parsers(build_parser()) for a in p._actions if "--models" in a.option_strings}
     assert {"flagsweep sweep", "flagsweep nightly", "flagsweep zoo lock", "flagsweep zoo check"} <= set(found)
     assert set(found.values()) == {arguments.model_patterns}, found
+
+
+@pytest.mark.parametrize("nightly, args, named", [
+    ('canaries = ["GPT2Model", "NoSuchModel"]', ["--models", "BertModel"],
+     "[nightly] canaries = ['GPT2Model', 'NoSuchModel']: unknown model 'NoSuchModel'"),
+    ('models = ["NoSuchModel*"]', [], "[nightly] models = ['NoSuchModel*']: unknown model 'NoSuchModel*'"),
+])
+def test_nightly_names_the_setting_of_a_model_missing_from_the_lock(tmp_path, capsys, nightly, args, named):
+    """Issue 38: `nightly` with a canary missing from the lock said "unknown model" without naming
+    `[nightly] canaries` (`serve` named it): the same words from the same rule."""
+    conf = tmp_path / "s.toml"
+    conf.write_text(f"[nightly]\n{nightly}\n")
+    code, err = run_cli(capsys, "--settings", str(conf), "--state", str(tmp_path / "s.sqlite"), "nightly",
+                        "--torch", "current", "--configs", "baseline", "--dry-run", "--out", str(tmp_path / "o"), *args)
+    assert code == 2 and one_line(err).startswith(f"flagsweep nightly: {conf}: {named}")
+    assert not (tmp_path / "s.sqlite").exists() or runs.list_runs(db.connect(tmp_path / "s.sqlite")) == []

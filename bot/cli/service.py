@@ -225,9 +225,8 @@ def _nightly_error(settings: Any) -> str | None:
     """What the scheduled nightly would fail on at 03:00, found at start-up: [nightly] torch, configs (named sets
     included, as the nightly selects them), models and canaries (each must be in the zoo lock)."""
     from bot.builds import provider
-    from bot.pipeline import steps
+    from bot.pipeline import nightly, steps
     from harness.engine import configs
-    from harness.zoo import UnknownModel
     where = settings.source or "settings"
     n = settings.nightly
     try:
@@ -241,9 +240,9 @@ def _nightly_error(settings: Any) -> str | None:
     for name, patterns in (("models", n.models), ("canaries", n.canaries)):
         try:
             if patterns:      # an empty list: the embedded corpus (models) or no canaries
-                steps.resolve_models(list(patterns))
-        except UnknownModel as exc:
-            return f"{where}: [nightly] {name} = {list(patterns)!r}: {exc}"
+                nightly.setting_models(steps.Steps(), settings, name, list(patterns))
+        except nightly.NightlyError as exc:
+            return str(exc)
     return None
 
 
