@@ -471,3 +471,21 @@ def test_nightly_names_the_setting_of_a_model_missing_from_the_lock(tmp_path, ca
                         "--torch", "current", "--configs", "baseline", "--dry-run", "--out", str(tmp_path / "o"), *args)
     assert code == 2 and one_line(err).startswith(f"flagsweep nightly: {conf}: {named}")
     assert not (tmp_path / "s.sqlite").exists() or runs.list_runs(db.connect(tmp_path / "s.sqlite")) == []
+
+
+@pytest.mark.parametrize("args", [["publish", "1", "--dry-run", "--no-verify", "--out", "o"], ["report", "1"],
+                                  ["serve", "--port", "0", "--no-schedule", "--dry-run"],
+                                  ["nightly", "--torch", "current", "--models", "BertModel", "--dry-run", "--out", "o"]])
+def test_a_malformed_unsafe_table_is_one_line(store, tmp_path, capsys, monkeypatch, args):
+    """Issue 38: a malformed harness/core/unsafe_flags.toml made `publish` exit 1 with a traceback; every command
+    that reads it says so in one line naming the file (publish, serve and nightly before anything runs)."""
+    from harness.core import unsafe
+
+    bad = tmp_path / "unsafe_flags.toml"
+    bad.write_text('[[unsafe]]\nkey = "torch._dynamo.config.guard_nn_modules"\nvalue = "false"\nreason = "r"\n')
+    monkeypatch.setattr(unsafe, "TABLE", bad)
+    monkeypatch.chdir(tmp_path)
+    code, err = run_cli(capsys, "--state", str(store), *args)
+    assert code == 2 and f"{bad}: unsafe #1: torch._dynamo.config.guard_nn_modules: value 'false'" in one_line(err)
+    assert len(runs.list_runs(db.connect(store))) == 1         # nothing swept
+    assert {p.name for p in tmp_path.iterdir() if not p.name.startswith("state.sqlite")} == {"unsafe_flags.toml"}

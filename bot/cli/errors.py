@@ -2,7 +2,7 @@
 
 Argument values are checked up front (`bot.cli.arguments`); these are the errors
 that can only show up once a command runs: a damaged or unwritable store, a
-file that cannot be written, workers that cannot start, a bad routing rule.
+file that cannot be written, workers that cannot start, a bad routing rule, a malformed unsafe flag table.
 Anything not listed here is a bug and keeps its traceback.
 """
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.issues.routing import RoutingError
+from harness.core.unsafe import UnsafeTableError
 from harness.engine.pool import PoolError
 from state.db import StoreError
 
@@ -39,6 +40,8 @@ def describe(exc: BaseException, settings: Any) -> Known | None:
         return Known(_one_line(str(exc)))
     if isinstance(exc, RoutingError):
         return Known(f"settings: {exc}")
+    if isinstance(exc, UnsafeTableError):   # the reviewed table beside harness/core/unsafe.py, edited badly
+        return Known(f"unsafe flag table: {exc}")
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         return Known(f"{where}{exc.strerror or exc}")

@@ -93,9 +93,11 @@ def _identity(settings: Any, dry_run: bool | None) -> tuple[Any, str | None]:
 
 def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
     """flagsweep nightly."""
+    from bot.github import publish
     from bot.pipeline import nightly
     from harness.engine.engine import SweepInterrupted
     from state import db
+    publish.plan_settings(settings)    # routing rules, the unsafe flag table: refused before the night, not after it
     settings, refused = _identity(settings, args.dry_run)
     if refused:
         print(f"flagsweep nightly: {refused}", file=sys.stderr)
@@ -248,10 +250,11 @@ def _nightly_error(settings: Any) -> str | None:
 
 def cmd_serve(args: argparse.Namespace, settings: Any) -> int:
     """flagsweep serve."""
-    from bot.issues import routing
+    from bot.github import publish
     from bot.service import daemon
-    # The same validation as `publish`: a bad rule stops the service before it listens (exit 2, rule index).
-    routing.compile_rules(settings.routing, settings.source)
+    # The same validation as `publish`: a bad routing rule or unsafe flag table stops the service before it listens
+    # (exit 2, one line: bot.cli.errors).
+    publish.plan_settings(settings)
     refused = _nightly_error(settings)
     if refused:
         print(f"flagsweep serve: {refused}", file=sys.stderr)
