@@ -489,3 +489,38 @@ def test_a_malformed_unsafe_table_is_one_line(store, tmp_path, capsys, monkeypat
     assert code == 2 and f"{bad}: unsafe #1: torch._dynamo.config.guard_nn_modules: value 'false'" in one_line(err)
     assert len(runs.list_runs(db.connect(store))) == 1         # nothing swept
     assert {p.name for p in tmp_path.iterdir() if not p.name.startswith("state.sqlite")} == {"unsafe_flags.toml"}
+
+
+def _no_cuda() -> None:
+    import torch   # only to know what to expect; the CLI asks a separate interpreter
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: nothing to refuse")
+
+
+@pytest.mark.parametrize("command", [["sweep", "--models", "GPT2Model"], ["zoo", "check", "--models", "GPT2Model"]])
+def test_a_cuda_device_from_the_settings_is_named_as_the_setting(tmp_path, capsys, command, no_zoo_job):
+    """Issue 38: `[sweep] device = "cuda"` without CUDA was refused naming `--device cuda`, which was not given;
+    `zoo check` ignored the setting and checked on the CPU in the bot's own venv."""
+    _no_cuda()
+    conf = tmp_path / "s.toml"
+    conf.write_text('[sweep]\ndevice = "cuda"\n')
+    code, err = run_cli(capsys, "--settings", str(conf), "--state", str(tmp_path / "s.sqlite"), *command)
+    line = one_line(err)
+    assert code == 2 and f"{conf}: [sweep] device = 'cuda': no CUDA" in line and "--device" not in line
+
+
+def test_serve_and_nightly_refuse_a_cuda_device_from_a_cpu_channel(tmp_path, capsys):
+    """Issue 38: `serve` started with `[sweep] device = "cuda"` and the `cpu` channel, so every night would fail;
+    `nightly` refuses it too, before installing anything."""
+    conf = tmp_path / "s.toml"
+    conf.write_text('[sweep]\ndevice = "cuda"\n')
+    named = (f"{conf}: [sweep] device = 'cuda' with [nightly] channel = 'cpu': a torch from a CPU channel has no "
+             "CUDA")
+    code, err = run_cli(capsys, "--settings", str(conf), "--state", str(tmp_path / "st.sqlite"),
+                        "serve", "--port", "0", "--no-schedule", "--dry-run")
+    assert code == 2 and one_line(err).startswith(f"flagsweep serve: {named}")
+    code, err = run_cli(capsys, "--settings", str(conf), "--state", str(tmp_path / "st.sqlite"), "nightly",
+                        "--models", "BertModel", "--configs", "baseline", "--dry-run", "--out", str(tmp_path / "o"))
+    assert code == 2 and one_line(err).startswith(f"flagsweep nightly: {named}")
+    assert runs.list_runs(db.connect(tmp_path / "st.sqlite")) == []

@@ -224,17 +224,20 @@ def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
 
 
 def _nightly_error(settings: Any) -> str | None:
-    """What the scheduled nightly would fail on at 03:00, found at start-up: [nightly] torch, configs (named sets
-    included, as the nightly selects them), models and canaries (each must be in the zoo lock)."""
+    """What the scheduled nightly would fail on at 03:00, found at start-up: [nightly] torch, [sweep] device on it,
+    configs (named sets included, as the nightly selects them), models and canaries (each must be in the zoo lock)."""
     from bot.builds import provider
     from bot.pipeline import nightly, steps
     from harness.engine import configs
     where = settings.source or "settings"
     n = settings.nightly
     try:
-        provider.parse_spec(n.torch)
+        spec = provider.parse_spec(n.torch)
     except provider.SpecError as exc:
         return f"{where}: [nightly] torch = {n.torch!r}: {str(exc).split(': ', 1)[-1]}"
+    refused = nightly.device_refusal(settings, n.torch) or _device_here(settings, spec)
+    if refused:
+        return refused
     try:
         steps.select_configs(settings, list(n.configs))
     except configs.ConfigError as exc:
@@ -246,6 +249,16 @@ def _nightly_error(settings: Any) -> str | None:
         except nightly.NightlyError as exc:
             return str(exc)
     return None
+
+
+def _device_here(settings: Any, spec: Any) -> str | None:
+    """Why `[sweep] device` is missing from the interpreter a `current` or interpreter-path `[nightly] torch` runs
+    (asked in it, as `sweep` asks); None for an installed build (nightly.device_refusal judges its channel)."""
+    from harness.engine import devices
+    if spec.kind not in ("current", "python"):
+        return None
+    why = devices.unavailable(settings.sweep.device, spec.value if spec.kind == "python" else settings.sweep.python)
+    return f"{settings.source or 'settings'}: [sweep] device = {settings.sweep.device!r}: {why}" if why else None
 
 
 def cmd_serve(args: argparse.Namespace, settings: Any) -> int:

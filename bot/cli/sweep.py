@@ -78,8 +78,10 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     options = settings.sweep_options(args.python, list(args.extra_modules))
     conn = db.connect(settings.state_path)   # first: a store we cannot write fails before any work
     why = devices.unavailable(options.device, options.python)
-    if why:
-        return _fail(f"--device {options.device}: {why}")
+    if why:   # named as it was given: on this command line, or in the settings file
+        given = f"--device {options.device}" if args.device else \
+            f"{settings.source or 'settings'}: [sweep] device = {options.device!r}"
+        return _fail(f"{given}: {why}")
     try:
         request = _request(conn, args, settings, options)
     except ValueError as exc:   # a config or model that is not there, a bad --resume value, nothing to sweep

@@ -102,12 +102,20 @@ def cmd_check(args: argparse.Namespace, settings: Any) -> int:
     """Build + eager forward for the selected models; coverage per stratum, failures by cause."""
     from harness import zoo
     from harness.discovery import check
+    from harness.engine import devices
     from state import db
 
     try:
         cands = _selected(args)
     except zoo.UnknownModel as exc:
         print(f"flagsweep zoo check: {exc}", file=sys.stderr)
+        return 2
+    # The models are checked where sweeps run them: [sweep] python and device (no --python or --device here).
+    python, device = settings.sweep.python, settings.sweep.device
+    why = devices.unavailable(device, python)
+    if why:
+        print(f"flagsweep zoo check: {settings.source or 'settings'}: [sweep] device = {device!r}: {why}",
+              file=sys.stderr)
         return 2
     _ignore_old_files(settings)
     fingerprints = {}
@@ -118,10 +126,10 @@ def cmd_check(args: argparse.Namespace, settings: Any) -> int:
             pass  # no fingerprint: never kept, always rerun
     timeout = args.timeout or settings.zoo.check_timeout
     conn = db.connect(settings.state_path)
-    cached = 0 if args.no_cache else len(check.reused(conn, fingerprints, timeout))
+    cached = 0 if args.no_cache else len(check.reused(conn, fingerprints, timeout, check.where_checked(python, device)))
     results = check.check([c.model for c in cands], fingerprints, conn=conn,
                           workers=args.workers or settings.sweep.workers or 0,
-                          timeout=timeout, use_kept=not args.no_cache,
+                          timeout=timeout, use_kept=not args.no_cache, python=python, device=device,
                           progress=True)  # stderr only: --json keeps stdout to the document
     strata = {c.model: c.stratum for c in cands}
     for r in results:
