@@ -524,3 +524,20 @@ def test_serve_and_nightly_refuse_a_cuda_device_from_a_cpu_channel(tmp_path, cap
                         "--models", "BertModel", "--configs", "baseline", "--dry-run", "--out", str(tmp_path / "o"))
     assert code == 2 and one_line(err).startswith(f"flagsweep nightly: {named}")
     assert runs.list_runs(db.connect(tmp_path / "st.sqlite")) == []
+
+
+@pytest.mark.parametrize("args", [["sweep", "--models", "BertModel", "--backend", "inductor"],
+                                  ["nightly", "--torch", "current", "--models", "BertModel", "--dry-run", "--out", "o"],
+                                  ["serve", "--port", "0", "--no-schedule", "--dry-run"], ["merge", "1"]])
+def test_a_compile_cache_at_a_file_is_named_before_any_worker_starts(store, tmp_path, capsys, monkeypatch, args):
+    """Issue 38: `[sweep] compile_cache` at a file failed only when the workers started ("workers do not start:
+    NotADirectoryError"), without naming the setting: under the inductor backend it is refused first, by name."""
+    cache = tmp_path / "a-file"
+    cache.write_text("")
+    conf = tmp_path / "s.toml"
+    backend = "" if args[0] == "sweep" else '\nbackend = "inductor"'
+    conf.write_text(f'[sweep]\ncompile_cache = "{cache}"{backend}\n')
+    monkeypatch.chdir(tmp_path)
+    code, err = run_cli(capsys, "--settings", str(conf), "--state", str(store), *args)
+    assert code == 2 and f"{conf}: [sweep] compile_cache = '{cache}': is a file, not a folder" in one_line(err)
+    assert len(runs.list_runs(db.connect(store))) == 1 and not (tmp_path / "o").exists()

@@ -197,3 +197,29 @@ def test_path_settings_are_absolute_after_load_and_names_stay_names(tmp_path, mo
     conf.write_text('[sweep]\npython = "python3"\n')
     named = settings.load(conf, env={"FLAGSWEEP_STATE": "here.sqlite"})
     assert named.sweep.python == "python3" and named.state_path == tmp_path / "here.sqlite"
+
+
+@pytest.mark.parametrize("where, backend, refused", [
+    ("a-file", "inductor", "is a file, not a folder"),
+    ("a-file/cache", "inductor", "cannot be created: {tmp}/a-file is a file"),
+    ("a-file", "count", None),                    # a count sweep never uses the cache: nothing to refuse
+    ("a-file", "aot_eager", None),
+    ("new/cache", "inductor", None),              # made when first used
+    ("", "inductor", None),                       # "": no shared cache
+])
+def test_compile_cache_is_checked_before_anything_runs_only_where_inductor_uses_it(tmp_path, where, backend, refused):
+    """Issue 38: `[sweep] compile_cache` at a file or an uncreatable folder failed only when workers started, without
+    naming the setting, and failed count-backend sweeps too, which never use the cache."""
+    (tmp_path / "a-file").write_text("")
+    root = str(tmp_path / where) if where else ""
+    path = tmp_path / "s.toml"
+    path.write_text(f'[sweep]\nbackend = "{backend}"\ncompile_cache = "{root}"\n')
+    loaded = settings.load(path, env={"HOME": str(tmp_path)})
+    options = loaded.sweep_options()
+    assert options.shared_cache == (root or None if backend == "inductor" else None)
+    if refused is None:
+        assert loaded.compile_cache_refusal() is None
+    else:
+        assert loaded.compile_cache_refusal() == (f"{path}: [sweep] compile_cache = {root!r}: "
+                                                 f"{refused.format(tmp=tmp_path)} (\"\" for none)")
+    assert not (tmp_path / "new").exists()        # checked, never made here

@@ -184,6 +184,10 @@ def _merge(args: argparse.Namespace, settings: Any) -> int:
     from bot.pipeline import merge, nightly
     from bot.pipeline.steps import Steps
     from state import db, runs
+    refused = settings.compile_cache_refusal()     # flake confirmation re-runs items in workers of [sweep] backend
+    if refused:
+        print(f"flagsweep merge: {refused}", file=sys.stderr)
+        return 2
     conn = db.connect(settings.state_path)
     try:
         try:
@@ -225,7 +229,7 @@ def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
 
 def _nightly_error(settings: Any) -> str | None:
     """What the scheduled nightly would fail on at 03:00, found at start-up: [nightly] torch, [sweep] device on it,
-    configs (named sets included, as the nightly selects them), models and canaries (each must be in the zoo lock)."""
+    [sweep] compile_cache (under the inductor backend), configs (named sets included, as the nightly selects them), models and canaries (each must be in the zoo lock)."""
     from bot.builds import provider
     from bot.pipeline import nightly, steps
     from harness.engine import configs
@@ -235,7 +239,8 @@ def _nightly_error(settings: Any) -> str | None:
         spec = provider.parse_spec(n.torch)
     except provider.SpecError as exc:
         return f"{where}: [nightly] torch = {n.torch!r}: {str(exc).split(': ', 1)[-1]}"
-    refused = nightly.device_refusal(settings, n.torch) or _device_here(settings, spec)
+    refused = nightly.device_refusal(settings, n.torch) or settings.compile_cache_refusal() or \
+        _device_here(settings, spec)
     if refused:
         return refused
     try:

@@ -71,6 +71,9 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     from state import db
 
     settings = _with_arguments(settings, args)
+    refused = settings.compile_cache_refusal()     # under --backend inductor (or the setting): before any worker
+    if refused:
+        return _fail(refused)
     try:
         _import_modules(args.extra_modules)
     except ImportError as exc:

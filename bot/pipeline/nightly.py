@@ -151,7 +151,7 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
     """The whole nightly; a provider failure is a failed run in the store, never an exception."""
     steps = steps or Steps()
     provider.parse_spec(torch)       # a build name that is none of the forms: SpecError before anything runs
-    refused = device_refusal(settings, torch)
+    refused = device_refusal(settings, torch) or settings.compile_cache_refusal()
     if refused:
         raise NightlyError(refused)
     dry_run = (not settings.github.has_credentials) if dry_run is None else dry_run
