@@ -268,7 +268,8 @@ class CommandSettings:
                                                   "@ and a GitHub login"))
     allowlist: list[str] = setting([], Check(lambda v: all(_LOGIN.match(x) for x in v), "a list of GitHub logins"))
     min_permission: str = setting("triage", one_of(*ROLES))
-    rate_limit: int = setting(5, between(1, 1000, " commands an hour"))   # commands per user per hour
+    # units per user per hour: a command that starts work, a refusal, a usage or a paused reply (help, status: free)
+    rate_limit: int = setting(5, between(1, 1000, " units an hour"))
     any_issue: bool = setting(False)               # accept commands on issues the bot does not own
     permission_ttl: float = setting(300.0, at_least(0, _S))   # seconds a looked-up repository role is trusted
     max_models: int = setting(50, between(1, 10_000, " models"))   # most models one `sweep` command may start

@@ -59,7 +59,7 @@ def test_service_retry_and_webhook_limits_are_checked(tmp_path):
 @pytest.mark.parametrize("text,named", [
     ('source = "/etc/elsewhere.toml"\n', r"unknown setting 'source'"),
     ("raw = 1\n", r"unknown setting 'raw'"),
-    ("[commands]\nrate_limit = -1\n", r"commands\.rate_limit: must be 1 to 1000 commands an hour, got -1$"),
+    ("[commands]\nrate_limit = -1\n", r"commands\.rate_limit: must be 1 to 1000 units an hour, got -1$"),
     ("[commands]\nmax_models = 0\n", r"commands\.max_models: must be 1 to 10000 models, got 0$"),
     ("[commands]\nmax_per_comment = 0\n", r"commands\.max_per_comment: must be 1 to 100 commands a comment, got 0$"),
     ('[commands]\nmin_permission = "god"\n', r"commands\.min_permission: must be none or read .*, got 'god'$"),
@@ -223,3 +223,18 @@ def test_compile_cache_is_checked_before_anything_runs_only_where_inductor_uses_
         assert loaded.compile_cache_refusal() == (f"{path}: [sweep] compile_cache = {root!r}: "
                                                  f"{refused.format(tmp=tmp_path)} (\"\" for none)")
     assert not (tmp_path / "new").exists()        # checked, never made here
+
+
+def test_every_documented_rate_limit_says_what_the_budget_counts():
+    """Issue 38: docs/github-app.md called `[commands] rate_limit` "commands per user per hour"; the budget counts
+    commands that start work, refusals, usage replies and paused replies (state.budgets.BUDGET_KINDS)."""
+    from state.budgets import BUDGET_KINDS
+
+    documented = [(path.name, line) for path in [ROOT / "flagsweep.example.toml", *sorted(ROOT.glob("docs/*.md"))]
+                  for line in path.read_text().splitlines() if line.lstrip().startswith("rate_limit =")]
+    assert len(documented) >= 2
+    words = {"run": "start work", "refused": "refusals", "usage": "usage", "paused": "paused"}
+    assert set(words) == set(BUDGET_KINDS)
+    for name, line in documented:
+        comment = line.split("#", 1)[1]
+        assert "per user per hour" in comment and all(w in comment for w in words.values()), (name, line)
