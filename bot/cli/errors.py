@@ -16,6 +16,7 @@ from bot.issues.routing import RoutingError
 from harness.core.unsafe import UnsafeTableError
 from harness.engine.pool import PoolError
 from state.db import StoreError
+from state.runs import UnreadableRun
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,9 @@ class Known:
 def describe(exc: BaseException, settings: Any) -> Known | None:
     """One line for a known kind of failure, or None (a bug: let the traceback show)."""
     log.debug("command failed", exc_info=exc)
+    if isinstance(exc, UnreadableRun):
+        # One run the store holds but cannot read (the listings leave it out, named): the command failed, exit 1.
+        return Known(str(exc), code=1)
     if isinstance(exc, StoreError):
         # A corrupted, foreign or newer state file: say so, never reset it.
         return Known(f"state: {exc}")
