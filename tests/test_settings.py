@@ -230,11 +230,15 @@ def test_every_documented_rate_limit_says_what_the_budget_counts():
     commands that start work, refusals, usage replies and paused replies (state.budgets.BUDGET_KINDS)."""
     from state.budgets import BUDGET_KINDS
 
-    documented = [(path.name, line) for path in [ROOT / "flagsweep.example.toml", *sorted(ROOT.glob("docs/*.md"))]
-                  for line in path.read_text().splitlines() if line.lstrip().startswith("rate_limit =")]
+    documented = []
+    for path in [ROOT / "flagsweep.example.toml", *sorted(ROOT.glob("docs/*.md"))]:
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if line.lstrip().startswith("rate_limit ="):
+                more = [ln.split("#", 1)[1] for ln in lines[i + 1:i + 3] if ln.lstrip().startswith("#")]
+                documented.append((path.name, " ".join([line.split("#", 1)[1], *more])))   # with its next lines
     assert len(documented) >= 2
     words = {"run": "start work", "refused": "refusals", "usage": "usage", "paused": "paused"}
     assert set(words) == set(BUDGET_KINDS)
-    for name, line in documented:
-        comment = line.split("#", 1)[1]
-        assert "per user per hour" in comment and all(w in comment for w in words.values()), (name, line)
+    for name, comment in documented:
+        assert "per user per hour" in comment and all(w in comment for w in words.values()), (name, comment)

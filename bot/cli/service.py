@@ -229,7 +229,8 @@ def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
 
 def _nightly_error(settings: Any) -> str | None:
     """What the scheduled nightly would fail on at 03:00, found at start-up: [nightly] torch, [sweep] device on it,
-    [sweep] compile_cache (under the inductor backend), configs (named sets included, as the nightly selects them), models and canaries (each must be in the zoo lock)."""
+    [sweep] compile_cache (under the inductor backend), configs (named sets included, as the nightly selects them),
+    models and canaries (each must be in the zoo lock)."""
     from bot.builds import provider
     from bot.pipeline import nightly, steps
     from harness.engine import configs

@@ -161,7 +161,8 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
     chosen = steps.select_configs(settings, config_names)
     wanted = steps.resolve_models(list(models)) if models is not None else \
         setting_models(steps, settings, "models", settings.nightly.models)
-    canaries = setting_models(steps, settings, "canaries", settings.nightly.canaries) if settings.nightly.canaries else []
+    canaries = setting_models(steps, settings, "canaries", settings.nightly.canaries) \
+        if settings.nightly.canaries else []
     names = shard_slice(wanted + [c for c in canaries if c not in wanted], shard_t)   # canaries sweep with the night
     canaries = [c for c in canaries if c in names]                                  # this shard's
     result = NightlyResult(status="swept", run_id=None, shard=shard, models=len(names), configs=list(chosen),
