@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any, ClassVar, Iterable, Iterator
 
 from harness.core.model_build import ModelBuild
@@ -13,6 +15,8 @@ from harness.core.run_environment import RunEnvironment
 from harness.core.outcome import Outcome
 from harness.core.record import check_closed, parse
 from state.db import latest_rows, transaction
+
+log = logging.getLogger(__name__)
 
 # What a run is (which listings show it) and how it stands.
 KINDS = ("sweep", "nightly", "baseline", "command")
@@ -243,7 +247,45 @@ def find_outcome(conn: sqlite3.Connection, run_ids: list[int], model: str, confi
 _RUN_SQL = ("SELECT r.*, e.data AS env FROM runs r LEFT JOIN environments e ON e.id = r.environment_id")
 
 
+class UnreadableRun(RuntimeError):
+    """A stored run that cannot be read (its environment row, say, written by another flagsweep or damaged): asked
+    for by id, an error naming it; in a listing, left out with one warning naming it (`_readable`)."""
+
+    def __init__(self, run_id: int, why: str) -> None:
+        super().__init__(f"run {run_id} cannot be read: {why}")
+        self.run_id = run_id
+
+
 def _run(row: sqlite3.Row) -> Run:
+    """The run of a row; UnreadableRun naming it when a field does not parse (its environment, its JSON)."""
+    try:
+        return _parsed(row)
+    except (ValueError, TypeError) as exc:      # RecordError, a JSON decode error, a field of the wrong type
+        raise UnreadableRun(row["id"], str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+
+def _readable(conn: sqlite3.Connection, rows: Iterable[sqlite3.Row]) -> Iterator[Run]:
+    """The runs of `rows` that can be read; each one that cannot is left out, named once in a warning (a listing
+    goes on with the others: one damaged row never hides the rest of the history)."""
+    for row in rows:
+        try:
+            yield _run(row)
+        except UnreadableRun as exc:
+            _left_out(_store_name(conn), str(exc))
+
+
+@lru_cache(maxsize=1024)
+def _left_out(store: str, message: str) -> None:
+    """One warning per store and run (a command may list the runs several times)."""
+    log.warning("%s; left out", message)
+
+
+def _store_name(conn: sqlite3.Connection) -> str:
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return str(row[2]) if row else ""
+
+
+def _parsed(row: sqlite3.Row) -> Run:
     keys = row.keys()
     options = json.loads(row["options"])
     return Run(
@@ -257,7 +299,7 @@ def _run(row: sqlite3.Row) -> Run:
 
 
 def get_run(conn: sqlite3.Connection, run_id: int) -> Run | None:
-    """One run, or None."""
+    """One run, or None; UnreadableRun naming it when it cannot be read."""
     row = conn.execute(_RUN_SQL + " WHERE r.id = ?", (run_id,)).fetchone()
     return _run(row) if row else None
 
@@ -268,7 +310,7 @@ def list_runs(conn: sqlite3.Connection, *, limit: int = 50, kinds: Iterable[str]
     kinds = list(kinds or [])
     rows = latest_rows(conn, _RUN_SQL, [(f"r.kind IN ({','.join('?' * len(kinds))})", kinds),
                                         ("r.status = ?", [status] if status else [])], limit, order="r.id")
-    return [_run(r) for r in rows]
+    return list(_readable(conn, rows))
 
 
 def finished_runs(conn: sqlite3.Connection, kinds: Iterable[str], before_id: int | None = None) -> Iterator[Run]:
@@ -280,5 +322,4 @@ def finished_runs(conn: sqlite3.Connection, kinds: Iterable[str], before_id: int
         sql += " AND r.id < ?"
         args.append(before_id)
     sql += " ORDER BY r.id DESC"
-    for row in conn.execute(sql, args).fetchall():
-        yield _run(row)
+    yield from _readable(conn, conn.execute(sql, args).fetchall())

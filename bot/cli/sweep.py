@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="compile models under baseline and flag configs; classify each flag's effect",
                        description="Compile each model once under baseline and once per config, count Dynamo graphs, "
                                    "classify each flag's effect, and store the run (resumable).")
-    p.add_argument("--models", metavar="A,B,GLOB", type=types.name_list, help="model class names or globs (default: the embedded corpus)")
+    p.add_argument("--models", metavar="A,B,GLOB", type=types.model_patterns, help="model class names or globs (default: the embedded corpus)")
     p.add_argument("--configs", metavar="A,B", type=types.name_list,
                    help="config names from the catalog (default: all of them), or a named set: all-dynamo, "
                         "all-functorch, all-inductor (every boolean flag flipped, one config each); baseline always runs")
@@ -72,6 +72,9 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     from state import db
 
     settings = _with_arguments(settings, args)
+    refused = settings.compile_cache_refusal()     # under --backend inductor (or the setting): before any worker
+    if refused:
+        return _fail(refused)
     try:
         _import_modules(args.extra_modules)
     except ImportError as exc:
@@ -79,8 +82,10 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     options = settings.sweep_options(args.python, list(args.extra_modules))
     conn = db.connect(settings.state_path)   # first: a store we cannot write fails before any work
     why = devices.unavailable(options.device, options.python)
-    if why:
-        return _fail(f"--device {options.device}: {why}")
+    if why:   # named as it was given: on this command line, or in the settings file
+        given = f"--device {options.device}" if args.device else \
+            f"{settings.source or 'settings'}: [sweep] device = {options.device!r}"
+        return _fail(f"{given}: {why}")
     try:
         request = _request(conn, args, settings, options)
     except ValueError as exc:   # a config or model that is not there, a bad --resume value, nothing to sweep
@@ -139,7 +144,7 @@ def _request(conn: Any, args: argparse.Namespace, settings: Settings, options: A
             raise _Refused("nothing to resume: no unfinished sweep in the store")
         return SweepRequest.resuming(run_id, options, progress=not args.json)
     chosen = _configs(args, settings, options)
-    cands = steps.candidates([m.strip() for m in (args.models or "").split(",") if m.strip()])
+    cands = steps.candidates(args.models or [])
     if not cands:
         raise _Refused("no models selected")
     population = args.population or settings.sweep.population

@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     lst.add_argument("--json", action="store_true", help='print [{"model","stratum","kind"}] only')
     lst.set_defaults(func=cmd_list)
     chk = zsub.add_parser("check", help="build + one eager forward per model, in isolated workers")
-    chk.add_argument("--models", action="append", default=[], metavar="A,B,'Qwen*'", help="names or globs (repeatable)")
+    chk.add_argument("--models", action="extend", type=types.model_patterns, default=[], metavar="A,B,'Qwen*'",
+                     help="names or globs (repeatable; default: every candidate)")
     chk.add_argument("--sample", type=types.positive_int, metavar="N", help="a stratified random sample of N")
     chk.add_argument("--seed", type=int, default=0, help="seed of the sample")
     chk.add_argument("--workers", type=types.count_or_auto, metavar="N", help="worker processes (default: settings.sweep.workers)")
@@ -33,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     chk.add_argument("--json", action="store_true", help="print one JSON document only")
     chk.set_defaults(func=cmd_check)
     lk = zsub.add_parser("lock", help="discover every candidate and write the locked corpus (the only writer of the lock)")
-    lk.add_argument("--models", action="append", default=[], metavar="A,B,'Qwen*'", help="re-lock only these (repeatable)")
+    lk.add_argument("--models", action="extend", type=types.model_patterns, default=[], metavar="A,B,'Qwen*'",
+                    help="re-lock only these (repeatable; default: every candidate)")
     lk.add_argument("--sample", type=types.positive_int, metavar="N", help="re-lock a stratified random sample of N")
     lk.add_argument("--seed", type=int, default=0, help="seed of the sample")
     lk.add_argument("--workers", type=types.count_or_auto, metavar="N", help="worker processes (default: settings.sweep.workers)")
@@ -70,8 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _selected(args: argparse.Namespace) -> list[Any]:
     from harness import zoo
 
-    patterns = [p for chunk in args.models for p in chunk.split(",") if p.strip()]
-    cands = zoo.resolve(patterns) if patterns else zoo.candidates()
+    cands = zoo.resolve(args.models) if args.models else zoo.candidates()
     if args.sample:
         cands = zoo.sample(cands, args.sample, args.seed)
     return cands
@@ -101,12 +102,20 @@ def cmd_check(args: argparse.Namespace, settings: Any) -> int:
     """Build + eager forward for the selected models; coverage per stratum, failures by cause."""
     from harness import zoo
     from harness.discovery import check
+    from harness.engine import devices
     from state import db
 
     try:
         cands = _selected(args)
     except zoo.UnknownModel as exc:
         print(f"flagsweep zoo check: {exc}", file=sys.stderr)
+        return 2
+    # The models are checked where sweeps run them: [sweep] python and device (no --python or --device here).
+    python, device = settings.sweep.python, settings.sweep.device
+    why = devices.unavailable(device, python)
+    if why:
+        print(f"flagsweep zoo check: {settings.source or 'settings'}: [sweep] device = {device!r}: {why}",
+              file=sys.stderr)
         return 2
     _ignore_old_files(settings)
     fingerprints = {}
@@ -117,10 +126,10 @@ def cmd_check(args: argparse.Namespace, settings: Any) -> int:
             pass  # no fingerprint: never kept, always rerun
     timeout = args.timeout or settings.zoo.check_timeout
     conn = db.connect(settings.state_path)
-    cached = 0 if args.no_cache else len(check.reused(conn, fingerprints, timeout))
+    cached = 0 if args.no_cache else len(check.reused(conn, fingerprints, timeout, check.where_checked(python, device)))
     results = check.check([c.model for c in cands], fingerprints, conn=conn,
                           workers=args.workers or settings.sweep.workers or 0,
-                          timeout=timeout, use_kept=not args.no_cache,
+                          timeout=timeout, use_kept=not args.no_cache, python=python, device=device,
                           progress=True)  # stderr only: --json keeps stdout to the document
     strata = {c.model: c.stratum for c in cands}
     for r in results:
@@ -159,8 +168,7 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
               file=sys.stderr)
         return 2
     _ignore_old_files(settings)
-    patterns = [p.strip() for chunk in args.models for p in chunk.split(",") if p.strip()]
-    common = dict(patterns=patterns, sample_n=args.sample, seed=args.seed, workers=args.workers or settings.sweep.workers or 0,
+    common = dict(patterns=list(args.models), sample_n=args.sample, seed=args.seed, workers=args.workers or settings.sweep.workers or 0,
                   timeout=args.timeout, python=settings.sweep.python,
                   lock_dir=Path(args.lock_dir) if args.lock_dir else lock.LOCK_DIR, progress=True)
     try:

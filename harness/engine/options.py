@@ -57,6 +57,12 @@ class SweepOptions:
     compile_cache: str | None = None
 
     @property
+    def shared_cache(self) -> str | None:
+        """The cache root the workers compile into: only the inductor backend compiles through Inductor and
+        AOTAutograd, so a count, eager or aot_eager sweep never touches `compile_cache` (None)."""
+        return self.compile_cache or None if self.backend == "inductor" else None
+
+    @property
     def on_cuda(self) -> bool:
         """The workers run the models on a CUDA device."""
         return self.device.startswith("cuda")
