@@ -268,7 +268,8 @@ class CommandSettings:
                                                   "@ and a GitHub login"))
     allowlist: list[str] = setting([], Check(lambda v: all(_LOGIN.match(x) for x in v), "a list of GitHub logins"))
     min_permission: str = setting("triage", one_of(*ROLES))
-    rate_limit: int = setting(5, between(1, 1000, " commands an hour"))   # commands per user per hour
+    # units per user per hour: a command that starts work, a refusal, a usage or a paused reply (help, status: free)
+    rate_limit: int = setting(5, between(1, 1000, " units an hour"))
     any_issue: bool = setting(False)               # accept commands on issues the bot does not own
     permission_ttl: float = setting(300.0, at_least(0, _S))   # seconds a looked-up repository role is trusted
     max_models: int = setting(50, between(1, 10_000, " models"))   # most models one `sweep` command may start
@@ -373,6 +374,16 @@ class Settings:
         """The engine's options: [sweep] with [accuracy] (`python`: the workers' interpreter, default the setting)."""
         return dataclasses.replace(self.sweep.options(python, extra_modules), accuracy=self.accuracy.options())
 
+    def compile_cache_refusal(self) -> str | None:
+        """Why `[sweep] compile_cache` cannot hold the shared compile cache (a file; a folder that cannot be created
+        or written), or None; asked only where [sweep] backend is inductor, the one backend that uses it. Checked
+        before anything runs (no worker has to start to find out), and nothing is created here."""
+        root = self.sweep.options().shared_cache
+        why = _unusable_folder(Path(root)) if root else None
+        if why is None:
+            return None
+        return f"{self.source or 'settings'}: [sweep] compile_cache = {root!r}: {why} (\"\" for none)"
+
     def at_state(self, state_path: Path) -> "Settings":
         """These settings with the store at `state_path` (`--state`): a compile cache that was the default one,
         beside the old store, moves beside the new one."""
@@ -380,6 +391,18 @@ class Settings:
         if sweep.compile_cache == default_compile_cache(self.state_path):
             sweep = dataclasses.replace(sweep, compile_cache=default_compile_cache(state_path))
         return dataclasses.replace(self, state_path=state_path, sweep=sweep)
+
+
+def _unusable_folder(path: Path) -> str | None:
+    """Why `path` cannot be a folder this process writes in (made when first used), or None."""
+    if path.exists():
+        if not path.is_dir():
+            return "is a file, not a folder"
+        return None if os.access(path, os.W_OK | os.X_OK) else "cannot be written"
+    parent = next(p for p in path.parents if p.exists())     # the root always exists
+    if not parent.is_dir():
+        return f"cannot be created: {parent} is a file"
+    return None if os.access(parent, os.W_OK | os.X_OK) else f"cannot be created in {parent} (not writable)"
 
 
 def default_compile_cache(state_path: Path) -> str:

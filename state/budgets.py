@@ -1,7 +1,8 @@
 """What each user's comment commands cost, kept in the store so that a restart of `serve` resets nothing.
 
 The per-user hourly budget counts the commands that start work (`run`) and the answers a user made the bot give
-without running anything (`refused`, `usage`); `limited` notes that a user was told about the limit. Rows older
+without running anything (`refused`, `usage`, `paused`: the reply that the bot is paused); `limited` notes that a
+user was told about the limit. Rows older
 than a day are dropped as new ones come in. bot.commands.context.PermissionGate is the one caller.
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ import sqlite3
 
 from state.db import transaction
 
-BUDGET_KINDS = ("run", "refused", "usage")   # what the hourly budget counts
+BUDGET_KINDS = ("run", "refused", "usage", "paused")   # what the hourly budget counts
 KINDS = BUDGET_KINDS + ("limited",)
 WINDOW = 3600.0                              # seconds: the budget is per hour
 KEEP = 86400.0                               # seconds a row is kept

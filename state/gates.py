@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+from harness.core.record import check_closed
 
 from state.db import transaction
 from state.runs import now
@@ -24,6 +26,11 @@ class EnvironmentVerdict:
     verdict: str = OK
     reasons: list[dict[str, Any]] = field(default_factory=list)
     checked_at: str | None = None
+
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"verdict": (OK, SUSPECT)}
+
+    def __post_init__(self) -> None:
+        check_closed(self, "environment verdict")
 
     @property
     def suspect(self) -> bool:

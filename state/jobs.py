@@ -9,13 +9,14 @@ import json
 import sqlite3
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from harness.core import record
 from state.db import latest_rows, transaction
 from state.runs import now
 
 JOB_STATUSES = ("queued", "running", "done", "failed")
+JOB_KINDS = ("nightly", "command", "quick")       # quick: a comment with only help/status/mute/cc
 
 
 @dataclass
@@ -34,6 +35,11 @@ class Job:
     attempts: int = 0                    # earlier attempts that ended in a GitHub outage
     retry_at: float | None = None        # epoch seconds: not claimed before this
     retry_until: float | None = None     # epoch seconds: after this an outage fails the job
+
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"kind": JOB_KINDS, "status": JOB_STATUSES}
+
+    def __post_init__(self) -> None:
+        record.check_closed(self, f"job {self.id}")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from harness.core.record import check_closed
 from state.db import transaction
 from state.runs import now
 
@@ -45,6 +46,11 @@ class Range:
     reason: str | None = None
     recorded_at: str | None = None
 
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"kind": KINDS, "status": STATUSES}
+
+    def __post_init__(self) -> None:
+        check_closed(self, "range")
+
     @property
     def key(self) -> tuple[str, str, str]:
         """(config, signature, kind)."""
@@ -72,8 +78,6 @@ def _range(row: sqlite3.Row) -> Range:
 
 def record(conn: sqlite3.Connection, r: Range) -> None:
     """Store (or replace) one range."""
-    if r.kind not in KINDS or r.status not in STATUSES:
-        raise ValueError(f"range kind {r.kind!r} / status {r.status!r}: expected {KINDS} / {STATUSES}")
     with transaction(conn):
         conn.execute(
             "INSERT OR REPLACE INTO ranges (run_id, config, signature, kind, status, good_date, good_version, good_git,"

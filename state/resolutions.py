@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any, ClassVar, Iterable
+
+from harness.core.record import check_closed
 
 from state.db import transaction
 from state.runs import now
@@ -28,6 +30,11 @@ class Resolution:
     resolution: str
     state_reason: str | None = None
     reopened: bool = False
+
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"resolution": RESOLUTIONS}
+
+    def __post_init__(self) -> None:
+        check_closed(self, f"resolution of issue {self.number}")
 
 
 @dataclass

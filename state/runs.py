@@ -3,15 +3,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator
+from functools import lru_cache
+from typing import Any, ClassVar, Iterable, Iterator
 
 from harness.core.model_build import ModelBuild
 from harness.core.run_environment import RunEnvironment
 from harness.core.outcome import Outcome
+from harness.core.record import check_closed, parse
 from state.db import latest_rows, transaction
+
+log = logging.getLogger(__name__)
+
+# What a run is (which listings show it) and how it stands.
+KINDS = ("sweep", "nightly", "baseline", "command")
+STATUSES = ("running", "finished", "interrupted", "failed", "merged")
 
 
 def now() -> str:
@@ -38,6 +47,11 @@ class Run:
     shard: str | None = None
     # Configs set aside because the torch under test lacks a key: name -> {"settings", "missing"}.
     unavailable: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"kind": KINDS, "status": STATUSES}
+
+    def __post_init__(self) -> None:
+        check_closed(self, f"run {self.id}")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -110,9 +124,40 @@ def graph_breaks(conn: sqlite3.Connection, run_id: int) -> list[tuple[str, str, 
     return [(r[0], r[1], r[2], r[3]) for r in rows]
 
 
-def import_run(conn: sqlite3.Connection, run: dict[str, Any], outcomes_: list[Outcome],
+@dataclass(frozen=True)
+class ExportedRun:
+    """A run as another host exported it (bot.pipeline.merge's file): foreign input, read strictly before any of it
+    is stored (an unknown or missing field, a kind or status outside its set, an environment that does not read)."""
+
+    kind: str
+    status: str
+    started_at: str
+    finished_at: str | None
+    reason: str | None
+    nightly: str | None
+    shard: str | None
+    models: list[str]
+    configs: dict[str, dict[str, Any]]
+    base_settings: dict[str, Any]
+    options: dict[str, Any]
+    environment: RunEnvironment
+
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"kind": KINDS, "status": STATUSES}
+
+    def __post_init__(self) -> None:
+        check_closed(self, "run")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ExportedRun":
+        """Read the exported form; RecordError naming the field."""
+        if isinstance(data, dict) and "environment" in data:
+            data = {**data, "environment": RunEnvironment.from_dict(data["environment"])}
+        return parse(cls, data, "run")
+
+
+def import_run(conn: sqlite3.Connection, run: ExportedRun, outcomes_: list[Outcome],
                builds: Iterable[ModelBuild], origin: str) -> int:
-    """Store a run exported elsewhere (a shard from another host) as it was; returns its new id here.
+    """Store a run exported elsewhere (a shard from another host), read strictly, as it was; returns its new id here.
 
     `origin` (a hash of the file) is kept in the run's options: importing the same file
     again returns the run already imported instead of a copy.
@@ -121,14 +166,14 @@ def import_run(conn: sqlite3.Connection, run: dict[str, Any], outcomes_: list[Ou
     if row:
         return row[0]
     with transaction(conn):
-        options = {**(run.get("options") or {}), "imported_from": origin}
+        options = {**run.options, "imported_from": origin}
         cur = conn.execute(
             "INSERT INTO runs (kind, environment_id, started_at, finished_at, status, reason, models, configs,"
             " base_settings, options, nightly, shard) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (run["kind"], environment_id(conn, RunEnvironment.from_dict(run["environment"])), run["started_at"], run.get("finished_at"),
-             run["status"], run.get("reason"), json.dumps(run["models"]), json.dumps(run["configs"], sort_keys=True),
-             json.dumps(run.get("base_settings") or {}, sort_keys=True), json.dumps(options, sort_keys=True),
-             run.get("nightly"), run.get("shard")))
+            (run.kind, environment_id(conn, run.environment), run.started_at, run.finished_at, run.status, run.reason,
+             json.dumps(run.models), json.dumps(run.configs, sort_keys=True),
+             json.dumps(run.base_settings, sort_keys=True), json.dumps(options, sort_keys=True), run.nightly,
+             run.shard))
         run_id = cur.lastrowid
         for outcome in outcomes_:
             record_outcome(conn, run_id, outcome)
@@ -202,7 +247,45 @@ def find_outcome(conn: sqlite3.Connection, run_ids: list[int], model: str, confi
 _RUN_SQL = ("SELECT r.*, e.data AS env FROM runs r LEFT JOIN environments e ON e.id = r.environment_id")
 
 
+class UnreadableRun(RuntimeError):
+    """A stored run that cannot be read (its environment row, say, written by another flagsweep or damaged): asked
+    for by id, an error naming it; in a listing, left out with one warning naming it (`_readable`)."""
+
+    def __init__(self, run_id: int, why: str) -> None:
+        super().__init__(f"run {run_id} cannot be read: {why}")
+        self.run_id = run_id
+
+
 def _run(row: sqlite3.Row) -> Run:
+    """The run of a row; UnreadableRun naming it when a field does not parse (its environment, its JSON)."""
+    try:
+        return _parsed(row)
+    except (ValueError, TypeError) as exc:      # RecordError, a JSON decode error, a field of the wrong type
+        raise UnreadableRun(row["id"], str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+
+def _readable(conn: sqlite3.Connection, rows: Iterable[sqlite3.Row]) -> Iterator[Run]:
+    """The runs of `rows` that can be read; each one that cannot is left out, named once in a warning (a listing
+    goes on with the others: one damaged row never hides the rest of the history)."""
+    for row in rows:
+        try:
+            yield _run(row)
+        except UnreadableRun as exc:
+            _left_out(_store_name(conn), str(exc))
+
+
+@lru_cache(maxsize=1024)
+def _left_out(store: str, message: str) -> None:
+    """One warning per store and run (a command may list the runs several times)."""
+    log.warning("%s; left out", message)
+
+
+def _store_name(conn: sqlite3.Connection) -> str:
+    row = conn.execute("PRAGMA database_list").fetchone()
+    return str(row[2]) if row else ""
+
+
+def _parsed(row: sqlite3.Row) -> Run:
     keys = row.keys()
     options = json.loads(row["options"])
     return Run(
@@ -216,7 +299,7 @@ def _run(row: sqlite3.Row) -> Run:
 
 
 def get_run(conn: sqlite3.Connection, run_id: int) -> Run | None:
-    """One run, or None."""
+    """One run, or None; UnreadableRun naming it when it cannot be read."""
     row = conn.execute(_RUN_SQL + " WHERE r.id = ?", (run_id,)).fetchone()
     return _run(row) if row else None
 
@@ -227,7 +310,7 @@ def list_runs(conn: sqlite3.Connection, *, limit: int = 50, kinds: Iterable[str]
     kinds = list(kinds or [])
     rows = latest_rows(conn, _RUN_SQL, [(f"r.kind IN ({','.join('?' * len(kinds))})", kinds),
                                         ("r.status = ?", [status] if status else [])], limit, order="r.id")
-    return [_run(r) for r in rows]
+    return list(_readable(conn, rows))
 
 
 def finished_runs(conn: sqlite3.Connection, kinds: Iterable[str], before_id: int | None = None) -> Iterator[Run]:
@@ -239,5 +322,4 @@ def finished_runs(conn: sqlite3.Connection, kinds: Iterable[str], before_id: int
         sql += " AND r.id < ?"
         args.append(before_id)
     sql += " ORDER BY r.id DESC"
-    for row in conn.execute(sql, args).fetchall():
-        yield _run(row)
+    yield from _readable(conn, conn.execute(sql, args).fetchall())

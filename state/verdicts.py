@@ -16,17 +16,32 @@ import hashlib
 import json
 import sqlite3
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.core.model_build import ModelBuild
-from harness.core.record import parse
+from harness.core.outcome import BACKENDS
+from harness.core.record import RecordError, check_closed, parse
 from state.db import transaction
 from state.runs import now
 
 STATUSES = ("confirmed", "unconfirmed")
+# What one isolation stage or one dynamic run of the maintainer's script showed (bot/verify/isolate.py, ablation.py).
+RESULTS = ("fails", "passes", "other", "no_result")
+COMPONENTS = ("dynamo", "aot_autograd", "inductor", "none", "undetermined")
+RUN_BACKENDS = BACKENDS                                          # a run's backend
+SCRIPT_BACKENDS = tuple(b for b in BACKENDS if b != "count")     # the backend a script names (never the counting one)
+DYNAMIC = ("None", "False", "True")
 # What a verdict's runs checked, part of its key: verdicts stored before the validity oracle (bot/verify/oracle.py:
 # eager, baseline, flag) checked the flag only, and are not reused as if they had checked all three.
 CHECKS = "eager+baseline+flag"
+
+
+def _object(text: str, what: str) -> dict[str, Any]:
+    """A stored JSON column that holds one record; RecordError when it is not an object."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise RecordError(f"stored {what}: expected an object, got {type(data).__name__}")
+    return data
 
 
 @dataclass(frozen=True)
@@ -38,6 +53,11 @@ class Stage:
     seconds: float
     signature: str | None = None
     error: str | None = None
+
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"backend": SCRIPT_BACKENDS, "result": RESULTS}
+
+    def __post_init__(self) -> None:
+        check_closed(self, "isolation stage")
 
 
 @dataclass(frozen=True)
@@ -54,6 +74,11 @@ class Component:
     torch_version: str | None = None   # as the last stage's script reported it
     torch_git: str | None = None
 
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"component": COMPONENTS, "backend": RUN_BACKENDS}
+
+    def __post_init__(self) -> None:
+        check_closed(self, "component")
+
     @property
     def complete(self) -> bool:
         """Every stage ran and reported (a stage without a result is tried again by a later run)."""
@@ -66,8 +91,9 @@ class Component:
     def from_json(cls, text: str | None) -> "Component | None":
         if text is None:
             return None
-        data = json.loads(text)
-        return cls(**{**data, "stages": tuple(Stage(**s) for s in data.get("stages") or [])})
+        data = _object(text, "component")
+        stages = tuple(parse(Stage, s, "isolation stage") for s in data.get("stages") or ())
+        return parse(cls, {**data, "stages": stages}, "component")
 
 
 @dataclass(frozen=True)
@@ -78,6 +104,11 @@ class DynamicRun:
     result: str                  # fails (same signature) | passes | other | no_result
     signature: str | None = None
     seconds: float = 0.0
+
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"dynamic": DYNAMIC, "result": RESULTS}
+
+    def __post_init__(self) -> None:
+        check_closed(self, "dynamic run")
 
 
 @dataclass(frozen=True)
@@ -90,6 +121,11 @@ class Maintainer:
     reason: str = ""             # why unconfirmed
     runs: tuple[DynamicRun, ...] = ()   # dynamic=None first; False and True only when None failed the same way
     checked_on: str | None = None       # the torch build its as-written run last ran on (None: before this was kept)
+
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"status": STATUSES, "backend": SCRIPT_BACKENDS}
+
+    def __post_init__(self) -> None:
+        check_closed(self, "maintainer's script")
 
     def result(self, dynamic: str) -> str | None:
         """What the run with `dynamic` showed (None: not run)."""
@@ -107,8 +143,9 @@ class Maintainer:
     def from_json(cls, text: str | None) -> "Maintainer | None":
         if text is None:
             return None
-        data = json.loads(text)
-        return cls(**{**data, "runs": tuple(DynamicRun(**r) for r in data.get("runs") or [])})
+        data = _object(text, "maintainer's script")
+        runs = tuple(parse(DynamicRun, r, "dynamic run") for r in data.get("runs") or ())
+        return parse(cls, {**data, "runs": runs}, "maintainer's script")
 
 
 @dataclass(frozen=True)
@@ -162,9 +199,10 @@ class Verdict:
     reminimised: str | None = None      # why it was shrunk again from the full model on this build (None: it was not)
     cost: dict[str, Any] | None = None  # what reaching it cost on this build: {stages: {stage: s}, scripts, tries, kept}
 
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"status": STATUSES}
+
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"verdict status {self.status!r}: expected one of {STATUSES}")
+        check_closed(self, "verdict")
 
     @property
     def key(self) -> str:

@@ -3,11 +3,14 @@
 (harness/core/diff.py), from synthetic outcomes with calls."""
 from __future__ import annotations
 
+import pytest
+
 from harness.core import diff as diff_mod
 from harness.core.calls import Call
 from harness.core.effects import baseline_findings, calls_table, effects_for, judged
 from harness.core.outcome import Outcome
 from harness.core.tracking import issue_groups, tracking_groups, wrong_result_groups
+from harness.core import unsafe
 from harness.core.unsafe import load, reason
 from state import db, history
 from tests.fakegithub import scenario as sc
@@ -127,6 +130,30 @@ def test_the_unsafe_table_names_flags_unsafe_by_their_own_documentation():
     assert reason({"torch._dynamo.config.skip_nnmodule_hook_guards": False}, table) is None   # the safe way round
     assert reason({"torch._dynamo.config.guard_nn_modules": False}, table).startswith("guard_nn_modules=False")
     assert reason({"torch._dynamo.config.capture_scalar_outputs": True}, table) is None
+
+
+@pytest.mark.parametrize("text, named", [
+    ("", "no [[unsafe]] entries"),
+    ('[[unsafe_flags]]\nkey = "torch._dynamo.config.guard_nn_modules"\nvalue = false\nreason = "r"\n',
+     "'unsafe_flags' is not part of the table"),
+    ('[[unsafe]]\nkey = "torch._dynamo.config.guard_nn_modules"\nvalue = "false"\nreason = "r"\n',
+     "unsafe #1: torch._dynamo.config.guard_nn_modules: value 'false' is a str"),
+    ('[[unsafe]]\nkey = "torch._dynamo.config.guard_nn_modules"\nvalu = false\nreason = "r"\n',
+     "torch._dynamo.config.guard_nn_modules: 'valu' is not a field"),
+    ('[[unsafe]]\nkey = "guard_nn_modules"\nvalue = false\nreason = "r"\n', "key 'guard_nn_modules' is not a full"),
+    ('[[unsafe]]\nkey = "torch._dynamo.config.guard_nn_modules"\nvalue = false\nreason = " "\n', "reason must say"),
+    ('[[unsafe]]\nkey = "torch._dynamo.config.a"\nvalue = true\nreason = "r"\n' * 2, "a is listed twice"),
+    ("[[unsafe]\nkey =", "unsafe_flags.toml: "),
+])
+def test_the_unsafe_table_is_read_strictly(tmp_path, text, named):
+    """Issue 38: an empty table, a mistyped key or a string value was read as "nothing unsafe" (an unsafe flag's
+    expected wrong results filed as issues): each is an error naming the file and the entry's key, in one line."""
+    path = tmp_path / "unsafe_flags.toml"
+    path.write_text(text)
+    with pytest.raises(unsafe.UnsafeTableError) as raised:
+        unsafe.load(path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: ") and named in message and "\n" not in message
 
 
 def _no_calls(o: Outcome) -> Outcome:

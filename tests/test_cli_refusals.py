@@ -409,3 +409,135 @@ def test_nightly_date_with_a_build_that_is_not_chosen_by_date_is_refused(tmp_pat
     assert code == 2 and one_line(err).startswith(f"flagsweep nightly: --date 2026-11-01 picks a nightly build; "
                                                   f"--torch {torch} is another build")
     assert list(tmp_path.iterdir()) == []          # nothing swept, nothing stored
+
+
+# --- issue 38: empty means empty; the settings that were not given are not named -------------------------
+
+@pytest.fixture
+def no_zoo_job(monkeypatch):
+    """A zoo job that starts fails the test at once: an empty --models used to start one over the whole corpus
+    (`--reverify` rewrote the committed lock), and a test must never run that."""
+    from harness.discovery import check, locker
+
+    def started(*args, **kwargs):
+        raise AssertionError("a zoo job started")
+    for name in ("lock_corpus", "check_lock", "reverify_corpus", "scan"):
+        monkeypatch.setattr(locker, name, started)
+    monkeypatch.setattr(check, "check", started)
+
+
+@pytest.mark.parametrize("args", [
+    ["zoo", "lock", "--models", ""], ["zoo", "lock", "--models", ","], ["zoo", "lock", "--check", "--models", ""],
+    ["zoo", "lock", "--reverify", "--models", " , "], ["zoo", "check", "--models", ""],
+    ["zoo", "check", "--models", "GPT2Model", "--models", ","], ["sweep", "--models", ","],
+    ["nightly", "--models", " ,"],
+])
+def test_an_empty_models_is_refused_never_read_as_every_model(tmp_path, capsys, no_zoo_job, args):
+    """Issue 38, major: `zoo lock`, `zoo lock --check`, `--reverify` and `zoo check` took `--models ''` or `','` for
+    every model. Every command's --models is one parser (arguments.model_patterns)."""
+    state = tmp_path / "s.sqlite"
+    code, err = run_cli(capsys, "--state", str(state), *args)
+    line = one_line(err)
+    assert code == 2 and "--models" in line and "names no model" in line
+    assert not state.exists()
+
+
+def test_every_models_option_is_the_one_parser():
+    """Issue 38: one argparse type for every command's --models, so no command reads an empty value its own way."""
+    from bot.cli import arguments
+    from bot.cli.main import build_parser
+
+    def parsers(parser):
+        yield parser
+        for action in parser._actions:
+            for sub in (action.choices or {}).values() if isinstance(action.choices, dict) else ():
+                yield from parsers(sub)
+    found = {p.prog: a.type for p in parsers(build_parser()) for a in p._actions if "--models" in a.option_strings}
+    assert {"flagsweep sweep", "flagsweep nightly", "flagsweep zoo lock", "flagsweep zoo check"} <= set(found)
+    assert set(found.values()) == {arguments.model_patterns}, found
+
+
+@pytest.mark.parametrize("nightly, args, named", [
+    ('canaries = ["GPT2Model", "NoSuchModel"]', ["--models", "BertModel"],
+     "[nightly] canaries = ['GPT2Model', 'NoSuchModel']: unknown model 'NoSuchModel'"),
+    ('models = ["NoSuchModel*"]', [], "[nightly] models = ['NoSuchModel*']: unknown model 'NoSuchModel*'"),
+])
+def test_nightly_names_the_setting_of_a_model_missing_from_the_lock(tmp_path, capsys, nightly, args, named):
+    """Issue 38: `nightly` with a canary missing from the lock said "unknown model" without naming
+    `[nightly] canaries` (`serve` named it): the same words from the same rule."""
+    conf = tmp_path / "s.toml"
+    conf.write_text(f"[nightly]\n{nightly}\n")
+    code, err = run_cli(capsys, "--settings", str(conf), "--state", str(tmp_path / "s.sqlite"), "nightly",
+                        "--torch", "current", "--configs", "baseline", "--dry-run", "--out", str(tmp_path / "o"), *args)
+    assert code == 2 and one_line(err).startswith(f"flagsweep nightly: {conf}: {named}")
+    assert not (tmp_path / "s.sqlite").exists() or runs.list_runs(db.connect(tmp_path / "s.sqlite")) == []
+
+
+@pytest.mark.parametrize("args", [["publish", "1", "--dry-run", "--no-verify", "--out", "o"], ["report", "1"],
+                                  ["serve", "--port", "0", "--no-schedule", "--dry-run"],
+                                  ["nightly", "--torch", "current", "--models", "BertModel", "--dry-run", "--out", "o"]])
+def test_a_malformed_unsafe_table_is_one_line(store, tmp_path, capsys, monkeypatch, args):
+    """Issue 38: a malformed harness/core/unsafe_flags.toml made `publish` exit 1 with a traceback; every command
+    that reads it says so in one line naming the file (publish, serve and nightly before anything runs)."""
+    from harness.core import unsafe
+
+    bad = tmp_path / "unsafe_flags.toml"
+    bad.write_text('[[unsafe]]\nkey = "torch._dynamo.config.guard_nn_modules"\nvalue = "false"\nreason = "r"\n')
+    monkeypatch.setattr(unsafe, "TABLE", bad)
+    monkeypatch.chdir(tmp_path)
+    code, err = run_cli(capsys, "--state", str(store), *args)
+    assert code == 2 and f"{bad}: unsafe #1: torch._dynamo.config.guard_nn_modules: value 'false'" in one_line(err)
+    assert len(runs.list_runs(db.connect(store))) == 1         # nothing swept
+    assert {p.name for p in tmp_path.iterdir() if not p.name.startswith("state.sqlite")} == {"unsafe_flags.toml"}
+
+
+def _no_cuda() -> None:
+    import torch   # only to know what to expect; the CLI asks a separate interpreter
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: nothing to refuse")
+
+
+@pytest.mark.parametrize("command", [["sweep", "--models", "GPT2Model"], ["zoo", "check", "--models", "GPT2Model"]])
+def test_a_cuda_device_from_the_settings_is_named_as_the_setting(tmp_path, capsys, command, no_zoo_job):
+    """Issue 38: `[sweep] device = "cuda"` without CUDA was refused naming `--device cuda`, which was not given;
+    `zoo check` ignored the setting and checked on the CPU in the bot's own venv."""
+    _no_cuda()
+    conf = tmp_path / "s.toml"
+    conf.write_text('[sweep]\ndevice = "cuda"\n')
+    code, err = run_cli(capsys, "--settings", str(conf), "--state", str(tmp_path / "s.sqlite"), *command)
+    line = one_line(err)
+    assert code == 2 and f"{conf}: [sweep] device = 'cuda': no CUDA" in line and "--device" not in line
+
+
+def test_serve_and_nightly_refuse_a_cuda_device_from_a_cpu_channel(tmp_path, capsys):
+    """Issue 38: `serve` started with `[sweep] device = "cuda"` and the `cpu` channel, so every night would fail;
+    `nightly` refuses it too, before installing anything."""
+    conf = tmp_path / "s.toml"
+    conf.write_text('[sweep]\ndevice = "cuda"\n')
+    named = (f"{conf}: [sweep] device = 'cuda' with [nightly] channel = 'cpu': a torch from a CPU channel has no "
+             "CUDA")
+    code, err = run_cli(capsys, "--settings", str(conf), "--state", str(tmp_path / "st.sqlite"),
+                        "serve", "--port", "0", "--no-schedule", "--dry-run")
+    assert code == 2 and one_line(err).startswith(f"flagsweep serve: {named}")
+    code, err = run_cli(capsys, "--settings", str(conf), "--state", str(tmp_path / "st.sqlite"), "nightly",
+                        "--models", "BertModel", "--configs", "baseline", "--dry-run", "--out", str(tmp_path / "o"))
+    assert code == 2 and one_line(err).startswith(f"flagsweep nightly: {named}")
+    assert runs.list_runs(db.connect(tmp_path / "st.sqlite")) == []
+
+
+@pytest.mark.parametrize("args", [["sweep", "--models", "BertModel", "--backend", "inductor"],
+                                  ["nightly", "--torch", "current", "--models", "BertModel", "--dry-run", "--out", "o"],
+                                  ["serve", "--port", "0", "--no-schedule", "--dry-run"], ["merge", "1"]])
+def test_a_compile_cache_at_a_file_is_named_before_any_worker_starts(store, tmp_path, capsys, monkeypatch, args):
+    """Issue 38: `[sweep] compile_cache` at a file failed only when the workers started ("workers do not start:
+    NotADirectoryError"), without naming the setting: under the inductor backend it is refused first, by name."""
+    cache = tmp_path / "a-file"
+    cache.write_text("")
+    conf = tmp_path / "s.toml"
+    backend = "" if args[0] == "sweep" else '\nbackend = "inductor"'
+    conf.write_text(f'[sweep]\ncompile_cache = "{cache}"{backend}\n')
+    monkeypatch.chdir(tmp_path)
+    code, err = run_cli(capsys, "--settings", str(conf), "--state", str(store), *args)
+    assert code == 2 and f"{conf}: [sweep] compile_cache = '{cache}': is a file, not a folder" in one_line(err)
+    assert len(runs.list_runs(db.connect(store))) == 1 and not (tmp_path / "o").exists()

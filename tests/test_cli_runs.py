@@ -9,6 +9,7 @@ import pytest
 from bot.cli.main import main
 from state import db, gates
 from tests import historydata as hd
+from tests.helpers_cli import one_line, run_cli
 
 
 @pytest.fixture
@@ -65,3 +66,44 @@ def test_an_environment_suspect_run_shows_its_verdict_and_reasons(tmp_path, caps
     assert main(["--state", str(path), "runs", "list", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert row["verdict"] == "environment_suspect" and row["gate_reasons"][0]["model"] == "GPT2Model"
+
+
+@pytest.fixture
+def damaged(tmp_path):
+    """A store of three comparable nightlies whose second's environment row cannot be read (a field this flagsweep
+    does not know: written by a newer one, or edited)."""
+    path = tmp_path / "state.sqlite"
+    conn = db.connect(path)
+    for date in ("2026-11-01", "2026-11-02", "2026-11-03"):
+        hd.store_run(conn, hd.night(), kind="nightly", nightly=date)
+    bad = conn.execute("INSERT INTO environments (key, torch_version, data) VALUES ('bad', '2.13.0', ?)",
+                       (json.dumps({"torch_version": "2.13.0", "gpu_model": "x"}),)).lastrowid
+    conn.execute("UPDATE runs SET environment_id = ? WHERE id = 2", (bad,))
+    conn.close()
+    return path
+
+
+UNREADABLE = "run 2 cannot be read: run environment: unknown field 'gpu_model'"
+
+
+@pytest.mark.parametrize("args", [["runs", "list"], ["runs", "list", "--json"], ["runs", "show", "3"], ["diff"],
+                                  ["diff", "3"], ["report", "3", "-o", "r.md"]])
+def test_a_run_that_cannot_be_read_is_named_once_and_the_others_go_on(damaged, tmp_path, capsys, caplog,
+                                                                        monkeypatch, args):
+    """Issue 38: one stored environment row that could not be read ended runs list, runs show, report and diff in a
+    traceback: the listings leave that run out, naming it in one warning, and go on with the others."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["--state", str(damaged), *args]) == 0
+    out = capsys.readouterr().out
+    assert [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()] == [f"{UNREADABLE}; left out"]
+    if args[0] == "runs" and args[1] == "list":
+        assert "--json" not in args or [r["id"] for r in json.loads(out)] == [3, 1]
+    if args[0] == "diff":
+        assert out.startswith("Run 1 -> run 3")                   # 3 against 1: run 2 is skipped, not compared
+
+
+@pytest.mark.parametrize("args", [["runs", "show", "2"], ["export", "2"], ["report", "2"], ["diff", "2", "3"],
+                                  ["diff", "2"]])
+def test_a_run_that_cannot_be_read_asked_for_by_id_is_one_line_and_exit_1(damaged, capsys, args):
+    code, err = run_cli(capsys, "--state", str(damaged), *args)
+    assert code == 1 and one_line(err) == f"flagsweep: {UNREADABLE}"

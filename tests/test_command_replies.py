@@ -135,3 +135,24 @@ def test_a_reply_past_githubs_size_limit_leaves_out_its_last_answers_and_says_so
     assert len(body) <= 10_000 and "answer 2" in body and "answer 3" not in body
     assert "The answers to 2 more commands of this comment do not fit in one GitHub comment" in body
     assert "do not fit" not in handlers.compose(parts, not_run=0, cap=10, handle=H)
+
+
+def test_while_paused_a_comment_gets_one_reply_per_issue_an_hour_counted_against_the_budget(tmp_path, fake_github):
+    """Issue 38: while paused each comment got its own "paused" reply outside the budget (6 comments, 6 replies).
+    The paused reply is said as a refusal is: once per issue an hour, and it spends the author's budget."""
+    desk = Desk(tmp_path, fake_github, rate_limit=2)
+    switch = desk.fake.state.create_issue(desk.fake.repo, "stop the bot", "", user=desk.fake.human,
+                                          labels=["flagsweep: pause"])
+    said = [desk.send(f"{H} rerun\n{H} mute", STRANGER, issue)[1] for issue in (0, 0, 0, 1, 1, 1)]
+    assert [len(r) for r in said] == [1, 0, 0, 1, 0, 0]
+    assert f"issue #{switch.number}" in said[0][0] and "flagsweep-bot rerun`, `@\u200dflagsweep-bot mute`" in said[0][0]
+    result, _ = desk.send(f"{H} rerun", STRANGER)
+    assert result["paused"] == switch.number
+    assert result["commands"] == [{"line": f"{H} rerun", "outcome": "paused (answered on this issue within the hour)"}]
+    desk.fake.state.close_issue(desk.fake.repo, switch.number, user=desk.fake.human)
+    result, replies = desk.send(f"{H} frob", STRANGER)          # the two paused replies spent the budget
+    assert result["commands"][0]["outcome"] == "rate limited" and "is the limit" in replies[0]
+    desk.now[0] += 3601
+    result, replies = desk.send(f"{H} frob", STRANGER)
+    assert result["commands"][0]["outcome"] == "bad command" and len(replies) == 1
+    desk.conn.close()

@@ -59,7 +59,7 @@ def test_reasons_are_kept_in_order_without_repeats():
 def test_a_call_record_is_read_strictly():
     with pytest.raises(RecordError, match="unknown field 'graph'"):
         Call.from_dict({"scenario": "first", "graph": 1})
-    with pytest.raises(RecordError, match="unknown scenario"):
+    with pytest.raises(RecordError, match="scenario .third_size. is not one of first"):
         Call.from_dict({"scenario": "third_size"})
     with pytest.raises(RecordError, match="missing field 'scenario'"):
         Call.from_dict({"graphs": 1})

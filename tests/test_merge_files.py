@@ -17,6 +17,7 @@ from state import db, history, runs
 from tests.fakesweep import World
 
 CRASHING = {"BetaForCausalLM", "DeltaModel"}
+ACCURACY = {"enabled": True, "rtol": 1e-3, "atol": 1e-3}
 
 
 def _host(tmp: Path, name: str):
@@ -156,8 +157,29 @@ def test_merge_torch_installs_the_shards_build_here_and_refuses_another(tmp_path
     (lambda d: d["run"].update(models=[1, 2]), "run.models: expected a list of model names"),
     (lambda d: d.update(builds=[]), "builds: expected dict, got list"),
     (lambda d: d.update(outcomes={"a": 1}), "outcomes: expected list, got dict"),
-    (lambda d: d.update(outcomes=[{"model": "x"}]), "an outcome does not read"),
+    (lambda d: d.update(outcomes=[{"model": "x"}]), "outcome 1: missing field 'config'"),
     (lambda d: d["run"].pop("configs"), "run.configs is missing"),
+    # issue 38: a shard export is foreign input (closed sets, ranges, unknown keys, outcomes whole, torch named)
+    (lambda d: d["outcomes"][0].update(status="pwned"), "outcome: status 'pwned' is not one of ok, error"),
+    (lambda d: d["outcomes"][0].pop("calls"), "outcome 1: missing field 'calls'"),
+    (lambda d: d["outcomes"][0].update(graphs=-3), "outcome: graphs -3 is not an integer >= 0"),
+    (lambda d: d["outcomes"][0].update(calls=[{"scenario": "first", "output": "x\nimport os #"}]),
+     "output 'x\\nimport os #' is not an output path"),
+    (lambda d: d["outcomes"][0].update(model="NoSuchModel"), "NoSuchModel under "),
+    (lambda d: d.update(extra=1), "unknown key 'extra' at the top level"),
+    (lambda d: d["run"].update(note="hi"), "run.note: unknown field"),
+    (lambda d: d["run"]["options"].update(fast=True), "run.options: sweep options: unknown field 'fast'"),
+    (lambda d: d["run"]["options"].update(accuracy={**ACCURACY, "loose": True}), "accuracy options: unknown field 'loose'"),
+    (lambda d: d["run"]["options"].update(workers=-2), "sweep options: workers -2 is out of range"),
+    (lambda d: d["run"]["options"].update(accuracy={**ACCURACY, "rtol": -1}), "accuracy options: rtol -1 is out of range"),
+    (lambda d: d["run"].update(status="pwned"), "run: status 'pwned' is not one of running, finished"),
+    (lambda d: d["run"].update(started_at="yesterday"), "run.started_at 'yesterday' is not an ISO 8601 time"),
+    (lambda d: d["run"]["configs"].update(evil={"torch._dynamo.config.x\nimport os": True}),
+     "a key is dotted Python identifiers"),
+    (lambda d: d["run"]["environment"].pop("torch_version"), "torch_version is missing: a shard names the torch"),
+    (lambda d: d["run"]["environment"].update(torch_version=2.14), "torch_version 2.14 is not a torch version string"),
+    (lambda d: d["run"]["environment"].update(device="gpu"), "device 'gpu' is not one of cpu, cuda"),
+    (lambda d: d["builds"].update(other=d["builds"]["model-of-shard-1"]), "builds.other is the build of"),
 ])
 def test_a_badly_typed_run_file_is_one_line_exit_2_and_nothing_is_imported(tmp_path, capsys, edit, named):
     good = _shard_file(tmp_path, 1)
@@ -170,9 +192,23 @@ def test_a_badly_typed_run_file_is_one_line_exit_2_and_nothing_is_imported(tmp_p
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
-    assert str(bad) in lines[0] and named in lines[0]
+    assert str(bad) in lines[0] and named in lines[0] and "mismatch" not in lines[0] and "used torch" not in lines[0]
     conn = db.connect(state)
-    assert [r.status for r in runs.list_runs(conn)] == ["finished"]     # the good shard only; nothing merged
+    assert runs.list_runs(conn) == []      # every file is read before any is imported: nothing of either stays
+    conn.close()
+
+
+def test_a_merge_refused_after_the_files_read_keeps_nothing_of_them(tmp_path, capsys):
+    files = [_shard_file(tmp_path, 1), _shard_file(tmp_path, 2)]
+    doc = json.loads(files[1].read_text())
+    doc["run"]["environment"]["torch_version"] = "2.14.0.dev20261120+cpu"
+    files[1].write_text(json.dumps(doc))
+    state = tmp_path / "pub.sqlite"
+    code = main(["--state", str(state), "merge", *map(str, files), "--dry-run", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "used torch 2.14.0.dev20261120+cpu" in err
+    conn = db.connect(state)
+    assert runs.list_runs(conn) == []      # the imports and the merge are one transaction
     conn.close()
 
 
@@ -198,3 +234,15 @@ def test_merging_only_some_shards_says_which_are_missing_and_exits_1(tmp_path, c
         "WARNING: shard(s) 2/2 missing from this merge: their models are untested in this nightly "
         "(never counted as fixed)"]
     assert merge_mod.missing_shards(["1/3", "3/3"]) == ["2/3"] and merge_mod.missing_shards(["1/1"]) == []
+
+
+def test_the_options_a_real_sweep_stores_read_back_as_a_shards(tmp_path):
+    """What the engine stores with a run (SweepOptions, the population drawn, configs set aside) passes the reader."""
+    from harness.engine.options import SweepOptions
+
+    options = Settings(state_path=tmp_path / "s.sqlite").sweep_options("/usr/bin/python3").to_dict()
+    assert SweepOptions.from_dict(options).to_dict() == options
+    stored = {**options, "population": {"population": "all", "source": None, "seed": 0, "candidates": 3, "size": 3,
+                                        "sample": 2, "strata": {"decoder_llm": [2, 3]}},
+              "unavailable_configs": {"x": {"settings": {"torch._dynamo.config.x": True}, "missing": ["x"]}}}
+    merge_mod._options(stored, tmp_path / "shard.json")

@@ -59,7 +59,7 @@ def test_service_retry_and_webhook_limits_are_checked(tmp_path):
 @pytest.mark.parametrize("text,named", [
     ('source = "/etc/elsewhere.toml"\n', r"unknown setting 'source'"),
     ("raw = 1\n", r"unknown setting 'raw'"),
-    ("[commands]\nrate_limit = -1\n", r"commands\.rate_limit: must be 1 to 1000 commands an hour, got -1$"),
+    ("[commands]\nrate_limit = -1\n", r"commands\.rate_limit: must be 1 to 1000 units an hour, got -1$"),
     ("[commands]\nmax_models = 0\n", r"commands\.max_models: must be 1 to 10000 models, got 0$"),
     ("[commands]\nmax_per_comment = 0\n", r"commands\.max_per_comment: must be 1 to 100 commands a comment, got 0$"),
     ('[commands]\nmin_permission = "god"\n', r"commands\.min_permission: must be none or read .*, got 'god'$"),
@@ -197,3 +197,48 @@ def test_path_settings_are_absolute_after_load_and_names_stay_names(tmp_path, mo
     conf.write_text('[sweep]\npython = "python3"\n')
     named = settings.load(conf, env={"FLAGSWEEP_STATE": "here.sqlite"})
     assert named.sweep.python == "python3" and named.state_path == tmp_path / "here.sqlite"
+
+
+@pytest.mark.parametrize("where, backend, refused", [
+    ("a-file", "inductor", "is a file, not a folder"),
+    ("a-file/cache", "inductor", "cannot be created: {tmp}/a-file is a file"),
+    ("a-file", "count", None),                    # a count sweep never uses the cache: nothing to refuse
+    ("a-file", "aot_eager", None),
+    ("new/cache", "inductor", None),              # made when first used
+    ("", "inductor", None),                       # "": no shared cache
+])
+def test_compile_cache_is_checked_before_anything_runs_only_where_inductor_uses_it(tmp_path, where, backend, refused):
+    """Issue 38: `[sweep] compile_cache` at a file or an uncreatable folder failed only when workers started, without
+    naming the setting, and failed count-backend sweeps too, which never use the cache."""
+    (tmp_path / "a-file").write_text("")
+    root = str(tmp_path / where) if where else ""
+    path = tmp_path / "s.toml"
+    path.write_text(f'[sweep]\nbackend = "{backend}"\ncompile_cache = "{root}"\n')
+    loaded = settings.load(path, env={"HOME": str(tmp_path)})
+    options = loaded.sweep_options()
+    assert options.shared_cache == (root or None if backend == "inductor" else None)
+    if refused is None:
+        assert loaded.compile_cache_refusal() is None
+    else:
+        assert loaded.compile_cache_refusal() == (f"{path}: [sweep] compile_cache = {root!r}: "
+                                                 f"{refused.format(tmp=tmp_path)} (\"\" for none)")
+    assert not (tmp_path / "new").exists()        # checked, never made here
+
+
+def test_every_documented_rate_limit_says_what_the_budget_counts():
+    """Issue 38: docs/github-app.md called `[commands] rate_limit` "commands per user per hour"; the budget counts
+    commands that start work, refusals, usage replies and paused replies (state.budgets.BUDGET_KINDS)."""
+    from state.budgets import BUDGET_KINDS
+
+    documented = []
+    for path in [ROOT / "flagsweep.example.toml", *sorted(ROOT.glob("docs/*.md"))]:
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if line.lstrip().startswith("rate_limit ="):
+                more = [ln.split("#", 1)[1] for ln in lines[i + 1:i + 3] if ln.lstrip().startswith("#")]
+                documented.append((path.name, " ".join([line.split("#", 1)[1], *more])))   # with its next lines
+    assert len(documented) >= 2
+    words = {"run": "start work", "refused": "refusals", "usage": "usage", "paused": "paused"}
+    assert set(words) == set(BUDGET_KINDS)
+    for name, comment in documented:
+        assert "per user per hour" in comment and all(w in comment for w in words.values()), (name, comment)

@@ -272,3 +272,31 @@ def test_repro_renders_the_accuracy_reproducer_of_a_wrong_result_item(tmp_path: 
     assert "torch._dynamo.config.capture_scalar_outputs = True" in script
     assert script.rstrip().endswith('torch.testing.assert_close(compiled_out["pooler_output"], '
                                     'eager_out["pooler_output"], rtol=0.001, atol=0.001)')
+
+
+def test_repro_refuses_an_output_that_is_no_output_path_before_anything_runs(tmp_path: Path) -> None:
+    """Issue 38: the accuracy reproducer's OUTPUT was written into its comment lines as given (code on --run)."""
+    proc = _cli(tmp_path, "BertModel", "--config", "capture_scalar_outputs", "--wrong",
+                "hook_added:x\nimport os; os.system('touch pwned') #", "--run")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "is not an output path (name, [0], name[1]" in proc.stderr and not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.compile
+def test_repro_names_the_models_outputs_when_output_is_none_of_them(tmp_path: Path) -> None:
+    """Issue 38: `--wrong hook_added:nosuchoutput --run` rendered a script that failed with KeyError, exit 0."""
+    proc = _cli(tmp_path, "BertModel", "--config", "capture_scalar_outputs", "--wrong", "hook_added:nosuchoutput",
+                "--run")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr[-2000:]
+    assert "'nosuchoutput': BertModel has no such output; its outputs: last_hidden_state, pooler_output" in proc.stderr
+
+
+def test_a_wrong_result_script_that_fails_before_its_comparison_is_a_failed_repro_run(capsys) -> None:
+    from bot.cli.zoo import _wrong_run_status
+
+    assert _wrong_run_status(ScriptResult("error", exception=MISMATCH)) == 0       # reproduced
+    assert _wrong_run_status(ScriptResult("ok")) == 0                               # ran, passed
+    assert capsys.readouterr().err == ""
+    assert _wrong_run_status(ScriptResult("error", exception="builtins.KeyError")) == 1
+    assert _wrong_run_status(ScriptResult("timeout")) == 1
+    assert capsys.readouterr().err.count("failed before its comparison") == 2

@@ -65,8 +65,16 @@ def test_check_runs_in_engine_workers_and_reuses_only_matching_fingerprints(tmp_
 
 def test_cli_zoo_check_ignores_an_old_json_cache_with_one_log_line(tmp_path, capsys, caplog):
     """A zoo-check.json left beside the store by an older flagsweep is never read: its planted result is not
-    reused (the model runs), one log line says so, and the result is kept in the store instead."""
+    reused (the model runs), one log line says so, and the result is kept in the store instead. The workers run
+    under `[sweep] python` (issue 38: zoo check reported from the bot's own venv), kept with the result."""
+    import sys
+
     from bot.cli.main import main
+
+    python, started = tmp_path / "python", tmp_path / "started"
+    python.write_text(f'#!/bin/sh\necho "$@" >> "{started}"\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    (tmp_path / "s.toml").write_text(f'[sweep]\npython = "{python}"\n')
 
     old = tmp_path / "zoo-cache" / "zoo-check.json"
     old.parent.mkdir()
@@ -75,12 +83,17 @@ def test_cli_zoo_check_ignores_an_old_json_cache_with_one_log_line(tmp_path, cap
     old.write_text(json.dumps({"version": 1, "results": {"GPT2Model": planted}}))
     caplog.set_level("INFO")
     state = tmp_path / "state.sqlite"
-    assert main(["--state", str(state), "zoo", "check", "--models", "GPT2Model", "--workers", "1", "--json"]) == 0
+    assert main(["--settings", str(tmp_path / "s.toml"), "--state", str(state), "zoo", "check", "--models",
+                 "GPT2Model", "--workers", "1", "--json"]) == 0
+    assert "harness.engine.worker" in started.read_text()
     doc = json.loads(capsys.readouterr().out)
     assert (doc["candidates"], doc["ok"], doc["failures"]) == (1, 1, [])
     said = [rec.getMessage() for rec in caplog.records if "zoo-check.json" in rec.getMessage()]
     assert len(said) == 1 and "ignoring" in said[0] and str(state) in said[0]
-    assert kept.check_results(db.connect(state))["GPT2Model"]["status"] == "ok"
+    stored = kept.check_results(db.connect(state))["GPT2Model"]
+    assert stored["status"] == "ok" and stored["where"] == {"python": str(python), "device": "cpu"}
+    assert check.reused(db.connect(state), {"GPT2Model": stored["fingerprint"]}, 120,
+                        check.where_checked(None, "cpu")) == {}     # the bot's own venv: checked again
     assert old.read_text() == json.dumps({"version": 1, "results": {"GPT2Model": planted}})   # left as it was
 
 

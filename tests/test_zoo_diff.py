@@ -12,7 +12,7 @@ from harness import zoo
 from harness.core.outcome import Outcome
 from harness.discovery import locker
 from harness.engine.engine import JobResult
-from harness.zoo import lock, lockdiff
+from harness.zoo import lock, lockdiff, second
 from state import db, history, runs
 from harness.core.run_environment import RunEnvironment
 
@@ -161,3 +161,39 @@ def test_zoo_lock_into_a_file_is_refused_before_discovery(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err == f"flagsweep zoo lock: --lock-dir {a_file} is a file; pass the folder the lock files live in\n"
     assert not (tmp_path / "s.sqlite").exists()
+
+
+@pytest.mark.parametrize("second, field", [
+    ({"input_ids": {"kind": "ids", "shape": [3, 24]}}, "second_spec"),         # names other inputs than the spec
+    ("[3, 24]", "second_spec"),                                                # not an input spec
+    ({"input_ids": {"kind": "ids", "shape": [3, -1]}, "attention_mask": {"kind": "ones", "shape": [3, 24]}},
+     "second_spec.input_ids"),
+])
+def test_zoo_diff_checks_and_shows_the_second_input_spec(three_locks, capsys, tmp_path, second, field):
+    """Issue 38: `zoo diff` neither checked nor showed a malformed second input spec when the entry's hash was
+    recomputed (the spec is left out of build_hash, so the entry read as unchanged); a changed one is shown."""
+    old, config, _ = three_locks
+    doc = json.loads(config.read_text())
+    doc["entries"]["GPT2Model"] = lock.seal({**doc["entries"]["GPT2Model"], "second_spec": second})
+    doc["entries"]["ViTModel"] = lock.seal({**doc["entries"]["ViTModel"],
+                                            "second_spec": {"pixel_values": {"kind": "randn", "shape": [1, 3, 96, 96]}}})
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    assert main(["zoo", "diff", str(old), str(edited), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [(c["side"], c["model"], c["field"]) for c in out["corrupt"]] == [("new", "GPT2Model", field)]
+    assert out["second_spec_changed"] == ["ViTModel"] and "GPT2Model" not in out["unchanged"]
+    assert main(["zoo", "diff", str(old), str(edited)]) == 1
+    text = capsys.readouterr().out
+    assert f"corrupt entry in the 5.24.0 lock (new): GPT2Model (field '{field}'" in text
+    assert "1 model(s) whose second input spec changed" in text and "ViTModel" in text
+
+
+def test_the_committed_lock_passes_every_check_its_second_specs_included():
+    """Found with issue 38: three committed entries (time-series models, an input with 0 features) sealed a second
+    spec the check refused (it wanted every size positive; the entry's own spec has the 0): their second_size call
+    never ran. A size may be 0; the committed lock has no corrupt entry."""
+    doc = lock.read(lock.current().path)
+    assert second.corrupt_entries(doc["entries"], doc["transformers"]) == []
+    sealed = lock.current().entry("AutoformerModel")
+    assert second.check("AutoformerModel", sealed["second_spec"], sealed["spec"]) == sealed["second_spec"]

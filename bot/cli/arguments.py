@@ -79,8 +79,17 @@ def nonempty(what: str) -> Callable[[str], str]:
 def name_list(text: str) -> str:
     """A comma-separated list with at least one name (kept as text; commands split it)."""
     if not [part for part in text.split(",") if part.strip()]:
-        raise _bad(f"names no model or config: {text!r}")
+        raise _bad(f"names no config: {text!r}")
     return text
+
+
+def model_patterns(text: str) -> list[str]:
+    """`--models A,B,'Qwen*'`: class names or globs, comma-separated, at least one (the one parser of every
+    command's --models: an empty value is refused, never read as "every model")."""
+    patterns = [part.strip() for part in text.split(",") if part.strip()]
+    if not patterns:
+        raise _bad(f"names no model: {text!r} (leave --models out for the default set)")
+    return patterns
 
 
 def device(text: str) -> str:

@@ -2,7 +2,7 @@
 
 Argument values are checked up front (`bot.cli.arguments`); these are the errors
 that can only show up once a command runs: a damaged or unwritable store, a
-file that cannot be written, workers that cannot start, a bad routing rule.
+file that cannot be written, workers that cannot start, a bad routing rule, a malformed unsafe flag table.
 Anything not listed here is a bug and keeps its traceback.
 """
 from __future__ import annotations
@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.issues.routing import RoutingError
+from harness.core.unsafe import UnsafeTableError
 from harness.engine.pool import PoolError
 from state.db import StoreError
+from state.runs import UnreadableRun
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,9 @@ class Known:
 def describe(exc: BaseException, settings: Any) -> Known | None:
     """One line for a known kind of failure, or None (a bug: let the traceback show)."""
     log.debug("command failed", exc_info=exc)
+    if isinstance(exc, UnreadableRun):
+        # One run the store holds but cannot read (the listings leave it out, named): the command failed, exit 1.
+        return Known(str(exc), code=1)
     if isinstance(exc, StoreError):
         # A corrupted, foreign or newer state file: say so, never reset it.
         return Known(f"state: {exc}")
@@ -39,6 +44,8 @@ def describe(exc: BaseException, settings: Any) -> Known | None:
         return Known(_one_line(str(exc)))
     if isinstance(exc, RoutingError):
         return Known(f"settings: {exc}")
+    if isinstance(exc, UnsafeTableError):   # the reviewed table beside harness/core/unsafe.py, edited badly
+        return Known(f"unsafe flag table: {exc}")
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         return Known(f"{where}{exc.strerror or exc}")

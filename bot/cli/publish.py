@@ -67,11 +67,12 @@ def _publish(args: argparse.Namespace, settings: Settings) -> int:
     from bot.github.port import ActionRefused
     from bot.issues.routing import RoutingError
     from bot.pipeline import steps
+    from harness.core.unsafe import UnsafeTableError
     from state import db, history
 
-    try:
-        publish.plan_settings(settings)        # the routing rules, checked as `serve` checks them: before anything
-    except RoutingError as exc:
+    try:   # the routing rules and the unsafe flag table, checked as `serve` checks them: before anything
+        publish.plan_settings(settings)
+    except (RoutingError, UnsafeTableError) as exc:
         print(f"flagsweep publish: {exc}", file=sys.stderr)
         return 2
     if args.repo:     # checked by its type (arguments.repo)

@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "here; a date (YYYY-MM-DD); a version (2.14.1, 2.15.0rc1, 2.15.0.dev20261101); or the "
                         "path of a Python interpreter that has torch")
     p.add_argument("--configs", metavar="NAME[,NAME]", type=types.name_list, help="configs to sweep, or a named set: all-dynamo, all-functorch, all-inductor (default: [nightly] configs)")
-    p.add_argument("--models", metavar="GLOB[,GLOB]", type=types.name_list, help="models to sweep (default: [nightly] models or the embedded corpus)")
+    p.add_argument("--models", metavar="GLOB[,GLOB]", type=types.model_patterns, help="models to sweep (default: [nightly] models or the embedded corpus)")
     p.add_argument("--force", action="store_true", help="sweep again even if this nightly was swept with these configs")
     p.add_argument("--population", choices=POPULATIONS, metavar="all|graph-breaking",
                    help="sweep every model, or only those with more than one graph at baseline (default: [sweep] population)")
@@ -93,9 +93,11 @@ def _identity(settings: Any, dry_run: bool | None) -> tuple[Any, str | None]:
 
 def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
     """flagsweep nightly."""
+    from bot.github import publish
     from bot.pipeline import nightly
     from harness.engine.engine import SweepInterrupted
     from state import db
+    publish.plan_settings(settings)    # routing rules, the unsafe flag table: refused before the night, not after it
     settings, refused = _identity(settings, args.dry_run)
     if refused:
         print(f"flagsweep nightly: {refused}", file=sys.stderr)
@@ -112,7 +114,7 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
     try:
         with sigterm_as_interrupt():
             result = nightly.run_nightly(conn, settings, torch=args.torch, date=args.date, configs=_split(args.configs),
-                                         models=_split(args.models), force=args.force, shard=args.shard,
+                                         models=args.models, force=args.force, shard=args.shard,
                                          dry_run=args.dry_run, out_dir=args.out, population=args.population)
         if args.export and result.run_id is not None:
             from bot.pipeline import merge
@@ -182,15 +184,19 @@ def _merge(args: argparse.Namespace, settings: Any) -> int:
     from bot.pipeline import merge, nightly
     from bot.pipeline.steps import Steps
     from state import db, runs
+    from state.db import transaction
+    refused = settings.compile_cache_refusal()     # flake confirmation re-runs items in workers of [sweep] backend
+    if refused:
+        print(f"flagsweep merge: {refused}", file=sys.stderr)
+        return 2
     conn = db.connect(settings.state_path)
     try:
         try:
-            ids = merge.resolve_runs(conn, args.runs)
-            first = runs.get_run(conn, ids[0])
-            if first is None:
-                raise merge.MergeError(f"no run {ids[0]}")
+            shards = merge.read_files(args.runs)        # every file read and checked: nothing stored yet
+            first = merge.environment_of(conn, args.runs[0], shards)
             python = _verifying_python(args, settings, first) if args.torch else None
-            run_id = merge.merge(conn, ids, python=python)
+            with transaction(conn):     # the files' runs and the merge, or nothing (a refused merge keeps no shard)
+                run_id = merge.merge(conn, merge.resolve_runs(conn, args.runs, shards), python=python)
         except (ValueError, provider.ProviderError) as exc:   # MergeError, SpecError, NightlyError: nothing merged
             print(f"flagsweep merge: {exc}", file=sys.stderr)
             return 2
@@ -210,11 +216,11 @@ def _merge(args: argparse.Namespace, settings: Any) -> int:
     return exit_status(result)     # 1: published, but not the whole nightly
 
 
-def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
-    """The interpreter of `--torch` on this host, once it is known to be the shards' torch."""
+def _verifying_python(args: argparse.Namespace, settings: Any, environment: Any) -> str:
+    """The interpreter of `--torch` on this host, once it is known to be the shards' torch (`environment`'s)."""
     from bot.pipeline import nightly, steps
     built = steps.provide(settings, args.torch, None, True)
-    want = (run.environment.torch_version, run.environment.torch_git)
+    want = (environment.torch_version, environment.torch_git)
     if (built.version, built.git) != want:
         raise nightly.NightlyError(f"--torch {args.torch} is torch {built.version} (git {built.git}); "
                                    f"the shards ran {want[0]} (git {want[1]})")
@@ -222,18 +228,22 @@ def _verifying_python(args: argparse.Namespace, settings: Any, run: Any) -> str:
 
 
 def _nightly_error(settings: Any) -> str | None:
-    """What the scheduled nightly would fail on at 03:00, found at start-up: [nightly] torch, configs (named sets
-    included, as the nightly selects them), models and canaries (each must be in the zoo lock)."""
+    """What the scheduled nightly would fail on at 03:00, found at start-up: [nightly] torch, [sweep] device on it,
+    [sweep] compile_cache (under the inductor backend), configs (named sets included, as the nightly selects them),
+    models and canaries (each must be in the zoo lock)."""
     from bot.builds import provider
-    from bot.pipeline import steps
+    from bot.pipeline import nightly, steps
     from harness.engine import configs
-    from harness.zoo import UnknownModel
     where = settings.source or "settings"
     n = settings.nightly
     try:
-        provider.parse_spec(n.torch)
+        spec = provider.parse_spec(n.torch)
     except provider.SpecError as exc:
         return f"{where}: [nightly] torch = {n.torch!r}: {str(exc).split(': ', 1)[-1]}"
+    refused = nightly.device_refusal(settings, n.torch) or settings.compile_cache_refusal() or \
+        _device_here(settings, spec)
+    if refused:
+        return refused
     try:
         steps.select_configs(settings, list(n.configs))
     except configs.ConfigError as exc:
@@ -241,18 +251,29 @@ def _nightly_error(settings: Any) -> str | None:
     for name, patterns in (("models", n.models), ("canaries", n.canaries)):
         try:
             if patterns:      # an empty list: the embedded corpus (models) or no canaries
-                steps.resolve_models(list(patterns))
-        except UnknownModel as exc:
-            return f"{where}: [nightly] {name} = {list(patterns)!r}: {exc}"
+                nightly.setting_models(steps.Steps(), settings, name, list(patterns))
+        except nightly.NightlyError as exc:
+            return str(exc)
     return None
+
+
+def _device_here(settings: Any, spec: Any) -> str | None:
+    """Why `[sweep] device` is missing from the interpreter a `current` or interpreter-path `[nightly] torch` runs
+    (asked in it, as `sweep` asks); None for an installed build (nightly.device_refusal judges its channel)."""
+    from harness.engine import devices
+    if spec.kind not in ("current", "python"):
+        return None
+    why = devices.unavailable(settings.sweep.device, spec.value if spec.kind == "python" else settings.sweep.python)
+    return f"{settings.source or 'settings'}: [sweep] device = {settings.sweep.device!r}: {why}" if why else None
 
 
 def cmd_serve(args: argparse.Namespace, settings: Any) -> int:
     """flagsweep serve."""
-    from bot.issues import routing
+    from bot.github import publish
     from bot.service import daemon
-    # The same validation as `publish`: a bad rule stops the service before it listens (exit 2, rule index).
-    routing.compile_rules(settings.routing, settings.source)
+    # The same validation as `publish`: a bad routing rule or unsafe flag table stops the service before it listens
+    # (exit 2, one line: bot.cli.errors).
+    publish.plan_settings(settings)
     refused = _nightly_error(settings)
     if refused:
         print(f"flagsweep serve: {refused}", file=sys.stderr)

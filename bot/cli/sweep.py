@@ -15,7 +15,8 @@ from typing import Any
 from bot.cli import arguments as types
 from bot.cli.interrupts import sigterm_as_interrupt
 from bot.settings import Settings
-from harness.core.effects import baseline_findings, calls_table, effect_table, judged
+from harness.core import defaults
+from harness.core.effects import calls_table, effect_table, judged
 from harness.core.population import POPULATIONS
 
 BACKENDS = ("count", "eager", "aot_eager", "inductor")
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="compile models under baseline and flag configs; classify each flag's effect",
                        description="Compile each model once under baseline and once per config, count Dynamo graphs, "
                                    "classify each flag's effect, and store the run (resumable).")
-    p.add_argument("--models", metavar="A,B,GLOB", type=types.name_list, help="model class names or globs (default: the embedded corpus)")
+    p.add_argument("--models", metavar="A,B,GLOB", type=types.model_patterns, help="model class names or globs (default: the embedded corpus)")
     p.add_argument("--configs", metavar="A,B", type=types.name_list,
                    help="config names from the catalog (default: all of them), or a named set: all-dynamo, "
                         "all-functorch, all-inductor (every boolean flag flipped, one config each); baseline always runs")
@@ -71,6 +72,9 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     from state import db
 
     settings = _with_arguments(settings, args)
+    refused = settings.compile_cache_refusal()     # under --backend inductor (or the setting): before any worker
+    if refused:
+        return _fail(refused)
     try:
         _import_modules(args.extra_modules)
     except ImportError as exc:
@@ -78,8 +82,10 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     options = settings.sweep_options(args.python, list(args.extra_modules))
     conn = db.connect(settings.state_path)   # first: a store we cannot write fails before any work
     why = devices.unavailable(options.device, options.python)
-    if why:
-        return _fail(f"--device {options.device}: {why}")
+    if why:   # named as it was given: on this command line, or in the settings file
+        given = f"--device {options.device}" if args.device else \
+            f"{settings.source or 'settings'}: [sweep] device = {options.device!r}"
+        return _fail(f"{given}: {why}")
     try:
         request = _request(conn, args, settings, options)
     except ValueError as exc:   # a config or model that is not there, a bad --resume value, nothing to sweep
@@ -138,7 +144,7 @@ def _request(conn: Any, args: argparse.Namespace, settings: Settings, options: A
             raise _Refused("nothing to resume: no unfinished sweep in the store")
         return SweepRequest.resuming(run_id, options, progress=not args.json)
     chosen = _configs(args, settings, options)
-    cands = steps.candidates([m.strip() for m in (args.models or "").split(",") if m.strip()])
+    cands = steps.candidates(args.models or [])
     if not cands:
         raise _Refused("no models selected")
     population = args.population or settings.sweep.population
@@ -205,7 +211,7 @@ def _resume_id(conn: Any, value: str) -> int | None:
 
 def summary(run: Any, outcomes: list, effects: list, backend: str) -> dict[str, Any]:
     """The context of templates/sweep_effects.txt.j2: counts and % of testable models per config; where calls were
-    judged, the correctness and recompile counts too (and the baseline's own wrong results)."""
+    judged, the correctness and recompile counts too (and the baseline's own wrong results, folded by cause)."""
     configs, shown = [], judged(effects)
     for name in [c for c in run.configs if c != "baseline"]:
         table, calls = effect_table(effects, name), calls_table(effects, name)
@@ -216,7 +222,7 @@ def summary(run: Any, outcomes: list, effects: list, backend: str) -> dict[str, 
     statuses = collections.Counter(o.status for o in outcomes)
     return {"run": run, "env": run.environment, "n_models": len(run.models), "configs": configs,
             "statuses": sorted(statuses.items()), "effects": effects, "backend": backend, "judged": shown,
-            "findings": baseline_findings(outcomes)}
+            "findings": defaults.explain(outcomes, run.configs, defaults.load())}
 
 
 def _show(conn: Any, run: Any, options: Any, as_json: bool) -> None:

@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     lst.add_argument("--json", action="store_true", help='print [{"model","stratum","kind"}] only')
     lst.set_defaults(func=cmd_list)
     chk = zsub.add_parser("check", help="build + one eager forward per model, in isolated workers")
-    chk.add_argument("--models", action="append", default=[], metavar="A,B,'Qwen*'", help="names or globs (repeatable)")
+    chk.add_argument("--models", action="extend", type=types.model_patterns, default=[], metavar="A,B,'Qwen*'",
+                     help="names or globs (repeatable; default: every candidate)")
     chk.add_argument("--sample", type=types.positive_int, metavar="N", help="a stratified random sample of N")
     chk.add_argument("--seed", type=int, default=0, help="seed of the sample")
     chk.add_argument("--workers", type=types.count_or_auto, metavar="N", help="worker processes (default: settings.sweep.workers)")
@@ -33,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     chk.add_argument("--json", action="store_true", help="print one JSON document only")
     chk.set_defaults(func=cmd_check)
     lk = zsub.add_parser("lock", help="discover every candidate and write the locked corpus (the only writer of the lock)")
-    lk.add_argument("--models", action="append", default=[], metavar="A,B,'Qwen*'", help="re-lock only these (repeatable)")
+    lk.add_argument("--models", action="extend", type=types.model_patterns, default=[], metavar="A,B,'Qwen*'",
+                    help="re-lock only these (repeatable; default: every candidate)")
     lk.add_argument("--sample", type=types.positive_int, metavar="N", help="re-lock a stratified random sample of N")
     lk.add_argument("--seed", type=int, default=0, help="seed of the sample")
     lk.add_argument("--workers", type=types.count_or_auto, metavar="N", help="worker processes (default: settings.sweep.workers)")
@@ -70,8 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _selected(args: argparse.Namespace) -> list[Any]:
     from harness import zoo
 
-    patterns = [p for chunk in args.models for p in chunk.split(",") if p.strip()]
-    cands = zoo.resolve(patterns) if patterns else zoo.candidates()
+    cands = zoo.resolve(args.models) if args.models else zoo.candidates()
     if args.sample:
         cands = zoo.sample(cands, args.sample, args.seed)
     return cands
@@ -101,12 +102,20 @@ def cmd_check(args: argparse.Namespace, settings: Any) -> int:
     """Build + eager forward for the selected models; coverage per stratum, failures by cause."""
     from harness import zoo
     from harness.discovery import check
+    from harness.engine import devices
     from state import db
 
     try:
         cands = _selected(args)
     except zoo.UnknownModel as exc:
         print(f"flagsweep zoo check: {exc}", file=sys.stderr)
+        return 2
+    # The models are checked where sweeps run them: [sweep] python and device (no --python or --device here).
+    python, device = settings.sweep.python, settings.sweep.device
+    why = devices.unavailable(device, python)
+    if why:
+        print(f"flagsweep zoo check: {settings.source or 'settings'}: [sweep] device = {device!r}: {why}",
+              file=sys.stderr)
         return 2
     _ignore_old_files(settings)
     fingerprints = {}
@@ -117,10 +126,10 @@ def cmd_check(args: argparse.Namespace, settings: Any) -> int:
             pass  # no fingerprint: never kept, always rerun
     timeout = args.timeout or settings.zoo.check_timeout
     conn = db.connect(settings.state_path)
-    cached = 0 if args.no_cache else len(check.reused(conn, fingerprints, timeout))
+    cached = 0 if args.no_cache else len(check.reused(conn, fingerprints, timeout, check.where_checked(python, device)))
     results = check.check([c.model for c in cands], fingerprints, conn=conn,
                           workers=args.workers or settings.sweep.workers or 0,
-                          timeout=timeout, use_kept=not args.no_cache,
+                          timeout=timeout, use_kept=not args.no_cache, python=python, device=device,
                           progress=True)  # stderr only: --json keeps stdout to the document
     strata = {c.model: c.stratum for c in cands}
     for r in results:
@@ -159,8 +168,7 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
               file=sys.stderr)
         return 2
     _ignore_old_files(settings)
-    patterns = [p.strip() for chunk in args.models for p in chunk.split(",") if p.strip()]
-    common = dict(patterns=patterns, sample_n=args.sample, seed=args.seed, workers=args.workers or settings.sweep.workers or 0,
+    common = dict(patterns=list(args.models), sample_n=args.sample, seed=args.seed, workers=args.workers or settings.sweep.workers or 0,
                   timeout=args.timeout, python=settings.sweep.python,
                   lock_dir=Path(args.lock_dir) if args.lock_dir else lock.LOCK_DIR, progress=True)
     try:
@@ -229,9 +237,8 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     from harness.engine.script_runner import run_script
 
     wrong = _wrong_parts(args.wrong) if args.wrong else None
-    if args.wrong and wrong is None:
-        print(f"flagsweep repro: --wrong {args.wrong!r}: expected SCENARIO:OUTPUT with SCENARIO one of "
-              f"{', '.join(SCENARIOS)}", file=sys.stderr)
+    if isinstance(wrong, str):
+        print(f"flagsweep repro: --wrong {args.wrong!r}: {wrong}", file=sys.stderr)
         return 2
     try:
         zoo.resolve([args.model])
@@ -246,6 +253,10 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     case = _wrong_case(wrong, args, settings, base, chosen) if wrong else None
     # The model is built in a worker (this process never imports torch); the script embeds that build.
     options = engine.SweepOptions(workers=1, python=settings.sweep.python, device=args.device)
+    problem = _missing_output(args.model, wrong[1], options) if wrong else None
+    if problem:
+        print(f"flagsweep repro: {problem[1]}", file=sys.stderr)
+        return problem[0]
     built = engine.describe([args.model], options=options).get(args.model)
     try:
         text = render_wrong(built, case) if case else \
@@ -261,16 +272,56 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
         sys.stdout.write(text)
     python = settings.sweep.python or sys.executable
     if args.run and case:       # under its driver: the result line says whether assert_close failed
-        print(json.dumps(render_and_check(built, case, python, settings.verify.timeout)[1].to_dict()))
+        result = render_and_check(built, case, python, settings.verify.timeout)[1]
+        print(json.dumps(result.to_dict()))
+        return _wrong_run_status(result)
     elif args.run:
         print(json.dumps(run_script(text, python).to_dict()))
     return 0
 
 
-def _wrong_parts(text: str) -> tuple[str, str] | None:
-    """(scenario, output) of `--wrong SCENARIO:OUTPUT` (None: not that form)."""
+def _wrong_parts(text: str) -> tuple[str, str] | str:
+    """(scenario, output) of `--wrong SCENARIO:OUTPUT`, or what is wrong with it."""
+    from harness.core.calls import output_path
+    from harness.core.record import RecordError
+
     scenario, _, output = text.partition(":")
-    return (scenario, output) if scenario in SCENARIOS and output else None
+    if scenario not in SCENARIOS or not output:
+        return f"expected SCENARIO:OUTPUT with SCENARIO one of {', '.join(SCENARIOS)}"
+    try:
+        output_path(output)
+    except RecordError:
+        return f"OUTPUT {output!r} is not an output path (name, [0], name[1], name.key, ...)"
+    return scenario, output
+
+
+def _missing_output(model: str, output: str, options: Any) -> tuple[int, str] | None:
+    """(exit status, why) when `output` names none of the model's outputs (asked in a worker: built, one eager
+    forward: 1 when that fails, 2 for an output it lacks); None when it names one."""
+    from harness.engine import engine
+
+    answers = list(engine.run_job("harness.engine.scenarios:output_paths", [model], options=options))
+    found = answers[0] if answers else None
+    if found is None or found.status != "ok":
+        why = found.error if found is not None else "no answer from the worker"
+        return 1, f"{model} cannot be built here ({why}; see `flagsweep zoo check --models {model}`)"
+    names = list(found.data)
+    if any(name == output or name.startswith((output + ".", output + "[")) for name in names):
+        return None
+    more = f" (and {len(names) - 12} more)" if len(names) > 12 else ""
+    return 2, f"--wrong OUTPUT {output!r}: {model} has no such output; its outputs: {', '.join(names[:12])}{more}"
+
+
+def _wrong_run_status(result: Any) -> int:
+    """`repro --wrong --run`'s exit status: 0 when the script ran to its comparison (failed there: reproduced; or
+    passed), 1 when it failed in any other way (said in one line on stderr)."""
+    from bot.verify.wrong_script import MISMATCH
+
+    if result.status == "ok" or result.exception == MISMATCH:
+        return 0
+    print(f"flagsweep repro: the script failed before its comparison ({result.exception or result.status})",
+          file=sys.stderr)
+    return 1
 
 
 def _wrong_case(wrong: tuple[str, str], args: argparse.Namespace, settings: Any, base: dict, chosen: dict) -> Any:

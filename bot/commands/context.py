@@ -61,7 +61,8 @@ def role_at_least(role: str | None, minimum: str) -> bool:
 class PermissionGate:
     """Permission (cached briefly, in memory) and the per-user hourly budget (in the store: a restart resets nothing).
 
-    The budget counts commands that start work, refusals and usage replies alike (`state.budgets`).
+    The budget counts commands that start work, refusals, usage replies and "paused" replies alike
+    (`state.budgets`).
     """
 
     ttl: float = 300.0
@@ -80,7 +81,7 @@ class PermissionGate:
         return role
 
     def spend(self, conn: sqlite3.Connection, login: str, where: tuple[str, int], kind: str) -> bool:
-        """Count one `kind` (run, refused, usage) against the user's hourly budget; False when it is spent."""
+        """Count one `kind` (run, refused, usage, paused) against the user's hourly budget; False when it is spent."""
         return budgets.spend(conn, login, where, kind, at=self.clock(), per_hour=self.per_hour)
 
     def told(self, conn: sqlite3.Connection, login: str, kind: str, where: tuple[str, int] | None = None) -> bool:

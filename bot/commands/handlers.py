@@ -297,10 +297,7 @@ def handle_job(ctx: Context, payload: Mapping[str, Any], earlier: Mapping[str, A
     # Only the lines that will run are parsed: a 1 MB comment holds ~50,000 lines, parsing each costs a millisecond.
     lines = list(dict.fromkeys(cmd_mod.new_command_lines(job.body or "", job.previous, handle)))   # repeats once
     items = [cmd_mod.parse_line(line, handle) for line in lines[:cap]]
-    if items:
-        stopped = _paused(ctx, number, items)
-        if stopped is not None:
-            return stopped
+    switch = _switch(ctx) if items else None
     turn = _Turn(ctx, number, link, author, job.comment_id, (repo, number))
     done: list[Answered] = []
     for i, item in enumerate(items):
@@ -308,12 +305,12 @@ def handle_job(ctx: Context, payload: Mapping[str, Any], earlier: Mapping[str, A
             done.append(answered[i])
             continue
         try:
-            done.append(_run_one(turn, item))
+            done.append(_paused(turn, switch, items, i) if switch else _run_one(turn, item))
         except GitHubUnavailable as exc:
             raise RetryLater(str(exc), _stored(done)) from exc
     not_run = len(lines) - len(done)
     _answer(ctx, number, done, not_run)
-    return _stored(done, not_run)
+    return {**({"paused": switch.number} if switch else {}), **_stored(done, not_run)}
 
 
 def _answer(ctx: Context, number: int, done: list[Answered], not_run: int) -> None:
@@ -342,19 +339,28 @@ def compose(parts: list[Answered], not_run: int, cap: int, handle: str, limit: i
         kept.pop()
 
 
-def _paused(ctx: Context, number: int, items: list[Any]) -> dict[str, Any] | None:
-    """The kill switch: while an open issue has the pause label, one reply saying so and nothing run (None: not paused)."""
-    label = ctx.settings.issues.pause_label
-    try:   # GitHub down: try the job again later (a retried reply looks for itself first: said once)
-        switch = ctx.github.paused(label)
-        if switch is None:
-            return None
-        ctx.github.comment(number, _words(ctx, "reply_paused.md.j2", switch=switch.number, label=label,
-                                          lines=[i.line for i in items]),
-                           look=ctx.retry)
+def _switch(ctx: Context) -> Any:
+    """The kill switch: the open issue with the pause label (None: not paused); GitHub down: try the job later."""
+    try:
+        return ctx.github.paused(ctx.settings.issues.pause_label)
     except GitHubUnavailable as exc:
         raise RetryLater(str(exc), _stored([])) from exc
-    return {"paused": switch.number, **_stored([Answered(i.line, "paused") for i in items])}
+
+
+def _paused(turn: _Turn, switch: Any, items: list[Any], i: int) -> Answered:
+    """While paused nothing runs (the comment's command `i` of `items`), and the comment's one reply says so as a
+    refusal is said: counted against the author's budget and given at most once per issue an hour (six comments
+    there: one reply, not six). The first command carries the reply, naming every line; the others are paused."""
+    ctx, line = turn.ctx, items[i].line
+    if i:
+        return Answered(line, "paused")
+    if ctx.gate.told(ctx.conn, turn.author, "paused", turn.where):
+        return Answered(line, "paused (answered on this issue within the hour)")
+    if not ctx.gate.spend(ctx.conn, turn.author, turn.where, "paused"):
+        return _limited(turn, line, None)
+    label = ctx.settings.issues.pause_label
+    return Answered(line, "paused", reply=_words(ctx, "reply_paused.md.j2", switch=switch.number, label=label,
+                                                  lines=[i.line for i in items]))
 
 
 def _run_one(turn: _Turn, item: Any) -> Answered:

@@ -18,7 +18,8 @@ from bot.settings import SUMMARY_CONFIGS
 from bot.text import markdown, render
 from bot.view.run_view import RunView
 from harness.core.diff import Transition
-from harness.core import unsafe
+from harness.core import defaults, unsafe
+from harness.core.defaults import Default, Findings
 from harness.core.effects import effect_table
 from harness.core.outcome import Effect, Outcome
 from harness.core.unsafe import Unsafe
@@ -46,6 +47,8 @@ class PlanSettings:
     summary_configs: list[str] = field(default_factory=lambda: list(SUMMARY_CONFIGS))   # names or globs
     # flags unsafe by their own documentation: their wrong results are shown, never filed (harness.core.unsafe)
     unsafe: dict[str, Unsafe] = field(default_factory=unsafe.load)
+    # Dynamo's defaults wrong by design in a scenario: the baseline findings they explain fold (harness.core.defaults)
+    defaults: dict[str, Default] = field(default_factory=defaults.load)
 
     def summarised(self, config: str) -> bool:
         """Whether `config` gets a summary issue (the rest of an every-flag sweep: the report's readiness table)."""
@@ -81,6 +84,10 @@ class RunContext:
     def unsafe(self, config: str) -> str | None:
         """Why `config` is unsafe by its own documentation (its wrong results are expected), or None."""
         return unsafe.reason(self.view.run.configs.get(config, {}), self.settings.unsafe)
+
+    def findings(self) -> Findings:
+        """The run's baseline findings, folded by the Dynamo default that explains them (the rest one per model)."""
+        return defaults.explain(self.view.outcomes, self.view.run.configs, self.settings.defaults)
 
     def notices(self) -> dict[str, Any]:
         """The gate's reasons and the maintainers' verdicts, for a summary's material: only those set, so a

@@ -19,7 +19,7 @@ from bot.issues.material import BodyHash, break_material, leverage_material
 from bot.issues.tracking import Group
 from bot.text import markdown
 from harness.core.correctness import WRONG_RESULT, first_wrong, wrong_signature
-from harness.core.effects import baseline_findings, calls_table, judged
+from harness.core.effects import calls_table, judged
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,11 @@ def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | No
         material["not_compared"] = skipped
     if calls is not None:             # none judged: the hash an older body was stored with
         material["calls"] = {"counts": calls["counts"], "wrong": [(r["model"], r["signature"]) for r in calls["wrong"]],
-                             "findings": [(f.model, f.signature) for f in calls["findings"]],
+                             "findings": [(f.model, f.signature) for f in calls["findings"].every],
                              "unsafe": calls["unsafe"]}
+        if calls["findings"].causes:  # none folded: the hash an older body was stored with
+            material["calls"]["causes"] = [(c.default.key, [(s.config, s.right, s.wrong, s.unjudged) for s in c.swept])
+                                           for c in calls["findings"].causes]
     labels = list(ctx.settings.labels)
     return SummaryIssue(key=key, config=config, title=title, body=render_fitting("issue_summary.md.j2", body_ctx),
                         labels=labels, hash=BodyHash.of(material, labels))
@@ -86,7 +89,8 @@ def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | No
 
 def _calls(ctx: RunContext, config: str) -> dict[str, Any]:
     """The correctness and recompile section: the config's counts, its wrong results (with what differs), whether
-    the flag is unsafe by its own documentation, and the run's baseline findings (the baseline's, no flag's)."""
+    the flag is unsafe by its own documentation, and the run's baseline findings (the baseline's, no flag's), folded
+    by cause (harness.core.defaults)."""
     table = calls_table(ctx.effects(config), config)
     wrong = []
     for e in ctx.effects(config):
@@ -96,7 +100,7 @@ def _calls(ctx: RunContext, config: str) -> dict[str, Any]:
             wrong.append({"model": e.model, "signature": wrong_signature(call), "detail": call.detail})
     return {"correctness": table.correctness, "recompiles": table.recompiles, "judged": table.judged,
             "compared": table.compared, "counts": [(r.effect, r.count) for r in (*table.correctness, *table.recompiles)],
-            "wrong": wrong, "unsafe": ctx.unsafe(config), "findings": baseline_findings(ctx.view.outcomes)}
+            "wrong": wrong, "unsafe": ctx.unsafe(config), "findings": ctx.findings()}
 
 
 def _held(c: Candidate) -> dict[str, Any]:

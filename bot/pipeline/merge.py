@@ -4,6 +4,11 @@ Shards may run on separate hosts with separate stores: each exports its run as
 one file (`export_run`: the run with its environment, outcomes and the build data
 its reproducers need, under a format version), and the publishing host imports
 the files into its own store (`import_file`) before merging them.
+
+A file is foreign input, read as strictly as a webhook's payload (`read_export`): an unknown key anywhere (the top
+level, `run`, `run.options`, the accuracy options), a value out of its range or outside its closed set, an outcome
+without its calls, a run that does not name the torch it ran: each is one line naming the file and the field, and
+every file is read before any is imported, so nothing of a refused file reaches the store.
 """
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ import dataclasses
 import hashlib
 import json
 import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +25,9 @@ from harness.core.files import write_atomic
 from harness.core.model_build import ModelBuild
 from harness.core.outcome import Outcome
 from harness.core.record import RecordError
+from harness.core.run_environment import RunEnvironment
+from harness.engine.configs import ConfigError, check_syntax
+from harness.engine.options import SweepOptions
 from state import history
 from state import runs as runs_mod
 from state.db import transaction
@@ -36,8 +46,27 @@ _RUN_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+# What else a run's options may hold beside SweepOptions' fields (the engine's population, the configs set aside,
+# the file a run was itself imported from), and what a population's description holds (bot.pipeline.sampling).
+_OPTION_EXTRAS = ("population", "unavailable_configs", "imported_from")
+_POPULATION = ("population", "source", "seed", "candidates", "size", "sample", "strata")
+_TOP = ("format", "version", "run", "outcomes", "builds")
+_OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome))
+
+
 class MergeError(ValueError):
     """The runs cannot be merged; the message says why."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """An export file, read and checked (`read_export`); nothing of it is stored yet."""
+
+    path: Path
+    run: runs_mod.ExportedRun
+    outcomes: list[Outcome]
+    builds: list[ModelBuild]
+    origin: str                 # a hash of the document: importing the same file twice keeps one run
 
 
 def shard_of(label: str) -> tuple[int, int]:
@@ -56,8 +85,14 @@ def _typed(where: str, value: Any, types: tuple[type, ...]) -> None:
 
 def validate(doc: dict, path: Path) -> None:
     """Check a run document against its schema before anything of it is imported; MergeError names file and field."""
+    unknown = sorted(set(doc) - set(_TOP))
+    if unknown:
+        raise MergeError(f"{path}: unknown key {unknown[0]!r} at the top level")
     run = doc.get("run")
     _typed(f"{path}: run", run, (dict,))
+    unknown = sorted(set(run) - set(_RUN_TYPES))
+    if unknown:
+        raise MergeError(f"{path}: run.{unknown[0]}: unknown field")
     for name, types in _RUN_TYPES.items():
         if name not in run:
             raise MergeError(f"{path}: run.{name} is missing")
@@ -69,12 +104,97 @@ def validate(doc: dict, path: Path) -> None:
             shard_of(run["shard"])
         except MergeError as exc:
             raise MergeError(f"{path}: run.{exc}") from None
+    _torch_named(run["environment"], path)
     _typed(f"{path}: outcomes", doc.get("outcomes"), (list,))
     if not all(isinstance(o, dict) for o in doc["outcomes"]):
         raise MergeError(f"{path}: outcomes: expected a list of objects")
     _typed(f"{path}: builds", doc.get("builds"), (dict,))
     if not all(isinstance(b, dict) for b in doc["builds"].values()):
         raise MergeError(f"{path}: builds: expected an object of objects")
+
+
+def _torch_named(environment: dict, path: Path) -> None:
+    """A shard names the torch it ran (the merge compares shards by it): said apart from a mismatch."""
+    if "torch_version" not in environment or environment["torch_version"] is None:
+        raise MergeError(f"{path}: run.environment.torch_version is missing: a shard names the torch it ran")
+    version = environment["torch_version"]
+    if not isinstance(version, str) or not version.strip():
+        raise MergeError(f"{path}: run.environment.torch_version {version!r} is not a torch version string")
+
+
+def _run(data: dict, path: Path) -> runs_mod.ExportedRun:
+    """The run record, its configs and options read strictly (closed sets, ranges, no unknown key)."""
+    try:
+        run = runs_mod.ExportedRun.from_dict(data)
+    except RecordError as exc:
+        raise MergeError(f"{path}: {exc}") from None
+    for name in ("started_at", "finished_at"):
+        stamp = getattr(run, name)
+        if stamp is not None and not _iso_time(stamp):
+            raise MergeError(f"{path}: run.{name} {stamp!r} is not an ISO 8601 time")
+    try:
+        check_syntax(run.base_settings, "run.base_settings")
+        for name, settings in run.configs.items():
+            check_syntax(settings, f"run.configs.{name}")
+    except ConfigError as exc:
+        raise MergeError(f"{path}: {exc}") from None
+    _options(run.options, path)
+    return run
+
+
+def _iso_time(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _options(options: dict[str, Any], path: Path) -> None:
+    """A run's options: SweepOptions' fields in range, and only the extras a run stores beside them."""
+    own = {k: v for k, v in options.items() if k not in _OPTION_EXTRAS}
+    try:
+        SweepOptions.from_dict(own)
+    except RecordError as exc:
+        raise MergeError(f"{path}: run.options: {exc}") from None
+    population = options.get("population")
+    if population is not None and not (isinstance(population, dict) and set(population) <= set(_POPULATION)):
+        raise MergeError(f"{path}: run.options.population: expected an object of {', '.join(_POPULATION)}")
+    unavailable = options.get("unavailable_configs", {})
+    if not (isinstance(unavailable, dict)
+            and all(isinstance(u, dict) and set(u) == {"settings", "missing"} for u in unavailable.values())):
+        raise MergeError(f"{path}: run.options.unavailable_configs: expected {{name: {{settings, missing}}}}")
+    if not isinstance(options.get("imported_from", ""), str):
+        raise MergeError(f"{path}: run.options.imported_from: expected a string")
+
+
+def _outcomes(items: list[dict], run: runs_mod.ExportedRun, path: Path) -> list[Outcome]:
+    """Every outcome whole (each field written, its calls included), read strictly, of the run's models and configs."""
+    found = []
+    for n, item in enumerate(items, 1):
+        missing = [f for f in _OUTCOME_FIELDS if f not in item]
+        where = f"{path}: outcome {n}"
+        if missing:
+            raise MergeError(f"{where}: missing field {missing[0]!r} (an export writes every field)")
+        try:
+            outcome = Outcome.from_dict(item)
+        except (TypeError, ValueError) as exc:
+            raise MergeError(f"{where}: an outcome does not read ({exc})") from None
+        if outcome.model not in run.models or outcome.config not in run.configs:
+            raise MergeError(f"{where}: {outcome.model} under {outcome.config} is not an item of the run")
+        found.append(outcome)
+    return found
+
+
+def _builds(builds: dict[str, dict], path: Path) -> list[ModelBuild]:
+    try:
+        found = {model: ModelBuild.from_dict(b) for model, b in builds.items()}
+    except (TypeError, ValueError) as exc:
+        raise MergeError(f"{path}: a build does not read ({exc})") from None
+    for model, build in found.items():
+        if build.model != model:
+            raise MergeError(f"{path}: builds.{model} is the build of {build.model!r}")
+    return list(found.values())
 
 
 def check(shards: list[runs_mod.Run]) -> None:
@@ -92,6 +212,8 @@ def check(shards: list[runs_mod.Run]) -> None:
         if r.configs != first.configs or r.base_settings != first.base_settings:
             raise MergeError(f"run {r.id} swept other configs than run {first.id}")
         env_a, env_b = r.environment, first.environment
+        if not env_a.torch_version:
+            raise MergeError(f"run {r.id} does not name the torch it ran (its environment has no torch_version)")
         if (env_a.torch_version, env_a.torch_git) != (env_b.torch_version, env_b.torch_git):
             raise MergeError(f"run {r.id} used torch {env_a.torch_version}, run {first.id} {env_b.torch_version}")
     labels = [r.shard for r in shards]
@@ -162,8 +284,8 @@ def write_export(conn: sqlite3.Connection, run_id: int, path: str | Path) -> Pat
     return write_atomic(path, json.dumps(export_run(conn, run_id), sort_keys=True) + "\n")
 
 
-def read_export(path: str | Path) -> dict[str, Any]:
-    """A run document from a file; MergeError names the file and what is wrong with it."""
+def read_export(path: str | Path) -> Shard:
+    """A run document from a file, read and checked whole; MergeError names the file and what is wrong with it."""
     path = Path(path)
     try:
         doc = json.loads(path.read_text())
@@ -176,24 +298,39 @@ def read_export(path: str | Path) -> dict[str, Any]:
     if doc.get("version") != FORMAT_VERSION:
         raise MergeError(f"{path}: export format version {doc.get('version')!r}; this flagsweep reads {FORMAT_VERSION}")
     validate(doc, path)
-    return doc
+    run = _run(doc["run"], path)
+    origin = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
+    return Shard(path, run, _outcomes(doc["outcomes"], run, path), _builds(doc["builds"], path), origin)
 
 
 def import_file(conn: sqlite3.Connection, path: str | Path) -> int:
     """Import one exported run into this store; its id here (the same id when imported before)."""
-    doc = read_export(path)
-    origin = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
-    try:
-        outcomes = [Outcome.from_dict(o) for o in doc["outcomes"]]
-    except (TypeError, ValueError, KeyError) as exc:
-        raise MergeError(f"{path}: an outcome does not read ({exc})") from None
-    try:
-        builds = [ModelBuild.from_dict(b) for b in doc["builds"].values()]
-    except RecordError as exc:
-        raise MergeError(f"{path}: a build does not read ({exc})") from None
-    return runs_mod.import_run(conn, doc["run"], outcomes, builds, origin)
+    return import_shard(conn, read_export(path))
 
 
-def resolve_runs(conn: sqlite3.Connection, refs: list[str]) -> list[int]:
-    """Run ids for `merge` arguments: a number is a run in this store, anything else an exported file."""
-    return [int(ref) if ref.isdigit() else import_file(conn, ref) for ref in refs]
+def import_shard(conn: sqlite3.Connection, shard: Shard) -> int:
+    """Store a file already read; its run's id here."""
+    return runs_mod.import_run(conn, shard.run, shard.outcomes, shard.builds, shard.origin)
+
+
+def read_files(refs: list[str]) -> dict[str, Shard]:
+    """Every `merge` argument that names a file, read and checked before anything is imported."""
+    return {ref: read_export(ref) for ref in refs if not ref.isdigit()}
+
+
+def resolve_runs(conn: sqlite3.Connection, refs: list[str], shards: dict[str, Shard] | None = None) -> list[int]:
+    """Run ids for `merge` arguments: a number is a run in this store, anything else an exported file (all read
+    first, then imported together: a refused file leaves nothing of the others either)."""
+    shards = read_files(refs) if shards is None else shards
+    with transaction(conn):
+        return [int(ref) if ref.isdigit() else import_shard(conn, shards[ref]) for ref in refs]
+
+
+def environment_of(conn: sqlite3.Connection, ref: str, shards: dict[str, Shard]) -> RunEnvironment:
+    """The environment of a `merge` argument: a stored run's, or its file's."""
+    if not ref.isdigit():
+        return shards[ref].run.environment
+    run = runs_mod.get_run(conn, int(ref))
+    if run is None:
+        raise MergeError(f"no run {ref}")
+    return run.environment

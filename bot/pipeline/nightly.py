@@ -27,6 +27,7 @@ from bot.pipeline.steps import Steps, load_night
 from bot.view import run_view
 from harness.core.run_environment import RunEnvironment
 from harness.engine.engine import SweepRequest
+from harness.zoo import UnknownModel
 from state import runs as runs_mod
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,31 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     return i, n
 
 
+INSTALLED = ("nightly", "date", "version")   # build kinds installed from [nightly] index_url and channel
+
+
+def device_refusal(settings: Settings, torch: str) -> str | None:
+    """Why `[sweep] device` cannot run on the build `torch` names, known before anything is installed: a CUDA
+    device with a torch from a CPU channel. None otherwise (an interpreter named, or `current`, is asked by whoever
+    can start it: harness.engine.devices)."""
+    device, channel = settings.sweep.device, settings.nightly.channel
+    if not device.startswith("cuda") or provider.parse_spec(torch).kind not in INSTALLED:
+        return None
+    if not channel.rsplit("/", 1)[-1].startswith("cpu"):
+        return None
+    return (f"{settings.source or 'settings'}: [sweep] device = {device!r} with [nightly] channel = {channel!r}: "
+            "a torch from a CPU channel has no CUDA (set a CUDA channel, e.g. \"cu128\", or device = \"cpu\")")
+
+
+def setting_models(steps: Steps, settings: Settings, name: str, patterns: list[str]) -> list[str]:
+    """The class names `[nightly] <name>` (models, canaries) resolves to; NightlyError naming the setting and its
+    file when one is not in the zoo lock (the nightly and `serve`'s start-up check say it in the same words)."""
+    try:
+        return steps.resolve_models(list(patterns))
+    except UnknownModel as exc:
+        raise NightlyError(f"{settings.source or 'settings'}: [nightly] {name} = {list(patterns)!r}: {exc}") from None
+
+
 def shard_slice(models: list[str], shard: tuple[int, int] | None) -> list[str]:
     """The deterministic slice of `models` for shard (i, N): every N-th name of the sorted list."""
     names = sorted(set(models))
@@ -126,13 +152,18 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
     """The whole nightly; a provider failure is a failed run in the store, never an exception."""
     steps = steps or Steps()
     provider.parse_spec(torch)       # a build name that is none of the forms: SpecError before anything runs
+    refused = device_refusal(settings, torch) or settings.compile_cache_refusal()
+    if refused:
+        raise NightlyError(refused)
     dry_run = (not settings.github.has_credentials) if dry_run is None else dry_run
     out = Path(out_dir or settings.issues.dry_run_out)
     shard_t = parse_shard(shard)
     config_names = list(configs if configs is not None else settings.nightly.configs)
     chosen = steps.select_configs(settings, config_names)
-    wanted = steps.resolve_models(list(models if models is not None else settings.nightly.models))
-    canaries = steps.resolve_models(list(settings.nightly.canaries)) if settings.nightly.canaries else []
+    wanted = steps.resolve_models(list(models)) if models is not None else \
+        setting_models(steps, settings, "models", settings.nightly.models)
+    canaries = setting_models(steps, settings, "canaries", settings.nightly.canaries) \
+        if settings.nightly.canaries else []
     names = shard_slice(wanted + [c for c in canaries if c not in wanted], shard_t)   # canaries sweep with the night
     canaries = [c for c in canaries if c in names]                                  # this shard's
     result = NightlyResult(status="swept", run_id=None, shard=shard, models=len(names), configs=list(chosen),

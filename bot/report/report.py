@@ -17,8 +17,8 @@ from harness.core.diff import NEWS, TRANSITIONS, DiffResult
 from bot.view.run_view import RunView
 from bot.view.stored_diff import diff_stored
 from bot.text.render import render
-from harness.core import unsafe
-from harness.core.effects import baseline_findings, calls_table, effect_table, judged
+from harness.core import defaults, unsafe
+from harness.core.effects import calls_table, effect_table, judged
 from harness.core.outcome import EFFECTS, Outcome
 from state import gates, history
 from state import runs as runs_mod
@@ -252,11 +252,12 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
 
 def _calls(view: RunView, configs: list[str]) -> dict[str, Any]:
     """The correctness and recompile section (a run with judged calls only): per config its counts and whether it
-    is unsafe by its own documentation, the run's baseline findings, and the axes' changes since the previous run."""
+    is unsafe by its own documentation, the run's baseline findings (by cause, every model kept), and the axes'
+    changes since the previous run."""
     table = unsafe.load()
     return {"tables": [calls_table(view.effects, c) for c in configs],
             "unsafe": {c: unsafe.reason(view.run.configs.get(c, {}), table) for c in configs},
-            "findings": baseline_findings(view.outcomes),
+            "findings": defaults.explain(view.outcomes, view.run.configs, defaults.load()),
             "changes": [t.to_dict() for t in view.diff.axis_news()] if view.diff else []}
 
 

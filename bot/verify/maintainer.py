@@ -13,16 +13,21 @@ differ from the sweep's draw, their shapes and meaning do not, and the oracle
 """
 from __future__ import annotations
 
-import keyword
 from typing import Any
 
 from bot.text.render import render
+from bot.text.scripts import Code, compose, dotted_name, python_literal, python_name
 from harness.core.model_build import ModelBuild
 
 WIDTH = 100            # a literal that fits on a line of this many columns stays on one line
 BACKEND_OF = {"dynamo": "eager", "aot_autograd": "aot_eager", "inductor": "inductor"}
-DTYPES = {"long": "torch.long", "float": "torch.float32", "bool": "torch.bool", "int": "torch.int32"}
+DTYPES = {"long": Code("torch.long"), "float": Code("torch.float32"), "bool": Code("torch.bool"),
+          "int": Code("torch.int32")}
 _PLAIN = ("torch._dynamo.config", "torch._inductor.config", "torch.compiler.config")   # reachable from `import torch`
+
+
+class SpecError(ValueError):
+    """An input spec no script can write (an unknown kind or dtype, a shape that is not sizes)."""
 
 
 def backend_for(component: str | None, run_backend: str) -> str:
@@ -33,54 +38,64 @@ def backend_for(component: str | None, run_backend: str) -> str:
 
 
 def _is_name(key: Any) -> bool:
-    return isinstance(key, str) and key.isidentifier() and not keyword.iskeyword(key)
+    try:
+        python_name(key)
+    except ValueError:
+        return False
+    return True
 
 
-def literal(value: Any) -> str:
-    """A JSON value as Python source."""
-    if isinstance(value, dict) and value and all(_is_name(k) for k in value):
-        return "dict(" + ", ".join(f"{k}={literal(v)}" for k, v in value.items()) + ")"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(literal(v) for v in value) + "]"
-    return repr(value)
+def argument_line(name: str, value: Any, pad: str) -> Code:
+    """`name=value,` (`**{"name": value},` where the name is not a Python name)."""
+    if _is_name(name):
+        return compose("{}{}={},", Code(pad), python_name(name), python_literal(value))
+    return compose("{}**{},", Code(pad), python_literal({name: value}))
 
 
-def argument_lines(name: str, value: Any, indent: int) -> list[str]:
+def argument_lines(name: str, value: Any, indent: int) -> list[Code]:
     """`name=value,` on one line when it fits, else a dict's fields packed over several lines."""
     pad = " " * indent
-    one = f"{pad}{name}={literal(value)},"
-    if len(one) <= WIDTH or not (isinstance(value, dict) and value and all(_is_name(k) for k in value)):
+    one = argument_line(name, value, pad)
+    if len(one) <= WIDTH or not _is_name(name) or not (isinstance(value, dict) and value and all(_is_name(k) for k in value)):
         return [one]
-    lines, current = [f"{pad}{name}=dict("], pad + "    "
+    lines, current = [compose("{}{}=dict(", Code(pad), python_name(name))], Code(pad + "    ")
     for key, item in value.items():
-        part = f"{key}={literal(item)},"
+        part = argument_line(key, item, "")
         if current.strip() and len(current) + 1 + len(part) > WIDTH:
-            lines.append(current.rstrip())
-            current = pad + "    "
-        current += part + " "
-    return lines + [current.rstrip(), f"{pad}),"]
+            lines.append(Code(current.rstrip()))
+            current = Code(pad + "    ")
+        current = compose("{}{} ", current, part)
+    return lines + [Code(current.rstrip()), compose("{}),", Code(pad))]
 
 
-def _shape(shape: list[int]) -> str:
-    return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+def _int(value: Any) -> Code:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise SpecError(f"{value!r} is not an integer")
+    return python_literal(value)
 
 
-def _sizes(shape: list[int]) -> str:
-    return ", ".join(str(n) for n in shape) or "()"
+def _shape(shape: list[int]) -> Code:
+    return Code("(" + ", ".join(_int(n) for n in shape) + ("," if len(shape) == 1 else "") + ")")
 
 
-def _dtype(spec: dict[str, Any], default: str) -> str:
-    return DTYPES[spec.get("dtype", default)]
+def _sizes(shape: list[int]) -> Code:
+    return Code(", ".join(_int(n) for n in shape) or "()")
 
 
-def _runs(prefix: list[list[Any]]) -> str:
+def _dtype(spec: dict[str, Any], default: str) -> Code:
+    dtype = spec.get("dtype", default)
+    if dtype not in DTYPES:
+        raise SpecError(f"unknown dtype {dtype!r}")
+    return DTYPES[dtype]
+
+
+def _runs(prefix: list[list[Any]]) -> Code:
     """[[151652, 1], [151655, 4]] -> '[151652] + [151655] * 4'."""
-    return " + ".join(f"[{literal(v)}]" + (f" * {n}" if n != 1 else "") for v, n in prefix)
+    return Code(" + ".join(compose("[{}]", python_literal(v)) + (compose(" * {}", _int(n)) if n != 1 else "")
+                           for v, n in prefix))
 
 
-def _ids(spec: dict[str, Any]) -> str:
+def _ids(spec: dict[str, Any]) -> Code:
     """Token ids: random in [low, high) above the ids to avoid (special tokens), after a literal prefix."""
     batch, length = spec["shape"]
     low, high = spec.get("low", 0), max(spec.get("low", 0) + 1, spec["high"])
@@ -89,53 +104,72 @@ def _ids(spec: dict[str, Any]) -> str:
         low = max(avoid) + 1
     prefix = spec.get("prefix") or []
     tail = length - sum(n for _, n in prefix)
-    rand = f"torch.randint({low}, {high}, ({batch}, {tail}))"
+    rand = compose("torch.randint({}, {}, ({}, {}))", _int(low), _int(high), _int(batch), _int(tail))
     if not prefix:
         return rand
-    return f"torch.cat([torch.tensor([{_runs(prefix)}] * {batch}), {rand}], dim=1)"
+    return compose("torch.cat([torch.tensor([{}] * {}), {}], dim=1)", _runs(prefix), _int(batch), rand)
 
 
-def input_expr(spec: dict[str, Any]) -> str:
-    """One input of a spec (harness/zoo/inputs.py) as one Python expression."""
-    kind = spec["kind"]
-    if kind == "ids":
-        return _ids(spec)
-    if kind in ("ones", "zeros"):
-        return f"torch.{kind}({_sizes(spec['shape'])}, dtype={_dtype(spec, 'long')})"
-    if kind == "randn":
-        scale = spec.get("scale", 1.0)
-        return f"torch.randn({_sizes(spec['shape'])})" + (f" * {scale!r}" if scale != 1.0 else "")
-    if kind == "rand":
-        return f"torch.rand({_sizes(spec['shape'])})"
-    if kind == "randint":
-        return f"torch.randint({spec.get('low', 0)}, {spec['high']}, {_shape(spec['shape'])}, dtype={_dtype(spec, 'long')})"
-    if kind == "tensor":
-        return f"torch.tensor({literal(spec['value'])}, dtype={_dtype(spec, 'long')})"
-    if kind == "arange":
-        batch, length = spec["shape"]
-        return f"torch.arange({length}, dtype={_dtype(spec, 'long')}).repeat({batch}, 1)"
-    if kind == "typed":
-        batch, length = spec["shape"]
-        rest = length - sum(n for _, n in spec["prefix"])
-        return f"torch.tensor([{_runs(spec['prefix'] + [[0, rest]])}] * {batch}, dtype={_dtype(spec, 'long')})"
-    if kind == "bbox":   # valid boxes (x0 <= x1, y0 <= y1); their values do not matter
-        *lead, _ = spec["shape"]
-        half = spec.get("high", 1000) // 2
-        return f"torch.tensor([0, 0, {half}, {half}], dtype={_dtype(spec, 'long')}).repeat({', '.join(map(str, lead))}, 1)"
-    if kind == "value":
-        return literal(spec["value"])
-    if kind == "list":
-        return "[" + ", ".join(input_expr(item) for item in spec["items"]) + "]"
-    raise ValueError(f"unknown input kind {kind!r}")
+def _scaled(spec: dict[str, Any]) -> Code:
+    scale = spec.get("scale", 1.0)
+    randn = compose("torch.randn({})", _sizes(spec["shape"]))
+    return randn if scale == 1.0 else compose("{} * {}", randn, python_literal(scale))
 
 
-def setting_lines(settings: dict[str, Any]) -> tuple[list[str], list[str]]:
+# One writer per input kind (harness/zoo/inputs.py says what each means); each value goes through a helper.
+_KINDS = {
+    "ids": _ids,
+    "ones": lambda s: compose("torch.ones({}, dtype={})", _sizes(s["shape"]), _dtype(s, "long")),
+    "zeros": lambda s: compose("torch.zeros({}, dtype={})", _sizes(s["shape"]), _dtype(s, "long")),
+    "randn": _scaled,
+    "rand": lambda s: compose("torch.rand({})", _sizes(s["shape"])),
+    "randint": lambda s: compose("torch.randint({}, {}, {}, dtype={})", _int(s.get("low", 0)), _int(s["high"]),
+                                 _shape(s["shape"]), _dtype(s, "long")),
+    "tensor": lambda s: compose("torch.tensor({}, dtype={})", python_literal(s["value"]), _dtype(s, "long")),
+    "arange": lambda s: compose("torch.arange({}, dtype={}).repeat({}, 1)", _int(s["shape"][1]), _dtype(s, "long"),
+                                _int(s["shape"][0])),
+    "typed": lambda s: compose("torch.tensor([{}] * {}, dtype={})",
+                               _runs(s["prefix"] + [[0, s["shape"][1] - sum(n for _, n in s["prefix"])]]),
+                               _int(s["shape"][0]), _dtype(s, "long")),
+    # valid boxes (x0 <= x1, y0 <= y1); their values do not matter
+    "bbox": lambda s: compose("torch.tensor([0, 0, {}, {}], dtype={}).repeat({}, 1)", _int(s.get("high", 1000) // 2),
+                              _int(s.get("high", 1000) // 2), _dtype(s, "long"),
+                              Code(", ".join(_int(n) for n in s["shape"][:-1]))),
+    "value": lambda s: python_literal(s["value"]),
+    "list": lambda s: Code("[" + ", ".join(input_expr(item) for item in s["items"]) + "]"),
+}
+
+
+def input_expr(spec: dict[str, Any]) -> Code:
+    """One input of a spec (harness/zoo/inputs.py) as one Python expression; SpecError where it cannot be one."""
+    writer = _KINDS.get(spec.get("kind")) if isinstance(spec, dict) else None
+    if writer is None:
+        raise SpecError(f"unknown input kind {spec.get('kind') if isinstance(spec, dict) else spec!r}")
+    try:
+        return writer(spec)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SpecError(f"input spec {spec.get('kind')!r} does not read ({type(exc).__name__}: {exc})") from None
+
+
+def input_lines(spec: dict[str, Any]) -> list[Code]:
+    """Each input of a spec as `    name=expression,` (a name that is not a Python name: `**{...}`)."""
+    return [argument_expr(name, input_expr(item)) for name, item in spec.items()]
+
+
+def argument_expr(name: str, expr: Code) -> Code:
+    """`    name=expr,` for an expression already written."""
+    if _is_name(name):
+        return compose("    {}={},", python_name(name), expr)
+    return compose("    **{{{}: {}}},", python_literal(name), expr)
+
+
+def setting_lines(settings: dict[str, Any]) -> tuple[list[Code], list[Code]]:
     """(import lines, assignment lines) for the settings: one `torch.<module>.config.<name> = value` each."""
-    modules = sorted({key.rsplit(".config.", 1)[0] + ".config" for key in settings if ".config." in key} - set(_PLAIN))
-    imports = [f"import {m}" for m in modules]
-    extra = sorted({k.split("._config.", 1)[0] + "._config" for k in settings if "._config." in k})
-    imports += [f"import {m}" for m in extra]
-    return imports, [f"{key} = {literal(value)}" for key, value in settings.items()]
+    keys = [dotted_name(key) for key in settings]
+    modules = sorted({key.rsplit(".config.", 1)[0] + ".config" for key in keys if ".config." in key} - set(_PLAIN))
+    extra = sorted({k.split("._config.", 1)[0] + "._config" for k in keys if "._config." in k})
+    imports = [compose("import {}", dotted_name(m)) for m in modules + extra]
+    return imports, [compose("{} = {}", key, python_literal(value)) for key, value in zip(keys, settings.values())]
 
 
 def render_script(built: ModelBuild, overrides: dict[str, Any], settings: dict[str, Any], backend: str,
@@ -146,7 +180,7 @@ def render_script(built: ModelBuild, overrides: dict[str, Any], settings: dict[s
     """
     imports, assignments = setting_lines(settings)
     config = [line for name, value in overrides.items() for line in argument_lines(name, value, 4)]
-    inputs = [f"    {name}={input_expr(spec)}," for name, spec in (built.spec or {}).items()]
+    inputs = input_lines(built.spec or {})
     return render("maintainer_script.py.j2", model=built.model, config_class=built.config_class,
                   seed=int(built.seed or 0), config_lines=config, input_lines=inputs, imports=imports,
                   settings=assignments, backend=backend, signature=signature, device=device,

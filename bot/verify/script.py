@@ -16,6 +16,7 @@ from typing import Any
 
 import harness
 from bot.text.render import render
+from bot.text.scripts import Code, own_source
 from harness.core.model_build import ModelBuild
 
 HARNESS = Path(harness.__file__).parent
@@ -25,16 +26,11 @@ class NotRenderable(ValueError):
     """The run stored nothing a reproducer can be built from for this model."""
 
 
-def module_source(path: Path) -> str:
-    """A module's source ready to inline: docstring and `from __future__` dropped."""
+def module_source(path: Path) -> Code:
+    """A module of this checkout, its source ready to inline: docstring and `from __future__` dropped."""
     text = path.read_text()
     text = re.sub(r'^""".*?"""\n', "", text, count=1, flags=re.S)
-    return re.sub(r"^from __future__ import annotations\n", "", text, flags=re.M).strip() + "\n"
-
-
-def _json_literal(data: Any) -> str:
-    """JSON text safe inside a raw triple-quoted string (ASCII only, no quote run can close it)."""
-    return json.dumps(data, sort_keys=True, indent=1).replace("'", "\\u0027")
+    return own_source(re.sub(r"^from __future__ import annotations\n", "", text, flags=re.M).strip() + "\n")
 
 
 def render_script(built: ModelBuild | None, settings: dict[str, Any], backend: str = "count",
@@ -47,12 +43,12 @@ def render_script(built: ModelBuild | None, settings: dict[str, Any], backend: s
         raise NotRenderable("the run stored no build data for this model")
     return render(
         "repro_script.py.j2",
-        model=built.model, config_class=built.config_class, settings=settings,
+        model=built.model, config_class=built.config_class,
         settings_json=json.dumps(settings, sort_keys=True),
         baseline_json=json.dumps(baseline or {}, sort_keys=True), backend=backend, device=device,
         seed=int(built.seed or 0), fingerprint=built.fingerprint or "",
         transformers_version=built.transformers_version or "",
-        config_json=_json_literal(built.config or {}), spec_json=_json_literal(built.spec or {}),
+        config=built.config or {}, spec=built.spec or {},
         inputs_source=module_source(HARNESS / "zoo" / "inputs.py"),
         signature_source=module_source(HARNESS / "core" / "signature.py"),
     )

@@ -11,15 +11,14 @@ one with the baseline's settings. Stdlib only: torch is never imported here.
 """
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from bot.text.render import render
-from bot.verify.maintainer import WIDTH, backend_for, input_expr, literal, setting_lines
+from bot.text.scripts import Code, compose, python_literal
+from bot.verify.maintainer import WIDTH, argument_line, backend_for, input_lines, setting_lines
 from bot.verify.script import NotRenderable
-from harness.core.calls import HOOK_SCALE, WEIGHT_SEED_OFFSET, WEIGHT_STEP
+from harness.core.calls import HOOK_SCALE, WEIGHT_SEED_OFFSET, WEIGHT_STEP, output_path
 from harness.core.correctness import wrong_parts
 from harness.core.model_build import ModelBuild
 from harness.zoo import second
@@ -47,29 +46,29 @@ class ScenarioRules:
 
     hook_scale: tuple[float, float] = HOOK_SCALE
     weight_step: float = WEIGHT_STEP
-    weight_seed: str = f"SEED + {WEIGHT_SEED_OFFSET}"   # the weight step generator's seed, as the script writes it
+    weight_seed: Code = compose("SEED + {}", python_literal(WEIGHT_SEED_OFFSET))   # the step generator's seed, as written
 
 
-def accessor(output: str) -> str:
+def accessor(output: str) -> Code:
     """How the script picks the wrong output from a model's outputs: `["logits"]`, `[0]`; "" for the whole output
-    (a plain tensor, named "output" by harness.engine.accuracy)."""
-    top = re.match(r"[A-Za-z_]\w*|\[\d+\]", output)
-    if output == "output" or top is None:
-        return ""
-    return top.group(0) if top.group(0).startswith("[") else f"[{json.dumps(top.group(0))}]"
+    (a plain tensor, named "output" by harness.engine.accuracy). The output is an output path (harness.core.calls)."""
+    if output == "output":
+        return Code("")
+    top = output_path(output)[0]
+    return compose("[{}]", python_literal(top))
 
 
-def config_lines(config: dict[str, Any]) -> list[str]:
+def config_lines(config: dict[str, Any]) -> list[Code]:
     """The config's fields as `name=value,` packed into lines of WIDTH columns (one literal when keys are not names)."""
     if not all(isinstance(k, str) and k.isidentifier() for k in config):
-        return [f"    **{literal(config)},"]
-    lines, current = [], "   "
+        return [compose("    **{},", python_literal(config))]
+    lines, current = [], Code("   ")
     for key, value in config.items():
-        part = f" {key}={literal(value)},"
+        part = argument_line(key, value, " ")
         if current.strip() and len(current) + len(part) > WIDTH:
             lines.append(current)
-            current = "   "
-        current += part
+            current = Code("   ")
+        current = compose("{}{}", current, part)
     return lines + [current] if current.strip() else lines
 
 
@@ -81,7 +80,7 @@ def _second_inputs(built: ModelBuild) -> list[str]:
         raise NotRenderable(f"no second input spec for {built.model}: {exc}") from exc
     if not found:
         raise NotRenderable("the second-size rule finds no other size for these inputs")
-    return [f"    {name}={input_expr(spec)}," for name, spec in found[0].items()]
+    return input_lines(found[0])
 
 
 def _settings(case: Case, baseline: bool) -> tuple[list[str], list[str], list[str]]:
@@ -101,7 +100,7 @@ def render_wrong(built: ModelBuild | None, case: Case, *, baseline: bool = False
     imports, common, flag = _settings(case, baseline)
     return render("repro_wrong.py.j2", model=built.model, config_class=built.config_class,
                   seed=int(built.seed or 0), config_lines=config_lines(built.config or {}),
-                  input_lines=[f"    {name}={input_expr(spec)}," for name, spec in (built.spec or {}).items()],
+                  input_lines=input_lines(built.spec or {}),
                   second_lines=_second_inputs(built) if scenario == "second_size" else [],
                   imports=imports, common=common, flag=flag, baseline=baseline,
                   backend=backend_for(None, case.backend), device=case.device, signature=case.signature,

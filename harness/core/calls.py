@@ -9,10 +9,11 @@ harness.core.correctness.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
-from harness.core.record import RecordError, parse
+from harness.core.record import RecordError, check_closed, check_counts, parse
 
 FIRST = "first"
 SCENARIOS = (FIRST, "second_size", "hook_added", "weights_updated")
@@ -31,6 +32,18 @@ ACCURACY = (
     "not_judged",               # with `detail` saying why (the call raised, no second spec, a cache object, ...)
 )
 RIGHT = ("exact", "close")
+# An output's name, as harness.engine.accuracy names its leaves: a key or an index, then `.key` or `[index]` steps
+# ("logits", "[0]", "past_key_values[0][1]", "cache.self_attention_cache[0][1]"). Nothing else: it is written into
+# the accuracy reproducer and its issue.
+_OUTPUT_PATH = re.compile(r"(?:[A-Za-z_]\w*|\[\d+\])(?:\.[A-Za-z_]\w*|\[\d+\])*\Z", re.ASCII)
+_STEP = re.compile(r"[A-Za-z_]\w*|\[(\d+)\]", re.ASCII)
+
+
+def output_path(text: Any) -> tuple[str | int, ...]:
+    """The steps of an output path (`"logits[1]"` -> ("logits", 1)); RecordError naming it when it is not one."""
+    if not isinstance(text, str) or not _OUTPUT_PATH.match(text):
+        raise RecordError(f"call: output {text!r} is not an output path (name, [0], name[1], name.key, ...)")
+    return tuple(int(m.group(1)) if m.group(1) is not None else m.group(0) for m in _STEP.finditer(text))
 
 
 @dataclass(frozen=True)
@@ -48,11 +61,15 @@ class Call:
     error_type: str | None = None       # the call raised: the exception type ...
     signature: str | None = None        # ... and its signature
 
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"scenario": SCENARIOS, "accuracy": ACCURACY}
+
     def __post_init__(self) -> None:
-        if self.scenario not in SCENARIOS:
-            raise RecordError(f"call: unknown scenario {self.scenario!r}")
-        if self.accuracy not in ACCURACY:
-            raise RecordError(f"call: unknown accuracy {self.accuracy!r}")
+        check_closed(self, "call")
+        check_counts(self, "call", ("graphs", "recompiles"))
+        if self.graphs is None or self.recompiles is None:
+            raise RecordError("call: graphs and recompiles are counts, never null")
+        if self.output is not None:
+            output_path(self.output)
 
     @property
     def wrong(self) -> bool:

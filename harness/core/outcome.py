@@ -6,10 +6,11 @@ stored in SQLite and printed by `--json`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from harness.core.calls import Call
-from harness.core.record import parse
+from harness.core.correctness import CORRECTNESS_EFFECTS, RECOMPILE_EFFECTS
+from harness.core.record import RecordError, check_closed, check_counts, parse
 
 # How an item (one model under one config) can end.
 STATUSES = (
@@ -48,6 +49,8 @@ POOLED = "pooled"
 REASONS = (NOT_READ, POOLED)
 
 STRATA = ("vl_multimodal", "decoder_llm", "encoder_decoder", "vision_other")
+# The backends behind the graph counter: how a run compiles (its options' `backend`).
+BACKENDS = ("count", "eager", "aot_eager", "inductor")
 
 
 @dataclass
@@ -82,6 +85,21 @@ class Outcome:
     # The calls it made to the compiled model (harness.core.calls): the first, then each scenario's; judged against
     # eager by harness.core.correctness. Empty where none were recorded (an older run, a crash before the first).
     calls: list[Call] = field(default_factory=list)
+
+    CLOSED: ClassVar[dict[str, tuple[str | None, ...]]] = {"status": STATUSES, "reason": REASONS + (None,)}
+
+    def __post_init__(self) -> None:
+        check_closed(self, "outcome")
+        check_counts(self, "outcome", ("graphs", "graph_breaks", "ops", "recompiles"))
+        check_counts(self, "outcome", ("attempts",), least=1)
+        if self.flaky_rate is not None and not (isinstance(self.flaky_rate, (int, float)) and 0 <= self.flaky_rate <= 1):
+            raise RecordError(f"outcome: flaky_rate {self.flaky_rate!r} is not a rate between 0 and 1")
+        for name in ("compile_s", "build_s", "peak_mem_mb"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
+                raise RecordError(f"outcome: {name} {value!r} is not a number >= 0")
+        if not all(isinstance(c, Call) for c in self.calls):
+            raise RecordError("outcome: calls must be Call records")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -124,6 +142,13 @@ class Effect:
     # The two axes beside the graph effect, judged on the calls against the baseline's (harness.core.correctness):
     correctness: str | None = None     # CORRECTNESS_EFFECTS; None: not judged on both sides (no calls, a crash)
     recompile: str | None = None       # RECOMPILE_EFFECTS over the later calls; None: neither side made any
+
+    CLOSED: ClassVar[dict[str, tuple[str | None, ...]]] = {
+        "effect": EFFECTS, "reason": REASONS + (None,), "correctness": CORRECTNESS_EFFECTS + (None,),
+        "recompile": RECOMPILE_EFFECTS + (None,)}
+
+    def __post_init__(self) -> None:
+        check_closed(self, "effect")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""

@@ -42,3 +42,21 @@ def check_version(data: Mapping[str, Any], version: int, what: str) -> dict[str,
     if found != version:
         raise RecordError(f"{what}: version {found!r}, this flagsweep reads version {version}")
     return {k: v for k, v in data.items() if k != "v"}
+
+
+def check_closed(record: Any, what: str) -> None:
+    """RecordError naming the record, the field and its set for the first field of `record.CLOSED` (field -> the
+    values it may hold; None among them where the field is optional) whose value is outside its set."""
+    for name, allowed in record.CLOSED.items():
+        value = getattr(record, name)
+        if not isinstance(value, (str, type(None))) or value not in allowed:
+            shown = ", ".join("null" if a is None else a for a in allowed)
+            raise RecordError(f"{what}: {name} {value!r} is not one of {shown}")
+
+
+def check_counts(record: Any, what: str, names: tuple[str, ...], least: int = 0) -> None:
+    """RecordError naming the first of `names` that holds neither None nor an integer >= `least`."""
+    for name in names:
+        value = getattr(record, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+            raise RecordError(f"{what}: {name} {value!r} is not an integer >= {least}")

@@ -7,13 +7,25 @@ empty). One stored form: state.runs keeps `to_dict()` (its hash is the environme
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Mapping
 
 from harness.core.record import RecordError, parse
 
 # The fields that make two runs incomparable (a resume in another environment is refused) when they differ.
 COMPARABLE = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "recipe_fingerprint")
+# The kinds of device a run may name, each alone or with an index ("cuda:1"), as `--device` takes them.
+DEVICE_KINDS = ("cpu", "cuda", "mps", "xpu")
+_DEVICE = re.compile(r"(?P<kind>[a-z]+)(:\d+)?\Z")
+
+
+def device_kind(device: Any) -> str:
+    """The kind of a device name ("cuda:1" -> "cuda"); RecordError when it is none of DEVICE_KINDS."""
+    found = _DEVICE.match(device) if isinstance(device, str) else None
+    if found is None or found.group("kind") not in DEVICE_KINDS:
+        raise RecordError(f"device {device!r} is not one of {', '.join(DEVICE_KINDS)} (optionally :N)")
+    return found.group("kind")
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,17 @@ class RunEnvironment:
     # Whether a provider said where the build came from: its index and channel are then stored, null or not (a plain
     # sweep's never had them). Kept so a stored form reads back to the same bytes, and so the same key.
     provided: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name != "provided" and not isinstance(value, (str, type(None))):
+                raise RecordError(f"run environment: {f.name} {value!r} is not a string")
+        if self.device is not None:
+            try:
+                device_kind(self.device)
+            except RecordError as exc:
+                raise RecordError(f"run environment: {exc}") from None
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form (JSON-ready); a field never set is left out, as the stored forms before it did."""

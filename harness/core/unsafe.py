@@ -6,14 +6,22 @@ summary issue and the report (with the reason) and files no tracking issue for t
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.core.files import read_toml
+from harness.core.files import UnreadableFile, read_toml
 from harness.core.record import RecordError
 
 TABLE = Path(__file__).with_name("unsafe_flags.toml")
+FIELDS = ("key", "value", "reason")
+# A full dotted name under torch (torch._dynamo.config.KEY, nested ones too): what a config's settings are keyed by.
+_KEY = re.compile(r"^torch(\.[A-Za-z_][A-Za-z0-9_]*){2,}$")
+
+
+class UnsafeTableError(RecordError):
+    """The unsafe flag table cannot be read as reviewed entries; the message names the file and the entry's key."""
 
 
 @dataclass(frozen=True)
@@ -25,16 +33,51 @@ class Unsafe:
     reason: str
 
 
-def load(path: Path = TABLE) -> dict[str, Unsafe]:
-    """{key: Unsafe}; RecordError (one line) on a malformed entry or a key listed twice."""
+def load(path: Path | None = None) -> dict[str, Unsafe]:
+    """{key: Unsafe} from the table (default: the reviewed one beside this module); UnsafeTableError (one line
+    naming the file and the key) on anything but a list of well-formed entries. An empty table is an error too:
+    read as "no flag is unsafe", it would file every unsafe flag's expected wrong results."""
+    path = path or TABLE
+    try:
+        doc = read_toml(path, "unsafe flag table")
+    except UnreadableFile as exc:
+        raise UnsafeTableError(str(exc)) from None
+    rows = doc.get("unsafe")
+    extra = sorted(set(doc) - {"unsafe"})
+    if extra:
+        raise UnsafeTableError(f"{path}: {extra[0]!r} is not part of the table (its entries are [[unsafe]] tables)")
+    if not isinstance(rows, list) or not rows:
+        raise UnsafeTableError(f"{path}: no [[unsafe]] entries (an empty table would file every unsafe flag)")
     found: dict[str, Unsafe] = {}
-    for i, row in enumerate(read_toml(path, "unsafe flag table").get("unsafe", [])):
-        if not isinstance(row, dict) or set(row) != {"key", "value", "reason"}:
-            raise RecordError(f"{path.name}: unsafe #{i + 1}: an entry is key, value and reason")
-        if row["key"] in found:
-            raise RecordError(f"{path.name}: unsafe #{i + 1}: {row['key']} is listed twice")
-        found[row["key"]] = Unsafe(row["key"], row["value"], row["reason"])
+    for i, row in enumerate(rows):
+        entry = _entry(row, f"{path}: unsafe #{i + 1}")
+        if entry.key in found:
+            raise UnsafeTableError(f"{path}: unsafe #{i + 1}: {entry.key} is listed twice")
+        found[entry.key] = entry
     return found
+
+
+def _entry(row: object, where: str) -> Unsafe:
+    """One [[unsafe]] table as an entry; UnsafeTableError naming `where` and the key."""
+    if not isinstance(row, dict):
+        raise UnsafeTableError(f"{where}: an entry is a table of key, value and reason")
+    key = row.get("key")
+    if not isinstance(key, str) or not _KEY.match(key):
+        raise UnsafeTableError(f"{where}: key {key!r} is not a full dotted torch config name "
+                               "(torch._dynamo.config.NAME)")
+    where = f"{where}: {key}"
+    odd = sorted(set(row) - set(FIELDS))
+    if odd or set(FIELDS) - set(row):
+        named = f"{odd[0]!r} is not a field" if odd else f"{sorted(set(FIELDS) - set(row))[0]!r} is missing"
+        raise UnsafeTableError(f"{where}: {named} (an entry is key, value and reason)")
+    value = row["value"]
+    if not isinstance(value, (bool, int, float)):
+        # "true" in quotes never equals the flag's True: the entry would silently never match
+        raise UnsafeTableError(f"{where}: value {value!r} is a {type(value).__name__}; the unsafe setting is "
+                               "true, false or a number, unquoted")
+    if not isinstance(row["reason"], str) or not row["reason"].strip():
+        raise UnsafeTableError(f"{where}: reason must say why (torch's own words), got {row['reason']!r}")
+    return Unsafe(key, value, row["reason"])
 
 
 def reason(settings: Mapping[str, Any], table: Mapping[str, Unsafe]) -> str | None:

@@ -33,9 +33,12 @@ def result_of_entry(entry: dict) -> dict:
             "seconds": 0.0}
 
 
-def reusable(hit: dict | None, fingerprint: str | None, timeout: float) -> bool:
-    """Whether a cached result answers for this build now: same fingerprint, and a timeout only under no larger limit."""
+def reusable(hit: dict | None, fingerprint: str | None, timeout: float, where: dict | None = None) -> bool:
+    """Whether a cached result answers for this build now: same fingerprint, checked where this check runs (the
+    interpreter and device: `where`), and a timeout only under no larger limit."""
     if not hit or not fingerprint or hit.get("fingerprint") != fingerprint:
+        return False
+    if where is not None and hit.get("where") != where:
         return False
     return hit.get("status") != "timeout" or timeout <= float(hit.get("timeout_s") or 0)
 
@@ -77,30 +80,40 @@ def group_failures(failures: list[dict]) -> list[tuple[str, list[str]]]:
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
-def reused(conn: sqlite3.Connection | None, fingerprints: dict[str, str], timeout: float) -> dict[str, dict]:
-    """The kept results that answer for these builds now, by model (none without a store)."""
+def where_checked(python: str | None, device: str) -> dict:
+    """Where a check runs, kept with its result: the workers' interpreter (None: the bot's own) and device."""
+    return {"python": python, "device": device}
+
+
+def reused(conn: sqlite3.Connection | None, fingerprints: dict[str, str], timeout: float,
+           where: dict | None = None) -> dict[str, dict]:
+    """The kept results that answer for these builds now (checked `where` this check runs), by model (none
+    without a store)."""
     results = kept.check_results(conn) if conn is not None else {}
-    return {m: r for m, r in results.items() if reusable(r, fingerprints.get(m), timeout)}
+    return {m: r for m, r in results.items() if reusable(r, fingerprints.get(m), timeout, where)}
 
 
 def check(models: list[str], fingerprints: dict[str, str], *, conn: sqlite3.Connection | None, workers: int,
           timeout: float, use_kept: bool = True, progress: bool = True,
-          extra_modules: list[str] | None = None) -> list[dict]:
-    """Results for models: kept ones reused when their fingerprint matches, the rest run now and kept.
+          extra_modules: list[str] | None = None, python: str | None = None, device: str = "cpu") -> list[dict]:
+    """Results for models: kept ones reused when their fingerprint matches and they were checked under the same
+    interpreter and device, the rest run now (in workers of `python`, on `device`) and kept.
 
     conn: the store (None: nothing reused or kept). use_kept=False reruns every model.
     """
     from harness.engine.engine import eager_check
     from harness.engine.options import SweepOptions
 
-    results = reused(conn, fingerprints, timeout) if use_kept else {}
+    where = where_checked(python, device)
+    results = reused(conn, fingerprints, timeout, where) if use_kept else {}
     results = {m: results[m] for m in models if m in results}
     todo = [m for m in models if m not in results]
     if todo:
-        options = SweepOptions(workers=workers, timeout=timeout, max_items_per_worker=25,
-                               extra_modules=list(extra_modules or []))
+        options = SweepOptions(workers=workers, timeout=timeout, max_items_per_worker=25, python=python,
+                               device=device, extra_modules=list(extra_modules or []))
         for outcome in eager_check(todo, options=options, progress=progress):
-            results[outcome.model] = {**result_of(outcome, fingerprints.get(outcome.model)), "timeout_s": timeout}
+            results[outcome.model] = {**result_of(outcome, fingerprints.get(outcome.model)), "timeout_s": timeout,
+                                      "where": where}
         if conn is not None:
             kept.record_checks(conn, [results[m] for m in todo if fingerprints.get(m)])
     return [results[m] for m in models]

@@ -17,7 +17,7 @@ from typing import Iterator
 from harness.engine import engine
 from harness.engine.interpreter import CallFailed, call
 from harness.engine.options import SweepOptions
-from harness.zoo import lock
+from harness.zoo import lock, second
 from state import zoo as kept
 
 LOCK_JOB = "harness.discovery.lockjob:lock_entry"
@@ -208,8 +208,9 @@ def downgrades(old: dict[str, dict], fresh: dict[str, dict], unanswered: set[str
 
 
 def corrupt_entries(locked: dict[str, dict], version: str) -> list[dict]:
-    """The locked entries that fail the checks a sweep applies (hand edits, hollow entries): model, field and why."""
-    return lock.corrupt_entries(locked, version)
+    """The locked entries that fail the checks a sweep applies (hand edits, hollow entries, a malformed second
+    input spec): model, field and why."""
+    return second.corrupt_entries(locked, version)
 
 
 def staleness(locked: dict[str, dict], scanned: list[str], rediscovered: dict[str, dict],

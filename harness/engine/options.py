@@ -1,9 +1,15 @@
 """How to run sweep items (not what to run): the one options object, from the settings down to the pool."""
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import asdict, dataclass, field
-from typing import Any
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
+
+from harness.core.outcome import BACKENDS
+from harness.core.record import RecordError, parse
+from harness.core.run_environment import device_kind
 
 
 # Tolerances that keep the embedded corpus at zero false `wrong` under the baseline (measured: bench/accuracy_cost.py).
@@ -21,6 +27,13 @@ class Accuracy:
     enabled: bool = True
     rtol: float = RTOL
     atol: float = ATOL
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Accuracy":
+        """Read the stored form (a run's options.accuracy); RecordError naming an unknown field or a bad value."""
+        found = parse(cls, data, "accuracy options")
+        _check(found, "accuracy options", {"enabled": _flag, "rtol": _tolerance, "atol": _tolerance})
+        return found
 
 
 @dataclass
@@ -44,6 +57,12 @@ class SweepOptions:
     compile_cache: str | None = None
 
     @property
+    def shared_cache(self) -> str | None:
+        """The cache root the workers compile into: only the inductor backend compiles through Inductor and
+        AOTAutograd, so a count, eager or aot_eager sweep never touches `compile_cache` (None)."""
+        return self.compile_cache or None if self.backend == "inductor" else None
+
+    @property
     def on_cuda(self) -> bool:
         """The workers run the models on a CUDA device."""
         return self.device.startswith("cuda")
@@ -57,3 +76,62 @@ class SweepOptions:
     def to_dict(self) -> dict[str, Any]:
         """What is stored with a run."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SweepOptions":
+        """Read the stored form (`to_dict`'s, as a shard's export carries it); RecordError naming an unknown field or
+        a value out of its range."""
+        if isinstance(data, Mapping) and "accuracy" in data:
+            data = {**data, "accuracy": Accuracy.from_dict(data["accuracy"])}
+        found = parse(cls, data, "sweep options")
+        _check(found, "sweep options", _RANGES)
+        return found
+
+
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z", re.ASCII)
+
+
+def _count(least: int) -> Any:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= least
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _flag(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _tolerance(v: Any) -> bool:
+    return _number(v) and v >= 0
+
+
+def _device(v: Any) -> bool:
+    try:
+        device_kind(v)
+    except RecordError:
+        return False
+    return True
+
+
+def _text_or_none(v: Any) -> bool:
+    return v is None or isinstance(v, str)
+
+
+# Each stored option's range (what `SweepOptions.from_dict` accepts).
+_RANGES = {
+    "workers": _count(0), "timeout": lambda v: _number(v) and v > 0, "backend": lambda v: v in BACKENDS,
+    "device": _device, "python": _text_or_none, "max_items_per_worker": _count(1),
+    "max_rss_mb": lambda v: _number(v) and v > 0, "gpu_workers": _count(1), "compile_cache": _text_or_none,
+    "extra_modules": lambda v: isinstance(v, list) and all(isinstance(m, str) and _MODULE.match(m) for m in v),
+    "accuracy": lambda v: isinstance(v, Accuracy),
+}
+
+
+def _check(record: Any, what: str, ranges: dict[str, Any]) -> None:
+    """RecordError naming the first field whose value `ranges` refuses."""
+    for f in fields(record):
+        value = getattr(record, f.name)
+        if not ranges[f.name](value):
+            raise RecordError(f"{what}: {f.name} {value!r} is out of range")

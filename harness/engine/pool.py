@@ -100,7 +100,7 @@ class Pool:
     def _spawn(self) -> Worker:
         self.stats["spawned"] += 1
         return spawn(self.python, self.threads, self.extra_modules, self.logdir.name, device=self.device,
-                     memory_fraction=self.memory_fraction, compile_cache=self.options.compile_cache or "",
+                     memory_fraction=self.memory_fraction, compile_cache=self.options.shared_cache or "",
                      gpu=self._next_gpu())
 
     def _next_gpu(self) -> str | None:

@@ -22,7 +22,7 @@ from harness.core.calls import FIRST, HOOK_SCALE, WEIGHT_SEED_OFFSET, WEIGHT_STE
 from harness.engine.accuracy import Verdict, bitwise, compare, leaves
 from harness.engine.options import Accuracy
 from harness.zoo import second
-from harness.zoo.build import SEED
+from harness.zoo.build import SEED, build
 from harness.zoo.errors import LockError
 from harness.zoo.inputs import make_inputs
 
@@ -35,6 +35,13 @@ def run(module: Any, inputs: dict[str, Any]) -> Any:
     torch.manual_seed(SEED)
     with torch.no_grad():
         return module(**clone(inputs))
+
+
+def output_paths(model: str, device: str) -> list[str]:
+    """The names of a model's outputs, as a call names the one that differs (a job: `repro --wrong` checks its
+    OUTPUT against them): the model built from the lock, one eager forward."""
+    built = build(model, device)
+    return [leaf.path for leaf in leaves(run(built.module, built.inputs))]
 
 
 def clone(value: Any) -> Any:

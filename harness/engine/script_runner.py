@@ -17,9 +17,9 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
-from harness.core.record import RecordError, check_version, parse
+from harness.core.record import RecordError, check_closed, check_version, parse
 from harness.engine.childline import ChildLineError, tagged
 
 RESULT_TAG = "FLAGSWEEP_RESULT"
@@ -66,9 +66,10 @@ class ScriptResult:
     stderr_tail: str = ""             # the end of its stderr when it ended without a line
     modes: Mapping[str, "ScriptResult"] = field(default_factory=dict)   # {mode: its line} when it reported several
 
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"status": STATUSES}
+
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"script status {self.status!r}: expected one of {STATUSES}")
+        check_closed(self, "script result")
 
     @property
     def reported(self) -> bool:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.zoo.lock import build_hash, corrupt_entries
+from harness.zoo.lock import build_hash
+from harness.zoo.second import FIELD as SECOND, WHY_FIELD as SECOND_WHY, corrupt_entries
 
 # Entry fields by what they say about a model, for the diff's "what changed" column.
 ASPECTS = {"config_class": "config", "config": "config", "spec": "inputs", "text_only": "inputs",
@@ -49,6 +50,11 @@ def _aspects(old: dict, new: dict) -> list[str]:
     return sorted({ASPECTS[f] for f in fields})
 
 
+def _second(entry: dict) -> tuple:
+    """An entry's sealed second input spec, or why it has none (left out of build_hash)."""
+    return entry.get(SECOND), entry.get(SECOND_WHY)
+
+
 def _modeling(old: Side, new: Side, model: str) -> str:
     """changed, same, or unknown (a side has no hash for it)."""
     a, b = old.modeling.get(model), new.modeling.get(model)
@@ -61,7 +67,7 @@ def compare(old: Side, new: Side) -> dict:
     """The diff as plain data: added, removed, entries changed (with aspects), modeling changed/unknown, unchanged."""
     common = sorted(old.classes & new.classes)
     modeling = {m: _modeling(old, new, m) for m in common}
-    changed, unchanged = [], []
+    changed, unchanged, second = [], [], []
     # A corrupt entry (hand-edited, mistyped) says nothing reliable about what changed: flagged, not compared.
     corrupt = [{"side": side, **c} for side, s in (("old", old), ("new", new)) for c in s.corrupt]
     broken = {c["model"] for c in corrupt}
@@ -70,12 +76,14 @@ def compare(old: Side, new: Side) -> dict:
             a, b = old.entries[m], new.entries[m]
             if build_hash(a) == build_hash(b):
                 unchanged.append(m)
+                if _second(a) != _second(b):   # the same build; its second_size call measures another size
+                    second.append(m)
             elif _aspects(a, b):
                 changed.append({"model": m, "changed": _aspects(a, b)})
     doc = {"old": old.transformers, "new": new.transformers, "entries_compared": new.entries is not None
            and old.entries is not None,
            "added": sorted(new.classes - old.classes), "removed": sorted(old.classes - new.classes),
-           "entries_changed": changed, "modeling_changed": [m for m in common if modeling[m] == "changed"],
+           "entries_changed": changed, "second_spec_changed": second, "modeling_changed": [m for m in common if modeling[m] == "changed"],
            "modeling_unknown": [m for m in common if modeling[m] == "unknown"], "unchanged": unchanged,
            "corrupt": corrupt}
     doc["counts"] = {k: len(v) for k, v in doc.items() if isinstance(v, list)}

@@ -3,6 +3,7 @@
 `zoo lock` seals the first candidate of harness.zoo.sizes.second_specs that runs in eager as the entry's
 `second_spec`; an entry locked before that has none, and the worker tries the rule's candidates in eager itself.
 A sealed one is checked here, where it is used, not with the entry: a bad one costs its own call, never the build.
+A lock read whole (`zoo diff`, `zoo lock --check`) lists a bad one with the corrupt entries (`corrupt_entries`).
 """
 from __future__ import annotations
 
@@ -57,6 +58,33 @@ def check(model: str, second: object, spec: dict) -> dict:
         if not isinstance(item, dict) or not isinstance(item.get("kind"), str):
             raise CorruptEntry(model, f"{FIELD}.{name}", "not an input spec with a kind")
         shape = item.get("shape", [1])
-        if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape):
-            raise CorruptEntry(model, f"{FIELD}.{name}", f"shape {shape!r} is not a list of positive sizes")
+        # a size may be 0 (a time-series model's past_time_features has no features: [B, S, 0] in the spec too)
+        if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+            raise CorruptEntry(model, f"{FIELD}.{name}", f"shape {shape!r} is not a list of sizes (0 or more)")
     return second
+
+
+def check_sealed(model: str, entry: dict) -> None:
+    """CorruptEntry naming the model and field when an entry's sealed second spec, or why it has none, is malformed
+    (an entry that passed lock.check_entry: its spec is there)."""
+    if FIELD in entry:
+        check(model, entry[FIELD], entry["spec"])
+        if WHY_FIELD in entry:
+            raise CorruptEntry(model, WHY_FIELD, "sealed beside a second spec (an entry has one or the other)")
+    why = entry.get(WHY_FIELD, "-")
+    if not isinstance(why, str) or not why.strip():
+        raise CorruptEntry(model, WHY_FIELD, f"expected why no second spec runs (text), got {why!r}")
+
+
+def corrupt_entries(entries: dict, version: str) -> list[dict]:
+    """The entries of a lock that fail a sweep's checks, the sealed second spec's included (model, field, why), by
+    model: what `zoo diff` and `zoo lock --check` list (the second spec is left out of build_hash, so a malformed
+    one in a re-sealed entry would otherwise read as unchanged)."""
+    bad = lock_mod.corrupt_entries(entries, version)
+    flagged = {b["model"] for b in bad}
+    for model in sorted(set(entries) - flagged):
+        try:
+            check_sealed(model, entries[model])
+        except CorruptEntry as exc:
+            bad.append({"model": model, "field": exc.field, "why": exc.why})
+    return sorted(bad, key=lambda b: b["model"])
