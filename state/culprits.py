@@ -11,14 +11,16 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.core.commits import Commit, FileChange
-from harness.core.record import parse
+from harness.core.record import check_closed, parse
 from state.db import transaction
 from state.runs import now
 
 STATUSES = ("found", "suspects", "cut", "flaky", "not_reproduced", "bounded", "failed")
+VERDICTS = ("old", "new", "flaky", "other")     # a probe: passes, fails with the signature, runs disagree, fails otherwise
+PHASES = ("ends", "search", "retest")
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,11 @@ class ProbeRow:
     runs: list[str]
     verdict: str                     # old | new | flaky | other
     phase: str = "search"            # ends | search | retest
+
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"verdict": VERDICTS, "phase": PHASES}
+
+    def __post_init__(self) -> None:
+        check_closed(self, "probe")
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,11 @@ class CommitRange:
     wrong_by: str | None = None
     wrong_at: str | None = None
     recorded_at: str | None = None
+
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"status": STATUSES}
+
+    def __post_init__(self) -> None:
+        check_closed(self, "commit range")
 
     @property
     def culprit(self) -> Commit | None:
@@ -108,8 +120,7 @@ def _row(row: sqlite3.Row) -> CommitRange:
 
 def record(conn: sqlite3.Connection, r: CommitRange) -> None:
     """Store (or replace) one commit range."""
-    if r.status not in STATUSES:
-        raise ValueError(f"commit range status {r.status!r}: expected one of {STATUSES}")
+    check_closed(r, "commit range")        # a status set after it was made is checked here
     with transaction(conn):
         conn.execute(
             "INSERT OR REPLACE INTO commit_ranges (signature, good_git, bad_git, status, commits, suspects, bisection,"

@@ -21,7 +21,8 @@ from harness.core.record import RecordError
 from harness.core.run_environment import DEVICE_KINDS, RunEnvironment
 from harness.engine import script_runner
 from harness.engine.script_runner import ScriptResult
-from state import gates, jobs, ranges, resolutions, runs, verdicts
+from harness.core.commits import CHANGES, FileChange
+from state import culprits, gates, jobs, ranges, resolutions, runs, verdicts
 from state.runs import Run
 from state.verdicts import Component, DynamicRun, Maintainer, Stage, Verdict
 
@@ -41,6 +42,9 @@ VALID: dict[type, Any] = {
     ranges.Range: ranges.Range(1, "c", "s", "new_crash", "found"),
     resolutions.Resolution: resolutions.Resolution(1, "k", "open"),
     jobs.Job: jobs.Job(1, "nightly", {}, "queued", "2026-11-28T00:00:00+00:00"),
+    FileChange: FileChange("torch/x.py", "modified"),
+    culprits.ProbeRow: culprits.ProbeRow("a" * 40, ["ok"], "old"),
+    culprits.CommitRange: culprits.CommitRange("s", "a" * 40, "b" * 40, "found"),
     runs.ExportedRun: runs.ExportedRun("nightly", "finished", "2026-11-28T00:00:00+00:00", None, None, None, None, [],
                                        {}, {}, {}, RunEnvironment()),
 }
@@ -71,6 +75,10 @@ TABLE = [
     (resolutions.Resolution, "resolution", resolutions.RESOLUTIONS),
     (jobs.Job, "kind", jobs.JOB_KINDS),
     (jobs.Job, "status", jobs.JOB_STATUSES),
+    (FileChange, "status", CHANGES),
+    (culprits.ProbeRow, "verdict", culprits.VERDICTS),
+    (culprits.ProbeRow, "phase", culprits.PHASES),
+    (culprits.CommitRange, "status", culprits.STATUSES),
     (runs.ExportedRun, "kind", runs.KINDS),
     (runs.ExportedRun, "status", runs.STATUSES),
 ]

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
+
+from harness.core.record import check_closed
 
 _NIGHTLY = re.compile(r"^(\d{4}-\d{2}-\d{2}) nightly release \(([0-9a-f]{7,40})\)\s*$")
 _TITLE_PR = re.compile(r"\(#(\d+)\)\s*$")
@@ -39,6 +42,11 @@ class FileChange:
     path: str
     status: str                       # one of CHANGES
     previous: str | None = None       # a rename's old path
+
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"status": CHANGES}
+
+    def __post_init__(self) -> None:
+        check_closed(self, "file change")
 
 
 @dataclass(frozen=True)
