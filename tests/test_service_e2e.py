@@ -523,14 +523,15 @@ def test_healthz_names_stuck_jobs(tmp_path):
     s = Settings(state_path=tmp_path / "state.sqlite", webhook=WebhookSettings(secret=SECRET, port=0),
                  scheduler=SchedulerSettings(stuck_after=1.0))
     svc = Service(s, dry_run=True, schedule=False)
+    svc.lanes[0].kinds = ("nightly",)   # a work lane that hangs on its way to comments: a command job waits
     svc.start()
     conn = db.connect(s.state_path)
     try:
         first = httpx.get(svc.url + "/healthz", timeout=10)
         assert first.status_code == 200 and first.json()["jobs"]["stuck"] == []
-        orphan = jobs.enqueue(conn, "nightly-of-another-process", {})
-        assert jobs.claim_next(conn, kinds=("nightly-of-another-process",)).id == orphan
-        waiting = jobs.enqueue(conn, "kind-no-lane-takes", {})
+        orphan = jobs.enqueue(conn, "command", {})      # claimed by another process (this connection)
+        assert jobs.claim_next(conn, kinds=("command",)).id == orphan
+        waiting = jobs.enqueue(conn, "command", {})
         time.sleep(2.1)                       # past stuck_after (timestamps are whole seconds)
         answer = httpx.get(svc.url + "/healthz", timeout=10)
         assert answer.status_code == 503          # a monitor that reads only the status sees the problem
