@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sys
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -25,6 +26,7 @@ from harness.engine.events import Built, CacheCounts, ConfigSpace, Result
 from harness.engine.pool import Group, Pool, PoolError
 from harness.engine.progress import Progress
 from harness.core.scrub import scrub
+from harness.engine.flags import answering
 from harness.engine.flags.pruning import Pruning, audit, eligible
 from state import flags as stored_flags, history, leases, runs
 
@@ -130,6 +132,24 @@ def _outcome(outcome: Outcome, stratum_of: Callable[[str], str | None]) -> Outco
     return dataclasses.replace(outcome, **scrubbed, stratum=outcome.stratum or stratum_of(outcome.model))
 
 
+def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan") -> None:
+    """The answered items' audit (harness.engine.flags.answering), seeded by the night (else the run): a sample
+    traced in full, its findings stored; the full traces that replace answered items stored in their place."""
+    accuracy = request.options.accuracy
+    seed = zlib.crc32((request.nightly or f"run {plan.run_id}").encode())
+    findings, replaced = answering.audit(
+        runs.outcomes(conn, plan.run_id), answering.AnswerAudit(accuracy.answer_audit, accuracy.answer_audit_min, seed),
+        lambda items: run_items(items, configs=plan.configs, base_settings=plan.base_settings,
+                                options=request.options, progress=request.progress, answer=False))
+    stored_flags.record_answer_audit(conn, plan.run_id, findings)
+    for outcome in replaced:
+        runs.record_outcome(conn, plan.run_id, outcome)
+    for f in findings:
+        if f.disagreement:
+            log.warning("answered from the baseline, but traced in full %s under %s differs (%s): the rule is off "
+                        "for %s for the rest of the night", f.model, f.config, f.disagreement, f.config)
+
+
 @dataclass(frozen=True)
 class Swept:
     """A sweep that finished: its run (finalized), the builds its workers made, the config space they listed."""
@@ -161,6 +181,7 @@ def sweep(conn: Any, request: SweepRequest) -> Swept:
             audit(conn, plan.run_id, configs=plan.configs, pruning=request.pruning, trace=lambda items: run_items(
                 items, configs=plan.configs, base_settings=plan.base_settings, options=request.options,
                 progress=request.progress))
+        _audit_answers(conn, request, plan)
         runs.finish_run(conn, plan.run_id, "finished")
     except BaseException as exc:
         pool.close(kill=True)
@@ -279,6 +300,8 @@ def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool) -> dict[str
             outcome = _outcome(event.outcome, stratum_of)
             if event.config_reads is not None:
                 stored_flags.record_reads(conn, plan.run_id, outcome.model, event.config_reads)
+            if event.window_reads is not None:
+                stored_flags.record_windows(conn, plan.run_id, outcome.model, event.window_reads)
             runs.record_outcome(conn, plan.run_id, outcome)
             bar.advance(crashed=outcome.crashed)
     if cache.compiles:
@@ -340,11 +363,13 @@ def _check_same_environment(old: RunEnvironment, new: RunEnvironment, run_id: in
 
 
 def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict,
-              options: SweepOptions, fresh_workers: bool = False, progress: bool = False) -> list[Outcome]:
+              options: SweepOptions, fresh_workers: bool = False, progress: bool = False,
+              answer: bool = True) -> list[Outcome]:
     """Run (model, config) items without storing them; outcomes in the order of `items`.
 
     Every config named must be in `configs` (baseline, when absent, is no settings).
-    fresh_workers: every item in a new worker (flake confirmation).
+    fresh_workers: every item in a new worker (flake confirmation); answer: False traces every call in full (the
+    answered items' audit).
     """
     checked = check_configs({name: configs.get(name, {}) for _, name in items}, base_settings, options.python)
     if checked.unavailable:
@@ -355,12 +380,12 @@ def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_se
             raise KeyError(f"config {name!r} is not in the configs given")
         settings_of[name] = configs.get(name, {})
     if fresh_workers:
-        groups = [Group(model, [(i, name, settings_of[name])]) for i, (model, name) in enumerate(items)]
+        groups = [Group(model, [(i, name, settings_of[name])], answer=answer) for i, (model, name) in enumerate(items)]
     else:
         by_model: dict[str, list] = {}
         for i, (model, name) in enumerate(items):
             by_model.setdefault(model, []).append((i, name, settings_of[name]))
-        groups = [Group(model, its) for model, its in by_model.items()]
+        groups = [Group(model, its, answer=answer) for model, its in by_model.items()]
     pool = _pool(options, base_settings, len(groups), fresh=fresh_workers)
     return _outcomes(pool, groups, items, progress, f"compile {len(items)} items")
 

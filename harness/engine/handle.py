@@ -51,6 +51,7 @@ class Group:
     # keys, the worker reports them without compiling (reason "not_read").
     prune: frozenset[str] = frozenset()
     pool: bool = False                   # the prune configs the baseline read are compiled together first
+    answer: bool = True                  # later calls answered from the baseline where they cannot differ (an audit: no)
 
 
 @dataclass

@@ -115,11 +115,11 @@ class References:
         self.inputs = built.inputs
         self.eager = copy.deepcopy(built.module)   # before any compile: nothing Dynamo did can reach it
         self.outputs: dict[str, Any] = {}
+        self.second_spec: dict | None = None   # the second input spec the second_size call uses (kept with the build)
         self.first = run(self.eager, self.inputs)
         called = _recording(self.eager)
-        again = run(self.eager, self.inputs)
+        self.nondeterministic = _disagreement(self.first, run(self.eager, self.inputs))   # not held past the check
         called.close()
-        self.nondeterministic = _disagreement(self.first, again)
         self.steps = [self._second(model, built), self._hook(called.names),
                       Step("weights_updated", built.inputs, weights_moved(self.eager))]
         for step in self.steps:
@@ -139,6 +139,7 @@ class References:
         found, why = second.first_that_runs(candidates, self._eager_at)
         if found is None:
             return Step("second_size", reason=why)
+        self.second_spec = found
         return Step("second_size", make_inputs(found, SEED, self.device))
 
     def _eager_at(self, spec: dict) -> None:
@@ -232,29 +233,29 @@ class Recorder:
         return [r[:REASON_CHARS] for r in reasons]
 
 
-def calls(compiled: Callable, first_output: Any, graphs: Callable[[], int], module: torch.nn.Module,
-          refs: References, recorder: Recorder, error_fields: Callable[[BaseException], dict[str, Any]]) -> list[Call]:
-    """Every call of one item: the first (made already: its output), then each step's on the same compiled object;
-    `graphs()` counts the graphs compiled so far. A call that raises is not judged and the next one still runs."""
-    reasons = recorder.take()
-    out = [_call(FIRST, graphs(), reasons, refs.judge(None, first_output))]
-    for step in refs.steps:
-        if step.inputs is None:
-            out.append(Call(step.scenario, detail=step.reason))
-            continue
-        before = graphs()
-        try:
-            with step.change(module) if step.change else contextlib.nullcontext():
-                res = run(compiled, step.inputs)
-            verdict = refs.judge(step, res)
-        except Exception as exc:   # the call's own result; the item keeps its first call's status
-            found = error_fields(exc)
-            out.append(Call(step.scenario, graphs() - before, len(r := recorder.take()), r, "not_judged",
-                            detail=f"the call raised {found['error_type']}", error_type=found["error_type"],
-                            signature=found["signature"]))
-            continue
-        out.append(_call(step.scenario, graphs() - before, recorder.take(), verdict))
-    return out
+def first_call(output: Any, graphs: int, refs: References, recorder: Recorder) -> Call:
+    """The first call (made by the compile: its output), judged against eager's."""
+    return _call(FIRST, graphs, recorder.take(), refs.judge(None, output))
+
+
+def later_call(step: Step, compiled: Callable, graphs: Callable[[], int], module: torch.nn.Module, refs: References,
+               recorder: Recorder, error_fields: Callable[[BaseException], dict[str, Any]]) -> Call:
+    """One later call on the same compiled object, after its step's change; `graphs()` counts the graphs compiled
+    so far. A call that raises is not judged (the next one still runs)."""
+    if step.inputs is None:
+        return Call(step.scenario, detail=step.reason)
+    before = graphs()
+    try:
+        with step.change(module) if step.change else contextlib.nullcontext():
+            res = run(compiled, step.inputs)
+        verdict = refs.judge(step, res)
+    except Exception as exc:   # the call's own result; the item keeps its first call's status
+        found = error_fields(exc)
+        return Call(step.scenario, graphs() - before, len(r := recorder.take()), r, "not_judged",
+                    detail=f"the call raised {found['error_type']}", error_type=found["error_type"],
+                    signature=found["signature"])
+    del res   # the compiled output is not held past its verdict
+    return _call(step.scenario, graphs() - before, recorder.take(), verdict)
 
 
 def _call(scenario: str, graphs: int, reasons: list[str], verdict: Verdict) -> Call:
