@@ -9,6 +9,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from harness.core.calls import SCENARIOS
 from harness.core.outcome import Outcome
 from harness.core.run_environment import RunEnvironment
 from state.db import transaction
@@ -92,9 +93,10 @@ def record_windows(conn: sqlite3.Connection, run_id: int, model: str, windows: d
 
 
 def windows(conn: sqlite3.Connection, run_id: int, model: str) -> dict[str, dict[str, Any]]:
-    """{window: {key: value read}} of one model's baseline in a run (empty: none recorded)."""
+    """{window: {key: value read}} of one model's baseline in a run, in call order (empty: none recorded)."""
     rows = conn.execute("SELECT window, reads FROM window_reads WHERE run_id = ? AND model = ?", (run_id, model))
-    return {r[0]: json.loads(r[1]) for r in rows}
+    found = {r[0]: json.loads(r[1]) for r in rows}
+    return {w: found[w] for w in sorted(found, key=lambda w: SCENARIOS.index(w) if w in SCENARIOS else len(SCENARIOS))}
 
 
 @dataclass(frozen=True)

@@ -168,13 +168,11 @@ def cmd_runs_list(args: argparse.Namespace, settings: Any) -> int:
 
 def _show_model(conn: Any, args: argparse.Namespace, run: dict) -> int:
     """runs show RUN --model M: the keys M's baseline read per call window (DESIGN "Words": call window)."""
-    from harness.core.calls import SCENARIOS
     from state import flags, runs
 
     if args.model not in runs.get_run(conn, args.run).models:
         return _fail(f"run {args.run} has no model {args.model}", BAD_REQUEST)
-    found = flags.windows(conn, args.run, args.model)
-    windows = {w: found[w] for w in SCENARIOS if w in found}
+    windows = flags.windows(conn, args.run, args.model)
     if args.json:
         print(json.dumps({"run": args.run, "model": args.model, "windows": windows}, indent=2))
     else:

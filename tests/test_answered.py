@@ -1,0 +1,102 @@
+"""Read sets per call window and later calls answered from the baseline, over a real sweep of tiny models.
+
+One sweep (one worker, a real store) holds every case: TinyLM, whose second-size call recompiles, and
+TinyCorruptSecondLM (TinyLM whose sealed second spec is corrupt: no second-size call, so no later call recompiles),
+each under the baseline, capture_dynamic_output_shape_ops (read by the first compile only, the graphs unchanged) and
+skip_nnmodule_hook_guards=False (the same graphs, other guards: the hook added later is seen).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from harness.core.calls import Call
+from harness.core.outcome import ANSWERED, Outcome
+from harness.engine.engine import SweepOptions, SweepRequest, run_items, sweep
+from harness.engine.flags import answering
+from harness.engine.options import Accuracy
+from state import db, flags, runs
+
+CDOS = "capture_dynamic_output_shape_ops"
+HOOKS = "hooks_guarded"
+CONFIGS = {"baseline": {}, CDOS: {"torch._dynamo.config.capture_dynamic_output_shape_ops": True},
+           HOOKS: {"torch._dynamo.config.skip_nnmodule_hook_guards": False}}
+MODELS = ["TinyLM", "TinyCorruptSecondLM"]
+OPTIONS = SweepOptions(workers=1, timeout=120, extra_modules=["tests.accuracy_models"],
+                       accuracy=Accuracy(answer_audit=0.0, answer_audit_min=0))   # the test traces in full itself
+
+pytestmark = pytest.mark.compile
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    conn = db.connect(tmp_path_factory.mktemp("answered") / "state.sqlite")
+    run = sweep(conn, SweepRequest(models=MODELS, configs=CONFIGS, options=OPTIONS, progress=False)).run
+    outs = {(o.model, o.config): o for o in runs.outcomes(conn, run.id)}
+    return conn, run.id, outs
+
+
+def test_a_key_read_only_by_the_second_size_recompile_is_in_that_window_alone(swept):
+    conn, run_id, _ = swept
+    windows = flags.windows(conn, run_id, "TinyLM")
+    assert list(windows) == ["first", "second_size", "hook_added", "weights_updated"]
+    key = "torch._dynamo.config.error_on_recompile"   # Dynamo asks it only when a frame compiles again
+    assert [w for w, keys in windows.items() if key in keys] == ["second_size"]
+    # The merged read set that pruning reads is still every window's.
+    assert set(flags.reads(conn, run_id)["TinyLM"]) == set().union(*windows.values())
+    # No later call of the corrupt-second model recompiles: its later windows read next to nothing.
+    later = flags.windows(conn, run_id, "TinyCorruptSecondLM")
+    assert key not in set().union(*later.values()) and len(later["first"]) > 20
+
+
+def test_a_config_read_only_by_the_first_compile_is_answered_and_equals_its_full_trace_call_by_call(swept):
+    conn, run_id, outs = swept
+    answered = outs["TinyCorruptSecondLM", CDOS]
+    assert answered.reason == ANSWERED and answered.status == "ok"
+    base = outs["TinyCorruptSecondLM", "baseline"]
+    assert answered.calls[1:] == base.calls[1:] and answered.calls[0].scenario == "first"
+    full, = run_items([("TinyCorruptSecondLM", CDOS)], configs=CONFIGS, base_settings={}, options=OPTIONS,
+                      answer=False)
+    assert full.reason is None
+    assert [dataclasses.astuple(c) for c in full.calls] == [dataclasses.astuple(c) for c in answered.calls]
+    # Where the second-size recompile reads the flag, it is traced in full, recompile included.
+    assert outs["TinyLM", CDOS].reason is None and outs["TinyLM", CDOS].calls[1].recompiles == 1
+
+
+def test_a_flag_that_changes_the_guards_and_not_the_graphs_is_not_answered(swept):
+    _, _, outs = swept
+    base, hooks = outs["TinyCorruptSecondLM", "baseline"], outs["TinyCorruptSecondLM", HOOKS]
+    assert hooks.reason is None and hooks.graphs == base.graphs and hooks.ops_per_graph == base.ops_per_graph
+    by = {c.scenario: c for c in hooks.calls}
+    # Answered, it would have copied the baseline's wrong hook_added call; traced, the hook is guarded and seen.
+    assert {c.scenario: c for c in base.calls}["hook_added"].accuracy == "wrong"
+    assert by["hook_added"].accuracy == "exact" and by["hook_added"].recompiles == 1
+
+
+def _out(model: str, config: str, hook: str, reason: str | None = ANSWERED) -> Outcome:
+    calls = [Call("first", 1, accuracy="exact"), Call("second_size", 0, accuracy="exact"),
+             Call("hook_added", 0, accuracy=hook), Call("weights_updated", 0, accuracy="exact")]
+    return Outcome(model=model, config=config, status="ok", graphs=1, calls=calls, reason=reason)
+
+
+def test_the_audit_catches_a_planted_disagreement_and_turns_the_rule_off_for_that_flag():
+    stored = [_out("A", "flag", "wrong"), _out("B", "flag", "wrong"), _out("C", "flag", "wrong"),
+              _out("A", "other", "wrong"), _out("A", "baseline", "wrong", reason=None)]
+    asked: list[list[tuple[str, str]]] = []
+
+    def trace(items: list[tuple[str, str]]) -> list[Outcome]:
+        asked.append(items)   # planted: traced in full, `flag` sees the hook everywhere
+        return [_out(m, c, "exact" if c == "flag" else "wrong", reason=None) for m, c in items]
+
+    audit = answering.AnswerAudit(share=0.0, least=2, seed=7)
+    findings, replaced = answering.audit(stored, audit, trace)
+    sampled = answering.sample([(o.model, o.config) for o in stored if o.reason == ANSWERED], audit)
+    assert asked[0] == sampled and len(findings) == 2
+    wrong = [f for f in findings if f.disagreement]
+    assert wrong and all(f.config == "flag" for f in wrong)
+    assert wrong[0].disagreement == "hook_added: accuracy 'wrong' answered, 'exact' traced"
+    # The rule is off for `flag` for the rest of the night: each of its answered items is replaced by its full
+    # trace; `other`, which agreed (or was not sampled), keeps its answered item.
+    assert sorted((o.model, o.config) for o in replaced) == [("A", "flag"), ("B", "flag"), ("C", "flag")]
+    assert all(o.reason is None for o in replaced)
