@@ -100,3 +100,29 @@ def test_the_audit_catches_a_planted_disagreement_and_turns_the_rule_off_for_tha
     # trace; `other`, which agreed (or was not sampled), keeps its answered item.
     assert sorted((o.model, o.config) for o in replaced) == [("A", "flag"), ("B", "flag"), ("C", "flag")]
     assert all(o.reason is None for o in replaced)
+
+
+def test_an_audit_disagreement_is_shown_in_the_report_and_the_flags_summary(tmp_path):
+    from bot.issues.context import PlanSettings
+    from bot.issues.plan import plan
+    from bot.issues.timeline import Timeline
+    from bot.issues.keys import summary_key
+    from bot.report import report
+    from bot.view import run_view
+    from tests.fakegithub import scenario as sc
+
+    conn = db.connect(tmp_path / "s.sqlite")
+    models = ["AModel", "BModel"]
+    made = {(m, c): _out(m, c, "exact", reason=None).calls for m in models for c in ("baseline", sc.CSO)}
+    run_id = sc.record_nightly(conn, "2026-11-20", {m: {} for m in models}, calls=made,
+                               configs={"baseline": {}, sc.CSO: sc.CONFIGS[sc.CSO]})
+    why = "hook_added: accuracy 'wrong' answered, 'exact' traced"
+    flags.record_answer_audit(conn, run_id, [flags.AnswerFinding("AModel", sc.CSO, why),
+                                             flags.AnswerFinding("BModel", sc.CSO, None)])
+    md = report.render_md(report.build_context(conn, run_id))
+    assert "the audit traced 2 answered items again in full and **1 disagreed**" in md
+    assert f"`AModel` under `{sc.CSO}`: hook\\_added" in md or f"`AModel` under `{sc.CSO}`: hook_added" in md
+    body = next(a.body for a in plan(run_view.load(conn, run_id), Timeline(), PlanSettings()).actions
+                if a.key == summary_key(sc.CSO))
+    assert "Later calls answered from the baseline disagreed with a full trace on 1 model(s) under this flag" in body
+    assert "`AModel`" in body
