@@ -27,6 +27,10 @@ from harness.zoo.errors import LockError
 from harness.zoo.inputs import make_inputs
 
 REASON_CHARS = 300
+# An eager output larger than this is not held for the group: it is made again when a call is judged against it (an
+# eager forward costs far less than a compile; four outputs of a 257k-token vocabulary's logits held for the whole
+# group, with the compiled ones beside them, passed the worker's memory limit).
+HOLD_BYTES = 256 * 2**20
 Change = Callable[[torch.nn.Module], ContextManager[None]]
 
 
@@ -115,11 +119,14 @@ class References:
         self.inputs = built.inputs
         self.eager = copy.deepcopy(built.module)   # before any compile: nothing Dynamo did can reach it
         self.outputs: dict[str, Any] = {}
+        self.made_again: set[str] = set()      # the later calls whose eager output is too large to hold
         self.second_spec: dict | None = None   # the second input spec the second_size call uses (kept with the build)
-        self.first = run(self.eager, self.inputs)
+        first = run(self.eager, self.inputs)
         called = _recording(self.eager)
-        self.nondeterministic = _disagreement(self.first, run(self.eager, self.inputs))   # not held past the check
+        self.nondeterministic = _disagreement(first, run(self.eager, self.inputs))   # not held past the check
         called.close()
+        self.first = first if _held(first) else None   # None: made again for each judgement
+        del first
         self.steps = [self._second(model, built), self._hook(called.names),
                       Step("weights_updated", built.inputs, weights_moved(self.eager))]
         for step in self.steps:
@@ -144,7 +151,14 @@ class References:
 
     def _eager_at(self, spec: dict) -> None:
         """Eager's output at a candidate second spec (raises when the model does not take that size)."""
-        self.outputs["second_size"] = run(self.eager, make_inputs(spec, SEED, self.device))
+        self._keep("second_size", run(self.eager, make_inputs(spec, SEED, self.device)))
+
+    def _keep(self, scenario: str, output: Any) -> None:
+        """Hold a later call's eager output for the group, unless it is too large to (then it is made again)."""
+        if _held(output):
+            self.outputs[scenario] = output
+        else:
+            self.made_again.add(scenario)
 
     def _hook(self, called: list[str]) -> Step:
         if not called:
@@ -153,11 +167,11 @@ class References:
 
     def _answer(self, step: Step) -> None:
         """Eager's output for a step (a failure makes the step one not made, with why)."""
-        if step.inputs is None or step.scenario in self.outputs:
+        if step.inputs is None or step.scenario in self.outputs or step.scenario in self.made_again:
             return
         try:
             with step.change(self.eager) if step.change else contextlib.nullcontext():
-                self.outputs[step.scenario] = run(self.eager, step.inputs)
+                self._keep(step.scenario, run(self.eager, step.inputs))
         except Exception as exc:
             step.inputs, step.reason = None, f"eager fails after the change: {type(exc).__name__}: {str(exc)[:200]}"
 
@@ -165,12 +179,15 @@ class References:
         """Eager's output for a call (None: the first) from a float64 copy, after the same change: run the first
         time a config's output needs it, then kept for the group's other configs (a failure too, raised again)."""
         key = FIRST if step is None else step.scenario
-        if key not in self._fp64:
+        if key in self._fp64:
+            found = self._fp64[key]
+        else:
             try:
-                self._fp64[key] = self._fp64_run(step)
+                found = self._fp64_run(step)
             except Exception as exc:
-                self._fp64[key] = exc.with_traceback(None)   # its frames need not live on
-        found = self._fp64[key]
+                found = exc.with_traceback(None)   # its frames need not live on
+            if isinstance(found, Exception) or _held(found):
+                self._fp64[key] = found
         if isinstance(found, Exception):
             raise found
         return found
@@ -183,12 +200,27 @@ class References:
         with step.change(self._fp64_module) if step and step.change else contextlib.nullcontext():
             return run(self._fp64_module, inputs)
 
+    def _reference(self, step: Step | None) -> Any:
+        """Eager's output for a call (None: the first): held, or made again."""
+        if step is None:
+            return self.first if self.first is not None else run(self.eager, self.inputs)
+        if step.scenario in self.outputs:
+            return self.outputs[step.scenario]
+        with step.change(self.eager) if step.change else contextlib.nullcontext():
+            return run(self.eager, step.inputs)
+
     def judge(self, step: Step | None, res: Any) -> Verdict:
         """The compiled output of a call (None: the first) against eager's."""
         if self.nondeterministic is not None:
             return Verdict("eager_nondeterministic", detail=self.nondeterministic)
-        ref = self.first if step is None else self.outputs[step.scenario]
-        return compare(ref, res, rtol=self.accuracy.rtol, atol=self.accuracy.atol, fp64=lambda: self.fp64(step))
+        return compare(self._reference(step), res, rtol=self.accuracy.rtol, atol=self.accuracy.atol, fp64=lambda: self.fp64(step))
+
+
+def _held(output: Any) -> bool:
+    """Whether an output is small enough to hold for the group (HOLD_BYTES)."""
+    size = sum(leaf.value.numel() * leaf.value.element_size() for leaf in leaves(output)
+               if isinstance(leaf.value, torch.Tensor))
+    return size <= HOLD_BYTES
 
 
 class _recording:
