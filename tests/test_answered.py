@@ -2,8 +2,9 @@
 
 One sweep (one worker, a real store) holds every case: TinyLM, whose second-size call recompiles, and
 TinyCorruptSecondLM (TinyLM whose sealed second spec is corrupt: no second-size call, so no later call recompiles),
-each under the baseline, capture_dynamic_output_shape_ops (read by the first compile only, the graphs unchanged) and
-skip_nnmodule_hook_guards=False (the same graphs, other guards: the hook added later is seen).
+each under the baseline, capture_dynamic_output_shape_ops (read by the first compile only, the graphs unchanged),
+skip_nnmodule_hook_guards=False (the same graphs, other guards: the hook added later is seen), and two recompile
+limits raised, named to go together (the nightly's named flags): compiled as one pool, later calls included.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import dataclasses
 import pytest
 
 from harness.core.calls import Call
-from harness.core.outcome import ANSWERED, Outcome
+from harness.core.outcome import ANSWERED, POOLED, Outcome
 from harness.engine.engine import SweepOptions, SweepRequest, run_items, sweep
 from harness.engine.flags import answering
 from harness.engine.options import Accuracy
@@ -21,7 +22,9 @@ from state import db, flags, runs
 CDOS = "capture_dynamic_output_shape_ops"
 HOOKS = "hooks_guarded"
 CONFIGS = {"baseline": {}, CDOS: {"torch._dynamo.config.capture_dynamic_output_shape_ops": True},
-           HOOKS: {"torch._dynamo.config.skip_nnmodule_hook_guards": False}}
+           HOOKS: {"torch._dynamo.config.skip_nnmodule_hook_guards": False},
+           "limit": {"torch._dynamo.config.recompile_limit": 16},
+           "accumulated": {"torch._dynamo.config.accumulated_recompile_limit": 512}}
 MODELS = ["TinyLM", "TinyCorruptSecondLM"]
 OPTIONS = SweepOptions(workers=1, timeout=120, extra_modules=["tests.accuracy_models"],
                        accuracy=Accuracy(answer_audit=0.0, answer_audit_min=0))   # the test traces in full itself
@@ -32,7 +35,8 @@ pytestmark = pytest.mark.compile
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     conn = db.connect(tmp_path_factory.mktemp("answered") / "state.sqlite")
-    run = sweep(conn, SweepRequest(models=MODELS, configs=CONFIGS, options=OPTIONS, progress=False)).run
+    run = sweep(conn, SweepRequest(models=MODELS, configs=CONFIGS, options=OPTIONS, progress=False,
+                                   together=frozenset({"limit", "accumulated"}))).run
     outs = {(o.model, o.config): o for o in runs.outcomes(conn, run.id)}
     return conn, run.id, outs
 
@@ -74,6 +78,14 @@ def test_a_flag_that_changes_the_guards_and_not_the_graphs_is_not_answered(swept
     assert by["hook_added"].accuracy == "exact" and by["hook_added"].recompiles == 1
 
 
+def test_named_flags_equal_to_the_baseline_are_one_pooled_compile_later_calls_included(swept):
+    _, _, outs = swept
+    base = outs["TinyLM", "baseline"]
+    for config in ("limit", "accumulated"):
+        pooled = outs["TinyLM", config]
+        assert pooled.reason == POOLED and pooled.calls == base.calls and pooled.calls[1].recompiles == 1
+
+
 def _out(model: str, config: str, hook: str, reason: str | None = ANSWERED) -> Outcome:
     calls = [Call("first", 1, accuracy="exact"), Call("second_size", 0, accuracy="exact"),
              Call("hook_added", 0, accuracy=hook), Call("weights_updated", 0, accuracy="exact")]
@@ -90,7 +102,7 @@ def test_the_audit_catches_a_planted_disagreement_and_turns_the_rule_off_for_tha
         return [_out(m, c, "exact" if c == "flag" else "wrong", reason=None) for m, c in items]
 
     audit = answering.AnswerAudit(share=0.0, least=2, seed=7)
-    findings, replaced = answering.audit(stored, audit, trace)
+    findings, replaced = answering.audit(stored, audit, (), trace)
     sampled = answering.sample([(o.model, o.config) for o in stored if o.reason == ANSWERED], audit)
     assert asked[0] == sampled and len(findings) == 2
     wrong = [f for f in findings if f.disagreement]

@@ -72,6 +72,7 @@ class SweepRequest:
     prior: list[Outcome] = field(default_factory=list)   # outcomes already had on this torch (a baseline pass):
     population: dict[str, Any] | None = None   # stored, not run again; and how the models were drawn
     pruning: Pruning | None = None             # what may be pruned (read-set pruning) and its audit; None: trace all
+    together: frozenset[str] = frozenset()     # named configs compiled together where equal (bot.pipeline.assemble)
 
     @classmethod
     def resuming(cls, run_id: int, options: SweepOptions, *, progress: bool = True) -> "SweepRequest":
@@ -91,10 +92,11 @@ def _pool(options: SweepOptions, base_settings: dict, n_groups: int, fresh: bool
 
 
 def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset(),
-                prune: frozenset[str] = frozenset(), pool: bool = False) -> list[Group]:
+                prune: frozenset[str] = frozenset(), pool: bool = False,
+                together: frozenset[str] = frozenset()) -> list[Group]:
     """One group per model: baseline first, then its configs, skipping items already done; `prune`: the configs
     the worker may report without compiling when the baseline never read their keys (and, with `pool`, may
-    compile together first when it did)."""
+    compile together first when it did); `together`: configs compiled together after the baseline, never pruned."""
     names = [BASELINE] + [c for c in configs if c != BASELINE]
     groups, index = [], 0
     for model in models:
@@ -104,7 +106,7 @@ def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str
                 items.append((index, name, configs.get(name, {})))
             index += 1
         if items:
-            groups.append(Group(model, items, prune=prune, pool=pool))
+            groups.append(Group(model, items, prune=prune, pool=pool, together=together))
     return groups
 
 
@@ -139,6 +141,7 @@ def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan") -> None:
     seed = zlib.crc32((request.nightly or f"run {plan.run_id}").encode())
     findings, replaced = answering.audit(
         runs.outcomes(conn, plan.run_id), answering.AnswerAudit(accuracy.answer_audit, accuracy.answer_audit_min, seed),
+        plan.together,
         lambda items: run_items(items, configs=plan.configs, base_settings=plan.base_settings,
                                 options=request.options, progress=request.progress, answer=False))
     stored_flags.record_answer_audit(conn, plan.run_id, findings)
@@ -207,6 +210,7 @@ class _Plan:
     prior: list[Outcome] = field(default_factory=list)
     prune: frozenset[str] = frozenset()
     pooled: bool = False
+    together: frozenset[str] = frozenset()
     stored: runs.Run | None = None             # the run resumed
     lease: leases.Lease | None = None
     run_id: int | None = None
@@ -214,7 +218,7 @@ class _Plan:
 
     def groups(self) -> list[Group]:
         """The items still to run, one group per model."""
-        return plan_groups(self.models, self.configs, self.done, self.prune, self.pooled)
+        return plan_groups(self.models, self.configs, self.done, self.prune, self.pooled, self.together)
 
     def check(self, python: str | None) -> None:
         """In the interpreter under test, before any model runs: ConfigError on a wrong type, a config whose key
@@ -236,6 +240,7 @@ def _prepare(conn: Any, request: SweepRequest) -> _Plan:
         plan = _resumed(conn, request.resume)
     plan.prune = eligible(request.pruning, plan.configs, stored_flags.disabled_keys(conn))
     plan.pooled = bool(request.pruning and request.pruning.pool)
+    plan.together = frozenset(request.together) & set(plan.configs) - plan.prune
     return plan
 
 
@@ -364,12 +369,12 @@ def _check_same_environment(old: RunEnvironment, new: RunEnvironment, run_id: in
 
 def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict,
               options: SweepOptions, fresh_workers: bool = False, progress: bool = False,
-              answer: bool = True) -> list[Outcome]:
+              answer: bool = True, together: frozenset[str] = frozenset()) -> list[Outcome]:
     """Run (model, config) items without storing them; outcomes in the order of `items`.
 
     Every config named must be in `configs` (baseline, when absent, is no settings).
     fresh_workers: every item in a new worker (flake confirmation); answer: False traces every call in full (the
-    answered items' audit).
+    answered items' audit); together: configs compiled together where their results are equal (a bench).
     """
     checked = check_configs({name: configs.get(name, {}) for _, name in items}, base_settings, options.python)
     if checked.unavailable:
@@ -385,7 +390,7 @@ def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_se
         by_model: dict[str, list] = {}
         for i, (model, name) in enumerate(items):
             by_model.setdefault(model, []).append((i, name, settings_of[name]))
-        groups = [Group(model, its, answer=answer) for model, its in by_model.items()]
+        groups = [Group(model, its, answer=answer, together=together) for model, its in by_model.items()]
     pool = _pool(options, base_settings, len(groups), fresh=fresh_workers)
     return _outcomes(pool, groups, items, progress, f"compile {len(items)} items")
 

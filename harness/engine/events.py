@@ -75,6 +75,7 @@ class RunRequest:
     device: str
     accuracy: Accuracy                   # the later calls and their accuracy oracle (harness.engine.scenarios)
     answer: bool = True                  # later calls answered from the baseline where they cannot differ
+    together: list[str] = dataclasses.field(default_factory=list)   # configs pooled, never pruned (named flags)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 A Group holds what every config of one (model, build) shares: the build, eager's references (scenarios.References),
 the baseline's item, its first call and its read sets per call window. `run` is the loop, one rule per branch:
 - prune: a prunable config none of whose keys the baseline read, in any window, is the baseline's result (`not_read`);
-- pool: the other prunable configs are compiled together after the loop (`trace_pooled`), split where they differ;
+- pool: the other prunable configs, and the configs named to go together (the nightly's named flags), are compiled
+  together after the loop (`trace_pooled`), later calls included, split where they differ;
 - trace: the config is compiled and called once; its later calls are answered from the baseline where they cannot
   differ (harness.engine.flags.answering), else made on the same compiled object.
 The baseline's item, when it is the request's first, records the read sets; its result carries them.
@@ -44,8 +45,11 @@ class Group:
 
     def run(self) -> None:
         """Each item of the request, in order: prune, pool, or trace (then the pools)."""
-        prunable, pooled = set(self.req.prune), []
+        prunable, together, pooled, named = set(self.req.prune), set(self.req.together), [], []
         for n, (index, config, settings) in enumerate(self.req.items):
+            if self.baseline is not None and config in together:
+                named.append((index, config, settings))
+                continue
             if self.baseline is not None and config in prunable:
                 if not self._read(settings):
                     self._report(index, config, {**self.baseline, **_INFERRED, "reason": NOT_READ})
@@ -55,7 +59,8 @@ class Group:
             record = config == BASELINE and n == 0
             fields = self.trace(index, settings, record=record)
             self._report(index, config, fields, self.windows if record else None)
-        for pool in [pooled] if self.req.pool else [[item] for item in pooled]:
+        pools = [pooled] if self.req.pool else [[item] for item in pooled]
+        for pool in [p for p in (*pools, named) if p]:
             trace_pooled(pool, self.baseline, lambda index, settings: self.trace(index, settings), self._report)
 
     def _read(self, settings: dict) -> bool:

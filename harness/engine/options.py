@@ -25,7 +25,7 @@ class Accuracy:
     # share of answered items the nightly audit traces again in full (at least answer_audit_min, seeded by the night).
     answer: bool = True
     answer_audit: float = 0.05
-    answer_audit_min: int = 4
+    answer_audit_min: int = 2
 
 
 @dataclass

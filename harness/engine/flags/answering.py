@@ -12,9 +12,10 @@ The rule (`answerable`), decided in the worker for each item of a group whose ba
 - the rule is on for the config (the audit did not turn it off for one of its keys this night).
 Such an item makes its first call only and takes the baseline's later calls, stored with reason `answered`.
 
-The audit (`audit`), after the sweep: a seeded sample of the answered items is traced in full; a disagreement (any
-call different from the answered one) is stored and shown, and turns the rule off for the config for the rest of the
-night: every other answered item of that config in the run is traced in full and replaces the answered one.
+The audit (`audit`), after the sweep: a seeded sample of the answered items (and of the items of the night's named
+flags stored as a pool's: compiled together, equal to the baseline) is traced in full; a disagreement (a call, or the
+status, different from the stored one) is stored and shown, and turns the rule off for the config for the rest of
+the night: every other answered item of that config in the run is traced in full and replaces the stored one.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from harness.core.calls import FIRST, SCENARIOS, Call
-from harness.core.outcome import ANSWERED, Outcome
+from harness.core.outcome import ANSWERED, POOLED, Outcome
 from state.flags import AnswerFinding
 
 LATER = tuple(s for s in SCENARIOS if s != FIRST)
@@ -69,7 +70,7 @@ class AnswerAudit:
     """How many answered items are traced again in full each night ([accuracy] answer_audit, answer_audit_min)."""
 
     share: float = 0.05
-    least: int = 4
+    least: int = 2
     seed: int = 0
 
 
@@ -96,12 +97,15 @@ def disagreement(answered: Outcome, traced: Outcome) -> str | None:
     return None
 
 
-def audit(outcomes: list[Outcome], audit: AnswerAudit,
+def audit(outcomes: list[Outcome], audit: AnswerAudit, together: Iterable[str],
           trace: Callable[[list[tuple[str, str]]], list[Outcome]]) -> tuple[list[AnswerFinding], list[Outcome]]:
-    """Trace a sample of the answered items of `outcomes` in full (with `trace`, answering off); (the findings, the
-    outcomes that replace answered ones: the sampled ones that disagree, and every other answered item of a config
-    that disagreed anywhere, traced in full too: the rule is off for that config for the rest of the night)."""
-    answered = {(o.model, o.config): o for o in outcomes if o.reason == ANSWERED}
+    """Trace a sample of the answered items of `outcomes` (and of the pooled ones of the configs named `together`) in
+    full (with `trace`, answering off); (the findings, the outcomes that replace answered ones: the sampled ones of a
+    config that disagreed, and every other answered item of it, traced in full too: the rule is off for that config
+    for the rest of the night)."""
+    named = set(together)
+    answered = {(o.model, o.config): o for o in outcomes
+                if o.reason == ANSWERED or (o.reason == POOLED and o.config in named)}
     chosen = sample(list(answered), audit)
     traced = trace(chosen) if chosen else []
     findings = [AnswerFinding(m, c, disagreement(answered[(m, c)], t)) for (m, c), t in zip(chosen, traced)]
