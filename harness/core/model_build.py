@@ -27,8 +27,12 @@ class ModelBuild:
     second_spec: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored form (JSON-ready)."""
-        return asdict(self)
+        """The stored form (JSON-ready); without a second spec, the form it had before one was kept (byte for byte:
+        stored shrinks and hashes of a build stay as they were)."""
+        found = asdict(self)
+        if found["second_spec"] is None:
+            del found["second_spec"]
+        return found
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModelBuild":
