@@ -138,3 +138,20 @@ def test_an_audit_disagreement_is_shown_in_the_report_and_the_flags_summary(tmp_
                 if a.key == summary_key(sc.CSO))
     assert "Later calls answered from the baseline disagreed with a full trace on 1 model(s) under this flag" in body
     assert "`AModel`" in body
+
+
+def test_the_worker_keeps_the_second_spec_it_used_and_the_accuracy_reproducer_renders_that_one(swept):
+    from bot.verify.wrong_script import Case, render_wrong
+    from harness.zoo import second
+    from tests import accuracy_models as am
+
+    conn, run_id, _ = swept
+    builds = runs.model_data(conn, run_id)
+    assert builds["TinyLM"].second_spec == second.candidates("TinyLM", am.SPEC)[0]   # the rule's first, ran in eager
+    assert builds["TinyCorruptSecondLM"].second_spec is None                       # none was made
+    recorded = {"input_ids": {"kind": "ids", "shape": [2, 7], "high": 50}}         # not what the rule would pick
+    built = dataclasses.replace(builds["TinyLM"], second_spec=recorded)
+    script = render_wrong(built, Case("wrong_result: second_size: logits", CONFIGS[CDOS], {}, "count",
+                                      "cpu", 1e-3, 1e-3))
+    assert "input_ids=torch.randint(0, 50, (2, 7))," in script
+    assert built.to_dict()["second_spec"] == recorded and "second_spec" not in builds["TinyCorruptSecondLM"].to_dict()
