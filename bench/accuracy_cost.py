@@ -19,6 +19,7 @@ included, as the nightly does ([sweep] pool_named): both passes pooled, plus a t
     nice .venv/bin/python bench/accuracy_cost.py --sample 60 --workers 2
     nice .venv/bin/python bench/accuracy_cost.py --sample 12 --chunks 3 --save /tmp/after.json --agree /tmp/before.json
     nice .venv/bin/python bench/accuracy_cost.py --corpus --only-on --configs baseline   # the false-wrong count
+    nice .venv/bin/python bench/accuracy_cost.py --models PaliGemmaForConditionalGeneration --workers 1   # memory
 """
 from __future__ import annotations
 
@@ -52,6 +53,8 @@ def models_of(args: argparse.Namespace) -> list[str]:
 
     if args.corpus:
         return list(DEFAULT_CORPUS)
+    if args.models:
+        return args.models.split(",")
     lock = current()
     ok = [c for c in zoo.candidates() if lock.entries.get(c.model, {}).get("status") == "ok"]
     return [c.model for c in zoo.sample(ok, args.sample, args.seed)]
@@ -165,6 +168,7 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=60, help="models in the stratified sample")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--corpus", action="store_true", help="the embedded corpus instead of a sample")
+    ap.add_argument("--models", help="these models (A,B,...) instead of a sample")
     ap.add_argument("--configs", default="baseline,capture_scalar_outputs,capture_dynamic_output_shape_ops")
     ap.add_argument("--only-on", action="store_true", help="skip the pass with the checks off")
     ap.add_argument("--workers", type=int, default=2)

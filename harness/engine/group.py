@@ -64,6 +64,7 @@ class Group:
             trace_pooled(pool, self.baseline, lambda index, settings: self.trace(index, settings), self._report)
 
     def _read(self, settings: dict) -> bool:
+        """Whether the baseline read any of these keys, in any window."""
         union = set().union(*self.windows.values())
         return any(key in union for key in settings)
 
@@ -122,10 +123,10 @@ class Group:
                                                            f"{str(exc)[:200]}")], False
 
     def _answerable(self, settings: dict, first: FirstCall) -> bool:
+        """The rule (harness.engine.flags.answering.answerable), where there is a baseline with later calls."""
         if not self.req.answer or self.baseline_first is None or len(self.baseline["calls"]) < 2:
             return False
-        return answerable({**self.req.base_settings, **settings}.keys() - self.req.base_settings.keys(), first,
-                          self.baseline_first, self.windows, self.req.backend)
+        return answerable(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
 
     def _later(self, done: Compiled, recorder: scenarios.Recorder, windows: reads.Windows | None) -> list[Call]:
         """Every call after the first, on the same compiled object, each in its own read window."""
