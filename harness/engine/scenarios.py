@@ -131,7 +131,6 @@ class References:
                       Step("weights_updated", built.inputs, weights_moved(self.eager))]
         for step in self.steps:
             self._answer(step)
-        self._fp64_module: Any = None
         self._fp64: dict[str, Any] = {}   # each call's fp64 output (or its failure), made once for every config
         self.fp64_runs = 0
 
@@ -194,11 +193,12 @@ class References:
 
     def _fp64_run(self, step: Step | None) -> Any:
         self.fp64_runs += 1
-        if self._fp64_module is None:
-            self._fp64_module = copy.deepcopy(self.eager).double()
+        # A float64 copy for this run only: held through the group, it would sit beside every later compile (twice
+        # the weights in float64), for at most four runs a group.
+        module = copy.deepcopy(self.eager).double()
         inputs = to_fp64(self.inputs if step is None else step.inputs)
-        with step.change(self._fp64_module) if step and step.change else contextlib.nullcontext():
-            return run(self._fp64_module, inputs)
+        with step.change(module) if step and step.change else contextlib.nullcontext():
+            return run(module, inputs)
 
     def _reference(self, step: Step | None) -> Any:
         """Eager's output for a call (None: the first): held, or made again."""
