@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
 from collections import Counter
@@ -60,13 +61,23 @@ def models_of(args: argparse.Namespace) -> list[str]:
     return [c.model for c in zoo.sample(ok, args.sample, args.seed)]
 
 
+CPU: Counter = Counter()   # CPU seconds of the workers per pass name (less swayed by a shared machine's load than wall)
+
+
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def one_pass(models: list[str], configs: dict[str, dict], workers: int, accuracy: Accuracy,
-             together: frozenset[str] = frozenset()) -> tuple[float, list[Outcome]]:
-    """Every (model, config) item in workers (`together`: compiled together where equal): wall seconds, outcomes."""
-    start = time.perf_counter()
+             together: frozenset[str] = frozenset(), name: str = "") -> tuple[float, list[Outcome]]:
+    """Every (model, config) item in workers (`together`: compiled together where equal): wall seconds, outcomes;
+    the workers' CPU seconds (ended and reaped with the pool) added to CPU[name]."""
+    start, cpu = time.perf_counter(), _children_cpu()
     outs = run_items([(m, c) for m in models for c in configs], configs=configs, base_settings={},
                      options=SweepOptions(workers=workers, timeout=900, accuracy=accuracy), progress=True,
-                     together=together)
+                     **({"together": together} if together else {}))   # a tree before pooling: no such argument
+    CPU[name] += _children_cpu() - cpu
     return time.perf_counter() - start, outs
 
 
@@ -80,14 +91,14 @@ def passes(models: list[str], configs: dict[str, dict], args: argparse.Namespace
     chunks = [models[i::args.chunks] for i in range(args.chunks)]
     for i, chunk in enumerate(c for c in chunks if c):
         if not args.only_on and args.pool:
-            wall, _ = one_pass(chunk, configs, args.workers, Accuracy(enabled=False))
+            wall, _ = one_pass(chunk, configs, args.workers, Accuracy(enabled=False), name="off alone")
             walls["off alone"] += wall
             print(f"  chunk {i + 1}: checks off, each config alone {wall:.1f}s wall; {machine('now')}")
         if not args.only_on:
-            wall, found = one_pass(chunk, configs, args.workers, Accuracy(enabled=False), together)
+            wall, found = one_pass(chunk, configs, args.workers, Accuracy(enabled=False), together, "off")
             walls["off"], offs = walls["off"] + wall, offs + found
             print(f"  chunk {i + 1}: checks off {wall:.1f}s wall; {machine('now')}")
-        wall, found = one_pass(chunk, configs, args.workers, Accuracy(), together)
+        wall, found = one_pass(chunk, configs, args.workers, Accuracy(), together, "on")
         walls["on"], outs = walls["on"] + wall, outs + found
         print(f"  chunk {i + 1}: checks on {wall:.1f}s wall; {machine('now')}")
     return walls, offs, outs
@@ -191,6 +202,9 @@ def main() -> int:
               f"checks on: {EVERY_FLAG_MIN * ratio:.0f} min (without: {EVERY_FLAG_MIN:.0f})")
     if walls.get("off alone"):
         print(f"on (pooled) / off with each config alone: {on / walls['off alone']:.2f}")
+    print("workers' CPU seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in CPU.items()) +
+          (f"; on / off {CPU['on'] / CPU['off']:.2f}" if CPU.get("off") else "") +
+          (f"; on / off alone {CPU['on'] / CPU['off alone']:.2f}" if CPU.get("off alone") else ""))
     memory(offs, outs)
     findings(outs)
     found = verdicts(outs)
