@@ -20,8 +20,8 @@ import torch
 from harness.core.calls import FIRST, Call
 from harness.core.effects import BASELINE
 from harness.core.outcome import ANSWERED, NOT_READ, POOLED, Outcome
-from harness.engine import events, measure, scenarios
-from harness.engine.backend import Compiled, compile_and_run
+from harness.engine import backend, events, measure, scenarios
+from harness.engine.backend import Compiled
 from harness.engine.events import RunRequest
 from harness.engine.flags import reads
 from harness.engine.flags.answering import FirstCall, answerable, answered_calls
@@ -86,7 +86,7 @@ class Group:
         recorder = scenarios.Recorder() if self.judging else None
         with reads.windows(FIRST) if record else contextlib.nullcontext() as windows:
             torch.manual_seed(SEED)   # as every eager reference run: a model that draws numbers draws the same
-            done = compile_and_run(self.built.module, scenarios.clone(self.built.inputs),
+            done = backend.compile_and_run(self.built.module, scenarios.clone(self.built.inputs),
                                    settings={**self.req.base_settings, **settings}, backend=self.req.backend)
             if self.req.backend == "inductor":
                 self.send(measure.cache_counts(index))
