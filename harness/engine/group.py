@@ -12,7 +12,6 @@ The baseline's item, when it is the request's first, records the read sets; its 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
 from typing import Any, Callable
 
 import torch
