@@ -34,15 +34,16 @@ pytestmark = pytest.mark.compile
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
-    conn = db.connect(tmp_path_factory.mktemp("answered") / "state.sqlite")
+    path = tmp_path_factory.mktemp("answered") / "state.sqlite"
+    conn = db.connect(path)
     run = sweep(conn, SweepRequest(models=MODELS, configs=CONFIGS, options=OPTIONS, progress=False,
                                    together=frozenset({"limit", "accumulated"}))).run
     outs = {(o.model, o.config): o for o in runs.outcomes(conn, run.id)}
-    return conn, run.id, outs
+    return conn, run.id, outs, path
 
 
 def test_a_key_read_only_by_the_second_size_recompile_is_in_that_window_alone(swept):
-    conn, run_id, _ = swept
+    conn, run_id, _, _ = swept
     windows = flags.windows(conn, run_id, "TinyLM")
     assert list(windows) == ["first", "second_size", "hook_added", "weights_updated"]
     key = "torch._dynamo.config.error_on_recompile"   # Dynamo asks it only when a frame compiles again
@@ -54,8 +55,26 @@ def test_a_key_read_only_by_the_second_size_recompile_is_in_that_window_alone(sw
     assert key not in set().union(*later.values()) and len(later["first"]) > 20
 
 
+def test_runs_show_model_prints_each_windows_keys_and_refuses_a_model_the_run_lacks(swept, capsys):
+    import json
+
+    from bot.cli.main import main
+
+    _, run_id, _, path = swept
+    state = str(path)
+    assert main(["--state", state, "runs", "show", str(run_id), "--model", "TinyLM", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert list(shown["windows"]) == ["first", "second_size", "hook_added", "weights_updated"]
+    assert "torch._dynamo.config.error_on_recompile" in shown["windows"]["second_size"]
+    assert main(["--state", state, "runs", "show", str(run_id), "--model", "TinyLM"]) == 0
+    text = capsys.readouterr().out
+    assert "second_size (" in text and "  torch._dynamo.config.error_on_recompile" in text
+    assert main(["--state", state, "runs", "show", str(run_id), "--model", "NoSuchModel"]) == 2
+    assert capsys.readouterr().err.strip() == f"flagsweep: run {run_id} has no model NoSuchModel"
+
+
 def test_a_config_read_only_by_the_first_compile_is_answered_and_equals_its_full_trace_call_by_call(swept):
-    conn, run_id, outs = swept
+    conn, run_id, outs, _ = swept
     answered = outs["TinyCorruptSecondLM", CDOS]
     assert answered.reason == ANSWERED and answered.status == "ok"
     base = outs["TinyCorruptSecondLM", "baseline"]
@@ -69,7 +88,7 @@ def test_a_config_read_only_by_the_first_compile_is_answered_and_equals_its_full
 
 
 def test_a_flag_that_changes_the_guards_and_not_the_graphs_is_not_answered(swept):
-    _, _, outs = swept
+    _, _, outs, _ = swept
     base, hooks = outs["TinyCorruptSecondLM", "baseline"], outs["TinyCorruptSecondLM", HOOKS]
     assert hooks.reason is None and hooks.graphs == base.graphs and hooks.ops_per_graph == base.ops_per_graph
     by = {c.scenario: c for c in hooks.calls}
@@ -79,7 +98,7 @@ def test_a_flag_that_changes_the_guards_and_not_the_graphs_is_not_answered(swept
 
 
 def test_named_flags_equal_to_the_baseline_are_one_pooled_compile_later_calls_included(swept):
-    _, _, outs = swept
+    _, _, outs, _ = swept
     base = outs["TinyLM", "baseline"]
     for config in ("limit", "accumulated"):
         pooled = outs["TinyLM", config]
@@ -145,7 +164,7 @@ def test_the_worker_keeps_the_second_spec_it_used_and_the_accuracy_reproducer_re
     from harness.zoo import second
     from tests import accuracy_models as am
 
-    conn, run_id, _ = swept
+    conn, run_id, _, _ = swept
     builds = runs.model_data(conn, run_id)
     assert builds["TinyLM"].second_spec == second.candidates("TinyLM", am.SPEC)[0]   # the rule's first, ran in eager
     assert builds["TinyCorruptSecondLM"].second_spec is None                       # none was made
