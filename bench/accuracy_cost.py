@@ -10,16 +10,22 @@ and why the rest were not), and the every-flag projection for the whole corpus o
 (bench/every_flag.py measured 106 min without them; every traced compile, pooled ones too, makes the later calls, a
 pruned item none: scaled by the measured wall ratio). --save keeps every call's verdict; --agree counts how many
 agree with a saved run (the same verdicts before and after a change to the oracle's cost). Where the wall goes,
-phase by phase: bench/accuracy_phases.py.
+phase by phase: bench/accuracy_phases.py. Also printed: the items whose later calls were answered from the baseline
+and those stored as a pool's, and the peak memory per model with the checks on against off (target: at most 2x, and
+no model untestable on that is testable off). --pool compiles the two flags together where equal, later calls
+included, as the nightly does ([sweep] pool_named): both passes pooled, plus a third pass off with each config alone
+(the off wall before pooling), so both ratios print.
 
     nice .venv/bin/python bench/accuracy_cost.py --sample 60 --workers 2
     nice .venv/bin/python bench/accuracy_cost.py --sample 12 --chunks 3 --save /tmp/after.json --agree /tmp/before.json
     nice .venv/bin/python bench/accuracy_cost.py --corpus --only-on --configs baseline   # the false-wrong count
+    nice .venv/bin/python bench/accuracy_cost.py --models PaliGemmaForConditionalGeneration --workers 1   # memory
 """
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
 from collections import Counter
@@ -34,7 +40,8 @@ from harness.engine.engine import SweepOptions, run_items  # noqa: E402
 from harness.engine.options import Accuracy  # noqa: E402
 
 EVERY_FLAG_MIN = 106.0   # bench/every_flag.py's projection for the whole corpus on 16 cores, without the checks
-TARGET_RATIO = 1.35
+TARGET_RATIO = 1.8
+TARGET_MEMORY = 2.0
 # What a call's verdict is, for the agreement count: its accuracy, where it differs, what it compiled.
 VERDICT = ("accuracy", "output", "graphs", "recompiles", "error_type")
 
@@ -47,33 +54,73 @@ def models_of(args: argparse.Namespace) -> list[str]:
 
     if args.corpus:
         return list(DEFAULT_CORPUS)
+    if args.models:
+        return args.models.split(",")
     lock = current()
     ok = [c for c in zoo.candidates() if lock.entries.get(c.model, {}).get("status") == "ok"]
     return [c.model for c in zoo.sample(ok, args.sample, args.seed)]
 
 
-def one_pass(models: list[str], configs: dict[str, dict], workers: int, accuracy: Accuracy) -> tuple[float, list[Outcome]]:
-    """Every (model, config) item in workers: wall seconds and outcomes."""
-    start = time.perf_counter()
+CPU: Counter = Counter()   # CPU seconds of the workers per pass name (less swayed by a shared machine's load than wall)
+
+
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def one_pass(models: list[str], configs: dict[str, dict], workers: int, accuracy: Accuracy,
+             together: frozenset[str] = frozenset(), name: str = "") -> tuple[float, list[Outcome]]:
+    """Every (model, config) item in workers (`together`: compiled together where equal): wall seconds, outcomes;
+    the workers' CPU seconds (ended and reaped with the pool) added to CPU[name]."""
+    start, cpu = time.perf_counter(), _children_cpu()
     outs = run_items([(m, c) for m in models for c in configs], configs=configs, base_settings={},
-                     options=SweepOptions(workers=workers, timeout=900, accuracy=accuracy), progress=True)
+                     options=SweepOptions(workers=workers, timeout=900, accuracy=accuracy), progress=True,
+                     **({"together": together} if together else {}))   # a tree before pooling: no such argument
+    CPU[name] += _children_cpu() - cpu
     return time.perf_counter() - start, outs
 
 
-def passes(models: list[str], configs: dict[str, dict], args: argparse.Namespace) -> tuple[float, float, list[Outcome]]:
-    """Off and on over the sample, chunk by chunk: (off wall, on wall, the on outcomes)."""
-    off = on = 0.0
+def passes(models: list[str], configs: dict[str, dict], args: argparse.Namespace
+           ) -> tuple[dict[str, float], list[Outcome], list[Outcome]]:
+    """Off and on over the sample, chunk by chunk: (wall per pass, the off outcomes, the on outcomes)."""
+    walls: dict[str, float] = Counter()
+    offs: list[Outcome] = []
     outs: list[Outcome] = []
+    together = frozenset(c for c in configs if c != "baseline") if args.pool else frozenset()
     chunks = [models[i::args.chunks] for i in range(args.chunks)]
     for i, chunk in enumerate(c for c in chunks if c):
+        if not args.only_on and args.pool:
+            wall, _ = one_pass(chunk, configs, args.workers, Accuracy(enabled=False), name="off alone")
+            walls["off alone"] += wall
+            print(f"  chunk {i + 1}: checks off, each config alone {wall:.1f}s wall; {machine('now')}")
         if not args.only_on:
-            wall, _ = one_pass(chunk, configs, args.workers, Accuracy(enabled=False))
-            off += wall
+            wall, found = one_pass(chunk, configs, args.workers, Accuracy(enabled=False), together, "off")
+            walls["off"], offs = walls["off"] + wall, offs + found
             print(f"  chunk {i + 1}: checks off {wall:.1f}s wall; {machine('now')}")
-        wall, found = one_pass(chunk, configs, args.workers, Accuracy())
-        on, outs = on + wall, outs + found
+        wall, found = one_pass(chunk, configs, args.workers, Accuracy(), together, "on")
+        walls["on"], outs = walls["on"] + wall, outs + found
         print(f"  chunk {i + 1}: checks on {wall:.1f}s wall; {machine('now')}")
-    return off, on, outs
+    return walls, offs, outs
+
+
+def memory(offs: list[Outcome], outs: list[Outcome]) -> None:
+    """The peak memory per model (its items' highest) with the checks on against off, and models testable off only."""
+    def peaks(found: list[Outcome]) -> dict[str, float]:
+        by: dict[str, float] = {}
+        for o in found:
+            by[o.model] = max(by.get(o.model, 0.0), o.peak_mem_mb or 0.0)
+        return by
+    off, on = peaks(offs), peaks(outs)
+    ratios = sorted(((on[m] / off[m], m) for m in off if off[m] and m in on), reverse=True)
+    if ratios:
+        print(f"peak memory per model, on / off: max {ratios[0][0]:.2f} ({ratios[0][1]}: {off[ratios[0][1]]:.0f} -> "
+              f"{on[ratios[0][1]]:.0f} MB), median {ratios[len(ratios) // 2][0]:.2f} (target <= {TARGET_MEMORY})")
+    ok_off = {o.model for o in offs if o.status == "ok"}
+    lost = sorted({o.model for o in outs if o.model in ok_off and o.status in ("killed", "out_of_memory")})
+    print(f"testable with the checks off, not on: {lost or 'none'}")
+    reasons = Counter(o.reason or "traced" for o in outs if o.config != "baseline")
+    print(f"flagged items with the checks on: {dict(reasons)}")
 
 
 def findings(outs: list[Outcome]) -> None:
@@ -132,25 +179,33 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=60, help="models in the stratified sample")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--corpus", action="store_true", help="the embedded corpus instead of a sample")
+    ap.add_argument("--models", help="these models (A,B,...) instead of a sample")
     ap.add_argument("--configs", default="baseline,capture_scalar_outputs,capture_dynamic_output_shape_ops")
     ap.add_argument("--only-on", action="store_true", help="skip the pass with the checks off")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--chunks", type=int, default=1, help="parts of the sample, each swept off then on")
     ap.add_argument("--save", help="write every call's verdict here (JSON)")
     ap.add_argument("--agree", help="count the verdicts that agree with this saved run")
+    ap.add_argument("--pool", action="store_true", help="the flags compiled together where equal (as the nightly)")
     args = ap.parse_args()
     models = models_of(args)
     configs = {name: dict(BUILTIN).get(name, {}) for name in args.configs.split(",")}
     print(f"{len(models)} models x {len(configs)} configs, {args.workers} workers; {machine('at the start')}")
     items = len(models) * len(configs)
-    off, on, outs = passes(models, configs, args)
-    if off:
-        print(f"checks off: {off:.1f}s wall, {items / (off * args.workers / 60):.2f} items per core-minute")
-    print(f"checks on: {on:.1f}s wall, {items / (on * args.workers / 60):.2f} items per core-minute")
+    walls, offs, outs = passes(models, configs, args)
+    for name, wall in walls.items():
+        print(f"checks {name}: {wall:.1f}s wall, {items / (wall * args.workers / 60):.2f} items per core-minute")
+    on, off = walls["on"], walls.get("off")
     if off:
         ratio = on / off
         print(f"on / off wall: {ratio:.2f} (target <= {TARGET_RATIO}); every-flag whole corpus on 16 cores with the "
               f"checks on: {EVERY_FLAG_MIN * ratio:.0f} min (without: {EVERY_FLAG_MIN:.0f})")
+    if walls.get("off alone"):
+        print(f"on (pooled) / off with each config alone: {on / walls['off alone']:.2f}")
+    print("workers' CPU seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in CPU.items()) +
+          (f"; on / off {CPU['on'] / CPU['off']:.2f}" if CPU.get("off") else "") +
+          (f"; on / off alone {CPU['on'] / CPU['off alone']:.2f}" if CPU.get("off alone") else ""))
+    memory(offs, outs)
     findings(outs)
     found = verdicts(outs)
     if args.save:

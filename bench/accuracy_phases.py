@@ -111,7 +111,7 @@ def instrument(phases: Phases) -> None:
     phases.wrap(scenarios, "compare", "judging (compare)")
     phases.wrap(scenarios.References, "fp64", "fp64 reference (deepcopy, casts)")
     phases.wrap(scenarios.Recorder, "take", "recompile metrics")
-    phases.wrap(scenarios, "calls", "later-call loop (changes, records)")
+    phases.wrap(scenarios, "later_call", "later calls (changes, records)")
     phases.wrap(scenarios, "References", "references (the rest)")
     scenarios.References = _kept(scenarios.References)
     scenarios.copy = types.SimpleNamespace(deepcopy=copy.deepcopy)   # copy's own recursion stays untimed

@@ -152,6 +152,9 @@ class SweepSettings:
     population: str = setting("all", one_of(*POPULATIONS))   # all | graph-breaking: models with >1 graph at baseline
     # share of pruned (model, flag) pairs traced again after a pruned sweep (min 20)
     prune_audit: float = setting(0.05, Check(lambda v: 0 <= v <= 1, "a share between 0 and 1"))
+    # the configs named one by one compiled together where their results are equal (later calls included), split
+    # where they differ; each equal one stored as the baseline's result, reason `pooled`
+    pool_named: bool = setting(True)
     # on a CUDA device: workers per GPU (each capped at 1/gpu_workers of the GPU's memory); `workers` is for CPUs
     gpu_workers: int = setting(2, between(1, 64, " workers per GPU"))
     # Inductor/AOTAutograd cache root shared by the workers (one folder per torch build below it); None: beside the
@@ -176,10 +179,16 @@ class AccuracySettings:
     enabled: bool = setting(True)               # the later calls and the accuracy oracle; off: the first call only
     rtol: float = setting(RTOL, TOLERANCE)      # relative tolerance of `close` (beyond it: the fp64 arbitration)
     atol: float = setting(ATOL, TOLERANCE)      # absolute tolerance of `close`
+    # later calls answered from the baseline where nothing about the flag can change them (the first call still made)
+    answer: bool = setting(True)
+    # share of the answered items the night's audit traces again in full, seeded by the night; at least answer_audit_min
+    answer_audit: float = setting(0.05, Check(lambda v: 0 <= v <= 1, "a share between 0 and 1"))
+    answer_audit_min: int = setting(2, at_least(0))
 
     def options(self) -> Accuracy:
         """The engine's plain-data form."""
-        return Accuracy(enabled=self.enabled, rtol=self.rtol, atol=self.atol)
+        return Accuracy(enabled=self.enabled, rtol=self.rtol, atol=self.atol, answer=self.answer,
+                        answer_audit=self.answer_audit, answer_audit_min=self.answer_audit_min)
 
 
 @dataclass(frozen=True)

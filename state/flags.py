@@ -9,6 +9,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from harness.core.calls import SCENARIOS
 from harness.core.outcome import Outcome
 from harness.core.run_environment import RunEnvironment
 from state.db import transaction
@@ -82,6 +83,43 @@ def reads(conn: sqlite3.Connection, run_id: int) -> dict[str, dict[str, Any]]:
     """{model: {key: value read}} of a run."""
     return {r[0]: json.loads(r[1]) for r in conn.execute("SELECT model, reads FROM config_reads WHERE run_id = ?",
                                                           (run_id,))}
+
+
+def record_windows(conn: sqlite3.Connection, run_id: int, model: str, windows: dict[str, dict[str, Any]]) -> None:
+    """The config keys (with the values read) of one model's baseline in a run, per call window."""
+    conn.executemany("INSERT OR REPLACE INTO window_reads (run_id, model, window, reads) VALUES (?,?,?,?)",
+                     [(run_id, model, window, json.dumps(found, sort_keys=True, default=repr))
+                      for window, found in windows.items()])
+
+
+def windows(conn: sqlite3.Connection, run_id: int, model: str) -> dict[str, dict[str, Any]]:
+    """{window: {key: value read}} of one model's baseline in a run, in call order (empty: none recorded)."""
+    rows = conn.execute("SELECT window, reads FROM window_reads WHERE run_id = ? AND model = ?", (run_id, model))
+    found = {r[0]: json.loads(r[1]) for r in rows}
+    return {w: found[w] for w in sorted(found, key=lambda w: SCENARIOS.index(w) if w in SCENARIOS else len(SCENARIOS))}
+
+
+@dataclass(frozen=True)
+class AnswerFinding:
+    """One answered item the audit traced in full: where it disagreed (None: it agreed)."""
+
+    model: str
+    config: str
+    disagreement: str | None
+
+
+def record_answer_audit(conn: sqlite3.Connection, run_id: int, findings: Iterable[AnswerFinding]) -> None:
+    """Store what the answered items' audit found."""
+    with transaction(conn):
+        conn.executemany("INSERT OR REPLACE INTO answer_audits (run_id, model, config, disagreement) VALUES (?,?,?,?)",
+                         [(run_id, f.model, f.config, f.disagreement) for f in findings])
+
+
+def answer_audit(conn: sqlite3.Connection, run_id: int) -> list[AnswerFinding]:
+    """What the answered items' audit of `run_id` found, by config and model."""
+    rows = conn.execute("SELECT model, config, disagreement FROM answer_audits WHERE run_id = ? ORDER BY config, model",
+                        (run_id,))
+    return [AnswerFinding(*r) for r in rows]
 
 
 def disabled_keys(conn: sqlite3.Connection) -> set[str]:

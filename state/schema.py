@@ -403,5 +403,25 @@ CREATE TABLE cc_removed (
 );
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18]
+# v18 -> v19: the later calls answered from the baseline (issue 36). Per run and model, the config keys the baseline
+# read in each call window (first, second_size, hook_added, weights_updated: state/flags.py); the nightly audit's
+# answered items traced in full, and where one disagreed.
+V19 = """
+CREATE TABLE window_reads (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    model TEXT NOT NULL,
+    window TEXT NOT NULL,                  -- a call window: first, or a later call's scenario
+    reads TEXT NOT NULL,                   -- JSON {full key: value read, or null}
+    PRIMARY KEY (run_id, model, window)
+);
+CREATE TABLE answer_audits (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    model TEXT NOT NULL,
+    config TEXT NOT NULL,
+    disagreement TEXT,                     -- where the full trace differs from the answered item (NULL: it agrees)
+    PRIMARY KEY (run_id, model, config)
+);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19]
 SCHEMA_VERSION = len(MIGRATIONS)

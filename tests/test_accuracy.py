@@ -157,3 +157,23 @@ def test_bitwise_counts_nans_in_the_same_places_and_signed_zeros_equal():
     nan = torch.tensor([1.0, float("nan"), -0.0])
     assert bitwise(nan, nan.clone()) and bitwise(nan, torch.tensor([1.0, float("nan"), 0.0]))
     assert not bitwise(nan, torch.tensor([1.0, 2.0, 0.0])) and not bitwise(nan, nan.double())
+
+
+def test_outputs_too_large_to_hold_are_made_again_and_judged_as_the_held_ones(monkeypatch):
+    from harness.engine import accuracy, scenarios
+
+    def judged(refs: References) -> list:
+        hook = next(s for s in refs.steps if s.scenario == "hook_added")
+        eager = {"logits": scenarios.run(refs.eager, refs.inputs)["logits"]}
+        hooked = {"logits": refs._reference(hook)["logits"]}
+        return [refs.judge(None, eager), refs.judge(None, {"logits": eager["logits"] + 1e-5}),
+                refs.judge(None, {"logits": eager["logits"] + 0.5}), refs.judge(hook, hooked)]
+
+    torch.manual_seed(0)
+    model, inputs = _Mixer().eval(), {"x": torch.randn(64, 4)}
+    held = judged(References("M", Built(copy.deepcopy(model), inputs), "cpu", Accuracy()))
+    monkeypatch.setattr(scenarios, "HOLD_BYTES", 0)     # nothing held: every eager output made again when judged
+    monkeypatch.setattr(accuracy, "CHUNK", 7)           # and compared 7 values at a time
+    refs = References("M", Built(copy.deepcopy(model), inputs), "cpu", Accuracy())
+    assert refs.first is None and refs.outputs == {} and refs.made_again == {"hook_added", "weights_updated"}
+    assert judged(refs) == held and [v.accuracy for v in held] == ["exact", "close", "wrong", "exact"]

@@ -10,7 +10,7 @@ from harness.core.calls import SCENARIOS, Call
 from harness.core.correctness import recompile_effect
 from harness.engine.engine import SweepOptions, run_items
 from harness.engine.options import Accuracy
-from harness.engine.worker import same_as_baseline
+from harness.engine.group import same_as_baseline
 
 DYNAMIC = "dynamic_from_start"
 CONFIGS = {"baseline": {}, "capture_scalar_outputs": {"torch._dynamo.config.capture_scalar_outputs": True},

@@ -167,13 +167,21 @@ def _fill_v16(conn: sqlite3.Connection) -> None:
 
 
 def _fill_v17(conn: sqlite3.Connection) -> None:
-    """v17 judged wrong results and recompiles: v16's rows (no commit range, no cc removed: both arrive at v18)."""
+    """v17 judged wrong results and recompiles (two effect columns, no new table): v16's rows and the old run's one
+    baseline read set, every window merged."""
     _fill_v16(conn)
+    conn.execute("INSERT INTO config_reads (run_id, model, reads) VALUES (2, 'LlamaForCausalLM', ?)",
+                 (json.dumps({"torch._dynamo.config.capture_scalar_outputs": False}),))
+
+
+def _fill_v18(conn: sqlite3.Connection) -> None:
+    """v18 kept commit ranges and removed cc logins (none here): v17's rows."""
+    _fill_v17(conn)
 
 
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
            9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14, 15: _fill_v15,
-           16: _fill_v16, 17: _fill_v17}
+           16: _fill_v16, 17: _fill_v17, 18: _fill_v18}
 
 
 def _build_at(path, version: int) -> None:
@@ -311,6 +319,16 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     assert deliveries.record(conn, "new-1", "issue_comment", "queued", "5:abc")
     assert not deliveries.record(conn, "new-2", "issue_comment", "queued", "5:abc")
     assert (deliveries.get(conn, "old-delivery") is not None) == (version >= 14)
+    # v19: read sets per call window and the answered items' audit: none for an older run (its merged read set is
+    # kept as it was); a new run's are stored and read back.
+    assert flags.windows(conn, 2, "LlamaForCausalLM") == {} and flags.answer_audit(conn, 2) == []
+    assert flags.reads(conn, 2) == ({"LlamaForCausalLM": {"torch._dynamo.config.capture_scalar_outputs": False}}
+                                    if version >= 17 else {})
+    windows = {"first": {"torch._dynamo.config.verbose": True}, "second_size": {"torch._dynamo.config.error_on_recompile": None}}
+    flags.record_windows(conn, rid, "M", windows)
+    assert flags.windows(conn, rid, "M") == windows
+    flags.record_answer_audit(conn, rid, [flags.AnswerFinding("M", "c", "hook_added: accuracy 'wrong' answered, 'exact' traced")])
+    assert [f.disagreement is not None for f in flags.answer_audit(conn, rid)] == [True]
 
 
 def test_each_migration_is_one_transaction(tmp_path):

@@ -49,6 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=cmd_runs_list)
     q = runs_sub.add_parser("show", help="one run: environment, configs, effects")
     q.add_argument("run", type=int, metavar="RUN")
+    q.add_argument("--model", type=types.nonempty("--model"), metavar="MODEL",
+                   help="one model of the run: the config keys its baseline read in each call window")
     q.add_argument("--json", action="store_true", help="machine-readable output")
     q.set_defaults(func=cmd_runs_show)
     p.set_defaults(func=lambda args, settings: _usage(p))
@@ -164,6 +166,20 @@ def cmd_runs_list(args: argparse.Namespace, settings: Any) -> int:
     return 0
 
 
+def _show_model(conn: Any, args: argparse.Namespace, run: dict) -> int:
+    """runs show RUN --model M: the keys M's baseline read per call window (DESIGN "Words": call window)."""
+    from state import flags, runs
+
+    if args.model not in runs.get_run(conn, args.run).models:
+        return _fail(f"run {args.run} has no model {args.model}", BAD_REQUEST)
+    windows = flags.windows(conn, args.run, args.model)
+    if args.json:
+        print(json.dumps({"run": args.run, "model": args.model, "windows": windows}, indent=2))
+    else:
+        sys.stdout.write(render("report_run_model.txt.j2", run=args.run, model=args.model, windows=windows))
+    return 0
+
+
 def cmd_runs_show(args: argparse.Namespace, settings: Any) -> int:
     """flagsweep runs show RUN [--json]."""
     from bot.report import report
@@ -172,6 +188,8 @@ def cmd_runs_show(args: argparse.Namespace, settings: Any) -> int:
     data = report.run_detail(conn, args.run)
     if data is None:
         return _fail(f"no run {args.run}", BAD_REQUEST)
+    if args.model is not None:
+        return _show_model(conn, args, data)
     if args.json:
         print(json.dumps(data, indent=2))
     else:

@@ -149,7 +149,7 @@ def _request(conn: Any, args: argparse.Namespace, settings: Settings, options: A
         raise _Refused("no models selected")
     population = args.population or settings.sweep.population
     request = SweepRequest(models=[], configs=chosen.configs, options=options, base_settings=_base_settings(args),
-                           progress=not args.json, pruning=chosen.pruning)
+                           progress=not args.json, pruning=chosen.pruning, together=chosen.together)
     with sigterm_as_interrupt():
         request = assemble.draw(conn, steps.Steps(), request, cands, population=population, sample=args.sample,
                                 seed=args.seed, torch_version=_torch_version(options, population),

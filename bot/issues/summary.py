@@ -82,6 +82,8 @@ def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | No
         if calls["findings"].causes:  # none folded: the hash an older body was stored with
             material["calls"]["causes"] = [(c.default.key, [(s.config, s.right, s.wrong, s.unjudged) for s in c.swept])
                                            for c in calls["findings"].causes]
+        if calls["disagreed"]:        # none: the hash an older body was stored with
+            material["calls"]["disagreed"] = [(f.model, f.disagreement) for f in calls["disagreed"]]
     labels = list(ctx.settings.labels)
     return SummaryIssue(key=key, config=config, title=title, body=render_fitting("issue_summary.md.j2", body_ctx),
                         labels=labels, hash=BodyHash.of(material, labels))
@@ -100,7 +102,8 @@ def _calls(ctx: RunContext, config: str) -> dict[str, Any]:
             wrong.append({"model": e.model, "signature": wrong_signature(call), "detail": call.detail})
     return {"correctness": table.correctness, "recompiles": table.recompiles, "judged": table.judged,
             "compared": table.compared, "counts": [(r.effect, r.count) for r in (*table.correctness, *table.recompiles)],
-            "wrong": wrong, "unsafe": ctx.unsafe(config), "findings": ctx.findings()}
+            "wrong": wrong, "unsafe": ctx.unsafe(config), "findings": ctx.findings(),
+            "disagreed": [f for f in ctx.view.answer_audit if f.config == config and f.disagreement]}
 
 
 def _held(c: Candidate) -> dict[str, Any]:

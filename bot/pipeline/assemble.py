@@ -19,6 +19,7 @@ from bot.pipeline import sampling
 from bot.pipeline.steps import Steps
 from bot.settings import Settings
 from harness.engine.flags.pruning import Pruning
+from harness.core.effects import BASELINE
 from harness.engine.engine import SweepRequest
 
 
@@ -29,6 +30,7 @@ class Configs:
     configs: dict[str, dict]
     flips: dict[str, dict]
     pruning: Pruning | None
+    together: frozenset[str] = frozenset()   # the named configs compiled together where equal (`together`)
 
 
 def configs(steps: Steps, settings: Settings, names: list[str], chosen: dict[str, dict], *, python: str | None,
@@ -39,7 +41,15 @@ def configs(steps: Steps, settings: Settings, names: list[str], chosen: dict[str
     flips = steps.expand_sets(settings, names, python=python)
     everything = {**chosen, **flips}
     return Configs(everything, flips, pruning(everything, flips, prune=prune, audit=settings.sweep.prune_audit,
-                                              seed=seed))
+                                              seed=seed), together(chosen, flips, settings.sweep.pool_named))
+
+
+def together(chosen: dict[str, dict], flips: dict[str, dict], enabled: bool) -> frozenset[str]:
+    """The one rule for named flags: the configs named one by one (not a set's flips, not the baseline) are compiled
+    together, later calls included, where there are two or more and `[sweep] pool_named` is on; equal to the
+    baseline, each is stored as its result (`pooled`); else split until they are, down to each alone."""
+    named = frozenset(c for c in chosen if c != BASELINE and c not in flips)
+    return named if enabled and len(named) > 1 else frozenset()
 
 
 def pruning(configs: dict[str, dict], flips: dict[str, dict], *, prune: bool | None, audit: float,

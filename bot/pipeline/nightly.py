@@ -184,7 +184,7 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
     result.configs = list(swept.configs)
     request = SweepRequest(models=names, configs=swept.configs, options=settings.sweep_options(built.python),
                            kind="nightly", nightly=built.date, shard=shard, progress=progress,
-                           build=built.origin(), pruning=swept.pruning)
+                           build=built.origin(), pruning=swept.pruning, together=swept.together)
     request = assemble.draw(conn, steps, request, [sampling.Pick(n) for n in names], sample=None, seed=0,
                             population=population or settings.sweep.population, torch_version=built.version,
                             say=log.info)

@@ -19,7 +19,7 @@ from bot.view.stored_diff import diff_stored
 from bot.text.render import render
 from harness.core import defaults, unsafe
 from harness.core.effects import calls_table, effect_table, judged
-from harness.core.outcome import EFFECTS, Outcome
+from harness.core.outcome import ANSWERED, EFFECTS, Outcome
 from state import gates, history
 from state import runs as runs_mod
 from state.resolutions import Tally
@@ -258,7 +258,14 @@ def _calls(view: RunView, configs: list[str]) -> dict[str, Any]:
     return {"tables": [calls_table(view.effects, c) for c in configs],
             "unsafe": {c: unsafe.reason(view.run.configs.get(c, {}), table) for c in configs},
             "findings": defaults.explain(view.outcomes, view.run.configs, defaults.load()),
-            "changes": [t.to_dict() for t in view.diff.axis_news()] if view.diff else []}
+            "changes": [t.to_dict() for t in view.diff.axis_news()] if view.diff else [],
+            "answered": answered(view)}
+
+
+def answered(view: RunView) -> dict[str, Any]:
+    """The items whose later calls were answered from the baseline, and what the night's audit of them found."""
+    return {"count": sum(1 for o in view.outcomes if o.reason == ANSWERED), "audited": len(view.answer_audit),
+            "disagreed": [dataclasses.asdict(f) for f in view.answer_audit if f.disagreement]}
 
 
 def _precision(tally: Tally | None) -> dict[str, Any] | None:

@@ -73,7 +73,10 @@ def config_lines(config: dict[str, Any]) -> list[Code]:
 
 
 def _second_inputs(built: ModelBuild) -> list[str]:
-    """The second call's inputs (harness.zoo.second: the sealed second spec, or the rule's first candidate)."""
+    """The second call's inputs: the spec the worker used, stored with the build (one rule: the sweep's call and
+    this script's are the same); a build stored before it was kept: the sealed spec, or the rule's first candidate."""
+    if built.second_spec is not None:
+        return [f"    {name}={input_expr(spec)}," for name, spec in built.second_spec.items()]
     try:
         found = second.candidates(built.model, built.spec or {})
     except LockError as exc:

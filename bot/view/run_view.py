@@ -28,6 +28,7 @@ from state import verdicts as verdicts_mod
 from state.gates import EnvironmentVerdict
 from state.links import Link
 from state.culprits import CommitRange
+from state.flags import AnswerFinding, answer_audit
 from state.ranges import Range
 from state.resolutions import Tally
 from state.runs import Run
@@ -71,6 +72,8 @@ class RunView:
     gate: EnvironmentVerdict | None = None                # the environment gate's verdict (None: never judged, e.g. a plain sweep)
     verify_cost: StepCost | None = None     # what the run's verify step cost (None: it never ran)
     tally: Tally | None = None              # the measured precision as of the read (of `links_repo`)
+    # The answered items' audit (harness.engine.flags.answering) over the group's runs: each item traced in full
+    answer_audit: tuple[AnswerFinding, ...] = ()
 
     @property
     def id(self) -> int:
@@ -164,5 +167,6 @@ def _view(conn: sqlite3.Connection, items: RunItems, night: Night, repo: str | N
                    ranges=MappingProxyType(found), culprits=MappingProxyType(commit_ranges(conn, found)),
                    cc_removed=MappingProxyType(culprits_mod.removed(conn)),
                    verdicts=MappingProxyType(verdicts_mod.for_run(conn, run.id)), gate=night.gate,
-                   verify_cost=verdicts_mod.step_cost(conn, run.id))
+                   verify_cost=verdicts_mod.step_cost(conn, run.id),
+                   answer_audit=tuple(f for rid in items.group or (run.id,) for f in answer_audit(conn, rid)))
     return dataclasses.replace(view, tally=resolutions.tally(conn, view.links_repo))

@@ -22,10 +22,17 @@ class ModelBuild:
     seed: int                          # the seed the weights and inputs were drawn with
     fingerprint: str | None = None     # the model's build fingerprint (harness.zoo.fingerprint)
     transformers_version: str | None = None
+    # The second input spec the worker's second_size call used (the sealed one, or the rule's first that ran in
+    # eager); None: no such call was made (the checks off, none runs). The accuracy reproducer renders this one.
+    second_spec: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored form (JSON-ready)."""
-        return asdict(self)
+        """The stored form (JSON-ready); without a second spec, the form it had before one was kept (byte for byte:
+        stored shrinks and hashes of a build stay as they were)."""
+        found = asdict(self)
+        if found["second_spec"] is None:
+            del found["second_spec"]
+        return found
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModelBuild":

@@ -47,6 +47,9 @@ EFFECTS = (
 NOT_READ = "not_read"
 POOLED = "pooled"
 REASONS = (NOT_READ, POOLED)
+# An item compiled and called once under its config, whose later calls are the baseline's: they cannot differ
+# (harness.engine.flags.answering). Not among REASONS: its first call was traced, its graph effect is its own.
+ANSWERED = "answered"
 
 STRATA = ("vl_multimodal", "decoder_llm", "encoder_decoder", "vision_other")
 # The backends behind the graph counter: how a run compiles (its options' `backend`).
@@ -81,7 +84,7 @@ class Outcome:
     text_only: bool = False            # a multimodal model run without its other inputs
     attempts: int = 1                  # > 1 when flake confirmation re-ran it
     flaky_rate: float | None = None    # set by flake confirmation when results disagree
-    reason: str | None = None          # one of REASONS when stored without compiling (counted as tested)
+    reason: str | None = None          # one of REASONS when stored without compiling (counted as tested); ANSWERED
     # The calls it made to the compiled model (harness.core.calls): the first, then each scenario's; judged against
     # eager by harness.core.correctness. Empty where none were recorded (an older run, a crash before the first).
     calls: list[Call] = field(default_factory=list)

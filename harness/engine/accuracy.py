@@ -17,6 +17,9 @@ from typing import Any, Callable, Iterator
 import torch
 
 METADATA_LIMIT = 8    # metadata differences listed per call (the rest are the same story)
+# Values compared per pass over a large output: every elementwise test holds temporaries of one chunk, not of the
+# whole output (a 257k-token vocabulary's logits are 0.5 GB in float32, and their float64 difference 1 GB more).
+CHUNK = 1 << 22
 # Which leaf's verdict the call takes: the worst; a wrong value outranks one that could not be judged.
 _ORDER = {"exact": 0, "close": 1, "not_judged": 2, "wrong": 3}
 
@@ -160,7 +163,7 @@ def _leaf(a: Leaf, b: Leaf, rtol: float, atol: float, reference: _Lazy) -> Verdi
     x, y = x.detach().cpu(), y.detach().cpu()
     if not x.is_floating_point() and not x.is_complex():
         return _arbitrate_exact(a.path, x, y, reference)
-    if torch.allclose(y, x, rtol=rtol, atol=atol, equal_nan=True):
+    if all(torch.allclose(cy, cx, rtol=rtol, atol=atol, equal_nan=True) for cx, cy in _chunks(x, y)):
         return Verdict("close", a.path, _diff(x, y))
     fp64 = reference.get(a.path)
     if not isinstance(fp64, torch.Tensor) or fp64.shape != x.shape:
@@ -189,10 +192,16 @@ def bitwise(x: torch.Tensor, y: torch.Tensor) -> bool:
         y = y.to(x.device)
     if torch.equal(x, y):   # one pass; False on a NaN, which the elementwise test below counts equal to a NaN
         return True
-    same = x == y
-    if x.is_floating_point() or x.is_complex():
-        same = same | (x.isnan() & y.isnan())
-    return bool(same.all())
+    if not (x.is_floating_point() or x.is_complex()):
+        return False
+    return all(bool(((cx == cy) | (cx.isnan() & cy.isnan())).all()) for cx, cy in _chunks(x, y))
+
+
+def _chunks(x: torch.Tensor, y: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The two tensors' values in flat chunks of CHUNK, side by side (views, where the tensors are contiguous)."""
+    fx, fy = x.reshape(-1), y.reshape(-1)
+    for start in range(0, fx.numel(), CHUNK):
+        yield fx[start:start + CHUNK], fy[start:start + CHUNK]
 
 
 def _same_scalar(x: Any, y: Any) -> bool:
@@ -202,11 +211,15 @@ def _same_scalar(x: Any, y: Any) -> bool:
 
 
 def _diff(x: torch.Tensor, y: torch.Tensor) -> str:
-    """The largest absolute difference, its relative size and where."""
-    delta = (x.double() - y.double()).abs().nan_to_num(nan=math.inf)
-    where = int(delta.argmax()) if delta.numel() else 0
-    worst = float(delta.flatten()[where]) if delta.numel() else 0.0
-    rel = worst / max(abs(float(x.double().flatten()[where])), 1e-12) if delta.numel() else 0.0
+    """The largest absolute difference, its relative size and where (chunk by chunk, in float64)."""
+    where, worst, offset = 0, -1.0, 0
+    for a, b in _chunks(x, y):
+        delta = (a.double() - b.double()).abs().nan_to_num(nan=math.inf)
+        if delta.numel() and float(delta.max()) > worst:
+            where, worst = offset + int(delta.argmax()), float(delta.max())
+        offset += a.numel()
+    worst = max(worst, 0.0)
+    rel = worst / max(abs(float(x.reshape(-1)[where].double())), 1e-12) if x.numel() else 0.0
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(where), x.shape)) if x.dim() else ()
     return f"max abs diff {worst:.2e} (rel {rel:.2e}) at {index}"
 

@@ -7,6 +7,7 @@ backend, so the numbers stay comparable while the graphs really get compiled.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ class CompileStats:
     ops_per_graph: list[int] = field(default_factory=list)
     compile_ids: set[str] = field(default_factory=set)
     recompiles: int = 0
+    codes: list[str] = field(default_factory=list)   # each graph's code (FX's readable Python), hashed
 
 
 def counting_backend(stats: CompileStats, inner: str = "count") -> Callable:
@@ -38,6 +40,7 @@ def counting_backend(stats: CompileStats, inner: str = "count") -> Callable:
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
         stats.graphs += 1
         stats.ops_per_graph.append(sum(1 for n in gm.graph.nodes if n.op in _OP_KINDS))
+        stats.codes.append(_digest(gm.code))
         # CompileId(frame_id, frame_compile_id): a frame compiled again (frame_compile_id > 0)
         # is a recompile; several graphs of one compile (graph breaks) share one id.
         cid = torch._guards.CompileContext.current_compile_id()
@@ -84,12 +87,54 @@ def graph_break_count() -> int:
     return int(sum(counter.values()))
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def guards_digest() -> str | None:
+    """Dynamo's guards over every frame compiled since the last reset, in compile order, as one digest of their code
+    (None where this torch does not expose them: nothing can then be proved equal). A flag can change what a later
+    call does through the guards alone (what makes it recompile), so two compiles are the same only when these are;
+    the objects guarded by id are the group's own, the same under every config of a worker."""
+    try:
+        from torch._dynamo.convert_frame import input_codes
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+    except ImportError:
+        return None
+    parts = []
+    for ref in list(input_codes.seen):
+        code = ref()
+        for entry in _debug_get_cache_entry_list(code) if code is not None else ():
+            parts.append(f"{code.co_name}:{code.co_firstlineno}")
+            parts.extend(getattr(entry.guard_manager, "code_parts", None) or ["<no guard code>"])
+    return _digest("\n".join(parts))
+
+
+@dataclass
+class Compiled:
+    """One compile and its first call: the counts, the error or the output, and the compiled object the later calls
+    call again (under the same settings: `again`)."""
+
+    counts: dict[str, Any]
+    error: Exception | None
+    output: Any
+    compiled: Callable | None
+    stats: CompileStats
+    settings: dict[str, Any]
+    codes: list[str]                 # the first call's graphs, each by the digest of its code
+    guards: str | None               # the first call's guards (guards_digest)
+
+    @contextlib.contextmanager
+    def again(self) -> Iterator[None]:
+        """The block calls the compiled object again as the first call did: the same settings, no grad."""
+        with patched(self.settings), torch.no_grad():
+            yield
+
+
 def compile_and_run(module: torch.nn.Module, inputs: dict[str, Any], *, settings: dict[str, Any],
-                    backend: str = "count", then: Callable[[Callable, Any, CompileStats], None] | None = None
-                    ) -> tuple[dict[str, Any], Exception | None]:
-    """Compile `module` under `settings`, run it once on `inputs`: (counts, the exception or None). After a first
-    call that ran, `then(compiled, output, stats)` makes the later calls under the same settings; the counts are the
-    first call's, taken before it."""
+                    backend: str = "count") -> Compiled:
+    """Compile `module` under `settings` and run it once on `inputs` (the counts are kept for a crash too: how far
+    it got before failing)."""
     reset_dynamo()
     stats = CompileStats()
     error, output, compiled = None, None, None
@@ -101,7 +146,6 @@ def compile_and_run(module: torch.nn.Module, inputs: dict[str, Any], *, settings
     except Exception as exc:  # the item's result, not the worker's failure
         error = exc
     elapsed = time.perf_counter() - start
-    # Counts are kept for a crash too: how far it got before failing.
     reasons = break_reasons()[:20]
     counts = {
         "graphs": stats.graphs,
@@ -113,10 +157,7 @@ def compile_and_run(module: torch.nn.Module, inputs: dict[str, Any], *, settings
         "recompiles": stats.recompiles,
         "compile_s": round(elapsed, 4),
     }
-    if then is not None and error is None:
-        with patched(settings), torch.no_grad():
-            then(compiled, output, stats)
-    return counts, error
+    return Compiled(counts, error, output, compiled, stats, settings, list(stats.codes), guards_digest())
 
 
 def eager_run(module: torch.nn.Module, inputs: dict[str, Any]) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sys
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -25,6 +26,7 @@ from harness.engine.events import Built, CacheCounts, ConfigSpace, Result
 from harness.engine.pool import Group, Pool, PoolError
 from harness.engine.progress import Progress
 from harness.core.scrub import scrub
+from harness.engine.flags import answering
 from harness.engine.flags.pruning import Pruning, audit, eligible
 from state import flags as stored_flags, history, leases, runs
 
@@ -70,6 +72,7 @@ class SweepRequest:
     prior: list[Outcome] = field(default_factory=list)   # outcomes already had on this torch (a baseline pass):
     population: dict[str, Any] | None = None   # stored, not run again; and how the models were drawn
     pruning: Pruning | None = None             # what may be pruned (read-set pruning) and its audit; None: trace all
+    together: frozenset[str] = frozenset()     # named configs compiled together where equal (bot.pipeline.assemble)
 
     @classmethod
     def resuming(cls, run_id: int, options: SweepOptions, *, progress: bool = True) -> "SweepRequest":
@@ -89,10 +92,11 @@ def _pool(options: SweepOptions, base_settings: dict, n_groups: int, fresh: bool
 
 
 def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset(),
-                prune: frozenset[str] = frozenset(), pool: bool = False) -> list[Group]:
+                prune: frozenset[str] = frozenset(), pool: bool = False,
+                together: frozenset[str] = frozenset()) -> list[Group]:
     """One group per model: baseline first, then its configs, skipping items already done; `prune`: the configs
     the worker may report without compiling when the baseline never read their keys (and, with `pool`, may
-    compile together first when it did)."""
+    compile together first when it did); `together`: configs compiled together after the baseline, never pruned."""
     names = [BASELINE] + [c for c in configs if c != BASELINE]
     groups, index = [], 0
     for model in models:
@@ -102,7 +106,7 @@ def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str
                 items.append((index, name, configs.get(name, {})))
             index += 1
         if items:
-            groups.append(Group(model, items, prune=prune, pool=pool))
+            groups.append(Group(model, items, prune=prune, pool=pool, together=together))
     return groups
 
 
@@ -128,6 +132,25 @@ def _outcome(outcome: Outcome, stratum_of: Callable[[str], str | None]) -> Outco
     # Stored without machine paths (the signature, made from the raw text, keeps only file names).
     scrubbed = {k: scrub(getattr(outcome, k)) for k in _PATH_FIELDS if getattr(outcome, k)}
     return dataclasses.replace(outcome, **scrubbed, stratum=outcome.stratum or stratum_of(outcome.model))
+
+
+def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan") -> None:
+    """The answered items' audit (harness.engine.flags.answering), seeded by the night (else the run): a sample
+    traced in full, its findings stored; the full traces that replace answered items stored in their place."""
+    accuracy = request.options.accuracy
+    seed = zlib.crc32((request.nightly or f"run {plan.run_id}").encode())
+    findings, replaced = answering.audit(
+        runs.outcomes(conn, plan.run_id), answering.AnswerAudit(accuracy.answer_audit, accuracy.answer_audit_min, seed),
+        plan.together,
+        lambda items: run_items(items, configs=plan.configs, base_settings=plan.base_settings,
+                                options=request.options, progress=request.progress, answer=False))
+    stored_flags.record_answer_audit(conn, plan.run_id, findings)
+    for outcome in replaced:
+        runs.record_outcome(conn, plan.run_id, outcome)
+    for f in findings:
+        if f.disagreement:
+            log.warning("answered from the baseline, but traced in full %s under %s differs (%s): the rule is off "
+                        "for %s for the rest of the night", f.model, f.config, f.disagreement, f.config)
 
 
 @dataclass(frozen=True)
@@ -161,6 +184,7 @@ def sweep(conn: Any, request: SweepRequest) -> Swept:
             audit(conn, plan.run_id, configs=plan.configs, pruning=request.pruning, trace=lambda items: run_items(
                 items, configs=plan.configs, base_settings=plan.base_settings, options=request.options,
                 progress=request.progress))
+        _audit_answers(conn, request, plan)
         runs.finish_run(conn, plan.run_id, "finished")
     except BaseException as exc:
         pool.close(kill=True)
@@ -186,6 +210,7 @@ class _Plan:
     prior: list[Outcome] = field(default_factory=list)
     prune: frozenset[str] = frozenset()
     pooled: bool = False
+    together: frozenset[str] = frozenset()
     stored: runs.Run | None = None             # the run resumed
     lease: leases.Lease | None = None
     run_id: int | None = None
@@ -193,7 +218,7 @@ class _Plan:
 
     def groups(self) -> list[Group]:
         """The items still to run, one group per model."""
-        return plan_groups(self.models, self.configs, self.done, self.prune, self.pooled)
+        return plan_groups(self.models, self.configs, self.done, self.prune, self.pooled, self.together)
 
     def check(self, python: str | None) -> None:
         """In the interpreter under test, before any model runs: ConfigError on a wrong type, a config whose key
@@ -215,6 +240,7 @@ def _prepare(conn: Any, request: SweepRequest) -> _Plan:
         plan = _resumed(conn, request.resume)
     plan.prune = eligible(request.pruning, plan.configs, stored_flags.disabled_keys(conn))
     plan.pooled = bool(request.pruning and request.pruning.pool)
+    plan.together = frozenset(request.together) & set(plan.configs) - plan.prune
     return plan
 
 
@@ -279,6 +305,8 @@ def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool) -> dict[str
             outcome = _outcome(event.outcome, stratum_of)
             if event.config_reads is not None:
                 stored_flags.record_reads(conn, plan.run_id, outcome.model, event.config_reads)
+            if event.window_reads is not None:
+                stored_flags.record_windows(conn, plan.run_id, outcome.model, event.window_reads)
             runs.record_outcome(conn, plan.run_id, outcome)
             bar.advance(crashed=outcome.crashed)
     if cache.compiles:
@@ -340,11 +368,13 @@ def _check_same_environment(old: RunEnvironment, new: RunEnvironment, run_id: in
 
 
 def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict,
-              options: SweepOptions, fresh_workers: bool = False, progress: bool = False) -> list[Outcome]:
+              options: SweepOptions, fresh_workers: bool = False, progress: bool = False,
+              answer: bool = True, together: frozenset[str] = frozenset()) -> list[Outcome]:
     """Run (model, config) items without storing them; outcomes in the order of `items`.
 
     Every config named must be in `configs` (baseline, when absent, is no settings).
-    fresh_workers: every item in a new worker (flake confirmation).
+    fresh_workers: every item in a new worker (flake confirmation); answer: False traces every call in full (the
+    answered items' audit); together: configs compiled together where their results are equal (a bench).
     """
     checked = check_configs({name: configs.get(name, {}) for _, name in items}, base_settings, options.python)
     if checked.unavailable:
@@ -355,12 +385,12 @@ def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_se
             raise KeyError(f"config {name!r} is not in the configs given")
         settings_of[name] = configs.get(name, {})
     if fresh_workers:
-        groups = [Group(model, [(i, name, settings_of[name])]) for i, (model, name) in enumerate(items)]
+        groups = [Group(model, [(i, name, settings_of[name])], answer=answer) for i, (model, name) in enumerate(items)]
     else:
         by_model: dict[str, list] = {}
         for i, (model, name) in enumerate(items):
             by_model.setdefault(model, []).append((i, name, settings_of[name]))
-        groups = [Group(model, its) for model, its in by_model.items()]
+        groups = [Group(model, its, answer=answer, together=together) for model, its in by_model.items()]
     pool = _pool(options, base_settings, len(groups), fresh=fresh_workers)
     return _outcomes(pool, groups, items, progress, f"compile {len(items)} items")
 

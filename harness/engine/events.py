@@ -21,7 +21,7 @@ from harness.core.record import RecordError, check_version, parse
 from harness.core.run_environment import RunEnvironment
 from harness.engine.options import Accuracy
 
-PROTOCOL = 3   # bump on any change to a line below (both ends of a pipe run the same checkout)
+PROTOCOL = 4   # bump on any change to a line below (both ends of a pipe run the same checkout)
 # The exit status of a worker asked for a device its torch does not have; its one stderr line says why.
 NO_DEVICE_EXIT = 3
 
@@ -74,6 +74,8 @@ class RunRequest:
     backend: str
     device: str
     accuracy: Accuracy                   # the later calls and their accuracy oracle (harness.engine.scenarios)
+    answer: bool = True                  # later calls answered from the baseline where they cannot differ
+    together: list[str] = dataclasses.field(default_factory=list)   # configs pooled, never pruned (named flags)
 
 
 @dataclass(frozen=True)
@@ -128,11 +130,13 @@ class Start:
 
 @dataclass(frozen=True)
 class Result:
-    """One item ended: its outcome; the baseline's read set (`config_reads`, key -> value read); a job's answer."""
+    """One item ended: its outcome; the baseline's read set (`config_reads`, key -> value read, every window) and
+    its read sets per call window (`window_reads`, window -> key -> value); a job's answer."""
 
     index: int
     outcome: Outcome
     config_reads: dict[str, Any] | None = None
+    window_reads: dict[str, dict[str, Any]] | None = None
     data: Any = None
 
 

@@ -51,6 +51,9 @@ class Group:
     # keys, the worker reports them without compiling (reason "not_read").
     prune: frozenset[str] = frozenset()
     pool: bool = False                   # the prune configs the baseline read are compiled together first
+    answer: bool = True                  # later calls answered from the baseline where they cannot differ (an audit: no)
+    # Configs named one by one, compiled together after the baseline where their results are equal (never pruned).
+    together: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -27,6 +27,11 @@ class Accuracy:
     enabled: bool = True
     rtol: float = RTOL
     atol: float = ATOL
+    # Later calls answered from the baseline where they cannot differ (harness.engine.flags.answering), and the
+    # share of answered items the nightly audit traces again in full (at least answer_audit_min, seeded by the night).
+    answer: bool = True
+    answer_audit: float = 0.05
+    answer_audit_min: int = 2
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Accuracy":

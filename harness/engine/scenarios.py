@@ -27,6 +27,10 @@ from harness.zoo.errors import LockError
 from harness.zoo.inputs import make_inputs
 
 REASON_CHARS = 300
+# An eager output larger than this is not held for the group: it is made again when a call is judged against it (an
+# eager forward costs far less than a compile; four outputs of a 257k-token vocabulary's logits held for the whole
+# group, with the compiled ones beside them, passed the worker's memory limit).
+HOLD_BYTES = 256 * 2**20
 Change = Callable[[torch.nn.Module], ContextManager[None]]
 
 
@@ -122,16 +126,18 @@ class References:
         self.inputs = built.inputs
         self.eager = copy.deepcopy(built.module)   # before any compile: nothing Dynamo did can reach it
         self.outputs: dict[str, Any] = {}
-        self.first = run(self.eager, self.inputs)
+        self.made_again: set[str] = set()      # the later calls whose eager output is too large to hold
+        self.second_spec: dict | None = None   # the second input spec the second_size call uses (kept with the build)
+        first = run(self.eager, self.inputs)
         called = _recording(self.eager)
-        again = run(self.eager, self.inputs)
+        self.nondeterministic = _disagreement(first, run(self.eager, self.inputs))   # not held past the check
         called.close()
-        self.nondeterministic = _disagreement(self.first, again)
+        self.first = first if _held(first) else None   # None: made again for each judgement
+        del first
         self.steps = [self._second(model, built), self._hook(called.names),
                       Step("weights_updated", built.inputs, weights_moved(self.eager))]
         for step in self.steps:
             self._answer(step)
-        self._fp64_module: Any = None
         self._fp64: dict[str, Any] = {}   # each call's fp64 output (or its failure), made once for every config
         self.fp64_runs = 0
 
@@ -146,11 +152,19 @@ class References:
         found, why = second.first_that_runs(candidates, self._eager_at)
         if found is None:
             return Step("second_size", reason=why)
+        self.second_spec = found
         return Step("second_size", make_inputs(found, SEED, self.device))
 
     def _eager_at(self, spec: dict) -> None:
         """Eager's output at a candidate second spec (raises when the model does not take that size)."""
-        self.outputs["second_size"] = run(self.eager, make_inputs(spec, SEED, self.device))
+        self._keep("second_size", run(self.eager, make_inputs(spec, SEED, self.device)))
+
+    def _keep(self, scenario: str, output: Any) -> None:
+        """Hold a later call's eager output for the group, unless it is too large to (then it is made again)."""
+        if _held(output):
+            self.outputs[scenario] = output
+        else:
+            self.made_again.add(scenario)
 
     def _hook(self, called: list[str]) -> Step:
         if not called:
@@ -159,11 +173,11 @@ class References:
 
     def _answer(self, step: Step) -> None:
         """Eager's output for a step (a failure makes the step one not made, with why)."""
-        if step.inputs is None or step.scenario in self.outputs:
+        if step.inputs is None or step.scenario in self.outputs or step.scenario in self.made_again:
             return
         try:
             with step.change(self.eager) if step.change else contextlib.nullcontext():
-                self.outputs[step.scenario] = run(self.eager, step.inputs)
+                self._keep(step.scenario, run(self.eager, step.inputs))
         except Exception as exc:
             step.inputs, step.reason = None, f"eager fails after the change: {type(exc).__name__}: {str(exc)[:200]}"
 
@@ -171,30 +185,49 @@ class References:
         """Eager's output for a call (None: the first) from a float64 copy, after the same change: run the first
         time a config's output needs it, then kept for the group's other configs (a failure too, raised again)."""
         key = FIRST if step is None else step.scenario
-        if key not in self._fp64:
+        if key in self._fp64:
+            found = self._fp64[key]
+        else:
             try:
-                self._fp64[key] = self._fp64_run(step)
+                found = self._fp64_run(step)
             except Exception as exc:
-                self._fp64[key] = exc.with_traceback(None)   # its frames need not live on
-        found = self._fp64[key]
+                found = exc.with_traceback(None)   # its frames need not live on
+            if isinstance(found, Exception) or _held(found):
+                self._fp64[key] = found
         if isinstance(found, Exception):
             raise found
         return found
 
     def _fp64_run(self, step: Step | None) -> Any:
         self.fp64_runs += 1
-        if self._fp64_module is None:
-            self._fp64_module = copy.deepcopy(self.eager).double()
+        # A float64 copy for this run only: held through the group, it would sit beside every later compile (twice
+        # the weights in float64), for at most four runs a group.
+        module = copy.deepcopy(self.eager).double()
         inputs = to_fp64(self.inputs if step is None else step.inputs)
-        with step.change(self._fp64_module) if step and step.change else contextlib.nullcontext():
-            return run(self._fp64_module, inputs)
+        with step.change(module) if step and step.change else contextlib.nullcontext():
+            return run(module, inputs)
+
+    def _reference(self, step: Step | None) -> Any:
+        """Eager's output for a call (None: the first): held, or made again."""
+        if step is None:
+            return self.first if self.first is not None else run(self.eager, self.inputs)
+        if step.scenario in self.outputs:
+            return self.outputs[step.scenario]
+        with step.change(self.eager) if step.change else contextlib.nullcontext():
+            return run(self.eager, step.inputs)
 
     def judge(self, step: Step | None, res: Any) -> Verdict:
         """The compiled output of a call (None: the first) against eager's."""
         if self.nondeterministic is not None:
             return Verdict("eager_nondeterministic", detail=self.nondeterministic)
-        ref = self.first if step is None else self.outputs[step.scenario]
-        return compare(ref, res, rtol=self.accuracy.rtol, atol=self.accuracy.atol, fp64=lambda: self.fp64(step))
+        return compare(self._reference(step), res, rtol=self.accuracy.rtol, atol=self.accuracy.atol, fp64=lambda: self.fp64(step))
+
+
+def _held(output: Any) -> bool:
+    """Whether an output is small enough to hold for the group (HOLD_BYTES)."""
+    size = sum(leaf.value.numel() * leaf.value.element_size() for leaf in leaves(output)
+               if isinstance(leaf.value, torch.Tensor))
+    return size <= HOLD_BYTES
 
 
 class _recording:
@@ -239,29 +272,29 @@ class Recorder:
         return [r[:REASON_CHARS] for r in reasons]
 
 
-def calls(compiled: Callable, first_output: Any, graphs: Callable[[], int], module: torch.nn.Module,
-          refs: References, recorder: Recorder, error_fields: Callable[[BaseException], dict[str, Any]]) -> list[Call]:
-    """Every call of one item: the first (made already: its output), then each step's on the same compiled object;
-    `graphs()` counts the graphs compiled so far. A call that raises is not judged and the next one still runs."""
-    reasons = recorder.take()
-    out = [_call(FIRST, graphs(), reasons, refs.judge(None, first_output))]
-    for step in refs.steps:
-        if step.inputs is None:
-            out.append(Call(step.scenario, detail=step.reason))
-            continue
-        before = graphs()
-        try:
-            with step.change(module) if step.change else contextlib.nullcontext():
-                res = run(compiled, step.inputs)
-            verdict = refs.judge(step, res)
-        except Exception as exc:   # the call's own result; the item keeps its first call's status
-            found = error_fields(exc)
-            out.append(Call(step.scenario, graphs() - before, len(r := recorder.take()), r, "not_judged",
-                            detail=f"the call raised {found['error_type']}", error_type=found["error_type"],
-                            signature=found["signature"]))
-            continue
-        out.append(_call(step.scenario, graphs() - before, recorder.take(), verdict))
-    return out
+def first_call(output: Any, graphs: int, refs: References, recorder: Recorder) -> Call:
+    """The first call (made by the compile: its output), judged against eager's."""
+    return _call(FIRST, graphs, recorder.take(), refs.judge(None, output))
+
+
+def later_call(step: Step, compiled: Callable, graphs: Callable[[], int], module: torch.nn.Module, refs: References,
+               recorder: Recorder, error_fields: Callable[[BaseException], dict[str, Any]]) -> Call:
+    """One later call on the same compiled object, after its step's change; `graphs()` counts the graphs compiled
+    so far. A call that raises is not judged (the next one still runs)."""
+    if step.inputs is None:
+        return Call(step.scenario, detail=step.reason)
+    before = graphs()
+    try:
+        with step.change(module) if step.change else contextlib.nullcontext():
+            res = run(compiled, step.inputs)
+        verdict = refs.judge(step, res)
+    except Exception as exc:   # the call's own result; the item keeps its first call's status
+        found = error_fields(exc)
+        return Call(step.scenario, graphs() - before, len(r := recorder.take()), r, "not_judged",
+                    detail=f"the call raised {found['error_type']}", error_type=found["error_type"],
+                    signature=found["signature"])
+    del res   # the compiled output is not held past its verdict
+    return _call(step.scenario, graphs() - before, recorder.take(), verdict)
 
 
 def _call(scenario: str, graphs: int, reasons: list[str], verdict: Verdict) -> Call:

@@ -7,40 +7,30 @@ events go back as JSON lines on a dedicated pipe (fd in the JSON argument), so
 whatever a model prints to stdout cannot corrupt the protocol.
 
 Requests and events are the types of harness.engine.events (EnvRequest, RunRequest, ExitRequest or EOF; Ready,
-Env, Built, Start, Result, Done), written and read there. The baseline's result (when it is the request's first item)
-carries `config_reads`, the config keys its compile read (harness.engine.flags.reads); an item named in "prune"
-whose keys the baseline never read is reported as the baseline's result with reason "not_read", uncompiled.
-With "pool", the other "prune" items are pooled: compiled together, all their settings at once; a pool whose compile matches
-the baseline's (same graphs, ops, breaks and recompiles) reports each of its items as the baseline's result with
-reason "pooled", one that differs is split in halves, and a pool of one is that item's own trace. A pooled
-compile says "start" with index -1, so a worker that dies in one fails no item: the parent retries them, alone.
+Env, Built, Start, Result, Done), written and read there. A compile request is one model's group
+(harness.engine.group: prune, pool, answer, trace); its baseline's result, when it is the request's first item,
+carries the config keys read per call window (harness.engine.flags.reads). A pooled compile says "start" with
+index -1, so a worker that dies in one fails no item: the parent retries them, alone.
 
 Modes of "run": compile (each item under its config), eager (build + one eager forward), job (call
 the caller's "module:function" with (model, device); its JSON answer is the result's "data").
 """
 from __future__ import annotations
 
-import contextlib
 import faulthandler
 import importlib
 import json
 import os
 import sys
 import time
-import traceback
-from typing import Any, Callable
+from typing import Any
 
-from harness.core.calls import FIRST, Call
-from harness.core.effects import BASELINE
 from harness.core.model_build import ModelBuild
-from harness.core.outcome import NOT_READ, OUT_OF_MEMORY, POOLED, Outcome
+from harness.core.outcome import OUT_OF_MEMORY, Outcome
 from harness.core.run_environment import RunEnvironment
-from harness.engine import events
+from harness.engine import events, measure
 from harness.engine.events import RunRequest
 from harness.zoo import BuildError, Built
-from harness.zoo.build import SEED
-
-TRACEBACK_CHARS = 16_000  # Dynamo's verbose tracebacks run long; the head and tail say the most
 
 
 class Channel:
@@ -67,113 +57,6 @@ def _die_with_parent() -> None:
             os._exit(1)
     except Exception:  # not Linux: stdin EOF still ends the worker between items
         pass
-
-
-def _clip(text: str, limit: int = TRACEBACK_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    head = limit // 4
-    return text[:head] + "\n[... clipped ...]\n" + text[-(limit - head):]
-
-
-def _reset_peak() -> None:
-    """Reset the kernel's peak-RSS mark (VmHWM) so the next reading is this item's peak."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def _peak_mb(device: str) -> float | None:
-    import torch
-
-    if device.startswith("cuda"):
-        return round(torch.cuda.max_memory_allocated() / 2**20, 1)
-    return _status_mb("VmHWM:")
-
-
-def _rss_mb() -> float | None:
-    return _status_mb("VmRSS:")
-
-
-def _status_mb(field: str) -> float | None:
-    """One memory line of /proc/self/status (VmRSS, VmHWM) in MiB; None where there is no /proc."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
-
-
-def _error_fields(exc: BaseException) -> dict[str, Any]:
-    from harness.engine.gbregistry import error_id
-    from harness.core.signature import error_kind, innermost_torch_frame, signature
-
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    message = str(exc)
-    error_type = f"{type(exc).__module__}.{type(exc).__qualname__}"
-    gb_id = error_id(exc)
-    sig = signature(error_type, message, tb, gb_id=gb_id)
-    gb_id = gb_id if gb_id and sig.startswith(f"{gb_id}: ") else None  # only an Unsupported is named by its id
-    return {
-        # The type the signature names: Dynamo's wrappers (InternalTorchDynamoError,
-        # BackendCompilerFailed) peeled off, so titles say what actually failed.
-        "error_type": error_kind(error_type, message),
-        "gb_id": gb_id,
-        "error_message": _clip(message, 8000),
-        "torch_frame": innermost_torch_frame(tb),
-        "signature": sig,
-        "traceback": _clip(tb),
-    }
-
-
-def out_of_memory(exc: BaseException | None) -> bool:
-    """Whether the device ran out of memory: a CUDA (or CPU) out-of-memory error, or one that Dynamo or Inductor
-    wrapped (it rides on __cause__ / __context__)."""
-    import torch
-
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
-def _memory_fields(exc: BaseException, device: str) -> dict[str, Any]:
-    """An out-of-memory item's error fields: what ran out, but no signature (it is not a crash of any flag); the
-    allocator's cache emptied for the next item."""
-    import torch
-
-    fields = _error_fields(exc)
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
-    return {"error_type": fields["error_type"], "error_message": fields["error_message"],
-            "traceback": fields["traceback"]}
-
-
-def _ended(error: Exception | None, device: str) -> dict[str, Any]:
-    """How a compile ended: ok, out of memory, or an error with its signature."""
-    if error is None:
-        return {"status": "ok"}
-    if out_of_memory(error):
-        return {"status": OUT_OF_MEMORY, **_memory_fields(error, device)}
-    return {"status": "error", **_error_fields(error)}
-
-
-def cache_counts(index: int) -> events.CacheCounts:
-    """What the FX graph cache and the AOTAutograd cache did since the last reset (one compile)."""
-    from torch._dynamo.utils import counters
-
-    return events.CacheCounts(index, fxgraph_hit=counters["inductor"]["fxgraph_cache_hit"],
-                              fxgraph_miss=counters["inductor"]["fxgraph_cache_miss"],
-                              autograd_hit=counters["aot_autograd"]["autograd_cache_hit"],
-                              autograd_miss=counters["aot_autograd"]["autograd_cache_miss"])
 
 
 def setup_device(device: str, memory_fraction: float) -> None:
@@ -234,8 +117,9 @@ def _build(model: str, device: str) -> Built:
     return zoo.build(model, device)
 
 
-def _repro_data(model: str, built: Any) -> ModelBuild | None:
-    """What a reproducer needs to rebuild this model without the zoo (None: not rebuildable)."""
+def _repro_data(model: str, built: Any, second: dict | None) -> ModelBuild | None:
+    """What a reproducer needs to rebuild this model without the zoo (None: not rebuildable), with the second input
+    spec the references chose (None: no second_size call was made)."""
     import transformers
 
     from harness.zoo.build import SEED
@@ -244,7 +128,7 @@ def _repro_data(model: str, built: Any) -> ModelBuild | None:
         return None
     return ModelBuild(model=model, config_class=type(built.module.config).__name__, config=built.config,
                       spec=built.spec, seed=SEED, fingerprint=built.fingerprint,
-                      transformers_version=transformers.__version__)
+                      transformers_version=transformers.__version__, second_spec=second)
 
 
 def run_job(chan: Channel, req: RunRequest) -> None:
@@ -254,174 +138,80 @@ def run_job(chan: Channel, req: RunRequest) -> None:
     try:
         data = getattr(importlib.import_module(module), name)(req.model, req.device)
     except Exception as exc:
-        chan.send(events.Result(index, Outcome(req.model, label, "error", **_error_fields(exc))))
+        chan.send(events.Result(index, Outcome(req.model, label, "error", **measure.error_fields(exc))))
         return
     chan.send(events.Result(index, Outcome(req.model, label, "ok"), data=data))
 
 
 def run_group(chan: Channel, req: RunRequest) -> None:
-    """Build one model once, then compile it under each requested config, reporting each item."""
-    import torch
+    """Build one model once, then run each requested item (harness.engine.group.Group for compiles)."""
+    from harness.engine.backend import reset_dynamo
+    from harness.engine.group import Group
 
-    from harness.engine.flags import reads as readset
-    from harness.engine.backend import compile_and_run, eager_run, reset_dynamo
-    from harness.engine import scenarios
+    built, common, failed = _build_and_check(req)
+    if failed is not None:
+        chan.send(events.Built(ok=False))
+        for index, config, _ in req.items:
+            chan.send(events.Result(index, Outcome(model=req.model, config=config, status=failed, **common)))
+        return
+    from harness.engine.scenarios import References
 
-    model, device, items, mode, backend, base = req.model, req.device, req.items, req.mode, req.backend, req.base_settings
+    refs = _references(req, built) if req.mode == "compile" and req.accuracy.enabled else None
+    second = refs.second_spec if isinstance(refs, References) else None
+    chan.send(events.Built(ok=True, build=_repro_data(req.model, built, second)))
+    eager_s = common.pop("eager_s")
+    if req.mode == "eager":
+        for index, config, _ in req.items:
+            chan.send(events.Result(index, Outcome(model=req.model, config=config, status="ok",
+                                                   compile_s=round(eager_s, 4), **common)))
+        return
+    Group(req, built, common, chan.send, refs).run()
+    reset_dynamo()
 
-    def report(index: int, config: str, config_reads: dict[str, Any] | None = None, **fields: Any) -> None:
-        chan.send(events.Result(index, Outcome(model=model, config=config, **fields), config_reads=config_reads))
+
+def _build_and_check(req: RunRequest) -> tuple[Built | None, dict[str, Any], str | None]:
+    """The model built and run once in eager: (built, the fields every item shares, None) or the status of the
+    failure instead (its fields in the second)."""
+    from harness.engine.backend import eager_run, reset_dynamo
 
     start = time.perf_counter()
-    built, status, cause = None, None, None
-    common: dict[str, Any] = {}
+    built, status, cause, common = None, None, None, {}
     try:
-        built = _build(model, device)
+        built = _build(req.model, req.device)
     except Exception as exc:  # a BuildError carries its status; anything else is a failed create
         status, cause = (exc.status, exc.cause) if isinstance(exc, BuildError) else \
             ("create_error", f"{type(exc).__name__}: {exc}")
-        if out_of_memory(exc):
+        if measure.out_of_memory(exc):
             status, cause = OUT_OF_MEMORY, None
-            common.update(_memory_fields(exc, device))
-    common["build_s"] = build_s = round(time.perf_counter() - start, 4)
+            common.update(measure.memory_fields(exc, req.device))
+    common["build_s"] = round(time.perf_counter() - start, 4)
     if built is not None:
         common.update(stratum=built.stratum or None, fingerprint=built.fingerprint or None,
                       text_only=bool(built.text_only))
         try:
             reset_dynamo()
-            eager_s = eager_run(built.module, built.inputs)
+            common["eager_s"] = eager_run(built.module, built.inputs)
         except Exception as exc:
-            status, cause = (OUT_OF_MEMORY, None) if out_of_memory(exc) else ("eager_error", None)
-            common.update(_memory_fields(exc, device) if out_of_memory(exc) else _error_fields(exc))
-    if status is not None:
-        chan.send(events.Built(ok=False))
-        if cause:
-            from harness.core.signature import signature
+            oom = measure.out_of_memory(exc)
+            status, cause = (OUT_OF_MEMORY, None) if oom else ("eager_error", None)
+            common.update(measure.memory_fields(exc, req.device) if oom else measure.error_fields(exc))
+    if status is None:
+        return built, common, None
+    if cause:
+        from harness.core.signature import signature
 
-            common.update(error_type=status, error_message=cause, signature=signature(status, cause))
-        for index, config, _ in items:
-            report(index, config, status=status, **common)
-        return
-    chan.send(events.Built(ok=True, build=_repro_data(model, built)))
-    if mode == "eager":
-        for index, config, _ in items:
-            report(index, config, status="ok", compile_s=round(eager_s, 4), **common)
-        return
-    prunable, reads, baseline = set(req.prune), None, None
-    pooled: list[tuple[int, str, dict]] = []
-    refs: list[scenarios.References | str] = []   # eager's answers, made at the first compile, shared by the group
-
-    def trace(index: int, settings: dict, *, first: bool = False) -> tuple[dict[str, Any], dict]:
-        """Compile under `settings` (index -1: a pool); the first item counts the build and records the reads."""
-        chan.send(events.Start(index))
-        if req.accuracy.enabled and not refs:
-            refs.append(_references(model, built, device, req.accuracy))
-        if device.startswith("cuda"):
-            torch.cuda.reset_peak_memory_stats()
-        _reset_peak()
-        made: list = []
-        then = _later_calls(built.module, refs[0], made) if refs else None
-        with readset.recording() if first else contextlib.nullcontext({}) as seen:
-            torch.manual_seed(SEED)   # as every eager reference run: a model that draws numbers draws the same
-            counts, error = compile_and_run(built.module, scenarios.clone(built.inputs),
-                                            settings={**base, **settings}, backend=backend, then=then)
-        if backend == "inductor":
-            chan.send(cache_counts(index))
-        fields = {**common, **counts, "peak_mem_mb": _peak_mb(device), "build_s": build_s if first else 0.0}
-        fields.update(_ended(error, device))
-        fields["calls"] = made[0] if made else _first_only(counts, error, refs)
-        return fields, seen
-
-    for n, (index, config, settings) in enumerate(items):
-        if reads is not None and config in prunable:
-            if not any(key in reads for key in settings):
-                report(index, config, **{**baseline, "build_s": 0.0, "compile_s": 0.0, "reason": NOT_READ})
-            else:
-                pooled.append((index, config, settings))
-            continue
-        first = config == BASELINE and n == 0
-        fields, seen = trace(index, settings, first=first)
-        if first:   # what a flag the baseline never read would give, and the read set
-            reads, baseline = seen, fields
-            report(index, config, **fields, config_reads=seen)
-        else:
-            report(index, config, **fields)
-    for some in [pooled] if req.pool else [[item] for item in pooled]:
-        trace_pooled(some, baseline, lambda index, settings: trace(index, settings)[0], report)
-    reset_dynamo()
+        common.update(error_type=status, error_message=cause, signature=signature(status, cause))
+    return None, common, status
 
 
-def _references(model: str, built: Built, device: str, accuracy: Any) -> Any:
+def _references(req: RunRequest, built: Built) -> Any:
     """Eager's answers for the group (harness.engine.scenarios.References), or why there are none."""
     from harness.engine.scenarios import References
 
     try:
-        return References(model, built, device, accuracy)
+        return References(req.model, built, req.device, req.accuracy)
     except Exception as exc:   # a model that cannot be deep-copied or run again: its calls are not judged
         return f"no eager reference: {type(exc).__name__}: {str(exc)[:200]}"
-
-
-def _later_calls(module: Any, refs: Any, made: list) -> Callable | None:
-    """The `then` of compile_and_run: every call after the first, appended to `made` (None: no references)."""
-    from harness.engine import scenarios
-
-    if isinstance(refs, str):
-        return None
-    recorder = scenarios.Recorder()
-
-    def then(compiled: Callable, output: Any, stats: Any) -> None:
-        try:
-            made.append(scenarios.calls(compiled, output, lambda: stats.graphs, module, refs, recorder, _error_fields))
-        except Exception as exc:   # the oracle's own failure costs the calls' verdicts, never the item
-            made.append([Call(FIRST, stats.graphs, detail=f"the oracle failed: {type(exc).__name__}: {str(exc)[:200]}")])
-    return then
-
-
-def _first_only(counts: dict[str, Any], error: BaseException | None, refs: list) -> list[Call]:
-    """The calls of an item whose later calls were not made: none with the checks off; else its first call, not
-    judged (it raised, or there is no eager reference)."""
-    if not refs:
-        return []
-    found = _error_fields(error) if error is not None else {"error_type": None, "signature": None}
-    why = "the first call raised" if error is not None else refs[0]
-    return [Call(FIRST, counts["graphs"], 0, [], "not_judged", why, error_type=found["error_type"],
-                 signature=found["signature"])]
-
-
-# What a pooled compile must match in the baseline's result to stand for each of its configs: the graph effects'
-# fields, and its calls (correctness and recompiles) as far as the effects read them.
-SAME_AS_BASELINE = ("status", "signature", "graphs", "ops_per_graph", "graph_breaks", "break_reasons", "recompiles")
-CALL_FIELDS = ("scenario", "graphs", "recompiles", "recompile_reasons", "accuracy", "output", "error_type", "signature")
-
-
-def same_as_baseline(fields: dict[str, Any], baseline: dict[str, Any]) -> bool:
-    """A pooled compile stands for its configs: the same graph fields and the same calls as the baseline's."""
-    def calls(found: dict[str, Any]) -> list[tuple]:
-        return [tuple(getattr(c, k) for k in CALL_FIELDS) for c in found.get("calls", [])]
-    return all(fields.get(k) == baseline.get(k) for k in SAME_AS_BASELINE) and calls(fields) == calls(baseline)
-
-
-def trace_pooled(pool: list[tuple[int, str, dict]], baseline: dict[str, Any],
-                 trace: Callable[[int, dict], dict[str, Any]], report: Callable[..., None]) -> None:
-    """Compile the pool's configs together; as the baseline: each is reported so (pooled); else halves, down
-    to single configs, which are their own trace. Configs that set one key two ways are never pooled."""
-    if len(pool) == 1:
-        index, config, settings = pool[0]
-        report(index, config, **trace(index, settings))
-        return
-    together: dict[str, Any] = {}
-    clash = False
-    for _, _, settings in pool:
-        clash = clash or any(k in together and together[k] != v for k, v in settings.items())
-        together.update(settings)
-    fields = None if clash else trace(-1, together)
-    if fields is not None and same_as_baseline(fields, baseline):
-        for index, config, _ in pool:
-            report(index, config, **{**baseline, "build_s": 0.0, "compile_s": 0.0, "reason": POOLED})
-        return
-    half = len(pool) // 2
-    trace_pooled(pool[:half], baseline, trace, report)
-    trace_pooled(pool[half:], baseline, trace, report)
 
 
 def main(argv: list[str]) -> int:
@@ -455,7 +245,7 @@ def main(argv: list[str]) -> int:
             chan.send(_environment(req))
         else:
             (run_job if req.mode == "job" else run_group)(chan, req)
-            chan.send(events.Done(rss_mb=_rss_mb()))
+            chan.send(events.Done(rss_mb=measure.rss_mb()))
     return 0
 
 

@@ -8,9 +8,10 @@ a key as read when it is reached by
 - the module's `_config` table (`_config[k]`, `.get(k)`, iterating entries: `items()`, `values()`, `dict(...)`),
 - a bulk export (`get_config_copy`, `save_config`, `get_hash`, `codegen_config`, ...: every exported key),
   except the copies Dynamo writes into its compile metrics log (LOGGING_EXPORTERS).
-The window is the whole measured compile (tracing, the backend and the first run), so keys read late by
-AOTAutograd or Inductor, and by modules imported lazily during the compile, count too. Keys read only when torch
-was imported were read before any flag was set: they cannot see a flag in a sweep either way.
+The reads are kept per call window (`windows`: DESIGN "Words"): `first`, the whole measured compile (tracing, the
+backend and the first run, so keys read late by AOTAutograd or Inductor, and by modules imported lazily during the
+compile, count too), then each later call's (its recompile, its run). Keys read only when torch was imported were
+read before any flag was set: they cannot see a flag in a sweep either way.
 """
 from __future__ import annotations
 
@@ -160,6 +161,41 @@ def install() -> None:
             _install_module(name)
         except (ImportError, KeyError):
             continue
+
+
+class Windows:
+    """Read sets by call window: after `enter(name)`, the keys read land in that window's set."""
+
+    def __init__(self) -> None:
+        self.sets: dict[str, dict[str, Any]] = {}
+
+    def enter(self, name: str) -> None:
+        """The reads from now on are window `name`'s."""
+        _RECORDER.reads = self.sets.setdefault(name, {})
+
+
+
+def union(sets: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Every key read in any window, with a value where one was seen (the first)."""
+    merged: dict[str, Any] = {}
+    for found in sets.values():
+        for key, value in found.items():
+            if merged.get(key) is None:
+                merged[key] = value
+    return merged
+
+
+@contextlib.contextmanager
+def windows(first: str) -> Iterator[Windows]:
+    """Within the block, every config key read lands in the current window's set (the first: `first`)."""
+    install()
+    found = Windows()
+    found.enter(first)
+    _RECORDER.active = True
+    try:
+        yield found
+    finally:
+        _RECORDER.active = False
 
 
 @contextlib.contextmanager

@@ -1,0 +1,187 @@
+"""One model's group in a worker: built once, then traced under each config of the request (harness.engine.worker).
+
+A Group holds what every config of one (model, build) shares: the build, eager's references (scenarios.References),
+the baseline's item, its first call and its read sets per call window. `run` is the loop, one rule per branch:
+- prune: a prunable config none of whose keys the baseline read, in any window, is the baseline's result (`not_read`);
+- pool: the other prunable configs, and the configs named to go together (the nightly's named flags), are compiled
+  together after the loop (`trace_pooled`), later calls included, split where they differ;
+- trace: the config is compiled and called once; its later calls are answered from the baseline where they cannot
+  differ (harness.engine.flags.answering), else made on the same compiled object.
+The baseline's item, when it is the request's first, records the read sets; its result carries them.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable
+
+import torch
+
+from harness.core.calls import FIRST, Call
+from harness.core.effects import BASELINE
+from harness.core.outcome import ANSWERED, NOT_READ, POOLED, Outcome
+from harness.engine import backend, events, measure, scenarios
+from harness.engine.backend import Compiled
+from harness.engine.events import RunRequest
+from harness.engine.flags import reads
+from harness.engine.flags.answering import FirstCall, answerable, answered_calls
+from harness.zoo import Built
+from harness.zoo.build import SEED
+
+Send = Callable[[events.Event], None]
+
+
+class Group:
+    """One (model, build) in a worker: its references, its baseline, and `trace(index, settings)` per config."""
+
+    def __init__(self, req: RunRequest, built: Built, common: dict[str, Any], send: Send,
+                 refs: scenarios.References | str | None):
+        self.req, self.built, self.common, self.send, self.refs = req, built, common, send, refs
+        self.baseline: dict[str, Any] | None = None           # the baseline's result fields
+        self.baseline_first: FirstCall | None = None
+        self.windows: dict[str, dict[str, Any]] = {}           # the baseline's read sets per call window
+
+    # ---- the loop ------------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Each item of the request, in order: prune, pool, or trace (then the pools)."""
+        prunable, together, pooled, named = set(self.req.prune), set(self.req.together), [], []
+        for n, (index, config, settings) in enumerate(self.req.items):
+            if self.baseline is not None and config in together:
+                named.append((index, config, settings))
+                continue
+            if self.baseline is not None and config in prunable:
+                if not self._read(settings):
+                    self._report(index, config, {**self.baseline, **_INFERRED, "reason": NOT_READ})
+                else:
+                    pooled.append((index, config, settings))
+                continue
+            record = config == BASELINE and n == 0
+            fields = self.trace(index, settings, record=record)
+            self._report(index, config, fields, self.windows if record else None)
+        pools = [pooled] if self.req.pool else [[item] for item in pooled]
+        for pool in [p for p in (*pools, named) if p]:
+            trace_pooled(pool, self.baseline, lambda index, settings: self.trace(index, settings), self._report)
+
+    def _read(self, settings: dict) -> bool:
+        """Whether the baseline read any of these keys, in any window."""
+        union = set().union(*self.windows.values())
+        return any(key in union for key in settings)
+
+    def _report(self, index: int, config: str, fields: dict[str, Any],
+                windows: dict[str, dict[str, Any]] | None = None) -> None:
+        reads_all = reads.union(windows) if windows is not None else None
+        self.send(events.Result(index, Outcome(model=self.req.model, config=config, **fields),
+                                config_reads=reads_all, window_reads=windows))
+
+    # ---- one config ----------------------------------------------------------------------------------------
+
+    def trace(self, index: int, settings: dict, *, record: bool = False) -> dict[str, Any]:
+        """Compile under `settings` (index -1: a pool) and make the calls; `record`: the baseline's item, which
+        records the read sets per window and becomes what later items are answered from."""
+        self.send(events.Start(index))
+        if self.req.device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        measure.reset_peak()
+        recorder = scenarios.Recorder() if self.judging else None
+        with reads.windows(FIRST) if record else contextlib.nullcontext() as windows:
+            torch.manual_seed(SEED)   # as every eager reference run: a model that draws numbers draws the same
+            done = backend.compile_and_run(self.built.module, scenarios.clone(self.built.inputs),
+                                   settings={**self.req.base_settings, **settings}, backend=self.req.backend)
+            if self.req.backend == "inductor":
+                self.send(measure.cache_counts(index))
+            ended = measure.ended(done.error, self.req.device)
+            first = FirstCall(ended["status"], tuple(done.codes), done.guards)
+            calls, answered = self._calls(done, recorder, settings, first, windows)
+        fields = {**self.common, **done.counts, "peak_mem_mb": measure.peak_mb(self.req.device),
+                  "build_s": self.common["build_s"] if record else 0.0, **ended,
+                  "calls": calls, **({"reason": ANSWERED} if answered else {})}
+        if record:
+            self.baseline, self.baseline_first, self.windows = fields, first, windows.sets
+        return fields
+
+    @property
+    def judging(self) -> bool:
+        """The checks are on and eager's references were made."""
+        return isinstance(self.refs, scenarios.References)
+
+    def _calls(self, done: Compiled, recorder: scenarios.Recorder | None, settings: dict, first: FirstCall,
+               windows: reads.Windows | None) -> tuple[list[Call], bool]:
+        """The item's calls, and whether its later ones were answered from the baseline."""
+        if self.refs is None:
+            return [], False
+        if done.error is not None or not self.judging:
+            return self._first_only(done), False
+        try:
+            one = scenarios.first_call(done.output, done.stats.graphs, self.refs, recorder)
+            done.output = None   # not held past its verdict
+            if self._answerable(settings, first):
+                return answered_calls(one, self.baseline["calls"]), True
+            return [one] + self._later(done, recorder, windows), False
+        except Exception as exc:   # the oracle's own failure costs the calls' verdicts, never the item
+            return [Call(FIRST, done.stats.graphs, detail=f"the oracle failed: {type(exc).__name__}: "
+                                                           f"{str(exc)[:200]}")], False
+
+    def _answerable(self, settings: dict, first: FirstCall) -> bool:
+        """The rule (harness.engine.flags.answering.answerable), where there is a baseline with later calls."""
+        if not self.req.answer or self.baseline_first is None or len(self.baseline["calls"]) < 2:
+            return False
+        return answerable(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
+
+    def _later(self, done: Compiled, recorder: scenarios.Recorder, windows: reads.Windows | None) -> list[Call]:
+        """Every call after the first, on the same compiled object, each in its own read window."""
+        out = []
+        with done.again():
+            for step in self.refs.steps:
+                if windows is not None:
+                    windows.enter(step.scenario)
+                out.append(scenarios.later_call(step, done.compiled, lambda: done.stats.graphs, self.built.module,
+                                                self.refs, recorder, measure.error_fields))
+        return out
+
+    def _first_only(self, done: Compiled) -> list[Call]:
+        """The calls of an item whose later calls were not made: its first call, not judged (it raised, or there is
+        no eager reference)."""
+        found = measure.error_fields(done.error) if done.error is not None else {"error_type": None,
+                                                                                       "signature": None}
+        why = "the first call raised" if done.error is not None else self.refs
+        return [Call(FIRST, done.counts["graphs"], 0, [], "not_judged", why, error_type=found["error_type"],
+                     signature=found["signature"])]
+
+
+# What an item stored as another's result did not spend itself.
+_INFERRED = {"build_s": 0.0, "compile_s": 0.0}
+
+# What a pooled compile must match in the baseline's result to stand for each of its configs: the graph effects'
+# fields, and its calls (correctness and recompiles) as far as the effects read them.
+SAME_AS_BASELINE = ("status", "signature", "graphs", "ops_per_graph", "graph_breaks", "break_reasons", "recompiles")
+CALL_FIELDS = ("scenario", "graphs", "recompiles", "recompile_reasons", "accuracy", "output", "error_type", "signature")
+
+
+def same_as_baseline(fields: dict[str, Any], baseline: dict[str, Any]) -> bool:
+    """A pooled compile stands for its configs: the same graph fields and the same calls as the baseline's."""
+    def calls(found: dict[str, Any]) -> list[tuple]:
+        return [tuple(getattr(c, k) for k in CALL_FIELDS) for c in found.get("calls", [])]
+    return all(fields.get(k) == baseline.get(k) for k in SAME_AS_BASELINE) and calls(fields) == calls(baseline)
+
+
+def trace_pooled(pool: list[tuple[int, str, dict]], baseline: dict[str, Any],
+                 trace: Callable[[int, dict], dict[str, Any]], report: Callable[..., None]) -> None:
+    """Compile the pool's configs together; as the baseline: each is reported so (pooled); else halves, down
+    to single configs, which are their own trace. Configs that set one key two ways are never pooled."""
+    if len(pool) == 1:
+        index, config, settings = pool[0]
+        report(index, config, trace(index, settings))
+        return
+    together: dict[str, Any] = {}
+    clash = False
+    for _, _, settings in pool:
+        clash = clash or any(k in together and together[k] != v for k, v in settings.items())
+        together.update(settings)
+    fields = None if clash else trace(-1, together)
+    if fields is not None and same_as_baseline(fields, baseline):
+        for index, config, _ in pool:
+            report(index, config, {**baseline, **_INFERRED, "reason": POOLED})
+        return
+    half = len(pool) // 2
+    trace_pooled(pool[:half], baseline, trace, report)
+    trace_pooled(pool[half:], baseline, trace, report)

@@ -1,0 +1,176 @@
+"""Read sets per call window and later calls answered from the baseline, over a real sweep of tiny models.
+
+One sweep (one worker, a real store) holds every case: TinyLM, whose second-size call recompiles, and
+TinyCorruptSecondLM (TinyLM whose sealed second spec is corrupt: no second-size call, so no later call recompiles),
+each under the baseline, capture_dynamic_output_shape_ops (read by the first compile only, the graphs unchanged),
+skip_nnmodule_hook_guards=False (the same graphs, other guards: the hook added later is seen), and two recompile
+limits raised, named to go together (the nightly's named flags): compiled as one pool, later calls included.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from harness.core.calls import Call
+from harness.core.outcome import ANSWERED, POOLED, Outcome
+from harness.engine.engine import SweepOptions, SweepRequest, run_items, sweep
+from harness.engine.flags import answering
+from harness.engine.options import Accuracy
+from state import db, flags, runs
+
+CDOS = "capture_dynamic_output_shape_ops"
+HOOKS = "hooks_guarded"
+CONFIGS = {"baseline": {}, CDOS: {"torch._dynamo.config.capture_dynamic_output_shape_ops": True},
+           HOOKS: {"torch._dynamo.config.skip_nnmodule_hook_guards": False},
+           "limit": {"torch._dynamo.config.recompile_limit": 16},
+           "accumulated": {"torch._dynamo.config.accumulated_recompile_limit": 512}}
+MODELS = ["TinyLM", "TinyCorruptSecondLM"]
+OPTIONS = SweepOptions(workers=1, timeout=120, extra_modules=["tests.accuracy_models"],
+                       accuracy=Accuracy(answer_audit=0.0, answer_audit_min=0))   # the test traces in full itself
+
+pytestmark = pytest.mark.compile
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    path = tmp_path_factory.mktemp("answered") / "state.sqlite"
+    conn = db.connect(path)
+    run = sweep(conn, SweepRequest(models=MODELS, configs=CONFIGS, options=OPTIONS, progress=False,
+                                   together=frozenset({"limit", "accumulated"}))).run
+    outs = {(o.model, o.config): o for o in runs.outcomes(conn, run.id)}
+    return conn, run.id, outs, path
+
+
+def test_a_key_read_only_by_the_second_size_recompile_is_in_that_window_alone(swept):
+    conn, run_id, _, _ = swept
+    windows = flags.windows(conn, run_id, "TinyLM")
+    assert list(windows) == ["first", "second_size", "hook_added", "weights_updated"]
+    key = "torch._dynamo.config.error_on_recompile"   # Dynamo asks it only when a frame compiles again
+    assert [w for w, keys in windows.items() if key in keys] == ["second_size"]
+    # The merged read set that pruning reads is still every window's.
+    assert set(flags.reads(conn, run_id)["TinyLM"]) == set().union(*windows.values())
+    # No later call of the corrupt-second model recompiles: its later windows read next to nothing.
+    later = flags.windows(conn, run_id, "TinyCorruptSecondLM")
+    assert key not in set().union(*later.values()) and len(later["first"]) > 20
+
+
+def test_runs_show_model_prints_each_windows_keys_and_refuses_a_model_the_run_lacks(swept, capsys):
+    import json
+
+    from bot.cli.main import main
+
+    _, run_id, _, path = swept
+    state = str(path)
+    assert main(["--state", state, "runs", "show", str(run_id), "--model", "TinyLM", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert list(shown["windows"]) == ["first", "second_size", "hook_added", "weights_updated"]
+    assert "torch._dynamo.config.error_on_recompile" in shown["windows"]["second_size"]
+    assert main(["--state", state, "runs", "show", str(run_id), "--model", "TinyLM"]) == 0
+    text = capsys.readouterr().out
+    assert "second_size (" in text and "  torch._dynamo.config.error_on_recompile" in text
+    assert main(["--state", state, "runs", "show", str(run_id), "--model", "NoSuchModel"]) == 2
+    assert capsys.readouterr().err.strip() == f"flagsweep: run {run_id} has no model NoSuchModel"
+
+
+def test_a_config_read_only_by_the_first_compile_is_answered_and_equals_its_full_trace_call_by_call(swept):
+    conn, run_id, outs, _ = swept
+    answered = outs["TinyCorruptSecondLM", CDOS]
+    assert answered.reason == ANSWERED and answered.status == "ok"
+    base = outs["TinyCorruptSecondLM", "baseline"]
+    assert answered.calls[1:] == base.calls[1:] and answered.calls[0].scenario == "first"
+    full, = run_items([("TinyCorruptSecondLM", CDOS)], configs=CONFIGS, base_settings={}, options=OPTIONS,
+                      answer=False)
+    assert full.reason is None
+    assert [dataclasses.astuple(c) for c in full.calls] == [dataclasses.astuple(c) for c in answered.calls]
+    # Where the second-size recompile reads the flag, it is traced in full, recompile included.
+    assert outs["TinyLM", CDOS].reason is None and outs["TinyLM", CDOS].calls[1].recompiles == 1
+
+
+def test_a_flag_that_changes_the_guards_and_not_the_graphs_is_not_answered(swept):
+    _, _, outs, _ = swept
+    base, hooks = outs["TinyCorruptSecondLM", "baseline"], outs["TinyCorruptSecondLM", HOOKS]
+    assert hooks.reason is None and hooks.graphs == base.graphs and hooks.ops_per_graph == base.ops_per_graph
+    by = {c.scenario: c for c in hooks.calls}
+    # Answered, it would have copied the baseline's wrong hook_added call; traced, the hook is guarded and seen.
+    assert {c.scenario: c for c in base.calls}["hook_added"].accuracy == "wrong"
+    assert by["hook_added"].accuracy == "exact" and by["hook_added"].recompiles == 1
+
+
+def test_named_flags_equal_to_the_baseline_are_one_pooled_compile_later_calls_included(swept):
+    _, _, outs, _ = swept
+    base = outs["TinyLM", "baseline"]
+    for config in ("limit", "accumulated"):
+        pooled = outs["TinyLM", config]
+        assert pooled.reason == POOLED and pooled.calls == base.calls and pooled.calls[1].recompiles == 1
+
+
+def _out(model: str, config: str, hook: str, reason: str | None = ANSWERED) -> Outcome:
+    calls = [Call("first", 1, accuracy="exact"), Call("second_size", 0, accuracy="exact"),
+             Call("hook_added", 0, accuracy=hook), Call("weights_updated", 0, accuracy="exact")]
+    return Outcome(model=model, config=config, status="ok", graphs=1, calls=calls, reason=reason)
+
+
+def test_the_audit_catches_a_planted_disagreement_and_turns_the_rule_off_for_that_flag():
+    stored = [_out("A", "flag", "wrong"), _out("B", "flag", "wrong"), _out("C", "flag", "wrong"),
+              _out("A", "other", "wrong"), _out("A", "baseline", "wrong", reason=None)]
+    asked: list[list[tuple[str, str]]] = []
+
+    def trace(items: list[tuple[str, str]]) -> list[Outcome]:
+        asked.append(items)   # planted: traced in full, `flag` sees the hook everywhere
+        return [_out(m, c, "exact" if c == "flag" else "wrong", reason=None) for m, c in items]
+
+    audit = answering.AnswerAudit(share=0.0, least=2, seed=7)
+    findings, replaced = answering.audit(stored, audit, (), trace)
+    sampled = answering.sample([(o.model, o.config) for o in stored if o.reason == ANSWERED], audit)
+    assert asked[0] == sampled and len(findings) == 2
+    wrong = [f for f in findings if f.disagreement]
+    assert wrong and all(f.config == "flag" for f in wrong)
+    assert wrong[0].disagreement == "hook_added: accuracy 'wrong' answered, 'exact' traced"
+    # The rule is off for `flag` for the rest of the night: each of its answered items is replaced by its full
+    # trace; `other`, which agreed (or was not sampled), keeps its answered item.
+    assert sorted((o.model, o.config) for o in replaced) == [("A", "flag"), ("B", "flag"), ("C", "flag")]
+    assert all(o.reason is None for o in replaced)
+
+
+def test_an_audit_disagreement_is_shown_in_the_report_and_the_flags_summary(tmp_path):
+    from bot.issues.context import PlanSettings
+    from bot.issues.plan import plan
+    from bot.issues.timeline import Timeline
+    from bot.issues.keys import summary_key
+    from bot.report import report
+    from bot.view import run_view
+    from tests.fakegithub import scenario as sc
+
+    conn = db.connect(tmp_path / "s.sqlite")
+    models = ["AModel", "BModel"]
+    made = {(m, c): _out(m, c, "exact", reason=None).calls for m in models for c in ("baseline", sc.CSO)}
+    run_id = sc.record_nightly(conn, "2026-11-20", {m: {} for m in models}, calls=made,
+                               configs={"baseline": {}, sc.CSO: sc.CONFIGS[sc.CSO]})
+    why = "hook_added: accuracy 'wrong' answered, 'exact' traced"
+    flags.record_answer_audit(conn, run_id, [flags.AnswerFinding("AModel", sc.CSO, why),
+                                             flags.AnswerFinding("BModel", sc.CSO, None)])
+    md = report.render_md(report.build_context(conn, run_id))
+    assert "the audit traced 2 answered items again in full and **1 disagreed**" in md
+    assert f"`AModel` under `{sc.CSO}`: hook\\_added" in md or f"`AModel` under `{sc.CSO}`: hook_added" in md
+    body = next(a.body for a in plan(run_view.load(conn, run_id), Timeline(), PlanSettings()).actions
+                if a.key == summary_key(sc.CSO))
+    assert "Later calls answered from the baseline disagreed with a full trace on 1 model(s) under this flag" in body
+    assert "`AModel`" in body
+
+
+def test_the_worker_keeps_the_second_spec_it_used_and_the_accuracy_reproducer_renders_that_one(swept):
+    from bot.verify.wrong_script import Case, render_wrong
+    from harness.zoo import second
+    from tests import accuracy_models as am
+
+    conn, run_id, _, _ = swept
+    builds = runs.model_data(conn, run_id)
+    assert builds["TinyLM"].second_spec == second.candidates("TinyLM", am.SPEC)[0]   # the rule's first, ran in eager
+    assert builds["TinyCorruptSecondLM"].second_spec is None                       # none was made
+    recorded = {"input_ids": {"kind": "ids", "shape": [2, 7], "high": 50}}         # not what the rule would pick
+    built = dataclasses.replace(builds["TinyLM"], second_spec=recorded)
+    script = render_wrong(built, Case("wrong_result: second_size: logits", CONFIGS[CDOS], {}, "count",
+                                      "cpu", 1e-3, 1e-3))
+    assert "input_ids=torch.randint(0, 50, (2, 7))," in script
+    assert built.to_dict()["second_spec"] == recorded and "second_spec" not in builds["TinyCorruptSecondLM"].to_dict()
