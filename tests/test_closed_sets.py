@@ -50,9 +50,9 @@ VALID: dict[type, Any] = {
 }
 TABLE = [
     (Outcome, "status", outcome.STATUSES),
-    (Outcome, "reason", outcome.REASONS + (None,)),
+    (Outcome, "reason", outcome.REASONS + (outcome.ANSWERED, None)),
     (Effect, "effect", outcome.EFFECTS),
-    (Effect, "reason", outcome.REASONS + (None,)),
+    (Effect, "reason", outcome.REASONS + (outcome.ANSWERED, None)),
     (Effect, "correctness", correctness.CORRECTNESS_EFFECTS + (None,)),
     (Effect, "recompile", correctness.RECOMPILE_EFFECTS + (None,)),
     (Call, "scenario", calls.SCENARIOS),

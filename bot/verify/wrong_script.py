@@ -76,7 +76,7 @@ def _second_inputs(built: ModelBuild) -> list[str]:
     """The second call's inputs: the spec the worker used, stored with the build (one rule: the sweep's call and
     this script's are the same); a build stored before it was kept: the sealed spec, or the rule's first candidate."""
     if built.second_spec is not None:
-        return [f"    {name}={input_expr(spec)}," for name, spec in built.second_spec.items()]
+        return input_lines(built.second_spec)
     try:
         found = second.candidates(built.model, built.spec or {})
     except LockError as exc:

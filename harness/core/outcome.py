@@ -89,7 +89,7 @@ class Outcome:
     # eager by harness.core.correctness. Empty where none were recorded (an older run, a crash before the first).
     calls: list[Call] = field(default_factory=list)
 
-    CLOSED: ClassVar[dict[str, tuple[str | None, ...]]] = {"status": STATUSES, "reason": REASONS + (None,)}
+    CLOSED: ClassVar[dict[str, tuple[str | None, ...]]] = {"status": STATUSES, "reason": REASONS + (ANSWERED, None)}
 
     def __post_init__(self) -> None:
         check_closed(self, "outcome")
@@ -147,7 +147,7 @@ class Effect:
     recompile: str | None = None       # RECOMPILE_EFFECTS over the later calls; None: neither side made any
 
     CLOSED: ClassVar[dict[str, tuple[str | None, ...]]] = {
-        "effect": EFFECTS, "reason": REASONS + (None,), "correctness": CORRECTNESS_EFFECTS + (None,),
+        "effect": EFFECTS, "reason": REASONS + (ANSWERED, None), "correctness": CORRECTNESS_EFFECTS + (None,),
         "recompile": RECOMPILE_EFFECTS + (None,)}
 
     def __post_init__(self) -> None:

@@ -37,7 +37,9 @@ class Accuracy:
     def from_dict(cls, data: Mapping[str, Any]) -> "Accuracy":
         """Read the stored form (a run's options.accuracy); RecordError naming an unknown field or a bad value."""
         found = parse(cls, data, "accuracy options")
-        _check(found, "accuracy options", {"enabled": _flag, "rtol": _tolerance, "atol": _tolerance})
+        _check(found, "accuracy options", {"enabled": _flag, "rtol": _tolerance, "atol": _tolerance, "answer": _flag,
+                                           "answer_audit": lambda v: _number(v) and 0 <= v <= 1,
+                                           "answer_audit_min": _count(0)})
         return found
 
 
