@@ -112,8 +112,9 @@ def instrument(phases: Phases) -> None:
     phases.wrap(scenarios.References, "fp64", "fp64 reference (deepcopy, casts)")
     phases.wrap(scenarios.Recorder, "take", "recompile metrics")
     phases.wrap(scenarios, "later_call", "later calls (changes, records)")
-    phases.wrap(scenarios, "References", "references (the rest)")
-    scenarios.References = _kept(scenarios.References)
+    # The group's references through the worker's maker: the class itself stays a class (isinstance asks it).
+    phases.wrap(worker, "_references", "references (the rest)")
+    worker._references = _kept(worker._references)
     scenarios.copy = types.SimpleNamespace(deepcopy=copy.deepcopy)   # copy's own recursion stays untimed
     phases.wrap(scenarios.copy, "deepcopy", "deepcopy")
     phases.wrap(events, "encode", "event encoding")

@@ -2,13 +2,14 @@
 second-size rule (harness.zoo.sizes.second_specs) and its check (harness.zoo.second), and the [accuracy] settings:
 in-process, no compile."""
 import copy
+import math
 
 import pytest
 import torch
 from transformers import DynamicCache
 
 from bot import settings
-from harness.engine.accuracy import bitwise, compare, leaves
+from harness.engine.accuracy import Fp64, as_close_as_eager, bitwise, bounded, compare, leaves
 from harness.engine.options import Accuracy
 from harness.engine.scenarios import References, weights_moved
 from harness.zoo import Built
@@ -30,17 +31,18 @@ def test_beyond_tolerance_the_fp64_reference_arbitrates_and_the_first_wrong_outp
     x = torch.randn(4, 8)
     exact64, off = x.double(), x.clone()
     off[0, 3] += 0.5
-    wrong = compare({"a": x, "b": [x, x]}, {"a": x, "b": [x, off]}, **TOL, fp64=lambda: {"a": exact64, "b": [exact64, exact64]})
+    wrong = compare({"a": x, "b": [x, x]}, {"a": x, "b": [x, off]}, **TOL,
+                    fp64=Fp64(lambda: {"a": exact64, "b": [exact64, exact64]}))
     assert (wrong.accuracy, wrong.output) == ("wrong", "b[1]") and "max abs diff 5.00e-01" in wrong.detail
     assert "at (0, 3)" in wrong.detail
     # eager itself is as far from fp64 as the compiled result: close, not wrong
     eager = x + 0.01
-    close = compare({"a": eager}, {"a": x}, **TOL, fp64=lambda: {"a": (x + 0.005).double()})
+    close = compare({"a": eager}, {"a": x}, **TOL, fp64=Fp64(lambda: {"a": (x + 0.005).double()}))
     assert close.accuracy == "close" and "fp64" in close.detail
     # no fp64 run to ask (it failed): never called wrong on tolerance alone
     def refuses():
         raise RuntimeError("expected scalar type Float but found Double")
-    unjudged = compare({"a": x}, {"a": x + 1}, **TOL, fp64=refuses)
+    unjudged = compare({"a": x}, {"a": x + 1}, **TOL, fp64=Fp64(refuses))
     assert unjudged.accuracy == "not_judged" and "fp64 reference failed" in unjudged.detail
 
 
@@ -58,7 +60,8 @@ def test_caches_are_compared_by_their_tensors_and_metadata_is_listed_not_judged(
         c.update(torch.ones(1, 2, 3, 4) + shift, torch.ones(1, 2, 3, 4), layer_idx=0)
         return c
     assert [leaf.path for leaf in leaves({"past_key_values": cache(0)})] == ["past_key_values[0][0]", "past_key_values[0][1]"]
-    verdict = compare({"past_key_values": cache(0)}, {"past_key_values": cache(1)}, **TOL, fp64=lambda: {"past_key_values": cache(0)})
+    verdict = compare({"past_key_values": cache(0)}, {"past_key_values": cache(1)}, **TOL,
+                      fp64=Fp64(lambda: {"past_key_values": cache(0)}))
     assert (verdict.accuracy, verdict.output) == ("wrong", "past_key_values[0][0]")
     x = torch.randn(4, 6)
     strided = compare({"h": x}, {"h": x.t().contiguous().t()}, **TOL)
@@ -118,6 +121,52 @@ def test_each_calls_fp64_reference_is_run_once_for_every_config_of_the_group():
     assert refs.judge(None, {"logits": refs.first["logits"]}).accuracy == "exact" and refs.fp64_runs == 2
 
 
+def _cases() -> list[tuple[str, torch.Tensor, torch.Tensor, torch.Tensor, float]]:
+    """(name, eager, compiled, fp64, tol) around each step of same()'s rule."""
+    g = torch.Generator().manual_seed(0)
+    exact = torch.randn(40, 50, generator=g, dtype=torch.float64)
+    eager = (exact + 1e-6 * torch.randn(40, 50, generator=g, dtype=torch.float64)).float()
+    def noisy(scale: float, shape: tuple = (40, 50)) -> torch.Tensor:
+        return eager.reshape(shape) + scale * torch.randn(shape, generator=g)
+    nan_eager = eager.clone()
+    nan_eager[3, 4] = float("nan")
+    one_by_one = exact.reshape(500, 4, 1, 1)
+    return [("allclose at tol", eager, noisy(1e-5), exact, 1e-4), ("far", eager, noisy(1e-1), exact, 1e-4),
+            ("as near fp64 as eager", eager, eager + 1.5e-6, exact, 1e-7),
+            ("beyond the multiplier", eager, eager + 3e-6, exact, 1e-7),
+            ("small tensor", eager[:20, :20], eager[:20, :20] + 2.5e-6, exact[:20, :20], 1e-7),
+            ("1x1 kernels", eager.reshape(500, 4, 1, 1), eager.reshape(500, 4, 1, 1) + 2.5e-6, one_by_one, 1e-7),
+            ("loose tol", eager, noisy(3e-2), exact, 2e-2), ("half", eager.half(), eager.half() + 2e-3, exact, 1e-4),
+            ("eager's NaN, compiled near fp64", nan_eager, eager + 1e-2, exact, 1e-4),
+            ("compiled NaN", eager, nan_eager, exact, 1e-4),
+            ("both NaN errors", nan_eager, nan_eager + 1e-2, exact.masked_fill(nan_eager.isnan(), math.nan), 1e-4),
+            ("fp64 not float64", eager, noisy(1e-2), exact.float(), 1e-4)]
+
+
+@pytest.mark.parametrize("name", [c[0] for c in _cases()])
+def test_the_chunked_fp64_rule_is_torch_s_same_and_eager_s_error_settles_it_alone(name, monkeypatch):
+    from harness.engine import accuracy
+    _, eager, compiled, fp64, tol = next(c for c in _cases() if c[0] == name)
+    expected = torch._dynamo.utils.same(eager, compiled, fp64, tol=tol, equal_nan=True, log_error=lambda *a: None)
+    monkeypatch.setattr(accuracy, "CHUNK", 333)   # chunks that do not divide the tensors
+    found, eager_error = as_close_as_eager(eager, compiled, fp64, tol)
+    assert found == expected
+    # from eager's error alone, the bound is either undecided or the same verdict
+    distance = math.sqrt(float(((eager.double() - compiled.double()) ** 2).mean()))
+    assert bounded(distance, eager_error, accuracy._multiplier(eager, tol), tol) in (None, expected)
+
+
+def test_a_large_fp64_reference_is_run_once_per_call_and_later_configs_are_judged_from_eager_s_error(monkeypatch):
+    from harness.engine import scenarios
+    monkeypatch.setattr(scenarios, "HOLD_BYTES", 0)   # nothing held: fp64 outputs too
+    torch.manual_seed(0)
+    refs = References("M", Built(_Mixer().eval(), {"x": torch.randn(3, 4)}), "cpu", Accuracy())
+    eager = scenarios.run(refs.eager, refs.inputs)["logits"]
+    verdicts = [refs.judge(None, {"logits": eager + shift}) for shift in (0.5, 0.5, 0.25, 1e-5)]
+    assert refs.fp64_runs == 1   # the first config's; the others are settled by eager's kept error
+    assert [v.accuracy for v in verdicts] == ["wrong", "wrong", "wrong", "close"] and verdicts[0] == verdicts[1]
+
+
 def test_a_failed_fp64_reference_is_not_run_again_and_leaves_the_call_not_judged():
     class Float32Only(_Mixer):
         def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -148,7 +197,7 @@ def test_after_the_first_wrong_output_no_value_is_compared_but_metadata_still_is
     x = torch.randn(4, 6)
     asked = []
     verdict = compare({"n": 3, "h": x}, {"n": 4, "h": (x + 1).t().contiguous().t()}, **TOL,
-                      fp64=lambda: asked.append(1) or {"n": 3, "h": x.double()})
+                      fp64=Fp64(lambda: asked.append(1) or {"n": 3, "h": x.double()}))
     assert (verdict.accuracy, verdict.output, verdict.detail) == ("wrong", "n", "3 in eager, 4 compiled")
     assert asked == [] and verdict.metadata == ["h: strides (6, 1) in eager, (1, 4) compiled"]
 

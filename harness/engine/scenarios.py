@@ -19,7 +19,7 @@ from typing import Any, Callable, ContextManager, Iterator
 import torch
 
 from harness.core.calls import FIRST, HOOK_SCALE, WEIGHT_SEED_OFFSET, WEIGHT_STEP, Call
-from harness.engine.accuracy import Verdict, bitwise, compare, leaves
+from harness.engine.accuracy import Fp64, Verdict, bitwise, compare, leaves
 from harness.engine.options import Accuracy
 from harness.zoo import second
 from harness.zoo.build import SEED, build
@@ -138,7 +138,8 @@ class References:
                       Step("weights_updated", built.inputs, weights_moved(self.eager))]
         for step in self.steps:
             self._answer(step)
-        self._fp64: dict[str, Any] = {}   # each call's fp64 output (or its failure), made once for every config
+        self._fp64: dict[str, Any] = {}   # each call's fp64 output (or its failure), where small enough to hold
+        self._fp64_refs: dict[str, Fp64] = {}   # each call's fp64 reference as the oracle asks it (eager's errors kept)
         self.fp64_runs = 0
 
     def _second(self, model: str, built: Any) -> Step:
@@ -183,7 +184,8 @@ class References:
 
     def fp64(self, step: Step | None) -> Any:
         """Eager's output for a call (None: the first) from a float64 copy, after the same change: run the first
-        time a config's output needs it, then kept for the group's other configs (a failure too, raised again)."""
+        time a config's output needs it, then kept for the group's other configs where small enough (a failure
+        too, raised again); a large one is run again only where eager's kept error does not settle a verdict."""
         key = FIRST if step is None else step.scenario
         if key in self._fp64:
             found = self._fp64[key]
@@ -220,7 +222,9 @@ class References:
         """The compiled output of a call (None: the first) against eager's."""
         if self.nondeterministic is not None:
             return Verdict("eager_nondeterministic", detail=self.nondeterministic)
-        return compare(self._reference(step), res, rtol=self.accuracy.rtol, atol=self.accuracy.atol, fp64=lambda: self.fp64(step))
+        key = FIRST if step is None else step.scenario
+        fp64 = self._fp64_refs.setdefault(key, Fp64(lambda: self.fp64(step)))
+        return compare(self._reference(step), res, rtol=self.accuracy.rtol, atol=self.accuracy.atol, fp64=fp64)
 
 
 def _held(output: Any) -> bool:
