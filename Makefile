@@ -4,8 +4,11 @@
 bootstrap:
 	@scripts/bootstrap.sh
 
+# The quick start's own settings (README "Quick start": what they trade); SETTINGS=FILE for others.
+SETTINGS ?= quickstart.toml
+
 run: bootstrap
-	.venv/bin/flagsweep nightly --dry-run --torch current
+	.venv/bin/flagsweep --settings $(SETTINGS) nightly --dry-run --torch current
 
 test: bootstrap
 	.venv/bin/python -m pytest -q
