@@ -242,3 +242,10 @@ def test_every_documented_rate_limit_says_what_the_budget_counts():
     assert set(words) == set(BUDGET_KINDS)
     for name, comment in documented:
         assert "per user per hour" in comment and all(w in comment for w in words.values()), (name, comment)
+
+
+def test_the_quick_start_settings_are_the_defaults_but_for_their_own_lines():
+    quick, defaults = settings.load(ROOT / "quickstart.toml", env={}), settings.load(None, env={})
+    assert quick.verify.shrink_budget < defaults.verify.shrink_budget
+    assert dataclasses.replace(quick.verify, shrink_budget=defaults.verify.shrink_budget) == defaults.verify
+    assert quick.confirm.runs == 1 and (quick.sweep, quick.accuracy) == (defaults.sweep, defaults.accuracy)
