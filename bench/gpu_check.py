@@ -181,8 +181,7 @@ def _same(a: Outcome, b: Outcome) -> bool:
 
 def _on(base: SweepOptions, device: str, workers: int, cache: str | None = None) -> SweepOptions:
     """The options on `device` with `workers` (per GPU on CUDA)."""
-    return SweepOptions(**{**base.to_dict(), "device": device, "workers": workers, "gpu_workers": workers,
-                           "compile_cache": cache})
+    return dataclasses.replace(base, device=device, workers=workers, gpu_workers=workers, compile_cache=cache)
 
 
 def table(rows: list[tuple[str, str, str]]) -> str:
