@@ -52,7 +52,7 @@ def test_same_signature_confirms_other_does_not_and_verdicts_are_reused(tmp_path
     v = reproducers.verify_all(conn, groups, outs, a_run(), builds, seams=VerifySteps(run=answering_checks(runner)))
     a, b, c = v[(CSO, sc.SIG_A)], v[(CSO, sc.SIG_B)], v[(CDO, sc.SIG_C)]
     built_on = ("2.14.0.dev20261121+cpu", "abc")
-    assert a.cost["scripts"] == 1 and a.cost["tries"] == 0          # eager, baseline, flag in one run; no shrink
+    assert a.cost.scripts == 1 and a.cost.tries == 0          # eager, baseline, flag in one run; no shrink
     a, b, c = (dataclasses.replace(x, cost=None) for x in (a, b, c))
     assert a == verdicts.Verdict(CSO, sc.SIG_A, "Model01ForCausalLM", "fp-Model01ForCausalLM", *built_on, "confirmed",
                                  script="print('repro A')\n", torch_version=built_on[0], torch_git=built_on[1])

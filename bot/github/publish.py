@@ -39,7 +39,7 @@ from bot.text import render
 from bot.view import run_view
 from bot.github.dryrun import DryRunPublisher
 from bot.github.outbox_steps import Out, step as outbox_step
-from bot.github.port import ActionRefused, GitHubUnavailable, Publisher
+from bot.github.port import ActionRefused, GitHubUnavailable, IssueRef, Publisher
 from bot.view.run_view import RunView
 from bot.settings import Settings
 from state import db, gates, links as links_mod, outbox, resolutions
@@ -261,8 +261,7 @@ def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str,
         summary.stopped = str(exc)
         _finish(conn, summary)
         return None
-    seen = [{"key": r.key, "number": r.number, "state": r.state, "title": r.title, **_meta(r.body),
-             "body_sha": BodyHash(labels=labels_digest(r.labels)).text()} for r in refs]
+    seen = [_listed(r) for r in refs]
     summary.synced = links_mod.sync(conn, repo, seen)
     _record_resolutions(run.keep, repo, refs, seen, links_mod.all_links(conn, repo))
     if any(summary.synced.values()) or leftovers:
@@ -281,18 +280,23 @@ def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str,
     return plan
 
 
-def _record_resolutions(keep: sqlite3.Connection, repo: str, refs: list[Any], seen: list[dict[str, Any]],
+def _record_resolutions(keep: sqlite3.Connection, repo: str, refs: list[IssueRef], seen: list[links_mod.Listed],
                         links: dict[str, links_mod.Link]) -> None:
     """Store how each of the bot's tracking issues ended (read from the same listing: no extra request)."""
     tracked = [(ref, item) for ref, item in zip(refs, seen)
-               if (item.get("kind") or (links[ref.key].kind if ref.key in links else None)) == "tracking"]
+               if (item.kind or (links[ref.key].kind if ref.key in links else None)) == "tracking"]
     resolutions.record(keep, repo, [resolutions_mod.resolve(ref, links.get(ref.key)) for ref, _ in tracked])
 
 
-def _meta(body: str) -> dict[str, Any]:
+def _listed(ref: IssueRef) -> links_mod.Listed:
+    """One listed issue as the links take it: its marker's kind, config and signature (read from GitHub's body),
+    and a body hash of its labels alone (a rebuilt link knows the labels, so they are not re-sent)."""
     from bot.text.markdown import marker_meta
-    data = marker_meta(body)
-    return {k: data.get(k) for k in ("kind", "config", "signature")}
+    meta = marker_meta(ref.body)
+    kind, config, signature = (meta.get(name) for name in ("kind", "config", "signature"))
+    return links_mod.Listed(key=ref.key, number=ref.number, state=ref.state, title=ref.title, kind=kind,
+                            config=config, signature=signature,
+                            body_sha=BodyHash(labels=labels_digest(ref.labels)).text())
 
 
 def _finish(conn: sqlite3.Connection, summary: PublishSummary) -> PublishSummary:
