@@ -15,6 +15,7 @@ from bot.pipeline import steps
 from bot.verify import oracle, reproducers, shrink
 from bot.text.render import render
 from bot.verify.script import render_script
+from bot.verify.context import StepContext
 from bot.verify.steps import VerifySteps
 from harness.engine.script_runner import ScriptResult
 from bot.settings import Settings
@@ -109,7 +110,9 @@ def test_verify_all_stores_the_shrink_and_a_second_call_runs_nothing(tmp_path: P
     outs, groups, builds = verify_setup()
     conn = db.connect(tmp_path / "state.sqlite")
     twin = Twin()
-    first = reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0)
+    first = reproducers.verify_all(StepContext.of(conn, RUN, builds,
+                                                  seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0),
+                                   groups, outs)
     assert len(groups) == 3 and len(twin.calls) > 3                   # verified, then shrunk
     for found in first.values():
         assert found.status == "confirmed" and found.shrunk
@@ -119,7 +122,9 @@ def test_verify_all_stores_the_shrink_and_a_second_call_runs_nothing(tmp_path: P
         assert small.build.config["num_hidden_layers"] == 1 and small.build.model == found.model
         assert verdicts.get(conn, found.key) == found                  # stored as it came out, shrink included
     n = len(twin.calls)
-    again = reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0)
+    again = reproducers.verify_all(StepContext.of(conn, RUN, builds,
+                                                  seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0),
+                                   groups, outs)
     assert again == first and len(twin.calls) == n                     # the quiet nightly: zero runs
 
 
@@ -127,12 +132,17 @@ def test_a_verdict_stored_without_shrinking_is_shrunk_once_when_the_budget_is_on
     outs, groups, builds = verify_setup()
     conn = db.connect(tmp_path / "state.sqlite")
     twin = Twin()
-    plain = reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)))
+    plain = reproducers.verify_all(StepContext.of(conn, RUN, builds, seams=VerifySteps(run=sig_twin(twin))),
+                                   groups, outs)
     assert len(twin.calls) == 3 and all(not v.shrunk and v.shrink is None for v in plain.values())
-    shrunk = reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0)
+    shrunk = reproducers.verify_all(StepContext.of(conn, RUN, builds,
+                                                   seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0),
+                                    groups, outs)
     assert all(v.shrink for v in shrunk.values())
     n = len(twin.calls)
-    reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0)
+    reproducers.verify_all(StepContext.of(conn, RUN, builds,
+                                          seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0),
+                           groups, outs)
     assert len(twin.calls) == n
 
 
@@ -175,8 +185,9 @@ def test_shrink_budget_setting_loads_and_zero_turns_it_off(tmp_path: Path) -> No
     assert settings_mod.load(path, env={}).verify.shrink_budget == 0.0
     outs, groups = five_model_groups()
     twin = Twin()
-    v = reproducers.verify_all(db.connect(tmp_path / "state.sqlite"), groups, outs, RUN,
-                               {m: build_of(m) for m in sc.corpus(5)}, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=0.0)
+    v = reproducers.verify_all(StepContext.of(db.connect(tmp_path / "state.sqlite"), RUN, {m: build_of(m) for m in sc.corpus(5)},
+                                              seams=VerifySteps(run=sig_twin(twin)), shrink_budget=0.0),
+                               groups, outs)
     assert len(twin.calls) == len(groups) and all(not e.shrunk for e in v.values())
 
 

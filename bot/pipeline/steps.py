@@ -155,11 +155,9 @@ def verify(conn: sqlite3.Connection, run_id: int, settings: Settings, *, enabled
     """
     from bot.verify import step as verify_mod
     verify_mod.note_old_cache(settings.state_path)
-    knobs = settings.verify
-    return verify_mod.verify_run(conn, run_id, enabled=knobs.enabled if enabled is None else enabled,
-                                 timeout=knobs.timeout, shrink_budget=knobs.shrink_budget, progress=progress,
-                                 workers=settings.sweep.workers or os.cpu_count() or 1,
-                                 max_minutes=knobs.max_minutes, bar=progress is not None, seams=seams)
+    knobs = settings.verify if enabled is None else dataclasses.replace(settings.verify, enabled=enabled)
+    return verify_mod.verify_run(conn, run_id, knobs, workers=settings.sweep.workers or os.cpu_count() or 1,
+                                 seams=seams, progress=progress)
 
 
 def load_view(conn: sqlite3.Connection, run_id: int, settings: Settings) -> RunView:
