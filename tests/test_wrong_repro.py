@@ -25,7 +25,7 @@ from harness.core.calls import Call
 from harness.core.model_build import ModelBuild
 from harness.engine import engine, scenarios
 from harness.engine.engine import SweepRequest
-from harness.engine.options import Accuracy, SweepOptions
+from harness.core.options import Accuracy, SweepOptions
 from harness.engine.script_runner import ScriptResult, run_script
 from state import db, runs
 from tests import accuracy_models as am

@@ -101,7 +101,7 @@ def confirm(conn: sqlite3.Connection, run_id: int, result: DiffResult | None, se
     run = runs.get_run(conn, run_id)
     try:
         # the modules the run's workers imported (--import: models registered there) rebuild its models again
-        options = settings.sweep_options(python, run.options.get("extra_modules"))
+        options = settings.sweep_options(python, run.options.sweep.extra_modules)
         confirmed = flake.confirm(conn, run_id, transitions, configs=run.configs, base_settings=run.base_settings,
                                   options=options, runs=settings.confirm.runs)
     except ConfigUnavailable as exc:   # this host's torch lacks a flag the run swept (a merge): nothing re-runs

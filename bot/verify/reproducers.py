@@ -28,7 +28,6 @@ from bot.verify.wrong_script import Case
 from harness.core.correctness import is_wrong_signature
 from harness.core.model_build import ModelBuild
 from harness.core.outcome import Effect, Outcome
-from harness.engine.options import ATOL, RTOL
 from state import verdicts as store
 from state.runs import Run
 from state.verdicts import Shrink, Verdict
@@ -58,13 +57,13 @@ def run_settings(run: Run, config: str) -> dict[str, Any]:
 
 def run_how(run: Run) -> tuple[str, str]:
     """(backend, device) the run compiled under."""
-    return run.options.get("backend", "count"), run.options.get("device", "cpu")
+    return run.options.sweep.backend, run.options.sweep.device
 
 
 def run_tolerances(run: Run) -> tuple[float, float]:
     """(rtol, atol) the run's accuracy oracle judged with ([accuracy], stored with its options)."""
-    accuracy = run.options.get("accuracy") or {}
-    return float(accuracy.get("rtol", RTOL)), float(accuracy.get("atol", ATOL))
+    accuracy = run.options.sweep.accuracy
+    return accuracy.rtol, accuracy.atol
 
 
 @dataclasses.dataclass(frozen=True)
