@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 from harness.core.model_build import ModelBuild
@@ -92,8 +92,8 @@ class Component:
         if text is None:
             return None
         data = _object(text, "component")
-        stages = tuple(parse(Stage, s, "isolation stage") for s in data.get("stages") or ())
-        return parse(cls, {**data, "stages": stages}, "component")
+        found = parse(cls, data, "component")
+        return replace(found, stages=tuple(parse(Stage, s, "isolation stage") for s in found.stages or ()))
 
 
 @dataclass(frozen=True)
@@ -144,8 +144,8 @@ class Maintainer:
         if text is None:
             return None
         data = _object(text, "maintainer's script")
-        runs = tuple(parse(DynamicRun, r, "dynamic run") for r in data.get("runs") or ())
-        return parse(cls, {**data, "runs": runs}, "maintainer's script")
+        found = parse(cls, data, "maintainer's script")
+        return replace(found, runs=tuple(parse(DynamicRun, r, "dynamic run") for r in found.runs or ()))
 
 
 @dataclass(frozen=True)

@@ -301,7 +301,7 @@ def _listed(ref: IssueRef) -> links_mod.Listed:
 
 def _finish(conn: sqlite3.Connection, summary: PublishSummary) -> PublishSummary:
     counts = outbox.counts(conn)
-    summary.pending = counts.get("pending", 0) + counts.get("sending", 0)
+    summary.pending = counts["pending"] + counts["sending"]
     return summary
 
 

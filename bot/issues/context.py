@@ -116,7 +116,7 @@ class RunContext:
             "gate": self.settings.gate, "precision": self.settings.precision,
             "begin": markdown.BEGIN, "end": markdown.END, "date": self.date, "date_text": when(self.date),
             "population": options.population,
-            "unavailable": sorted((n, u.get("missing") or []) for n, u in run.unavailable.items()),
+            "unavailable": sorted((n, u["missing"] or []) for n, u in run.unavailable.items()),
         }
 
 
