@@ -107,11 +107,6 @@ class Twin:
         return render_script(b, settings, baseline=baseline), result
 
 
-def run_shrink(twin: Twin, budget: float = 600.0, **kw: Any) -> shrink.Shrunk:
-    original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
-    return shrink.minimise(BUILD, {}, "count", "cpu", PY, SIG, original=original, budget=budget, runner=twin, **kw)
-
-
 def five_model_groups():
     """(outcomes, tracking groups) of the scenario's first five models: three confirmed signatures."""
     outs = [sc.outcome(m, c, spec.get(c, spec.get("baseline", 3)), "decoder_llm")

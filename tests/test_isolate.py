@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from bot.verify import isolate, oracle, reproducers
-from bot.verify.step import verify_run
 from bot.verify.context import StepContext
+from bot.verify.step import verify_run
 from bot.verify.steps import VerifySteps
 from bot.issues.keys import tracking_key
 from bot.github import publish
@@ -61,8 +61,7 @@ class Twin:
 
 
 def run_isolate(twin: Twin, model: str, backend: str = "inductor") -> Component:
-    return isolate.isolate(a_build(model), {}, SIG, backend=backend, device="cpu", python="py", timeout=9,
-                           runner=twin)
+    return isolate.isolate(a_build(model), oracle.Crash({}, {}, backend, "cpu", SIG), "py", timeout=9, runner=twin)
 
 
 @pytest.mark.parametrize("fails_from, component", [("eager", "dynamo"), ("aot_eager", "aot_autograd"),

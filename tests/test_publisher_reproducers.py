@@ -167,7 +167,8 @@ def test_the_checks_run_in_one_interpreter_and_a_check_it_did_not_report_runs_al
                 "eager": dataclasses.replace(ok, mode="eager"), "baseline": dataclasses.replace(ok, mode="baseline")})
         return "s", ScriptResult(status="error", signature=sc.SIG_A, mode=mode)
 
-    judged = oracle.judge(ModelBuild("M", "X", {}, {}, 0), {}, {}, "count", "cpu", "py", sc.SIG_A, runner=died_in_flag, timeout=60)
+    judged = oracle.judge(ModelBuild("M", "X", {}, {}, 0), oracle.Crash({}, {}, "count", "cpu", sc.SIG_A), "py",
+                          runner=died_in_flag, timeout=60)
     assert judged.passed and asked == ["checks", "flag"]
 
     def hung_in_flag(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
@@ -176,5 +177,6 @@ def test_the_checks_run_in_one_interpreter_and_a_check_it_did_not_report_runs_al
                                                    "baseline": dataclasses.replace(ok, mode="baseline")})
 
     asked.clear()
-    judged = oracle.judge(ModelBuild("M", "X", {}, {}, 0), {}, {}, "count", "cpu", "py", "timeout", runner=hung_in_flag, timeout=60)
+    judged = oracle.judge(ModelBuild("M", "X", {}, {}, 0), oracle.Crash({}, {}, "count", "cpu", "timeout"), "py",
+                          runner=hung_in_flag, timeout=60)
     assert judged.passed and asked == ["checks"]      # a hang the sweep saw as its crash, seen again

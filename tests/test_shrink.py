@@ -14,8 +14,8 @@ from bot.github import publish
 from bot.pipeline import steps
 from bot.verify import oracle, reproducers, shrink
 from bot.text.render import render
-from bot.verify.script import render_script
 from bot.verify.context import StepContext
+from bot.verify.script import render_script
 from bot.verify.steps import VerifySteps
 from harness.engine.script_runner import ScriptResult
 from bot.settings import Settings
@@ -25,9 +25,12 @@ from tests.fakegithub import scenario as sc
 from tests.helpers_verify import (BUILD, PY, RUN, SIG, Twin, build_of, five_model_groups, sig_twin, store_run,
                                   verify_setup)
 
+CRASH = oracle.Crash({}, {}, "count", "cpu", SIG)   # what the twin's reproducer is judged against
+
+
 def run_shrink(twin: Twin, budget: float = 600.0, **kw: Any) -> shrink.Shrunk:
     original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
-    return shrink.minimise(BUILD, {}, "count", "cpu", PY, SIG, original=original, budget=budget, runner=twin, **kw)
+    return shrink.minimise(BUILD, original, shrink.crash_judge(CRASH, PY, twin), shrink.Limits(budget, **kw))
 
 
 def test_only_candidates_that_fail_with_the_same_signature_are_kept() -> None:
@@ -64,8 +67,8 @@ def test_the_budget_stops_it_before_a_try_would_overrun() -> None:
     twin = Twin(clock=now, cost=10.0)      # each try is three oracle runs (eager, baseline, flag): 30 s
     original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
     now[0] = 0.0
-    small = shrink.minimise(BUILD, {}, "count", "cpu", PY, SIG, original=original, budget=100.0, runner=twin,
-                            clock=lambda: now[0])
+    small = shrink.minimise(BUILD, original, shrink.crash_judge(CRASH, PY, twin, clock=lambda: now[0]),
+                            shrink.Limits(100.0, clock=lambda: now[0]))
     # Tries start at 0, 30 and 60 s; at 90 s the next (30 s, like the last) would end past 100 s.
     assert small.stats["tries"] == 3 and small.stats["stopped"] == "budget" and now[0] == 90.0
     assert oracle.reproduces(ScriptResult(status="error", signature=SIG), SIG)
@@ -84,7 +87,7 @@ def test_a_candidate_the_runner_cannot_render_is_rejected() -> None:
         return twin(b, *args)
 
     original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
-    small = shrink.minimise(BUILD, {}, "count", "cpu", PY, SIG, original=original, budget=600.0, runner=picky)
+    small = shrink.minimise(BUILD, original, shrink.crash_judge(CRASH, PY, picky), shrink.Limits(600.0))
     assert small.build.config["num_hidden_layers"] == 2 and small.stats["kept"] >= 1
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Any
 
 from bot.verify import isolate, maintainer, oracle, pool, reproducers
 from bot.verify.context import StepContext
@@ -51,14 +50,16 @@ def judge(script: str, backend: str, signature: str, python: str, timeout: float
     return Maintainer(script, backend, "confirmed", "", tuple(runs))
 
 
-def for_verdict(verdict: Verdict, built: ModelBuild | None, settings: dict[str, Any], backend: str,
-                device: str, python: str, timeout: float, seams: VerifySteps) -> Maintainer:
-    """The maintainer's script of a confirmed verdict, rendered from `built` and judged (`seams`: ask and drive)."""
+def for_verdict(verdict: Verdict, built: ModelBuild | None, crash: oracle.Crash, python: str, timeout: float,
+                seams: VerifySteps) -> Maintainer:
+    """The maintainer's script of a confirmed verdict, rendered from `built` under `crash`'s settings, backend and
+    device, and judged (`seams`: ask and drive)."""
+    backend = crash.backend
     if not built or not built.config_class or not built.model:
         return Maintainer("", backend, "unconfirmed", "could not be rendered: no build data stored for the model")
     try:
         fields = seams.ask(built.config_class, built.config or {}, python, timeout)
-        script = maintainer.render_script(built, fields, settings, backend, verdict.signature, device)
+        script = maintainer.render_script(built, fields, crash.settings, backend, verdict.signature, crash.device)
     except CallFailed as exc:   # the torch under test could not answer
         return Maintainer("", backend, "unconfirmed", f"could not be rendered: asking the config's defaults: {exc.why}")
     except ValueError as exc:   # an input kind without a line
@@ -97,7 +98,8 @@ def ablate_all(ctx: StepContext, groups: Groups, found: dict[tuple[str, str], Ve
         backend = maintainer.backend_for(component.component if component else None, run_backend)
         built = current.shrink.build if current.shrink and current.shrink.build else ctx.builds.get(current.model)
         settings = reproducers.run_settings(ctx.run, current.config)
-        record = for_verdict(current, built, settings, backend, device, python, ctx.timeout, metered)
+        crash = oracle.Crash(settings, {}, backend, device, current.signature)
+        record = for_verdict(current, built, crash, python, ctx.timeout, metered)
         return dataclasses.replace(record, checked_on=current.build)
 
     def done(n: int, record: Maintainer | None) -> None:

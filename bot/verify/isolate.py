@@ -22,7 +22,7 @@ import dataclasses
 import functools
 import sqlite3
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from bot.verify import oracle, pool, reproducers
 from bot.verify.context import StepContext
@@ -57,16 +57,16 @@ def stage_result(result: ScriptResult, signature: str) -> str:
     return "fails" if oracle.reproduces(result, signature) else "other"
 
 
-def isolate(built: ModelBuild | None, settings: dict[str, Any], signature: str, *, backend: str,
-            device: str, python: str, timeout: float, runner: Runner,
+def isolate(built: ModelBuild | None, crash: oracle.Crash, python: str, *, timeout: float, runner: Runner,
             progress: Callable[[str], None] | None = None) -> Component:
-    """Where a crash with `signature` lives, for a reproducer of `built` under `settings` seen under `backend`.
+    """Where `crash` lives, for a reproducer of `built` under the crash's settings seen under its backend.
 
     Runs `eager`, `aot_eager`, `inductor` in order (up to `backend`) and stops at
     the first stage that fails with the same signature (its component) or that
     ends otherwise (another signature, a hang, no result: "undetermined"). Passing
     every stage is "none": it fails only under the run's own backend and settings.
     """
+    backend = crash.backend
     if backend in BY_CONSTRUCTION:
         return by_construction(backend)
     if backend not in STAGES:
@@ -76,8 +76,8 @@ def isolate(built: ModelBuild | None, settings: dict[str, Any], signature: str, 
         if progress:
             progress(f"isolating under {stage}")
         start = time.monotonic()
-        _, result = runner(built, settings, stage, device, python, timeout, "flag", {})   # only the flag's run
-        outcome = stage_result(result, signature)
+        _, result = runner(built, crash.settings, stage, crash.device, python, timeout, "flag", {})   # the flag's run
+        outcome = stage_result(result, crash.signature)
         stages.append(Stage(backend=stage, result=outcome, seconds=round(time.monotonic() - start, 1),
                             signature=result.said, error=result.error))
         if outcome == "fails":
@@ -129,10 +129,9 @@ def isolate_all(ctx: StepContext, groups: Groups,
             return None
         ctx.say(f"component: {verdict.model} under {group[0]}")
         try:
-            record = isolate(_build_for(verdict, ctx.builds), reproducers.run_settings(ctx.run, group[0]), group[1],
-                             backend=backend, device=device, python=ctx.python or "", timeout=ctx.timeout,
-                             runner=meter.timed(group, "isolate", ctx.seams.run),
-                             progress=ctx.progress)
+            crash = oracle.Crash(reproducers.run_settings(ctx.run, group[0]), {}, backend, device, group[1])
+            record = isolate(_build_for(verdict, ctx.builds), crash, ctx.python or "", timeout=ctx.timeout,
+                             runner=meter.timed(group, "isolate", ctx.seams.run), progress=ctx.progress)
         except Exception:  # nothing to render from: no component, and nothing stored
             return None
         return dataclasses.replace(record, config=group[0], signature=group[1], model=verdict.model)

@@ -152,9 +152,8 @@ class _Oracles:
             case = Case(signature, flag, baseline, *self.how, *self.tolerance)
             check = ctx.meter.timed(job.group, stage, ctx.seams.check)
             return lambda built, timeout: oracle.judge_wrong(built, case, python, check=check, timeout=timeout)
-        runner = ctx.meter.timed(job.group, stage, ctx.seams.run)
-        return lambda built, timeout: oracle.judge(built, flag, baseline, *self.how, python, signature,
-                                                   runner=runner, timeout=timeout)
+        crash = oracle.Crash(flag, baseline, *self.how, signature)
+        return shrink.crash_judge(crash, python, ctx.meter.timed(job.group, stage, ctx.seams.run))
 
 
 def _work(job: Job, oracles: _Oracles) -> tuple[Verdict, bool] | None:
@@ -237,11 +236,9 @@ def _shrunk(found: Verdict, job: Job, original: oracle.Judged, oracles: _Oracles
     if not start or not original.passed:
         return dataclasses.replace(found, shrunk=True, shrink=None)
     ctx = oracles.ctx
-    flag, baseline = job.settings
     budget = min(ctx.shrink_budget, ctx.left())
-    small = shrink.minimise(start, flag, *oracles.how, ctx.python or "", found.signature, baseline=baseline,
-                            original=(original.script, original.result), budget=budget,
-                            judge=oracles.judge(job, "shrink"), timeout=ctx.timeout, progress=ctx.progress,
+    small = shrink.minimise(start, (original.script, original.result), oracles.judge(job, "shrink"),
+                            shrink.Limits(budget, timeout=ctx.timeout), progress=ctx.progress,
                             label=f"{start.model} (reproducer {job.place})" if job.place else None)
     ctx.meter.shrank(job.group, small.stats["tries"], small.stats["kept"])
     cut = small.stats["stopped"] == "budget" and budget < ctx.shrink_budget
