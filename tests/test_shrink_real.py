@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from bot.verify import shrink
+from bot.verify import oracle, shrink
 from bot.verify.steps import render_and_run
 from harness.engine.script_runner import run_script
 from tests.helpers_verify import stored_build
@@ -25,8 +25,8 @@ def test_the_real_mimi_crash_shrinks_and_still_fails_the_same_way() -> None:
     signature = result.signature
     assert result.status == "error" and signature.startswith("PendingUnbackedSymbolNotFound"), result
     assert result.parameters > 0 and result.seconds > 0              # the script reports both
-    small = shrink.minimise(built, CSO, "count", "cpu", sys.executable, signature, original=(script, result),
-                            budget=600, runner=render_and_run, timeout=300, max_tries=2)
+    judge = shrink.crash_judge(oracle.Crash(CSO, {}, "count", "cpu", signature), sys.executable, render_and_run)
+    small = shrink.minimise(built, (script, result), judge, shrink.Limits(600, timeout=300, max_tries=2))
     st = small.stats
     # Two tries: every knob at once is refused on this model, its first half is kept (one kept step is the point)
     assert st["tries"] <= 2 and st["kept"] >= 1, st
