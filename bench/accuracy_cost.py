@@ -37,7 +37,7 @@ from bench.sweep_common import machine  # noqa: E402
 from harness.core.outcome import Outcome  # noqa: E402
 from harness.engine.configs import BUILTIN  # noqa: E402
 from harness.engine.engine import SweepOptions, run_items  # noqa: E402
-from harness.engine.options import Accuracy  # noqa: E402
+from harness.core.options import Accuracy  # noqa: E402
 
 EVERY_FLAG_MIN = 106.0   # bench/every_flag.py's projection for the whole corpus on 16 cores, without the checks
 TARGET_RATIO = 1.8

@@ -31,7 +31,7 @@ from bench.sweep_common import machine  # noqa: E402
 from harness.engine import backend, events, scenarios, worker  # noqa: E402
 from harness.engine.configs import BUILTIN  # noqa: E402
 from harness.engine.events import RunRequest  # noqa: E402
-from harness.engine.options import Accuracy  # noqa: E402
+from harness.core.options import Accuracy  # noqa: E402
 
 
 class Phases:

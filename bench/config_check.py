@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.engine import configs  # noqa: E402
-from harness.engine.options import SweepOptions  # noqa: E402
+from harness.core.options import SweepOptions  # noqa: E402
 from harness.engine.pool import Pool  # noqa: E402
 
 CONFIGS = {

@@ -80,7 +80,7 @@ def one_sided_report(conn, run_id: int) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for name in ONE_SIDED:
         outs = [o for o in runs.outcomes(conn, run_id) if o.config == name]
-        unavailable = (run.options.get("unavailable_configs") or {}) if run else {}
+        unavailable = run.unavailable if run else {}
         out[name] = {"swept": len(outs), "statuses": dict(Counter(o.status for o in outs)),
                      "errors": dict(Counter(o.error_type for o in outs if o.error_type)),
                      "unavailable": name in unavailable or name not in (run.configs if run else {})}

@@ -100,7 +100,7 @@ def inductor_rows(models: list[str], base: SweepOptions, workers: int,
     """The models under inductor without, then with, the shared cache (a fresh one; with `warm`, then the same one
     again: the next night of the same build): wall times, hits per config, compile seconds per config, and whether
     each cached run's results are the uncached run's."""
-    ind = SweepOptions(**{**base.to_dict(), "backend": "inductor"})
+    ind = dataclasses.replace(base, backend="inductor")
     sides, loads = {}, {}
     with tempfile.TemporaryDirectory(prefix="flagsweep-cache-") as root:
         for name, cache in [("no cache", None), ("fresh", root)] + ([("warm", root)] if warm else []):
@@ -181,8 +181,7 @@ def _same(a: Outcome, b: Outcome) -> bool:
 
 def _on(base: SweepOptions, device: str, workers: int, cache: str | None = None) -> SweepOptions:
     """The options on `device` with `workers` (per GPU on CUDA)."""
-    return SweepOptions(**{**base.to_dict(), "device": device, "workers": workers, "gpu_workers": workers,
-                           "compile_cache": cache})
+    return dataclasses.replace(base, device=device, workers=workers, gpu_workers=workers, compile_cache=cache)
 
 
 def table(rows: list[tuple[str, str, str]]) -> str:

@@ -21,7 +21,7 @@ import sys
 from gpu_check import corpus, inductor_rows, table
 from sweep_common import machine
 
-from harness.engine.options import SweepOptions
+from harness.core.options import SweepOptions
 
 
 def main() -> None:

@@ -35,6 +35,7 @@ from typing import Any, Callable
 from bot.github import publish
 from bot.settings import GitHubSettings, IssueSettings, Settings, VerifySettings
 from harness.core.model_build import ModelBuild
+from harness.core.options import RunOptions
 from harness.core.outcome import STRATA, Outcome
 from harness.core.run_environment import RunEnvironment
 from state import db, history, links, outbox, ranges, runs, verdicts
@@ -57,7 +58,7 @@ def record(conn: sqlite3.Connection, date: str, results: dict[str, dict[str, Any
     run_id = runs.create_run(conn, environment=RunEnvironment.from_dict(env or sc.ENV), models=models, configs=configs,
                              kind=kind,
                              nightly=date if kind == "nightly" else None, shard=shard, unavailable=unavailable,
-                             options={"backend": "count", "device": "cpu", **(options or {})})
+                             options=RunOptions.from_dict({"backend": "count", "device": "cpu", **(options or {})}))
     for i, model in enumerate(models):
         stratum = STRATA[i % len(STRATA)]
         base = results[model].get("baseline", 3)

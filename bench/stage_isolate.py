@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.sweep_common import machine  # noqa: E402
 from bot.verify import isolate, reproducers  # noqa: E402
+from bot.verify.context import StepContext  # noqa: E402
 from bot.verify.steps import VerifySteps, render_and_run  # noqa: E402
 from bot.view import run_view  # noqa: E402
 from harness.core.tracking import tracking_groups  # noqa: E402
@@ -54,13 +55,14 @@ def one_nightly(backend: str) -> dict[str, Any]:
         items = run_view.load_items(conn, run_id)
         groups = tracking_groups(list(items.effects), list(items.outcomes))
         start = time.perf_counter()
-        verdicts = reproducers.verify_all(conn, groups, items.outcomes, items.run, dict(items.builds), seams=VerifySteps(run=counting))
+        ctx = StepContext.of(conn, items.run, dict(items.builds), seams=VerifySteps(run=counting))
+        verdicts = reproducers.verify_all(ctx, groups, items.outcomes)
         verify_s = time.perf_counter() - start
         timings = {}
         for name in ("isolate", "quiet"):
             phase[0] = name
             start = time.perf_counter()
-            comps = isolate.isolate_all(conn, groups, verdicts, items.run, dict(items.builds), seams=VerifySteps(run=counting))
+            comps = isolate.isolate_all(ctx, groups, verdicts)
             timings[name] = time.perf_counter() - start
         conn.close()
     return {"backend": backend, "models": len(models), "sweep_s": sweep_s, "new_crashes": len(groups),

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from harness.core.files import UnreadableFile, read_toml
 from harness.core.fixes import MAX_NIGHTS
-from harness.engine.options import ATOL, RTOL, Accuracy, SweepOptions
+from harness.core.options import ATOL, RTOL, Accuracy, SweepOptions
 from harness.core.population import POPULATIONS
 
 log = logging.getLogger(__name__)

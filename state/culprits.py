@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 from harness.core.commits import Commit, FileChange
@@ -95,19 +95,16 @@ class CommitRange:
 
 
 def _commit(data: dict[str, Any]) -> Commit:
-    raw = dict(data)
-    raw["files"] = tuple(parse(FileChange, f, "FileChange") for f in raw.get("files", ()))
-    for key in ("coauthors", "approvers"):
-        raw[key] = tuple(raw.get(key, ()))
-    return parse(Commit, raw, "Commit")
+    found = parse(Commit, data, "Commit")
+    return replace(found, files=tuple(parse(FileChange, f, "FileChange") for f in found.files),
+                   coauthors=tuple(found.coauthors), approvers=tuple(found.approvers))
 
 
 def _bisection(text: str | None) -> Bisection | None:
     if text is None:
         return None
-    raw = json.loads(text)
-    raw["probes"] = [parse(ProbeRow, p, "ProbeRow") for p in raw.get("probes", [])]
-    return parse(Bisection, raw, "Bisection")
+    found = parse(Bisection, json.loads(text), "Bisection")
+    return replace(found, probes=[parse(ProbeRow, p, "ProbeRow") for p in found.probes])
 
 
 def _row(row: sqlite3.Row) -> CommitRange:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from typing import Any, Iterable
 
 from harness.core.correctness import first_wrong, is_wrong_signature, wrong_signature
@@ -266,18 +267,19 @@ def latest_comparable_pair(conn: sqlite3.Connection) -> tuple[int, int] | None:
 
 
 def effect_counts(conn: sqlite3.Connection, run_ids: list[int], *,
-                  whole_group: bool = True) -> dict[int, dict[str, dict[str, int]]]:
-    """{run_id: {config: {effect: count}}} for each run group (whole_group=False: each run alone), read from SQL."""
-    out: dict[int, dict[str, dict[str, int]]] = {}
+                  whole_group: bool = True) -> dict[int, dict[str, Counter[str]]]:
+    """{run_id: {config: {effect: count}}} for each run group (whole_group=False: each run alone), read from SQL; an
+    effect a config never had counts 0."""
+    out: dict[int, dict[str, Counter[str]]] = {}
     for rid in run_ids:
         ids = run_group(conn, rid) if whole_group else [rid]
-        counts: dict[str, dict[str, int]] = {}
+        counts: dict[str, Counter[str]] = {}
         if ids:
             rows = conn.execute(
                 f"SELECT config, effect, count(*) FROM effects WHERE run_id IN ({','.join('?' * len(ids))})"
                 " GROUP BY config, effect", ids)
             for config, effect, n in rows:
-                counts.setdefault(config, {})[effect] = n
+                counts.setdefault(config, Counter())[effect] = n
         out[rid] = counts
     return out
 

@@ -98,33 +98,47 @@ def rekey(conn: sqlite3.Connection, old: str, new: str, signature: str) -> None:
                  (new, signature, now(), old))
 
 
-def sync(conn: sqlite3.Connection, repo: str, seen: Iterable[dict[str, Any]]) -> dict[str, int]:
+@dataclass(frozen=True)
+class Listed:
+    """One of the bot's issues as GitHub lists it (bot.github.publish builds it from an IssueRef and the body's
+    marker): what `sync` folds into the links."""
+
+    key: str
+    number: int
+    state: str                      # open | closed
+    title: str | None
+    kind: str | None                # as the marker says; None: an older marker without one
+    config: str | None
+    signature: str | None
+    body_sha: str | None            # the labels GitHub has (a rebuilt link refreshes its body)
+
+
+def sync(conn: sqlite3.Connection, repo: str, seen: Iterable[Listed]) -> dict[str, int]:
     """Fold what GitHub says about the bot's issues into the links; rebuilds lost links from markers.
 
-    `seen` items: {key, number, state, title, kind, config, signature}. An issue
-    the store believes open but GitHub shows closed was closed by a human.
+    An issue the store believes open but GitHub shows closed was closed by a human.
     Returns counts: {"rebuilt", "closed_by_human", "reopened_by_human"}.
     """
     counts = {"rebuilt": 0, "closed_by_human": 0, "reopened_by_human": 0}
     known = all_links(conn, repo)
     for item in seen:
-        link = known.get(item["key"])
+        link = known.get(item.key)
         if link is None:
-            upsert(conn, Link(key=item["key"], repo=repo, number=item["number"], kind=item.get("kind") or "tracking",
-                              config=item.get("config"), signature=item.get("signature"), state=item["state"],
-                              closed_by="human" if item["state"] == "closed" else None, title=item.get("title"),
-                              body_sha=item.get("body_sha")))
+            upsert(conn, Link(key=item.key, repo=repo, number=item.number, kind=item.kind or "tracking",
+                              config=item.config, signature=item.signature, state=item.state,
+                              closed_by="human" if item.state == "closed" else None, title=item.title,
+                              body_sha=item.body_sha))
             counts["rebuilt"] += 1
             continue
-        if link.number != item["number"]:
+        if link.number != item.number:
             # Two issues with one marker: keep the older (lower number), it is the one people link to.
-            if item["number"] > link.number:
+            if item.number > link.number:
                 continue
-            update(conn, link.key, number=item["number"])
-        if link.state == "open" and item["state"] == "closed":
+            update(conn, link.key, number=item.number)
+        if link.state == "open" and item.state == "closed":
             update(conn, link.key, state="closed", closed_by="human")
             counts["closed_by_human"] += 1
-        elif link.state == "closed" and item["state"] == "open":
+        elif link.state == "closed" and item.state == "open":
             update(conn, link.key, state="open", closed_by=None)
             counts["reopened_by_human"] += 1
     return counts

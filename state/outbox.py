@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
+from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Union
 
@@ -149,13 +150,13 @@ def entries(conn: sqlite3.Connection, batch: str | None = None) -> list[Entry]:
     return [_entry(r) for r in conn.execute(sql + " ORDER BY id", args)]
 
 
-def counts(conn: sqlite3.Connection, batch: str | None = None) -> dict[str, int]:
-    """{status: count} (of one batch)."""
+def counts(conn: sqlite3.Connection, batch: str | None = None) -> Counter[str]:
+    """{status: count} (of one batch; a status no entry has counts 0)."""
     sql, args = "SELECT status, count(*) FROM outbox", []
     if batch:
         sql += " WHERE batch = ?"
         args.append(batch)
-    return {s: n for s, n in conn.execute(sql + " GROUP BY status", args)}
+    return Counter({s: n for s, n in conn.execute(sql + " GROUP BY status", args)})
 
 
 @dataclass(frozen=True)

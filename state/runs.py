@@ -1,6 +1,7 @@
 """Runs, environments and outcomes: what the sweep engine writes as each item finishes."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -11,9 +12,10 @@ from functools import lru_cache
 from typing import Any, ClassVar, Iterable, Iterator
 
 from harness.core.model_build import ModelBuild
+from harness.core.options import RunOptions
 from harness.core.run_environment import RunEnvironment
 from harness.core.outcome import Outcome
-from harness.core.record import check_closed, parse
+from harness.core.record import RecordError, check_closed, parse
 from state.db import latest_rows, transaction
 
 log = logging.getLogger(__name__)
@@ -40,7 +42,7 @@ class Run:
     models: list[str]
     configs: dict[str, dict[str, Any]]
     base_settings: dict[str, Any]
-    options: dict[str, Any]
+    options: RunOptions
     environment: RunEnvironment
     reason: str | None = None
     nightly: str | None = None
@@ -55,10 +57,7 @@ class Run:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return {**self.__dict__, "environment": self.environment.to_dict()}
-
-
-_UNAVAILABLE = "unavailable_configs"  # the options key that keeps a run's unavailable configs
+        return {**self.__dict__, "options": self.options.to_dict(), "environment": self.environment.to_dict()}
 
 
 def environment_id(conn: sqlite3.Connection, env: RunEnvironment) -> int:
@@ -79,17 +78,17 @@ def environment_id(conn: sqlite3.Connection, env: RunEnvironment) -> int:
 
 def create_run(conn: sqlite3.Connection, *, environment: RunEnvironment, models: list[str],
                configs: dict[str, dict[str, Any]], base_settings: dict[str, Any] | None = None,
-               options: dict[str, Any] | None = None, kind: str = "sweep",
+               options: RunOptions = RunOptions(), kind: str = "sweep",
                nightly: str | None = None, shard: str | None = None,
                unavailable: dict[str, dict[str, Any]] | None = None) -> int:
     """Start a run; returns its id. `unavailable` configs are kept with the run's options."""
     env_id = environment_id(conn, environment)
-    options = {**(options or {}), **({_UNAVAILABLE: unavailable} if unavailable else {})}
+    options = dataclasses.replace(options, unavailable_configs=unavailable) if unavailable else options
     cur = conn.execute(
         "INSERT INTO runs (kind, environment_id, started_at, models, configs, base_settings, options, nightly, shard)"
         " VALUES (?,?,?,?,?,?,?,?,?)",
         (kind, env_id, now(), json.dumps(models), json.dumps(configs, sort_keys=True),
-         json.dumps(base_settings or {}, sort_keys=True), json.dumps(options or {}, sort_keys=True),
+         json.dumps(base_settings or {}, sort_keys=True), json.dumps(options.to_dict(), sort_keys=True),
          nightly, shard),
     )
     return cur.lastrowid
@@ -139,7 +138,7 @@ class ExportedRun:
     models: list[str]
     configs: dict[str, dict[str, Any]]
     base_settings: dict[str, Any]
-    options: dict[str, Any]
+    options: RunOptions
     environment: RunEnvironment
 
     CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"kind": KINDS, "status": STATUSES}
@@ -152,6 +151,11 @@ class ExportedRun:
         """Read the exported form; RecordError naming the field."""
         if isinstance(data, dict) and "environment" in data:
             data = {**data, "environment": RunEnvironment.from_dict(data["environment"])}
+        if isinstance(data, dict) and "options" in data:
+            try:
+                data = {**data, "options": RunOptions.from_dict(data["options"])}
+            except RecordError as exc:
+                raise RecordError(f"run.options: {exc}") from None
         return parse(cls, data, "run")
 
 
@@ -166,13 +170,13 @@ def import_run(conn: sqlite3.Connection, run: ExportedRun, outcomes_: list[Outco
     if row:
         return row[0]
     with transaction(conn):
-        options = {**run.options, "imported_from": origin}
+        options = dataclasses.replace(run.options, imported_from=origin)
         cur = conn.execute(
             "INSERT INTO runs (kind, environment_id, started_at, finished_at, status, reason, models, configs,"
             " base_settings, options, nightly, shard) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (run.kind, environment_id(conn, run.environment), run.started_at, run.finished_at, run.status, run.reason,
              json.dumps(run.models), json.dumps(run.configs, sort_keys=True),
-             json.dumps(run.base_settings, sort_keys=True), json.dumps(options, sort_keys=True), run.nightly,
+             json.dumps(run.base_settings, sort_keys=True), json.dumps(options.to_dict(), sort_keys=True), run.nightly,
              run.shard))
         run_id = cur.lastrowid
         for outcome in outcomes_:
@@ -287,14 +291,14 @@ def _store_name(conn: sqlite3.Connection) -> str:
 
 def _parsed(row: sqlite3.Row) -> Run:
     keys = row.keys()
-    options = json.loads(row["options"])
+    options = RunOptions.from_dict(json.loads(row["options"]))
     return Run(
         id=row["id"], kind=row["kind"], status=row["status"], started_at=row["started_at"],
         finished_at=row["finished_at"], models=json.loads(row["models"]), configs=json.loads(row["configs"]),
         base_settings=json.loads(row["base_settings"]), options=options,
         environment=RunEnvironment.from_dict(json.loads(row["env"]) if row["env"] else {}), reason=row["reason"],
         nightly=row["nightly"] if "nightly" in keys else None, shard=row["shard"] if "shard" in keys else None,
-        unavailable=options.get(_UNAVAILABLE) or {},
+        unavailable=options.unavailable_configs,
     )
 
 

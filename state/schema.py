@@ -423,5 +423,29 @@ CREATE TABLE answer_audits (
 );
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19]
+# v19 -> v20: a run's options are one typed record (harness.core.options.RunOptions, read strictly by state.runs).
+# A run stored before an option existed gets it once, with what its engine ran then: nothing judged or answered
+# before [accuracy] and the answered later calls (accuracy off, answer false), the tolerances the accuracy
+# reproducer fell back to, every other option at the value the engine had before it became a setting.
+V20 = """
+UPDATE runs SET options = json_set(options, '$.workers', 0) WHERE json_type(options, '$.workers') IS NULL;
+UPDATE runs SET options = json_set(options, '$.timeout', 300.0) WHERE json_type(options, '$.timeout') IS NULL;
+UPDATE runs SET options = json_set(options, '$.backend', 'count') WHERE json_type(options, '$.backend') IS NULL;
+UPDATE runs SET options = json_set(options, '$.device', 'cpu') WHERE json_type(options, '$.device') IS NULL;
+UPDATE runs SET options = json_set(options, '$.python', NULL) WHERE json_type(options, '$.python') IS NULL;
+UPDATE runs SET options = json_set(options, '$.max_items_per_worker', 50) WHERE json_type(options, '$.max_items_per_worker') IS NULL;
+UPDATE runs SET options = json_set(options, '$.max_rss_mb', 6000.0) WHERE json_type(options, '$.max_rss_mb') IS NULL;
+UPDATE runs SET options = json_set(options, '$.extra_modules', json('[]')) WHERE json_type(options, '$.extra_modules') IS NULL;
+UPDATE runs SET options = json_set(options, '$.gpu_workers', 2) WHERE json_type(options, '$.gpu_workers') IS NULL;
+UPDATE runs SET options = json_set(options, '$.compile_cache', NULL) WHERE json_type(options, '$.compile_cache') IS NULL;
+UPDATE runs SET options = json_set(options, '$.accuracy', json('{"enabled": false}')) WHERE json_type(options, '$.accuracy') IS NULL;
+UPDATE runs SET options = json_set(options, '$.accuracy.rtol', 0.001) WHERE json_type(options, '$.accuracy.rtol') IS NULL;
+UPDATE runs SET options = json_set(options, '$.accuracy.atol', 0.001) WHERE json_type(options, '$.accuracy.atol') IS NULL;
+UPDATE runs SET options = json_set(options, '$.accuracy.answer', json('false')) WHERE json_type(options, '$.accuracy.answer') IS NULL;
+UPDATE runs SET options = json_set(options, '$.accuracy.answer_audit', 0.05) WHERE json_type(options, '$.accuracy.answer_audit') IS NULL;
+UPDATE runs SET options = json_set(options, '$.accuracy.answer_audit_min', 2) WHERE json_type(options, '$.accuracy.answer_audit_min') IS NULL;
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19,
+                         V20]
 SCHEMA_VERSION = len(MIGRATIONS)

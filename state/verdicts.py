@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 from harness.core.model_build import ModelBuild
@@ -92,8 +92,8 @@ class Component:
         if text is None:
             return None
         data = _object(text, "component")
-        stages = tuple(parse(Stage, s, "isolation stage") for s in data.get("stages") or ())
-        return parse(cls, {**data, "stages": stages}, "component")
+        found = parse(cls, data, "component")
+        return replace(found, stages=tuple(parse(Stage, s, "isolation stage") for s in found.stages or ()))
 
 
 @dataclass(frozen=True)
@@ -144,8 +144,8 @@ class Maintainer:
         if text is None:
             return None
         data = _object(text, "maintainer's script")
-        runs = tuple(parse(DynamicRun, r, "dynamic run") for r in data.get("runs") or ())
-        return parse(cls, {**data, "runs": runs}, "maintainer's script")
+        found = parse(cls, data, "maintainer's script")
+        return replace(found, runs=tuple(parse(DynamicRun, r, "dynamic run") for r in found.runs or ()))
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ class Verdict:
     maintainer: Maintainer | None = None # the script a person would write, judged (None: not tried yet)
     carried_from: str | None = None     # the build whose shrunk case it carries, judged again here (None: its own)
     reminimised: str | None = None      # why it was shrunk again from the full model on this build (None: it was not)
-    cost: dict[str, Any] | None = None  # what reaching it cost on this build: {stages: {stage: s}, scripts, tries, kept}
+    cost: VerdictCost | None = None     # what reaching it cost on this build
 
     CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"status": STATUSES}
 
@@ -237,6 +237,29 @@ class StepCost:
     pending: int
 
 
+@dataclass(frozen=True)
+class VerdictCost:
+    """What reaching one verdict cost on its build: seconds per stage, scripts run, shrink tries and steps kept."""
+
+    stages: dict[str, float] = field(default_factory=dict)
+    scripts: int = 0
+    tries: int = 0
+    kept: int = 0
+
+    def __add__(self, other: "VerdictCost") -> "VerdictCost":
+        """Two costs added: stage seconds per stage (to one decimal), and scripts, tries and kept."""
+        stages = {k: round(self.stages.get(k, 0.0) + other.stages.get(k, 0.0), 1)
+                  for k in sorted({*self.stages, *other.stages})}
+        return VerdictCost(stages, self.scripts + other.scripts, self.tries + other.tries, self.kept + other.kept)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> "VerdictCost | None":
+        return None if text is None else parse(cls, _object(text, "verdict cost"), "verdict cost")
+
+
 def build_label(version: str | None, git: str | None) -> str:
     """A torch build as people name it: `2.13.0 (git abc)`, `2.13.0`, or `unknown`."""
     return f"{version or 'unknown'}" + (f" (git {git})" if git else "")
@@ -254,15 +277,15 @@ _COLUMNS = ("key", "config", "signature", "model", "fingerprint", "build_version
             "reminimised", "cost", "reusable", "recorded_at")
 
 
+_STORED = {"shrink": Shrink.from_json, "component": Component.from_json, "maintainer": Maintainer.from_json,
+           "cost": VerdictCost.from_json}       # the columns that hold a record as JSON, each read by its own reader
+
+
 def _verdict(row: sqlite3.Row) -> Verdict:
-    return Verdict(config=row["config"], signature=row["signature"], model=row["model"], fingerprint=row["fingerprint"],
-                   build_version=row["build_version"], build_git=row["build_git"], status=row["status"],
-                   reason=row["reason"], script=row["script"], torch_version=row["torch_version"],
-                   torch_git=row["torch_git"], shrunk=bool(row["shrunk"]),
-                   shrink=Shrink.from_json(row["shrink"]),
-                   component=Component.from_json(row["component"]),
-                   maintainer=Maintainer.from_json(row["maintainer"]), carried_from=row["carried_from"],
-                   reminimised=row["reminimised"], cost=json.loads(row["cost"]) if row["cost"] else None)
+    """A stored verdict, read by the one parser (its JSON columns by their records' readers)."""
+    data = {c: row[c] for c in _COLUMNS if c not in ("key", "reusable", "recorded_at")}
+    data = {**data, **{c: read(row[c] or None) for c, read in _STORED.items()}, "shrunk": bool(row["shrunk"])}
+    return parse(Verdict, data, "stored verdict")
 
 
 def put(conn: sqlite3.Connection, verdict: Verdict, *, reusable: bool = True) -> None:
@@ -273,7 +296,7 @@ def put(conn: sqlite3.Connection, verdict: Verdict, *, reusable: bool = True) ->
     values = (verdict.key, verdict.config, verdict.signature, verdict.model, verdict.fingerprint,
               verdict.build_version, verdict.build_git, verdict.status, verdict.reason, verdict.script,
               verdict.torch_version, verdict.torch_git, int(verdict.shrunk), shrink, component, maintainer,
-              verdict.carried_from, verdict.reminimised, json.dumps(verdict.cost, sort_keys=True) if verdict.cost else None,
+              verdict.carried_from, verdict.reminimised, verdict.cost.to_json() if verdict.cost else None,
               int(reusable), now())
     updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
     with transaction(conn):
@@ -297,21 +320,14 @@ def carried(conn: sqlite3.Connection, verdict: Verdict) -> Verdict | None:
     return _verdict(row) if row else None
 
 
-def add_cost(conn: sqlite3.Connection, verdict_key: str, cost: dict[str, Any]) -> None:
-    """Add `cost` (stage seconds, scripts, tries, kept) to what the stored verdict of `verdict_key` cost so far."""
+def add_cost(conn: sqlite3.Connection, verdict_key: str, cost: VerdictCost) -> None:
+    """Add `cost` to what the stored verdict of `verdict_key` cost so far."""
     row = conn.execute("SELECT cost FROM verdicts WHERE key = ?", (verdict_key,)).fetchone()
     if row is None:
         return
-    total = merge_cost(json.loads(row["cost"]) if row["cost"] else {}, cost)
+    total = (VerdictCost.from_json(row["cost"]) or VerdictCost()) + cost
     with transaction(conn):
-        conn.execute("UPDATE verdicts SET cost = ? WHERE key = ?", (json.dumps(total, sort_keys=True), verdict_key))
-
-
-def merge_cost(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Two costs added: stage seconds per stage, and scripts, tries and kept."""
-    stages = {k: round(a.get("stages", {}).get(k, 0.0) + b.get("stages", {}).get(k, 0.0), 1)
-              for k in sorted({*a.get("stages", {}), *b.get("stages", {})})}
-    return {"stages": stages, **{k: a.get(k, 0) + b.get(k, 0) for k in ("scripts", "tries", "kept")}}
+        conn.execute("UPDATE verdicts SET cost = ? WHERE key = ?", (total.to_json(), verdict_key))
 
 
 def record_step(conn: sqlite3.Connection, run_id: int, cost: StepCost) -> None:
@@ -327,7 +343,9 @@ def record_step(conn: sqlite3.Connection, run_id: int, cost: StepCost) -> None:
 def step_cost(conn: sqlite3.Connection, run_id: int) -> StepCost | None:
     """What the run's verify step cost, if it ran."""
     row = conn.execute("SELECT * FROM verify_steps WHERE run_id = ?", (run_id,)).fetchone()
-    return StepCost(row["seconds"], row["scripts"], row["workers"], row["groups"], row["pending"]) if row else None
+    if row is None:
+        return None
+    return parse(StepCost, {k: row[k] for k in row.keys() if k not in ("run_id", "recorded_at")}, "verify step cost")
 
 
 def components(conn: sqlite3.Connection) -> dict[tuple[str, str], Component]:

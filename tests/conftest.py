@@ -1,4 +1,5 @@
-"""Shared pytest fixtures. `fake_github`: the one fake GitHub server (tests/fakegithub)."""
+"""Shared pytest fixtures. `fake_github`: the one fake GitHub server (tests/fakegithub); the session's real runs
+that more than one file asserts on (`real_mimi_crash`, `transformers_scan`)."""
 from __future__ import annotations
 
 from typing import Callable, Iterator
@@ -41,3 +42,13 @@ def real_mimi_crash(tmp_path_factory):
     from tests.real_mimi_crash import sweep_verify_publish
 
     return sweep_verify_publish(tmp_path_factory.mktemp("real-mimi-crash"))
+
+
+@pytest.fixture(scope="session")
+def transformers_scan() -> dict:
+    """The installed transformers' real scan (every modeling module imported and hashed in a worker: ~40 s of CPU),
+    once per session: tests/test_zoo_lock.py and tests/test_cli_paths.py each used to scan on their own, and the
+    installed release does not change between tests."""
+    from harness.discovery import locker
+
+    return locker.scan()

@@ -16,6 +16,7 @@ from bot.verify import oracle
 from bot.verify.script import render_script
 from harness.core.effects import effects_for
 from harness.core.model_build import ModelBuild
+from harness.core.options import RunOptions, SweepOptions
 from harness.core.run_environment import RunEnvironment
 from harness.core.tracking import tracking_groups
 from harness.engine.script_runner import ScriptResult
@@ -31,7 +32,7 @@ def a_run(env: dict | None = None, backend: str = "count") -> Run:
     """A finished nightly as the store reads it back (what the verify step hands the reproducers)."""
     return Run(id=1, kind="nightly", status="finished", started_at="2026-11-21T03:00:00+00:00", finished_at=None,
                models=sorted(sc.corpus()), configs=sc.CONFIGS, base_settings={},
-               options={"backend": backend, "device": "cpu"}, environment=RunEnvironment.from_dict(env or ENV))
+               options=RunOptions(SweepOptions(backend=backend, device="cpu")), environment=RunEnvironment.from_dict(env or ENV))
 
 
 SIG = sc.SIG_A
@@ -104,11 +105,6 @@ class Twin:
             result = replace(result, signature="KeyError: padding_mask")
         self.results.append(result)
         return render_script(b, settings, baseline=baseline), result
-
-
-def run_shrink(twin: Twin, budget: float = 600.0, **kw: Any) -> shrink.Shrunk:
-    original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
-    return shrink.minimise(BUILD, {}, "count", "cpu", PY, SIG, original=original, budget=budget, runner=twin, **kw)
 
 
 def five_model_groups():

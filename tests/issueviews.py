@@ -15,6 +15,7 @@ from state.ranges import Range
 from state.runs import Run
 from state.verdicts import RunVerdict
 from tests.fakegithub import scenario as sc
+from harness.core.options import RunOptions
 from harness.core.run_environment import RunEnvironment
 
 
@@ -29,7 +30,7 @@ def view(outcomes: Iterable[Outcome], *, effects: Iterable[Effect] | None = None
     configs = configs if configs is not None else {c: {} for c in sorted({o.config for o in outs})}
     names = sorted(models if models is not None else {o.model for o in outs} | {e.model for e in effs})
     run = Run(id=run_id, kind="nightly", status="finished", started_at=f"{date}T03:00:00+00:00", finished_at=None,
-              models=names, configs=configs, base_settings={}, options=options or {}, environment=RunEnvironment.from_dict(environment or {}),
+              models=names, configs=configs, base_settings={}, options=RunOptions.from_dict(options or {}), environment=RunEnvironment.from_dict(environment or {}),
               nightly=date)
     transitions = list(transitions)
     diff = DiffResult(transitions=transitions, configs=sorted(configs)) if transitions else None

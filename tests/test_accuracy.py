@@ -10,7 +10,7 @@ from transformers import DynamicCache
 
 from bot import settings
 from harness.engine.accuracy import Fp64, as_close_as_eager, bitwise, bounded, compare, leaves
-from harness.engine.options import Accuracy
+from harness.core.options import Accuracy
 from harness.engine.scenarios import References, weights_moved
 from harness.zoo import Built
 from harness.zoo import CorruptEntry

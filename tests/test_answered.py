@@ -16,7 +16,7 @@ from harness.core.calls import Call
 from harness.core.outcome import ANSWERED, POOLED, Outcome
 from harness.engine.engine import SweepOptions, SweepRequest, run_items, sweep
 from harness.engine.flags import answering
-from harness.engine.options import Accuracy
+from harness.core.options import Accuracy
 from state import db, flags, runs
 
 CDOS = "capture_dynamic_output_shape_ops"

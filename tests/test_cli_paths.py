@@ -1,8 +1,14 @@
 """Relative paths at the command line, from a directory that is not the checkout: every command writes where it was
-told, and the workers (which run in the checkout) find what they were given."""
+told, and the workers (which run in the checkout) find what they were given.
+
+`zoo lock` runs in this process, chdir'd there, on the session's one real scan of transformers
+(tests/conftest.py's `transformers_scan`, which tests/test_zoo_lock.py reads too): the paths are resolved by the
+same `main`, and its workers still start in the checkout with the relative interpreter. The other commands run
+as a person runs them, in a fresh process."""
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import subprocess
@@ -12,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from bot.cli import paths
+from bot.cli.main import main
+from harness.discovery import locker
 from bot.settings import load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +38,7 @@ def _top_level(root: Path) -> set[str]:
 
 
 @pytest.mark.compile
-def test_every_command_takes_relative_paths_from_another_directory(tmp_path):
+def test_every_command_takes_relative_paths_from_another_directory(tmp_path, monkeypatch, capsys, transformers_scan):
     work = tmp_path / "elsewhere"
     work.mkdir()
     (work / "venv").symlink_to(sys.prefix, target_is_directory=True)   # venv/bin/python: relative to here only
@@ -42,8 +50,15 @@ def test_every_command_takes_relative_paths_from_another_directory(tmp_path):
     base = ("--settings", "conf/flagsweep.toml", "--state", "data/st.sqlite")
     (work / "data").mkdir()
 
-    locked = _flagsweep(work, *base, "zoo", "lock", "--models", "GPT2Model", "--lock-dir", "locks", "--json")
-    assert locked.returncode == 0, locked.stderr[-2000:]
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("FLAGSWEEP_STATE", raising=False)
+    monkeypatch.delenv("FLAGSWEEP_SETTINGS", raising=False)
+    asked = []      # the scan is asked in the settings' interpreter, resolved from here
+    monkeypatch.setattr(locker, "scan", lambda python=None: asked.append(python) or copy.deepcopy(transformers_scan))
+    locked = main([*base, "zoo", "lock", "--models", "GPT2Model", "--lock-dir", "locks", "--json"])
+    assert locked == 0, capsys.readouterr().err[-2000:]
+    assert asked == [str(work / "venv" / "bin" / "python")]
+    assert json.loads(capsys.readouterr().out)["locked"] == ["GPT2Model"]
     [lock_file] = (work / "locks").glob("transformers-*.json")
     entry = json.loads(lock_file.read_text())["entries"]["GPT2Model"]
     assert entry["status"] == "ok" and entry["config_class"] == "GPT2Config" and entry["config"]

@@ -16,6 +16,7 @@ import harness.core
 import state
 from harness.core import calls, correctness, outcome
 from harness.core.calls import Call
+from harness.core.options import RunOptions
 from harness.core.outcome import Effect, Outcome
 from harness.core.record import RecordError
 from harness.core.run_environment import DEVICE_KINDS, RunEnvironment
@@ -36,7 +37,7 @@ VALID: dict[type, Any] = {
     Component: Component("dynamo", "count", True),
     DynamicRun: DynamicRun("None", "passes"),
     Maintainer: Maintainer("", "eager", "confirmed"),
-    Run: Run(1, "sweep", "finished", "2026-11-28T00:00:00+00:00", None, [], {}, {}, {}, RunEnvironment()),
+    Run: Run(1, "sweep", "finished", "2026-11-28T00:00:00+00:00", None, [], {}, {}, RunOptions(), RunEnvironment()),
     ScriptResult: ScriptResult("ok"),
     gates.EnvironmentVerdict: gates.EnvironmentVerdict(1),
     ranges.Range: ranges.Range(1, "c", "s", "new_crash", "found"),

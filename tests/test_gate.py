@@ -24,6 +24,7 @@ from bot.github.client import GitHubPublisher
 from bot.pipeline import gate as gate_mod
 from bot.pipeline import nightly
 from bot.settings import IssueSettings, NightlySettings, Settings, VerifySettings
+from harness.core.options import SweepOptions
 from harness.core.outcome import Outcome
 from harness.core.run_environment import RunEnvironment
 from state import db, gates, history, resolutions, runs
@@ -119,9 +120,9 @@ def test_canaries_outside_the_nights_models_are_swept_with_it(gh_env):
 def test_environment_checks_name_what_is_missing(monkeypatch):
     env = RunEnvironment(python_version="3.11", torch_version="2.14")
     monkeypatch.setattr(gate_mod.shutil, "which", lambda name: None)
-    reasons = gate_mod.environment_reasons(env, {"device": "cuda", "backend": "inductor"})
+    reasons = gate_mod.environment_reasons(env, SweepOptions(device="cuda", backend="inductor"))
     assert [r["missing"] for r in reasons] == ["transformers", "CUDA", "a C++ compiler (inductor)"]
-    assert gate_mod.environment_reasons(dataclasses.replace(env, transformers_version="5"), {"device": "cpu"}) == []
+    assert gate_mod.environment_reasons(dataclasses.replace(env, transformers_version="5"), SweepOptions()) == []
 
 
 def test_max_error_jump_is_a_share(tmp_path):

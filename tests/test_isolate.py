@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from bot.verify import isolate, oracle, reproducers
+from bot.verify.context import StepContext
 from bot.verify.step import verify_run
 from bot.verify.steps import VerifySteps
 from bot.issues.keys import tracking_key
 from bot.github import publish
-from bot.settings import Settings
+from bot.settings import Settings, VerifySettings
 from harness.core.effects import effects_for
 from harness.core.model_build import ModelBuild
 from harness.core.tracking import tracking_groups
@@ -60,8 +61,7 @@ class Twin:
 
 
 def run_isolate(twin: Twin, model: str, backend: str = "inductor") -> Component:
-    return isolate.isolate(a_build(model), {}, SIG, backend=backend, device="cpu", python="py", timeout=9,
-                           runner=twin)
+    return isolate.isolate(a_build(model), oracle.Crash({}, {}, backend, "cpu", SIG), "py", timeout=9, runner=twin)
 
 
 @pytest.mark.parametrize("fails_from, component", [("eager", "dynamo"), ("aot_eager", "aot_autograd"),
@@ -108,8 +108,8 @@ def _groups_and_run(backend: str, torch_git: str = "abc") -> tuple[dict, list, A
 def _verify_and_isolate(twin: Any, backend: str, conn: sqlite3.Connection, torch_git: str = "abc") -> tuple[dict, dict]:
     groups, outs, run = _groups_and_run(backend, torch_git)
     builds = {m: a_build(m) for m in sc.corpus()}
-    found = reproducers.verify_all(conn, groups, outs, run, builds, seams=VerifySteps(run=twin))
-    return found, isolate.isolate_all(conn, groups, found, run, builds, seams=VerifySteps(run=twin))
+    found = reproducers.verify_all(StepContext.of(conn, run, builds, seams=VerifySteps(run=twin)), groups, outs)
+    return found, isolate.isolate_all(StepContext.of(conn, run, builds, seams=VerifySteps(run=twin)), groups, found)
 
 
 def test_isolated_once_per_signature_even_across_torch_builds(tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def _publish_twice(tmp_path: Path, backend: str, twin: Twin) -> tuple[list[int],
         for model in sc.corpus():                          # what reproducers are rendered from
             runs.record_model(conn, run_id, a_build(model))
         before = len(twin.calls)
-        verify_run(conn, run_id, enabled=True, timeout=600, shrink_budget=settings.verify.shrink_budget,
+        verify_run(conn, run_id, VerifySettings(timeout=600, shrink_budget=settings.verify.shrink_budget),
                    seams=VerifySteps(run=twin))
         publish.publish_run(conn, settings, run_id, dry_run=True, out_dir=str(tmp_path / date),
                             publisher=publish.open_publisher(settings, dry_run=True, out_dir=str(tmp_path / date)))
@@ -211,6 +211,7 @@ def test_isolation_runs_on_the_shrunk_build_when_the_verdict_carries_one(tmp_pat
     verdict = Verdict(CSO, SIG, "M", "fp", "2.13.0", "abc", "confirmed", script="s", shrunk=True,
                       shrink=Shrink(small, {}))
     run = a_run(ENV, "inductor")
-    out = isolate.isolate_all(db.connect(tmp_path / "state.sqlite"), {(CSO, SIG): []}, {(CSO, SIG): verdict}, run,
-                              {"M": a_build("M", {"num_hidden_layers": 4})}, seams=VerifySteps(run=runner))
+    out = isolate.isolate_all(StepContext.of(db.connect(tmp_path / "state.sqlite"), run, {"M": a_build("M", {"num_hidden_layers": 4})},
+                                             seams=VerifySteps(run=runner)),
+                              {(CSO, SIG): []}, {(CSO, SIG): verdict})
     assert out[(CSO, SIG)].component == "dynamo" and seen == [small]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.verify import isolate
+from bot.verify import isolate, oracle
 from bot.verify.steps import render_and_run
 from bot.issues.keys import tracking_key
 from harness.engine import configs
@@ -40,8 +40,8 @@ def test_a_missing_cpp_compiler_is_isolated_to_inductor():
         ran.append(args[2])
         return render_and_run(*args)
 
-    record = isolate.isolate(built, BROKEN_CXX, seen.signature, backend="inductor", device="cpu",
-                             python=sys.executable, timeout=600, runner=counting)
+    crash = oracle.Crash(BROKEN_CXX, {}, "inductor", "cpu", seen.signature)
+    record = isolate.isolate(built, crash, sys.executable, timeout=600, runner=counting)
     assert ran == ["eager", "aot_eager", "inductor"]
     assert [(s.backend, s.result) for s in record.stages] == [
         ("eager", "passes"), ("aot_eager", "passes"), ("inductor", "fails")]

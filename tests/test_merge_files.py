@@ -238,11 +238,11 @@ def test_merging_only_some_shards_says_which_are_missing_and_exits_1(tmp_path, c
 
 def test_the_options_a_real_sweep_stores_read_back_as_a_shards(tmp_path):
     """What the engine stores with a run (SweepOptions, the population drawn, configs set aside) passes the reader."""
-    from harness.engine.options import SweepOptions
+    from harness.core.options import RunOptions, SweepOptions
 
     options = Settings(state_path=tmp_path / "s.sqlite").sweep_options("/usr/bin/python3").to_dict()
     assert SweepOptions.from_dict(options).to_dict() == options
     stored = {**options, "population": {"population": "all", "source": None, "seed": 0, "candidates": 3, "size": 3,
                                         "sample": 2, "strata": {"decoder_llm": [2, 3]}},
               "unavailable_configs": {"x": {"settings": {"torch._dynamo.config.x": True}, "missing": ["x"]}}}
-    merge_mod._options(stored, tmp_path / "shard.json")
+    assert RunOptions.from_dict(stored).to_dict() == stored

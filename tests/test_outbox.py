@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.github import publish
+from bot.github import outbox_steps, publish
 from bot.github.client import GitHubPublisher
 from bot.github.port import ActionRefused
 from bot.issues.lifecycle import Action
@@ -40,9 +40,9 @@ def insert(conn, action: str, payload: str) -> None:
 
 
 def test_the_table_sends_and_applies_every_action_the_outbox_stores() -> None:
-    assert list(publish.STEPS) == list(outbox.PAYLOADS)
+    assert list(outbox_steps.STEPS) == list(outbox.PAYLOADS)
     with pytest.raises(ActionRefused, match="unknown action merge"):
-        publish._step("merge")
+        outbox_steps.step("merge")
 
 
 def test_every_action_round_trips_through_the_store(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from bot.issues.plan import plan as plan_issues
 from bot.view.run_view import load
 from bot.settings import NightlySettings, Settings, SettingsError, load as load_settings
 from harness.core.effects import effects_for
+from harness.core.options import RunOptions
 from harness.core.outcome import Outcome
 from harness.core.population import graph_breaking
 from state import db, runs
@@ -112,7 +113,7 @@ def test_nightly_sweeps_flags_only_on_the_breaking_models_and_reuses_their_basel
     assert world.compiles == 5 + 2                      # five baselines, then only the flag on the two breaking ones
     run = runs.get_run(conn, result.run_id)
     assert sorted(run.models) == ["BetaForCausalLM", "DeltaModel"] and result.models == 2
-    assert run.options["population"]["size"] == 2 and run.options["population"]["candidates"] == 5
+    assert run.options.population["size"] == 2 and run.options.population["candidates"] == 5
     # The summary issue's method table says what was drawn from what.
     [summary] = [p for p in (tmp_path / "out").glob("*.md") if p.read_text().startswith("# flagsweep summary")]
     body = summary.read_text()
@@ -126,7 +127,7 @@ def test_method_table_shows_strata_sample_population_and_seed(tmp_path: Path) ->
     outs = [ok("LlamaForCausalLM", "baseline", 4), Outcome("LlamaForCausalLM", "capture_scalar_outputs", "error",
                                                             stratum="decoder_llm", signature="RuntimeError: boom",
                                                             error_type="RuntimeError", error_message="boom")]
-    rid = runs.create_run(conn, environment=RunEnvironment.from_dict(ENV), models=["LlamaForCausalLM"], configs=CONFIGS, options={"population": meta})
+    rid = runs.create_run(conn, environment=RunEnvironment.from_dict(ENV), models=["LlamaForCausalLM"], configs=CONFIGS, options=RunOptions(population=meta))
     for o in outs:
         runs.record_outcome(conn, rid, o)
     runs.finish_run(conn, rid)
@@ -183,4 +184,4 @@ def test_real_baseline_pass_then_the_flag_only_on_the_breaking_model(tmp_path: P
     assert outs["baseline"] == next(o for o in drawn.prior if o.model == "TinyItemModel")   # reused, not compiled again
     assert (outs["baseline"].graphs, outs["capture_scalar_outputs"].graphs) == (2, 1)
     assert [e.effect for e in effects_for(list(outs.values()))] == ["reduces_graphs"]
-    assert runs.get_run(conn, rid).options["population"]["source"].startswith("baseline pass")
+    assert runs.get_run(conn, rid).options.population["source"].startswith("baseline pass")

@@ -10,6 +10,7 @@ from bot.issues.keys import tracking_key
 from bot.issues.plan import plan
 from bot.issues.timeline import Timeline
 from bot.verify import oracle, reproducers
+from bot.verify.context import StepContext
 from bot.verify.steps import VerifySteps
 from harness.core.effects import effects_for
 from harness.core.model_build import ModelBuild
@@ -49,10 +50,11 @@ def test_same_signature_confirms_other_does_not_and_verdicts_are_reused(tmp_path
             return "print('repro B')\n", ScriptResult(status="ok", graphs=1, signature=None)
         return "x", ScriptResult(status="error", signature="SomethingElse: entirely")
 
-    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, seams=VerifySteps(run=answering_checks(runner)))
+    v = reproducers.verify_all(StepContext.of(conn, a_run(), builds, seams=VerifySteps(run=answering_checks(runner))),
+                               groups, outs)
     a, b, c = v[(CSO, sc.SIG_A)], v[(CSO, sc.SIG_B)], v[(CDO, sc.SIG_C)]
     built_on = ("2.14.0.dev20261121+cpu", "abc")
-    assert a.cost["scripts"] == 1 and a.cost["tries"] == 0          # eager, baseline, flag in one run; no shrink
+    assert a.cost.scripts == 1 and a.cost.tries == 0          # eager, baseline, flag in one run; no shrink
     a, b, c = (dataclasses.replace(x, cost=None) for x in (a, b, c))
     assert a == verdicts.Verdict(CSO, sc.SIG_A, "Model01ForCausalLM", "fp-Model01ForCausalLM", *built_on, "confirmed",
                                  script="print('repro A')\n", torch_version=built_on[0], torch_git=built_on[1])
@@ -60,10 +62,14 @@ def test_same_signature_confirms_other_does_not_and_verdicts_are_reused(tmp_path
     assert c.status == "unconfirmed" and "another signature" in c.reason
     assert sorted(calls) == ["Model00ForCausalLM", "Model01ForCausalLM", "Model02ForCausalLM"]
     assert all(verdicts.get(conn, x.key) == x for x in v.values())   # each stored under its key, typed
-    again = reproducers.verify_all(conn, groups, outs, a_run(), builds, seams=VerifySteps(run=answering_checks(runner)))
+    again = reproducers.verify_all(StepContext.of(conn, a_run(), builds,
+                                                  seams=VerifySteps(run=answering_checks(runner))),
+                                   groups, outs)
     assert again == v and len(calls) == 3                     # nothing re-run: all from the store
     # Another torch build is another verdict: nothing is reused.
-    reproducers.verify_all(conn, groups, outs, a_run({**ENV, "torch_git": "def"}), builds, seams=VerifySteps(run=answering_checks(runner)))
+    reproducers.verify_all(StepContext.of(conn, a_run({**ENV, "torch_git": "def"}), builds,
+                                          seams=VerifySteps(run=answering_checks(runner))),
+                           groups, outs)
     assert len(calls) == 6
 
 
@@ -76,10 +82,10 @@ def test_a_broken_generator_is_reported_and_not_reused(tmp_path: Path) -> None:
         calls.append(args)
         raise RuntimeError("no such model in this transformers")
 
-    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, seams=VerifySteps(run=broken))
+    v = reproducers.verify_all(StepContext.of(conn, a_run(), builds, seams=VerifySteps(run=broken)), groups, outs)
     assert all(x.status == "unconfirmed" and "could not be generated" in x.reason for x in v.values())
     assert all(verdicts.get(conn, x.key) is None for x in v.values())   # kept for the run, never reused
-    reproducers.verify_all(conn, groups, outs, a_run(), builds, seams=VerifySteps(run=broken))
+    reproducers.verify_all(StepContext.of(conn, a_run(), builds, seams=VerifySteps(run=broken)), groups, outs)
     assert len(calls) == 2 * len(groups)                                 # so the next verification tries again
 
 
@@ -110,7 +116,8 @@ def test_an_eager_invalid_reproducer_is_not_verified(tmp_path: Path) -> None:
 
     from tests.issueviews import inputs
 
-    v = reproducers.verify_all(conn, groups, outs, a_run(), builds, seams=VerifySteps(run=answering_checks(runner)))
+    v = reproducers.verify_all(StepContext.of(conn, a_run(), builds, seams=VerifySteps(run=answering_checks(runner))),
+                               groups, outs)
     a, b, c = v[(CSO, sc.SIG_A)], v[(CSO, sc.SIG_B)], v[(CDO, sc.SIG_C)]
     assert a.status == "unconfirmed" and a.script == "" and a.reason.startswith("eager failed: ")
     assert "split_with_sizes" in a.reason and ("Model01ForCausalLM", "baseline") not in runs_seen
@@ -129,7 +136,7 @@ def test_nothing_stored_for_a_model_is_reported_not_reused(tmp_path: Path) -> No
     """The default runner renders from stored data only: a model the run stored nothing for is "not generated"."""
     outs, groups, _ = setup()
     conn = db.connect(tmp_path / "state.sqlite")
-    v = reproducers.verify_all(conn, groups, outs, a_run(), {})
+    v = reproducers.verify_all(StepContext.of(conn, a_run(), {}), groups, outs)
     assert all(x.status == "unconfirmed" and "stored no build data" in x.reason for x in v.values())
     assert all(verdicts.get(conn, x.key) is None for x in v.values())
 
@@ -141,7 +148,9 @@ def test_a_run_without_an_interpreter_says_so_and_runs_nothing(tmp_path: Path) -
     def never(*args):
         raise AssertionError("nothing may run without an interpreter")
 
-    v = reproducers.verify_all(conn, groups, outs, a_run({"torch_version": "2.13.0"}), builds, seams=VerifySteps(run=never))
+    v = reproducers.verify_all(StepContext.of(conn, a_run({"torch_version": "2.13.0"}), builds,
+                                              seams=VerifySteps(run=never)),
+                               groups, outs)
     assert {x.reason for x in v.values()} == {"could not be run: the run recorded no interpreter"}
 
 
@@ -158,7 +167,8 @@ def test_the_checks_run_in_one_interpreter_and_a_check_it_did_not_report_runs_al
                 "eager": dataclasses.replace(ok, mode="eager"), "baseline": dataclasses.replace(ok, mode="baseline")})
         return "s", ScriptResult(status="error", signature=sc.SIG_A, mode=mode)
 
-    judged = oracle.judge(ModelBuild("M", "X", {}, {}, 0), {}, {}, "count", "cpu", "py", sc.SIG_A, runner=died_in_flag, timeout=60)
+    judged = oracle.judge(ModelBuild("M", "X", {}, {}, 0), oracle.Crash({}, {}, "count", "cpu", sc.SIG_A), "py",
+                          runner=died_in_flag, timeout=60)
     assert judged.passed and asked == ["checks", "flag"]
 
     def hung_in_flag(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
@@ -167,5 +177,6 @@ def test_the_checks_run_in_one_interpreter_and_a_check_it_did_not_report_runs_al
                                                    "baseline": dataclasses.replace(ok, mode="baseline")})
 
     asked.clear()
-    judged = oracle.judge(ModelBuild("M", "X", {}, {}, 0), {}, {}, "count", "cpu", "py", "timeout", runner=hung_in_flag, timeout=60)
+    judged = oracle.judge(ModelBuild("M", "X", {}, {}, 0), oracle.Crash({}, {}, "count", "cpu", "timeout"), "py",
+                          runner=hung_in_flag, timeout=60)
     assert judged.passed and asked == ["checks"]      # a hang the sweep saw as its crash, seen again

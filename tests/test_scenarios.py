@@ -9,7 +9,7 @@ import pytest
 from harness.core.calls import SCENARIOS, Call
 from harness.core.correctness import recompile_effect
 from harness.engine.engine import SweepOptions, run_items
-from harness.engine.options import Accuracy
+from harness.core.options import Accuracy
 from harness.engine.group import same_as_baseline
 
 DYNAMIC = "dynamic_from_start"

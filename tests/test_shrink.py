@@ -14,6 +14,7 @@ from bot.github import publish
 from bot.pipeline import steps
 from bot.verify import oracle, reproducers, shrink
 from bot.text.render import render
+from bot.verify.context import StepContext
 from bot.verify.script import render_script
 from bot.verify.steps import VerifySteps
 from harness.engine.script_runner import ScriptResult
@@ -24,9 +25,12 @@ from tests.fakegithub import scenario as sc
 from tests.helpers_verify import (BUILD, PY, RUN, SIG, Twin, build_of, five_model_groups, sig_twin, store_run,
                                   verify_setup)
 
+CRASH = oracle.Crash({}, {}, "count", "cpu", SIG)   # what the twin's reproducer is judged against
+
+
 def run_shrink(twin: Twin, budget: float = 600.0, **kw: Any) -> shrink.Shrunk:
     original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
-    return shrink.minimise(BUILD, {}, "count", "cpu", PY, SIG, original=original, budget=budget, runner=twin, **kw)
+    return shrink.minimise(BUILD, original, shrink.crash_judge(CRASH, PY, twin), shrink.Limits(budget, **kw))
 
 
 def test_only_candidates_that_fail_with_the_same_signature_are_kept() -> None:
@@ -63,8 +67,8 @@ def test_the_budget_stops_it_before_a_try_would_overrun() -> None:
     twin = Twin(clock=now, cost=10.0)      # each try is three oracle runs (eager, baseline, flag): 30 s
     original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
     now[0] = 0.0
-    small = shrink.minimise(BUILD, {}, "count", "cpu", PY, SIG, original=original, budget=100.0, runner=twin,
-                            clock=lambda: now[0])
+    small = shrink.minimise(BUILD, original, shrink.crash_judge(CRASH, PY, twin, clock=lambda: now[0]),
+                            shrink.Limits(100.0, clock=lambda: now[0]))
     # Tries start at 0, 30 and 60 s; at 90 s the next (30 s, like the last) would end past 100 s.
     assert small.stats["tries"] == 3 and small.stats["stopped"] == "budget" and now[0] == 90.0
     assert oracle.reproduces(ScriptResult(status="error", signature=SIG), SIG)
@@ -83,7 +87,7 @@ def test_a_candidate_the_runner_cannot_render_is_rejected() -> None:
         return twin(b, *args)
 
     original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
-    small = shrink.minimise(BUILD, {}, "count", "cpu", PY, SIG, original=original, budget=600.0, runner=picky)
+    small = shrink.minimise(BUILD, original, shrink.crash_judge(CRASH, PY, picky), shrink.Limits(600.0))
     assert small.build.config["num_hidden_layers"] == 2 and small.stats["kept"] >= 1
 
 
@@ -109,7 +113,9 @@ def test_verify_all_stores_the_shrink_and_a_second_call_runs_nothing(tmp_path: P
     outs, groups, builds = verify_setup()
     conn = db.connect(tmp_path / "state.sqlite")
     twin = Twin()
-    first = reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0)
+    first = reproducers.verify_all(StepContext.of(conn, RUN, builds,
+                                                  seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0),
+                                   groups, outs)
     assert len(groups) == 3 and len(twin.calls) > 3                   # verified, then shrunk
     for found in first.values():
         assert found.status == "confirmed" and found.shrunk
@@ -119,7 +125,9 @@ def test_verify_all_stores_the_shrink_and_a_second_call_runs_nothing(tmp_path: P
         assert small.build.config["num_hidden_layers"] == 1 and small.build.model == found.model
         assert verdicts.get(conn, found.key) == found                  # stored as it came out, shrink included
     n = len(twin.calls)
-    again = reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0)
+    again = reproducers.verify_all(StepContext.of(conn, RUN, builds,
+                                                  seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0),
+                                   groups, outs)
     assert again == first and len(twin.calls) == n                     # the quiet nightly: zero runs
 
 
@@ -127,12 +135,17 @@ def test_a_verdict_stored_without_shrinking_is_shrunk_once_when_the_budget_is_on
     outs, groups, builds = verify_setup()
     conn = db.connect(tmp_path / "state.sqlite")
     twin = Twin()
-    plain = reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)))
+    plain = reproducers.verify_all(StepContext.of(conn, RUN, builds, seams=VerifySteps(run=sig_twin(twin))),
+                                   groups, outs)
     assert len(twin.calls) == 3 and all(not v.shrunk and v.shrink is None for v in plain.values())
-    shrunk = reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0)
+    shrunk = reproducers.verify_all(StepContext.of(conn, RUN, builds,
+                                                   seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0),
+                                    groups, outs)
     assert all(v.shrink for v in shrunk.values())
     n = len(twin.calls)
-    reproducers.verify_all(conn, groups, outs, RUN, builds, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0)
+    reproducers.verify_all(StepContext.of(conn, RUN, builds,
+                                          seams=VerifySteps(run=sig_twin(twin)), shrink_budget=600.0),
+                           groups, outs)
     assert len(twin.calls) == n
 
 
@@ -175,8 +188,9 @@ def test_shrink_budget_setting_loads_and_zero_turns_it_off(tmp_path: Path) -> No
     assert settings_mod.load(path, env={}).verify.shrink_budget == 0.0
     outs, groups = five_model_groups()
     twin = Twin()
-    v = reproducers.verify_all(db.connect(tmp_path / "state.sqlite"), groups, outs, RUN,
-                               {m: build_of(m) for m in sc.corpus(5)}, seams=VerifySteps(run=sig_twin(twin)), shrink_budget=0.0)
+    v = reproducers.verify_all(StepContext.of(db.connect(tmp_path / "state.sqlite"), RUN, {m: build_of(m) for m in sc.corpus(5)},
+                                              seams=VerifySteps(run=sig_twin(twin)), shrink_budget=0.0),
+                               groups, outs)
     assert len(twin.calls) == len(groups) and all(not e.shrunk for e in v.values())
 
 

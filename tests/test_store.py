@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from bot import settings as settings_mod
+from harness.core.options import RunOptions, SweepOptions
 from harness.core.outcome import Outcome
 from state import runs
 from state.db import StoreError, connect
@@ -197,6 +198,19 @@ def test_a_stored_environment_reads_back_to_the_same_bytes_and_an_unknown_field_
     with pytest.raises(runs.UnreadableRun, match="run 2 cannot be read: run environment: unknown field 'hostname'"):
         runs.get_run(conn, 2)
     assert [r.id for r in runs.list_runs(conn)] == [1]       # a listing leaves it out (issue 38), named in a warning
+    conn.close()
+
+
+def test_a_stored_runs_options_read_as_one_record_and_an_unknown_option_is_named(tmp_path):
+    conn = connect(tmp_path / "s.sqlite")
+    rid = runs.create_run(conn, environment=RunEnvironment.from_dict(hd.ENV), models=[], configs={},
+                          options=RunOptions(SweepOptions(backend="eager"), imported_from="abc"),
+                          unavailable={"x": {"settings": {"torch._dynamo.config.x": True}, "missing": ["x"]}})
+    run = runs.get_run(conn, rid)
+    assert (run.options.sweep.backend, run.options.imported_from, list(run.unavailable)) == ("eager", "abc", ["x"])
+    conn.execute("UPDATE runs SET options = json_set(options, '$.fast', 1) WHERE id = ?", (rid,))
+    with pytest.raises(runs.UnreadableRun, match="sweep options: unknown field 'fast'"):
+        runs.get_run(conn, rid)
     conn.close()
 
 

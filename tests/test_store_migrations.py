@@ -9,6 +9,7 @@ import sqlite3
 import pytest
 
 from harness.core.model_build import ModelBuild
+from harness.core.options import Accuracy, RunOptions, SweepOptions
 from harness.core.outcome import Outcome
 from harness.core.model_build import ModelBuild
 from state import (budgets, counters, deliveries, flags, gates, history, jobs, leases, ranges, resolutions,
@@ -179,9 +180,19 @@ def _fill_v18(conn: sqlite3.Connection) -> None:
     _fill_v17(conn)
 
 
+def _fill_v19(conn: sqlite3.Connection) -> None:
+    """v19 kept the later calls' read sets (no run rows changed): v18's rows, run 1's options as an engine before the
+    answered later calls stored them (accuracy without its answer fields, no gpu_workers or compile_cache)."""
+    _fill_v18(conn)
+    old = {"workers": 2, "timeout": 60.0, "backend": "eager", "device": "cpu", "python": "/p/bin/python",
+           "max_items_per_worker": 50, "max_rss_mb": 6000.0, "extra_modules": [],
+           "accuracy": {"enabled": True, "rtol": 0.01, "atol": 0.002}}
+    conn.execute("UPDATE runs SET options = ? WHERE id = 1", (json.dumps(old),))
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
            9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14, 15: _fill_v15,
-           16: _fill_v16, 17: _fill_v17, 18: _fill_v18}
+           16: _fill_v16, 17: _fill_v17, 18: _fill_v18, 19: _fill_v19}
 
 
 def _build_at(path, version: int) -> None:
@@ -329,6 +340,15 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     assert flags.windows(conn, rid, "M") == windows
     flags.record_answer_audit(conn, rid, [flags.AnswerFinding("M", "c", "hook_added: accuracy 'wrong' answered, 'exact' traced")])
     assert [f.disagreement is not None for f in flags.answer_audit(conn, rid)] == [True]
+    # v20: a run's options are one record; a run stored before an option existed was given it once (nothing judged or
+    # answered before [accuracy], nothing answered before the answered later calls), the rest read as stored.
+    assert runs.get_run(conn, 2).options == RunOptions(SweepOptions(accuracy=Accuracy(enabled=False, answer=False)))
+    stored = json.loads(conn.execute("SELECT options FROM runs WHERE id = 2").fetchone()[0])
+    assert stored == RunOptions.from_dict(stored).to_dict()
+    one = runs.get_run(conn, 1).options.sweep
+    assert (one.backend, one.workers, one.gpu_workers, one.accuracy) == (
+        ("eager", 2, 2, Accuracy(rtol=0.01, atol=0.002, answer=False)) if version == 19 else
+        ("count", 0, 2, Accuracy(enabled=False, answer=False)))
 
 
 def test_each_migration_is_one_transaction(tmp_path):

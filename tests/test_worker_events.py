@@ -15,8 +15,8 @@ from harness.core.outcome import Outcome
 from harness.core.record import RecordError
 from harness.core.run_environment import RunEnvironment
 from harness.engine import events
-from harness.engine.options import Accuracy
-from harness.engine.options import SweepOptions
+from harness.core.options import Accuracy
+from harness.core.options import SweepOptions
 from harness.engine.pool import Pool, PoolError
 
 

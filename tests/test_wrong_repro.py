@@ -25,7 +25,7 @@ from harness.core.calls import Call
 from harness.core.model_build import ModelBuild
 from harness.engine import engine, scenarios
 from harness.engine.engine import SweepRequest
-from harness.engine.options import Accuracy, SweepOptions
+from harness.core.options import Accuracy, SweepOptions
 from harness.engine.script_runner import ScriptResult, run_script
 from state import db, runs
 from tests import accuracy_models as am
@@ -139,7 +139,7 @@ def test_the_shrink_keeps_only_steps_where_the_baseline_passes_and_the_flag_fail
         return oracle.judge_wrong(built, case(), "py", check=twin, timeout=timeout)
 
     original = twin(TINY, case(), "py", 60)
-    small = shrink.minimise(TINY, CSO, "count", "cpu", "py", FIRST, original=original, budget=600, judge=judge)
+    small = shrink.minimise(TINY, original, judge, shrink.Limits(600))
     config = small.build.config
     assert config["hidden_size"] == 8 and 20 <= config["vocab_size"] < 50, config
     assert refused and small.stats["kept"] >= 1 and small.script == f"script {config}"
@@ -150,8 +150,7 @@ def test_the_shrink_keeps_only_steps_where_the_baseline_passes_and_the_flag_fail
 def test_a_real_shrink_step_keeps_baseline_passes_flag_fails(python: str) -> None:
     judge = lambda built, timeout: oracle.judge_wrong(built, case(), python, check=render_and_check, timeout=timeout)
     original = render_and_check(TINY, case(), python, 300, "flag")
-    small = shrink.minimise(TINY, CSO, "count", "cpu", python, FIRST, original=original, budget=600, judge=judge,
-                            max_tries=1)
+    small = shrink.minimise(TINY, original, judge, shrink.Limits(600, max_tries=1))
     assert small.stats["tries"] == 1 and small.stats["kept"] == 1, small.stats   # every knob at once: kept
     st = small.stats
     assert st["after"]["parameters"] < st["before"]["parameters"] and st["rows"]

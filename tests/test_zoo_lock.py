@@ -36,16 +36,10 @@ def small_lock(tmp_path, monkeypatch):
     lock.load.cache_clear()
 
 
-@pytest.fixture(scope="module")
-def scan_doc() -> dict:
-    """The installed transformers' real scan (every modeling module imported and hashed: ~40 s of CPU), once."""
-    return locker.scan()
-
-
 @pytest.fixture
-def scanned_once(scan_doc, monkeypatch):
-    """`zoo lock` in this process reads the module's one scan: the installed release does not change between tests."""
-    monkeypatch.setattr(locker, "scan", lambda python=None: copy.deepcopy(scan_doc))
+def scanned_once(transformers_scan, monkeypatch):
+    """`zoo lock` in this process reads the session's one real scan (tests/conftest.py)."""
+    monkeypatch.setattr(locker, "scan", lambda python=None: copy.deepcopy(transformers_scan))
 
 
 def _main(capsys, *args: str) -> tuple[int, str, str]:

@@ -207,7 +207,7 @@ def _merge(args: argparse.Namespace, settings: Any) -> int:
                                        configs=list(run.configs), dry_run=dry_run, out_dir=str(out),
                                        torch={"version": run.environment.torch_version,
                                               "git": run.environment.torch_git, "current": False},
-                                       missing_shards=list(run.options.get("missing_shards") or []))
+                                       missing_shards=list(run.options.missing_shards or []))
         result = nightly.publish_stage(conn, settings, result, run, python=python or settings.sweep.python,
                                        steps=Steps(), out=out)
     finally:

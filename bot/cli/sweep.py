@@ -103,7 +103,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
         print(f"flagsweep sweep: interrupted; finished items are stored. Continue with: flagsweep sweep --resume {exc.run_id}",
               file=sys.stderr)
         return 130
-    _show(conn, run, options, as_json=args.json)
+    _show(conn, run, as_json=args.json)
     return 0
 
 
@@ -225,7 +225,7 @@ def summary(run: Any, outcomes: list, effects: list, backend: str) -> dict[str, 
             "findings": defaults.explain(outcomes, run.configs, defaults.load())}
 
 
-def _show(conn: Any, run: Any, options: Any, as_json: bool) -> None:
+def _show(conn: Any, run: Any, as_json: bool) -> None:
     from bot.text.render import render
     from harness.core.effects import effects_for
     from state import runs
@@ -238,4 +238,4 @@ def _show(conn: Any, run: Any, options: Any, as_json: bool) -> None:
         json.dump(doc, sys.stdout, indent=1, sort_keys=False)
         sys.stdout.write("\n")
         return
-    sys.stdout.write(render("sweep_effects.txt.j2", **summary(run, outcomes, effects, run.options.get("backend", options.backend))))
+    sys.stdout.write(render("sweep_effects.txt.j2", **summary(run, outcomes, effects, run.options.sweep.backend)))

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from bot.issues import keys, plan as issue_plan, routing, timeline
+from bot.issues import plan as issue_plan, routing, timeline
 from bot.issues.lifecycle import Plan
 from bot.github import resolutions as resolutions_mod
 from bot.issues.context import PlanSettings
@@ -38,6 +38,7 @@ from bot.issues.material import BodyHash, labels_digest
 from bot.text import render
 from bot.view import run_view
 from bot.github.dryrun import DryRunPublisher
+from bot.github.outbox_steps import Out, step as outbox_step
 from bot.github.port import ActionRefused, GitHubUnavailable, IssueRef, Publisher
 from bot.view.run_view import RunView
 from bot.settings import Settings
@@ -172,8 +173,6 @@ def _publish_view(conn: sqlite3.Connection, settings: Settings, view: RunView, *
     shadow = not dry_run and settings.issues.shadow
     where = repo or DRY_RUN_REPO
 
-    held: list[tuple[str, str, str, str]] = []
-
     def make_plan(store: sqlite3.Connection, seen: RunView) -> Plan:
         tally = resolutions.tally(conn if shadow else store, where)
         summary.precision = tally.to_dict()
@@ -181,7 +180,6 @@ def _publish_view(conn: sqlite3.Connection, settings: Settings, view: RunView, *
                                    precision=tally.verdicts())
         made, summary.gated = gated(issue_plan.plan(seen, timeline.gather(store, seen, psettings.min_nights), told),
                                     gate)
-        held[:] = [(h.status, h.key, h.title, h.body) for h in made.held]
         summary.held = {s: sum(1 for h in made.held if h.status == s) for s in ("pending", "watching")}
         return made
 
@@ -203,10 +201,10 @@ def _publish_view(conn: sqlite3.Connection, settings: Settings, view: RunView, *
     if not shadow:
         run.keep = scratch                      # a dry run knows nothing of GitHub: its precision is the copy's
     try:
-        _publish(scratch, view, files, where, summary, run)
+        made = _publish(scratch, view, files, where, summary, run)
     finally:
         scratch.close()
-    files.write_held(held)
+    files.write_held([(h.status, h.key, h.title, h.body) for h in made.held] if made else [])
     return _done(files, summary)
 
 
@@ -228,36 +226,42 @@ def _done(pub: Publisher, summary: PublishSummary) -> PublishSummary:
 
 
 def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str, summary: PublishSummary,
-             run: Sending) -> PublishSummary:
-    """The kill switch, then steps (1) to (5) of the module docstring, for a real publish and a dry run alike."""
+             run: Sending) -> Plan | None:
+    """The kill switch, then steps (1) to (5) of the module docstring, for a real publish and a dry run alike.
+
+    Returns the plan made in step (3) (its held signatures are what a dry run writes beside its files), None when
+    sending stopped before planning."""
     say = run.say
     try:
         switch = pub.paused(run.pause_label)
     except GitHubUnavailable as exc:          # say what is left from an earlier publish, not "0 actions"
         summary.stopped = str(exc)
         summary.rows += [_entry_row(conn, repo, e, "pending") for e in outbox.unfinished(conn)]
-        return _finish(conn, summary)
+        _finish(conn, summary)
+        return None
     if switch is not None:
         summary.paused = switch.number
         summary.stopped = render.render("publish_paused.txt.j2", number=switch.number, label=run.pause_label).strip()
         say(summary.stopped)
-        return _finish(conn, summary)
+        _finish(conn, summary)
+        return None
     # (1) an earlier publish may have left work behind: finish it before planning anew.
     leftovers = outbox.unfinished(conn)
     if leftovers:
         say(f"resuming {len(leftovers)} action(s) left in the outbox")
         summary.resumed = len(leftovers)
         if _drain(conn, pub, repo, summary, say):
-            return _finish(conn, summary)
+            _finish(conn, summary)
+            return None
     # (2) what GitHub says now: human closes, and links lost with the store.
     try:
         # A rebuilt link knows the labels GitHub has (so they are not re-sent) but no body hash (so it is refreshed).
         refs = pub.list_own_issues()
     except GitHubUnavailable as exc:
         summary.stopped = str(exc)
-        return _finish(conn, summary)
-    seen = [{"key": r.key, "number": r.number, "state": r.state, "title": r.title, **_meta(r.body),
-             "body_sha": BodyHash(labels=labels_digest(r.labels)).text()} for r in refs]
+        _finish(conn, summary)
+        return None
+    seen = [_listed(r) for r in refs]
     summary.synced = links_mod.sync(conn, repo, seen)
     _record_resolutions(run.keep, repo, refs, seen, links_mod.all_links(conn, repo))
     if any(summary.synced.values()) or leftovers:
@@ -272,26 +276,32 @@ def _publish(conn: sqlite3.Connection, view: RunView, pub: Publisher, repo: str,
     if plan.actions:
         outbox.enqueue(conn, outbox.new_batch(), view.id, [(a.key, a.action, a.payload()) for a in plan.actions])
         _drain(conn, pub, repo, summary, say)
-    return _finish(conn, summary)
+    _finish(conn, summary)
+    return plan
 
 
-def _record_resolutions(keep: sqlite3.Connection, repo: str, refs: list[Any], seen: list[dict[str, Any]],
+def _record_resolutions(keep: sqlite3.Connection, repo: str, refs: list[IssueRef], seen: list[links_mod.Listed],
                         links: dict[str, links_mod.Link]) -> None:
     """Store how each of the bot's tracking issues ended (read from the same listing: no extra request)."""
     tracked = [(ref, item) for ref, item in zip(refs, seen)
-               if (item.get("kind") or (links[ref.key].kind if ref.key in links else None)) == "tracking"]
+               if (item.kind or (links[ref.key].kind if ref.key in links else None)) == "tracking"]
     resolutions.record(keep, repo, [resolutions_mod.resolve(ref, links.get(ref.key)) for ref, _ in tracked])
 
 
-def _meta(body: str) -> dict[str, Any]:
+def _listed(ref: IssueRef) -> links_mod.Listed:
+    """One listed issue as the links take it: its marker's kind, config and signature (read from GitHub's body),
+    and a body hash of its labels alone (a rebuilt link knows the labels, so they are not re-sent)."""
     from bot.text.markdown import marker_meta
-    data = marker_meta(body)
-    return {k: data.get(k) for k in ("kind", "config", "signature")}
+    meta = marker_meta(ref.body)
+    kind, config, signature = (meta.get(name) for name in ("kind", "config", "signature"))
+    return links_mod.Listed(key=ref.key, number=ref.number, state=ref.state, title=ref.title, kind=kind,
+                            config=config, signature=signature,
+                            body_sha=BodyHash(labels=labels_digest(ref.labels)).text())
 
 
 def _finish(conn: sqlite3.Connection, summary: PublishSummary) -> PublishSummary:
     counts = outbox.counts(conn)
-    summary.pending = counts.get("pending", 0) + counts.get("sending", 0)
+    summary.pending = counts["pending"] + counts["sending"]
     return summary
 
 
@@ -310,7 +320,7 @@ def _drain(conn: sqlite3.Connection, pub: Publisher, repo: str, summary: Publish
         out = Out(conn, pub, repo, entry, uncertain=entry.uncertain)   # as it was before this attempt
         outbox.mark_sending(conn, entry.id)
         try:
-            step = _step(entry.action)
+            step = outbox_step(entry.action)
             result, changed = step.send(out, entry.payload)
         except GitHubUnavailable as exc:
             outbox.mark_pending(conn, entry.id, str(exc))
@@ -345,146 +355,3 @@ def _entry_row(conn: sqlite3.Connection, repo: str, entry: outbox.Entry, result:
         number = (issue.number if issue else None) or (link.number if link else None)
     title = (issue.title or f"({issue.reason or entry.action})") if issue else f"({entry.action})"
     return _row(entry.action, entry.key, number, title, result)
-
-
-@dataclass(frozen=True)
-class Out:
-    """One outbox entry on its way out: the store, the publisher, the repository, and whether an earlier attempt
-    may have reached GitHub (then a create or comment looks for itself first)."""
-
-    conn: sqlite3.Connection
-    pub: Publisher
-    repo: str
-    entry: outbox.Entry
-    uncertain: bool
-
-    def number(self, p: outbox.IssuePayload) -> int:
-        """The issue the entry writes to: as planned, else as linked since (a create done by an earlier entry)."""
-        if p.number:
-            return int(p.number)
-        link = links_mod.get(self.conn, self.entry.key, self.repo)
-        if link is None:
-            raise ActionRefused(f"{self.entry.action} {self.entry.key}: no issue number known")
-        return link.number
-
-    def body(self, p: outbox.IssuePayload) -> str | None:
-        """The body with references to other issues resolved to their numbers (as linked now)."""
-        if not keys.has_refs(p.body):
-            return p.body
-        numbers = {k: l.number for k, l in links_mod.all_links(self.conn, self.repo).items()}
-        return keys.resolve_refs(p.body or "", numbers)
-
-
-Sent = tuple[dict[str, Any], bool]        # (the result the outbox keeps, whether GitHub changed)
-
-
-def _send_create(out: Out, p: outbox.IssuePayload) -> Sent:
-    link = links_mod.get(out.conn, out.entry.key, out.repo)
-    if link is not None:              # filed by an earlier publish (or adopted by the sync): edit instead
-        return {"number": link.number, "adopted": True}, out.pub.edit_issue(link.number, title=p.title,
-                                                                            body=out.body(p))
-    number = out.pub.create_issue(out.entry.key, p.title, out.body(p) or "", p.labels or [], look=out.uncertain)
-    return {"number": number}, True
-
-
-def _send_edit(out: Out, p: outbox.IssuePayload) -> Sent:
-    number = out.number(p)
-    return {"number": number}, out.pub.edit_issue(number, title=p.title, body=out.body(p))
-
-
-def _send_comment(out: Out, p: outbox.IssuePayload) -> Sent:
-    number = out.number(p)
-    return {"number": number, "comment": out.pub.comment(number, out.body(p) or "", look=out.uncertain)}, True
-
-
-def _send_close(out: Out, p: outbox.IssuePayload) -> Sent:
-    number = out.number(p)
-    return {"number": number}, out.pub.close(number)
-
-
-def _send_reopen(out: Out, p: outbox.IssuePayload) -> Sent:
-    number = out.number(p)
-    return {"number": number}, out.pub.reopen(number)
-
-
-def _send_labels(out: Out, p: outbox.IssuePayload) -> Sent:
-    number = out.number(p)
-    return {"number": number}, out.pub.set_labels(number, p.labels or [])
-
-
-def _send_react(out: Out, p: outbox.Reaction) -> Sent:
-    out.pub.react(p.comment_id, p.content)
-    return {}, True
-
-
-def _body_sha(p: outbox.IssuePayload) -> str | None:
-    """The body hash the link keeps, re-written in today's form (an older stored form parses the same)."""
-    return BodyHash.parse(p.material).text() if p.material else None
-
-
-def _apply_create(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
-    existing = links_mod.get(out.conn, out.entry.key, out.repo)
-    links_mod.upsert(out.conn, links_mod.Link(
-        key=out.entry.key, repo=out.repo, number=result["number"], kind=p.kind or "tracking", config=p.config,
-        signature=p.signature, state="open", body_sha=_body_sha(p), title=p.title,
-        cc=existing.cc if existing else [], muted=existing.muted if existing else False))
-    _resolved(out, p, None)
-
-
-def _apply_edit(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
-    links_mod.update(out.conn, out.entry.key, body_sha=_body_sha(p), **({"title": p.title} if p.title else {}))
-
-
-def _apply_labels(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
-    links_mod.update(out.conn, out.entry.key, body_sha=_body_sha(p))
-
-
-def _apply_close(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
-    links_mod.update(out.conn, out.entry.key, state="closed", closed_by="bot")
-    _resolved(out, p, "completed")
-
-
-def _apply_reopen(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
-    links_mod.update(out.conn, out.entry.key, state="open", closed_by=None, quiet_nightlies=0)
-    _resolved(out, p, "reopened")
-
-
-def _apply_nothing(out: Out, p: outbox.Payload, result: dict[str, Any]) -> None:
-    """A comment or a reaction changes no link."""
-
-
-def _resolved(out: Out, p: outbox.IssuePayload, state_reason: str | None) -> None:
-    """What the bot's own write did to a tracking issue's resolution (as the next listing will show it)."""
-    if p.kind != "tracking":
-        return
-    link = links_mod.get(out.conn, out.entry.key, out.repo)
-    ref = IssueRef(number=link.number, title="", body="", state=link.state, author="", key=out.entry.key,
-                   state_reason=state_reason)
-    resolutions.record(out.conn, out.repo, [resolutions_mod.resolve(ref, link)])
-
-
-@dataclass(frozen=True)
-class Step:
-    """One outbox action: `send` talks to the Publisher, `apply` updates the links in the transaction that marks
-    the entry done. Each takes the entry's payload, of the type the outbox stores for that action."""
-
-    send: Callable[[Out, Any], Sent]
-    apply: Callable[[Out, Any, dict[str, Any]], None]
-
-
-STEPS: dict[str, Step] = {
-    "create": Step(_send_create, _apply_create),
-    "edit": Step(_send_edit, _apply_edit),
-    "comment": Step(_send_comment, _apply_nothing),
-    "close": Step(_send_close, _apply_close),
-    "reopen": Step(_send_reopen, _apply_reopen),
-    "labels": Step(_send_labels, _apply_labels),
-    "react": Step(_send_react, _apply_nothing),
-}
-
-
-def _step(action: str) -> Step:
-    """The send and apply of `action`; ActionRefused for one this publisher does not know."""
-    if action not in STEPS:
-        raise ActionRefused(f"unknown action {action}")
-    return STEPS[action]

@@ -103,6 +103,7 @@ class RunContext:
         """The body fields every issue of `config` shares (the template context they start from)."""
         run = self.view.run
         env, options = run.environment, run.options
+        how = options.sweep
         table = effect_table(self.effects(config), config)
         strata = Counter(o.stratum or "unknown" for o in self.view.outcomes if o.config == "baseline")
         return {
@@ -110,12 +111,12 @@ class RunContext:
             "environment": [(k, getattr(env, k)) for k in ENV_FIELDS if getattr(env, k)],
             "n_models": len(self.view.models or strata), "strata": sorted(strata.items()),
             "configs": [(n, json.dumps(v, sort_keys=True)) for n, v in sorted(run.configs.items())],
-            "backend": options.get("backend", "count"), "device": options.get("device", "cpu"),
+            "backend": how.backend, "device": how.device,
             "effects_table": table.rows, "testable": table.testable, "report_url": self.settings.report_url,
             "gate": self.settings.gate, "precision": self.settings.precision,
             "begin": markdown.BEGIN, "end": markdown.END, "date": self.date, "date_text": when(self.date),
-            "population": options.get("population"),
-            "unavailable": sorted((n, u.get("missing") or []) for n, u in run.unavailable.items()),
+            "population": options.population,
+            "unavailable": sorted((n, u["missing"] or []) for n, u in run.unavailable.items()),
         }
 
 

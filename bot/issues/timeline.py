@@ -161,7 +161,7 @@ def _trend(conn: sqlite3.Connection, axis: list[Run], configs: set[str]) -> dict
     trend = {}
     for c in configs:
         points = [(r, counts[r.id][c]) for r in recent if c in counts[r.id]]
-        trend[c] = tuple(TrendPoint(issue_date(r)[:10], n.get("crashes", 0), n.get("reduces_graphs", 0))
+        trend[c] = tuple(TrendPoint(issue_date(r)[:10], n["crashes"], n["reduces_graphs"])
                          for r, n in points)
     return trend
 

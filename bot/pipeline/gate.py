@@ -18,6 +18,7 @@ from state import gates, history
 from state.gates import EnvironmentVerdict
 from state.runs import Run
 from harness.core.outcome import Outcome
+from harness.core.options import SweepOptions
 from harness.core.run_environment import RunEnvironment
 
 COMPILERS = ("c++", "g++", "clang++")     # what inductor's C++ build looks for on PATH
@@ -27,7 +28,7 @@ FAILED_AT_BASELINE = ("create_error", "input_error", "eager_error", "error", "ti
 def check(conn: sqlite3.Connection, run: Run, prev: Run | None, settings: Settings) -> EnvironmentVerdict:
     """Judge the run (its shard group) against the previous comparable run and store the verdict; returns it."""
     baseline = {o.model: o for o in history.group_outcomes(conn, run.id) if o.config == "baseline"}
-    reasons = environment_reasons(run.environment, run.options)
+    reasons = environment_reasons(run.environment, run.options.sweep)
     reasons += canary_reasons(baseline, settings.nightly.canaries)
     if prev is not None:
         before = {o.model: o for o in history.group_outcomes(conn, prev.id) if o.config == "baseline"}
@@ -36,14 +37,14 @@ def check(conn: sqlite3.Connection, run: Run, prev: Run | None, settings: Settin
     return gates.record(conn, EnvironmentVerdict(run_id=run.id, verdict=verdict, reasons=reasons))
 
 
-def environment_reasons(env: RunEnvironment, options: dict) -> list[dict]:
+def environment_reasons(env: RunEnvironment, options: SweepOptions) -> list[dict]:
     """What the environment lacks: interpreter, torch, transformers, CUDA on a CUDA run, a compiler for inductor."""
     wanted = [(env.python_version, "a Python interpreter"), (env.torch_version, "torch"),
               (env.transformers_version, "transformers")]
-    if str(options.get("device") or env.device or "cpu").startswith("cuda"):
+    if options.on_cuda:
         wanted.append((env.cuda_version, "CUDA"))
     reasons = [{"kind": "check", "missing": what} for value, what in wanted if not value]
-    if options.get("backend") == "inductor" and not any(shutil.which(c) for c in COMPILERS):
+    if options.backend == "inductor" and not any(shutil.which(c) for c in COMPILERS):
         reasons.append({"kind": "check", "missing": "a C++ compiler (inductor)"})
     return reasons
 

@@ -27,7 +27,6 @@ from harness.core.outcome import Outcome
 from harness.core.record import RecordError
 from harness.core.run_environment import RunEnvironment
 from harness.engine.configs import ConfigError, check_syntax
-from harness.engine.options import SweepOptions
 from state import history
 from state import runs as runs_mod
 from state.db import transaction
@@ -45,11 +44,6 @@ _RUN_TYPES: dict[str, tuple[type, ...]] = {
     "configs": (dict,), "base_settings": (dict,), "options": (dict,), "environment": (dict,),
 }
 
-
-# What else a run's options may hold beside SweepOptions' fields (the engine's population, the configs set aside,
-# the file a run was itself imported from), and what a population's description holds (bot.pipeline.sampling).
-_OPTION_EXTRAS = ("population", "unavailable_configs", "imported_from")
-_POPULATION = ("population", "source", "seed", "candidates", "size", "sample", "strata")
 _TOP = ("format", "version", "run", "outcomes", "builds")
 _OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome))
 
@@ -138,7 +132,6 @@ def _run(data: dict, path: Path) -> runs_mod.ExportedRun:
             check_syntax(settings, f"run.configs.{name}")
     except ConfigError as exc:
         raise MergeError(f"{path}: {exc}") from None
-    _options(run.options, path)
     return run
 
 
@@ -148,24 +141,6 @@ def _iso_time(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _options(options: dict[str, Any], path: Path) -> None:
-    """A run's options: SweepOptions' fields in range, and only the extras a run stores beside them."""
-    own = {k: v for k, v in options.items() if k not in _OPTION_EXTRAS}
-    try:
-        SweepOptions.from_dict(own)
-    except RecordError as exc:
-        raise MergeError(f"{path}: run.options: {exc}") from None
-    population = options.get("population")
-    if population is not None and not (isinstance(population, dict) and set(population) <= set(_POPULATION)):
-        raise MergeError(f"{path}: run.options.population: expected an object of {', '.join(_POPULATION)}")
-    unavailable = options.get("unavailable_configs", {})
-    if not (isinstance(unavailable, dict)
-            and all(isinstance(u, dict) and set(u) == {"settings", "missing"} for u in unavailable.values())):
-        raise MergeError(f"{path}: run.options.unavailable_configs: expected {{name: {{settings, missing}}}}")
-    if not isinstance(options.get("imported_from", ""), str):
-        raise MergeError(f"{path}: run.options.imported_from: expected a string")
 
 
 def _outcomes(items: list[dict], run: runs_mod.ExportedRun, path: Path) -> list[Outcome]:
@@ -249,10 +224,7 @@ def merge(conn: sqlite3.Connection, run_ids: list[int], *, python: str | None = 
     missing = missing_shards([r.shard for r in shards])
     models = sorted({m for r in shards for m in r.models})
     with transaction(conn):
-        options = dict(first.options)
-        options["merged_from"] = [r.id for r in shards]
-        if missing:
-            options["missing_shards"] = missing
+        options = dataclasses.replace(first.options, merged_from=[r.id for r in shards], missing_shards=missing or None)
         environment = dataclasses.replace(first.environment, python=python) if python else first.environment
         new_id = runs_mod.create_run(conn, environment=environment, models=models, configs=first.configs,
                                      base_settings=first.base_settings, options=options, kind="nightly",
@@ -274,7 +246,8 @@ def export_run(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
     if run is None:
         raise MergeError(f"no run {run_id}")
     return {"format": FORMAT, "version": FORMAT_VERSION,
-            "run": {**{k: getattr(run, k) for k in _RUN_FIELDS}, "environment": run.environment.to_dict()},
+            "run": {**{k: getattr(run, k) for k in _RUN_FIELDS}, "options": run.options.to_dict(),
+                    "environment": run.environment.to_dict()},
             "outcomes": [o.to_dict() for o in runs_mod.outcomes(conn, run_id)],
             "builds": {model: b.to_dict() for model, b in runs_mod.model_data(conn, run_id).items()}}
 

@@ -101,7 +101,7 @@ def confirm(conn: sqlite3.Connection, run_id: int, result: DiffResult | None, se
     run = runs.get_run(conn, run_id)
     try:
         # the modules the run's workers imported (--import: models registered there) rebuild its models again
-        options = settings.sweep_options(python, run.options.get("extra_modules"))
+        options = settings.sweep_options(python, run.options.sweep.extra_modules)
         confirmed = flake.confirm(conn, run_id, transitions, configs=run.configs, base_settings=run.base_settings,
                                   options=options, runs=settings.confirm.runs)
     except ConfigUnavailable as exc:   # this host's torch lacks a flag the run swept (a merge): nothing re-runs
@@ -155,11 +155,9 @@ def verify(conn: sqlite3.Connection, run_id: int, settings: Settings, *, enabled
     """
     from bot.verify import step as verify_mod
     verify_mod.note_old_cache(settings.state_path)
-    knobs = settings.verify
-    return verify_mod.verify_run(conn, run_id, enabled=knobs.enabled if enabled is None else enabled,
-                                 timeout=knobs.timeout, shrink_budget=knobs.shrink_budget, progress=progress,
-                                 workers=settings.sweep.workers or os.cpu_count() or 1,
-                                 max_minutes=knobs.max_minutes, bar=progress is not None, seams=seams)
+    knobs = settings.verify if enabled is None else dataclasses.replace(settings.verify, enabled=enabled)
+    return verify_mod.verify_run(conn, run_id, knobs, workers=settings.sweep.workers or os.cpu_count() or 1,
+                                 seams=seams, progress=progress)
 
 
 def load_view(conn: sqlite3.Connection, run_id: int, settings: Settings) -> RunView:

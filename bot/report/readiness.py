@@ -35,7 +35,7 @@ def _trend(conn: sqlite3.Connection, view: RunView, config: str) -> list[tuple[i
     """(crashes, reduces) of `config` in the last TREND_RUNS runs that had it, oldest first."""
     runs = [r for r in history.latest_runs(conn, TREND_RUNS * 4) if r.id <= view.run.id and config in r.configs]
     counts = history.effect_counts(conn, [r.id for r in runs[:TREND_RUNS]])
-    return [(counts[r.id].get(config, {}).get("crashes", 0), counts[r.id].get(config, {}).get("reduces_graphs", 0))
+    return [(counts[r.id].get(config, Counter())["crashes"], counts[r.id].get(config, Counter())["reduces_graphs"])
             for r in reversed(runs[:TREND_RUNS])]
 
 

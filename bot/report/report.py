@@ -276,7 +276,8 @@ def _precision(tally: Tally | None) -> dict[str, Any] | None:
 def _verify_cost(view: RunView) -> dict[str, Any]:
     """Where the verify step's time went: the step as a whole, and each signature's stages, scripts and tries."""
     step = view.verify_cost
-    rows = [{"config": config, "signature": signature, "model": rv.verdict.model, **rv.verdict.cost}
+    rows = [{"config": config, "signature": signature, "model": rv.verdict.model,
+             **dataclasses.asdict(rv.verdict.cost)}
             for (config, signature), rv in sorted(view.verdicts.items())
             if rv.verdict is not None and rv.verdict.cost]
     return {"step": dataclasses.asdict(step) if step else None, "rows": rows}

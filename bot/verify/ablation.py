@@ -19,18 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sqlite3
 import time
-from typing import Any, Callable
 
 from bot.verify import isolate, maintainer, oracle, pool, reproducers
-from bot.verify.cost import Meter
+from bot.verify.context import StepContext
 from bot.verify.reproducers import Groups
 from bot.verify.steps import Drive, VerifySteps
 from harness.core.model_build import ModelBuild
 from harness.engine.interpreter import CallFailed
 from state import verdicts as store
-from state.runs import Run
 from state.verdicts import Component, DynamicRun, Maintainer, Verdict
 
 DYNAMIC = ("None", "False", "True")          # torch.compile(dynamic=...): as written first
@@ -53,14 +50,16 @@ def judge(script: str, backend: str, signature: str, python: str, timeout: float
     return Maintainer(script, backend, "confirmed", "", tuple(runs))
 
 
-def for_verdict(verdict: Verdict, built: ModelBuild | None, settings: dict[str, Any], backend: str,
-                device: str, python: str, timeout: float, seams: VerifySteps) -> Maintainer:
-    """The maintainer's script of a confirmed verdict, rendered from `built` and judged (`seams`: ask and drive)."""
+def for_verdict(verdict: Verdict, built: ModelBuild | None, crash: oracle.Crash, python: str, timeout: float,
+                seams: VerifySteps) -> Maintainer:
+    """The maintainer's script of a confirmed verdict, rendered from `built` under `crash`'s settings, backend and
+    device, and judged (`seams`: ask and drive)."""
+    backend = crash.backend
     if not built or not built.config_class or not built.model:
         return Maintainer("", backend, "unconfirmed", "could not be rendered: no build data stored for the model")
     try:
         fields = seams.ask(built.config_class, built.config or {}, python, timeout)
-        script = maintainer.render_script(built, fields, settings, backend, verdict.signature, device)
+        script = maintainer.render_script(built, fields, crash.settings, backend, verdict.signature, crash.device)
     except CallFailed as exc:   # the torch under test could not answer
         return Maintainer("", backend, "unconfirmed", f"could not be rendered: asking the config's defaults: {exc.why}")
     except ValueError as exc:   # an input kind without a line
@@ -68,21 +67,17 @@ def for_verdict(verdict: Verdict, built: ModelBuild | None, settings: dict[str, 
     return judge(script, backend, verdict.signature, python, timeout, seams.drive)
 
 
-def ablate_all(conn: sqlite3.Connection, groups: Groups, found: dict[tuple[str, str], Verdict], run: Run,
-               builds: dict[str, ModelBuild], components: dict[tuple[str, str], Component], *,
-               python: str | None = None, timeout: float = 600.0, seams: VerifySteps = VerifySteps(),
-               progress: Callable[[str], None] | None = None, workers: int = 1,
-               meter: Meter | None = None, past_deadline: Callable[[], bool] = lambda: False) -> None:
+def ablate_all(ctx: StepContext, groups: Groups, found: dict[tuple[str, str], Verdict],
+               components: dict[tuple[str, str], Component]) -> None:
     """Give each confirmed, stored verdict of `groups` its maintainer's script (once: stored with the verdict).
 
     A verdict carried from an earlier build keeps that build's script and ablation while the script, as
     written, still fails the same way here (one run; the dynamic=False/True runs are not repeated);
-    otherwise it is judged again in full. Groups run side by side on `workers`; past the deadline none
+    otherwise it is judged again in full. Groups run side by side on `ctx.workers`; past the deadline none
     starts (a later run does it). The store is written on this thread.
     """
-    python = python or reproducers.run_python(run)
-    run_backend, device = reproducers.run_how(run)
-    meter = meter or Meter()
+    conn, meter, python = ctx.conn, ctx.meter, ctx.python or ""
+    run_backend, device = reproducers.run_how(ctx.run)
     todo: list[Verdict] = []
     for group in groups:
         seen = found.get(group)
@@ -92,19 +87,19 @@ def ablate_all(conn: sqlite3.Connection, groups: Groups, found: dict[tuple[str, 
             todo.append(current)
 
     def job(current: Verdict) -> Maintainer | None:
-        if past_deadline():
+        if ctx.past_deadline():
             return None
         group = (current.config, current.signature)
-        metered = dataclasses.replace(seams, drive=meter.timed(group, "maintainer", seams.drive))
-        if current.maintainer is not None and _still_fails(current, python or "", timeout, metered.drive):
+        metered = dataclasses.replace(ctx.seams, drive=meter.timed(group, "maintainer", ctx.seams.drive))
+        if current.maintainer is not None and _still_fails(current, python, ctx.timeout, metered.drive):
             return dataclasses.replace(current.maintainer, checked_on=current.build)
-        if progress:
-            progress(f"maintainer's script: {current.model} under {current.config}")
+        ctx.say(f"maintainer's script: {current.model} under {current.config}")
         component = components.get(group) or current.component
         backend = maintainer.backend_for(component.component if component else None, run_backend)
-        built = current.shrink.build if current.shrink and current.shrink.build else builds.get(current.model)
-        settings = reproducers.run_settings(run, current.config)
-        record = for_verdict(current, built, settings, backend, device, python or "", timeout, metered)
+        built = current.shrink.build if current.shrink and current.shrink.build else ctx.builds.get(current.model)
+        settings = reproducers.run_settings(ctx.run, current.config)
+        crash = oracle.Crash(settings, {}, backend, device, current.signature)
+        record = for_verdict(current, built, crash, python, ctx.timeout, metered)
         return dataclasses.replace(record, checked_on=current.build)
 
     def done(n: int, record: Maintainer | None) -> None:
@@ -115,7 +110,7 @@ def ablate_all(conn: sqlite3.Connection, groups: Groups, found: dict[tuple[str, 
         if cost:
             store.add_cost(conn, current.key, cost)
 
-    pool.side_by_side([functools.partial(job, v) for v in todo], workers, done)
+    pool.side_by_side([functools.partial(job, v) for v in todo], ctx.workers, done)
 
 
 def _to_recheck(verdict: Verdict) -> bool:

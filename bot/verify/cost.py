@@ -5,13 +5,15 @@ Every reproducer script the step runs goes through a runner or the maintainer's 
 them so each run is counted against its group and stage (carry, verify, shrink,
 isolate, maintainer). Groups run side by side on threads, so counting takes a lock;
 the store is written by the caller's thread only (state/verdicts.py add_cost).
-Stdlib only: torch is never imported here.
+Torch is never imported here.
 """
 from __future__ import annotations
 
 import threading
 import time
 from typing import Any, Callable, TypeVar, cast
+
+from state.verdicts import VerdictCost
 
 Group = tuple[str, str]   # (config, signature)
 F = TypeVar("F", bound=Callable[..., Any])   # a runner or a driver (bot/verify/steps.py)
@@ -22,30 +24,26 @@ class Meter:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
-        self._groups: dict[Group, dict[str, Any]] = {}
+        self._groups: dict[Group, VerdictCost] = {}
         self.clock = clock
         self.started = clock()
         self.total = 0            # scripts run in all
 
-    def _entry(self, group: Group) -> dict[str, Any]:
-        return self._groups.setdefault(group, {"stages": {}, "scripts": 0, "tries": 0, "kept": 0})
+    def _add(self, group: Group, cost: VerdictCost) -> None:
+        self._groups[group] = self._groups.get(group, VerdictCost()) + cost
 
     def count(self, group: Group, stage: str, seconds: float, scripts: int = 1) -> None:
         """`scripts` runs of `group` in `stage` took `seconds`."""
         with self._lock:
-            entry = self._entry(group)
-            entry["stages"][stage] = round(entry["stages"].get(stage, 0.0) + seconds, 1)
-            entry["scripts"] += scripts
+            self._add(group, VerdictCost(stages={stage: seconds}, scripts=scripts))
             self.total += scripts
 
     def shrank(self, group: Group, tries: int, kept: int) -> None:
         """A shrink of `group` tried `tries` steps and kept `kept`."""
         with self._lock:
-            entry = self._entry(group)
-            entry["tries"] += tries
-            entry["kept"] += kept
+            self._add(group, VerdictCost(tries=tries, kept=kept))
 
-    def take(self, group: Group) -> dict[str, Any] | None:
+    def take(self, group: Group) -> VerdictCost | None:
         """What `group` cost since the last take (None: nothing), and forget it."""
         with self._lock:
             return self._groups.pop(group, None)

@@ -22,16 +22,15 @@ import dataclasses
 import functools
 import sqlite3
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from bot.verify import oracle, pool, reproducers
-from bot.verify.cost import Meter
+from bot.verify.context import StepContext
 from bot.verify.reproducers import Groups
-from bot.verify.steps import Runner, VerifySteps
+from bot.verify.steps import Runner
 from harness.core.model_build import ModelBuild
 from harness.engine.script_runner import ScriptResult
 from state import verdicts as store
-from state.runs import Run
 from state.verdicts import Component, Stage, Verdict
 
 STAGES = ("eager", "aot_eager", "inductor")
@@ -58,16 +57,16 @@ def stage_result(result: ScriptResult, signature: str) -> str:
     return "fails" if oracle.reproduces(result, signature) else "other"
 
 
-def isolate(built: ModelBuild | None, settings: dict[str, Any], signature: str, *, backend: str,
-            device: str, python: str, timeout: float, runner: Runner,
+def isolate(built: ModelBuild | None, crash: oracle.Crash, python: str, *, timeout: float, runner: Runner,
             progress: Callable[[str], None] | None = None) -> Component:
-    """Where a crash with `signature` lives, for a reproducer of `built` under `settings` seen under `backend`.
+    """Where `crash` lives, for a reproducer of `built` under the crash's settings seen under its backend.
 
     Runs `eager`, `aot_eager`, `inductor` in order (up to `backend`) and stops at
     the first stage that fails with the same signature (its component) or that
     ends otherwise (another signature, a hang, no result: "undetermined"). Passing
     every stage is "none": it fails only under the run's own backend and settings.
     """
+    backend = crash.backend
     if backend in BY_CONSTRUCTION:
         return by_construction(backend)
     if backend not in STAGES:
@@ -77,8 +76,8 @@ def isolate(built: ModelBuild | None, settings: dict[str, Any], signature: str, 
         if progress:
             progress(f"isolating under {stage}")
         start = time.monotonic()
-        _, result = runner(built, settings, stage, device, python, timeout, "flag", {})   # only the flag's run
-        outcome = stage_result(result, signature)
+        _, result = runner(built, crash.settings, stage, crash.device, python, timeout, "flag", {})   # the flag's run
+        outcome = stage_result(result, crash.signature)
         stages.append(Stage(backend=stage, result=outcome, seconds=round(time.monotonic() - start, 1),
                             signature=result.said, error=result.error))
         if outcome == "fails":
@@ -97,30 +96,26 @@ def _build_for(verdict: Verdict, builds: dict[str, ModelBuild]) -> ModelBuild | 
     return small.build if small and small.build else builds.get(verdict.model)
 
 
-def isolate_all(conn: sqlite3.Connection, groups: Groups, verdicts: dict[tuple[str, str], Verdict], run: Run,
-                builds: dict[str, ModelBuild], *, python: str | None = None, timeout: float = 600.0,
-                seams: VerifySteps = VerifySteps(), progress: Callable[[str], None] | None = None, workers: int = 1,
-                meter: Meter | None = None, past_deadline: Callable[[], bool] = lambda: False,
-                ) -> dict[tuple[str, str], Component]:
+def isolate_all(ctx: StepContext, groups: Groups,
+                verdicts: dict[tuple[str, str], Verdict]) -> dict[tuple[str, str], Component]:
     """{(config, signature): component record} for each group: by construction, stored already, or isolated now.
 
     Only confirmed verdicts are isolated (their model's stored build, the run's
     settings and device, its interpreter); the record is stored with the verdict
     (unless a stage did not report: a later run tries again). A group without a
     confirmed verdict has no record; nor has one reached past the deadline (a later run isolates it).
-    Groups run side by side on `workers`; the store is written on this thread.
+    Groups run side by side on `ctx.workers`; the store is written on this thread.
     """
-    backend, device = reproducers.run_how(run)
+    backend, device = reproducers.run_how(ctx.run)
     if backend in BY_CONSTRUCTION:
         return {group: by_construction(backend) for group in groups}
-    python = python or reproducers.run_python(run)
-    meter = meter or Meter()
+    conn, meter = ctx.conn, ctx.meter
     known = store.components(conn)
     out: dict[tuple[str, str], Component] = {}
     todo: list[tuple[tuple[str, str], Verdict]] = []
     for group in groups:
         verdict = verdicts.get(group)
-        if verdict is None or verdict.status != "confirmed" or not python:
+        if verdict is None or verdict.status != "confirmed" or not ctx.python:
             continue
         record = verdict.component or known.get(group)
         if record is None:
@@ -130,15 +125,13 @@ def isolate_all(conn: sqlite3.Connection, groups: Groups, verdicts: dict[tuple[s
             _store(conn, verdict, record)
 
     def job(group: tuple[str, str], verdict: Verdict) -> Component | None:
-        if past_deadline():
+        if ctx.past_deadline():
             return None
-        if progress:
-            progress(f"component: {verdict.model} under {group[0]}")
+        ctx.say(f"component: {verdict.model} under {group[0]}")
         try:
-            record = isolate(_build_for(verdict, builds), reproducers.run_settings(run, group[0]), group[1],
-                             backend=backend, device=device, python=python or "", timeout=timeout,
-                             runner=meter.timed(group, "isolate", seams.run),
-                             progress=progress)
+            crash = oracle.Crash(reproducers.run_settings(ctx.run, group[0]), {}, backend, device, group[1])
+            record = isolate(_build_for(verdict, ctx.builds), crash, ctx.python or "", timeout=ctx.timeout,
+                             runner=meter.timed(group, "isolate", ctx.seams.run), progress=ctx.progress)
         except Exception:  # nothing to render from: no component, and nothing stored
             return None
         return dataclasses.replace(record, config=group[0], signature=group[1], model=verdict.model)
@@ -152,7 +145,7 @@ def isolate_all(conn: sqlite3.Connection, groups: Groups, verdicts: dict[tuple[s
         if cost:
             store.add_cost(conn, verdict.key, cost)
 
-    pool.side_by_side([functools.partial(job, g, v) for g, v in todo], workers, done)
+    pool.side_by_side([functools.partial(job, g, v) for g, v in todo], ctx.workers, done)
     return {group: out[group] for group in groups if group in out}
 
 

@@ -35,6 +35,18 @@ CHECKS = "checks"                         # the script's mode that runs MODES in
 FAILED = {"eager": "eager failed", "baseline": "baseline failed"}
 
 
+@dataclasses.dataclass(frozen=True)
+class Crash:
+    """What a crash's reproducer is judged against: the flag's settings and the baseline's (each base + config), the
+    backend and device it compiled under, and the signature the flag must fail with."""
+
+    settings: dict[str, Any]
+    baseline: dict[str, Any]
+    backend: str
+    device: str
+    signature: str
+
+
 class Judged(NamedTuple):
     """What the oracle saw: kept or not, the check that failed, why, and the script with its last result."""
 
@@ -85,14 +97,15 @@ def reported(result: ScriptResult) -> dict[str, ScriptResult]:
     return seen
 
 
-def judge(built: ModelBuild | None, settings: dict[str, Any], baseline: dict[str, Any], backend: str,
-          device: str, python: str, signature: str, *, runner: Runner, timeout: float,
+def judge(built: ModelBuild | None, crash: Crash, python: str, *, runner: Runner, timeout: float,
           clock: Callable[[], float] = time.monotonic) -> Judged:
     """Run the checks in MODES order on `built` and stop at the first that fails; `timeout` bounds them all.
 
     A runner that raises (nothing to render from) propagates: the caller says what that means.
     """
     started = clock()
+    settings, baseline, signature = crash.settings, crash.baseline, crash.signature
+    backend, device = crash.backend, crash.device
     script, together = runner(built, settings, backend, device, python, timeout, CHECKS, baseline)
     seen = reported(together)
     result = ScriptResult.not_run()      # nothing checked yet

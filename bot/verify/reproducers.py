@@ -20,18 +20,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import sqlite3
-import time
 from typing import Any, Callable
 
 from bot.verify import oracle, pool, shrink
-from bot.verify.cost import Meter
-from bot.verify.steps import Check, Runner, VerifySteps
+from bot.verify.context import StepContext
 from bot.verify.wrong_script import Case
 from harness.core.correctness import is_wrong_signature
 from harness.core.model_build import ModelBuild
 from harness.core.outcome import Effect, Outcome
-from harness.engine.options import ATOL, RTOL
 from state import verdicts as store
 from state.runs import Run
 from state.verdicts import Shrink, Verdict
@@ -61,13 +57,13 @@ def run_settings(run: Run, config: str) -> dict[str, Any]:
 
 def run_how(run: Run) -> tuple[str, str]:
     """(backend, device) the run compiled under."""
-    return run.options.get("backend", "count"), run.options.get("device", "cpu")
+    return run.options.sweep.backend, run.options.sweep.device
 
 
 def run_tolerances(run: Run) -> tuple[float, float]:
     """(rtol, atol) the run's accuracy oracle judged with ([accuracy], stored with its options)."""
-    accuracy = run.options.get("accuracy") or {}
-    return float(accuracy.get("rtol", RTOL)), float(accuracy.get("atol", ATOL))
+    accuracy = run.options.sweep.accuracy
+    return accuracy.rtol, accuracy.atol
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,140 +79,115 @@ class Job:
     place: str = ""                   # "n/N": its place among the run's groups (progress lines)
 
 
-def verify_all(conn: sqlite3.Connection, groups: Groups, outcomes: list[Outcome] | tuple[Outcome, ...], run: Run,
-               builds: dict[str, ModelBuild], *, python: str | None = None, timeout: float = 600.0,
-               seams: VerifySteps = VerifySteps(), shrink_budget: float = 0.0,
-               progress: Callable[[str], None] | None = None, workers: int = 1, deadline: float | None = None,
-               meter: Meter | None = None, done: Callable[[tuple[str, str]], None] | None = None,
-               clock: Callable[[], float] = time.monotonic) -> dict[tuple[str, str], Verdict]:
+def verify_all(ctx: StepContext, groups: Groups, outcomes: list[Outcome] | tuple[Outcome, ...],
+               done: Callable[[tuple[str, str]], None] | None = None) -> dict[tuple[str, str], Verdict]:
     """{(config, signature): verdict} for each group that got one; verdicts (and their shrinks) are stored and reused.
 
-    builds: the run's stored build data per model. python: the interpreter to verify
-    under (default: the one the run used, from its environment). shrink_budget: seconds
-    per confirmed reproducer to shrink it in (0: embed it as built). workers: groups run
-    side by side. deadline (on `clock`): a group not started by then gets no verdict
-    (pending: the next verification does it), and a shrink stops there. Groups run in
-    leverage order (models blocked, most first). done: called (on this thread) per group.
+    Each confirmed reproducer is shrunk in `ctx.shrink_budget` seconds (0: embedded as built); groups run side by
+    side on `ctx.workers`; a group not started by `ctx.deadline` gets no verdict (pending: the next verification
+    does it), and a shrink stops there. Groups run in leverage order (models blocked, most first). done: called
+    (on this thread) per group.
     """
-    python, meter = python or run_python(run), meter or Meter()
     by_item = {(o.model, o.config): o for o in outcomes}
     out: dict[tuple[str, str], Verdict] = {}
     jobs: list[Job] = []
     place = {group: f"{n}/{len(groups)}" for n, group in enumerate(groups, 1)}
     for group, effects in sorted(groups.items(), key=lambda kv: (-len(kv[1]), list(groups).index(kv[0]))):
-        job = _plan(conn, group, effects, by_item, run, builds, shrink_budget, python)
+        job = _plan(ctx, group, effects, by_item)
         if isinstance(job, Verdict):
             out[group] = job
         else:
             jobs.append(dataclasses.replace(job, place=place[group]))
-    ctx = _Context(run_how(run), python or "", seams.run, timeout, shrink_budget, deadline, meter, clock, progress,
-                   seams.check, run_tolerances(run))
+    oracles = _Oracles(ctx, run_how(ctx.run), run_tolerances(ctx.run))
 
     def finished(n: int, result: tuple[Verdict, bool] | None) -> None:
         job = jobs[n]
         if result is not None:
             found, reusable = result
             if reusable or job.cached is None:
-                store.put(conn, dataclasses.replace(found, cost=job.cached.cost if job.cached else None),
+                store.put(ctx.conn, dataclasses.replace(found, cost=job.cached.cost if job.cached else None),
                           reusable=reusable)
-            cost = meter.take(job.group)
+            cost = ctx.meter.take(job.group)
             if cost:
-                store.add_cost(conn, found.key, cost)
-            out[job.group] = store.get(conn, found.key) or found
+                store.add_cost(ctx.conn, found.key, cost)
+            out[job.group] = store.get(ctx.conn, found.key) or found
         if done:
             done(job.group)
 
-    pool.side_by_side([functools.partial(_work, job, ctx) for job in jobs], workers, finished)
+    pool.side_by_side([functools.partial(_work, job, oracles) for job in jobs], ctx.workers, finished)
     return {group: out[group] for group in groups if group in out}
 
 
-def _plan(conn: sqlite3.Connection, group: tuple[str, str], effects: list[Effect],
-          by_item: dict[tuple[str, str], Outcome], run: Run, builds: dict[str, ModelBuild],
-          shrink_budget: float, python: str | None) -> Job | Verdict:
+def _plan(ctx: StepContext, group: tuple[str, str], effects: list[Effect],
+          by_item: dict[tuple[str, str], Outcome]) -> Job | Verdict:
     """The group's stored verdict when it can be reused as is, else the job that reaches one."""
     config, signature = group
+    run, budget = ctx.run, ctx.shrink_budget
     chosen = pick_model(effects, by_item)
     item = by_item.get((chosen.model, config))
     blank = Verdict(config, signature, chosen.model, item.fingerprint if item else None,
                     run.environment.torch_version, run.environment.torch_git, "unconfirmed")
-    cached = store.get(conn, blank.key)
-    if cached is not None and not _wants_shrink(cached, shrink_budget, python):
+    cached = store.get(ctx.conn, blank.key)
+    if cached is not None and not _wants_shrink(cached, budget, ctx.python):
         return cached
-    carry = store.carried(conn, blank) if cached is None and shrink_budget > 0 and python else None
-    return Job(group, blank, builds.get(chosen.model), (run_settings(run, config), run_settings(run, "baseline")),
+    carry = store.carried(ctx.conn, blank) if cached is None and budget > 0 and ctx.python else None
+    return Job(group, blank, ctx.builds.get(chosen.model), (run_settings(run, config), run_settings(run, "baseline")),
                cached, carry)
 
 
 @dataclasses.dataclass(frozen=True)
-class _Context:
-    """What every job of one verification shares."""
+class _Oracles:
+    """The oracle of each job of one verification, its runs metered: the step's context and the run's how and
+    tolerances, read once."""
 
-    how: tuple[str, str]
-    python: str
-    runner: Runner
-    timeout: float
-    shrink_budget: float
-    deadline: float | None
-    meter: Meter
-    clock: Callable[[], float]
-    progress: Callable[[str], None] | None
-    check: Check
+    ctx: StepContext
+    how: tuple[str, str]                    # the run's (backend, device)
     tolerance: tuple[float, float]          # the run's (rtol, atol): a wrong result's assert_close
-
-    def run(self, job: Job, stage: str) -> Runner:
-        return self.meter.timed(job.group, stage, self.runner)
 
     def judge(self, job: Job, stage: str) -> shrink.Judge:
         """The oracle of `job`'s group for one stage: a wrong result's (judge_wrong) or a crash's, its runs metered."""
         (flag, baseline), signature = job.settings, job.blank.signature
+        ctx, python = self.ctx, self.ctx.python or ""
         if is_wrong_signature(signature):
             case = Case(signature, flag, baseline, *self.how, *self.tolerance)
-            check = self.meter.timed(job.group, stage, self.check)
-            return lambda built, timeout: oracle.judge_wrong(built, case, self.python, check=check, timeout=timeout)
-        runner = self.run(job, stage)
-        return lambda built, timeout: oracle.judge(built, flag, baseline, *self.how, self.python, signature,
-                                                   runner=runner, timeout=timeout)
-
-    def say(self, text: str) -> None:
-        if self.progress:
-            self.progress(text)
-
-    def left(self) -> float:
-        """Seconds to the deadline (inf: none)."""
-        return float("inf") if self.deadline is None else self.deadline - self.clock()
+            check = ctx.meter.timed(job.group, stage, ctx.seams.check)
+            return lambda built, timeout: oracle.judge_wrong(built, case, python, check=check, timeout=timeout)
+        crash = oracle.Crash(flag, baseline, *self.how, signature)
+        return shrink.crash_judge(crash, python, ctx.meter.timed(job.group, stage, ctx.seams.run))
 
 
-def _work(job: Job, ctx: _Context) -> tuple[Verdict, bool] | None:
+def _work(job: Job, oracles: _Oracles) -> tuple[Verdict, bool] | None:
     """(the group's verdict, whether later runs may reuse it); None when the deadline passed before it started."""
-    if ctx.left() <= 0:
+    ctx = oracles.ctx
+    if ctx.past_deadline():
         return None
     model, config = job.blank.model, job.blank.config
     ctx.say(f"reproducer {job.place}: {model} under {config}")
     why = None
     if job.carry is not None:
-        kept, why = _carried(job, ctx)
+        kept, why = _carried(job, oracles)
         if kept is not None:
             return kept, True
     if job.cached is not None:        # confirmed before the shrink was enabled (or finished): measure it again
         start = job.cached.shrink.build if job.cached.shrink else job.built
-        found, ran = _remeasure(job.cached, start, ctx.judge(job, "verify"), ctx.timeout)
+        found, ran = _remeasure(job.cached, start, oracles.judge(job, "verify"), ctx.timeout)
     else:
-        found, ran = _verify(job.blank, job.built, ctx.judge(job, "verify"), ctx.python or None, ctx.timeout)
+        found, ran = _verify(job.blank, job.built, oracles.judge(job, "verify"), ctx.python, ctx.timeout)
     if ran is not None and found.status == "confirmed" and ctx.shrink_budget > 0:
-        found = _shrunk(found, job, ran, ctx)
+        found = _shrunk(found, job, ran, oracles)
     if why and found.status == "confirmed":
         found = dataclasses.replace(found, reminimised=why)
     # Reused later only when something ran and reported; a verdict reached otherwise is kept for this run.
     return found, ran is not None and ran.result.reported
 
 
-def _carried(job: Job, ctx: _Context) -> tuple[Verdict | None, str | None]:
+def _carried(job: Job, oracles: _Oracles) -> tuple[Verdict | None, str | None]:
     """(the carried verdict, None) when the earlier build's shrunk case still holds here; else (None, why not)."""
-    carry = job.carry
+    carry, ctx = job.carry, oracles.ctx
     assert carry is not None and carry.shrink is not None
     ctx.say(f"carrying {carry.model}'s case from {carry.build} under {carry.config}")
     try:
-        judged = ctx.judge(job, "carry")(carry.shrink.build, ctx.timeout)
+        judged = oracles.judge(job, "carry")(carry.shrink.build, ctx.timeout)
     except Exception as exc:  # the carried build no longer renders
         return None, f"the case shrunk on {carry.build} could not be run here ({type(exc).__name__})"
     if not judged.passed:
@@ -255,7 +226,7 @@ def _remeasure(cached: Verdict, built: ModelBuild | None, judge: shrink.Judge,
         return cached, None
 
 
-def _shrunk(found: Verdict, job: Job, original: oracle.Judged, ctx: _Context) -> Verdict:
+def _shrunk(found: Verdict, job: Job, original: oracle.Judged, oracles: _Oracles) -> Verdict:
     """The verdict with its shrink: the smallest script the oracle keeps (no shrink when it could not start).
 
     Shrinks from where an unfinished earlier shrink stopped; one stopped by the step's deadline stays unfinished
@@ -264,11 +235,10 @@ def _shrunk(found: Verdict, job: Job, original: oracle.Judged, ctx: _Context) ->
     start = job.cached.shrink.build if job.cached and job.cached.shrink else job.built
     if not start or not original.passed:
         return dataclasses.replace(found, shrunk=True, shrink=None)
-    flag, baseline = job.settings
+    ctx = oracles.ctx
     budget = min(ctx.shrink_budget, ctx.left())
-    small = shrink.minimise(start, flag, *ctx.how, ctx.python, found.signature, baseline=baseline,
-                            original=(original.script, original.result), budget=budget, judge=ctx.judge(job, "shrink"),
-                            timeout=ctx.timeout, progress=ctx.progress,
+    small = shrink.minimise(start, (original.script, original.result), oracles.judge(job, "shrink"),
+                            shrink.Limits(budget, timeout=ctx.timeout), progress=ctx.progress,
                             label=f"{start.model} (reproducer {job.place})" if job.place else None)
     ctx.meter.shrank(job.group, small.stats["tries"], small.stats["kept"])
     cut = small.stats["stopped"] == "budget" and budget < ctx.shrink_budget

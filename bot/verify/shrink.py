@@ -16,7 +16,6 @@ overrun the time budget. Stdlib only: torch is never imported here.
 """
 from __future__ import annotations
 
-import functools
 import json
 import time
 from dataclasses import dataclass
@@ -57,24 +56,34 @@ class _Search:
 Judge = Callable[[ModelBuild, float], oracle.Judged]   # (candidate build, timeout) -> the oracle's judgement
 
 
-def minimise(built: ModelBuild, settings: dict[str, Any], backend: str, device: str, python: str,
-             signature: str, *, original: tuple[str, ScriptResult], budget: float, runner: Runner | None = None,
-             baseline: dict[str, Any] | None = None, judge: Judge | None = None,
-             timeout: float = 600.0, max_tries: int | None = None, clock: Callable[[], float] = time.monotonic,
-             progress: Callable[[str], None] | None = None, label: str | None = None) -> Shrunk:
-    """Shrink a confirmed reproducer's build while the oracle keeps it (fails with `signature` on `python`).
+@dataclass(frozen=True)
+class Limits:
+    """What one shrink may spend: `budget` seconds in all, oracle runs included (a try that would overrun it, judged
+    by the last try's duration, is not started), `timeout` seconds per try, at most `max_tries` tries (None: no cap),
+    on `clock`."""
 
-    original: the flag run's (script, result) that confirmed it. baseline: the run's baseline settings.
-    budget: seconds for the whole shrink, oracle runs included (a try that would overrun it, judged by
-    the last try's duration, is not started). Each try is one oracle judgement (up to three `runner`
-    calls); max_tries caps them. judge: another oracle for each try in place of the crash's over `runner`
-    (a wrong result's: oracle.judge_wrong, so every kept step still passes the baseline and fails under the
-    flag). label: how progress lines name this shrink (default: the model).
+    budget: float
+    timeout: float = 600.0
+    max_tries: int | None = None
+    clock: Callable[[], float] = time.monotonic
+
+
+def crash_judge(crash: oracle.Crash, python: str, runner: Runner,
+                clock: Callable[[], float] = time.monotonic) -> Judge:
+    """A crash's oracle for each try (up to three `runner` calls: eager, baseline, flag), on `python`."""
+    return lambda candidate, timeout: oracle.judge(candidate, crash, python, runner=runner, timeout=timeout,
+                                                   clock=clock)
+
+
+def minimise(built: ModelBuild, original: tuple[str, ScriptResult], judge: Judge, limits: Limits,
+             progress: Callable[[str], None] | None = None, label: str | None = None) -> Shrunk:
+    """Shrink a confirmed reproducer's build while `judge` keeps it, within `limits`.
+
+    original: the flag run's (script, result) that confirmed it. Each try is one judgement: a crash's
+    (`crash_judge`) or a wrong result's (oracle.judge_wrong), so every kept step still passes the baseline and
+    fails under the flag. label: how progress lines name this shrink (default: the model).
     """
-    if judge is None:
-        assert runner is not None, "a crash's shrink runs its scripts through a runner"
-        judge = functools.partial(_crash_judge, settings=settings, baseline=baseline or {}, how=(backend, device),
-                                  python=python, signature=signature, runner=runner, clock=clock)
+    budget, timeout, max_tries, clock = limits.budget, limits.timeout, limits.max_tries, limits.clock
     s = _Search(built, original[0], original[1], clock())
     s.last_wall = float(original[1].seconds or 0.0)   # the first try is judged by the run that confirmed it
     rejected: set[str] = set()
@@ -114,13 +123,6 @@ def minimise(built: ModelBuild, settings: dict[str, Any], backend: str, device: 
                 queue[:0] = [group[:len(group) // 2], group[len(group) // 2:]]
         if not changes:
             return _finish(built, original, s, clock)
-
-
-def _crash_judge(candidate: ModelBuild, timeout: float, *, settings: dict[str, Any], baseline: dict[str, Any],
-                 how: tuple[str, str], python: str, signature: str, runner: Runner,
-                 clock: Callable[[], float]) -> oracle.Judged:
-    return oracle.judge(candidate, settings, baseline, *how, python, signature, runner=runner, timeout=timeout,
-                        clock=clock)
 
 
 # ---- what it shrank ------------------------------------------------------------------------------------

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import time
 from pathlib import Path
 from typing import Callable
 
 from bot.verify import ablation, isolate, reproducers
 from bot.verify.bar import StepBar
+from bot.verify.context import StepContext
 from bot.verify.cost import Meter
 from bot.verify.steps import VerifySteps
+from bot.settings import VerifySettings
 from bot.view import run_view
 from harness.core import unsafe
 from harness.core.tracking import tracking_groups, wrong_result_groups
@@ -34,37 +35,33 @@ log = logging.getLogger(__name__)
 OLD_CACHE = "repro-cache.json"   # where verdicts were kept beside the store before they moved into it
 
 
-def verify_run(conn: sqlite3.Connection, run_id: int, *, enabled: bool, timeout: float, shrink_budget: float,
-               python: str | None = None, seams: VerifySteps = VerifySteps(),
-               progress: Callable[[str], None] | None = None, workers: int = 1, max_minutes: float | None = None,
-               bar: bool = False, clock: Callable[[], float] = time.monotonic) -> dict[tuple[str, str], RunVerdict]:
+def verify_run(conn: sqlite3.Connection, run_id: int, knobs: VerifySettings, *, workers: int = 1,
+               seams: VerifySteps = VerifySteps(),
+               progress: Callable[[str], None] | None = None) -> dict[tuple[str, str], RunVerdict]:
     """Verify, shrink and isolate the reproducers of `run_id`'s tracking groups; {(config, signature): stored}.
 
-    enabled: run reproducers at all (False: components by construction only). python: the interpreter
-    to run them under (default: the run's own, from its environment). seams: how a script is run (default:
-    rendered from the stored build and run in a fresh interpreter; bot.verify.steps). workers: groups run
-    side by side. max_minutes: the step's budget (None: none): a group not started by then is pending
-    (no verdict; a later run finishes it). bar: draw the step's progress bar on stderr.
+    knobs: `[verify]` (enabled False: components by construction only; max_minutes: the step's budget, a group
+    not started by then is pending, with no verdict, and a later run finishes it). Reproducers run under the run's
+    own interpreter (from its environment). workers: groups run side by side. seams: how a script is run (default:
+    rendered from the stored build and run in a fresh interpreter; bot.verify.steps) and the step's clock.
+    progress: stage lines, and the step's progress bar on stderr (None: silent).
     """
+    enabled, bar = knobs.enabled, progress is not None
     items = run_view.load_items(conn, run_id)
     groups = tracking_groups(list(items.effects), list(items.outcomes))
     every = {**groups, **_filed_wrong_results(items)}    # crashes first: a wrong result's group needs no isolation
-    builds = dict(items.builds)
-    meter = Meter(clock)
-    deadline = None if max_minutes is None else meter.started + max_minutes * 60
+    meter = Meter(seams.clock)
     steps = StepBar(len(every), enabled=bar and enabled, say=progress)
-    say = steps.doing if bar and enabled else progress
+    ctx = StepContext.of(conn, items.run, dict(items.builds), seams=seams, timeout=knobs.timeout,
+                         shrink_budget=knobs.shrink_budget, workers=workers,
+                         deadline=meter.started + knobs.max_minutes * 60, meter=meter,
+                         progress=steps.doing if bar and enabled else progress)
     try:
-        found = reproducers.verify_all(conn, every, items.outcomes, items.run, builds, python=python,
-                                       timeout=timeout, seams=seams, shrink_budget=shrink_budget, progress=say,
-                                       workers=workers, deadline=deadline, meter=meter,
-                                       done=lambda group: steps.finished(), clock=clock) if enabled else {}
-        past = (lambda: clock() >= deadline) if deadline is not None else (lambda: False)
-        components = isolate.isolate_all(conn, groups, found, items.run, builds, python=python, timeout=timeout,
-                                         seams=seams, progress=say, workers=workers, meter=meter, past_deadline=past)
+        found = reproducers.verify_all(ctx, every, items.outcomes, done=lambda group: steps.finished()) \
+            if enabled else {}
+        components = isolate.isolate_all(ctx, groups, found)
         if enabled:
-            ablation.ablate_all(conn, groups, found, items.run, builds, components, python=python, timeout=timeout,
-                                seams=seams, progress=say, workers=workers, meter=meter, past_deadline=past)
+            ablation.ablate_all(ctx, groups, found, components)
     finally:
         steps.close()
     pending = {group for group in every if enabled and group not in found}
@@ -72,10 +69,10 @@ def verify_run(conn: sqlite3.Connection, run_id: int, *, enabled: bool, timeout:
                                                   components.get((config, signature)), (config, signature) in pending)
                                        for config, signature in every])
     if meter.total or pending or verdicts.step_cost(conn, run_id) is None:   # a step that ran nothing writes nothing
-        verdicts.record_step(conn, run_id, StepCost(round(clock() - meter.started, 1), meter.total, workers,
+        verdicts.record_step(conn, run_id, StepCost(round(meter.clock() - meter.started, 1), meter.total, workers,
                                                     len(every), len(pending)))
     if pending and progress:
-        progress(f"{len(pending)} signature(s) past the verify budget ({max_minutes:g} min): pending, finished later")
+        progress(f"{len(pending)} signature(s) past the verify budget ({knobs.max_minutes:g} min): pending, finished later")
     return verdicts.for_run(conn, run_id)
 
 

@@ -3,14 +3,15 @@
 Every script the verify step runs goes through one of these: a reproducer rendered from a stored build and run
 in a fresh interpreter (`run`), a wrong result's accuracy reproducer run under its driver (`check`), the
 maintainer's script run under its driver (`drive`), and the config's defaults asked in the torch under test
-(`ask`). The entry points (step.verify_run, reproducers.verify_all, isolate.isolate_all, ablation.ablate_all)
+(`ask`); and the step's clock (`clock`). The entry points (step.verify_run, reproducers.verify_all, isolate.isolate_all, ablation.ablate_all)
 take a `VerifySteps`; tests pass a twin of the same type (house style: bot.pipeline.steps.Steps).
 Stdlib only here: torch is never imported.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from bot.text.render import render
 from bot.verify.script import HARNESS, module_source, render_script
@@ -86,3 +87,4 @@ class VerifySteps:
     check: Check = render_and_check
     drive: Drive = drive
     ask: Ask = ask_overrides
+    clock: Callable[[], float] = time.monotonic    # the step's clock: its budget and what each group cost

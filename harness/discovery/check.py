@@ -102,7 +102,7 @@ def check(models: list[str], fingerprints: dict[str, str], *, conn: sqlite3.Conn
     conn: the store (None: nothing reused or kept). use_kept=False reruns every model.
     """
     from harness.engine.engine import eager_check
-    from harness.engine.options import SweepOptions
+    from harness.core.options import SweepOptions
 
     where = where_checked(python, device)
     results = reused(conn, fingerprints, timeout, where) if use_kept else {}

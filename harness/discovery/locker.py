@@ -16,7 +16,7 @@ from typing import Iterator
 
 from harness.engine import engine
 from harness.engine.interpreter import CallFailed, call
-from harness.engine.options import SweepOptions
+from harness.core.options import SweepOptions
 from harness.zoo import lock, second
 from state import zoo as kept
 

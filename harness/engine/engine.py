@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 from harness.engine.configs import Checked, ConfigError, check_all_syntax
 from harness.engine.configs import check as config_check
 from harness.core.effects import BASELINE
-from harness.engine.options import SweepOptions
+from harness.core.options import RunOptions, SweepOptions
 from harness.core.outcome import Outcome
 from harness.core.run_environment import BuildOrigin, RunEnvironment
 from harness.engine.interpreter import CallFailed, call
@@ -274,10 +274,10 @@ def _open_run(conn: Any, request: SweepRequest, plan: _Plan, found: RunEnvironme
     if plan.stored is not None:
         _check_same_environment(plan.stored.environment, env, plan.stored.id)
         return env
-    population = {"population": request.population} if request.population else {}
+    stored = RunOptions(sweep=request.options, population=request.population or None)
     plan.lease = leases.create_held(conn, lambda: runs.create_run(
         conn, environment=env, models=plan.models, configs=plan.configs, base_settings=plan.base_settings,
-        options={**request.options.to_dict(), **population}, kind=request.kind, nightly=request.nightly,
+        options=stored, kind=request.kind, nightly=request.nightly,
         shard=request.shard, unavailable=plan.unavailable))
     plan.run_id = plan.lease.run_id
     plan.lease.keep_alive()

@@ -19,7 +19,7 @@ from harness.core.model_build import ModelBuild
 from harness.core.outcome import Outcome
 from harness.core.record import RecordError, check_version, parse
 from harness.core.run_environment import RunEnvironment
-from harness.engine.options import Accuracy
+from harness.core.options import Accuracy
 
 PROTOCOL = 4   # bump on any change to a line below (both ends of a pipe run the same checkout)
 # The exit status of a worker asked for a device its torch does not have; its one stderr line says why.

@@ -38,7 +38,7 @@ from harness.core.record import RecordError
 from harness.core.run_environment import RunEnvironment
 from harness.engine import devices, events
 from harness.engine.events import Built, CacheCounts, ConfigSpace, Result
-from harness.engine.options import SweepOptions
+from harness.core.options import SweepOptions
 from harness.core.signature import innermost_torch_frame, signature
 from harness.engine.handle import PROJECT_ROOT, Group, Worker, signal_name, spawn, worker_env
 

@@ -20,7 +20,7 @@ import torch
 
 from harness.core.calls import FIRST, HOOK_SCALE, WEIGHT_SEED_OFFSET, WEIGHT_STEP, Call
 from harness.engine.accuracy import Fp64, Verdict, bitwise, compare, leaves
-from harness.engine.options import Accuracy
+from harness.core.options import Accuracy
 from harness.zoo import second
 from harness.zoo.build import SEED, build
 from harness.zoo.errors import LockError

@@ -14,6 +14,7 @@ import sqlite3
 from typing import Any, Union
 
 from harness.core.calls import Call
+from harness.core.options import RunOptions, SweepOptions
 from harness.core.outcome import STRATA, Outcome
 from state import history, runs
 from harness.core.run_environment import RunEnvironment
@@ -58,7 +59,7 @@ def record_nightly(conn: sqlite3.Connection, date: str, results: dict[str, dict[
     models = sorted(results)
     run_id = runs.create_run(conn, environment=RunEnvironment.from_dict(env or ENV), models=models, configs=configs,
                              kind=kind,
-                             nightly=date if kind == "nightly" else None, options={"backend": backend, "device": "cpu"})
+                             nightly=date if kind == "nightly" else None, options=RunOptions(SweepOptions(backend=backend, device="cpu")))
     for i, model in enumerate(models):
         stratum = STRATA[i % len(STRATA)]
         base = results[model].get("baseline", 3)

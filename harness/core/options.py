@@ -1,11 +1,12 @@
-"""How to run sweep items (not what to run): the one options object, from the settings down to the pool."""
+"""How to run sweep items (not what to run): the one options object, from the settings down to the pool; and
+what a run stored of them (`RunOptions`)."""
 from __future__ import annotations
 
 import math
 import os
 import re
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from harness.core.outcome import BACKENDS
 from harness.core.record import RecordError, parse
@@ -142,3 +143,64 @@ def _check(record: Any, what: str, ranges: dict[str, Any]) -> None:
         value = getattr(record, f.name)
         if not ranges[f.name](value):
             raise RecordError(f"{what}: {f.name} {value!r} is out of range")
+
+
+# The keys a run stores beside SweepOptions' fields, each with its one writer: the population drawn
+# (harness.engine.engine), the configs set aside (state.runs.create_run), the export a run was imported from
+# (state.runs.import_run), the shards a merged run holds and those it lacks (bot.pipeline.merge).
+_POPULATION = ("population", "source", "seed", "candidates", "size", "sample", "strata")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """A stored run's options, read by every reader through this one record: how its items ran (`sweep`, the
+    engine's SweepOptions) and what was kept beside them. Stored flat (SweepOptions' fields and the extras set);
+    runs stored before a field existed were given it once (store v20)."""
+
+    sweep: SweepOptions = field(default_factory=SweepOptions)
+    population: dict[str, Any] | None = None     # how the models were drawn: {population, source, seed, ...}
+    unavailable_configs: dict[str, dict[str, Any]] = field(default_factory=dict)   # name -> {settings, missing}
+    imported_from: str | None = None             # the export file's hash (an imported shard)
+    merged_from: list[int] | None = None         # the shard runs a merged run holds
+    missing_shards: list[str] | None = None      # the shards a partial merge lacks ("2/4")
+
+    EXTRAS: ClassVar[tuple[str, ...]] = ("population", "unavailable_configs", "imported_from", "merged_from",
+                                         "missing_shards")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunOptions":
+        """Read the stored flat form; RecordError naming an unknown field or a value out of its range."""
+        if not isinstance(data, Mapping):
+            raise RecordError(f"run options: expected an object, got {type(data).__name__}")
+        sweep = SweepOptions.from_dict({k: v for k, v in data.items() if k not in cls.EXTRAS})
+        found = parse(cls, {"sweep": sweep, **{k: v for k, v in data.items() if k in cls.EXTRAS}}, "run options")
+        for name in cls.EXTRAS:
+            value = getattr(found, name)
+            if not _EXTRA_RANGES[name](value):
+                raise RecordError(f"run options: {name}: expected {_EXTRA_SHAPES[name]}")
+        return found
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored flat form: SweepOptions' fields, and each extra that is set."""
+        extras = {name: getattr(self, name) for name in self.EXTRAS}
+        return {**self.sweep.to_dict(), **{k: v for k, v in extras.items() if v not in (None, {}, [])}}
+
+
+def _unavailable(v: Any) -> bool:
+    return isinstance(v, dict) and all(isinstance(u, dict) and set(u) == {"settings", "missing"} for u in v.values())
+
+
+def _list_of(kind: type) -> Any:
+    return lambda v: v is None or (isinstance(v, list) and all(isinstance(x, kind) and not isinstance(x, bool)
+                                                                for x in v))
+
+
+_EXTRA_RANGES = {
+    "population": lambda v: v is None or (isinstance(v, dict) and set(v) <= set(_POPULATION)),
+    "unavailable_configs": _unavailable, "imported_from": _text_or_none, "merged_from": _list_of(int),
+    "missing_shards": _list_of(str),
+}
+_EXTRA_SHAPES = {
+    "population": f"an object of {', '.join(_POPULATION)}", "unavailable_configs": "{name: {settings, missing}}",
+    "imported_from": "a string", "merged_from": "a list of run ids", "missing_shards": "a list of shard labels",
+}
