@@ -135,7 +135,7 @@ def test_the_unsafe_table_names_flags_unsafe_by_their_own_documentation():
 @pytest.mark.parametrize("text, named", [
     ("", "no [[unsafe]] entries"),
     ('[[unsafe_flags]]\nkey = "torch._dynamo.config.guard_nn_modules"\nvalue = false\nreason = "r"\n',
-     "'unsafe_flags' is not part of the table"),
+     "unknown key 'unsafe_flags' (the table is [[unsafe]] entries)"),
     ('[[unsafe]]\nkey = "torch._dynamo.config.guard_nn_modules"\nvalue = "false"\nreason = "r"\n',
      "unsafe #1: torch._dynamo.config.guard_nn_modules: value 'false' is a str"),
     ('[[unsafe]]\nkey = "torch._dynamo.config.guard_nn_modules"\nvalu = false\nreason = "r"\n',

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from harness.core.calls import FIRST, SCENARIOS
 from harness.core.effects import BASELINE, BaselineFinding, baseline_findings
-from harness.core.files import UnreadableFile, read_toml
+from harness.core.files import table_entries
 from harness.core.outcome import Outcome
 from harness.core.record import RecordError
 
@@ -66,22 +66,11 @@ def _same(a: Any, b: Any) -> bool:
 def load(path: Path = TABLE) -> dict[str, Default]:
     """{scenario: Default}; RecordError (one line naming the file, the entry and the key) on an unreadable or empty
     table, an unknown or missing key, a value of the wrong type, or a scenario listed twice."""
-    try:
-        doc = read_toml(path, "Dynamo defaults table")
-    except UnreadableFile as exc:
-        raise RecordError(str(exc)) from None
-    unknown = sorted(set(doc) - {"default"})
-    if unknown:
-        raise RecordError(f"{path.name}: unknown key {unknown[0]!r} (the table is [[default]] entries)")
-    rows = doc.get("default", [])
-    if not isinstance(rows, list) or not rows:
-        # an emptied table would unfold every night's findings into one line per model again: never read it as none
-        raise RecordError(f"{path.name}: the table has no [[default]] entries")
     found: dict[str, Default] = {}
-    for i, row in enumerate(rows):
-        entry = _entry(row, f"{path.name}: default #{i + 1}")
+    for where, row in table_entries(path, "Dynamo defaults table", "default", RecordError):
+        entry = _entry(row, where)
         if entry.scenario in found:
-            raise RecordError(f"{path.name}: default #{i + 1}: scenario {entry.scenario!r} is listed twice")
+            raise RecordError(f"{where}: scenario {entry.scenario!r} is listed twice")
         found[entry.scenario] = entry
     return found
 

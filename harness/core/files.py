@@ -44,3 +44,21 @@ def read_toml(path: str | Path, what: str) -> dict:
         raise UnreadableFile(f"{path}: not a text file (a TOML {what} is UTF-8 text)") from None
     except tomllib.TOMLDecodeError as exc:
         raise UnreadableFile(f"{path}: {exc}") from None
+
+
+def table_entries(path: str | Path, what: str, name: str, error: type[Exception]) -> list[tuple[str, object]]:
+    """The `[[name]]` entries of a reviewed TOML table, each with where it stands (`path: name #i`); `error` (one
+    line naming the file) when it cannot be read, holds another top-level key, or has no entries: an emptied table
+    is never read as "none"."""
+    path = Path(path)
+    try:
+        doc = read_toml(path, what)
+    except UnreadableFile as exc:
+        raise error(str(exc)) from None
+    extra = sorted(set(doc) - {name})
+    if extra:
+        raise error(f"{path}: unknown key {extra[0]!r} (the table is [[{name}]] entries)")
+    rows = doc.get(name)
+    if not isinstance(rows, list) or not rows:
+        raise error(f"{path}: the table has no [[{name}]] entries")
+    return [(f"{path}: {name} #{i + 1}", row) for i, row in enumerate(rows)]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.core.files import UnreadableFile, read_toml
+from harness.core.files import table_entries
 from harness.core.record import RecordError
 
 TABLE = Path(__file__).with_name("unsafe_flags.toml")
@@ -38,21 +38,11 @@ def load(path: Path | None = None) -> dict[str, Unsafe]:
     naming the file and the key) on anything but a list of well-formed entries. An empty table is an error too:
     read as "no flag is unsafe", it would file every unsafe flag's expected wrong results."""
     path = path or TABLE
-    try:
-        doc = read_toml(path, "unsafe flag table")
-    except UnreadableFile as exc:
-        raise UnsafeTableError(str(exc)) from None
-    rows = doc.get("unsafe")
-    extra = sorted(set(doc) - {"unsafe"})
-    if extra:
-        raise UnsafeTableError(f"{path}: {extra[0]!r} is not part of the table (its entries are [[unsafe]] tables)")
-    if not isinstance(rows, list) or not rows:
-        raise UnsafeTableError(f"{path}: no [[unsafe]] entries (an empty table would file every unsafe flag)")
     found: dict[str, Unsafe] = {}
-    for i, row in enumerate(rows):
-        entry = _entry(row, f"{path}: unsafe #{i + 1}")
+    for where, row in table_entries(path, "unsafe flag table", "unsafe", UnsafeTableError):
+        entry = _entry(row, where)
         if entry.key in found:
-            raise UnsafeTableError(f"{path}: unsafe #{i + 1}: {entry.key} is listed twice")
+            raise UnsafeTableError(f"{where}: {entry.key} is listed twice")
         found[entry.key] = entry
     return found
 
