@@ -43,7 +43,7 @@ def one_nightly(backend: str) -> dict[str, Any]:
     phase = ["verify"]
 
     def counting(*args: Any) -> tuple[str, dict[str, Any]]:
-        runs_by[phase[0]].append(args[2])
+        runs_by[phase[0]].append(args[1].backend)
         return render_and_run(*args)
 
     with tempfile.TemporaryDirectory() as tmp:

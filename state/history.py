@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from harness.core.correctness import first_wrong, is_wrong_signature, wrong_signature
 from harness.core.effects import effects_for
 from harness.core.outcome import CRASH_STATUSES, Effect, Outcome
+from harness.core.record import parse
 from state import gates, runs as runs_mod
 from state.db import transaction
 from state.runs import Run
@@ -181,19 +183,33 @@ def effects(conn: sqlite3.Connection, run_id: int) -> list[Effect]:
             for r in rows]
 
 
-def signature_history(conn: sqlite3.Connection, config: str | None = None) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class SignatureRow:
+    """One known (config, signature) as the `signatures` table keeps it: where it was first and last seen (runs,
+    and nightly dates or start times), on how many nightlies, its latest models and an example of its error."""
+
+    config: str
+    signature: str
+    first_run: int | None
+    last_run: int | None
+    first_seen: str | None
+    last_seen: str | None
+    nightlies_seen: int
+    models: tuple[str, ...]          # the latest run's (stored as a JSON list)
+    error_type: str | None
+    torch_frame: str | None
+    example_message: str | None
+
+
+def signature_history(conn: sqlite3.Connection, config: str | None = None) -> list[SignatureRow]:
     """Every known (config, signature) with first/last seen, nightlies seen and latest models."""
     sql, args = "SELECT * FROM signatures", []
     if config is not None:
         sql += " WHERE config = ?"
         args.append(config)
     sql += " ORDER BY config, last_seen DESC, signature"
-    out = []
-    for r in conn.execute(sql, args):
-        d = dict(r)
-        d["models"] = json.loads(d["models"])
-        out.append(d)
-    return out
+    return [parse(SignatureRow, {**dict(r), "models": tuple(json.loads(r["models"]))}, "stored signature")
+            for r in conn.execute(sql, args)]
 
 
 def _asked(run: Run) -> set[str]:

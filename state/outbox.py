@@ -54,6 +54,30 @@ PAYLOADS: dict[str, type[IssuePayload] | type[Reaction]] = {
 ACTIONS = tuple(PAYLOADS)
 
 
+@dataclass(frozen=True)
+class Result:
+    """What a sent entry became on GitHub, kept as JSON in the shape each action wrote: the issue's number (None: a
+    reaction names none), `adopted` (stored only when true: an issue already there was taken over), and for a
+    posted comment its id (stored even when None: the publisher gave none)."""
+
+    number: int | None = None
+    adopted: bool = False
+    comment: int | None = None
+    posted: bool = False          # a comment was posted (the stored form has a "comment" key)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored form: only the keys the action sets."""
+        number = {} if self.number is None else {"number": self.number}
+        return {**number, **({"adopted": True} if self.adopted else {}),
+                **({"comment": self.comment} if self.posted else {})}
+
+    @classmethod
+    def from_dict(cls, data: Any, what: str) -> "Result":
+        """The stored form read back (RecordError naming an unknown field)."""
+        found = record.parse(cls, data, what)
+        return cls(found.number, found.adopted, found.comment, posted="comment" in data)
+
+
 @dataclass
 class Entry:
     id: int
@@ -65,7 +89,7 @@ class Entry:
     payload: Payload
     status: str
     attempts: int
-    result: dict[str, Any] | None
+    result: Result | None
     error: str | None
 
     @property
@@ -79,8 +103,15 @@ def _entry(row: sqlite3.Row) -> Entry:
                  action=row["action"], payload=read_payload(row["action"], json.loads(row["payload"]),
                                                             f"outbox entry {row['id']}"),
                  status=row["status"],
-                 attempts=row["attempts"], result=json.loads(row["result"]) if row["result"] else None,
+                 attempts=row["attempts"], result=_result(row),
                  error=row["error"])
+
+
+def _result(row: sqlite3.Row) -> Result | None:
+    """A done entry's result, as its type (None: not sent yet)."""
+    if not row["result"]:
+        return None
+    return Result.from_dict(json.loads(row["result"]), f"outbox entry {row['id']}'s result")
 
 
 def read_payload(action: str, data: Any, what: str) -> Payload:
@@ -124,10 +155,10 @@ def mark_sending(conn: sqlite3.Connection, entry_id: int) -> None:
     conn.execute("UPDATE outbox SET status = 'sending', attempts = attempts + 1 WHERE id = ?", (entry_id,))
 
 
-def mark_done(conn: sqlite3.Connection, entry_id: int, result: dict[str, Any] | None = None) -> None:
+def mark_done(conn: sqlite3.Connection, entry_id: int, result: Result | None = None) -> None:
     """Sent (or found already there)."""
     conn.execute("UPDATE outbox SET status = 'done', result = ?, error = NULL, done_at = ? WHERE id = ?",
-                 (json.dumps(result or {}, sort_keys=True), now(), entry_id))
+                 (json.dumps((result or Result()).to_dict(), sort_keys=True), now(), entry_id))
 
 
 def mark_pending(conn: sqlite3.Connection, entry_id: int, error: str) -> None:

@@ -149,11 +149,54 @@ class Maintainer:
 
 
 @dataclass(frozen=True)
+class Size:
+    """One reproducer's size as the shrink measured it (bot.verify.shrink.measure); None: not measured."""
+
+    parameters: int | None = None
+    seconds: float | None = None
+    lines: int | None = None
+    data_lines: int | None = None
+    input_elements: int | None = None
+
+
+@dataclass(frozen=True)
+class ShrinkStats:
+    """What a shrink did (bot.verify.shrink: tries, kept steps, what changed, the sizes before and after), read from
+    its stored stats; None or empty where an older shrink kept less."""
+
+    tries: int | None = None
+    kept: int | None = None
+    seconds: float | None = None
+    stopped: str | None = None           # why it stopped (done | budget | tries)
+    before: Size | None = None
+    after: Size | None = None
+    rows: list[list[Any]] = field(default_factory=list)   # [field, from, to]
+    defaulted: int | None = None          # config fields left at their defaults
+    dropped: list[str] = field(default_factory=list)      # inputs dropped
+
+    @classmethod
+    def of(cls, stats: dict[str, Any]) -> "ShrinkStats":
+        """Read stored stats (RecordError naming an unknown field, of the stats or a size)."""
+        found = parse(cls, stats, "shrink stats")
+        return replace(found, before=_size(found.before, "shrink stats' before"),
+                       after=_size(found.after, "shrink stats' after"))
+
+
+def _size(data: Any, what: str) -> Size | None:
+    return None if data is None else parse(Size, data, what)
+
+
+@dataclass(frozen=True)
 class Shrink:
-    """A confirmed reproducer made smaller (bot/verify/shrink.py): the smallest build that still fails, and stats."""
+    """A confirmed reproducer made smaller (bot/verify/shrink.py): the smallest build that still fails, and stats
+    (kept as the shrink wrote them: `read` gives them typed)."""
 
     build: ModelBuild
     stats: dict[str, Any]
+
+    def read(self) -> ShrinkStats:
+        """The stats, typed."""
+        return ShrinkStats.of(self.stats)
 
     def to_json(self) -> str:
         """The stored form: {build, stats}, the build as `ModelBuild.to_dict` writes it."""

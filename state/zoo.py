@@ -9,21 +9,47 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
+from harness.core.record import parse
 from state.db import transaction
 from state.runs import now
 
 
+@dataclass(frozen=True)
+class CheckRow:
+    """One kept `zoo check` result, the shape harness.discovery.check writes (`result_of`, with the limit and where
+    it ran): every result is read through it before it is kept and when it is read back; the dict is what is
+    stored. Only model and status are in every kept row (the first, v10's, kept no more)."""
+
+    model: str
+    status: str
+    stratum: str | None = None             # None too where an older flagsweep kept less
+    cause: str | None = None
+    text_only: bool = False
+    fingerprint: str | None = None         # the build checked (the table's column; in data since v10's first rows)
+    seconds: float = 0.0
+    timeout_s: float | None = None         # the limit it ran under (a timeout is reused only under no larger one)
+    where: dict[str, Any] | None = None    # the workers' interpreter and device
+
+
 def check_results(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
-    """Every kept `zoo check` result, by model."""
-    return {row["model"]: json.loads(row["data"]) for row in conn.execute("SELECT model, data FROM zoo_checks")}
+    """Every kept `zoo check` result, by model (RecordError naming a field a kept row should not have)."""
+    rows = conn.execute("SELECT model, data FROM zoo_checks")
+    return {row["model"]: _checked(json.loads(row["data"])) for row in rows}
 
 
-def record_checks(conn: sqlite3.Connection, results: Iterable[dict[str, Any]]) -> None:
+def _checked(result: Mapping[str, Any]) -> dict[str, Any]:
+    """`result` as given, once it reads as a CheckRow."""
+    parse(CheckRow, result, "zoo check result")
+    return dict(result)
+
+
+def record_checks(conn: sqlite3.Connection, results: Iterable[Mapping[str, Any]]) -> None:
     """Keep check results (each with its model, fingerprint, status and timeout_s), replacing a model's older one."""
-    rows = [(r["model"], r["fingerprint"], r["status"], r.get("timeout_s"), json.dumps(r, sort_keys=True), now())
-            for r in results]
+    typed = [(parse(CheckRow, r, "zoo check result"), r) for r in results]
+    rows = [(t.model, t.fingerprint, t.status, t.timeout_s, json.dumps(r, sort_keys=True), now()) for t, r in typed]
     with transaction(conn):
         conn.executemany("INSERT OR REPLACE INTO zoo_checks (model, fingerprint, status, timeout_s, data, checked_at)"
                          " VALUES (?, ?, ?, ?, ?, ?)", rows)

@@ -10,19 +10,18 @@ import dataclasses
 from typing import Any
 
 from bot.verify.oracle import CHECKS, MODES
-from bot.verify.steps import Runner
+from bot.verify.steps import Runner, Under
 from harness.engine.script_runner import ScriptResult
 
 
 def answering_checks(one: Runner) -> Runner:
     """`one`, which answers one mode at a time, answering `checks` as the real script does."""
-    def runner(built: Any, settings: dict, backend: str, device: str, python: str, timeout: float,
-               mode: str = "flag", baseline: dict | None = None) -> tuple[str, ScriptResult]:
+    def runner(built: Any, under: Under, python: str, timeout: float, mode: str = "flag") -> tuple[str, ScriptResult]:
         if mode != CHECKS:
-            return one(built, settings, backend, device, python, timeout, mode, baseline)
+            return one(built, under, python, timeout, mode)
         script, modes = "", {}
         for each in MODES:
-            script, result = one(built, settings, backend, device, python, timeout, each, baseline)
+            script, result = one(built, under, python, timeout, each)
             modes[each] = dataclasses.replace(result, mode=each)
             if each != "flag" and result.status != "ok":
                 break

@@ -80,9 +80,9 @@ class Twin:
         self.results: list[dict[str, Any]] = []
         self.clock, self.cost = clock, cost
 
-    def __call__(self, b, settings, backend, device, python, timeout, mode="flag", baseline=None):
+    def __call__(self, b, under, python, timeout, mode="flag"):
         if mode == oracle.CHECKS:            # the three modes in one run, as the real script answers
-            return answering_checks(self)(b, settings, backend, device, python, timeout, mode, baseline)
+            return answering_checks(self)(b, under, python, timeout, mode)
         assert python == PY and timeout > 0
         if self.clock is not None:
             self.clock[0] += self.cost
@@ -90,7 +90,7 @@ class Twin:
         c, spec = b.config, b.spec
         if mode != "flag":        # eager and baseline: valid unless the inputs disagree (like Qwen2-VL's image grid)
             bad = self.eager_needs_batch and spec["input_values"]["shape"][0] != spec["input_ids"]["shape"][0]
-            return render_script(b, settings, baseline=baseline), (
+            return render_script(b, under.settings, baseline=under.baseline), (
                 ScriptResult(status="error", signature="RuntimeError: split_with_sizes expects split_sizes to sum")
                 if bad else ScriptResult(status="ok", signature=None))
         self.calls.append(copy.deepcopy(b))
@@ -104,7 +104,7 @@ class Twin:
         elif "padding_mask" not in spec:
             result = replace(result, signature="KeyError: padding_mask")
         self.results.append(result)
-        return render_script(b, settings, baseline=baseline), result
+        return render_script(b, under.settings, baseline=under.baseline), result
 
 
 def five_model_groups():
@@ -116,10 +116,10 @@ def five_model_groups():
 
 def sig_twin(twin: Twin):
     """The twin for every group: the config's settings and the model name pick the signature the sweep saw."""
-    def runner(b, settings, *rest):
-        script, result = twin(b, settings, *rest)
+    def runner(b, under, *rest):
+        script, result = twin(b, under, *rest)
         if result.signature == SIG:
-            if "torch._dynamo.config.capture_dynamic_output_shape_ops" in settings:
+            if "torch._dynamo.config.capture_dynamic_output_shape_ops" in under.settings:
                 result = replace(result, signature=sc.SIG_C)
             elif b.model == "Model02ForCausalLM":
                 result = replace(result, signature=sc.SIG_B)

@@ -6,7 +6,7 @@ from typing import Any, Iterable
 
 from bot.issues.timeline import Timeline
 from bot.view.run_view import RunView
-from harness.core.diff import DiffResult, Transition
+from harness.core.diff import DiffResult, Side, Transition
 from harness.core.effects import effects_for
 from harness.core.graph_breaks import flag_breaks, leverage
 from harness.core.outcome import Effect, Outcome
@@ -45,9 +45,8 @@ def view(outcomes: Iterable[Outcome], *, effects: Iterable[Effect] | None = None
 def transition(model: str, config: str, kind: str, before: str | None, after: str | None, *,
                effect: str | None = None, flaky_rate: float | None = None) -> Transition:
     """A transition of one item whose signature went from `before` to `after` (None: it compiled)."""
-    def side(sig: str | None, eff: str | None) -> dict[str, Any]:
-        return {"status": "error" if sig else "ok", "effect": eff, "graphs": None if sig else 3, "signature": sig,
-                "fingerprint": None}
+    def side(sig: str | None, eff: str | None) -> Side:
+        return Side(status="error" if sig else "ok", effect=eff, graphs=None if sig else 3, signature=sig)
     return Transition(model=model, config=config, transition=kind, before=side(before, None),
                       after=side(after, effect), flaky_rate=flaky_rate)
 

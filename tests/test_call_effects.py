@@ -95,7 +95,7 @@ def test_night_to_night_a_new_wrong_result_a_fixed_one_and_recompiles():
                     ("B", "baseline", "recompiles_decreased"), ("B", CSO, "new_wrong_result"),
                     ("B", CSO, "recompiles_increased")]
     new = next(t for t in result.axes if t.transition == "new_wrong_result")
-    assert new.after["signature"] == "wrong_result: second_size: logits" and new.before["correctness"] == "fixes_wrong_result"
+    assert new.after.signature == "wrong_result: second_size: logits" and new.before.correctness == "fixes_wrong_result"
     assert result.axis_counts()["still_wrong_result"] == 0
     assert {t.transition for t in result.axis_news(CSO)} == {"new_wrong_result", "wrong_result_fixed",
                                                              "recompiles_increased", "recompiles_decreased"}

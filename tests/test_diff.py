@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from harness.core.outcome import Effect, Outcome
-from harness.core.diff import TRANSITIONS, classify, diff
+from harness.core.diff import TRANSITIONS, Side, classify, diff
 
 
 def ok(model, config="capture_scalar_outputs", graphs=3, fp="fp1", **kw):
@@ -44,11 +44,12 @@ def test_before_and_after_carry_effect_graphs_signature():
     eff = [Effect("NewCrash", None, "capture_scalar_outputs", "crashes", 3, None, None, "X")]
     result = diff(BEFORE, AFTER, after_effects=eff)
     t = next(t for t in result.transitions if t.model == "NewCrash")
-    assert t.before == {"status": "ok", "effect": None, "graphs": 3, "signature": None, "fingerprint": "fp1"}
-    assert t.after["effect"] == "crashes"
-    assert t.after["signature"].startswith("PendingUnbackedSymbolNotFound")
+    assert t.before == Side(status="ok", effect=None, graphs=3, signature=None, fingerprint="fp1")
+    assert t.to_dict()["before"] == {"status": "ok", "effect": None, "graphs": 3, "signature": None, "fingerprint": "fp1"}
+    assert t.after.effect == "crashes"
+    assert t.after.signature.startswith("PendingUnbackedSymbolNotFound")
     brand = next(t for t in result.transitions if t.model == "Brand")
-    assert brand.before["status"] is None and brand.after["graphs"] == 3
+    assert brand.before.status is None and brand.after.graphs == 3
     assert set(t.to_dict()) == {"model", "config", "transition", "before", "after", "flaky_rate", "reason"}
 
 

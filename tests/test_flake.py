@@ -45,7 +45,7 @@ def test_confirm_marks_the_one_in_two_crash_flaky(tmp_path, monkeypatch):
                          configs=CONFIGS)
     result = diff(history.group_outcomes(conn, before), history.group_outcomes(conn, after))
     assert result.counts()["new_crash"] == 2
-    assert history.signature_history(conn, "x")[0]["models"] == models
+    assert history.signature_history(conn, "x")[0].models == tuple(models)
 
     options = SweepOptions(workers=2, timeout=180, extra_modules=["tests.flaky_model"])
     confirmed = flake.confirm(conn, after, result.transitions, configs=CONFIGS, base_settings={}, options=options,
@@ -64,7 +64,7 @@ def test_confirm_marks_the_one_in_two_crash_flaky(tmp_path, monkeypatch):
     assert data["counts"]["new_crash"] == 1
     assert [(t["model"], t["flaky_rate"]) for t in data["flaky"]] == [("FlakyToyModel", 0.667)]
     # The flaky crash leaves the signature history; the report lists it apart.
-    assert history.signature_history(conn, "x")[0]["models"] == ["SolidCrashToyModel"]
+    assert history.signature_history(conn, "x")[0].models == ("SolidCrashToyModel",)
     html = report.render_html(report.build_context(conn, after))
     assert 'class="flaky-item" data-model="FlakyToyModel"' in html and "67% of attempts" in html
 
@@ -95,7 +95,7 @@ def test_a_first_night_confirms_each_tracked_crash(tmp_path, monkeypatch):
     stored = {(o.model, o.config): o for o in runs.outcomes(conn, only)}
     assert (stored[("SolidCrashToyModel", "x")].attempts, stored[("SolidCrashToyModel", "x")].flaky_rate) == (3, None)
     assert stored[("FlakyToyModel", "x")].flaky_rate == pytest.approx(0.667, abs=1e-3)
-    assert history.signature_history(conn, "x")[0]["models"] == ["SolidCrashToyModel"]
+    assert history.signature_history(conn, "x")[0].models == ("SolidCrashToyModel",)
 
 
 def test_a_rerun_that_fails_otherwise_does_not_confirm_the_crash(tmp_path):

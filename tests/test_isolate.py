@@ -13,7 +13,7 @@ import pytest
 from bot.verify import isolate, oracle, reproducers
 from bot.verify.context import StepContext
 from bot.verify.step import verify_run
-from bot.verify.steps import VerifySteps
+from bot.verify.steps import Under, VerifySteps
 from bot.issues.keys import tracking_key
 from bot.github import publish
 from bot.settings import Settings, VerifySettings
@@ -43,10 +43,11 @@ class Twin:
     def __init__(self, fails_from: dict[str, str], other: dict[str, str] | None = None) -> None:
         self.fails_from, self.other, self.calls = fails_from, other or {}, []
 
-    def __call__(self, built: ModelBuild | None, settings: dict[str, Any], backend: str, device: str,
-                 python: str, timeout: float, mode: str = "flag", baseline: dict | None = None) -> tuple[str, ScriptResult]:
+    def __call__(self, built: ModelBuild | None, under: Under, python: str, timeout: float,
+                 mode: str = "flag") -> tuple[str, ScriptResult]:
         if mode == oracle.CHECKS:   # the three checks in one run, as the real script answers
-            return answering_checks(self)(built, settings, backend, device, python, timeout, mode, baseline)
+            return answering_checks(self)(built, under, python, timeout, mode)
+        backend = under.backend
         model = built.model if built else "?"
         if mode != "flag":        # the oracle's eager and baseline checks: every build here is valid
             return "x", ScriptResult(status="ok", graphs=1, signature=None)
@@ -137,11 +138,11 @@ def test_a_stage_without_a_result_is_shown_but_not_stored(tmp_path: Path) -> Non
     conn = db.connect(tmp_path / "state.sqlite")
     twin = Twin({"Model00ForCausalLM": "inductor"})
 
-    def flaky(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
-        if backend == "aot_eager" and len(twin.calls) < 6:
-            twin.calls.append((built.model, backend))
+    def flaky(built, under, python, timeout, mode="flag"):
+        if under.backend == "aot_eager" and len(twin.calls) < 6:
+            twin.calls.append((built.model, under.backend))
             return "", ScriptResult.not_run("cannot run python")
-        return twin(built, settings, backend, device, python, timeout, mode, baseline)
+        return twin(built, under, python, timeout, mode)
 
     found, comps = _verify_and_isolate(flaky, "inductor", conn)
     assert comps[(CSO, SIG)].component == "undetermined" and not comps[(CSO, SIG)].complete
@@ -203,7 +204,7 @@ def test_isolation_runs_on_the_shrunk_build_when_the_verdict_carries_one(tmp_pat
     """After minimisation, the component runs use the smallest verified build, not the model's stored one."""
     seen: list[ModelBuild] = []
 
-    def runner(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
+    def runner(built, under, python, timeout, mode="flag"):
         seen.append(built)
         return "s", ScriptResult(status="error", signature=SIG)
 

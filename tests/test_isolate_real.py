@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot.verify import isolate, oracle
-from bot.verify.steps import render_and_run
+from bot.verify.steps import Under, render_and_run
 from bot.issues.keys import tracking_key
 from harness.engine import configs
 from state import db, verdicts
@@ -32,12 +32,12 @@ def test_a_missing_cpp_compiler_is_isolated_to_inductor():
     assert checked.configs == {"broken_cxx": BROKEN_CXX}
     built = stored_build("BertModel")   # what a worker stores for it (engine.describe), from the lock: no worker
     # The verification, as verify_all does it: the script under the run's backend fails.
-    _, seen = render_and_run(built, BROKEN_CXX, "inductor", "cpu", sys.executable, 600)
+    _, seen = render_and_run(built, Under(BROKEN_CXX, "inductor", "cpu"), sys.executable, 600)
     assert seen.status == "error" and "InvalidCxxCompiler" in seen.signature, seen
     ran = []
 
     def counting(*args):
-        ran.append(args[2])
+        ran.append(args[1].backend)
         return render_and_run(*args)
 
     crash = oracle.Crash(BROKEN_CXX, {}, "inductor", "cpu", seen.signature)

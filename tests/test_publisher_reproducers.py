@@ -37,7 +37,7 @@ def test_same_signature_confirms_other_does_not_and_verdicts_are_reused(tmp_path
     conn = db.connect(tmp_path / "state.sqlite")
     calls = []
 
-    def runner(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
+    def runner(built, under, python, timeout, mode="flag"):
         model = built.model
         assert python == "/nightly/bin/python"            # the run's own interpreter, from its environment
         if mode != "flag":                                # every build here is valid in eager and the baseline
@@ -102,7 +102,7 @@ def test_an_eager_invalid_reproducer_is_not_verified(tmp_path: Path) -> None:
     conn = db.connect(tmp_path / "state.sqlite")
     runs_seen: list[tuple[str, str]] = []
 
-    def runner(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
+    def runner(built, under, python, timeout, mode="flag"):
         model = built.model
         runs_seen.append((model, mode))
         if model == "Model01ForCausalLM" and mode == "eager":      # the inputs are not a valid test case
@@ -160,7 +160,7 @@ def test_the_checks_run_in_one_interpreter_and_a_check_it_did_not_report_runs_al
     asked: list[str] = []
     ok = ScriptResult(status="ok", signature=None)
 
-    def died_in_flag(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
+    def died_in_flag(built, under, python, timeout, mode="flag"):
         asked.append(mode)
         if mode == oracle.CHECKS:
             return "s", dataclasses.replace(ok, mode="baseline", returncode=-11, modes={
@@ -171,7 +171,7 @@ def test_the_checks_run_in_one_interpreter_and_a_check_it_did_not_report_runs_al
                           runner=died_in_flag, timeout=60)
     assert judged.passed and asked == ["checks", "flag"]
 
-    def hung_in_flag(built, settings, backend, device, python, timeout, mode="flag", baseline=None):
+    def hung_in_flag(built, under, python, timeout, mode="flag"):
         asked.append(mode)
         return "s", ScriptResult("timeout", modes={"eager": dataclasses.replace(ok, mode="eager"),
                                                    "baseline": dataclasses.replace(ok, mode="baseline")})

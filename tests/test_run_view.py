@@ -35,7 +35,7 @@ def test_the_view_holds_the_run_its_diff_and_its_history(two_nights):
     view = run_view.load(conn, second)
     assert view.id == second and view.previous.id == first and view.group == (second,)
     assert view.diff.counts()["new_crash"] == 1
-    assert {(s["config"], s["signature"]) for s in view.signatures} >= {("capture_scalar_outputs", hd.PENDING)}
+    assert {(s.config, s.signature) for s in view.signatures} >= {("capture_scalar_outputs", hd.PENDING)}
     with pytest.raises(Exception):
         view.run = None          # immutable: passed down, never changed on the way
     with pytest.raises(KeyError, match="no run 99"):

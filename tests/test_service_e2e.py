@@ -75,7 +75,7 @@ class Bot:
             self.reruns.append(force)
             return nightly.run_nightly(conn, settings, torch=settings.nightly.torch, force=force, dry_run=dry_run,
                                        out_dir=out_dir, progress=False,
-                                       steps=self.world.steps(real_publish=real_publish)).to_dict()
+                                       steps=self.world.steps(real_publish=real_publish))
 
         def probe(settings, label, model, config):
             self.probes.append(label)
@@ -454,7 +454,7 @@ def test_shutdown_requeues_a_job_that_outlives_the_grace(tmp_path):
     svc.start()
     job_id = svc.queue_nightly()
     assert started.wait(30)
-    assert svc.health()["running"] == [job_id]
+    assert svc.health().details["running"] == [job_id]
     assert svc.stop(grace=0.2) is False
     conn = db.connect(s.state_path)
     try:

@@ -16,7 +16,7 @@ from bot.verify import oracle, reproducers, shrink
 from bot.text.render import render
 from bot.verify.context import StepContext
 from bot.verify.script import render_script
-from bot.verify.steps import VerifySteps
+from bot.verify.steps import Under, VerifySteps
 from harness.engine.script_runner import ScriptResult
 from bot.settings import Settings
 from state import db, runs, verdicts
@@ -29,7 +29,7 @@ CRASH = oracle.Crash({}, {}, "count", "cpu", SIG)   # what the twin's reproducer
 
 
 def run_shrink(twin: Twin, budget: float = 600.0, **kw: Any) -> shrink.Shrunk:
-    original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
+    original = twin(BUILD, Under({}, "count", "cpu"), PY, 1.0)
     return shrink.minimise(BUILD, original, shrink.crash_judge(CRASH, PY, twin), shrink.Limits(budget, **kw))
 
 
@@ -65,7 +65,7 @@ def test_other_config_fields_go_to_their_defaults_when_the_crash_stays() -> None
 def test_the_budget_stops_it_before_a_try_would_overrun() -> None:
     now = [0.0]
     twin = Twin(clock=now, cost=10.0)      # each try is three oracle runs (eager, baseline, flag): 30 s
-    original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
+    original = twin(BUILD, Under({}, "count", "cpu"), PY, 1.0)
     now[0] = 0.0
     small = shrink.minimise(BUILD, original, shrink.crash_judge(CRASH, PY, twin, clock=lambda: now[0]),
                             shrink.Limits(100.0, clock=lambda: now[0]))
@@ -73,7 +73,7 @@ def test_the_budget_stops_it_before_a_try_would_overrun() -> None:
     assert small.stats["tries"] == 3 and small.stats["stopped"] == "budget" and now[0] == 90.0
     assert oracle.reproduces(ScriptResult(status="error", signature=SIG), SIG)
     assert twin.modes[1:4] == ["eager", "baseline", "flag"]                        # cheapest first
-    assert twin(small.build, {}, "count", "cpu", PY, 1.0)[1].signature == SIG   # what it kept still fails
+    assert twin(small.build, Under({}, "count", "cpu"), PY, 1.0)[1].signature == SIG   # what it kept still fails
     capped = run_shrink(Twin(), max_tries=2)
     assert capped.stats["tries"] == 2 and capped.stats["stopped"] == "tries"
 
@@ -86,7 +86,7 @@ def test_a_candidate_the_runner_cannot_render_is_rejected() -> None:
             raise ValueError("no such config field")
         return twin(b, *args)
 
-    original = twin(BUILD, {}, "count", "cpu", PY, 1.0)
+    original = twin(BUILD, Under({}, "count", "cpu"), PY, 1.0)
     small = shrink.minimise(BUILD, original, shrink.crash_judge(CRASH, PY, picky), shrink.Limits(600.0))
     assert small.build.config["num_hidden_layers"] == 2 and small.stats["kept"] >= 1
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from bot.verify import oracle, shrink
-from bot.verify.steps import render_and_run
+from bot.verify.steps import Under, render_and_run
 from harness.engine.script_runner import run_script
 from tests.helpers_verify import stored_build
 
@@ -22,7 +22,7 @@ CSO = {"torch._dynamo.config.capture_scalar_outputs": True}
 @pytest.mark.compile
 def test_the_real_mimi_crash_shrinks_and_still_fails_the_same_way() -> None:
     built = stored_build(MODEL)       # what a worker stores for it, from the lock entry
-    script, result = render_and_run(built, CSO, "count", "cpu", sys.executable, 300)
+    script, result = render_and_run(built, Under(CSO, "count", "cpu"), sys.executable, 300)
     signature = result.signature
     assert result.status == "error" and signature.startswith("PendingUnbackedSymbolNotFound"), result
     assert result.parameters > 0 and result.seconds > 0              # the script reports both

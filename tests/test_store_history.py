@@ -17,7 +17,7 @@ def conn(tmp_path):
 
 
 def _sig(conn, config=CSO, sig=hd.PENDING):
-    return {(s["config"], s["signature"]): s for s in history.signature_history(conn)}.get((config, sig))
+    return {(s.config, s.signature): s for s in history.signature_history(conn)}.get((config, sig))
 
 
 def test_finalize_stores_effects(conn):
@@ -36,17 +36,17 @@ def test_finalize_stores_effects(conn):
 def test_signature_history_over_nightlies(conn):
     r1 = hd.store_run(conn, hd.night(), kind="nightly", nightly="2026-11-01")
     s = _sig(conn)
-    assert (s["first_seen"], s["last_seen"], s["nightlies_seen"], s["models"]) == (
-        "2026-11-01", "2026-11-01", 1, ["Qwen2VLForConditionalGeneration"])
-    assert s["error_type"] == "PendingUnbackedSymbolNotFound" and s["torch_frame"].startswith("torch/_dynamo")
-    assert hd.PENDING in s["example_message"]
+    assert (s.first_seen, s.last_seen, s.nightlies_seen, s.models) == (
+        "2026-11-01", "2026-11-01", 1, ("Qwen2VLForConditionalGeneration",))
+    assert s.error_type == "PendingUnbackedSymbolNotFound" and s.torch_frame.startswith("torch/_dynamo")
+    assert hd.PENDING in s.example_message
     history.finalize_run(conn, r1)  # idempotent
-    assert _sig(conn)["nightlies_seen"] == 1
+    assert _sig(conn).nightlies_seen == 1
     hd.store_run(conn, hd.night(b_crashes=True), kind="nightly", nightly="2026-11-02")
     r3 = hd.store_run(conn, hd.night(b_crashes=True, c_crashes=False), kind="nightly", nightly="2026-11-03")
     s = _sig(conn)
-    assert (s["first_seen"], s["last_seen"], s["nightlies_seen"], s["last_run"]) == ("2026-11-01", "2026-11-03", 3, r3)
-    assert s["models"] == ["BertModel"]  # the latest run's models only
+    assert (s.first_seen, s.last_seen, s.nightlies_seen, s.last_run) == ("2026-11-01", "2026-11-03", 3, r3)
+    assert s.models == ("BertModel",)  # the latest run's models only
     assert history.signature_history(conn, config="baseline") == []
 
 
@@ -54,8 +54,8 @@ def test_older_run_finalized_late_does_not_move_last_seen(conn):
     hd.store_run(conn, hd.night(b_crashes=True), kind="nightly", nightly="2026-11-05")
     hd.store_run(conn, hd.night(), kind="nightly", nightly="2026-11-01")  # a backfill
     s = _sig(conn)
-    assert (s["first_seen"], s["last_seen"], s["nightlies_seen"]) == ("2026-11-01", "2026-11-05", 2)
-    assert s["models"] == ["BertModel", "Qwen2VLForConditionalGeneration"]
+    assert (s.first_seen, s.last_seen, s.nightlies_seen) == ("2026-11-01", "2026-11-05", 2)
+    assert s.models == ("BertModel", "Qwen2VLForConditionalGeneration")
 
 
 def test_shards_of_one_nightly_are_one_run(conn):
@@ -66,10 +66,10 @@ def test_shards_of_one_nightly_are_one_run(conn):
     assert len(history.effects(conn, s1)) == 3
     assert [o.model for o in history.group_outcomes(conn, s2)][::2] == [
         "BertModel", "LlamaForCausalLM", "Qwen2VLForConditionalGeneration"]
-    assert _sig(conn)["nightlies_seen"] == 1
+    assert _sig(conn).nightlies_seen == 1
     n1 = hd.store_run(conn, hd.night(), kind="nightly", nightly="2026-11-02")
     assert history.previous_comparable_run(conn, n1) == s2
-    assert _sig(conn)["nightlies_seen"] == 2
+    assert _sig(conn).nightlies_seen == 2
     assert [r.id for r in history.latest_runs(conn, 5)] == [n1, s2]
     # Shards of the same nightly are never each other's previous run.
     assert history.previous_comparable_run(conn, s2) is None
@@ -117,7 +117,7 @@ def test_flaky_crashes_are_not_believed_in_signature_history(conn):
     flaky.flaky_rate = None
     runs.record_outcome(conn, 1, flaky)
     history.finalize_run(conn, 1)
-    assert _sig(conn)["models"] == ["BertModel"]
+    assert _sig(conn).models == ("BertModel",)
 
 
 def test_merged_nightly_stands_for_its_shards(conn):
@@ -133,7 +133,7 @@ def test_merged_nightly_stands_for_its_shards(conn):
     n2 = hd.store_run(conn, hd.night(), kind="nightly", nightly="2026-11-02")
     assert history.previous_comparable_run(conn, n2) == merged
     s = _sig(conn)
-    assert s["nightlies_seen"] == 2 and s["first_seen"] == "2026-11-01"   # shards and merged run: one night
+    assert s.nightlies_seen == 2 and s.first_seen == "2026-11-01"   # shards and merged run: one night
 
 
 def test_finalize_inside_a_callers_transaction_is_all_or_nothing(conn):
@@ -143,7 +143,7 @@ def test_finalize_inside_a_callers_transaction_is_all_or_nothing(conn):
     conn.execute("ROLLBACK")
     assert history.effects(conn, rid) == [] and _sig(conn) is None
     history.finalize_run(conn, rid)
-    assert len(history.effects(conn, rid)) == 3 and _sig(conn)["models"] == ["BertModel", "Qwen2VLForConditionalGeneration"]
+    assert len(history.effects(conn, rid)) == 3 and _sig(conn).models == ("BertModel", "Qwen2VLForConditionalGeneration")
 
 
 def test_shards_swept_again_with_force_replace_their_earlier_runs(tmp_path, capsys):

@@ -241,11 +241,11 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     # The migrated store takes new work: a run, its finalization, and history over old and new rows.
     rid = hd.store_run(conn, hd.night(), kind="nightly" if version >= 2 else "sweep", nightly="2026-10-03")
     assert history.previous_comparable_run(conn, rid) == 2
-    sig = {(s["config"], s["signature"]): s for s in history.signature_history(conn)}[
+    sig = {(s.config, s.signature): s for s in history.signature_history(conn)}[
         ("capture_scalar_outputs", hd.PENDING)]
-    assert sig["first_seen"] == "2026-10-01T03:00:00+00:00"  # run 1 was a plain sweep: its start time
-    assert sig["last_seen"] == "2026-10-03" and sig["nightlies_seen"] == 3
-    assert sig["models"] == ["Qwen2VLForConditionalGeneration"]
+    assert sig.first_seen == "2026-10-01T03:00:00+00:00"  # run 1 was a plain sweep: its start time
+    assert sig.last_seen == "2026-10-03" and sig.nightlies_seen == 3
+    assert sig.models == ("Qwen2VLForConditionalGeneration",)
     if version >= 2:
         assert conn.execute("SELECT number FROM issue_links").fetchone()[0] == 7
         assert conn.execute("SELECT count(*) FROM outbox WHERE status = 'pending'").fetchone()[0] == 1

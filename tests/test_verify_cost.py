@@ -59,9 +59,9 @@ def test_when_the_old_case_stops_failing_it_is_shrunk_again_and_says_why(tmp_pat
     twin = Twin()
     conn, outs, groups, builds, first = _night1(tmp_path, twin)
 
-    def build2(b, settings, *rest):   # torch 2.14.1 fixed the one-layer case: the crash now needs two layers
-        script, result = sig_twin(twin)(b, settings, *rest)
-        if rest[-2] == "flag" and b.config["num_hidden_layers"] < 2:
+    def build2(b, under, python, timeout, mode="flag"):   # torch 2.14.1 fixed the one-layer case: needs two now
+        script, result = sig_twin(twin)(b, under, python, timeout, mode)
+        if mode == "flag" and b.config["num_hidden_layers"] < 2:
             result = ScriptResult(status="ok", signature=None)
         return script, result
 

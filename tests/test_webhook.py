@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from bot.settings import GitHubSettings, Settings, WebhookSettings
-from bot.service.webhook import WebhookApp, decide, is_own, sign, verify_signature
+from bot.service.webhook import Health, WebhookApp, decide, is_own, sign, verify_signature
 from bot.service.server import WebhookServer
 from harness.core.record import RecordError
 from state import db, deliveries, jobs
@@ -48,7 +48,7 @@ def serving(tmp_path, **webhook):
     settings = Settings(state_path=tmp_path / "state.sqlite", webhook=WebhookSettings(secret=SECRET, **webhook))
     conn = db.connect(settings.state_path)
     woken = []
-    app = WebhookApp(conn, settings, notify=lambda: woken.append(1), health=lambda: {"ok": True, "queue": jobs.depth(conn)})
+    app = WebhookApp(conn, settings, notify=lambda: woken.append(1), health=lambda: Health(True, {"queue": jobs.depth(conn)}))
     srv = WebhookServer(app, "127.0.0.1", 0)
     srv.start()
     srv.conn, srv.woken, srv.url = conn, woken, f"http://127.0.0.1:{srv.server_port}"

@@ -23,6 +23,7 @@ from bot.commands import work
 from bot.commands.context import Context, RetryLater, UserError, role_at_least
 from bot.github.port import GitHubUnavailable
 from bot.text.render import render
+from state.history import SignatureRow
 from state.jobs import CommentJob
 
 log = logging.getLogger(__name__)
@@ -40,10 +41,10 @@ def _update_link(conn: sqlite3.Connection, key: str, **fields: Any) -> None:
     links.update(conn, key, **fields)
 
 
-def _signature_row(conn: sqlite3.Connection, config: str | None, signature: str | None) -> dict[str, Any] | None:
+def _signature_row(conn: sqlite3.Connection, config: str | None, signature: str | None) -> SignatureRow | None:
     from state import history
     for row in history.signature_history(conn, config):
-        if row.get("signature") == signature:
+        if row.signature == signature:
             return row
     return None
 
@@ -152,7 +153,7 @@ def do_wrong_culprit(ctx: Context, number: int, link: Any, args: dict[str, Any],
 
 def _issue_models(ctx: Context, link: Any) -> list[str]:
     sig = _signature_row(ctx.conn, link.config, link.signature) if link and link.signature else None
-    return list(sig.get("models") or []) if sig else []
+    return list(sig.models) if sig else []
 
 
 def do_rerun(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
@@ -163,7 +164,7 @@ def do_rerun(ctx: Context, number: int, link: Any, args: dict[str, Any], author:
     # the corpus, so a run of one model would retitle the issue "1/1 models".
     result = ctx.steps.rerun(ctx.conn, ctx.settings, force=True, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
     return Said("rerun", _words(ctx, "reply_rerun.md.j2", r=result, models=models, config=link.config,
-                                rows=work.model_rows(ctx.conn, result.get("run_id"), link.config, models)))
+                                rows=work.model_rows(ctx.conn, result.run_id, link.config, models)))
 
 
 def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:

@@ -11,8 +11,9 @@ import logging
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from bot.pipeline.nightly import NightlyResult, run_nightly
 from bot.pipeline.steps import Steps, select_configs
 from bot.ranges.bisect import Probe, SkipNightly, outcome_key
 from bot.settings import Settings
@@ -23,12 +24,10 @@ log = logging.getLogger(__name__)
 # ---- the steps ---------------------------------------------------------------------------------
 
 def nightly(conn: sqlite3.Connection, settings: Settings, *, force: bool, dry_run: bool,
-            out_dir: Path) -> dict[str, Any]:
-    """The nightly of `[nightly] torch`, published (forced: swept again though it is stored); its result as a dict."""
-    from bot.pipeline import nightly as nightly_mod
-    result = nightly_mod.run_nightly(conn, settings, torch=settings.nightly.torch, force=force, dry_run=dry_run,
-                                     out_dir=out_dir, progress=False)
-    return result.to_dict()
+            out_dir: Path) -> NightlyResult:
+    """The nightly of `[nightly] torch`, published (forced: swept again though it is stored); what it did."""
+    return run_nightly(conn, settings, torch=settings.nightly.torch, force=force, dry_run=dry_run,
+                       out_dir=out_dir, progress=False)
 
 
 def probe_build(settings: Settings, label: str, model: str, config: str) -> Probe:
@@ -57,7 +56,7 @@ def probe_build(settings: Settings, label: str, model: str, config: str) -> Prob
 
 class NightlyStep(Protocol):
     def __call__(self, conn: sqlite3.Connection, settings: Settings, *, force: bool, dry_run: bool,
-                 out_dir: Path) -> dict[str, Any]: ...
+                 out_dir: Path) -> NightlyResult: ...
 
 
 class ProbeStep(Protocol):

@@ -45,46 +45,47 @@ class Out:
         return keys.resolve_refs(p.body or "", numbers)
 
 
-Sent = tuple[dict[str, Any], bool]        # (the result the outbox keeps, whether GitHub changed)
+Sent = tuple[outbox.Result, bool]         # (the result the outbox keeps, whether GitHub changed)
 
 
 def _send_create(out: Out, p: outbox.IssuePayload) -> Sent:
     link = links_mod.get(out.conn, out.entry.key, out.repo)
     if link is not None:              # filed by an earlier publish (or adopted by the sync): edit instead
-        return {"number": link.number, "adopted": True}, out.pub.edit_issue(link.number, title=p.title,
+        return outbox.Result(link.number, adopted=True), out.pub.edit_issue(link.number, title=p.title,
                                                                             body=out.body(p))
     number = out.pub.create_issue(out.entry.key, p.title, out.body(p) or "", p.labels or [], look=out.uncertain)
-    return {"number": number}, True
+    return outbox.Result(number), True
 
 
 def _send_edit(out: Out, p: outbox.IssuePayload) -> Sent:
     number = out.number(p)
-    return {"number": number}, out.pub.edit_issue(number, title=p.title, body=out.body(p))
+    return outbox.Result(number), out.pub.edit_issue(number, title=p.title, body=out.body(p))
 
 
 def _send_comment(out: Out, p: outbox.IssuePayload) -> Sent:
     number = out.number(p)
-    return {"number": number, "comment": out.pub.comment(number, out.body(p) or "", look=out.uncertain)}, True
+    said = out.pub.comment(number, out.body(p) or "", look=out.uncertain)
+    return outbox.Result(number, comment=said, posted=True), True
 
 
 def _send_close(out: Out, p: outbox.IssuePayload) -> Sent:
     number = out.number(p)
-    return {"number": number}, out.pub.close(number)
+    return outbox.Result(number), out.pub.close(number)
 
 
 def _send_reopen(out: Out, p: outbox.IssuePayload) -> Sent:
     number = out.number(p)
-    return {"number": number}, out.pub.reopen(number)
+    return outbox.Result(number), out.pub.reopen(number)
 
 
 def _send_labels(out: Out, p: outbox.IssuePayload) -> Sent:
     number = out.number(p)
-    return {"number": number}, out.pub.set_labels(number, p.labels or [])
+    return outbox.Result(number), out.pub.set_labels(number, p.labels or [])
 
 
 def _send_react(out: Out, p: outbox.Reaction) -> Sent:
     out.pub.react(p.comment_id, p.content)
-    return {}, True
+    return outbox.Result(), True
 
 
 def _body_sha(p: outbox.IssuePayload) -> str | None:
@@ -92,34 +93,34 @@ def _body_sha(p: outbox.IssuePayload) -> str | None:
     return BodyHash.parse(p.material).text() if p.material else None
 
 
-def _apply_create(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
+def _apply_create(out: Out, p: outbox.IssuePayload, result: outbox.Result) -> None:
     existing = links_mod.get(out.conn, out.entry.key, out.repo)
     links_mod.upsert(out.conn, links_mod.Link(
-        key=out.entry.key, repo=out.repo, number=result["number"], kind=p.kind or "tracking", config=p.config,
+        key=out.entry.key, repo=out.repo, number=result.number, kind=p.kind or "tracking", config=p.config,
         signature=p.signature, state="open", body_sha=_body_sha(p), title=p.title,
         cc=existing.cc if existing else [], muted=existing.muted if existing else False))
     _resolved(out, p, None)
 
 
-def _apply_edit(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
+def _apply_edit(out: Out, p: outbox.IssuePayload, result: outbox.Result) -> None:
     links_mod.update(out.conn, out.entry.key, body_sha=_body_sha(p), **({"title": p.title} if p.title else {}))
 
 
-def _apply_labels(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
+def _apply_labels(out: Out, p: outbox.IssuePayload, result: outbox.Result) -> None:
     links_mod.update(out.conn, out.entry.key, body_sha=_body_sha(p))
 
 
-def _apply_close(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
+def _apply_close(out: Out, p: outbox.IssuePayload, result: outbox.Result) -> None:
     links_mod.update(out.conn, out.entry.key, state="closed", closed_by="bot")
     _resolved(out, p, "completed")
 
 
-def _apply_reopen(out: Out, p: outbox.IssuePayload, result: dict[str, Any]) -> None:
+def _apply_reopen(out: Out, p: outbox.IssuePayload, result: outbox.Result) -> None:
     links_mod.update(out.conn, out.entry.key, state="open", closed_by=None, quiet_nightlies=0)
     _resolved(out, p, "reopened")
 
 
-def _apply_nothing(out: Out, p: outbox.Payload, result: dict[str, Any]) -> None:
+def _apply_nothing(out: Out, p: outbox.Payload, result: outbox.Result) -> None:
     """A comment or a reaction changes no link."""
 
 
@@ -139,7 +140,7 @@ class Step:
     the entry done. Each takes the entry's payload, of the type the outbox stores for that action."""
 
     send: Callable[[Out, Any], Sent]
-    apply: Callable[[Out, Any, dict[str, Any]], None]
+    apply: Callable[[Out, Any, outbox.Result], None]
 
 
 STEPS: dict[str, Step] = {

@@ -177,7 +177,7 @@ def _publish_view(conn: sqlite3.Connection, settings: Settings, view: RunView, *
         tally = resolutions.tally(conn if shadow else store, where)
         summary.precision = tally.to_dict()
         told = dataclasses.replace(psettings, gate=gate.reasons if gate and gate.suspect else None,
-                                   precision=tally.verdicts())
+                                   precision=tally)
         made, summary.gated = gated(issue_plan.plan(seen, timeline.gather(store, seen, psettings.min_nights), told),
                                     gate)
         summary.held = {s: sum(1 for h in made.held if h.status == s) for s in ("pending", "watching")}
@@ -342,7 +342,7 @@ def _drain(conn: sqlite3.Connection, pub: Publisher, repo: str, summary: Publish
         summary.unchanged += 0 if changed else 1
         # The files twin (a dry run, shadow mode) wrote nothing on GitHub: its rows say what a publish would write.
         wrote = "would write" if summary.dry_run or summary.shadow else "written"
-        summary.rows.append(_entry_row(conn, repo, entry, wrote if changed else "unchanged", result.get("number")))
+        summary.rows.append(_entry_row(conn, repo, entry, wrote if changed else "unchanged", result.number))
     return False
 
 

@@ -23,6 +23,7 @@ from harness.core.defaults import Default, Findings
 from harness.core.effects import effect_table
 from harness.core.outcome import Effect, Outcome
 from harness.core.unsafe import Unsafe
+from state.resolutions import Tally
 
 # The environment fields an issue shows, in this order.
 ENV_FIELDS = ("torch_version", "torch_git", "transformers_version", "python_version", "device", "cuda_version",
@@ -42,7 +43,7 @@ class PlanSettings:
     min_models: int = 2          # evidence for a new issue: a confirmed crash and this many models...
     min_nights: int = 2          # ...or this many consecutive nightlies
     gate: list[dict[str, Any]] | None = None    # why the run is environment_suspect (bot.pipeline.gate), if it is
-    precision: dict[str, Any] | None = None     # the measured precision (state.resolutions.Tally.to_dict())
+    precision: Tally | None = None              # the measured precision (state.resolutions.tally)
     dynamic_label: str = "module: dynamic shapes"   # added when dynamic=False makes the reproducer pass (bot.issues.routing.verdict_labels)
     summary_configs: list[str] = field(default_factory=lambda: list(SUMMARY_CONFIGS))   # names or globs
     # flags unsafe by their own documentation: their wrong results are shown, never filed (harness.core.unsafe)
@@ -92,8 +93,15 @@ class RunContext:
     def notices(self) -> dict[str, Any]:
         """The gate's reasons and the maintainers' verdicts, for a summary's material: only those set, so a
         summary without them hashes as it did before they existed."""
-        told = {"gate": self.settings.gate, "precision": self.settings.precision}
-        return {k: v for k, v in told.items() if v and (k != "precision" or v.get("closed"))}
+        tally = self.settings.precision
+        shown = self._verdicts() if tally and tally.closed_by_maintainer else None
+        told = {"gate": self.settings.gate, "precision": shown}
+        return {k: v for k, v in told.items() if v}
+
+    def _verdicts(self) -> dict[str, Any] | None:
+        """The measured precision as summaries show it (state.resolutions.Tally.verdicts), or None unmeasured."""
+        tally = self.settings.precision
+        return tally.verdicts() if tally else None
 
     def comment_marker(self, key: str, what: str) -> str:
         """The marker that makes one comment of this run on issue `key` findable (and so never sent twice)."""
@@ -113,7 +121,7 @@ class RunContext:
             "configs": [(n, json.dumps(v, sort_keys=True)) for n, v in sorted(run.configs.items())],
             "backend": how.backend, "device": how.device,
             "effects_table": table.rows, "testable": table.testable, "report_url": self.settings.report_url,
-            "gate": self.settings.gate, "precision": self.settings.precision,
+            "gate": self.settings.gate, "precision": self._verdicts(),
             "begin": markdown.BEGIN, "end": markdown.END, "date": self.date, "date_text": when(self.date),
             "population": options.population,
             "unavailable": sorted((n, u["missing"] or []) for n, u in run.unavailable.items()),

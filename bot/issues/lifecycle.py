@@ -98,8 +98,8 @@ def news(ctx: RunContext, config: str, signature: str) -> tuple[list[str], list[
     for t in ctx.transitions:
         if t.config != config or t.flaky:
             continue
-        before, after = t.before["signature"], t.after["signature"]
-        if after == signature and before != signature and t.after["effect"] == "crashes":
+        before, after = t.before.signature, t.after.signature
+        if after == signature and before != signature and t.after.effect == "crashes":
             new.add(t.model)
         if before == signature and after != signature:
             gone.add(t.model)

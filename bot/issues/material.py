@@ -82,8 +82,8 @@ def repro_material(repro: Verdict | None) -> list[Any]:
     the parameters and steps kept (none without a shrink: older bodies keep their hash); "skipped" when not run."""
     if repro is None:
         return ["skipped", None]
-    stats = repro.shrink.stats if repro.shrink else {}
-    shrunk = [stats.get("after", {}).get("parameters"), stats.get("kept")] if stats else []
+    stats = repro.shrink.read() if repro.shrink and repro.shrink.stats else None
+    shrunk = [stats.after.parameters if stats.after else None, stats.kept] if stats else []
     m = repro.maintainer   # its script and dynamic ablation (none before it was tried: older bodies keep their hash)
     handwritten = [[m.status, [(r.dynamic, r.result) for r in m.runs]]] if m else []
     return [repro.status, repro.model] + shrunk + handwritten

@@ -41,4 +41,4 @@ def find(ctx: RunContext, new: list[Group], links: list[Link]) -> dict[str, Link
 def _left(ctx: RunContext, config: str, signature: str) -> set[str]:
     """The models that stopped crashing with `signature` tonight (per the believed diff)."""
     return {t.model for t in ctx.transitions if t.config == config and not t.flaky
-            and t.before["signature"] == signature and t.after["signature"] != signature}
+            and t.before.signature == signature and t.after.signature != signature}

@@ -20,6 +20,7 @@ from bot.view.run_view import RunView
 from harness.core.fixes import MAX_NIGHTS, Night
 from harness.core.tracking import issue_groups
 from state import history, outbox
+from state.history import SignatureRow
 from state.outbox import Posted
 from state.runs import Run
 
@@ -53,12 +54,12 @@ class Seen:
     nights: tuple[Night, ...] = ()
 
     @classmethod
-    def of(cls, row: Mapping[str, Any]) -> "Seen":
+    def of(cls, row: SignatureRow) -> "Seen":
         """From a stored row."""
-        return cls(config=row["config"], signature=row["signature"], first_seen=row["first_seen"],
-                   last_seen=row["last_seen"], nightlies_seen=row["nightlies_seen"], models=tuple(row["models"]),
-                   last_run=row["last_run"], error_type=row["error_type"], torch_frame=row["torch_frame"],
-                   example_message=row["example_message"])
+        return cls(config=row.config, signature=row.signature, first_seen=row.first_seen,
+                   last_seen=row.last_seen, nightlies_seen=row.nightlies_seen, models=row.models,
+                   last_run=row.last_run, error_type=row.error_type, torch_frame=row.torch_frame,
+                   example_message=row.example_message)
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def gather(conn: sqlite3.Connection, view: RunView, streak_depth: int = 2) -> Ti
         return model_sets[r.id]
 
     sigs = {}
-    for seen in (Seen.of(row) for row in view.signatures if row["config"] in configs):
+    for seen in (Seen.of(row) for row in view.signatures if row.config in configs):
         # Nightlies (run groups) that had this config and started after the group that last saw the signature.
         last = max(history.run_group(conn, seen.last_run) or [seen.last_run or 0])
         # ...that also swept at least one of the models it was last seen on.

@@ -11,7 +11,7 @@ import dataclasses
 import sqlite3
 from typing import Any
 
-from harness.core.diff import Transition
+from harness.core.diff import Side, Transition
 from harness.core.effects import effects_for
 from harness.core.outcome import Outcome
 from harness.core.tracking import tracking_groups
@@ -51,8 +51,8 @@ def first_night(conn: sqlite3.Connection, run_id: int) -> list[Transition]:
     """A run with nothing to compare with: each of its tracked crashes is new, so each is confirmed like one."""
     outcomes = history.group_outcomes(conn, run_id)
     groups = tracking_groups(effects_for(outcomes), outcomes)
-    return [Transition(e.model, config, "new_crash", {}, {}) for (config, _sig), effects in sorted(groups.items())
-            for e in effects]
+    return [Transition(e.model, config, "new_crash", Side(), Side())
+            for (config, _sig), effects in sorted(groups.items()) for e in effects]
 
 
 def _run_items(items: list[tuple[str, str]], *, configs: dict, base_settings: dict, options: Any,

@@ -117,11 +117,11 @@ def targets(result: DiffResult | None, keys: Iterable[tuple[str, str]] | None = 
     wanted = set(keys) if keys is not None else None
     groups: dict[tuple[str, str, str], list[str]] = {}
     for t in (result.believed() if result else []):
-        side = {"new_crash": t.after, "fixed": t.before}.get(t.transition)
-        if side is None or not side.get("signature"):
+        side = t.after if t.transition == "new_crash" else t.before if t.transition == "fixed" else None
+        if side is None or not side.signature:
             continue
-        if wanted is None or (t.config, side["signature"]) in wanted:
-            groups.setdefault((t.config, side["signature"], t.transition), []).append(t.model)
+        if wanted is None or (t.config, side.signature) in wanted:
+            groups.setdefault((t.config, side.signature, t.transition), []).append(t.model)
     return [Target(c, s, k, tuple(sorted(models))) for (c, s, k), models in sorted(groups.items())]
 
 

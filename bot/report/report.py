@@ -22,6 +22,7 @@ from harness.core.effects import calls_table, effect_table, judged
 from harness.core.outcome import ANSWERED, EFFECTS, Outcome
 from state import gates, history
 from state import runs as runs_mod
+from state.history import SignatureRow
 from state.resolutions import Tally
 
 BASELINE = "baseline"
@@ -149,22 +150,22 @@ def _matrix(outs: list[Outcome], effs: list, models: list[str], configs: list[st
     return rows
 
 
-def _signatures(history_rows: Iterable[dict[str, Any]], outs: Iterable[Outcome]) -> list[dict[str, Any]]:
+def _signatures(history_rows: Iterable[SignatureRow], outs: Iterable[Outcome]) -> list[dict[str, Any]]:
     """Crash signatures of this run with their models, most models first."""
     groups: dict[tuple[str, str], list[Outcome]] = {}
     for o in outs:
         if o.crashed:
             groups.setdefault((o.config, o.crash_signature), []).append(o)
-    known = {(s["config"], s["signature"]): s for s in history_rows}
+    known = {(s.config, s.signature): s for s in history_rows}
     out = []
     for (config, sig), items in groups.items():
         ex = min(items, key=lambda o: (not o.error_message, o.model))
-        h = known.get((config, sig), {})
+        h = known.get((config, sig))
         out.append({"config": config, "signature": sig, "models": sorted(o.model for o in items),
                     "flaky": sorted(o.model for o in items if o.flaky_rate is not None),
                     "error_type": ex.error_type, "torch_frame": ex.torch_frame,
                     "example": (ex.error_message or "")[:EXAMPLE_CHARS],
-                    "first_seen": h.get("first_seen"), "nightlies_seen": h.get("nightlies_seen")})
+                    "first_seen": h.first_seen if h else None, "nightlies_seen": h.nightlies_seen if h else None})
     out.sort(key=lambda s: (-len(s["models"]), s["config"], s["signature"]))
     return out
 

@@ -139,15 +139,14 @@ class Service:
         return {"stuck": stuck, "failed": [_brief(j) for j in jobs.failed_since(conn, since)],
                 "retrying": [_brief(j) for j in jobs.retrying(conn)], "window_hours": FAILED_WINDOW_H}
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> webhook.Health:
         """GET /healthz: last nightly, queue depth, the job in progress, stuck/failed jobs, the next nightly."""
         from state import runs
         conn = self.conn_web
         last = runs.list_runs(conn, kinds=["nightly"], limit=1)
         nxt = self.scheduler.next_run_time if self.scheduler else None
         problems = self.jobs_health(conn)
-        return {
-            "ok": not self.stopping.is_set() and not problems["stuck"],
+        return webhook.Health(ok=not self.stopping.is_set() and not problems["stuck"], details={
             "jobs": problems,
             "queue": jobs.depth(conn),
             "running": [lane.current for lane in self.lanes if lane.current is not None],
@@ -155,7 +154,7 @@ class Service:
                               "finished_at": last[0].finished_at} if last else None),
             "next_nightly": nxt.isoformat() if nxt else None,
             "dry_run": self.dry_run,
-        }
+        })
 
     @property
     def runner(self) -> threading.Thread:

@@ -154,16 +154,29 @@ def decide(event: str, payload: dict[str, Any], settings: Settings) -> Decision:
     return Decision("queued", "command", job, kind="quick" if quick else "command")
 
 
+@dataclass(frozen=True)
+class Health:
+    """What GET /healthz answers: whether the bot is healthy (200; 503 when not), and what else it says of itself
+    (the daemon's jobs, queue, nightlies; the server adds its connections), first key "ok"."""
+
+    ok: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The answer's JSON body."""
+        return {"ok": self.ok, **self.details}
+
+
 class WebhookApp:
     """The request logic, shared by the server's worker threads (one store connection behind a lock)."""
 
     def __init__(self, conn: sqlite3.Connection, settings: Settings, *,
                  notify: Callable[[], None] | None = None,
-                 health: Callable[[], dict[str, Any]] | None = None) -> None:
+                 health: Callable[[], Health] | None = None) -> None:
         self.conn = conn
         self.settings = settings
         self.notify = notify or (lambda: None)
-        self.health = health or (lambda: {"ok": True})
+        self.health = health or (lambda: Health(ok=True))
         self.lock = threading.Lock()
 
     def handle(self, headers: Any, body: bytes) -> tuple[int, dict[str, Any]]:
@@ -206,5 +219,5 @@ class WebhookApp:
     def healthz(self) -> tuple[int, dict[str, Any]]:
         """The health answer: 200 when healthy, 503 (same body) when stopping or a job is stuck."""
         with self.lock:
-            data = self.health()
-        return (200 if data.get("ok") else 503), data
+            health = self.health()
+        return (200 if health.ok else 503), health.to_dict()

@@ -76,7 +76,8 @@ def isolate(built: ModelBuild | None, crash: oracle.Crash, python: str, *, timeo
         if progress:
             progress(f"isolating under {stage}")
         start = time.monotonic()
-        _, result = runner(built, crash.settings, stage, crash.device, python, timeout, "flag", {})   # the flag's run
+        under = dataclasses.replace(crash.under, backend=stage, baseline={})
+        _, result = runner(built, under, python, timeout, "flag")   # the flag's run
         outcome = stage_result(result, crash.signature)
         stages.append(Stage(backend=stage, result=outcome, seconds=round(time.monotonic() - start, 1),
                             signature=result.said, error=result.error))

@@ -25,7 +25,7 @@ import dataclasses
 import time
 from typing import Any, Callable, NamedTuple
 
-from bot.verify.steps import Check, Runner
+from bot.verify.steps import Check, Runner, Under
 from bot.verify.wrong_script import MISMATCH, Case
 from harness.core.model_build import ModelBuild
 from harness.engine.script_runner import ScriptResult
@@ -45,6 +45,11 @@ class Crash:
     backend: str
     device: str
     signature: str
+
+    @property
+    def under(self) -> Under:
+        """What its reproducer script is rendered under."""
+        return Under(self.settings, self.backend, self.device, self.baseline)
 
 
 class Judged(NamedTuple):
@@ -104,9 +109,8 @@ def judge(built: ModelBuild | None, crash: Crash, python: str, *, runner: Runner
     A runner that raises (nothing to render from) propagates: the caller says what that means.
     """
     started = clock()
-    settings, baseline, signature = crash.settings, crash.baseline, crash.signature
-    backend, device = crash.backend, crash.device
-    script, together = runner(built, settings, backend, device, python, timeout, CHECKS, baseline)
+    under, signature = crash.under, crash.signature
+    script, together = runner(built, under, python, timeout, CHECKS)
     seen = reported(together)
     result = ScriptResult.not_run()      # nothing checked yet
     for mode in MODES:
@@ -115,7 +119,7 @@ def judge(built: ModelBuild | None, crash: Crash, python: str, *, runner: Runner
         if mine is None and left <= 0:
             return Judged(False, mode, f"ran out of time before the {mode} check", script, ScriptResult.not_run())
         if mine is None:
-            script, result = runner(built, settings, backend, device, python, left, mode, baseline)
+            script, result = runner(built, under, python, left, mode)
         else:
             result = mine
         problem = flag_problem(result, signature) if mode == "flag" else _valid_problem(mode, result)

@@ -21,12 +21,22 @@ from harness.engine.interpreter import call
 from harness.engine.script_runner import ScriptResult, run_script
 
 
-class Runner(Protocol):
-    """(stored build, flag settings, backend, device, python, timeout, mode, baseline settings) -> (script, result)."""
+@dataclass(frozen=True)
+class Under:
+    """What a crash's reproducer script is rendered under: the flag's settings, the backend and device it compiles
+    with, and the baseline's settings (each base + config) that its `baseline` mode runs."""
 
-    def __call__(self, built: ModelBuild | None, settings: dict[str, Any], backend: str, device: str, python: str,
-                 timeout: float, mode: str = ..., baseline: dict[str, Any] | None = ...,
-                 ) -> tuple[str, ScriptResult]: ...
+    settings: dict[str, Any]
+    backend: str
+    device: str
+    baseline: dict[str, Any] | None = None
+
+
+class Runner(Protocol):
+    """(stored build, what it compiles under, python, timeout, mode) -> (script, result)."""
+
+    def __call__(self, built: ModelBuild | None, under: Under, python: str, timeout: float,
+                 mode: str = ...) -> tuple[str, ScriptResult]: ...
 
 
 class Check(Protocol):
@@ -48,11 +58,10 @@ class Ask(Protocol):
     def __call__(self, config_class: str, config: dict[str, Any], python: str, timeout: float) -> dict[str, Any]: ...
 
 
-def render_and_run(built: ModelBuild | None, settings: dict[str, Any], backend: str, device: str,
-                   python: str, timeout: float, mode: str = "flag",
-                   baseline: dict[str, Any] | None = None) -> tuple[str, ScriptResult]:
+def render_and_run(built: ModelBuild | None, under: Under, python: str, timeout: float,
+                   mode: str = "flag") -> tuple[str, ScriptResult]:
     """Render the script from stored data, run it in `mode` (oracle.MODES) under `python`; (script, its result)."""
-    script = render_script(built, settings, backend, device, baseline)
+    script = render_script(built, under.settings, under.backend, under.device, under.baseline)
     return script, run_script(script, python, timeout, args=() if mode == "flag" else (mode,))
 
 

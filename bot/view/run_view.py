@@ -26,6 +26,7 @@ from harness.core.outcome import Effect, Outcome
 from state import culprits as culprits_mod, gates, history, links as links_mod, ranges as ranges_mod, resolutions, runs
 from state import verdicts as verdicts_mod
 from state.gates import EnvironmentVerdict
+from state.history import SignatureRow
 from state.links import Link
 from state.culprits import CommitRange
 from state.flags import AnswerFinding, answer_audit
@@ -54,7 +55,7 @@ class RunView:
     effects: tuple[Effect, ...]             # sorted by (config, model)
     previous: Run | None
     diff: DiffResult | None
-    signatures: tuple[dict[str, Any], ...]  # state.history.signature_history rows
+    signatures: tuple[SignatureRow, ...]  # state.history.signature_history
     links: Mapping[str, Link]
     breaks: Mapping[str, FlagBreaks]        # config -> graph-break ids it removes/introduces
     leverage: Mapping[str, Leverage]        # config -> crashes and breaks ranked by models

@@ -41,15 +41,38 @@ AXIS_TRANSITIONS = ("new_wrong_result", "wrong_result_fixed", "still_wrong_resul
 AXIS_NEWS = ("new_wrong_result", "wrong_result_fixed", "recompiles_increased", "recompiles_decreased")
 
 
+@dataclass(frozen=True)
+class Side:
+    """One run's side of an item's transition: status, effect, graphs, crash signature (None unless it failed) and
+    build fingerprint; all None when the item is absent from that run."""
+
+    status: str | None = None
+    effect: str | None = None
+    graphs: int | None = None
+    signature: str | None = None
+    fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class AxisSide:
+    """One night's side of an axis transition (AXIS_TRANSITIONS): the correctness effect, the first wrong call's
+    signature, and the recompiles after the first call."""
+
+    correctness: str | None
+    signature: str | None
+    recompiles: int | None
+
+
 @dataclass
 class Transition:
-    """How one (model, config) changed; before/after carry status, effect, graphs, signature."""
+    """How one (model, config) changed; before/after carry status, effect, graphs, signature (an item's `Side`), or
+    correctness and recompiles (an axis transition's `AxisSide`)."""
 
     model: str
     config: str
     transition: str
-    before: dict[str, Any]
-    after: dict[str, Any]
+    before: Side | AxisSide
+    after: Side | AxisSide
     flaky_rate: float | None = None   # set when flake confirmation saw the change not repeat
     reason: str | None = None         # why a not_comparable item was not compared ("transformers 5.23.0 → 5.24.0")
 
@@ -143,11 +166,11 @@ def _failed(o: Outcome) -> bool:
     return o.status != "ok"
 
 
-def _side(o: Outcome | None, effect: Effect | None) -> dict[str, Any]:
+def _side(o: Outcome | None, effect: Effect | None) -> Side:
     if o is None:
-        return {"status": None, "effect": None, "graphs": None, "signature": None, "fingerprint": None}
-    return {"status": o.status, "effect": effect.effect if effect else None, "graphs": o.graphs,
-            "signature": o.crash_signature if _failed(o) else None, "fingerprint": o.fingerprint}
+        return Side()
+    return Side(status=o.status, effect=effect.effect if effect else None, graphs=o.graphs,
+                signature=o.crash_signature if _failed(o) else None, fingerprint=o.fingerprint)
 
 
 def classify(before: Outcome | None, after: Outcome | None) -> str:
@@ -229,10 +252,10 @@ def diff(before: list[Outcome], after: list[Outcome], *, before_effects: list[Ef
     return result
 
 
-def _axis_side(o: Outcome, effect: Effect | None) -> dict[str, Any]:
+def _axis_side(o: Outcome, effect: Effect | None) -> AxisSide:
     wrong = first_wrong(o.calls)
-    return {"correctness": effect.correctness if effect else None,
-            "signature": wrong_signature(wrong) if wrong else None, "recompiles": later_recompiles(o.calls)}
+    return AxisSide(correctness=effect.correctness if effect else None,
+                    signature=wrong_signature(wrong) if wrong else None, recompiles=later_recompiles(o.calls))
 
 
 def correctness_transition(before: str | None, after: str | None) -> str | None:
@@ -256,8 +279,8 @@ def axis_transitions(before: Outcome, after: Outcome, before_effect: Effect | No
                      after_effect: Effect | None) -> list[Transition]:
     """One item's axis transitions (none for outcomes without calls)."""
     b_side, a_side = _axis_side(before, before_effect), _axis_side(after, after_effect)
-    found = (correctness_transition(b_side["correctness"], a_side["correctness"]),
-             recompile_transition(b_side["recompiles"], a_side["recompiles"]))
+    found = (correctness_transition(b_side.correctness, a_side.correctness),
+             recompile_transition(b_side.recompiles, a_side.recompiles))
     return [Transition(model=after.model, config=after.config, transition=name, before=b_side, after=a_side)
             for name in found if name is not None]
 
@@ -268,8 +291,8 @@ def _not_comparable_because(result: DiffResult, before: str | None, after: str |
     bump = bool(before and after and before != after)
     reason = f"transformers {before} → {after}" if bump else "its build changed (lock entry or build code)"
     for t in skipped:
-        fps = (t.before["fingerprint"], t.after["fingerprint"])
-        oom = OUT_OF_MEMORY in (t.before["status"], t.after["status"])
+        fps = (t.before.fingerprint, t.after.fingerprint)      # an item's sides (Side)
+        oom = OUT_OF_MEMORY in (t.before.status, t.after.status)
         t.reason = OUT_OF_MEMORY_REASON if oom and not (all(fps) and fps[0] != fps[1]) else reason
     if bump:
         models = {t.model for t in result.transitions}
