@@ -299,3 +299,16 @@ def test_a_wrong_result_script_that_fails_before_its_comparison_is_a_failed_repr
     assert _wrong_run_status(ScriptResult("error", exception="builtins.KeyError")) == 1
     assert _wrong_run_status(ScriptResult("timeout")) == 1
     assert capsys.readouterr().err.count("failed before its comparison") == 2
+
+
+def test_a_crash_script_that_ends_without_its_result_line_is_a_failed_repro_run(capsys) -> None:
+    """The last stop's finding: `repro --run` exited 0 for a crash reproducer that hung or could not start."""
+    from bot.cli.zoo import _crash_run_status
+
+    assert _crash_run_status(ScriptResult("error", signature="x")) == 0   # its compile raised: reproduced
+    assert _crash_run_status(ScriptResult("ok")) == 0                      # ran, did not crash
+    assert capsys.readouterr().err == ""
+    for ended in ("timeout", "killed", "bad_output", "not_started"):
+        assert _crash_run_status(ScriptResult(ended, error="why")) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 4 and all("ended without its result line" in line and line.endswith(": why)") for line in err)

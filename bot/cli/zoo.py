@@ -276,8 +276,23 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
         print(json.dumps(result.to_dict()))
         return _wrong_run_status(result)
     elif args.run:
-        print(json.dumps(run_script(text, python).to_dict()))
+        result = run_script(text, python)
+        print(json.dumps(result.to_dict()))
+        return _crash_run_status(result)
     return 0
+
+
+def _crash_run_status(result: Any) -> int:
+    """`repro --run`'s exit status for a crash reproducer: 0 when the script ran and said how (its compile raised:
+    reproduced; or it did not), 1 when it ended any other way: a hang, a death, a line this flagsweep cannot read,
+    an interpreter that would not start (said in one line on stderr)."""
+    from harness.engine.script_runner import RAN
+
+    if result.status in RAN:
+        return 0
+    why = f": {result.error}" if result.error else ""
+    print(f"flagsweep repro: the script ended without its result line ({result.status}{why})", file=sys.stderr)
+    return 1
 
 
 def _wrong_parts(text: str) -> tuple[str, str] | str:
