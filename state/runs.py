@@ -9,6 +9,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
+from itertools import islice
 from typing import Any, ClassVar, Iterable, Iterator
 
 from harness.core.model_build import ModelBuild
@@ -310,11 +311,12 @@ def get_run(conn: sqlite3.Connection, run_id: int) -> Run | None:
 
 def list_runs(conn: sqlite3.Connection, *, limit: int = 50, kinds: Iterable[str] | None = None,
               status: str | None = None) -> list[Run]:
-    """Latest runs first."""
+    """The latest `limit` runs that can be read, newest first (every match is read: an unreadable one left out
+    does not shorten the listing)."""
     kinds = list(kinds or [])
     rows = latest_rows(conn, _RUN_SQL, [(f"r.kind IN ({','.join('?' * len(kinds))})", kinds),
-                                        ("r.status = ?", [status] if status else [])], limit, order="r.id")
-    return list(_readable(conn, rows))
+                                        ("r.status = ?", [status] if status else [])], -1, order="r.id")
+    return list(islice(_readable(conn, rows), limit))
 
 
 def finished_runs(conn: sqlite3.Connection, kinds: Iterable[str], before_id: int | None = None) -> Iterator[Run]:

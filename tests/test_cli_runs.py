@@ -102,6 +102,12 @@ def test_a_run_that_cannot_be_read_is_named_once_and_the_others_go_on(damaged, t
         assert out.startswith("Run 1 -> run 3")                   # 3 against 1: run 2 is skipped, not compared
 
 
+def test_an_unreadable_run_does_not_shorten_a_limited_listing(damaged, capsys):
+    """The last stop's finding: `runs list --limit 2` read the two newest rows and left run 2 out: one run listed."""
+    assert main(["--state", str(damaged), "runs", "list", "--limit", "2", "--json"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [3, 1]
+
+
 @pytest.mark.parametrize("args", [["runs", "show", "2"], ["export", "2"], ["report", "2"], ["diff", "2", "3"],
                                   ["diff", "2"]])
 def test_a_run_that_cannot_be_read_asked_for_by_id_is_one_line_and_exit_1(damaged, capsys, args):
