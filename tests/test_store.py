@@ -184,6 +184,19 @@ def test_a_job_retried_after_an_outage_waits_for_its_time_and_keeps_its_deadline
     assert [j.id for j in jobs.failed_since(conn, "2000-01-01")] == [job_id]
 
 
+def test_a_job_of_a_kind_this_flagsweep_does_not_know_is_left_out_and_never_claimed(tmp_path, caplog):
+    """The last stop's finding: a jobs row of a foreign kind (a newer flagsweep's) made /healthz's reads raise."""
+    from state import jobs
+    conn = connect(tmp_path / "s.sqlite")
+    conn.execute("INSERT INTO jobs (kind, payload, status, created_at) VALUES ('culprit', '{}', 'queued', '2000-01-01')")
+    ours = jobs.enqueue(conn, "quick", {"issue": 1})
+    assert [j.id for j in jobs.list_jobs(conn)] == [ours]
+    assert jobs.waiting_since(conn, "2999-01-01") == [jobs.get(conn, ours)]
+    assert "job 1 cannot be read: job 1: kind 'culprit'" in caplog.text and "left out" in caplog.text
+    assert jobs.claim_next(conn).id == ours and jobs.claim_next(conn) is None   # the foreign one stays queued
+    assert conn.execute("SELECT status FROM jobs WHERE id = 1").fetchone()[0] == "queued"
+
+
 def test_a_stored_environment_reads_back_to_the_same_bytes_and_an_unknown_field_is_named(tmp_path):
     conn = connect(tmp_path / "s.sqlite")
     old = {"torch_version": "2.13.0", "torch_git": None, "transformers_version": None, "python_version": None,
