@@ -43,6 +43,11 @@ def corpus(n: int, seed: int = 0) -> list[str]:
     return [c.model for c in (zoo.sample(found, n, seed) if n else found)]
 
 
+def sample_or_names(arg: str) -> list[str]:
+    """A number of corpus models (0: all of it), or model names, comma-separated (test models among them)."""
+    return corpus(int(arg)) if arg.isdigit() else arg.split(",")
+
+
 def run(models: list[str], options: SweepOptions, label: str) -> tuple[list[Outcome], dict[str, CacheTally], float]:
     """models x (baseline + the built-in flags) on a pool: outcomes, cache counts per config ("pooled": a pooled
     compile's), wall seconds."""
@@ -175,8 +180,12 @@ def _key(o: Outcome) -> tuple[str, str]:
 
 
 def _same(a: Outcome, b: Outcome) -> bool:
-    return (a.model, a.config, a.status, a.graphs, a.ops_per_graph) == (b.model, b.config, b.status, b.graphs,
-                                                                       b.ops_per_graph)
+    return _result(a) == _result(b)
+
+
+def _result(o: Outcome) -> tuple:
+    """What a compile cache must not change."""
+    return o.model, o.config, o.status, o.graphs, o.ops_per_graph, o.graph_breaks, o.recompiles
 
 
 def _on(base: SweepOptions, device: str, workers: int, cache: str | None = None) -> SweepOptions:
@@ -195,21 +204,22 @@ def main(argv: list[str] | None = None) -> int:
     """Run the parts within the budget and print the table."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda")
-    p.add_argument("--sample", type=int, default=0, help="corpus models for the effects (0: the whole corpus)")
+    p.add_argument("--sample", default="0", help="a number of corpus models for the effects (0: the whole corpus), "
+                                               "or model names (comma-separated)")
     p.add_argument("--workers", type=int, default=8, help="workers for the effects and inductor parts")
     p.add_argument("--scaling", default="1,4,8", help="worker counts, comma-separated")
-    p.add_argument("--scaling-sample", type=int, default=8, help="corpus models for the scaling part")
+    p.add_argument("--scaling-sample", default="8", help="a number of corpus models for the scaling part, or model "
+                                                          "names (comma-separated)")
     p.add_argument("--inductor", default="10", help="a number of corpus models, or model names (comma-separated)")
     p.add_argument("--extra-module", action="append", default=[], help="imported by each worker (test models)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per item")
     p.add_argument("--budget", type=float, default=450.0, help="seconds; a part is not started past it")
     args = p.parse_args(argv)
     base = SweepOptions(device=args.device, timeout=args.timeout, extra_modules=list(args.extra_module))
-    inductor = corpus(int(args.inductor)) if args.inductor.isdigit() else args.inductor.split(",")
-    parts = [("effects", lambda: effects_rows(corpus(args.sample), base, args.device, args.workers)),
-             ("scaling", lambda: scaling_rows(corpus(args.scaling_sample), base,
+    parts = [("effects", lambda: effects_rows(sample_or_names(args.sample), base, args.device, args.workers)),
+             ("scaling", lambda: scaling_rows(sample_or_names(args.scaling_sample), base,
                                               [int(n) for n in args.scaling.split(",") if n])),
-             ("inductor", lambda: inductor_rows(inductor, base, args.workers))]
+             ("inductor", lambda: inductor_rows(sample_or_names(args.inductor), base, args.workers))]
     start, rows = time.perf_counter(), []
     for name, part in parts:
         if time.perf_counter() - start > args.budget:

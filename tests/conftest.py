@@ -38,7 +38,8 @@ def register_model() -> Iterator[Callable[[str, str, Callable], None]]:
 @pytest.fixture(scope="session")
 def real_mimi_crash(tmp_path_factory):
     """tests/real_mimi_crash.py: one real sweep, verify step and dry-run publish of MimiModel's crash, shared by
-    the isolation and maintainer's-script tests (each used to sweep and verify it on its own)."""
+    the isolation, maintainer's-script and torch-free publish tests (each used to sweep and verify a crash on its
+    own)."""
     from tests.real_mimi_crash import sweep_verify_publish
 
     return sweep_verify_publish(tmp_path_factory.mktemp("real-mimi-crash"))

@@ -1,6 +1,8 @@
 """bench/gpu_check.sh on the CPU: the device check's own path, for real, on the smallest samples that run every part
 of its table (issue 32 ran 3 models in each): one model for the effects (agreement is per item, the count only sets
-the total), two for the scaling part (a pool starts no more workers than models, so two keep both workers busy).
+the total), two for the scaling part (a pool starts no more workers than models, so two keep both workers busy). The
+models are the cheapest test models, named: on the CPU the effects compare the CPU with itself and the scaling part
+counts items per minute, whatever the models (three corpus models, sampled, made those parts half of this test).
 
 The effects part compares the CPU with itself (it must agree on every item); the scaling part runs one worker
 count; the inductor part compiles the cheapest model there is (TinyItemModel) without and with the shared cache.
@@ -19,8 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_the_device_check_runs_on_the_cpu_and_prints_its_table():
     ran = subprocess.run(
-        [str(ROOT / "bench" / "gpu_check.sh"), "--torch", sys.executable, "--device", "cpu", "--sample", "1",
-         "--workers", "2", "--scaling", "2", "--scaling-sample", "2", "--inductor", "TinyItemModel",
+        [str(ROOT / "bench" / "gpu_check.sh"), "--torch", sys.executable, "--device", "cpu",
+         "--sample", "TinyItemModel", "--workers", "2", "--scaling", "2",
+         "--scaling-sample", "TinyItemModel,TinyDynamicOutputModel", "--inductor", "TinyItemModel",
          "--extra-module", "tests.fault_models", "--timeout", "300"],
         capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert ran.returncode == 0, ran.stderr[-3000:]
@@ -34,6 +37,9 @@ def test_the_device_check_runs_on_the_cpu_and_prints_its_table():
     assert "items/min (6 items" in rows["scaling", "2 workers"], text
     assert rows["inductor", "1 models x 3 configs, no cache"].endswith(" s"), text
     assert rows["inductor", "same results with and without"] == "3/3 items", text
+    # Without a root the caches are off: no lookup at all, for any config (tests/test_gpu_pool.py has the root's hits).
+    per_config = [value for (_, measure), value in rows.items() if measure.endswith(": compile s, FX hits, AOT hits")]
+    assert len(per_config) == 3 and all(re.match(r"no cache \d+ s, 0/0, 0/0; fresh ", v) for v in per_config), text
     # The flag that changes nothing (capture_dynamic_output_shape_ops) hit the baseline's graphs in the cache.
     fx_hits = int(rows["inductor", "cache hits (FX graph / AOTAutograd)"].split("/")[0])
     assert fx_hits >= 2, text

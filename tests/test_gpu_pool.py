@@ -2,7 +2,8 @@
 
 A pool on a CUDA device that this torch lacks is refused in one line; the parent never imports torch, before or
 while its workers run; an out-of-memory item gets its own status and one re-run alone; Inductor's shared compile
-cache is hit by the second config's unchanged graphs and changes no result.
+cache is hit by the second config's unchanged graphs (that it changes no result, and that no root means no lookup:
+tests/test_gpu_check.py, on the same model and pools).
 """
 import subprocess
 import sys
@@ -90,7 +91,7 @@ def _inductor(cache: str | None, configs: tuple[str, ...] = ("baseline", "captur
     return results, counts
 
 
-def test_inductor_shared_cache_hits_the_second_configs_graphs_and_changes_no_result(tmp_path):
+def test_inductor_shared_cache_hits_the_second_configs_graphs_and_the_next_nights(tmp_path):
     root = str(tmp_path / "cache")
     cached, counts = _inductor(root)
     assert [c.index for c in counts] == [0, 1]
@@ -109,13 +110,10 @@ def test_inductor_shared_cache_hits_the_second_configs_graphs_and_changes_no_res
     # The next night of the same build (new workers, the same root): the baseline's graphs hit as well.
     _, (again,) = _inductor(root, ("baseline",))
     assert (again.fxgraph_hit, again.fxgraph_miss, again.autograd_hit) == (first.fxgraph_miss, 0, first.autograd_miss)
-    # Without a root the caches are off: no lookup at all, and the same results.
-    plain, plain_counts = _inductor(None)
-    assert [(c.fxgraph_hit, c.fxgraph_miss, c.autograd_hit, c.autograd_miss) for c in plain_counts] == [(0,) * 4] * 2
-    keys = ("status", "graphs", "ops_per_graph", "graph_breaks", "recompiles")
     for config in ("baseline", "capture_dynamic_output_shape_ops"):
         assert cached[config].status == "ok", cached[config]
-        assert [getattr(cached[config], k) for k in keys] == [getattr(plain[config], k) for k in keys]
+    # Without a root (no lookup at all) and the same results with and without: tests/test_gpu_check.py, whose device
+    # check runs this model on these pools both ways (a third cold Inductor compile here proved it again).
 
 
 def test_a_workers_threads_are_its_share_of_the_asked_pool_whatever_starts(monkeypatch):

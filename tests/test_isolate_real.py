@@ -5,7 +5,7 @@ syntax): Dynamo and AOTAutograd never need a compiler, Inductor does. Dynamo: Mi
 capture_scalar_outputs (PendingUnbackedSymbolNotFound), swept for real under `aot_eager`, then verified and
 published twice through the real path (the pipeline's verify step, then publish) with an interpreter that logs
 each start: one isolation run, then none. The sweep and first publish are the session's `real_mimi_crash`
-(tests/real_mimi_crash.py), shared with tests/test_maintainer_real.py.
+(tests/real_mimi_crash.py), shared with tests/test_maintainer_real.py and tests/test_repro.py.
 """
 from __future__ import annotations
 

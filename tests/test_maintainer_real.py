@@ -4,7 +4,8 @@ the session's `real_mimi_crash`, tests/real_mimi_crash.py, shared with tests/tes
 the verdict carries the maintainer's script, judged in fresh interpreters (it runs with torch.compile made the
 identity, fails compiled with the run's signature) and its dynamic ablation; the script, run on its own as a file
 (`python repro.py`), fails with the same exception; a second verify step and a publish start no process; the dry-run
-issue embeds it. About ten real runs of the model (~20 s each on an idle core)."""
+issue embeds it. About nine real runs of the model (~20 s each on an idle core): the eager run through the driver is
+the verify step's own (the session fixture keeps its driver runs)."""
 from __future__ import annotations
 
 import subprocess
@@ -15,7 +16,6 @@ import pytest
 
 from bot.github import publish
 from bot.pipeline import steps
-from bot.verify import steps as verify_steps
 from state import db
 from tests.helpers_verify import ProcessStarts
 
@@ -28,7 +28,7 @@ def verified(real_mimi_crash):
 
 
 @pytest.mark.compile
-def test_the_real_crash_gets_a_short_maintainers_script_that_fails_the_same_way(verified, tmp_path):
+def test_the_real_crash_gets_a_short_maintainers_script_that_fails_the_same_way(verified, real_mimi_crash, tmp_path):
     _, _, rv = verified
     v, m = rv.verdict, rv.verdict.maintainer
     assert v.status == "confirmed" and v.signature.startswith("PendingUnbackedSymbolNotFound"), v.reason
@@ -36,8 +36,11 @@ def test_the_real_crash_gets_a_short_maintainers_script_that_fails_the_same_way(
     assert len(m.script.splitlines()) <= 40 and "torch._dynamo.config.capture_scalar_outputs = True" in m.script
     assert [r.dynamic for r in m.runs] == ["None", "False", "True"] and m.runs[0].result == "fails"
     assert all(r.result in ("fails", "passes", "other") for r in m.runs)
-    # The same script through the driver: the identity for torch.compile runs, compiled fails the same way.
-    eager = verify_steps.drive(m.script, sys.executable, 300, "eager")
+    # The same script through the driver: the identity for torch.compile runs, compiled fails the same way (the
+    # verify step's own driver runs, in fresh interpreters: the script, its mode, its result).
+    assert [(script, mode) for script, mode, _ in real_mimi_crash.drives] == [
+        (m.script, "eager"), (m.script, "None"), (m.script, "False"), (m.script, "True")]
+    eager = real_mimi_crash.drives[0][2]
     assert eager.status == "ok" and eager.returncode == 0, eager
     # Run on its own as a file, as a maintainer does: it fails with the same exception (and its message).
     path = tmp_path / "repro.py"

@@ -3,7 +3,8 @@
 One real sweep (module fixture) of one model under a crashing flag and a nested
 inductor key, stored in a real SQLite file through a wrapper interpreter that
 logs each start: the scripts rendered from the store must match the stored
-outcomes, run under that same interpreter, and carry no settings as code.
+outcomes, run under that same interpreter, and carry no settings as code. The publish path's own test asserts on
+the session's real crash (tests/real_mimi_crash.py), verified and published the same way in a fresh bot process.
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import os
 import stat
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -68,21 +68,21 @@ def test_reproducer_from_the_store_matches_the_engine_on_a_real_crash(swept):
     script = render_script(data, DYN)
     ast.parse(script)
     assert "import harness" not in script and "from harness" not in script and "flagsweep import" not in script
+    # The oracle's checks: eager, baseline, then the flag, in one interpreter, each reported. The flag's line is the
+    # script's plain mode (`python repro.py`, the same function; tests/test_shrink_real.py runs that mode on its own).
     before = log.read_text().count("repro.py")
-    result = run_script(script, run.environment.python, timeout=300)
+    checks = run_script(script, run.environment.python, timeout=300, args=("checks",))
     assert log.read_text().count("repro.py") == before + 1       # it ran under the run's interpreter
-    assert result.status == "error" and result.returncode == 1   # non-zero: the crash reproduced
-    assert result.signature == engine_out.signature
+    assert [m.mode for m in checks.modes.values()] == ["eager", "baseline", "flag"]
+    assert checks.modes["eager"].status == checks.modes["baseline"].status == "ok"
+    result = checks.modes["flag"]
+    assert checks.status == result.status == "error" and checks.returncode == 1   # non-zero: the crash reproduced
+    assert checks.signature == result.signature == engine_out.signature
     assert result.error_type == engine_out.error_type
     assert "Dynamo" not in result.error_type and "BackendCompilerFailed" not in result.exception
     import torch
 
     assert (result.torch_version, result.torch_git) == (torch.__version__, torch.version.git_version)
-    # The oracle's checks: eager, baseline, then the flag, in one interpreter, each reported.
-    checks = run_script(script, run.environment.python, timeout=300, args=("checks",))
-    assert [m.mode for m in checks.modes.values()] == ["eager", "baseline", "flag"]
-    assert checks.modes["eager"].status == checks.modes["baseline"].status == "ok"
-    assert checks.signature == engine_out.signature and checks.returncode == 1
 
 
 @pytest.mark.compile
@@ -123,43 +123,23 @@ def test_a_model_without_stored_build_data_is_not_renderable():
 
 
 @pytest.mark.compile
-def test_publish_verifies_on_the_runs_python_and_never_imports_torch(swept, tmp_path):
-    """The whole publish path (the verify step, then plan and render) in a fresh bot process: torch stays out of it."""
-    path, run_id, wrapper, log = swept
-    conn = db.connect(path)
-    from state import history
+def test_publish_verifies_on_the_runs_python_and_never_imports_torch(real_mimi_crash):
+    """The whole publish path (the verify step, then plan and render) in a fresh bot process: torch stays out of it.
 
-    history.finalize_run(conn, run_id)
-    conn.close()
-    out = tmp_path / "out"
-    code = textwrap.dedent(f"""
-        import json, sys
-        from pathlib import Path
-        from bot.github.publish import open_publisher, publish_run
-        from bot.pipeline import steps
-        from bot.settings import Settings, VerifySettings
-        from state import db
-        # shrink_budget=0: verification alone here; tests/test_shrink*.py shrink
-        settings = Settings(state_path=Path({str(path)!r}), verify=VerifySettings(shrink_budget=0))
-        conn = db.connect(settings.state_path)
-        steps.verify(conn, {run_id}, settings)
-        publish_run(conn, settings, {run_id}, dry_run=True, out_dir={str(out)!r},
-                    publisher=open_publisher(settings, dry_run=True, out_dir={str(out)!r}))
-        print(json.dumps(sorted(m for m in ("torch", "transformers") if m in sys.modules)))
-    """)
-    before = log.read_text().count("repro.py")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
-                          cwd=str(Path(__file__).parent.parent), env={**os.environ, "PYTHONPATH": "."})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
-    runs = [line for line in log.read_text().splitlines() if "repro.py" in line][-1:]
-    assert log.read_text().count("repro.py") == before + 1        # the oracle, under the run's interpreter:
-    assert [r.split("repro.py")[1].strip() for r in runs] == ["checks"]   # eager, baseline, flag in one
-    drives = [line.split("drive.py")[1].strip() for line in log.read_text().splitlines() if "drive.py" in line]
+    The session's real crash (tests/real_mimi_crash.py: MimiModel swept through a wrapper interpreter that logs each
+    start, then verified and published in a fresh bot process) is the one this asserts on: this file's own crash
+    took another five real runs of its model to verify and judge the maintainer's script."""
+    done = real_mimi_crash
+    assert done.imported == ()
+    runs = [line.split("repro.py")[1].strip() for line in done.first_runs if "repro.py" in line]
+    # Under the run's interpreter: the oracle (eager, baseline, flag in one), then the isolation's one stage (the
+    # script's plain mode under `eager`; a crash swept under `count` has none).
+    assert runs == ["checks", ""], runs
+    drives = [line.split("drive.py")[1].strip() for line in done.first_runs if "drive.py" in line]
     assert drives == ["eager", "None", "False", "True"]          # the maintainer's script, on the run's interpreter
-    plan = json.loads((out / "plan.json").read_text())
+    plan = json.loads((done.out / "plan.json").read_text())
     # One model, no flake re-runs: the evidence rule holds it as watching; the dry run writes its would-be body.
-    held = sorted((out / "pending").glob("watching-t*.md"))
+    held = sorted((done.out / "pending").glob("watching-t*.md"))
     assert len(held) == 1 and not [a for a in plan["actions"] if a["key"].startswith("t")], plan["actions"]
     body = held[0].read_text()
     import torch

@@ -23,12 +23,11 @@ def _version(dist: str) -> str | None:
 def gather(device: str = "cpu") -> dict[str, Any]:
     """torch, transformers, Python, device, CUDA and flagsweep versions, plus the recipe fingerprint."""
     import torch
-    import transformers
 
     env: dict[str, Any] = {
         "torch_version": torch.__version__,
         "torch_git": getattr(torch.version, "git_version", None),
-        "transformers_version": transformers.__version__,
+        "transformers_version": _version("transformers"),
         "python_version": platform.python_version(),
         "python": sys.executable,
         "platform": platform.platform(),

@@ -1,4 +1,5 @@
-"""The worker process: import torch once, then build models and compile them on request.
+"""The worker process: import torch once, then build models and compile them on request (transformers is imported
+before the first model that needs it, never for test-only registered models: 3-4 s of a worker's start).
 
 Started by harness/engine/pool.py as `[python, "-m", "harness.engine.worker", JSON]` under any
 interpreter (--python), with the project root on PYTHONPATH. It imports only the
@@ -117,6 +118,13 @@ def _build(model: str, device: str) -> Built:
     return zoo.build(model, device)
 
 
+def _prepare(model: str) -> None:
+    """The zoo's imports for building `model` (transformers, unless it is a test-only model), before any timing."""
+    from harness import zoo
+
+    zoo.prepare(model)
+
+
 def _repro_data(model: str, built: Any, second: dict | None) -> ModelBuild | None:
     """What a reproducer needs to rebuild this model without the zoo (None: not rebuildable), with the second input
     spec the references chose (None: no second_size call was made)."""
@@ -136,6 +144,7 @@ def run_job(chan: Channel, req: RunRequest) -> None:
     (index, label, _), = req.items
     module, _, name = (req.job or "").partition(":")
     try:
+        _prepare(req.model)
         data = getattr(importlib.import_module(module), name)(req.model, req.device)
     except Exception as exc:
         chan.send(events.Result(index, Outcome(req.model, label, "error", **measure.error_fields(exc))))
@@ -174,6 +183,7 @@ def _build_and_check(req: RunRequest) -> tuple[Built | None, dict[str, Any], str
     failure instead (its fields in the second)."""
     from harness.engine.backend import eager_run, reset_dynamo
 
+    _prepare(req.model)
     start = time.perf_counter()
     built, status, cause, common = None, None, None, {}
     try:
@@ -222,14 +232,12 @@ def main(argv: list[str]) -> int:
     # A segfault or abort prints the Python stack to stderr (the parent keeps its tail).
     faulthandler.enable(file=sys.stderr, all_threads=False)
     import torch
-    import transformers
 
     torch.set_num_threads(opts.threads or torch.get_num_threads())
     setup_device(opts.device, opts.memory_fraction)
     setup_compile_cache(opts.compile_cache, opts.scratch)
     # Keep Dynamo's internal frames in tracebacks: the innermost torch frame is the point.
     torch._dynamo.config.verbose = True
-    transformers.logging.set_verbosity_error()
     import harness.zoo  # noqa: F401  (its registry must exist before extra modules register)
 
     for name in opts.extra_modules:

@@ -126,6 +126,13 @@ def build(model: str, device: str = "cpu") -> Built:
     return built
 
 
+def prepare(model: str) -> None:
+    """Import what building `model` takes (transformers, quieted; nothing for a test-only registered model), so that
+    a worker times a build without the import and a worker of test-only models never imports transformers."""
+    if model not in registry.EXTRA:
+        quiet_transformers()
+
+
 def quiet_transformers() -> None:
     """Silence transformers' config warnings (special ids out of the shrunk range are expected)."""
     import transformers
