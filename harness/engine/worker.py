@@ -183,10 +183,11 @@ def _build_and_check(req: RunRequest) -> tuple[Built | None, dict[str, Any], str
     failure instead (its fields in the second)."""
     from harness.engine.backend import eager_run, reset_dynamo
 
-    _prepare(req.model)
     start = time.perf_counter()
     built, status, cause, common = None, None, None, {}
     try:
+        _prepare(req.model)          # transformers failing to import is this model's create_error, not the worker's
+        start = time.perf_counter()  # the imports are not the build's time
         built = _build(req.model, req.device)
     except Exception as exc:  # a BuildError carries its status; anything else is a failed create
         status, cause = (exc.status, exc.cause) if isinstance(exc, BuildError) else \
