@@ -4,9 +4,12 @@ The pooled pass (the default: read-set pruning, then the read flags compiled tog
 sweep --sample models (each with its audit: at least 20 pairs traced again); the unpruned pass sweeps the first
 --unpruned of them. Prints traced, pruned and pooled items, the pruning ratio per flag, items per core-minute
 counting pruned and pooled items as done, the audit's agreement, and the projection for the whole corpus
-(CORPUS_CLASSES) on a 16-core runner.
+(CORPUS_CLASSES) on a 16-core runner. --checks: the pooled pass with the checks off, then on (the later calls and
+the accuracy oracle, harness.core.options.Accuracy), on the same sample: the wall ratio (target 1.3), the projection
+with them on (target 120 min), the items answered from the baseline and the answer audit's disagreements (target 0).
 
     nice .venv/bin/python bench/every_flag.py --sample 60 --unpruned 10 --workers 2
+    nice .venv/bin/python bench/every_flag.py --sample 8 --checks --workers 2
 """
 from __future__ import annotations
 
@@ -20,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.sweep_common import corpus_models, machine  # noqa: E402
-from harness.core.outcome import NOT_READ, POOLED  # noqa: E402
+from harness.core.options import Accuracy  # noqa: E402
+from harness.core.outcome import ANSWERED, NOT_READ, POOLED  # noqa: E402
 from harness.engine.flags import sets as flagsets, space as configspace  # noqa: E402
 from harness.engine.engine import SweepRequest  # noqa: E402
 from harness.engine.engine import SweepOptions, sweep  # noqa: E402
@@ -32,18 +36,23 @@ RUNNER_CORES = 16
 CORPUS_CLASSES = 976
 
 
-def one_pass(models: list[str], configs: dict[str, dict], workers: int, prune: bool, pool: bool = True) -> dict:
-    """One stored sweep in a throwaway store: its outcomes, audit and wall time."""
+TARGET_RATIO = 1.3
+TARGET_MIN = 120.0
+
+
+def one_pass(models: list[str], configs: dict[str, dict], workers: int, prune: bool, pool: bool = True,
+             accuracy: Accuracy = Accuracy(enabled=False)) -> dict:
+    """One stored sweep in a throwaway store: its outcomes, audits and wall time."""
     with tempfile.TemporaryDirectory() as tmp:
         conn = db.connect(Path(tmp) / "bench.sqlite")
         start = time.perf_counter()
         run_id = sweep(conn, SweepRequest(models=models, configs=configs, base_settings={},
-                       options=SweepOptions(workers=workers, timeout=600), progress=True,
+                       options=SweepOptions(workers=workers, timeout=600, accuracy=accuracy), progress=True,
                        pruning=Pruning(frozenset(configs) - {"baseline"}, pool=pool) if prune else None)).run.id
         wall = time.perf_counter() - start
         audits = conn.execute("SELECT model, config FROM prune_audits WHERE run_id = ?", (run_id,)).fetchall()
         return {"wall": wall, "outcomes": runs.outcomes(conn, run_id), "audited": [tuple(a) for a in audits],
-                "audit": pruning.audit_summary(conn, run_id)}
+                "audit": pruning.audit_summary(conn, run_id), "answers": pruning.answer_audit(conn, run_id)}
 
 
 def report(name: str, res: dict, workers: int, n_configs: int) -> float:
@@ -75,17 +84,40 @@ def per_flag(res: dict, n_models: int) -> None:
           f"{', '.join(k for k, _, _ in audit.turned_off) or 'none'}")
 
 
+def checks(models: list[str], configs: dict[str, dict], workers: int) -> None:
+    """The pooled pass with the checks off, then on: what the later calls and the oracle add to an every-flag sweep."""
+    off = one_pass(models, configs, workers, prune=True)
+    report("checks off (pruned and pooled)", off, workers, len(configs))
+    on = one_pass(models, configs, workers, prune=True, accuracy=Accuracy())
+    rate = report("checks on (pruned and pooled)", on, workers, len(configs))
+    whole = CORPUS_CLASSES * len(configs) / rate / RUNNER_CORES
+    print(f"on / off wall: {on['wall'] / off['wall']:.2f} (target <= {TARGET_RATIO}); whole corpus with the checks "
+          f"on: {whole:.0f} min (target <= {TARGET_MIN:.0f})")
+    answered = sum(o.reason == ANSWERED for o in on["outcomes"])
+    differ = [f for f in on["answers"] if f.disagreement]
+    print(f"answered from the baseline: {answered} items; answer audit: {len(on['answers'])} traced in full, "
+          f"{len(differ)} disagreements (target 0)")
+    for f in differ:
+        print(f"  {f.model} {f.config}: {f.disagreement}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sample", type=int, default=60, help="models in the pruned pass (stratified)")
     ap.add_argument("--unpruned", type=int, default=10, help="models in the unpruned pass (the first of the sample)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--checks", action="store_true", help="the pooled pass with the checks off, then on, only")
     args = ap.parse_args()
     _, space = configspace.discover("count")
     configs = {"baseline": {}, **flagsets.expand("all-dynamo", space, flagsets.load_exclusions())}
     models = corpus_models(args.sample, args.seed)
     print(f"{len(models)} models x {len(configs)} configs (all-dynamo + baseline): {', '.join(models)}")
+    print(machine("at the start"))
+    if args.checks:
+        checks(models, configs, args.workers)
+        print(machine())
+        return 0
     pooled = one_pass(models, configs, args.workers, prune=True)
     pooled_rate = report("pruned and pooled", pooled, args.workers, len(configs))
     pruned = one_pass(models, configs, args.workers, prune=True, pool=False)

@@ -87,25 +87,40 @@ def _scale(_module: Any, _args: Any, out: torch.Tensor) -> torch.Tensor:
 
 
 def weights_moved(module: torch.nn.Module) -> Change:
-    """A change that steps every floating parameter in place by a seeded delta (the same on every copy of `module`:
-    drawn here once, in float32 on the CPU, then cast to each copy's parameter), restored bitwise after."""
-    gen = torch.Generator().manual_seed(SEED + WEIGHT_SEED_OFFSET)
-    deltas = {n: torch.randn(p.shape, generator=gen) for n, p in module.named_parameters() if p.is_floating_point()}
+    """A change that steps every floating parameter in place by a seeded delta, the same on every copy of `module`
+    (drawn from one seed in the parameters' order, in float32 on the CPU, then cast to each copy's parameter; drawn
+    again for each call rather than held: the draws are as large as the weights), restored bitwise after."""
+    names = [n for n, p in module.named_parameters() if p.is_floating_point()]
 
     @contextlib.contextmanager
     def change(target: torch.nn.Module) -> Iterator[None]:
-        params = [(n, p) for n, p in target.named_parameters() if p.is_floating_point()]
-        saved = [p.detach().clone() for _, p in params]
+        gen = torch.Generator().manual_seed(SEED + WEIGHT_SEED_OFFSET)
+        params, saved = dict(target.named_parameters()), []
         try:
             with torch.no_grad():
-                for n, p in params:
-                    p.add_(deltas[n].to(p) * WEIGHT_STEP)   # the fp64 copy takes the very same step
+                for n in names:
+                    saved.append((params[n], params[n].detach().clone()))
+                    # the fp64 copy takes the very same step: the float32 draw cast before scaling
+                    params[n].add_(torch.randn(params[n].shape, generator=gen).to(params[n]) * WEIGHT_STEP)
             yield
         finally:
             with torch.no_grad():
-                for (_, p), old in zip(params, saved):
+                for p, old in saved:
                     p.copy_(old)
     return change
+
+
+def double_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A float64 deep copy of `module`, each floating parameter and buffer copied straight to float64 (a float32
+    copy converted after would hold both at once: three times the weights)."""
+    memo: dict[int, Any] = {}
+    for p in module.parameters():
+        if p.is_floating_point():
+            memo[id(p)] = type(p)(p.detach().double(), p.requires_grad)
+    for b in module.buffers():
+        if b.is_floating_point():
+            memo[id(b)] = b.detach().double()
+    return copy.deepcopy(module, memo).double()
 
 
 @dataclass
@@ -204,7 +219,7 @@ class References:
         self.fp64_runs += 1
         # A float64 copy for this run only: held through the group, it would sit beside every later compile (twice
         # the weights in float64), for at most four runs a group.
-        module = copy.deepcopy(self.eager).double()
+        module = double_copy(self.eager)
         inputs = to_fp64(self.inputs if step is None else step.inputs)
         with step.change(module) if step and step.change else contextlib.nullcontext():
             return run(module, inputs)
