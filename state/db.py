@@ -58,13 +58,13 @@ def connect(path: str | Path, *, migrate: bool = True) -> sqlite3.Connection:
 
 
 def latest_rows(conn: sqlite3.Connection, sql: str, conditions: list[tuple[str, list[Any]]], limit: int,
-                order: str = "id") -> list[sqlite3.Row]:
-    """Rows of `sql` that meet each condition given values (one without values is left out), newest first (`limit`
-    -1: all of them)."""
+                order: str = "id") -> Iterator[sqlite3.Row]:
+    """Rows of `sql` that meet each condition given values (one without values is left out), newest first, read as
+    they are taken (`limit` -1: all of them, so a reader that skips some stops as soon as it has enough)."""
     used = [(clause, values) for clause, values in conditions if values]
     where = " WHERE " + " AND ".join(clause for clause, _ in used) if used else ""
     args = [v for _, values in used for v in values]
-    return conn.execute(f"{sql}{where} ORDER BY {order} DESC LIMIT ?", [*args, limit]).fetchall()
+    return conn.execute(f"{sql}{where} ORDER BY {order} DESC LIMIT ?", [*args, limit])
 
 
 def scratch_copy(conn: sqlite3.Connection) -> sqlite3.Connection:
