@@ -5,8 +5,9 @@ the baseline's item, its first call and its read sets per call window. `run` is 
 - prune: a prunable config none of whose keys the baseline read, in any window, is the baseline's result (`not_read`);
 - pool: the other prunable configs, and the configs named to go together (the nightly's named flags), are compiled
   together after the loop (`trace_pooled`), later calls included, split where they differ;
-- trace: the config is compiled and called once; its later calls are answered from the baseline where they cannot
-  differ (harness.engine.flags.answering), else made on the same compiled object.
+- trace: the config is compiled and called once; its later calls are answered from the baseline where the screen lets
+  them (harness.engine.flags.answering: the rule that answered is reported with the item), else made on the same
+  compiled object. A quarantined config (`unanswered`) is never answered, nor is a pool holding one of its keys.
 The baseline's item, when it is the request's first, records the read sets; its result carries them.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from harness.engine import backend, events, measure, scenarios
 from harness.engine.backend import Compiled
 from harness.engine.events import RunRequest
 from harness.engine.flags import reads
-from harness.engine.flags.answering import FirstCall, answerable, answered_calls
+from harness.engine.flags.answering import FirstCall, answered_calls, screen
 from harness.zoo import Built
 from harness.zoo.build import SEED
 
@@ -39,6 +40,9 @@ class Group:
         self.baseline: dict[str, Any] | None = None           # the baseline's result fields
         self.baseline_first: FirstCall | None = None
         self.windows: dict[str, dict[str, Any]] = {}           # the baseline's read sets per call window
+        self.rules: dict[int, str] = {}                        # index -> the rule that answered its later calls
+        # The keys of the quarantined configs: a compile that sets one is never answered.
+        self.unanswered = {key for _, config, settings in req.items if config in req.unanswered for key in settings}
 
     # ---- the loop ------------------------------------------------------------------------------------------
 
@@ -71,7 +75,8 @@ class Group:
                 windows: dict[str, dict[str, Any]] | None = None) -> None:
         reads_all = reads.union(windows) if windows is not None else None
         self.send(events.Result(index, Outcome(model=self.req.model, config=config, **fields),
-                                config_reads=reads_all, window_reads=windows))
+                                config_reads=reads_all, window_reads=windows,
+                                answered_by=self.rules.pop(index, None) if fields.get("reason") == ANSWERED else None))
 
     # ---- one config ----------------------------------------------------------------------------------------
 
@@ -91,10 +96,12 @@ class Group:
                 self.send(measure.cache_counts(index))
             ended = measure.ended(done.error, self.req.device)
             first = FirstCall(ended["status"], tuple(done.codes), done.guards)
-            calls, answered = self._calls(done, recorder, settings, first, windows)
+            calls, rule = self._calls(done, recorder, settings, first, windows)
+        if rule is not None:
+            self.rules[index] = rule
         fields = {**self.common, **done.counts, "peak_mem_mb": measure.peak_mb(self.req.device),
                   "build_s": self.common["build_s"] if record else 0.0, **ended,
-                  "calls": calls, **({"reason": ANSWERED} if answered else {})}
+                  "calls": calls, **({"reason": ANSWERED} if rule is not None else {})}
         if record:
             self.baseline, self.baseline_first, self.windows = fields, first, windows.sets
         return fields
@@ -105,27 +112,30 @@ class Group:
         return isinstance(self.refs, scenarios.References)
 
     def _calls(self, done: Compiled, recorder: scenarios.Recorder | None, settings: dict, first: FirstCall,
-               windows: reads.Windows | None) -> tuple[list[Call], bool]:
-        """The item's calls, and whether its later ones were answered from the baseline."""
+               windows: reads.Windows | None) -> tuple[list[Call], str | None]:
+        """The item's calls, and the rule that answered its later ones from the baseline (None: made in full)."""
         if self.refs is None:
-            return [], False
+            return [], None
         if done.error is not None or not self.judging:
-            return self._first_only(done), False
+            return self._first_only(done), None
         try:
             one = scenarios.first_call(done.output, done.stats.graphs, self.refs, recorder)
             done.output = None   # not held past its verdict
-            if self._answerable(settings, first):
-                return answered_calls(one, self.baseline["calls"]), True
-            return [one] + self._later(done, recorder, windows), False
+            rule = self._screen(settings, first)
+            if rule is not None:
+                return answered_calls(one, self.baseline["calls"]), rule
+            return [one] + self._later(done, recorder, windows), None
         except Exception as exc:   # the oracle's own failure costs the calls' verdicts, never the item
             return [Call(FIRST, done.stats.graphs, detail=f"the oracle failed: {type(exc).__name__}: "
-                                                           f"{str(exc)[:200]}")], False
+                                                           f"{str(exc)[:200]}")], None
 
-    def _answerable(self, settings: dict, first: FirstCall) -> bool:
-        """The rule (harness.engine.flags.answering.answerable), where there is a baseline with later calls."""
-        if not self.req.answer or self.baseline_first is None or len(self.baseline["calls"]) < 2:
-            return False
-        return answerable(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
+    def _screen(self, settings: dict, first: FirstCall) -> str | None:
+        """The screen (harness.engine.flags.answering.screen), where there is a baseline with later calls and the
+        config is not quarantined."""
+        if not self.req.answer or self.baseline_first is None or len(self.baseline["calls"]) < 2 or \
+                self.unanswered & set(settings):
+            return None
+        return screen(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
 
     def _later(self, done: Compiled, recorder: scenarios.Recorder, windows: reads.Windows | None) -> list[Call]:
         """Every call after the first, on the same compiled object, each in its own read window."""
