@@ -122,19 +122,23 @@ def answer_audit(conn: sqlite3.Connection, run_id: int) -> list[AnswerFinding]:
     return [AnswerFinding(*r) for r in rows]
 
 
-def record_answered(conn: sqlite3.Connection, run_id: int, model: str, config: str, rule: str | None) -> None:
-    """An item's later calls answered from the baseline by `rule`; None: made in full (an earlier answer dropped)."""
+def record_answered(conn: sqlite3.Connection, run_id: int, model: str, config: str, rule: str | None,
+                    answered: bool = True) -> None:
+    """An item's later calls answered from the baseline by `rule` (`answered` False: the screen passed, but they
+    were made in full); rule None: nothing to keep (an earlier answer dropped)."""
     if rule is None:
         conn.execute("DELETE FROM answered_items WHERE run_id = ? AND model = ? AND config = ?",
                      (run_id, model, config))
     else:
-        conn.execute("INSERT OR REPLACE INTO answered_items (run_id, model, config, rule) VALUES (?,?,?,?)",
-                     (run_id, model, config, rule))
+        conn.execute("INSERT OR REPLACE INTO answered_items (run_id, model, config, rule, answered) VALUES (?,?,?,?,?)",
+                     (run_id, model, config, rule, int(answered)))
 
 
-def answered(conn: sqlite3.Connection, run_id: int) -> dict[tuple[str, str], str]:
-    """{(model, config): the rule that answered its later calls} of a run."""
-    rows = conn.execute("SELECT model, config, rule FROM answered_items WHERE run_id = ?", (run_id,))
+def answered(conn: sqlite3.Connection, run_id: int, *, screened: bool = False) -> dict[tuple[str, str], str]:
+    """{(model, config): the rule that answered its later calls} of a run; `screened`: also the items the screen
+    passed while answering was off."""
+    rows = conn.execute("SELECT model, config, rule FROM answered_items WHERE run_id = ? AND answered >= ?",
+                        (run_id, 0 if screened else 1))
     return {(r[0], r[1]): r[2] for r in rows}
 
 

@@ -455,6 +455,7 @@ CREATE TABLE answered_items (
     model TEXT NOT NULL,
     config TEXT NOT NULL,
     rule TEXT NOT NULL,                    -- the rule that answered its later calls (harness.engine.flags.answering)
+    answered INTEGER NOT NULL DEFAULT 1,   -- 0: the screen passed, but answering was off (traced in full: a bench)
     PRIMARY KEY (run_id, model, config)
 );
 CREATE TABLE answer_quarantine (

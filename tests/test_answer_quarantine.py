@@ -70,3 +70,16 @@ def test_the_audit_samples_one_answered_item_of_every_config():
     chosen = answering.sample(pairs, answering.AnswerAudit(share=0.05, least=2, seed=3))
     assert {c for _, c in chosen} == {"a", "b", "c"} and len(chosen) == 3   # ceil(0.05 * 42) = 3
     assert answering.sample(pairs, answering.AnswerAudit(share=0.5, least=2, seed=3)).__len__() == 21
+
+
+def test_answering_off_traces_in_full_and_still_stores_what_the_screen_would_have_answered(tmp_path):
+    # What bench/every_flag.py --checks --no-answer counts its misses from.
+    conn = db.connect(tmp_path / "state.sqlite")
+    cdos = "capture_dynamic_output_shape_ops"
+    off = SweepOptions(workers=1, timeout=120, extra_modules=["tests.accuracy_models"],
+                       accuracy=Accuracy(answer=False))
+    run_id = sweep(conn, SweepRequest(models=["TinyCorruptSecondLM"], options=off, progress=False,
+                                      configs={"baseline": {}, cdos: {f"torch._dynamo.config.{cdos}": True}})).run.id
+    item = {o.config: o for o in runs.outcomes(conn, run_id)}[cdos]
+    assert item.reason is None and len(item.calls) == 4 and flags.answered(conn, run_id) == {}
+    assert flags.answered(conn, run_id, screened=True) == {("TinyCorruptSecondLM", cdos): answering.RULE_GRAPHS}

@@ -18,7 +18,7 @@ from harness.engine.configs import Checked, ConfigError, check_all_syntax
 from harness.engine.configs import check as config_check
 from harness.core.effects import BASELINE
 from harness.core.options import RunOptions, SweepOptions
-from harness.core.outcome import Outcome
+from harness.core.outcome import ANSWERED, Outcome
 from harness.core.run_environment import BuildOrigin, RunEnvironment
 from harness.engine.interpreter import CallFailed, call
 from harness.core.model_build import ModelBuild
@@ -317,7 +317,8 @@ def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool) -> dict[str
             if event.window_reads is not None:
                 stored_flags.record_windows(conn, plan.run_id, outcome.model, event.window_reads)
             runs.record_outcome(conn, plan.run_id, outcome)
-            stored_flags.record_answered(conn, plan.run_id, outcome.model, outcome.config, event.answered_by)
+            stored_flags.record_answered(conn, plan.run_id, outcome.model, outcome.config, event.answered_by,
+                                         answered=outcome.reason == ANSWERED)
             bar.advance(crashed=outcome.crashed)
     if cache.compiles:
         log.info("%s", cache.describe())

@@ -77,6 +77,7 @@ class RunRequest:
     answer: bool = True                  # later calls answered from the baseline where they cannot differ
     together: list[str] = dataclasses.field(default_factory=list)   # configs pooled, never pruned (named flags)
     unanswered: list[str] = dataclasses.field(default_factory=list)  # configs never answered (quarantined)
+    screen: bool = False                 # answering off: still report the rule that would have answered (a bench)
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ class Start:
 class Result:
     """One item ended: its outcome; the baseline's read set (`config_reads`, key -> value read, every window) and
     its read sets per call window (`window_reads`, window -> key -> value); a job's answer; the rule that answered
-    its later calls from the baseline (`answered_by`, reason answered)."""
+    its later calls from the baseline (`answered_by`: reason answered; or, answering off, would have been)."""
 
     index: int
     outcome: Outcome

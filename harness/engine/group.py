@@ -76,7 +76,7 @@ class Group:
         reads_all = reads.union(windows) if windows is not None else None
         self.send(events.Result(index, Outcome(model=self.req.model, config=config, **fields),
                                 config_reads=reads_all, window_reads=windows,
-                                answered_by=self.rules.pop(index, None) if fields.get("reason") == ANSWERED else None))
+                                answered_by=self.rules.pop(index, None)))
 
     # ---- one config ----------------------------------------------------------------------------------------
 
@@ -99,9 +99,10 @@ class Group:
             calls, rule = self._calls(done, recorder, settings, first, windows)
         if rule is not None:
             self.rules[index] = rule
+        answered = rule is not None and self.req.answer
         fields = {**self.common, **done.counts, "peak_mem_mb": measure.peak_mb(self.req.device),
                   "build_s": self.common["build_s"] if record else 0.0, **ended,
-                  "calls": calls, **({"reason": ANSWERED} if rule is not None else {})}
+                  "calls": calls, **({"reason": ANSWERED} if answered else {})}
         if record:
             self.baseline, self.baseline_first, self.windows = fields, first, windows.sets
         return fields
@@ -122,17 +123,17 @@ class Group:
             one = scenarios.first_call(done.output, done.stats.graphs, self.refs, recorder)
             done.output = None   # not held past its verdict
             rule = self._screen(settings, first)
-            if rule is not None:
+            if rule is not None and self.req.answer:
                 return answered_calls(one, self.baseline["calls"]), rule
-            return [one] + self._later(done, recorder, windows), None
+            return [one] + self._later(done, recorder, windows), rule if self.req.screen else None
         except Exception as exc:   # the oracle's own failure costs the calls' verdicts, never the item
             return [Call(FIRST, done.stats.graphs, detail=f"the oracle failed: {type(exc).__name__}: "
                                                            f"{str(exc)[:200]}")], None
 
     def _screen(self, settings: dict, first: FirstCall) -> str | None:
         """The screen (harness.engine.flags.answering.screen), where there is a baseline with later calls and the
-        config is not quarantined."""
-        if not self.req.answer or self.baseline_first is None or len(self.baseline["calls"]) < 2 or \
+        config is not quarantined; answering off, only where the request asks what it would answer (`screen`)."""
+        if not (self.req.answer or self.req.screen) or self.baseline_first is None or len(self.baseline["calls"]) < 2 or \
                 self.unanswered & set(settings):
             return None
         return screen(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
