@@ -179,18 +179,24 @@ def test_a_failed_fp64_reference_is_not_run_again_and_leaves_the_call_not_judged
     assert found[0].accuracy == "not_judged" and "fp64 reference failed: TypeError: float32 only" in found[0].detail
 
 
-def test_the_weight_step_is_drawn_once_taken_alike_by_every_copy_and_undone_bitwise():
+def test_the_weight_step_is_drawn_once_taken_alike_by_every_copy_and_undone_bitwise_from_the_other_copy():
     torch.manual_seed(0)
     module = _Mixer().eval()
-    wide, before = copy.deepcopy(module).double(), {n: p.detach().clone() for n, p in module.named_parameters()}
-    change, taken = weights_moved(module), []
-    for _call in range(2):
-        with change(module), change(wide):
-            taken.append({n: p.detach() - before[n] for n, p in module.named_parameters()})
+    twin = copy.deepcopy(module)
+    before = {n: p.detach().clone() for n, p in module.named_parameters()}
+    change, taken = weights_moved(module, twin), []
+    for target in (module, twin, module):
+        wide = copy.deepcopy(module).double()       # as the fp64 run's: made for the one run, never restored
+        with change(target), change(wide):
+            taken.append({n: p.detach() - before[n] for n, p in target.named_parameters()})
             for n, p in wide.named_parameters():   # the fp64 copy's step: the same draw, cast before scaling
                 assert torch.allclose(p.detach() - before[n].double(), taken[-1][n].double(), atol=1e-7)
-        assert all(torch.equal(p, before[n]) for n, p in module.named_parameters())
-    assert all(torch.equal(taken[0][n], taken[1][n]) and 0 < taken[0][n].abs().max() < 0.1 for n in before)
+        for copied in (module, twin):               # each restored from the other, no saved copy
+            assert all(torch.equal(p, before[n]) for n, p in copied.named_parameters())
+    assert all(torch.equal(taken[0][n], t[n]) and 0 < t[n].abs().max() < 0.1 for t in taken[1:] for n in before)
+    with change(module), pytest.raises(RuntimeError, match="both cannot be moved at once"):
+        with change(twin):
+            pass
 
 
 def test_after_the_first_wrong_output_no_value_is_compared_but_metadata_still_is_listed():

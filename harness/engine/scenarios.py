@@ -4,7 +4,8 @@ After the first call the same compiled object is called again, once per scenario
 `second_size` (the second input spec: harness.zoo.second), `hook_added` (a forward hook that scales the output of
 the middle submodule eager ran, as steering and adapter tools register one), `weights_updated` (every floating
 parameter moved in place by a seeded step, as an optimizer's is: the steps drawn once per group). Each change is made
-on the module for its call and undone after it (the hook removed, the parameters copied back bitwise), so the next
+on the module for its call and undone after it (the hook removed, the parameters copied back bitwise from the other
+copy: eager's and the compiled module's restore each other's, no third copy of the weights is held), so the next
 config compiles the module as built. Eager's answers come from one deep copy per group (`References`, made once and
 shared by every config of the group), after the same change; seeds are reset before every run and inputs cloned for
 every call. The fp64 references, made only where a difference is beyond tolerance, are made once per group too.
@@ -86,27 +87,36 @@ def _scale(_module: Any, _args: Any, out: torch.Tensor) -> torch.Tensor:
     return out * torch.linspace(*HOOK_SCALE, out.shape[-1], dtype=out.dtype, device=out.device)
 
 
-def weights_moved(module: torch.nn.Module) -> Change:
-    """A change that steps every floating parameter in place by a seeded delta, the same on every copy of `module`
+def weights_moved(eager: torch.nn.Module, built: torch.nn.Module) -> Change:
+    """A change that steps every floating parameter in place by a seeded delta, the same on every copy of the module
     (drawn from one seed in the parameters' order, in float32 on the CPU, then cast to each copy's parameter; drawn
-    again for each call rather than held: the draws are as large as the weights), restored bitwise after."""
-    names = [n for n, p in module.named_parameters() if p.is_floating_point()]
+    again for each call rather than held: the draws are as large as the weights). No copy of the weights is saved:
+    `eager` and `built` hold the same weights bitwise and are never moved at once, so each is restored from the
+    other; any other target (the fp64 run's copy, made for that run alone) is not restored."""
+    names = [n for n, p in eager.named_parameters() if p.is_floating_point()]
+    moved: set[int] = set()
 
     @contextlib.contextmanager
     def change(target: torch.nn.Module) -> Iterator[None]:
         gen = torch.Generator().manual_seed(SEED + WEIGHT_SEED_OFFSET)
-        params, saved = dict(target.named_parameters()), []
+        twin = built if target is eager else eager if target is built else None
+        if twin is not None and id(twin) in moved:
+            raise RuntimeError("the weight step is undone from the other copy: both cannot be moved at once")
+        params = dict(target.named_parameters())
+        moved.add(id(target))
         try:
             with torch.no_grad():
                 for n in names:
-                    saved.append((params[n], params[n].detach().clone()))
                     # the fp64 copy takes the very same step: the float32 draw cast before scaling
                     params[n].add_(torch.randn(params[n].shape, generator=gen).to(params[n]) * WEIGHT_STEP)
             yield
         finally:
-            with torch.no_grad():
-                for p, old in saved:
-                    p.copy_(old)
+            moved.discard(id(target))
+            if twin is not None:
+                with torch.no_grad():
+                    for n, p in twin.named_parameters():
+                        if n in params:
+                            params[n].copy_(p)
     return change
 
 
@@ -150,7 +160,7 @@ class References:
         self.first = first if _held(first) else None   # None: made again for each judgement
         del first
         self.steps = [self._second(model, built), self._hook(called.names),
-                      Step("weights_updated", built.inputs, weights_moved(self.eager))]
+                      Step("weights_updated", built.inputs, weights_moved(self.eager, built.module))]
         for step in self.steps:
             self._answer(step)
         self._fp64: dict[str, Any] = {}   # each call's fp64 output (or its failure), where small enough to hold
