@@ -63,6 +63,20 @@ def one_pass(models: list[str], configs: dict[str, dict], workers: int, prune: b
                 "screened": pruning.answered(conn, run_id, screened=True)}
 
 
+def dynamo_configs() -> dict[str, dict]:
+    """baseline and every Dynamo flag of the torch under test (the `all-dynamo` set)."""
+    _, space = configspace.discover("count")
+    return {"baseline": {}, **flagsets.expand("all-dynamo", space, flagsets.load_exclusions())}
+
+
+def projection(models: list[str], workers: int) -> float:
+    """The pooled pass with the checks off on `models` x every Dynamo flag: the whole corpus's minutes on
+    RUNNER_CORES cores, as measured by this run (what bench/accuracy_cost.py scales by its on / off ratio)."""
+    configs = dynamo_configs()
+    res = one_pass(models, configs, workers, prune=True)
+    return CORPUS_CLASSES * len(configs) / report("every flag, checks off", res, workers, len(configs)) / RUNNER_CORES
+
+
 def report(name: str, res: dict, workers: int, n_configs: int) -> float:
     """Print one pass's numbers; returns its items per core-minute (pruned items count as done)."""
     outs = res["outcomes"]
@@ -140,8 +154,7 @@ def main() -> int:
     ap.add_argument("--no-answer", action="store_true", help="with --checks: every later call made; the screen's misses")
     ap.add_argument("--models", help="these models (comma-separated) instead of a stratified sample")
     args = ap.parse_args()
-    _, space = configspace.discover("count")
-    configs = {"baseline": {}, **flagsets.expand("all-dynamo", space, flagsets.load_exclusions())}
+    configs = dynamo_configs()
     models = args.models.split(",") if args.models else corpus_models(args.sample, args.seed)
     print(f"{len(models)} models x {len(configs)} configs (all-dynamo + baseline): {', '.join(models)}")
     print(machine("at the start"))
