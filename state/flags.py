@@ -168,16 +168,18 @@ def quarantine(conn: sqlite3.Connection, run_id: int, night: str | None, nights:
 
 def quarantined(conn: sqlite3.Connection, night: str | None, before: int | None = None) -> list[Quarantine]:
     """The configs under quarantine for a run of `night` (None: not a nightly): found by an earlier run (below
-    `before`, when given), with fewer than its `nights` nights since, `night` not counted. Newest first, one per
-    config."""
+    `before`, when given: as of that run), with fewer than its `nights` nights run since, `night` not counted.
+    Newest first, one per config."""
+    below = before if before is not None else 2 ** 62
     rows = conn.execute("SELECT run_id, night, config, nights, why FROM answer_quarantine WHERE run_id < ?"
-                        " ORDER BY run_id DESC", (before if before is not None else 2 ** 62,)).fetchall()
+                        " ORDER BY run_id DESC", (below,)).fetchall()
     found: dict[str, Quarantine] = {}
     for run_id, found_night, config, nights, why in rows:
         if config in found:
             continue
-        since = conn.execute("SELECT count(DISTINCT nightly) FROM runs WHERE id > ? AND nightly IS NOT NULL"
-                             " AND nightly IS NOT ? AND nightly IS NOT ?", (run_id, found_night, night)).fetchone()[0]
+        since = conn.execute("SELECT count(DISTINCT nightly) FROM runs WHERE id > ? AND id < ? AND nightly IS NOT NULL"
+                             " AND nightly IS NOT ? AND nightly IS NOT ?",
+                             (run_id, below, found_night, night)).fetchone()[0]
         if since < nights:
             found[config] = Quarantine(config, run_id, found_night, nights, why, nights - since)
     return list(found.values())

@@ -63,6 +63,10 @@ def test_the_report_lists_the_quarantined_flags_and_why(tmp_path):
     md = report.render_md(context)
     assert "Flags under quarantine" in md and f"`{sc.CSO}`: 7 of 7 nights left" in md
     assert "AModel: second\\_size" in md or "AModel: second_size" in md
+    later = [sc.record_nightly(conn, night, {"AModel": {}}, calls=calls, configs={"baseline": {}, sc.CSO: sc.CONFIGS[sc.CSO]})
+             for night in ("2026-11-21", "2026-11-22")]
+    assert f"`{sc.CSO}`: 6 of 7 nights left" in report.render_md(report.build_context(conn, later[1]))
+    assert f"`{sc.CSO}`: 7 of 7 nights left" in report.render_md(report.build_context(conn, run_id))   # as of then
 
 
 def test_the_audit_samples_one_answered_item_of_every_config():
