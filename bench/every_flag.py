@@ -151,7 +151,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--checks", action="store_true", help="the pooled pass with the checks off, then on, only")
-    ap.add_argument("--no-answer", action="store_true", help="with --checks: every later call made; the screen's misses")
+    ap.add_argument("--no-answer", action="store_true", help="with --checks: every later call made; the misses")
     ap.add_argument("--models", help="these models (comma-separated) instead of a stratified sample")
     args = ap.parse_args()
     configs = dynamo_configs()

@@ -133,8 +133,8 @@ class Group:
     def _screen(self, settings: dict, first: FirstCall) -> str | None:
         """The screen (harness.engine.flags.answering.screen), where there is a baseline with later calls and the
         config is not quarantined; answering off, only where the request asks what it would answer (`screen`)."""
-        if not (self.req.answer or self.req.screen) or self.baseline_first is None or len(self.baseline["calls"]) < 2 or \
-                self.unanswered & set(settings):
+        asked = self.req.answer or self.req.screen
+        if not asked or self.baseline_first is None or len(self.baseline["calls"]) < 2 or self.unanswered & set(settings):
             return None
         return screen(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
 
