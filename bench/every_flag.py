@@ -130,7 +130,7 @@ def checks(models: list[str], configs: dict[str, dict], workers: int, answer: bo
 def misses(res: dict) -> None:
     """Of the items traced in full that the screen would have answered: how many differ from their answered form."""
     outs = {(o.model, o.config): o for o in res["outcomes"]}
-    traced = sum(len(o.calls) > 1 for o in outs.values() if o.config != "baseline")
+    traced = sum(o.reason in (None, POOLED) and len(o.calls) > 1 for o in outs.values() if o.config != "baseline")
     differ = []
     for (model, config), rule in sorted(res["screened"].items()):
         full, base = outs[model, config], outs[model, "baseline"]
@@ -138,8 +138,8 @@ def misses(res: dict) -> None:
         why = answering.disagreement(answered, full)
         if why:
             differ.append((model, config, why))
-    print(f"the screen would have answered {len(res['screened'])} of {traced} items traced in full with later calls; "
-          f"{len(differ)} of them differ from their full trace (target 0)")
+    print(f"the screen would have answered {len(res['screened'])} of {traced} items compiled with later calls (alone or "
+          f"in a pool); {len(differ)} of them differ from their full trace (target 0)")
     for model, config, why in differ:
         print(f"  {model} {config}: {why}")
 

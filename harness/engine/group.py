@@ -64,12 +64,21 @@ class Group:
             self._report(index, config, fields, self.windows if record else None)
         pools = [pooled] if self.req.pool else [[item] for item in pooled]
         for pool in [p for p in (*pools, named) if p]:
-            trace_pooled(pool, self.baseline, lambda index, settings: self.trace(index, settings), self._report)
+            trace_pooled(pool, self.baseline, lambda index, settings: self.trace(index, settings), self._report,
+                         self._pool_screened)
 
     def _read(self, settings: dict) -> bool:
         """Whether the baseline read any of these keys, in any window."""
         union = set().union(*self.windows.values())
         return any(key in union for key in settings)
+
+    def _pool_screened(self, indices: list[int]) -> None:
+        """Answering off (`screen`): a pool whose compile the screen would have answered marks each of its configs
+        so (had it been answered, its later calls were the baseline's and the pool stood for them all)."""
+        rule = self.rules.pop(-1, None)
+        if rule is not None and self.req.screen:
+            for index in indices:
+                self.rules.setdefault(index, rule)
 
     def _report(self, index: int, config: str, fields: dict[str, Any],
                 windows: dict[str, dict[str, Any]] | None = None) -> None:
@@ -176,9 +185,11 @@ def same_as_baseline(fields: dict[str, Any], baseline: dict[str, Any]) -> bool:
 
 
 def trace_pooled(pool: list[tuple[int, str, dict]], baseline: dict[str, Any],
-                 trace: Callable[[int, dict], dict[str, Any]], report: Callable[..., None]) -> None:
+                 trace: Callable[[int, dict], dict[str, Any]], report: Callable[..., None],
+                 traced: Callable[[list[int]], None] = lambda indices: None) -> None:
     """Compile the pool's configs together; as the baseline: each is reported so (pooled); else halves, down
-    to single configs, which are their own trace. Configs that set one key two ways are never pooled."""
+    to single configs, which are their own trace. Configs that set one key two ways are never pooled. `traced` is
+    told the indices of each pool compiled together, after its compile."""
     if len(pool) == 1:
         index, config, settings = pool[0]
         report(index, config, trace(index, settings))
@@ -189,10 +200,12 @@ def trace_pooled(pool: list[tuple[int, str, dict]], baseline: dict[str, Any],
         clash = clash or any(k in together and together[k] != v for k, v in settings.items())
         together.update(settings)
     fields = None if clash else trace(-1, together)
+    if fields is not None:
+        traced([index for index, _, _ in pool])
     if fields is not None and same_as_baseline(fields, baseline):
         for index, config, _ in pool:
             report(index, config, {**baseline, **_INFERRED, "reason": POOLED})
         return
     half = len(pool) // 2
-    trace_pooled(pool[:half], baseline, trace, report)
-    trace_pooled(pool[half:], baseline, trace, report)
+    trace_pooled(pool[:half], baseline, trace, report, traced)
+    trace_pooled(pool[half:], baseline, trace, report, traced)
