@@ -235,7 +235,10 @@ def _arbitrate(path: str, x: torch.Tensor, y: torch.Tensor, rtol: float, atol: f
 def _at(rows: Iterator[tuple[Any, Any]], path: str) -> Iterator[tuple[Any, Any]]:
     with contextlib.closing(rows):   # type: ignore[type-var]
         for fp64, eager in rows:
-            yield _value_at(fp64, path), _value_at(eager, path)
+            values = _value_at(fp64, path), _value_at(eager, path)
+            del fp64, eager   # the rest of the row's outputs
+            yield values
+            del values        # before the next row is made
 
 
 def _value_at(out: Any, path: str) -> Any:
@@ -270,7 +273,10 @@ def _row_pieces(rows: Iterator[tuple[Any, Any]], x: torch.Tensor, y: torch.Tenso
         n = fp64.shape[0]
         if not _allclose(eager.detach().cpu(), x[start:start + n], tol, tol):
             raise RowsDiffer("eager's row is not its batched output's row")
-        yield fp64.detach().cpu(), x[start:start + n], y[start:start + n]
+        piece = fp64.detach().cpu(), x[start:start + n], y[start:start + n]
+        del fp64, eager   # a row is held only while it is compared: none past the next row's making
+        yield piece
+        del piece
         start += n
     if start != x.shape[0]:
         raise RowsDiffer("the rows do not cover the output")
@@ -302,7 +308,10 @@ def as_close_as_eager(ref: torch.Tensor, res: torch.Tensor, fp64: torch.Tensor |
     close = _allclose(ref, res, tol, tol)
     rescue_asked = not close and _any_nan(ref) and not _any_nan(res)
     wide, nan_fp64, rescue, sq_ref, sq_res = True, False, True, 0.0, 0.0
-    for f, a, b in pieces:
+    pieces = iter(pieces)
+    while (piece := next(pieces, None)) is not None:   # not a for loop: its names would hold a row past the next
+        f, a, b = piece
+        del piece
         if f.dtype != torch.float64:
             wide = False
             break
@@ -312,6 +321,7 @@ def as_close_as_eager(ref: torch.Tensor, res: torch.Tensor, fp64: torch.Tensor |
         if rescue_asked:
             nan_fp64 = nan_fp64 or _any_nan(f)
             rescue = rescue and _allclose(f, b, NAN_RESCUE_TOL, NAN_RESCUE_TOL, cast=True)
+        del f, a, b
     n = ref.numel()
     if not wide:
         return close, math.nan

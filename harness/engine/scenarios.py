@@ -246,9 +246,9 @@ class References:
         with step.change(module) if step and step.change else contextlib.nullcontext():
             for i in range(batch):
                 row = _row(inputs, i, batch)
-                fp64 = run(module, to_fp64(row))
                 with step.change(self.eager) if step and step.change else contextlib.nullcontext():
-                    eager = run(self.eager, row)
+                    eager = run(self.eager, row)   # first: the smaller output is the one held through the other run
+                fp64 = run(module, to_fp64(row))
                 yield fp64, eager
                 del fp64, eager
 
