@@ -64,6 +64,28 @@ def test_the_default_mode_is_stored_as_before_modes():
         resolve(["x"], named({}))
 
 
+def test_the_nightly_and_publish_refuse_another_mode_until_issues_carry_it(tmp_path, capsys):
+    """Another mode's crash would be filed under eval's key and reproducer: the nightly refuses such [sweep] modes
+    before anything runs, and `publish` refuses a run of another mode."""
+    from bot.cli.main import main
+    from bot.pipeline import nightly
+    from harness.core.run_environment import RunEnvironment
+    from state import db, runs
+
+    path = tmp_path / "flagsweep.toml"
+    path.write_text(f'state_path = "{tmp_path / "s.sqlite"}"\n[sweep]\nmodes = ["eval", "train"]\n')
+    s = settings_mod.load(path, env={})
+    conn = db.connect(s.state_path)
+    with pytest.raises(nightly.NightlyError, match=r"\[sweep\] modes = \['eval', 'train'\]: the nightly sweeps eval"):
+        nightly.run_nightly(conn, s, torch="2.13.0")
+    options = RunOptions(sweep=dataclasses.replace(SweepOptions(), mode=BUILTIN["train"]))
+    run_id = runs.create_run(conn, environment=RunEnvironment(), models=["M"], configs={}, options=options)
+    runs.finish_run(conn, run_id)
+    capsys.readouterr()
+    assert main(["--state", str(s.state_path), "publish", str(run_id), "--dry-run", "--out", str(tmp_path)]) == 2
+    assert "swept in mode train: only eval runs are published" in capsys.readouterr().err
+
+
 # ---- real compiles in a mode (in-process) ---------------------------------------------------------------
 
 torch = pytest.importorskip("torch")

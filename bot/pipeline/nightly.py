@@ -145,6 +145,15 @@ def record_failure(conn: sqlite3.Connection, *, reason: str, nightly: str | None
     return run_id
 
 
+def modes_refusal(settings: Settings) -> str | None:
+    """Why the nightly cannot sweep `[sweep] modes`, or None: it sweeps eval alone until its issues and reproducers
+    carry a mode (another mode's crash would be filed under eval's key, title and reproducer)."""
+    if all(mode.is_default for mode in settings.sweep_modes()):
+        return None
+    return (f"{settings.source or 'settings'}: [sweep] modes = {settings.sweep.modes!r}: the nightly sweeps eval "
+            "only (its issues and reproducers do not carry a mode yet); `flagsweep sweep --modes` sweeps the others")
+
+
 def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "nightly", date: str | None = None,
                 configs: list[str] | None = None, models: list[str] | None = None, force: bool = False,
                 shard: str | None = None, dry_run: bool | None = None, out_dir: str | Path | None = None,
@@ -152,7 +161,7 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
     """The whole nightly; a provider failure is a failed run in the store, never an exception."""
     steps = steps or Steps()
     provider.parse_spec(torch)       # a build name that is none of the forms: SpecError before anything runs
-    refused = device_refusal(settings, torch) or settings.compile_cache_refusal()
+    refused = device_refusal(settings, torch) or settings.compile_cache_refusal() or modes_refusal(settings)
     if refused:
         raise NightlyError(refused)
     dry_run = (not settings.github.has_credentials) if dry_run is None else dry_run
