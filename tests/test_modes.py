@@ -198,3 +198,13 @@ def test_a_sweep_over_modes_stores_one_run_per_mode(tmp_path, capsys):
     assert sorted(stored.values()) == ["sdpa", "train"]
     # each mode its own history: neither run is the other's previous one
     assert history.previous_comparable_run(conn, max(stored)) is None
+    # a resumed train run continues in train (the command line's options are eval's)
+    train_id = min(stored)
+    with conn:
+        conn.execute("DELETE FROM outcomes WHERE run_id = ? AND config = 'capture_scalar_outputs'", (train_id,))
+        conn.execute("UPDATE runs SET status = 'interrupted', finished_at = NULL WHERE id = ?", (train_id,))
+    assert main(["--state", state, "sweep", "--import", "tests.mode_models", "--resume", str(train_id), "--workers",
+                 "1", "--json"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    again = next(o for o in resumed["outcomes"] if o["config"] == "capture_scalar_outputs")
+    assert again["backward_graphs"] >= 1 and again["calls"][0]["accuracy"] == "wrong"
