@@ -198,6 +198,11 @@ def test_a_sweep_over_modes_stores_one_run_per_mode(tmp_path, capsys):
     assert sorted(stored.values()) == ["sdpa", "train"]
     # each mode its own history: neither run is the other's previous one
     assert history.previous_comparable_run(conn, max(stored)) is None
+    # the report names the mode, its items and seconds (an eval report reads as before: no mode line)
+    for fmt in ("md", "html"):
+        out = tmp_path / f"report.{fmt}"
+        assert main(["--state", state, "report", str(min(stored)), "-o", str(out)]) == 0
+        assert "mode train (phase train): 2 items, " in out.read_text()
     # a resumed train run continues in train (the command line's options are eval's)
     train_id = min(stored)
     with conn:
