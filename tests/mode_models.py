@@ -43,6 +43,7 @@ class PlantedModel(torch.nn.Module):
         self.embed = torch.nn.Embedding(32, 8)
         self.dropout = torch.nn.Dropout(0.5)
         self.linear = torch.nn.Linear(8, 8)
+        self.drop_prob = 0.3   # stochastic depth as transformers' DropPath keeps it (unused here: zeroed in train)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         hidden = self.dropout(self.embed(input_ids))

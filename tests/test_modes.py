@@ -129,7 +129,7 @@ def test_train_compiles_the_backward_and_judges_gradients_against_eager(planted)
     built, _ = planted
     train = BUILTIN["train"]
     module, baseline = _run(built, train)
-    assert module.training and module.dropout.p == 0.0
+    assert module.training and module.dropout.p == 0.0 and module.drop_prob == 0.0
     assert baseline.counts["backward_graphs"] >= 1 and baseline.grads["linear.weight"] is not None
     prepared = copy.deepcopy(built.module)
     from harness.engine import in_mode

@@ -92,6 +92,8 @@ class Outcome:
     # of the stored form, so an eval item is stored exactly as before modes existed.
     backward_graphs: int | None = None
 
+    # The fields left out of the stored form while unset (None): an item that predates them is stored as it was.
+    UNSET_LEFT_OUT: ClassVar[tuple[str, ...]] = ("backward_graphs",)
     CLOSED: ClassVar[dict[str, tuple[str | None, ...]]] = {"status": STATUSES, "reason": REASONS + (ANSWERED, None)}
 
     def __post_init__(self) -> None:
@@ -110,8 +112,9 @@ class Outcome:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (an eval item's without `backward_graphs`: the form it had before modes)."""
         found = asdict(self)
-        if found["backward_graphs"] is None:
-            del found["backward_graphs"]
+        for name in self.UNSET_LEFT_OUT:
+            if found[name] is None:
+                del found[name]
         return found
 
     @classmethod

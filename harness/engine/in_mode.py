@@ -45,19 +45,27 @@ def prepare(module: torch.nn.Module, mode: Mode) -> None:
         no_dropout(module)
 
 
+# The float attributes (of a module or its config) that make training random: dropout probabilities as attention code
+# passes them (`dropout_p`), stochastic depth (`drop_prob`, `drop_path_rate`) and layer drop (`layerdrop`).
+_RANDOM_IN_TRAINING = ("dropout", "drop_prob", "drop_path", "layerdrop")
+
+
 def no_dropout(module: torch.nn.Module) -> None:
-    """Every dropout probability 0: each Dropout module's `p`, and the float attributes named after dropout that
-    attention code passes as `dropout_p` while training."""
+    """Every dropout probability 0: each Dropout module's `p`, and each float attribute of a module or of the
+    model's config that `_RANDOM_IN_TRAINING` names."""
     for sub in module.modules():
         if isinstance(sub, torch.nn.modules.dropout._DropoutNd):
             sub.p = 0.0
-        for name, value in list(vars(sub).items()):
-            if "dropout" in name and isinstance(value, float):
-                setattr(sub, name, 0.0)
+        _zero_random(sub)
     config = getattr(module, "config", None)
-    for name, value in list(vars(config).items()) if config is not None else ():
-        if "dropout" in name and isinstance(value, float):
-            setattr(config, name, 0.0)
+    if config is not None:
+        _zero_random(config)
+
+
+def _zero_random(owner: object) -> None:
+    for name, value in list(vars(owner).items()):
+        if isinstance(value, float) and any(word in name for word in _RANDOM_IN_TRAINING):
+            setattr(owner, name, 0.0)
 
 
 @contextlib.contextmanager
