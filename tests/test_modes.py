@@ -78,6 +78,11 @@ def test_the_nightly_and_publish_refuse_another_mode_until_issues_carry_it(tmp_p
     conn = db.connect(s.state_path)
     with pytest.raises(nightly.NightlyError, match=r"\[sweep\] modes = \['eval', 'train'\]: the nightly sweeps eval"):
         nightly.run_nightly(conn, s, torch="2.13.0")
+    with pytest.raises(nightly.NightlyError, match=r"^--modes train-bf16: the nightly sweeps eval only"):
+        nightly.run_nightly(conn, s, torch="2.13.0", modes=["train-bf16"])
+    capsys.readouterr()
+    assert main(["--settings", str(path), "nightly", "--modes", "nope", "--dry-run", "--out", str(tmp_path)]) == 2
+    assert "flagsweep nightly: --modes: unknown mode 'nope'" in capsys.readouterr().err
     options = RunOptions(sweep=dataclasses.replace(SweepOptions(), mode=BUILTIN["train"]))
     run_id = runs.create_run(conn, environment=RunEnvironment(), models=["M"], configs={}, options=options)
     runs.finish_run(conn, run_id)
