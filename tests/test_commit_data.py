@@ -125,9 +125,12 @@ def _hostile(tmp_path: Path) -> tuple[Path, str, str, Path]:
     config = {"core.pager": "pager", "pager.log": "pager", "pager.show": "pager", "pager.grep": "pager",
               "diff.external": "external_diff", "diff.evil.textconv": "textconv", "core.fsmonitor": "fsmonitor",
               "core.hooksPath": None, "gpg.program": "gpg", "gpg.ssh.program": "gpg_ssh",
-              "gpg.x509.program": "gpg_x509", "log.showSignature": None, "diff.evil.command": "external_diff"}
+              "gpg.x509.program": "gpg_x509", "log.showSignature": None, "diff.evil.command": "external_diff",
+              "color.ui": None, "color.grep": None, "color.diff": None}
+    plain = {"core.hooksPath": str(hooks), "log.showSignature": "true", "color.ui": "always", "color.grep": "always",
+             "color.diff": "always"}        # not a program, but escape codes in the file names read back
     for key, prog in config.items():
-        value = str(bin_dir / prog) if prog else {"core.hooksPath": str(hooks), "log.showSignature": "true"}[key]
+        value = str(bin_dir / prog) if prog else plain[key]
         _git(repo, "config", key, value)
     return repo, good, bad, marks
 
@@ -164,6 +167,9 @@ def test_only_a_noreply_address_gives_a_co_author_a_login():
                               Person("Real Person", "real-person"))
     c = Commit("a" * 40, "Fix (#1)", None, coauthors=said.coauthors)
     assert cc_for([c]) == ["real-person"]
+    # lines a backtracking pattern took minutes over (read line by line now): no co-author, no time
+    for hostile in ("<" * 60000, "a <" * 20000, "a <b>" + " " * 60000 + "x"):
+        assert parse_message(f"Fix (#1)\n\nCo-authored-by: {hostile}\n").coauthors == ()
 
 
 def _coauthored(i: int, n: int, *, prefix: str) -> Commit:
@@ -196,7 +202,8 @@ def _body(tmp_path: Path, commits: list[Commit], *, culprit: bool) -> str:
     ranges.record(conn, Range(run_id=run_id, config=config, signature=sig, kind="new_crash", status="found",
                               good=Build("2026-11-27", "2.13.0", "1" * 40), bad=Build("2026-11-28", "2.13.0", "2" * 40),
                               models=["GPT2Model"]))
-    suspects = [SuspectRow(c.sha, 100 - i, ["changes it"]) for i, c in enumerate(commits)]
+    suspects = [SuspectRow(c.sha, 100 - i, [f"changes {c.files[0].path}, the innermost torch frame of the crash"])
+                for i, c in enumerate(commits)]
     bisection = Bisection(culprit=commits[0].sha, parent="0" * 40) if culprit else None
     culprits.record(conn, CommitRange(sig, "1" * 40, "2" * 40, "found" if culprit else "suspects", commits=commits,
                                       suspects=suspects, bisection=bisection))
@@ -227,7 +234,10 @@ def test_one_culprit_with_500_co_authors_mentions_and_ccs_three(tmp_path):
 
 def test_three_suspects_with_200_co_authors_each_mention_nine_at_most(tmp_path):
     commits = [_coauthored(i, 200, prefix=f"s{i}x") for i in range(1, 4)]
+    hostile = FileChange("torch/_dynamo/@evil #12 <!-- flagsweep:end --> `x`.py", "modified")
+    commits[0] = dataclasses.replace(commits[0], files=(hostile,))        # a path, in the why column
     body = _body(tmp_path, commits, culprit=False)
+    assert body.count("<!-- flagsweep:end -->") == 1 and "#12" not in body
     mentioned = _mentioned(body)
     assert len(mentioned) <= 3 * (1 + MAX_COAUTHORS)
     assert mentioned == {f"author{i}" for i in range(1, 4)} | {f"s{i}x{k}" for i in range(1, 4) for k in range(2)}

@@ -26,10 +26,11 @@ _STATUS = {"A": "added", "M": "modified", "D": "removed", "R": "renamed", "T": "
 _SAFE_CONFIG = ("core.fsmonitor=false", "core.hooksPath=/dev/null", "core.pager=cat", "pager.log=false",
                 "pager.show=false", "pager.grep=false", "diff.external=", "log.showSignature=false",
                 "gpg.program=false", "gpg.ssh.program=false", "gpg.x509.program=false", "core.attributesFile=/dev/null",
-                "core.untrackedCache=false", "grep.fallbackToNoIndex=false")
-_SAFE_FLAGS = {"log": ("--no-ext-diff", "--no-textconv", "--no-show-signature"),
-               "show": ("--no-ext-diff", "--no-textconv", "--no-show-signature"),
-               "diff-tree": ("--no-ext-diff", "--no-textconv"), "grep": ("--no-textconv",)}
+                "core.untrackedCache=false", "grep.fallbackToNoIndex=false", "color.ui=never")
+# ... and their output stays plain (a `color.grep = always` would put escape codes into the file names read back).
+_SAFE_FLAGS = {"log": ("--no-ext-diff", "--no-textconv", "--no-show-signature", "--no-color"),
+               "show": ("--no-ext-diff", "--no-textconv", "--no-show-signature", "--no-color"),
+               "diff-tree": ("--no-ext-diff", "--no-textconv", "--no-color"), "grep": ("--no-textconv", "--no-color")}
 _SAFE_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_SYSTEM": os.devnull, "GIT_CONFIG_GLOBAL": os.devnull,
              "GIT_ATTR_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat",
              "PAGER": "cat", "LC_ALL": "C"}
