@@ -62,6 +62,8 @@ def has_commit(checkout: Path, sha: str) -> bool:
 
 def resolve(checkout: Path, sha: str) -> str:
     """The full sha of a commit the checkout holds; CheckoutError naming it otherwise."""
+    if sha.startswith("-"):          # a stored or typed name is never an option to git
+        raise CheckoutError(f"{sha[:40]!r} does not name a commit")
     if not (checkout / ".git").exists() and _git(checkout, "rev-parse", "--git-dir").returncode != 0:
         raise CheckoutError(f"the [culprit] checkout is not a git repository")
     proc = _git(checkout, "rev-parse", "--verify", "--quiet", f"{sha}^{{commit}}")
@@ -143,7 +145,8 @@ class _Head(NamedTuple):
 
 
 def _commit(sha: str, head: _Head, files: list[FileChange]) -> Commit:
-    return commit(sha, head.message, _login(head.email), tuple(files), parent=head.parent)
+    """The commit, its author's login from a noreply address only (git itself knows no logins)."""
+    return commit(sha, head.message, noreply_login(head.email), tuple(files), parent=head.parent)
 
 
 def _head(sha: str, raw: bytes | None) -> _Head:
@@ -206,11 +209,6 @@ def _path(sha: str, raw: bytes) -> str:
 _SHA = re.compile(rb"[0-9a-f]{40}")
 
 
-def _login(email: str) -> str | None:
-    """The author's GitHub login where the address is GitHub's noreply one (git itself knows no logins)."""
-    return noreply_login(email)
-
-
 def file_at(checkout: Path, sha: str, path: str) -> str | None:
     """A file's text at a commit; None when the commit has no such file."""
     proc = _git(checkout, "show", f"{sha}:{path}")
@@ -221,4 +219,4 @@ def readers(checkout: Path, sha: str, name: str) -> list[str]:
     """The Python files under torch/ at a commit that mention `name` (a flag's key: who reads it)."""
     proc = _git(checkout, "grep", "-z", "-l", "-w", "-F", "-e", name, sha, "--", "torch/*.py")
     prefix = f"{sha}:"
-    return [name.removeprefix(prefix) for name in proc.stdout.split("\0") if name.strip()]
+    return [found.removeprefix(prefix) for found in proc.stdout.split("\0") if found.strip()]
