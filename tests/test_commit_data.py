@@ -122,6 +122,10 @@ def _hostile(tmp_path: Path) -> tuple[Path, str, str, Path]:
     bad = _git(repo, "hash-object", "-t", "commit", "-w", "--stdin", stdin=raw)
     _git(repo, "update-ref", "refs/heads/main", bad)
     (repo / ".git/info/attributes").write_text("* diff=evil\n")
+    # history rewritten behind the commits' backs: a graft drops `mid`, a replace ref swaps it for another message
+    (repo / ".git/info/grafts").write_text(f"{bad} {good}\n")
+    swapped = _git(repo, "commit-tree", tree, "-p", good, "-m", "Replaced (#9)")
+    _git(repo, "replace", mid, swapped)
     config = {"core.pager": "pager", "pager.log": "pager", "pager.show": "pager", "pager.grep": "pager",
               "diff.external": "external_diff", "diff.evil.textconv": "textconv", "core.fsmonitor": "fsmonitor",
               "core.hooksPath": None, "gpg.program": "gpg", "gpg.ssh.program": "gpg_ssh",
@@ -137,9 +141,14 @@ def _hostile(tmp_path: Path) -> tuple[Path, str, str, Path]:
 
 def test_no_program_the_checkout_names_runs_over_every_checkout_function(tmp_path, monkeypatch):
     repo, good, bad, marks = _hostile(tmp_path)
-    # the traps are live: plain git in this checkout runs the signature program and the textconv driver
-    subprocess.run(["git", "-C", str(repo), "log", "-p", "-2"], capture_output=True, check=True)
+    # the traps are live: plain git in this checkout runs the signature program and the textconv driver, and sees
+    # the graft's history
+    plain = subprocess.run(["git", "-C", str(repo), "log", "-p", "--format=%s"], capture_output=True, check=True)
     assert {p.name for p in marks.iterdir()} >= {"gpg", "textconv"}
+    assert b"Change (#1)" not in plain.stdout
+    ungrafted = subprocess.run(["git", "-C", str(repo), "log", "--format=%s"], capture_output=True, check=True,
+                               env={"PATH": "/usr/bin:/bin", "GIT_GRAFT_FILE": "/dev/null"})
+    assert b"Replaced (#9)" in ungrafted.stdout
     for p in marks.iterdir():
         p.unlink()
     # what the bot's own environment may carry is not passed on either

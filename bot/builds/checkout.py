@@ -22,7 +22,8 @@ _STATUS = {"A": "added", "M": "modified", "D": "removed", "R": "renamed", "T": "
 # The checkout is foreign data: its .git/config, attributes and refs may name programs (a pager, an external diff, a
 # textconv driver, an fsmonitor hook, hooks, a signature verifier) that git would run for us. Command-line config
 # outranks every file, so these switch each of them off; the environment drops the user's and the system's config
-# and anything inherited (GIT_DIR, GIT_EXTERNAL_DIFF, GIT_CONFIG_COUNT...), and replace refs cannot swap a commit.
+# and anything inherited (GIT_DIR, GIT_EXTERNAL_DIFF, GIT_CONFIG_COUNT...); replace refs and grafts cannot swap a
+# commit or its parents.
 _SAFE_CONFIG = ("core.fsmonitor=false", "core.hooksPath=/dev/null", "core.pager=cat", "pager.log=false",
                 "pager.show=false", "pager.grep=false", "diff.external=", "log.showSignature=false",
                 "gpg.program=false", "gpg.ssh.program=false", "gpg.x509.program=false", "core.attributesFile=/dev/null",
@@ -32,8 +33,8 @@ _SAFE_FLAGS = {"log": ("--no-ext-diff", "--no-textconv", "--no-show-signature", 
                "show": ("--no-ext-diff", "--no-textconv", "--no-show-signature", "--no-color"),
                "diff-tree": ("--no-ext-diff", "--no-textconv", "--no-color"), "grep": ("--no-textconv", "--no-color")}
 _SAFE_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_SYSTEM": os.devnull, "GIT_CONFIG_GLOBAL": os.devnull,
-             "GIT_ATTR_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat",
-             "PAGER": "cat", "LC_ALL": "C"}
+             "GIT_ATTR_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1", "GIT_GRAFT_FILE": os.devnull,
+             "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "PAGER": "cat", "LC_ALL": "C"}
 
 
 class CheckoutError(RuntimeError):
