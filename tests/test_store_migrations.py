@@ -190,9 +190,25 @@ def _fill_v19(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE runs SET options = ? WHERE id = 1", (json.dumps(old),))
 
 
+def _fill_v20(conn: sqlite3.Connection) -> None:
+    """v20's rows (v19's, their options completed as v20 did) and one commit range whose co-authors are strings, a
+    login or a name by their shape (before v21)."""
+    _fill_v19(conn)
+    for statement in MIGRATIONS[19].strip().split(";\n"):
+        conn.execute(statement)
+    commits = [{"sha": "a" * 40, "title": "Fix (#5)", "author": "bob", "files": [], "pr": 5,
+                "coauthors": ["carol", "Dana Smith"], "approvers": ["r"], "parent": None},
+               {"sha": "b" * 40, "title": "Other", "author": None, "files": [], "pr": None, "coauthors": [],
+                "approvers": [], "parent": "a" * 40}]
+    conn.execute("INSERT INTO commit_ranges (signature, good_git, bad_git, status, commits, suspects, recorded_at)"
+                 " VALUES ('S', ?, ?, 'suspects', ?, '[]', '2026-11-27T00:00:00+00:00')",
+                 ("1" * 40, "2" * 40, json.dumps(commits)))
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
            9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14, 15: _fill_v15,
-           16: _fill_v16, 17: _fill_v17, 18: _fill_v18, 19: _fill_v19}
+           16: _fill_v16, 17: _fill_v17, 18: _fill_v18, 19: _fill_v19,
+           20: _fill_v20}
 
 
 def _build_at(path, version: int) -> None:
@@ -347,7 +363,7 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     assert stored == RunOptions.from_dict(stored).to_dict()
     one = runs.get_run(conn, 1).options.sweep
     assert (one.backend, one.workers, one.gpu_workers, one.accuracy) == (
-        ("eager", 2, 2, Accuracy(rtol=0.01, atol=0.002, answer=False)) if version == 19 else
+        ("eager", 2, 2, Accuracy(rtol=0.01, atol=0.002, answer=False)) if version >= 19 else
         ("count", 0, 2, Accuracy(enabled=False, answer=False)))
 
 
@@ -387,6 +403,18 @@ def test_v18_commit_ranges_and_removed_cc_start_empty_and_take_a_range(tmp_path)
     assert back.commits == [commit] and back.culprit == commit and back.bisection == stored.bisection
     culprits.remove_cc(conn, "k", ["@Bob"])
     assert culprits.removed(conn) == {"k": frozenset({"bob"})}
+
+
+def test_v21_a_stored_co_author_becomes_a_name_without_a_login(tmp_path):
+    """A co-author stored as one string (a login or a name, guessed by shape) is kept as a name: never mentioned."""
+    from harness.core.commits import Person
+    from state import culprits
+    path = tmp_path / "v20.sqlite"
+    _build_at(path, 20)
+    conn = connect(path)
+    first, second = culprits.get(conn, "S", "1" * 40, "2" * 40).commits
+    assert first.coauthors == (Person("carol"), Person("Dana Smith")) and first.approvers == ("r",)
+    assert (first.author, second.coauthors, second.parent) == ("bob", (), "a" * 40)
 
 
 def test_v16_drops_only_the_keys_no_outcome_has_and_keeps_every_json_type(tmp_path):
