@@ -460,6 +460,30 @@ UPDATE commit_ranges SET commits = (
     FROM json_each(commit_ranges.commits) AS c);
 """
 
+# v21 -> v22: the later calls screened (issue 44). Per run, each answered item and the rule that answered it; the
+# configs the audit found answered wrong, kept off the rule for their next nights (answer_quarantine, stored with each
+# quarantine). A run stored before the setting existed ran with the default, 7.
+V22 = """
+CREATE TABLE answered_items (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    model TEXT NOT NULL,
+    config TEXT NOT NULL,
+    rule TEXT NOT NULL,                    -- the rule that answered its later calls (harness.engine.flags.answering)
+    answered INTEGER NOT NULL DEFAULT 1,   -- 0: the screen passed, but answering was off (traced in full: a bench)
+    PRIMARY KEY (run_id, model, config)
+);
+CREATE TABLE answer_quarantine (
+    run_id INTEGER NOT NULL REFERENCES runs(id),   -- the run whose audit found the disagreement
+    night TEXT,                                    -- its nightly date (NULL: not a nightly)
+    config TEXT NOT NULL,
+    nights INTEGER NOT NULL,                       -- how many nights after it the rule stays off for the config
+    why TEXT NOT NULL,                             -- the disagreement: model and first call that differed
+    PRIMARY KEY (run_id, config)
+);
+UPDATE runs SET options = json_set(options, '$.accuracy.answer_quarantine', 7)
+    WHERE json_type(options, '$.accuracy') IS NOT NULL AND json_type(options, '$.accuracy.answer_quarantine') IS NULL;
+"""
+
 MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19,
-                         V20, V21]
+                         V20, V21, V22]
 SCHEMA_VERSION = len(MIGRATIONS)

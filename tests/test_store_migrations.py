@@ -15,7 +15,7 @@ from harness.core.model_build import ModelBuild
 from state import (budgets, counters, deliveries, flags, gates, history, jobs, leases, ranges, resolutions,
                    runs, verdicts, zoo)
 from state.db import connect, migrate_to
-from state.schema import MIGRATIONS, SCHEMA_VERSION
+from state.schema import MIGRATIONS, SCHEMA_VERSION, V20
 from tests import historydata as hd
 
 OUTCOME_V1 = {"model": "LlamaForCausalLM", "config": "capture_scalar_outputs", "status": "error", "graphs": None,
@@ -191,11 +191,16 @@ def _fill_v19(conn: sqlite3.Connection) -> None:
 
 
 def _fill_v20(conn: sqlite3.Connection) -> None:
-    """v20's rows (v19's, their options completed as v20 did) and one commit range whose co-authors are strings, a
-    login or a name by their shape (before v21)."""
+    """v20 stored a run's options as one record: v19's rows, run 1's options as a v20 engine wrote them (every field
+    but accuracy's answer_quarantine, which came in v22), and one commit range whose co-authors are strings, a login
+    or a name by their shape (before v21)."""
     _fill_v19(conn)
-    for statement in MIGRATIONS[19].strip().split(";\n"):
+    for statement in filter(str.strip, V20.split(";")):   # every other run as v20 left it
         conn.execute(statement)
+    stored = RunOptions(SweepOptions(workers=2, timeout=60.0, backend="eager", python="/p/bin/python",
+                                     accuracy=Accuracy(rtol=0.01, atol=0.002, answer_audit=0.1))).to_dict()
+    del stored["accuracy"]["answer_quarantine"]
+    conn.execute("UPDATE runs SET options = ? WHERE id = 1", (json.dumps(stored),))
     commits = [{"sha": "a" * 40, "title": "Fix (#5)", "author": "bob", "files": [], "pr": 5,
                 "coauthors": ["carol", "Dana Smith"], "approvers": ["r"], "parent": None},
                {"sha": "b" * 40, "title": "Other", "author": None, "files": [], "pr": None, "coauthors": [],
@@ -205,10 +210,15 @@ def _fill_v20(conn: sqlite3.Connection) -> None:
                  ("1" * 40, "2" * 40, json.dumps(commits)))
 
 
+def _fill_v21(conn: sqlite3.Connection) -> None:
+    """v21's rows: v20's, their commit ranges' co-authors made people as v21 did."""
+    _fill_v20(conn)
+    conn.execute(MIGRATIONS[20].strip().rstrip(";"))
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
            9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14, 15: _fill_v15,
-           16: _fill_v16, 17: _fill_v17, 18: _fill_v18, 19: _fill_v19,
-           20: _fill_v20}
+           16: _fill_v16, 17: _fill_v17, 18: _fill_v18, 19: _fill_v19, 20: _fill_v20, 21: _fill_v21}
 
 
 def _build_at(path, version: int) -> None:
@@ -363,8 +373,14 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     assert stored == RunOptions.from_dict(stored).to_dict()
     one = runs.get_run(conn, 1).options.sweep
     assert (one.backend, one.workers, one.gpu_workers, one.accuracy) == (
-        ("eager", 2, 2, Accuracy(rtol=0.01, atol=0.002, answer=False)) if version >= 19 else
+        ("eager", 2, 2, Accuracy(rtol=0.01, atol=0.002, answer_audit=0.1)) if version >= 20 else
+        ("eager", 2, 2, Accuracy(rtol=0.01, atol=0.002, answer=False)) if version == 19 else
         ("count", 0, 2, Accuracy(enabled=False, answer=False)))
+    # v22: answered items with their rule, and the quarantined flags (every older run ran with 7 nights).
+    assert one.accuracy.answer_quarantine == 7 and flags.answered(conn, 1) == {}
+    flags.record_answered(conn, rid, "M", "c", "a rule")
+    flags.quarantine(conn, rid, None, 3, [flags.AnswerFinding("M", "c", "second_size: differs")])
+    assert flags.answered(conn, rid) == {("M", "c"): "a rule"} and [q.config for q in flags.quarantined(conn, None)] == ["c"]
 
 
 def test_each_migration_is_one_transaction(tmp_path):
