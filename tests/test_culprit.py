@@ -188,10 +188,15 @@ def test_wrong_culprit_is_for_maintainers_removes_the_cc_it_added_and_counts_in_
     culprits.record(desk.conn, CommitRange(signature="S", good_git="1" * 40, bad_git="2" * 40, status="found",
                                            commits=[other, planted],
                                            suspects=[SuspectRow(planted.sha, 110, ["why"]), SuspectRow(other.sha, 40)],
-                                           bisection=Bisection(culprit=planted.sha, parent=other.sha)))
+                                           bisection=Bisection(culprit=planted.sha, parent=other.sha),
+                                           config="capture_scalar_outputs"))
+    # the same signature under another config, stored later: another issue's culprit, never marked from this one
+    culprits.record(desk.conn, CommitRange(signature="S", good_git="1" * 40, bad_git="3" * 40, status="found",
+                                           commits=[other], bisection=Bisection(culprit=other.sha, parent="1" * 40),
+                                           config="other_config"))
     links.upsert(desk.conn, dataclasses.replace(links.get(desk.conn, "a"), signature="S",
                                                 config="capture_scalar_outputs"))
-    assert attribute(culprits.get(desk.conn, "S", "1" * 40, "2" * 40)).cc == ["bob", "carol"]
+    assert attribute(culprits.get(desk.conn, "S", "1" * 40, "2" * 40, "capture_scalar_outputs")).cc == ["bob", "carol"]
 
     result, replies = desk.send(f"{H} wrong-culprit", TRIAGER)
     assert result["commands"][0]["outcome"] == "refused" and "needs maintain permission" in replies[0]
@@ -199,8 +204,9 @@ def test_wrong_culprit_is_for_maintainers_removes_the_cc_it_added_and_counts_in_
     assert [x["outcome"] for x in result["commands"]] == [f"wrong culprit {planted.sha[:12]}", "cc remove"]
     assert f"Recorded: `{planted.sha[:12]}` is not the culprit" in replies[0]
     assert culprits.removed(desk.conn) == {"a": frozenset({"bob", "carol", "erin"})}
-    marked = culprits.get(desk.conn, "S", "1" * 40, "2" * 40)
+    marked = culprits.get(desk.conn, "S", "1" * 40, "2" * 40, "capture_scalar_outputs")
     assert marked.wrong_by == "maya-maintainer"
+    assert culprits.get(desk.conn, "S", "1" * 40, "3" * 40, "other_config").wrong_by is None
     # the issue says so and cc's nobody for it (a culprit marked wrong is not replaced by a guess)
     said = attribute(marked, culprits.removed(desk.conn)["a"])
     assert said.cc == [] and said.section["wrong"] == {"sha": planted.short, "by": "maya-maintainer"}
@@ -209,9 +215,9 @@ def test_wrong_culprit_is_for_maintainers_removes_the_cc_it_added_and_counts_in_
     desk.conn.close()
     assert main(["--state", str(tmp_path / "state.sqlite"), "stats", "--json"]) == 0
     import json
-    assert json.loads(capsys.readouterr().out)["culprits"] == {"named": 1, "wrong": 1}
+    assert json.loads(capsys.readouterr().out)["culprits"] == {"named": 2, "wrong": 1}
     assert main(["--state", str(tmp_path / "state.sqlite"), "stats"]) == 0
-    assert "culprits bisected: 1, marked wrong by a maintainer: 1 (0.0% not marked wrong)" in capsys.readouterr().out
+    assert "culprits bisected: 2, marked wrong by a maintainer: 1 (50.0% not marked wrong)" in capsys.readouterr().out
 
 
 # -- what the tracking issue says without a culprit ---------------------------------------------------------------

@@ -30,6 +30,21 @@ PYTHON = str(Path(__import__("sys").executable))
 SETTINGS = CulpritSettings(runs=3, max_minutes=10)
 
 
+def _installed() -> dict[str, tuple[int, int]]:
+    """The installed torch's whole tree: every path with its size and mtime (links not followed)."""
+    return {str(p.relative_to(series.TORCH_DIR)): (p.lstat().st_size, p.lstat().st_mtime_ns)
+            for p in series.TORCH_DIR.rglob("*")}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def untouched():
+    """No bisection of this file writes into the build: its tree is the same after every test as before the first."""
+    before = _installed()
+    yield
+    after = _installed()
+    assert after == before, sorted(set(after.items()) ^ set(before.items()))[:5]
+
+
 
 
 def steps_for(s: series.Series, script: str) -> culprit.CulpritSteps:
@@ -47,7 +62,7 @@ def test_import_torch_loads_the_overlay_and_writes_never_reach_the_build(overlay
              '"signature": torch.__file__}))\n')
     assert overlay_run.answer(probe, overlay_root, PYTHON, 120) == str(overlay_root / "torch" / "__init__.py")
     assert (overlay_root / "torch/lib").is_dir() and any(p.is_symlink() for p in (overlay_root / "torch/lib").iterdir())
-    overlay.lay(overlay_root, {series.BUILTIN: "# replaced\n", "torch/_dynamo/new_module.py": "x = 1\n"})
+    overlay.lay(overlay_root, {series.BUILTIN: b"# replaced\n", "torch/_dynamo/new_module.py": b"x = 1\n"})
     built = (series.TORCH_DIR / series.BUILTIN[len("torch/"):]).read_text()
     assert "replaced" not in built and not (series.TORCH_DIR / "_dynamo/new_module.py").exists()
     # made again for the next bisection: every laid file is the build's again (or gone)

@@ -190,9 +190,20 @@ def _fill_v19(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE runs SET options = ? WHERE id = 1", (json.dumps(old),))
 
 
+def _fill_v20(conn: sqlite3.Connection) -> None:
+    """v20 read a run's options strictly: v19's rows with every run's options whole (as v20 made them), and one commit
+    range kept per (signature, range) then."""
+    _fill_v19(conn)
+    whole = RunOptions(SweepOptions(accuracy=Accuracy(enabled=False, answer=False))).to_dict()
+    conn.execute("UPDATE runs SET options = ?", (json.dumps(whole),))
+    conn.execute("INSERT INTO commit_ranges (signature, good_git, bad_git, status, commits, suspects, bisection, reason,"
+                 " wrong_by, wrong_at, recorded_at) VALUES ('S', ?, ?, 'found', '[]', '[]', NULL, NULL, 'maya', NULL,"
+                 " '2026-10-02T04:00:00+00:00')", ("1" * 40, "2" * 40))
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
            9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14, 15: _fill_v15,
-           16: _fill_v16, 17: _fill_v17, 18: _fill_v18, 19: _fill_v19}
+           16: _fill_v16, 17: _fill_v17, 18: _fill_v18, 19: _fill_v19, 20: _fill_v20}
 
 
 def _build_at(path, version: int) -> None:
@@ -387,6 +398,20 @@ def test_v18_commit_ranges_and_removed_cc_start_empty_and_take_a_range(tmp_path)
     assert back.commits == [commit] and back.culprit == commit and back.bisection == stored.bisection
     culprits.remove_cc(conn, "k", ["@Bob"])
     assert culprits.removed(conn) == {"k": frozenset({"bob"})}
+
+
+def test_v21_keeps_each_commit_range_under_config_blank(tmp_path):
+    """A range stored per (signature, range) is kept, marked wrong as it was, under config '' (searched again by a
+    config's next ask); a range under another config is its own row."""
+    from state import culprits
+    path = tmp_path / "v20.sqlite"
+    _build_at(path, 20)
+    conn = connect(path)
+    kept = culprits.get(conn, "S", "1" * 40, "2" * 40)
+    assert (kept.config, kept.status, kept.wrong_by) == ("", "found", "maya")
+    assert culprits.get(conn, "S", "1" * 40, "2" * 40, "capture_scalar_outputs") is None
+    culprits.record(conn, culprits.CommitRange("S", "1" * 40, "2" * 40, "suspects", config="capture_scalar_outputs"))
+    assert culprits.get(conn, "S", "1" * 40, "2" * 40).status == "found"
 
 
 def test_v16_drops_only_the_keys_no_outcome_has_and_keeps_every_json_type(tmp_path):

@@ -88,9 +88,13 @@ def _login(email: str) -> str | None:
     return local.split("+")[-1] if domain == "users.noreply.github.com" else None
 
 
-def file_at(checkout: Path, sha: str, path: str) -> str | None:
-    """A file's text at a commit; None when the commit has no such file."""
-    proc = _git(checkout, "show", f"{sha}:{path}")
+def file_at(checkout: Path, sha: str, path: str) -> bytes | None:
+    """A file's bytes at a commit (never decoded: a latin-1 module is laid as it is); None when it has no such file."""
+    try:
+        proc = subprocess.run(["git", "-C", str(checkout), "cat-file", "blob", f"{sha}:{path}"], capture_output=True,
+                              timeout=GIT_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CheckoutError(f"git cat-file in the checkout failed: {exc}") from None
     return proc.stdout if proc.returncode == 0 else None
 
 

@@ -76,8 +76,8 @@ class Checkout:
         """The first-parent commits after good up to bad."""
         return git.commits(self.path, good, bad)
 
-    def file_at(self, sha: str, path: str) -> str | None:
-        """A file at a commit."""
+    def file_at(self, sha: str, path: str) -> bytes | None:
+        """A file's bytes at a commit."""
         return git.file_at(self.path, sha, path)
 
     def readers(self, sha: str, keys: list[str]) -> tuple[str, ...]:
@@ -165,25 +165,34 @@ def search_night(conn: sqlite3.Connection, run_id: int, settings: Settings, *, s
         if r.kind != "new_crash" or r.status not in ("found", "bounded") or not (r.good.git and r.bad.git):
             continue
         left = max((deadline - time.monotonic()) / 60, 0.01)
-        out.append(for_range(conn, run, r, dataclasses.replace(settings, culprit=dataclasses.replace(knobs, max_minutes=left)),
-                        source, good_build, progress))
+        narrowed = dataclasses.replace(settings, culprit=dataclasses.replace(knobs, max_minutes=left))
+        try:
+            out.append(for_range(conn, run, r, narrowed, source, good_build, progress))
+        except Exception as exc:     # one range that breaks (its build, its overlay) is stored failed; the night goes on
+            log.exception("culprit: %s", r.signature[:80])
+            out.append(_failed(conn, r, search.one_line(exc)))
     return out
+
+
+def _failed(conn: sqlite3.Connection, r: Range, reason: str) -> CommitRange:
+    """The range stored as `failed` with its one line."""
+    failed = CommitRange(signature=r.signature, good_git=r.good.git or "", bad_git=r.bad.git or "", status="failed",
+                         reason=reason, config=r.config)
+    store.record(conn, failed)
+    return failed
 
 
 def for_range(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, settings: Settings, source: Source,
               good_build: GoodBuildStep | None, progress: bool = False) -> CommitRange:
     """One regression range's commit range: from the store when searched before, else searched and stored."""
-    hit = store.get(conn, r.signature, r.good.git or "", r.bad.git or "")
+    hit = store.get(conn, r.signature, r.good.git or "", r.bad.git or "", r.config)
     if hit is not None and hit.status not in search.SEARCH_AGAIN:
         return hit              # searched on an earlier night (or publish): nothing installed, nothing run
     try:
         good, bad = main_commit(source, r.good.git or ""), main_commit(source, r.bad.git or "")
     except (CommitError, CheckoutError, RuntimeError) as exc:
         log.warning("culprit: %s: %s", r.signature, exc)
-        failed = CommitRange(signature=r.signature, good_git=r.good.git or "", bad_git=r.bad.git or "",
-                             status="failed", reason=str(exc))
-        store.record(conn, failed)
-        return failed
+        return _failed(conn, r, str(exc))
     script = reproducer(conn, run.id, r)
     steps = CulpritSteps(commits=source.commits)
     torch: Path | None = None
@@ -196,7 +205,7 @@ def for_range(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, settings: S
     found, _ = search.cached(conn, steps, signature=r.signature, good=good, bad=bad,
                              crash=crash_of(conn, run, r, readers), settings=settings.culprit, torch_dir=torch,
                              work=overlay_dir(settings, torch) if torch else None, progress=progress,
-                             key=(r.good.git or "", r.bad.git or ""))
+                             key=(r.good.git or "", r.bad.git or ""), config=r.config)
     return with_logins(conn, found, source) if isinstance(source, Checkout) else found
 
 

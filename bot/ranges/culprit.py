@@ -45,9 +45,9 @@ class CommitsStep(Protocol):
 
 
 class FileAtStep(Protocol):
-    """A file's text at a commit, None where the commit has none (the checkout)."""
+    """A file's bytes at a commit, None where the commit has none (the checkout)."""
 
-    def __call__(self, sha: str, path: str) -> str | None: ...
+    def __call__(self, sha: str, path: str) -> bytes | None: ...
 
 
 class RunStep(Protocol):
@@ -149,7 +149,18 @@ def find(steps: CulpritSteps, *, signature: str, good: str, bad: str, crash: Cra
     if not stretch.commits:
         out.status, out.reason = "cut", stretch.sentence
         return out
-    return _bisect(steps, out, stretch, good, torch_dir, work, settings, progress)
+    try:
+        return _bisect(steps, out, stretch, good, torch_dir, work, settings, progress)
+    except Exception as exc:      # an overlay, a checkout or a probe that breaks ends this range only, in one line
+        log.exception("culprit: the search of %s failed", signature[:80])
+        out.status, out.reason = "failed", one_line(exc)
+        return out
+
+
+def one_line(exc: BaseException) -> str:
+    """An error as the one line a failed range stores."""
+    text = str(exc).strip().splitlines()
+    return f"the search failed: {type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
 
 
 def _bisect(steps: CulpritSteps, out: CommitRange, stretch: Stretch, good: str, torch_dir: Path, work: Path,
@@ -187,6 +198,10 @@ def _search(o: Overlaid, good: str, shas: list[str], stretch: Stretch) -> tuple[
             return "cut", None, None, (f"{stretch.sentence}; the Python commits before it do not reproduce, so the "
                                        f"change lies from {stretch.cut.short} on (the bad build's wheel can test the "
                                        f"Python-only stretch after it)")
+        if _no_result(o.rows[-1].runs):
+            return "not_reproduced", None, None, (f"the reproducer never ran to a result at the last commit "
+                                                  f"({shas[-1][:12]}): {', '.join(dict.fromkeys(o.rows[-1].runs))} in "
+                                                  f"every run; no culprit can be judged")
         return "not_reproduced", None, None, f"the overlay at the last commit ({shas[-1][:12]}) does not fail: no culprit"
     low = Probe(date=good, version=None, git=good, key="old")
     try:
@@ -202,22 +217,30 @@ def _search(o: Overlaid, good: str, shas: list[str], stretch: Stretch) -> tuple[
     reason = stretch.sentence and f"{stretch.sentence} (the culprit lies before it)"
     return "found", culprit, parent, reason
 
+# How a run ends without a result line (harness.engine.script_runner): nothing about the crash was learnt.
+NO_RESULT = ("timeout", "killed", "not_started", "bad_output")
+
+
+def _no_result(answers: list[str]) -> bool:
+    return bool(answers) and all(a in NO_RESULT for a in answers)
+
+
 # A stored range is answered from the store; one stopped by the budget or a failure is searched again.
 SEARCH_AGAIN = ("bounded", "failed")
 
 
 def cached(conn: sqlite3.Connection, steps: CulpritSteps, *, signature: str, good: str, bad: str, crash: Crash,
            settings: CulpritSettings, torch_dir: Path | None = None, work: Path | None = None,
-           progress: bool = False, key: tuple[str, str] | None = None) -> tuple[CommitRange, bool]:
-    """(the commit range of (signature, good, bad), whether it came from the store): searched once, then stored.
+           progress: bool = False, key: tuple[str, str] | None = None, config: str = "") -> tuple[CommitRange, bool]:
+    """(the commit range of (config, signature, good, bad), whether it came from the store): searched once, stored.
 
     key: the two builds' own commits the range is stored under (a nightly's torch_git), default (good, bad)."""
     good_key, bad_key = key or (good, bad)
-    hit = store.get(conn, signature, good_key, bad_key)
+    hit = store.get(conn, signature, good_key, bad_key, config)
     if hit is not None and hit.status not in SEARCH_AGAIN:
         return hit, True
     found = find(steps, signature=signature, good=good, bad=bad, crash=crash, settings=settings,
                  torch_dir=torch_dir, work=work, progress=progress)
-    found.good_git, found.bad_git = good_key, bad_key
+    found.good_git, found.bad_git, found.config = good_key, bad_key, config
     store.record(conn, found)
     return found, False

@@ -1,0 +1,147 @@
+"""The overlay's faults and the culprit search's ways of ending, without torch: a small package laid over for real
+(files, links, bytecode), real git, real reproducer processes that never import torch (a tenth of a second each)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.builds import checkout
+from bot.ranges import culprit, overlay
+from bot.settings import CulpritSettings
+from bot.verify import overlay_run
+from harness.core.suspects import Crash
+from harness.engine import script_runner
+from tests import culprit_series as series
+
+PYTHON = sys.executable
+SETTINGS = CulpritSettings(runs=3, max_minutes=10)
+
+
+def tree(root: Path) -> dict[str, tuple[bool, int, int]]:
+    """Every entry under `root`: (a link, its size, its mtime in ns), links not followed."""
+    return {str(p.relative_to(root)): (p.is_symlink(), p.lstat().st_size, p.lstat().st_mtime_ns)
+            for p in sorted(root.rglob("*"))}
+
+
+def overlaid(root: Path) -> dict[str, object]:
+    """What an overlay holds: each link's target, each file's (size, mtime in ns), each folder."""
+    return {str(p.relative_to(root)): (str(p.readlink()) if p.is_symlink() else
+                                       (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else "folder")
+            for p in sorted(root.rglob("*"))}
+
+
+@pytest.fixture
+def build(tmp_path) -> Path:
+    """A small build's `torch` package: Python, a compiled library, bytecode compiled from its source."""
+    pkg = tmp_path / "build/torch"
+    (pkg / "_dynamo").mkdir(parents=True)
+    (pkg / "lib").mkdir()
+    (pkg / "__init__.py").write_text("from torch._dynamo import config\n")
+    (pkg / "_dynamo/__init__.py").write_text("")
+    (pkg / "_dynamo/config.py").write_text("value = 1\n")
+    (pkg / "lib/libtorch.so").write_bytes(b"\x7fELF not really")
+    subprocess.run([PYTHON, "-m", "compileall", "-q", str(pkg)], check=True)
+    return pkg
+
+
+def test_a_refused_path_is_never_recorded_so_the_next_make_restores(build, tmp_path):
+    root = overlay.make(build, tmp_path / "overlay")
+    with pytest.raises(overlay.OverlayError, match="'torch/../escape.py' is not a file of the torch package"):
+        overlay.lay(root, {"torch/_dynamo/config.py": b"value = 2\n", "torch/../escape.py": b"x"})
+    assert not (root / overlay.LAID).exists() and (root / "torch/_dynamo/config.py").read_text() == "value = 1\n"
+    overlay.lay(root, {"torch/_dynamo/config.py": b"value = 3\n"})
+    overlay.make(build, root)                 # the next bisection's make puts the build's file back
+    assert (root / "torch/_dynamo/config.py").read_text() == "value = 1\n"
+
+
+def test_a_restore_that_fails_makes_the_overlay_again(build, tmp_path):
+    root = overlay.make(build, tmp_path / "overlay")
+    made = tree(root / "torch")
+    overlay.lay(root, {"torch/_dynamo/config.py": b"value = 2\n", "torch/_dynamo/new.py": b"y = 1\n"})
+    (root / overlay.LAID).write_text("torch/_dynamo/config.py\ntorch/../../etc/passwd\n")   # written by no lay
+    overlay.make(build, root)
+    assert (root / "torch/_dynamo/config.py").read_text() == "value = 1\n"
+    assert not (root / "torch/_dynamo/new.py").exists() and tree(root / "torch").keys() == made.keys()
+
+
+def test_an_interrupted_copy_is_never_taken_for_the_overlay(build, tmp_path):
+    root = tmp_path / "overlay"
+    (root / "torch.partial/_dynamo").mkdir(parents=True)    # a copy killed half-way: __init__.py never copied
+    (root / "torch.partial/_dynamo/config.py").write_text("value = 1\n")
+    overlay.make(build, root)
+    assert (root / "torch/__init__.py").is_file() and (root / "torch/lib/libtorch.so").is_symlink()
+    assert not (root / "torch.partial").exists()
+
+
+def test_a_restore_puts_the_builds_file_and_bytecode_back_as_made(build, tmp_path):
+    root = overlay.make(build, tmp_path / "overlay")
+    made, built = overlaid(root / "torch"), tree(build)
+    overlay.lay(root, {"torch/_dynamo/config.py": b"value = 2\n"})
+    overlay.make(build, root)
+    assert overlaid(root / "torch") == made and tree(build) == built
+
+
+def test_a_latin1_module_is_laid_as_its_bytes_and_imported(build, tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    series._git(repo, "init", "-q", "-b", "main")
+    source = "# -*- coding: latin-1 -*-\nname = 'caf\xe9'\n".encode("latin-1")
+    (repo / "torch/_dynamo").mkdir(parents=True)
+    (repo / "torch/_dynamo/config.py").write_bytes(source)
+    series._git(repo, "add", "-A")
+    series._git(repo, "commit", "-q", "-m", "latin-1")
+    sha = series._git(repo, "rev-parse", "HEAD")
+    assert checkout.file_at(repo, sha, "torch/_dynamo/config.py") == source
+    root = overlay.make(build, tmp_path / "overlay")
+    overlay.lay(root, {"torch/_dynamo/config.py": checkout.file_at(repo, sha, "torch/_dynamo/config.py")})
+    script = ('import json, torch\nprint("FLAGSWEEP_RESULT " + json.dumps({"v": 1, "status": "error", '
+              '"signature": torch._dynamo.config.name}))\n')
+    assert overlay_run.answer(script, root, PYTHON, 60) == "caf\xe9"
+
+
+def _steps(s: series.Series, run) -> culprit.CulpritSteps:
+    return culprit.CulpritSteps(commits=lambda good, bad: checkout.commits(s.repo, good, bad),
+                                file_at=lambda sha, path: checkout.file_at(s.repo, sha, path), run=run)
+
+
+def test_an_error_inside_a_probe_stores_the_range_failed_in_one_line(build, tmp_path):
+    from state import culprits, db
+    s = series.build(tmp_path / "repo", ["harmless1", "planted"])
+
+    def broken(root: Path) -> str:
+        raise OSError("No space left on device\nsecond line")
+
+    conn = db.connect(tmp_path / "state.sqlite")
+    found, _ = culprit.cached(conn, _steps(s, broken), signature=series.SIGNATURE, good=s.good,
+                              bad=s.shas["planted"], crash=Crash(), settings=SETTINGS, torch_dir=build,
+                              work=tmp_path / "overlay", config="c")
+    assert (found.status, found.reason) == ("failed", "the search failed: OSError: No space left on device")
+    assert culprits.get(conn, series.SIGNATURE, s.good, s.shas["planted"], "c").status == "failed"
+    assert [c.sha for c in found.commits] == [s.shas["harmless1"], s.shas["planted"]]   # the suspects are kept
+
+
+def test_a_reproducer_that_hangs_in_every_run_is_said_to_never_run_to_a_result(build, tmp_path):
+    s = series.build(tmp_path / "repo", ["harmless1", "planted"])
+    hang = overlay_run.runner("import time\ntime.sleep(60)\n", PYTHON, timeout=1)
+    found = culprit.find(_steps(s, hang), signature=series.SIGNATURE, good=s.good, bad=s.shas["planted"],
+                         crash=Crash(), settings=SETTINGS, torch_dir=build, work=tmp_path / "overlay")
+    assert found.status == "not_reproduced" and "does not fail" not in found.reason
+    assert found.reason == (f"the reproducer never ran to a result at the last commit ({s.shas['planted'][:12]}): "
+                            "timeout in every run; no culprit can be judged")
+
+
+def test_a_script_printing_much_is_read_in_bounded_memory():
+    import tracemalloc
+    script = ('import sys\nfor _ in range(48):\n    sys.stdout.write(("x" * 1023 + "\\n") * 1024)\n'
+              'print(\'FLAGSWEEP_RESULT {"v": 1, "status": "ok"}\')\n')
+    tracemalloc.start()
+    try:
+        result = script_runner.run_script(script, PYTHON, timeout=60)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.status == "ok"
+    assert peak < 24 << 20, f"reading 48 MiB of output took {peak >> 20} MiB"
