@@ -18,7 +18,8 @@ from harness.core.record import check_closed, parse
 from state.db import transaction
 from state.runs import now
 
-STATUSES = ("found", "suspects", "cut", "flaky", "not_reproduced", "bounded", "failed")
+# outside: the change lies in a commit that is not Python; one_of: skips leave several candidates
+STATUSES = ("found", "suspects", "cut", "flaky", "not_reproduced", "bounded", "failed", "outside", "one_of")
 VERDICTS = ("old", "new", "flaky", "other")     # a probe: passes, fails with the signature, runs disagree, fails otherwise
 PHASES = ("ends", "search", "retest")
 
@@ -40,11 +41,20 @@ class ProbeRow:
     runs: list[str]
     verdict: str                     # old | new | flaky | other
     phase: str = "search"            # ends | search | retest
+    build: str = "good"              # the build the commit's Python was laid over: good | bad
 
-    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"verdict": VERDICTS, "phase": PHASES}
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"verdict": VERDICTS, "phase": PHASES, "build": ("good", "bad")}
 
     def __post_init__(self) -> None:
         check_closed(self, "probe")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A commit the bisection could not rule out, and why (skipped as untestable, or not Python)."""
+
+    sha: str
+    why: str
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,9 @@ class Bisection:
     probes: list[ProbeRow] = field(default_factory=list)
     seconds: float = 0.0
     runs: int = 0                    # reproducer runs in all
+    candidates: list[Candidate] = field(default_factory=list)   # one_of / outside: the commits left, with why
+    likely_wrong: bool = False       # the culprit changes no file the reproducer imported (nobody is cc'd for it)
+    fix: bool = False                # a fix's search (the first commit where the signature is gone)
 
 
 @dataclass
@@ -105,7 +118,8 @@ def _bisection(text: str | None) -> Bisection | None:
     if text is None:
         return None
     found = parse(Bisection, json.loads(text), "Bisection")
-    return replace(found, probes=[parse(ProbeRow, p, "ProbeRow") for p in found.probes])
+    return replace(found, probes=[parse(ProbeRow, p, "ProbeRow") for p in found.probes],
+                   candidates=[parse(Candidate, c, "Candidate") for c in found.candidates])
 
 
 def _row(row: sqlite3.Row) -> CommitRange:

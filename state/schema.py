@@ -455,7 +455,7 @@ CREATE TABLE commit_ranges_v21 (
     signature TEXT NOT NULL,
     good_git TEXT NOT NULL,
     bad_git TEXT NOT NULL,
-    status TEXT NOT NULL,
+    status TEXT NOT NULL,                  -- v18's, and outside | one_of (issue 43)
     commits TEXT NOT NULL,
     suspects TEXT NOT NULL,
     bisection TEXT,

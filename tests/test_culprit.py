@@ -3,6 +3,7 @@ the fake GitHub's compare and commits through the real client, and every bad inp
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import pytest
 
@@ -10,8 +11,8 @@ from bot.builds import checkout
 from bot.github.client import GitHubPublisher
 from bot.ranges import culprit
 from bot.settings import CulpritSettings
-from harness.core.commits import (Commit, CommitError, FileChange, commit, nightly_main_sha, parse_message,
-                                  python_stretch)
+from harness.core.commits import (Commit, CommitError, FileChange, changed_paths, commit, nightly_main_sha,
+                                  overlay_blocker, parse_message)
 from harness.core.suspects import Crash, cc_for, frame_files, rank
 from tests import culprit_series as series
 
@@ -43,18 +44,17 @@ def test_a_nightly_commit_names_its_main_commit_and_anything_else_is_one_line():
         commit("not-a-sha", "x", None, ())
 
 
-def test_the_overlay_carries_python_under_torch_only_and_a_deletion_cuts_it():
-    py, test, cpp = c("a", "torch/_dynamo/utils.py", "test/dynamo/test_x.py"), c("b", "aten/src/ATen/x.cpp"), None
+def test_the_overlay_carries_python_under_torch_only_deletions_and_renames_too():
+    py, test = c("a", "torch/_dynamo/utils.py", "test/dynamo/test_x.py"), c("b", "aten/src/ATen/x.cpp")
     deleted = c("d", "torch/_dynamo/old.py", status="removed")
+    renamed = Commit("f" * 40, "move", "alice", (FileChange("torch/_dynamo/new.py", "renamed", "torch/_dynamo/old.py"),))
     csrc = c("e", "torch/csrc/dynamo/guards.cpp")
-    assert python_stretch([py]).cut is None
-    cut = python_stretch([py, deleted, test])
-    assert [x.sha for x in cut.commits] == [py.sha] and cut.cut is deleted
-    assert cut.sentence == f"the overlay search stops between {py.short} and {deleted.short}: it deletes torch/_dynamo/old.py"
-    assert python_stretch([csrc]).sentence == (f"the overlay search stops between the good build and {csrc.short}: "
-                                               "it changes torch/csrc/dynamo/guards.cpp, which is not Python in the "
-                                               "torch package")
-    assert "aten/src/ATen/x.cpp" in python_stretch([test]).why
+    assert [overlay_blocker(x) for x in (py, deleted, renamed)] == [None, None, None]
+    assert changed_paths([py, renamed]) == ["torch/_dynamo/utils.py", "torch/_dynamo/old.py", "torch/_dynamo/new.py"]
+    assert overlay_blocker(csrc) == "it changes torch/csrc/dynamo/guards.cpp, which is not Python in the torch package"
+    assert overlay_blocker(c("g", "torch/csrc/x.h", status="removed")) == ("it deletes torch/csrc/x.h, which is not "
+                                                                          "Python in the torch package")
+    assert "aten/src/ATen/x.cpp" in overlay_blocker(test)
 
 
 # -- suspects and the cc rule ------------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ def test_a_range_of_five_thousand_commits_is_refused_in_one_line_before_any_comm
     shas = _seed(fake_github, 5000)
     client = GitHubPublisher(fake_github.settings())
     steps = culprit.CulpritSteps(commits=lambda good, bad: client.commit_range("pytorch/pytorch", good, bad, 500))
-    found = culprit.find(steps, signature="S", good=shas[0], bad=shas[-1], crash=Crash(), settings=SETTINGS)
+    found = culprit.find(steps, culprit.Search("S", shas[0], shas[-1]), SETTINGS)
     assert (found.status, found.reason) == ("failed", f"5000 commits between {shas[0][:12]} and {shas[-1][:12]}: more "
                                                       "than [culprit] max_commits = 500, not searched")
     assert not fake_github.requests.matching("GET", r"/commits/[0-9a-f]+$")
@@ -141,10 +141,10 @@ def test_a_range_of_five_thousand_commits_is_refused_in_one_line_before_any_comm
 def test_a_checkout_lacking_the_commit_and_an_empty_range_are_one_line_each(tmp_path):
     s = series.build(tmp_path / "repo", ["harmless1"])
     steps = culprit.CulpritSteps(commits=lambda good, bad: checkout.commits(s.repo, good, bad))
-    lacking = culprit.find(steps, signature="S", good=s.good, bad="f" * 40, crash=Crash(), settings=SETTINGS)
+    lacking = culprit.find(steps, culprit.Search("S", s.good, "f" * 40), SETTINGS)
     assert (lacking.status, lacking.reason) == ("failed", "the checkout lacks commit ffffffffffff (fetch it, or the "
                                                           "checkout is behind)")
-    empty = culprit.find(steps, signature="S", good=s.good, bad=s.good, crash=Crash(), settings=SETTINGS)
+    empty = culprit.find(steps, culprit.Search("S", s.good, s.good), SETTINGS)
     assert (empty.status, empty.reason) == ("failed", f"no commits between {s.good[:12]} and {s.good[:12]}: "
                                                       "nothing to search")
     # the nightly commit's message names the good build's main commit; the main commit's own does not
@@ -152,25 +152,40 @@ def test_a_checkout_lacking_the_commit_and_an_empty_range_are_one_line_each(tmp_
     with pytest.raises(CommitError, match="not a nightly release commit"):
         nightly_main_sha(checkout.message(s.repo, s.shas["harmless1"]))
     # without an overlay to run on, the suspects are still ranked
-    ranked = culprit.find(steps, signature="S", good=s.good, bad=s.shas["harmless1"],
-                          crash=Crash(frames=("torch/_dynamo/config.py",)), settings=SETTINGS)
+    ranked = culprit.find(steps, culprit.Search("S", s.good, s.shas["harmless1"],
+                                                Crash(frames=("torch/_dynamo/config.py",))), SETTINGS)
     assert ranked.status == "suspects" and [r.sha for r in ranked.suspects] == [s.shas["harmless1"]]
     assert ranked.reason == "no [culprit] checkout: suspects ranked, no bisection"
 
 
-def test_a_commit_deleting_a_torch_file_cuts_the_search_with_why(tmp_path):
-    s = series.build(tmp_path / "repo", ["harmless1"])
+GONE = '''import importlib.util, json, pathlib
+pkg = pathlib.Path(importlib.util.find_spec("torch").submodule_search_locations[0])
+gone = not (pkg / "_dynamo/config.py").exists()
+print("FLAGSWEEP_RESULT " + json.dumps({"v": 1, "status": "error", "signature": "S"} if gone else {"v": 1, "status": "ok"}))
+'''
+
+
+def test_a_commit_deleting_a_torch_file_is_carried_by_the_overlay_and_bisected(tmp_path):
+    from bot.pipeline.culprit import run_step
+    from bot.ranges import overlay
+    build = tmp_path / "build/torch"                  # a small build: the two files the series holds, and a library
+    for rel in series.SLICE:
+        (build / rel[len("torch/"):]).parent.mkdir(parents=True, exist_ok=True)
+        (build / rel[len("torch/"):]).write_text((series.TORCH_DIR / rel[len("torch/"):]).read_text())
+    (build / "__init__.py").write_text("")
+    s = series.build(tmp_path / "repo", ["harmless1", "harmless2"])
     series._git(s.repo, "rm", "-q", "torch/_dynamo/config.py")
     series._git(s.repo, "commit", "-q", "-m", series.message("[dynamo] drop config", 1005, ("reviewer1",)),
                 author="frank")
     bad = series._git(s.repo, "rev-parse", "HEAD")
     steps = culprit.CulpritSteps(commits=lambda good, b: checkout.commits(s.repo, good, b),
                                  file_at=lambda sha, path: checkout.file_at(s.repo, sha, path),
-                                 run=lambda root: pytest.fail("no probe runs past a cut"))
-    found = culprit.find(steps, signature="S", good=s.shas["harmless1"], bad=bad, crash=Crash(), settings=SETTINGS,
-                         torch_dir=series.TORCH_DIR, work=tmp_path / "overlay")
-    assert (found.status, found.reason) == ("cut", f"the overlay search stops between the good build and {bad[:12]}: "
-                                                   "it deletes torch/_dynamo/config.py")
+                                 good=culprit.Build(build, tmp_path / "overlay",
+                                                    run_step(GONE, sys.executable, 60)))
+    found = culprit.find(steps, culprit.Search("S", s.shas["harmless1"], bad), SETTINGS)
+    assert (found.status, found.bisection.culprit, found.bisection.parent) == ("found", bad, s.shas["harmless2"])
+    overlay.make(build, tmp_path / "overlay")        # made the build's again: the deleted file is back
+    assert (tmp_path / "overlay/torch/_dynamo/config.py").is_file()
 
 
 # -- wrong-culprit (maintainers), cc remove, and the count beside the precision -------------------------------------
@@ -263,3 +278,31 @@ def test_github_names_the_authors_git_cannot_for_the_commits_the_issue_shows(tmp
     assert [c.author for c in named.commits] == [None, "bob", "alice"]      # the culprit and the shown suspect only
     assert culprits.get(conn, "S", "1" * 40, "2" * 40).culprit.author == "bob"
     assert len(fake_github.requests.matching("GET", r"/commits/[0-9a-f]+$")) == 2
+
+
+# -- the commit that fixed it, in the close comment ------------------------------------------------------------------
+def test_the_close_comment_names_the_fixing_commit_without_a_mention():
+    from types import MappingProxyType
+
+    from bot.issues.context import PlanSettings
+    from bot.issues.plan import plan
+    from state.culprits import Bisection, CommitRange
+    from tests import test_planner as tp
+    from tests.fakegithub import scenario as sc
+    from tests.issueviews import inputs
+    key, links = tp._quiet_setup(None, "open")
+    gone = sc.corpus()
+    gone["Model02ForCausalLM"][tp.CSO] = 3
+    timeline = tp._awaiting(3, [tp._night("2026-11-21", "ok"), tp._night("2026-11-22", "ok")])
+    fix = Commit("f" * 40, "[dynamo] fix abs (#1008)", "ivan", (FileChange("torch/_dynamo/x.py", "modified"),),
+                 pr=1008, coauthors=("judy",))
+    searched = CommitRange(sc.SIG_B, "a" * 40, "b" * 40, "found", commits=[fix], config=tp.CSO,
+                           bisection=Bisection(culprit=fix.sha, parent="a" * 40, fix=True))
+    view = inputs(gone, links=links, ranges=[tp._range("fixed", sig=sc.SIG_B)])
+    view = dataclasses.replace(view, culprits=MappingProxyType({(tp.CSO, sc.SIG_B, "fixed"): searched}))
+    done = plan(view, timeline, PlanSettings(verify_nightlies=2, min_models=1))
+    [comment] = [a for a in done.actions if a.key == key and a.action == "comment"]
+    assert (f"Fixed by [`ffffffffffff`](https://github.com/pytorch/pytorch/commit/{'f' * 40}) "
+            "([#1008](https://github.com/pytorch/pytorch/pull/1008)) by `ivan`: the first commit where the signature "
+            "is gone") in comment.body
+    assert "@ivan" not in comment.body and "@judy" not in comment.body

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from bot.builds import checkout
+from bot.pipeline.culprit import run_step
 from bot.ranges import culprit, overlay
 from bot.settings import CulpritSettings
 from bot.verify import overlay_run
-from harness.core.suspects import Crash
 from harness.engine import script_runner
 from tests import culprit_series as series
 
@@ -99,12 +99,14 @@ def test_a_latin1_module_is_laid_as_its_bytes_and_imported(build, tmp_path):
     overlay.lay(root, {"torch/_dynamo/config.py": checkout.file_at(repo, sha, "torch/_dynamo/config.py")})
     script = ('import json, torch\nprint("FLAGSWEEP_RESULT " + json.dumps({"v": 1, "status": "error", '
               '"signature": torch._dynamo.config.name}))\n')
-    assert overlay_run.answer(script, root, PYTHON, 60) == "caf\xe9"
+    assert overlay_run.answer(script, root, PYTHON, 60) == ("caf\xe9", ("torch/__init__.py", "torch/_dynamo/__init__.py",
+                                                                    "torch/_dynamo/config.py"), "")
 
 
-def _steps(s: series.Series, run) -> culprit.CulpritSteps:
+def _steps(s: series.Series, run, build: Path, work: Path) -> culprit.CulpritSteps:
     return culprit.CulpritSteps(commits=lambda good, bad: checkout.commits(s.repo, good, bad),
-                                file_at=lambda sha, path: checkout.file_at(s.repo, sha, path), run=run)
+                                file_at=lambda sha, path: checkout.file_at(s.repo, sha, path),
+                                good=culprit.Build(build, work, run))
 
 
 def test_an_error_inside_a_probe_stores_the_range_failed_in_one_line(build, tmp_path):
@@ -115,9 +117,8 @@ def test_an_error_inside_a_probe_stores_the_range_failed_in_one_line(build, tmp_
         raise OSError("No space left on device\nsecond line")
 
     conn = db.connect(tmp_path / "state.sqlite")
-    found, _ = culprit.cached(conn, _steps(s, broken), signature=series.SIGNATURE, good=s.good,
-                              bad=s.shas["planted"], crash=Crash(), settings=SETTINGS, torch_dir=build,
-                              work=tmp_path / "overlay", config="c")
+    found, _ = culprit.cached(conn, _steps(s, broken, build, tmp_path / "overlay"),
+                              culprit.Search(series.SIGNATURE, s.good, s.shas["planted"], config="c"), SETTINGS)
     assert (found.status, found.reason) == ("failed", "the search failed: OSError: No space left on device")
     assert culprits.get(conn, series.SIGNATURE, s.good, s.shas["planted"], "c").status == "failed"
     assert [c.sha for c in found.commits] == [s.shas["harmless1"], s.shas["planted"]]   # the suspects are kept
@@ -125,9 +126,9 @@ def test_an_error_inside_a_probe_stores_the_range_failed_in_one_line(build, tmp_
 
 def test_a_reproducer_that_hangs_in_every_run_is_said_to_never_run_to_a_result(build, tmp_path):
     s = series.build(tmp_path / "repo", ["harmless1", "planted"])
-    hang = overlay_run.runner("import time\ntime.sleep(60)\n", PYTHON, timeout=1)
-    found = culprit.find(_steps(s, hang), signature=series.SIGNATURE, good=s.good, bad=s.shas["planted"],
-                         crash=Crash(), settings=SETTINGS, torch_dir=build, work=tmp_path / "overlay")
+    hang = run_step("import time\ntime.sleep(60)\n", PYTHON, timeout=1)
+    found = culprit.find(_steps(s, hang, build, tmp_path / "overlay"),
+                         culprit.Search(series.SIGNATURE, s.good, s.shas["planted"]), SETTINGS)
     assert found.status == "not_reproduced" and "does not fail" not in found.reason
     assert found.reason == (f"the reproducer never ran to a result at the last commit ({s.shas['planted'][:12]}): "
                             "timeout in every run; no culprit can be judged")
@@ -145,3 +146,49 @@ def test_a_script_printing_much_is_read_in_bounded_memory():
         tracemalloc.stop()
     assert result.status == "ok"
     assert peak < 24 << 20, f"reading 48 MiB of output took {peak >> 20} MiB"
+
+
+SEARCH = '''import json, sys
+from pathlib import Path
+from bot.builds import checkout
+from bot.ranges import culprit
+from bot.settings import CulpritSettings
+from bot.pipeline.culprit import run_step
+repo, good, bad, build, work, script, sig = sys.argv[1:8]
+run = run_step(open(script).read(), sys.executable, 60)
+steps = culprit.CulpritSteps(commits=lambda g, b: checkout.commits(Path(repo), g, b),
+                             file_at=lambda sha, p: checkout.file_at(Path(repo), sha, p),
+                             good=culprit.Build(Path(build), Path(work), run))
+found = culprit.find(steps, culprit.Search(sig, good, bad), CulpritSettings(runs=3))
+print(json.dumps([found.status, found.bisection.culprit if found.bisection else None]))
+'''
+SLOW_PEEK = '''import importlib.util, json, pathlib, time
+time.sleep(0.2)
+pkg = pathlib.Path(importlib.util.find_spec("torch").submodule_search_locations[0])
+path = pkg / "_dynamo/variables/builtin.py"
+bad = path.exists() and "abs() of a traced value" in path.read_text()
+print("FLAGSWEEP_RESULT " + json.dumps({"v": 1, "status": "error", "signature": %r} if bad else {"v": 1, "status": "ok"}))
+''' % series.SIGNATURE
+
+
+def test_a_search_killed_midway_leaves_an_overlay_the_next_one_waiting_on_it_uses(build, tmp_path):
+    import json
+    import signal
+    import time
+    s = series.build(tmp_path / "repo", ["harmless1", "planted", "harmless2"])
+    (tmp_path / "peek.py").write_text(SLOW_PEEK)
+    work = tmp_path / "overlay"
+    argv = [PYTHON, "-c", SEARCH, str(s.repo), s.good, s.shas["harmless2"], str(build), str(work),
+            str(tmp_path / "peek.py"), series.SIGNATURE]
+    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (work / overlay.LAID).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)   # waits on the overlay's lock
+    first.send_signal(signal.SIGTERM)                    # killed in the middle of its bisection, files laid
+    assert first.wait(60) == -signal.SIGTERM and (work / overlay.LAID).exists()
+    out, err = second.communicate(timeout=300)
+    assert json.loads(out) == ["found", s.shas["planted"]], err.decode()[-2000:]
+    overlay.make(build, work)                            # the next bisection's overlay is the build's again
+    assert not (work / "torch/_dynamo/variables/builtin.py").exists()
+    assert (work / "torch/_dynamo/config.py").read_text() == "value = 1\n"

@@ -49,9 +49,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", type=types.nonempty("the config"), help="the stored crash's config")
     p.add_argument("--signature", type=types.nonempty("the signature"), help="the crash's signature")
     p.add_argument("--repro", type=_file, metavar="FILE", help="a reproducer that prints FLAGSWEEP_RESULT lines")
-    p.add_argument("--good", type=_sha, metavar="SHA", help="the good build's git commit (nightly or main)")
-    p.add_argument("--bad", type=_sha, metavar="SHA", help="the bad build's git commit (nightly or main)")
+    p.add_argument("--good", "--old", dest="good", type=_sha, metavar="SHA",
+                   help="the older build's git commit (nightly or main)")
+    p.add_argument("--bad", "--new", dest="bad", type=_sha, metavar="SHA",
+                   help="the newer build's git commit (nightly or main)")
     p.add_argument("--python", type=types.interpreter, help="the good build's interpreter (default: this one)")
+    p.add_argument("--bad-python", type=types.interpreter, metavar="PY",
+                   help="the bad build's interpreter (default: --python's)")
+    p.add_argument("--fix", action="store_true", help="search for the commit that fixed the signature: --good (or "
+                                                      "--old) is the last failing build, --bad (or --new) the first "
+                                                      "passing one")
     p.add_argument("--checkout", type=_folder, metavar="DIR", help="a git checkout of pytorch (default: [culprit] "
                                                                    "checkout)")
     p.add_argument("--json", action="store_true", help="print the commit range as JSON (and nothing else on stdout)")
@@ -83,7 +90,7 @@ def run_culprit(args: argparse.Namespace, settings: Settings) -> int:
     else:
         from bot.text.render import render
         print(render("culprit.txt.j2", r=found.to_dict(), culprit=found.culprit, ranked=_ranked(found)), end="")
-    return 0 if found.status in ("found", "suspects", "cut") else 1
+    return 0 if found.status in ("found", "suspects", "cut", "outside", "one_of") else 1
 
 
 def _ranked(found) -> list[dict]:
@@ -119,19 +126,15 @@ def _on_repro(args: argparse.Namespace, settings: Settings):
     from bot.builds.checkout import CheckoutError
     from bot.pipeline import culprit as step
     from bot.ranges import culprit as search
-    from bot.ranges.culprit import CulpritSteps
-    from bot.verify import overlay_run
     from harness.core.commits import CommitError
-    from harness.core.suspects import Crash
 
     source = step.Checkout(Path(settings.culprit.checkout))
-    python = args.python or sys.executable
+    python, script = args.python or sys.executable, Path(args.repro).read_text()
     try:
         good, bad = step.main_or_self(source, args.good), step.main_or_self(source, args.bad)
-        torch = step.torch_dir(python)
+        steps = step.prepare(source, settings, script, python, args.bad_python or python, args.signature)
     except (CheckoutError, CommitError, RuntimeError) as exc:
         return _refuse(str(exc))
-    steps = CulpritSteps(commits=source.commits, file_at=source.file_at,
-                         run=overlay_run.runner(Path(args.repro).read_text(), python, settings.verify.timeout))
-    return search.find(steps, signature=args.signature, good=good, bad=bad, crash=Crash(), settings=settings.culprit,
-                       torch_dir=torch, work=step.overlay_dir(settings, torch), progress=True)
+    job = search.Search(args.signature, good, bad, fix=args.fix)      # ranked against its own traceback
+
+    return search.find(steps, job, settings.culprit, progress=True)
