@@ -274,7 +274,8 @@ def test_github_names_the_authors_git_cannot_for_the_commits_the_issue_shows(tmp
                         suspects=[SuspectRow(shas[3], 10)], bisection=Bisection(culprit=shas[2], parent=shas[1]))
     conn = db.connect(tmp_path / "state.sqlite")
     github = step.GitHubSource(GitHubPublisher(fake_github.settings()), "pytorch/pytorch", 500)
-    named = step.with_logins(conn, found, step.Checkout(tmp_path, github))
+    named = step.with_logins(found, step.Checkout(tmp_path, github))
+    culprits.record(conn, named)
     assert [c.author for c in named.commits] == [None, "bob", "alice"]      # the culprit and the shown suspect only
     assert culprits.get(conn, "S", "1" * 40, "2" * 40).culprit.author == "bob"
     assert len(fake_github.requests.matching("GET", r"/commits/[0-9a-f]+$")) == 2

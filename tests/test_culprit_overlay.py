@@ -109,19 +109,49 @@ def _steps(s: series.Series, run, build: Path, work: Path) -> culprit.CulpritSte
                                 good=culprit.Build(build, work, run))
 
 
-def test_an_error_inside_a_probe_stores_the_range_failed_in_one_line(build, tmp_path):
-    from state import culprits, db
+def test_an_error_inside_a_probe_ends_the_search_failed_in_one_line(build, tmp_path):
     s = series.build(tmp_path / "repo", ["harmless1", "planted"])
 
-    def broken(root: Path) -> str:
+    def broken(root: Path) -> culprit.Ran:
         raise OSError("No space left on device\nsecond line")
 
-    conn = db.connect(tmp_path / "state.sqlite")
-    found, _ = culprit.cached(conn, _steps(s, broken, build, tmp_path / "overlay"),
-                              culprit.Search(series.SIGNATURE, s.good, s.shas["planted"], config="c"), SETTINGS)
+    found = culprit.find(_steps(s, broken, build, tmp_path / "overlay"),
+                         culprit.Search(series.SIGNATURE, s.good, s.shas["planted"], config="c"), SETTINGS)
     assert (found.status, found.reason) == ("failed", "the search failed: OSError: No space left on device")
-    assert culprits.get(conn, series.SIGNATURE, s.good, s.shas["planted"], "c").status == "failed"
     assert [c.sha for c in found.commits] == [s.shas["harmless1"], s.shas["planted"]]   # the suspects are kept
+
+
+def test_a_range_whose_search_breaks_is_stored_failed_and_the_night_goes_on(tmp_path):
+    import dataclasses
+
+    from bot.pipeline import culprit as step
+    from bot.settings import IssueSettings, Settings, VerifySettings
+    from state import culprits, db, ranges, verdicts
+    from state.ranges import Build, Range
+    from tests import historydata as hd
+    s = series.build(tmp_path / "repo", ["harmless1", "planted"])
+    bad_nightly = series.nightly_of(s, s.shas["planted"], "2026-11-28")
+    settings = Settings(state_path=tmp_path / "state.sqlite", issues=IssueSettings(min_models=1),
+                        verify=VerifySettings(enabled=False), culprit=CulpritSettings(checkout=str(s.repo), runs=3))
+    conn = db.connect(settings.state_path)
+    env = {**hd.ENV, "torch_git": bad_nightly}
+    crashes = [dataclasses.replace(hd.crash("GPT2Model", c, sig=series.SIGNATURE), attempts=3) for c in ("a", "b")]
+    run_id = hd.store_run(conn, [hd.ok("GPT2Model", "baseline", 1), *crashes], kind="nightly", nightly="2026-11-28",
+                          env=env)
+    for config in ("a", "b"):
+        ranges.record(conn, Range(run_id=run_id, config=config, signature=series.SIGNATURE, kind="new_crash",
+                                  status="found", good=Build("2026-11-27", "2.14.0.dev20261127+cpu", s.nightly),
+                                  bad=Build("2026-11-28", "2.14.0.dev20261128+cpu", bad_nightly), models=["GPT2Model"]))
+    verdict = verdicts.Verdict("a", series.SIGNATURE, "GPT2Model", "fp", "v", bad_nightly, "confirmed",
+                               script=series.REPRO)
+    verdicts.put(conn, verdict)
+    verdicts.record_run(conn, run_id, [verdicts.RunVerdict("a", series.SIGNATURE, verdict)])
+    missing = str(tmp_path / "no-such-python")          # config a's good build cannot be asked for its torch
+    found = step.search_night(conn, run_id, settings, source=step.Checkout(s.repo),
+                              good_build=lambda settings, r: missing)
+    assert [(r.config, r.status) for r in found] == [("a", "failed"), ("b", "suspects")]
+    stored = culprits.get(conn, series.SIGNATURE, s.nightly, bad_nightly, "a")
+    assert stored.status == "failed" and stored.reason.startswith("the search failed: ") and "\n" not in stored.reason
 
 
 def test_a_reproducer_that_hangs_in_every_run_is_said_to_never_run_to_a_result(build, tmp_path):

@@ -193,15 +193,13 @@ def search_night(conn: sqlite3.Connection, run_id: int, settings: Settings, *, s
     if not knobs.enabled or source is None:
         return []
     run = runs_mod.get_run(conn, run_id)
-    deadline = time.monotonic() + knobs.max_minutes * 60
+    deadline = time.monotonic() + knobs.max_minutes * 60          # the night's bisections share it
     out = []
     for r in ranges_mod.for_run(conn, [run_id]):
         if r.status not in ("found", "bounded") or not (r.good.git and r.bad.git):
             continue
-        left = max((deadline - time.monotonic()) / 60, 0.01)
-        narrowed = dataclasses.replace(settings, culprit=dataclasses.replace(knobs, max_minutes=left))
         try:
-            out.append(for_range(conn, run, r, narrowed, source, good_build, progress))
+            out.append(for_range(conn, run, r, settings, source, good_build, progress, deadline))
         except Exception as exc:     # one range that breaks (its build, its overlay) is stored failed; the night goes on
             log.exception("culprit: %s", r.signature[:80])
             out.append(_failed(conn, r, search.one_line(exc)))
@@ -217,8 +215,9 @@ def _failed(conn: sqlite3.Connection, r: Range, reason: str) -> CommitRange:
 
 
 def for_range(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, settings: Settings, source: Source,
-              good_build: GoodBuildStep | None, progress: bool = False) -> CommitRange:
-    """One regression range's commit range: from the store when searched before, else searched and stored."""
+              good_build: GoodBuildStep | None, progress: bool = False, deadline: float | None = None) -> CommitRange:
+    """One regression (or fix) range's commit range: from the store when searched before (read once), else searched,
+    its people named, and stored (written once)."""
     hit = store.get(conn, r.signature, r.good.git or "", r.bad.git or "", r.config)
     if hit is not None and hit.status not in search.SEARCH_AGAIN:
         return hit              # searched on an earlier night (or publish): nothing installed, nothing run
@@ -233,13 +232,16 @@ def for_range(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, settings: S
     readers = source.readers(bad, list(run.configs.get(r.config, {}))) if isinstance(source, Checkout) else ()
     job = search.Search(r.signature, good, bad, crash_of(conn, run, r, readers), fix=r.kind == "fixed",
                         config=r.config)
-    found, _ = search.cached(conn, steps, job, settings.culprit, progress=progress,
-                             key=(r.good.git or "", r.bad.git or ""))
-    return with_logins(conn, found, source) if isinstance(source, Checkout) else found
+    found = search.find(steps, job, settings.culprit, progress, deadline)
+    found.good_git, found.bad_git = r.good.git or "", r.bad.git or ""       # stored under the builds' own commits
+    if isinstance(source, Checkout):
+        found = with_logins(found, source)
+    store.record(conn, found)
+    return found
 
 
-def with_logins(conn: sqlite3.Connection, found: CommitRange, source: Checkout) -> CommitRange:
-    """The range with its culprit's and shown suspects' authors named by GitHub where git knew no login (stored)."""
+def with_logins(found: CommitRange, source: Checkout) -> CommitRange:
+    """The range with its culprit's and shown suspects' authors named by GitHub where git knew no login."""
     named = [found.bisection.culprit] if found.bisection and found.bisection.culprit else []
     named += [s.sha for s in found.suspects[:3]]
     asked = {}
@@ -252,7 +254,6 @@ def with_logins(conn: sqlite3.Connection, found: CommitRange, source: Checkout) 
     if not any(asked.values()):
         return found
     found.commits = [dataclasses.replace(c, author=asked.get(c.sha) or c.author) for c in found.commits]
-    store.record(conn, found)
     return found
 
 

@@ -24,7 +24,6 @@ The rule (syzbot's, ClusterFuzz's and `git bisect`'s lessons, issues 37 and 43):
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,7 +35,6 @@ from bot.settings import CulpritSettings
 from harness.core.commits import Commit, changed_paths, overlay_blocker
 from harness.core.suspects import Crash, frame_files, rank
 from harness.engine.progress import Progress
-from state import culprits as store
 from state.culprits import Bisection, Candidate, CommitRange, ProbeRow, SuspectRow
 
 log = logging.getLogger(__name__)
@@ -233,8 +231,10 @@ def commit_range(steps: CulpritSteps, good: str, bad: str, settings: CulpritSett
     return found
 
 
-def find(steps: CulpritSteps, job: Search, settings: CulpritSettings, progress: bool = False) -> CommitRange:
-    """The commit range of the search: suspects ranked, and bisected on overlays where a checkout and a build are."""
+def find(steps: CulpritSteps, job: Search, settings: CulpritSettings, progress: bool = False,
+         deadline: float | None = None) -> CommitRange:
+    """The commit range of the search: suspects ranked, and bisected on overlays where a checkout and a build are,
+    until `deadline` (time.monotonic(); default `max_minutes` from now: a night's searches share one)."""
     out = CommitRange(signature=job.signature, good_git=job.good, bad_git=job.bad, status="failed",
                       config=job.config)
     try:
@@ -249,7 +249,8 @@ def find(steps: CulpritSteps, job: Search, settings: CulpritSettings, progress: 
         out.reason = "no [culprit] checkout: suspects ranked, no bisection"
         return out
     try:
-        return _bisect(steps, out, job, settings, progress)
+        return _bisect(steps, out, job, settings, progress,
+                       deadline if deadline is not None else time.monotonic() + settings.max_minutes * 60)
     except Exception as exc:      # an overlay, a checkout or a probe that breaks ends this range only, in one line
         log.exception("culprit: the search of %s failed", job.signature[:80])
         out.status, out.reason = "failed", one_line(exc)
@@ -263,7 +264,7 @@ def one_line(exc: BaseException) -> str:
 
 
 def _bisect(steps: CulpritSteps, out: CommitRange, job: Search, settings: CulpritSettings,
-            progress: bool) -> CommitRange:
+            progress: bool, deadline: float) -> CommitRange:
     """Ends, search, re-test: the overlay bisection of the range, stored on `out`."""
     started = time.monotonic()
     bar = Progress(3 + max(len(out.commits) - 1, 1).bit_length(), enabled=progress, label="culprit")
@@ -273,14 +274,14 @@ def _bisect(steps: CulpritSteps, out: CommitRange, job: Search, settings: Culpri
         with _maybe_held(steps.bad if native else None) as bad_root:
             if bad_root is not None:
                 roots[BAD] = bad_root
-            o = Overlaid(steps, job, out.commits, roots, settings, started + settings.max_minutes * 60, bar)
+            o = Overlaid(steps, job, out.commits, roots, settings, deadline, bar)
             try:
                 ended = _search(o)
             except Flaky as exc:
                 ended = Ended("flaky", str(exc))
             except OutOfTime:
-                ended = Ended("bounded", f"stopped at [culprit] max_minutes = {settings.max_minutes:g} before a "
-                                         "culprit was confirmed")
+                ended = Ended("bounded", f"stopped at the night's [culprit] max_minutes = {settings.max_minutes:g} "
+                                         "before a culprit was confirmed")
             finally:
                 bar.close()
     out.status, out.reason = ended.status, ended.reason
@@ -373,18 +374,3 @@ def _no_result(answers: list[str]) -> bool:
 
 # A stored range is answered from the store; one stopped by the budget or a failure is searched again.
 SEARCH_AGAIN = ("bounded", "failed")
-
-
-def cached(conn: sqlite3.Connection, steps: CulpritSteps, job: Search, settings: CulpritSettings, *,
-           progress: bool = False, key: tuple[str, str] | None = None) -> tuple[CommitRange, bool]:
-    """(the commit range of (config, signature, good, bad), whether it came from the store): searched once, stored.
-
-    key: the two builds' own commits the range is stored under (a nightly's torch_git), default (good, bad)."""
-    good_key, bad_key = key or (job.good, job.bad)
-    hit = store.get(conn, job.signature, good_key, bad_key, job.config)
-    if hit is not None and hit.status not in SEARCH_AGAIN:
-        return hit, True
-    found = find(steps, job, settings, progress)
-    found.good_git, found.bad_git = good_key, bad_key
-    store.record(conn, found)
-    return found, False
