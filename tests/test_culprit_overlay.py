@@ -154,6 +154,16 @@ def test_a_range_whose_search_breaks_is_stored_failed_and_the_night_goes_on(tmp_
     assert stored.status == "failed" and stored.reason.startswith("the search failed: ") and "\n" not in stored.reason
 
 
+def test_without_a_bad_build_no_commit_after_a_cpp_one_is_probed_on_the_good_build(build, tmp_path):
+    s = series.build(tmp_path / "repo", ["cpp", "planted"])
+    never = lambda root: pytest.fail("an unfaithful good build is never run")      # noqa: E731
+    found = culprit.find(_steps(s, never, build, tmp_path / "overlay"),
+                         culprit.Search(series.SIGNATURE, s.good, s.shas["planted"]), SETTINGS)
+    assert (found.status, found.reason) == ("cut", f"a non-Python commit lies before the last commit "
+                                                   f"({s.shas['planted'][:12]}) and no bad build was given: the good "
+                                                   "build cannot stand in for it")
+
+
 def test_a_reproducer_that_hangs_in_every_run_is_said_to_never_run_to_a_result(build, tmp_path):
     s = series.build(tmp_path / "repo", ["harmless1", "planted"])
     hang = run_step("import time\ntime.sleep(60)\n", PYTHON, timeout=1)

@@ -353,3 +353,32 @@ def test_the_culprit_command_finds_the_commit_that_fixed_it(tmp_path, capsys, ni
     assert [(p["sha"], p["build"], p["verdict"], p["phase"]) for p in data["bisection"]["probes"]][-2:] == [
         (s.shas["fix"], "good", "new", "retest"), (s.shas["harmless2"], "good", "old", "retest")]
     assert data["bisection"]["probes"][-1]["runs"] == [series.SIGNATURE] * 3
+
+
+def test_a_nightly_that_verifies_the_fix_names_the_fixing_commit_in_its_close_comment(night):
+    from state import links
+    settings, conn, s, run_id, _, tmp = night
+    series._write(s.repo, "fix")                                     # the planted change taken back, by ivan
+    series._git(s.repo, "add", "-A")
+    series._git(s.repo, "commit", "-q", "-m", series.message("[dynamo] fix abs", 1008, ("reviewer3",)), author="ivan")
+    fix = series._git(s.repo, "rev-parse", "HEAD")
+    bad_nightly = ranges.for_run(conn, [run_id])[0].bad.git
+    fixed_nightly = series.nightly_of(s, fix, "2026-11-29")
+    env = {**hd.ENV, "torch_git": fixed_nightly, "torch_version": "2.14.0.dev20261129+cpu"}
+    fixed_run = hd.store_run(conn, [hd.ok("GPT2Model", "baseline", 1), hd.ok("GPT2Model", CONFIG, 1)],
+                             kind="nightly", nightly="2026-11-29", env=env)
+    ranges.record(conn, Range(run_id=fixed_run, config=CONFIG, signature=series.SIGNATURE, kind="fixed",
+                              status="found", good=Build("2026-11-28", "2.14.0.dev20261128+cpu", bad_nightly),
+                              bad=Build("2026-11-29", "2.14.0.dev20261129+cpu", fixed_nightly), models=["GPT2Model"]))
+    (found,) = pipeline_culprit.search_night(conn, fixed_run, settings, source=pipeline_culprit.Checkout(s.repo),
+                                             good_build=lambda settings, r: PYTHON)
+    assert (found.status, found.bisection.fix, found.bisection.culprit) == ("found", True, fix), found.reason
+    links.upsert(conn, links.Link(key=tracking_key(CONFIG, series.SIGNATURE), repo=publish.DRY_RUN_REPO, number=1,
+                                  kind="tracking", config=CONFIG, signature=series.SIGNATURE))
+    out = tmp / "out-fixed"
+    closing = dataclasses.replace(settings, issues=dataclasses.replace(settings.issues, verify_nightlies=1))
+    publish.publish_run(conn, closing, fixed_run, publisher=DryRunPublisher(out), dry_run=True, out_dir=str(out))
+    (comment,) = [p.read_text() for p in out.glob("*.md") if "Closing: verified fixed" in p.read_text()]
+    assert (f"Fixed by [`{fix[:12]}`](https://github.com/pytorch/pytorch/commit/{fix}) "
+            "([#1008](https://github.com/pytorch/pytorch/pull/1008)) by `ivan`") in comment
+    assert "@ivan" not in comment

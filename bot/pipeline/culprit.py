@@ -120,6 +120,14 @@ def torch_dir(python: str) -> Path:
     return Path(interpreter.call("bot.verify.overlay_run:torch_package", python=python, timeout=120))
 
 
+def bad_interpreter(settings: Settings, run: runs_mod.Run, r: Range, install: GoodBuildStep) -> str:
+    """The bad build's interpreter: the torch under test when it is the range's bad build, else the nightly of the
+    bad end installed as the good one is (a range found by bisecting older nightlies ends before tonight's)."""
+    if run.environment.torch_git == r.bad.git:
+        return run.options.sweep.python or sys.executable
+    return install(settings, dataclasses.replace(r, good=r.bad))
+
+
 def run_step(script: str, python: str, timeout: float, signature: str = "") -> RunStep:
     """One run of the reproducer on an overlay under `python` (bot.verify.overlay_run), as the search reads it."""
     once = overlay_run.runner(script, python, timeout, signature)
@@ -227,8 +235,11 @@ def for_range(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, settings: S
         log.warning("culprit: %s: %s", r.signature, exc)
         return _failed(conn, r, str(exc))
     script = reproducer(conn, run.id, r)
-    good_python = good_build(settings, r) if isinstance(source, Checkout) and script and good_build else None
-    steps = prepare(source, settings, script, good_python, run.options.sweep.python or sys.executable, r.signature)
+    good_python = bad_python = None
+    if isinstance(source, Checkout) and script and good_build:
+        good_python = good_build(settings, r)
+        bad_python = bad_interpreter(settings, run, r, good_build)
+    steps = prepare(source, settings, script, good_python, bad_python, r.signature)
     readers = source.readers(bad, list(run.configs.get(r.config, {}))) if isinstance(source, Checkout) else ()
     job = search.Search(r.signature, good, bad, crash_of(conn, run, r, readers), fix=r.kind == "fixed",
                         config=r.config)

@@ -42,6 +42,7 @@ KEPT_SUSPECTS = 20               # ranked suspects stored per range (the issue s
 GOOD, BAD = "good", "bad"
 # How a run ends without a result line (harness.engine.script_runner): nothing about the crash was learnt.
 NO_RESULT = ("timeout", "killed", "not_started", "bad_output")
+NO_BUILD = "not testable: a non-Python commit lies before it and no bad build was given to lay it over"
 
 
 class CommitsStep(Protocol):
@@ -152,12 +153,15 @@ class Overlaid:
         self.index = {c.sha: i for i, c in enumerate(self.commits)} | {self.job.good: -1}
 
     def builds(self, sha: str) -> tuple[str, ...]:
-        """The build(s) a commit's Python is probed on: the faithful one (good first), else both."""
+        """The build(s) a commit's Python is probed on: the faithful one (good first), else both; none where only
+        the good build can run and it is not faithful."""
         i = self.index[sha]
         good_ok = not any(self.native[:i + 1])
         bad_ok = not any(self.native[i + 1:])
-        if good_ok or BAD not in self.roots:
+        if good_ok:
             return (GOOD,)
+        if BAD not in self.roots:
+            return ()
         return (BAD,) if bad_ok else (GOOD, BAD)
 
     def verdict(self, answers: list[str]) -> str:
@@ -191,6 +195,9 @@ class Overlaid:
         """The reproducer at `sha` on its build(s) (or those `on`), judged; key None (a skip) where it cannot be
         counted."""
         builds = on or self.builds(sha)
+        if not builds:
+            self.why[sha] = NO_BUILD
+            return Probe(date=sha, version=None, git=sha, key=None)
         verdicts = [self._verdict_on(b, sha, phase, len(builds)) for b in builds]
         self.bar.advance(crashed=verdicts[-1] == "new")
         agreed = verdicts[0] if len(set(verdicts)) == 1 and verdicts[0] in ("old", "new") else None
@@ -321,6 +328,9 @@ def _search(o: Overlaid) -> Ended:
     """One bisection: the bad end probed, the binary search, then the culprit confirmed or the candidates named."""
     shas = [c.sha for c in o.commits]
     high = o.probe(shas[-1], "ends")
+    if o.why.get(shas[-1]) == NO_BUILD:
+        return Ended("cut", f"a non-Python commit lies before the last commit ({shas[-1][:12]}) and no bad build was "
+                            "given: the good build cannot stand in for it")
     if high.key != "new":
         if _no_result(o.rows[-1].runs):
             return Ended("not_reproduced", f"the reproducer never ran to a result at the last commit "
