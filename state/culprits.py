@@ -22,6 +22,7 @@ from state.runs import now
 STATUSES = ("found", "suspects", "cut", "flaky", "not_reproduced", "bounded", "failed", "outside", "one_of")
 VERDICTS = ("old", "new", "flaky", "other")     # a probe: passes, fails with the signature, runs disagree, fails otherwise
 PHASES = ("ends", "search", "retest")
+BUILDS = ("good", "bad")                        # the build a probe laid a commit's Python over
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class ProbeRow:
     phase: str = "search"            # ends | search | retest
     build: str = "good"              # the build the commit's Python was laid over: good | bad
 
-    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"verdict": VERDICTS, "phase": PHASES, "build": ("good", "bad")}
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"verdict": VERDICTS, "phase": PHASES, "build": BUILDS}
 
     def __post_init__(self) -> None:
         check_closed(self, "probe")

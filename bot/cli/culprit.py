@@ -1,9 +1,11 @@
 """`flagsweep culprit`: from a regression range to the commit, for a person.
 
 Two ways in: a stored signature (`--config C --signature S`: its newest regression range, its verified reproducer
-and stored crash, exactly what the nightly's culprit step takes), or a reproducer and two builds (`--repro FILE
---good SHA --bad SHA --signature S`: the builds named by their git commits, a nightly's or main's; `--python` is
-the good build's interpreter). The commits come from `--checkout` (else `[culprit] checkout`); a bisection needs a
+and stored crash, exactly what the nightly's culprit step takes; with `--fix`, its fix range), or a reproducer and
+two builds (`--repro FILE --good SHA --bad SHA --signature S`, or `--old`/`--new`: the builds named by their git
+commits, a nightly's or main's; `--python` is the older build's interpreter, `--bad-python` the newer's; `--fix`
+searches for the first commit where the signature is gone). Both build the search with the nightly's own
+`prepare` (bot.pipeline.culprit). The commits come from `--checkout` (else `[culprit] checkout`); a bisection needs a
 checkout. Bad values are refused before anything runs (exit 2, one line); `--json` prints the commit range.
 """
 from __future__ import annotations
@@ -108,11 +110,12 @@ def _on_stored(args: argparse.Namespace, settings: Settings):
 
     conn = open_existing(settings)
     try:
+        kind = "fixed" if args.fix else "new_crash"          # --fix: the stored fix range (last failing, first passing)
         held = [r for run in ranges.runs_with(conn, args.config, args.signature)
-                for r in ranges.for_run(conn, [run]) if r.key == (args.config, args.signature, "new_crash")]
+                for r in ranges.for_run(conn, [run]) if r.key == (args.config, args.signature, kind)]
         if not held or not (held[0].good.git and held[0].bad.git):
-            return _refuse(f"no stored regression range with both builds' commits for {args.config} / "
-                           f"{args.signature[:80]!r}")
+            return _refuse(f"no stored {'fix' if args.fix else 'regression'} range with both builds' commits for "
+                           f"{args.config} / {args.signature[:80]!r}")
         good = (lambda s, r: args.python) if args.python else \
             (lambda s, r: steps.provide(s, "nightly", r.good.date, True).python)
         from state import runs as runs_mod
