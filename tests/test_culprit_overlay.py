@@ -232,3 +232,23 @@ def test_a_search_killed_midway_leaves_an_overlay_the_next_one_waiting_on_it_use
     overlay.make(build, work)                            # the next bisection's overlay is the build's again
     assert not (work / "torch/_dynamo/variables/builtin.py").exists()
     assert (work / "torch/_dynamo/config.py").read_text() == "value = 1\n"
+
+
+TRACED = '''import importlib.util, json, pathlib, sys
+pkg = pathlib.Path(importlib.util.find_spec("torch").submodule_search_locations[0])
+path = pkg / "_dynamo/variables/builtin.py"
+if path.exists() and "abs() of a traced value" in path.read_text():
+    sys.stderr.write('Traceback (most recent call last):\\n  File "/venv/site-packages/torch/_dynamo/variables/'
+                     'builtin.py", line 20, in call_function\\nNotImplementedError: abs() of a traced value\\n')
+    print("FLAGSWEEP_RESULT " + json.dumps({"v": 1, "status": "error", "signature": %r}))
+else:
+    print("FLAGSWEEP_RESULT " + json.dumps({"v": 1, "status": "ok"}))
+''' % series.SIGNATURE
+
+
+def test_a_reproducer_by_hand_ranks_the_suspects_by_its_own_traceback(build, tmp_path):
+    s = series.build(tmp_path / "repo", ["harmless1", "planted"])
+    found = culprit.find(_steps(s, run_step(TRACED, PYTHON, 60), build, tmp_path / "overlay"),
+                         culprit.Search(series.SIGNATURE, s.good, s.shas["planted"]), SETTINGS)
+    assert found.status == "found" and [x.sha for x in found.suspects] == [s.shas["planted"]]
+    assert found.suspects[0].why == ["changes torch/_dynamo/variables/builtin.py, the innermost torch frame of the crash"]
