@@ -145,8 +145,8 @@ def record(conn: sqlite3.Connection, r: CommitRange) -> None:
 
 def get(conn: sqlite3.Connection, signature: str, good_git: str, bad_git: str, config: str = "") -> CommitRange | None:
     """The stored commit range of (config, signature, good, bad), or None."""
-    row = conn.execute("SELECT * FROM commit_ranges WHERE config = ? AND signature = ? AND good_git = ? AND bad_git = ?",
-                       (config, signature, good_git, bad_git)).fetchone()
+    row = conn.execute("SELECT * FROM commit_ranges WHERE config = ? AND signature = ? AND good_git = ? AND"
+                       " bad_git = ?", (config, signature, good_git, bad_git)).fetchone()
     return _row(row) if row else None
 
 

@@ -98,7 +98,8 @@ def run_culprit(args: argparse.Namespace, settings: Settings) -> int:
 def _ranked(found) -> list[dict]:
     from bot.issues.culprit import SHOWN_SUSPECTS
     return [{"sha": s.sha[:12], "score": s.score, "why": s.why,
-             "title": (found.commit(s.sha).title if found.commit(s.sha) else "")} for s in found.suspects[:SHOWN_SUSPECTS]]
+             "title": (found.commit(s.sha).title if found.commit(s.sha) else "")}
+            for s in found.suspects[:SHOWN_SUSPECTS]]
 
 
 def _on_stored(args: argparse.Namespace, settings: Settings):

@@ -2,8 +2,8 @@
 
 A confirmed culprit (bisected, its parent passing, not marked wrong) is named with its PR, author, co-authors and
 approvers and the re-tests that prove it (most likely wrong, and nobody cc'd, when it changes no file the reproducer
-imported); where skips left several, each candidate with why; otherwise at most three suspects, each with why, and why the
-bisection named none. The cc (harness.core.suspects.cc_for): the culprit's people, or the suspects' by the
+imported); where skips left several, each candidate with why; otherwise at most three suspects, each with why, and
+why the bisection named none. The cc (harness.core.suspects.cc_for): the culprit's people, or the suspects' by the
 1 / 2-3 / more-than-3 rule, never a login removed from the issue; it is added on top of the routing rules.
 Anyone the issue names without cc'ing (an approver, a removed author) is written as code, never as a mention.
 """

@@ -106,7 +106,8 @@ def prepare(source: Source, settings: Settings, script: str | None, good_python:
         return CulpritSteps(commits=source.commits)
     timeout = settings.verify.timeout
     good_torch = torch_dir(good_python)
-    good = search.Build(good_torch, overlay_dir(settings, good_torch), run_step(script, good_python, timeout, signature))
+    good = search.Build(good_torch, overlay_dir(settings, good_torch),
+                        run_step(script, good_python, timeout, signature))
     bad = None
     if bad_python:
         bad_torch = torch_dir(bad_python)
@@ -208,7 +209,7 @@ def search_night(conn: sqlite3.Connection, run_id: int, settings: Settings, *, s
             continue
         try:
             out.append(for_range(conn, run, r, settings, source, good_build, progress, deadline))
-        except Exception as exc:     # one range that breaks (its build, its overlay) is stored failed; the night goes on
+        except Exception as exc:     # a range that breaks (its build, its overlay) is stored failed; the night goes on
             log.exception("culprit: %s", r.signature[:80])
             out.append(_failed(conn, r, search.one_line(exc)))
     return out

@@ -250,7 +250,7 @@ def find(steps: CulpritSteps, job: Search, settings: CulpritSettings, progress: 
         out.reason = str(exc)
         return out
     out.commits = commits
-    out.suspects = [SuspectRow(s.commit.sha, s.score, list(s.why)) for s in rank(commits, job.crash)[:KEPT_SUSPECTS]]
+    out.suspects = _ranked(commits, job.crash)
     out.status = "suspects"
     if steps.file_at is None or steps.good is None:
         out.reason = "no [culprit] checkout: suspects ranked, no bisection"
@@ -262,6 +262,10 @@ def find(steps: CulpritSteps, job: Search, settings: CulpritSettings, progress: 
         log.exception("culprit: the search of %s failed", job.signature[:80])
         out.status, out.reason = "failed", one_line(exc)
         return out
+
+
+def _ranked(commits: list[Commit], crash: Crash) -> list[SuspectRow]:
+    return [SuspectRow(s.commit.sha, s.score, list(s.why)) for s in rank(commits, crash)[:KEPT_SUSPECTS]]
 
 
 def one_line(exc: BaseException) -> str:
@@ -294,7 +298,7 @@ def _bisect(steps: CulpritSteps, out: CommitRange, job: Search, settings: Culpri
     out.status, out.reason = ended.status, ended.reason
     if not job.crash.frames and frame_files(o.stderr):       # a reproducer by hand: its own traceback ranks them
         crash = replace(job.crash, frames=frame_files(o.stderr))
-        out.suspects = [SuspectRow(s.commit.sha, s.score, list(s.why)) for s in rank(out.commits, crash)[:KEPT_SUSPECTS]]
+        out.suspects = _ranked(out.commits, crash)
         job = replace(job, crash=crash)
     culprit = next((c for c in out.commits if c.sha == ended.culprit), None)
     untouched = culprit is not None and not ({f.path for f in culprit.files} | {f.previous for f in culprit.files}) \
@@ -304,9 +308,7 @@ def _bisect(steps: CulpritSteps, out: CommitRange, job: Search, settings: Culpri
                               candidates=list(ended.candidates), likely_wrong=bool(untouched), fix=job.fix)
     if ended.status == "outside":
         native = [c for c in out.commits if c.sha in {x.sha for x in ended.candidates} and overlay_blocker(c)]
-        ranked = rank(native, job.crash)
-        out.suspects = [SuspectRow(s.commit.sha, s.score, list(s.why)) for s in ranked] or \
-            [SuspectRow(c.sha, 0, [overlay_blocker(c) or ""]) for c in native]
+        out.suspects = _ranked(native, job.crash) or [SuspectRow(c.sha, 0, [overlay_blocker(c) or ""]) for c in native]
     return out
 
 
