@@ -484,6 +484,33 @@ UPDATE runs SET options = json_set(options, '$.accuracy.answer_quarantine', 7)
     WHERE json_type(options, '$.accuracy') IS NOT NULL AND json_type(options, '$.accuracy.answer_quarantine') IS NULL;
 """
 
+# v22 -> v23: a commit range is kept per config too (issue 45): two configs crashing with one signature over one
+# nightly range have their own reproducers, so their own bisections, and a `wrong-culprit` on one tracking issue
+# marks only its own. Ranges stored before are kept under config '' (searched again once by the next ask).
+V23 = """
+CREATE TABLE commit_ranges_v23 (
+    config TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    good_git TEXT NOT NULL,
+    bad_git TEXT NOT NULL,
+    status TEXT NOT NULL,                  -- v18's, and outside | one_of (issue 43)
+    commits TEXT NOT NULL,
+    suspects TEXT NOT NULL,
+    bisection TEXT,
+    reason TEXT,
+    wrong_by TEXT,
+    wrong_at TEXT,
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (config, signature, good_git, bad_git)
+);
+INSERT INTO commit_ranges_v23 (config, signature, good_git, bad_git, status, commits, suspects, bisection, reason,
+    wrong_by, wrong_at, recorded_at)
+    SELECT '', signature, good_git, bad_git, status, commits, suspects, bisection, reason, wrong_by, wrong_at,
+    recorded_at FROM commit_ranges;
+DROP TABLE commit_ranges;
+ALTER TABLE commit_ranges_v23 RENAME TO commit_ranges;
+"""
+
 MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19,
-                         V20, V21, V22]
+                         V20, V21, V22, V23]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -79,6 +79,7 @@ TABLE = [
     (FileChange, "status", CHANGES),
     (culprits.ProbeRow, "verdict", culprits.VERDICTS),
     (culprits.ProbeRow, "phase", culprits.PHASES),
+    (culprits.ProbeRow, "build", culprits.BUILDS),
     (culprits.CommitRange, "status", culprits.STATUSES),
     (runs.ExportedRun, "kind", runs.KINDS),
     (runs.ExportedRun, "status", runs.STATUSES),

@@ -216,9 +216,21 @@ def _fill_v21(conn: sqlite3.Connection) -> None:
     conn.execute(MIGRATIONS[20].strip().rstrip(";"))
 
 
+def _fill_v22(conn: sqlite3.Connection) -> None:
+    """v22's rows: v21's with the answered items' tables, and one more commit range kept per (signature, range), marked
+    wrong (before v23 kept it per config too)."""
+    _fill_v21(conn)
+    for statement in filter(str.strip, MIGRATIONS[21].split(";")):
+        conn.execute(statement)
+    conn.execute("INSERT INTO commit_ranges (signature, good_git, bad_git, status, commits, suspects, bisection, reason,"
+                 " wrong_by, wrong_at, recorded_at) VALUES ('T', ?, ?, 'found', '[]', '[]', NULL, NULL, 'maya', NULL,"
+                 " '2026-10-02T04:00:00+00:00')", ("1" * 40, "2" * 40))
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
            9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14, 15: _fill_v15,
-           16: _fill_v16, 17: _fill_v17, 18: _fill_v18, 19: _fill_v19, 20: _fill_v20, 21: _fill_v21}
+           16: _fill_v16, 17: _fill_v17, 18: _fill_v18, 19: _fill_v19, 20: _fill_v20, 21: _fill_v21,
+           22: _fill_v22}
 
 
 def _build_at(path, version: int) -> None:
@@ -431,6 +443,20 @@ def test_v21_a_stored_co_author_becomes_a_name_without_a_login(tmp_path):
     first, second = culprits.get(conn, "S", "1" * 40, "2" * 40).commits
     assert first.coauthors == (Person("carol"), Person("Dana Smith")) and first.approvers == ("r",)
     assert (first.author, second.coauthors, second.parent) == ("bob", (), "a" * 40)
+
+
+def test_v23_keeps_each_commit_range_under_config_blank(tmp_path):
+    """A range stored per (signature, range) is kept, marked wrong as it was, under config '' (searched again by a
+    config's next ask); a range under another config is its own row."""
+    from state import culprits
+    path = tmp_path / "v22.sqlite"
+    _build_at(path, 22)
+    conn = connect(path)
+    kept = culprits.get(conn, "T", "1" * 40, "2" * 40)
+    assert (kept.config, kept.status, kept.wrong_by) == ("", "found", "maya")
+    assert culprits.get(conn, "T", "1" * 40, "2" * 40, "capture_scalar_outputs") is None
+    culprits.record(conn, culprits.CommitRange("T", "1" * 40, "2" * 40, "suspects", config="capture_scalar_outputs"))
+    assert culprits.get(conn, "T", "1" * 40, "2" * 40).status == "found"
 
 
 def test_v16_drops_only_the_keys_no_outcome_has_and_keeps_every_json_type(tmp_path):

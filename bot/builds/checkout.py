@@ -210,9 +210,11 @@ def _path(sha: str, raw: bytes) -> str:
 _SHA = re.compile(rb"[0-9a-f]{40}")
 
 
-def file_at(checkout: Path, sha: str, path: str) -> str | None:
-    """A file's text at a commit; None when the commit has no such file."""
-    proc = _git(checkout, "show", f"{sha}:{path}")
+def file_at(checkout: Path, sha: str, path: str) -> bytes | None:
+    """A file's bytes at a commit (never decoded: a latin-1 module is laid as it is); None when it has no such file."""
+    if sha.startswith("-"):          # a stored or typed name is never an option to git
+        raise CheckoutError(f"{sha[:40]!r} does not name a commit")
+    proc = _git(checkout, "cat-file", "blob", f"{sha}:{path}", text=False)
     return proc.stdout if proc.returncode == 0 else None
 
 

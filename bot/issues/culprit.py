@@ -1,8 +1,9 @@
 """What a tracking issue says of the commit behind a crash, and whom it cc's for it (pure, over the stored range).
 
 A confirmed culprit (bisected, its parent passing, not marked wrong) is named with its PR, author, co-authors and
-approvers and the two re-tests that prove it; otherwise at most three suspects, each with why, and why the
-bisection named none. The cc (harness.core.suspects.cc_for): the culprit's people, or the suspects' by the
+approvers and the re-tests that prove it (most likely wrong, and nobody cc'd, when it changes no file the reproducer
+imported); where skips left several, each candidate with why; otherwise at most three suspects, each with why, and
+why the bisection named none. The cc (harness.core.suspects.cc_for): the culprit's people, or the suspects' by the
 1 / 2-3 / more-than-3 rule, never a login removed from the issue; it is added on top of the routing rules.
 Anyone the issue names without cc'ing (an approver, a removed author, a co-author past the cc's bound or without a
 login GitHub vouches for) is written as code, never as a mention; at most SHOWN_PEOPLE co-authors and approvers are
@@ -39,19 +40,30 @@ def attribute(found: CommitRange | None, removed: frozenset[str] = frozenset()) 
                            material=(found.status, found.reason) if found else ())
     culprit = found.culprit
     if culprit is not None and not found.wrong_by:
-        cc = cc_for([culprit], removed)
-        return Attribution(section={"status": "found", "commit": _commit(culprit, cc),
+        doubt = bool(found.bisection and found.bisection.likely_wrong)     # it changes nothing the reproducer imported
+        cc = [] if doubt else cc_for([culprit], removed)
+        return Attribution(section={"status": "found", "commit": _commit(culprit, cc), "likely_wrong": doubt,
                                     "evidence": _evidence(found), "cost": _cost(found), "reason": found.reason},
-                           cc=cc, material=("found", culprit.sha))
+                           cc=cc, material=("found", culprit.sha, doubt))
     suspects = [c for c in (found.commit(s.sha) for s in found.suspects) if c is not None]
     cc = [] if culprit is not None else cc_for(suspects, removed)     # a culprit marked wrong: nobody
     why = {s.sha: s.why for s in found.suspects}
     shown = [{**_commit(c, cc), "why": why.get(c.sha, [])} for c in suspects[:SHOWN_SUSPECTS]]
+    candidates = [{**_commit(c, []), "why": x.why} for x in (found.bisection.candidates if found.bisection else [])
+                  if (c := found.commit(x.sha)) is not None] if found.status == "one_of" else []
     section = {"status": found.status, "suspects": shown, "more": max(len(suspects) - SHOWN_SUSPECTS, 0),
+               "candidates": candidates,
                "commits": len(found.commits), "reason": found.reason, "cost": _cost(found),
                "wrong": {"sha": culprit.short, "by": found.wrong_by} if culprit is not None else None}
     return Attribution(section=section, cc=cc, material=(found.status, tuple(s["sha"] for s in shown),
                                                          found.wrong_by))
+
+
+def fixed_by(found: CommitRange | None) -> dict[str, Any] | None:
+    """The commit a fix's search confirmed (the first where the signature is gone), as the close comment names it:
+    its author written as code, never a mention."""
+    fix = found.culprit if found is not None and found.bisection and found.bisection.fix else None
+    return _commit(fix, []) if fix is not None and not found.wrong_by else None        # type: ignore[union-attr]
 
 
 def _commit(c: Commit, cc: list[str]) -> dict[str, Any]:
@@ -74,11 +86,12 @@ def _person(p: Person, cc: list[str]) -> dict[str, Any]:
 def _evidence(found: CommitRange) -> list[dict[str, Any]]:
     """The re-tests at the culprit and at its parent: the two runs that prove it."""
     rows: list[ProbeRow] = [p for p in (found.bisection.probes if found.bisection else []) if p.phase == "retest"]
-    return [{"sha": p.sha[:12], "verdict": p.verdict, "runs": len(p.runs),
+    return [{"sha": p.sha[:12], "verdict": p.verdict, "runs": len(p.runs), "build": p.build,
              "failed": sum(1 for r in p.runs if r == found.signature), "passed": p.runs.count("ok")} for p in rows]
 
 
 def _cost(found: CommitRange) -> dict[str, Any] | None:
     b = found.bisection
     return {"probes": len(b.probes), "runs": b.runs, "minutes": round(b.seconds / 60, 1),
-            "commits": len(found.commits)} if b else None
+            "commits": len(found.commits), "builds": sorted({p.build for p in b.probes}, key=["good", "bad"].index)} \
+        if b else None

@@ -144,10 +144,10 @@ def noreply_login(email: str) -> str | None:
 
 
 def python_only(change: FileChange) -> bool:
-    """True when an overlay can carry this change: a Python file under torch/ outside torch/csrc, not deleted."""
+    """True when an overlay can carry this change: a Python file under torch/ outside torch/csrc, added, changed,
+    renamed or deleted (the overlay removes a deleted or renamed-away file)."""
     paths = [change.path] + ([change.previous] if change.previous else [])
-    return change.status != "removed" and change.status != "renamed" and all(
-        p.startswith("torch/") and not p.startswith("torch/csrc/") and p.endswith(".py") for p in paths)
+    return all(p.startswith("torch/") and not p.startswith("torch/csrc/") and p.endswith(".py") for p in paths)
 
 
 def overlay_blocker(c: Commit) -> str | None:
@@ -159,9 +159,9 @@ def overlay_blocker(c: Commit) -> str | None:
         if python_only(change) or (not change.path.startswith("torch/") and _not_built(change.path)):
             continue
         if change.status == "removed":
-            return f"it deletes {change.path}"
+            return f"it deletes {change.path}, which is not Python in the torch package"
         if change.status == "renamed":
-            return f"it renames {change.previous} to {change.path}"
+            return f"it renames {change.previous} to {change.path}, which is not Python in the torch package"
         return f"it changes {change.path}, which is not Python in the torch package"
     return None
 
@@ -171,33 +171,8 @@ def _not_built(path: str) -> bool:
     return path.startswith(("test/", "docs/", ".github/", ".ci/", "benchmarks/")) or path.endswith((".md", ".rst"))
 
 
-@dataclass(frozen=True)
-class Stretch:
-    """The commits an overlay can bisect, and where the search is cut (the first commit it cannot carry)."""
-
-    commits: tuple[Commit, ...]
-    cut: Commit | None = None
-    why: str | None = None
-    before: Commit | None = None      # the last commit the overlay reaches, the cut's parent
-
-    @property
-    def sentence(self) -> str | None:
-        """Where and why the search stops, in one line (None: nothing cuts it)."""
-        if self.cut is None:
-            return None
-        start = self.before.short if self.before else "the good build"
-        return f"the overlay search stops between {start} and {self.cut.short}: {self.why}"
-
-
-def python_stretch(commits: list[Commit]) -> Stretch:
-    """The leading commits (oldest first) an overlay of the good build can carry, cut at the first it cannot."""
-    for i, c in enumerate(commits):
-        why = overlay_blocker(c)
-        if why:
-            return Stretch(tuple(commits[:i]), cut=c, why=why, before=commits[i - 1] if i else None)
-    return Stretch(tuple(commits))
-
-
 def changed_paths(commits: list[Commit]) -> list[str]:
-    """Every torch/ path the commits change, in first-change order (what an overlay at the last must write)."""
-    return list(dict.fromkeys(f.path for c in commits for f in c.files if f.path.startswith("torch/")))
+    """Every torch/ Python path the commits change (a rename's old path too), in first-change order: what an overlay
+    at any of them must write (a path the commit lacks is removed)."""
+    return list(dict.fromkeys(p for c in commits for f in c.files if python_only(f)
+                              for p in (f.previous, f.path) if p))

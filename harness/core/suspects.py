@@ -18,7 +18,7 @@ from harness.core.commits import Commit
 
 _FRAME = re.compile(r'File "([^"]+)", line \d+,? in (\S+)')
 # The component the isolation names -> the torch folders it lives in.
-COMPONENT_PATHS = {"dynamo": ("torch/_dynamo/",), "aot_autograd": ("torch/_functorch/", "torch/_subclasses/"),
+COMPONENT_PATHS = {"dynamo": ("torch/_dynamo/", "torch/csrc/dynamo/"), "aot_autograd": ("torch/_functorch/", "torch/_subclasses/"),
                    "inductor": ("torch/_inductor/",)}
 FRAME_POINTS, FRAME_STEP = 100, 10      # the innermost frame's file; each frame further out, 10 fewer (to 10)
 FLAG_MODULE_POINTS, READER_POINTS, COMPONENT_POINTS = 40, 30, 10
@@ -83,9 +83,10 @@ def score(c: Commit, crash: Crash) -> Suspect:
         points += READER_POINTS
         why.append(f"changes {', '.join(readers)}, which read{'s' if len(readers) == 1 else ''} the flag")
     prefixes = COMPONENT_PATHS.get(crash.component or "", ())
-    if prefixes and any(p.startswith(prefixes) for p in paths):
+    touched = [pre for pre in prefixes if any(p.startswith(pre) for p in paths)]
+    if touched:
         points += COMPONENT_POINTS
-        why.append(f"changes {prefixes[0]}, the component the isolation found ({crash.component})")
+        why.append(f"changes {touched[0]}, the component the isolation found ({crash.component})")
     return Suspect(c, points, tuple(why))
 
 
