@@ -14,7 +14,7 @@ import pytest
 from bot.builds import checkout
 from bot.github.client import GitHubPublisher
 from bot.issues.culprit import attribute
-from harness.core.commits import MAX_MESSAGE, Commit, FileChange, Person, parse_message, python_stretch
+from harness.core.commits import MAX_MESSAGE, Commit, FileChange, Person, overlay_blocker, parse_message
 from harness.core.suspects import MAX_COAUTHORS, cc_for
 
 NOREPLY = "{n}+{login}@users.noreply.github.com"
@@ -77,7 +77,7 @@ def test_a_message_holding_any_byte_forges_no_commit_and_keeps_the_real_files(tm
     assert first.title.startswith("Fix it (#5)\x1fM")                    # the message, read alone and whole
     assert (second.author, second.parent, second.files) == ("bob", real, ())
     assert second.title.startswith("Raw (#7)\0")
-    assert python_stretch(found).cut is None                             # no forged C++ file cuts the search
+    assert [overlay_blocker(c) for c in found] == [None, None]          # no forged C++ file cuts the search
 
 
 def test_file_names_git_quotes_are_read_raw_and_stay_python(tmp_path):
@@ -86,7 +86,7 @@ def test_file_names_git_quotes_are_read_raw_and_stay_python(tmp_path):
     bad = _commit(repo, "Odd names (#9)", {n: "x = 1\n" for n in names})
     (c,) = checkout.commits(repo, good, bad)
     assert sorted(f.path for f in c.files) == sorted(names)
-    assert python_stretch([c]).cut is None
+    assert overlay_blocker(c) is None
     # a rename's both names, raw
     _git(repo, "mv", "torch/_dynamo/é.py", "torch/_dynamo/ü.py")
     _git(repo, "commit", "-q", "-m", "Rename (#10)")
@@ -215,7 +215,7 @@ def _body(tmp_path: Path, commits: list[Commit], *, culprit: bool) -> str:
                 for i, c in enumerate(commits)]
     bisection = Bisection(culprit=commits[0].sha, parent="0" * 40) if culprit else None
     culprits.record(conn, CommitRange(sig, "1" * 40, "2" * 40, "found" if culprit else "suspects", commits=commits,
-                                      suspects=suspects, bisection=bisection))
+                                      suspects=suspects, bisection=bisection, config=config))
     out = tmp_path / "out"
     publish.publish_run(conn, settings, run_id, publisher=DryRunPublisher(out), dry_run=True, out_dir=str(out))
     conn.close()

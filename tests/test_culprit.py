@@ -298,7 +298,7 @@ def test_the_close_comment_names_the_fixing_commit_without_a_mention():
     gone["Model02ForCausalLM"][tp.CSO] = 3
     timeline = tp._awaiting(3, [tp._night("2026-11-21", "ok"), tp._night("2026-11-22", "ok")])
     fix = Commit("f" * 40, "[dynamo] fix abs (#1008)", "ivan", (FileChange("torch/_dynamo/x.py", "modified"),),
-                 pr=1008, coauthors=("judy",))
+                 pr=1008, coauthors=(Person("Judy", "judy"),))
     searched = CommitRange(sc.SIG_B, "a" * 40, "b" * 40, "found", commits=[fix], config=tp.CSO,
                            bisection=Bisection(culprit=fix.sha, parent="a" * 40, fix=True))
     view = inputs(gone, links=links, ranges=[tp._range("fixed", sig=sc.SIG_B)])

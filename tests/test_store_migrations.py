@@ -220,8 +220,9 @@ def _fill_v22(conn: sqlite3.Connection) -> None:
     """v22's rows: v21's with the answered items' tables, and one more commit range kept per (signature, range), marked
     wrong (before v23 kept it per config too)."""
     _fill_v21(conn)
-    for statement in filter(str.strip, MIGRATIONS[21].split(";")):
-        conn.execute(statement)
+    for statement in filter(str.strip, MIGRATIONS[21].split(";")):   # its tables are made: complete the options
+        if statement.strip().startswith("UPDATE"):
+            conn.execute(statement)
     conn.execute("INSERT INTO commit_ranges (signature, good_git, bad_git, status, commits, suspects, bisection, reason,"
                  " wrong_by, wrong_at, recorded_at) VALUES ('T', ?, ?, 'found', '[]', '[]', NULL, NULL, 'maya', NULL,"
                  " '2026-10-02T04:00:00+00:00')", ("1" * 40, "2" * 40))
