@@ -192,11 +192,13 @@ def _merge(args: argparse.Namespace, settings: Any) -> int:
     conn = db.connect(settings.state_path)
     try:
         try:
-            shards = merge.read_files(args.runs)        # every file read and checked: nothing stored yet
+            # the worker modules this host's settings import: the only ones a merged run's confirmation may import
+            modules = settings.sweep_options().extra_modules
+            shards = merge.read_files(args.runs, modules)        # every file read and checked: nothing stored yet
             first = merge.environment_of(conn, args.runs[0], shards)
             python = _verifying_python(args, settings, first) if args.torch else None
             with transaction(conn):     # the files' runs and the merge, or nothing (a refused merge keeps no shard)
-                run_id = merge.merge(conn, merge.resolve_runs(conn, args.runs, shards), python=python)
+                run_id = merge.merge(conn, merge.resolve_runs(conn, args.runs, shards), python=python, modules=modules)
         except (ValueError, provider.ProviderError) as exc:   # MergeError, SpecError, NightlyError: nothing merged
             print(f"flagsweep merge: {exc}", file=sys.stderr)
             return 2
