@@ -262,11 +262,10 @@ def _nightly_error(settings: Any) -> str | None:
 def _device_here(settings: Any, spec: Any) -> str | None:
     """Why `[sweep] device` is missing from the interpreter a `current` or interpreter-path `[nightly] torch` runs
     (asked in it, as `sweep` asks); None for an installed build (nightly.device_refusal judges its channel)."""
-    from harness.engine import devices
+    from bot.pipeline import nightly
     if spec.kind not in ("current", "python"):
         return None
-    why = devices.unavailable(settings.sweep.device, spec.value if spec.kind == "python" else settings.sweep.python)
-    return f"{settings.source or 'settings'}: [sweep] device = {settings.sweep.device!r}: {why}" if why else None
+    return nightly.device_missing(settings, spec.value if spec.kind == "python" else settings.sweep.python)
 
 
 def cmd_serve(args: argparse.Namespace, settings: Any) -> int:
