@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 _OP_KINDS = ("call_function", "call_method", "call_module")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)   # each graph is itself: two alike are still two
 class Graph:
     """One graph Dynamo handed to the backend, and the compile (and attempt of it) that traced it."""
 
