@@ -51,14 +51,17 @@ class CompileStats:
 
     @property
     def graphs(self) -> int:
+        """The graph count: graphs Dynamo installed."""
         return len(self.installed)
 
     @property
     def ops_per_graph(self) -> list[int]:
+        """Each installed graph's ops."""
         return [g.ops for g in self.installed]
 
     @property
     def codes(self) -> list[str]:
+        """Each installed graph's code, hashed."""
         return [g.code for g in self.installed]
 
     def add(self, graph: Graph) -> None:
