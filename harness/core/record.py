@@ -48,7 +48,8 @@ def _check_numbers(value: Any, where: str) -> None:
     if isinstance(value, bool):
         return
     if isinstance(value, int) and not INT_RANGE[0] <= value <= INT_RANGE[1]:
-        raise RecordError(f"{where}: {value} is past the range of a stored integer")
+        shown = value if value.bit_length() <= 256 else f"an integer of {value.bit_length()} bits"   # str() has a cap
+        raise RecordError(f"{where}: {shown} is past the range of a stored integer")
     if isinstance(value, float) and not math.isfinite(value):
         raise RecordError(f"{where}: {value!r} is not a finite number")
     if isinstance(value, (list, tuple)):
