@@ -7,8 +7,9 @@ wall ratio (target: on costs at most 35% more), the `wrong` calls under the base
 hook_added is Dynamo's own: it skips hook guards by default, skip_nnmodule_hook_guards; every other wrong under the
 baseline is a false one unless shown otherwise: target 0), the second-spec coverage (calls at a second size made,
 and why the rest were not), and the every-flag projection for the whole corpus on 16 cores with the checks on
-(bench/every_flag.py measured 106 min without them; every traced compile, pooled ones too, makes the later calls, a
-pruned item none: scaled by the measured wall ratio). --save keeps every call's verdict; --agree counts how many
+(without them measured by this run: bench/every_flag.py's pooled pass over the first --every-flag models of the
+sample; every traced compile, pooled ones too, makes the later calls, a pruned item none: scaled by the measured wall
+ratio). --save keeps every call's verdict; --agree counts how many
 agree with a saved run (the same verdicts before and after a change to the oracle's cost). Where the wall goes,
 phase by phase: bench/accuracy_phases.py. Also printed: the items whose later calls were answered from the baseline
 and those stored as a pool's, and the peak memory per model with the checks on against off (target: at most 2x, and
@@ -33,13 +34,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import every_flag  # noqa: E402
 from bench.sweep_common import machine  # noqa: E402
 from harness.core.outcome import Outcome  # noqa: E402
 from harness.engine.configs import BUILTIN  # noqa: E402
 from harness.engine.engine import SweepOptions, run_items  # noqa: E402
 from harness.core.options import Accuracy  # noqa: E402
 
-EVERY_FLAG_MIN = 106.0   # bench/every_flag.py's projection for the whole corpus on 16 cores, without the checks
 TARGET_RATIO = 1.8
 TARGET_MEMORY = 2.0
 # What a call's verdict is, for the agreement count: its accuracy, where it differs, what it compiled.
@@ -187,6 +188,8 @@ def main() -> int:
     ap.add_argument("--save", help="write every call's verdict here (JSON)")
     ap.add_argument("--agree", help="count the verdicts that agree with this saved run")
     ap.add_argument("--pool", action="store_true", help="the flags compiled together where equal (as the nightly)")
+    ap.add_argument("--every-flag", type=int, default=2,
+                    help="models of the sample whose every-flag pass (checks off) measures the projection (0: none)")
     args = ap.parse_args()
     models = models_of(args)
     configs = {name: dict(BUILTIN).get(name, {}) for name in args.configs.split(",")}
@@ -198,8 +201,11 @@ def main() -> int:
     on, off = walls["on"], walls.get("off")
     if off:
         ratio = on / off
-        print(f"on / off wall: {ratio:.2f} (target <= {TARGET_RATIO}); every-flag whole corpus on 16 cores with the "
-              f"checks on: {EVERY_FLAG_MIN * ratio:.0f} min (without: {EVERY_FLAG_MIN:.0f})")
+        print(f"on / off wall: {ratio:.2f} (target <= {TARGET_RATIO})")
+        if args.every_flag:
+            every = every_flag.projection(models[:args.every_flag], args.workers)
+            print(f"every-flag whole corpus on 16 cores with the checks on: {every * ratio:.0f} min (without, measured "
+                  f"now on {min(args.every_flag, len(models))} models: {every:.0f}); {machine()}")
     if walls.get("off alone"):
         print(f"on (pooled) / off with each config alone: {on / walls['off alone']:.2f}")
     print("workers' CPU seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in CPU.items()) +

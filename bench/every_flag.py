@@ -7,13 +7,19 @@ counting pruned and pooled items as done, the audit's agreement, and the project
 (CORPUS_CLASSES) on a 16-core runner. --checks: the pooled pass with the checks off, then on (the later calls and
 the accuracy oracle, harness.core.options.Accuracy), on the same sample: the wall ratio (target 1.3), the projection
 with them on (target 120 min), the items answered from the baseline and the answer audit's disagreements (target 0).
+--checks --no-answer: the pass with the checks on traces every later call in full (answering off); it prints how
+many items the screen would have answered, and how many of those differ from their full trace (the miss rate,
+target 0): the answered item is its own first call and the baseline's later calls, compared call by call.
 
     nice .venv/bin/python bench/every_flag.py --sample 60 --unpruned 10 --workers 2
     nice .venv/bin/python bench/every_flag.py --sample 8 --checks --workers 2
+    nice .venv/bin/python bench/every_flag.py --sample 4 --checks --no-answer --workers 2
+    nice .venv/bin/python bench/every_flag.py --models BertModel,GPT2Model --checks --no-answer --workers 1
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 import time
@@ -28,6 +34,7 @@ from harness.core.outcome import ANSWERED, NOT_READ, POOLED  # noqa: E402
 from harness.engine.flags import sets as flagsets, space as configspace  # noqa: E402
 from harness.engine.engine import SweepRequest  # noqa: E402
 from harness.engine.engine import SweepOptions, sweep  # noqa: E402
+from harness.engine.flags import answering  # noqa: E402
 from harness.engine.flags.pruning import Pruning  # noqa: E402
 from state import db, runs  # noqa: E402
 from state import flags as pruning  # noqa: E402
@@ -52,7 +59,22 @@ def one_pass(models: list[str], configs: dict[str, dict], workers: int, prune: b
         wall = time.perf_counter() - start
         audits = conn.execute("SELECT model, config FROM prune_audits WHERE run_id = ?", (run_id,)).fetchall()
         return {"wall": wall, "outcomes": runs.outcomes(conn, run_id), "audited": [tuple(a) for a in audits],
-                "audit": pruning.audit_summary(conn, run_id), "answers": pruning.answer_audit(conn, run_id)}
+                "audit": pruning.audit_summary(conn, run_id), "answers": pruning.answer_audit(conn, run_id),
+                "screened": pruning.answered(conn, run_id, screened=True)}
+
+
+def dynamo_configs() -> dict[str, dict]:
+    """baseline and every Dynamo flag of the torch under test (the `all-dynamo` set)."""
+    _, space = configspace.discover("count")
+    return {"baseline": {}, **flagsets.expand("all-dynamo", space, flagsets.load_exclusions())}
+
+
+def projection(models: list[str], workers: int) -> float:
+    """The pooled pass with the checks off on `models` x every Dynamo flag: the whole corpus's minutes on
+    RUNNER_CORES cores, as measured by this run (what bench/accuracy_cost.py scales by its on / off ratio)."""
+    configs = dynamo_configs()
+    res = one_pass(models, configs, workers, prune=True)
+    return CORPUS_CLASSES * len(configs) / report("every flag, checks off", res, workers, len(configs)) / RUNNER_CORES
 
 
 def report(name: str, res: dict, workers: int, n_configs: int) -> float:
@@ -84,21 +106,42 @@ def per_flag(res: dict, n_models: int) -> None:
           f"{', '.join(k for k, _, _ in audit.turned_off) or 'none'}")
 
 
-def checks(models: list[str], configs: dict[str, dict], workers: int) -> None:
-    """The pooled pass with the checks off, then on: what the later calls and the oracle add to an every-flag sweep."""
+def checks(models: list[str], configs: dict[str, dict], workers: int, answer: bool = True) -> None:
+    """The pooled pass with the checks off, then on: what the later calls and the oracle add to an every-flag sweep;
+    `answer` False: every later call made, and the screen's misses counted."""
     off = one_pass(models, configs, workers, prune=True)
     report("checks off (pruned and pooled)", off, workers, len(configs))
-    on = one_pass(models, configs, workers, prune=True, accuracy=Accuracy())
-    rate = report("checks on (pruned and pooled)", on, workers, len(configs))
+    on = one_pass(models, configs, workers, prune=True, accuracy=Accuracy(answer=answer))
+    rate = report(f"checks on (pruned and pooled{'' if answer else ', answering off'})", on, workers, len(configs))
     whole = CORPUS_CLASSES * len(configs) / rate / RUNNER_CORES
     print(f"on / off wall: {on['wall'] / off['wall']:.2f} (target <= {TARGET_RATIO}); whole corpus with the checks "
           f"on: {whole:.0f} min (target <= {TARGET_MIN:.0f})")
+    if not answer:
+        misses(on)
+        return
     answered = sum(o.reason == ANSWERED for o in on["outcomes"])
     differ = [f for f in on["answers"] if f.disagreement]
     print(f"answered from the baseline: {answered} items; answer audit: {len(on['answers'])} traced in full, "
           f"{len(differ)} disagreements (target 0)")
     for f in differ:
         print(f"  {f.model} {f.config}: {f.disagreement}")
+
+
+def misses(res: dict) -> None:
+    """Of the items traced in full that the screen would have answered: how many differ from their answered form."""
+    outs = {(o.model, o.config): o for o in res["outcomes"]}
+    traced = sum(o.reason in (None, POOLED) and len(o.calls) > 1 for o in outs.values() if o.config != "baseline")
+    differ = []
+    for (model, config), rule in sorted(res["screened"].items()):
+        full, base = outs[model, config], outs[model, "baseline"]
+        answered = dataclasses.replace(full, calls=answering.answered_calls(full.calls[0], base.calls))
+        why = answering.disagreement(answered, full)
+        if why:
+            differ.append((model, config, why))
+    print(f"the screen would have answered {len(res['screened'])} of {traced} items compiled with later calls (alone or "
+          f"in a pool); {len(differ)} of them differ from their full trace (target 0)")
+    for model, config, why in differ:
+        print(f"  {model} {config}: {why}")
 
 
 def main() -> int:
@@ -108,14 +151,15 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--checks", action="store_true", help="the pooled pass with the checks off, then on, only")
+    ap.add_argument("--no-answer", action="store_true", help="with --checks: every later call made; the misses")
+    ap.add_argument("--models", help="these models (comma-separated) instead of a stratified sample")
     args = ap.parse_args()
-    _, space = configspace.discover("count")
-    configs = {"baseline": {}, **flagsets.expand("all-dynamo", space, flagsets.load_exclusions())}
-    models = corpus_models(args.sample, args.seed)
+    configs = dynamo_configs()
+    models = args.models.split(",") if args.models else corpus_models(args.sample, args.seed)
     print(f"{len(models)} models x {len(configs)} configs (all-dynamo + baseline): {', '.join(models)}")
     print(machine("at the start"))
     if args.checks:
-        checks(models, configs, args.workers)
+        checks(models, configs, args.workers, answer=not args.no_answer)
         print(machine())
         return 0
     pooled = one_pass(models, configs, args.workers, prune=True)

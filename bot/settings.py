@@ -184,11 +184,14 @@ class AccuracySettings:
     # share of the answered items the night's audit traces again in full, seeded by the night; at least answer_audit_min
     answer_audit: float = setting(0.05, Check(lambda v: 0 <= v <= 1, "a share between 0 and 1"))
     answer_audit_min: int = setting(2, at_least(0))
+    # nights after an audit disagreement that the rule stays off for that flag (each quarantine keeps its own count)
+    answer_quarantine: int = setting(7, at_least(0))
 
     def options(self) -> Accuracy:
         """The engine's plain-data form."""
         return Accuracy(enabled=self.enabled, rtol=self.rtol, atol=self.atol, answer=self.answer,
-                        answer_audit=self.answer_audit, answer_audit_min=self.answer_audit_min)
+                        answer_audit=self.answer_audit, answer_audit_min=self.answer_audit_min,
+                        answer_quarantine=self.answer_quarantine)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import sqlite3
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
-from harness.core.commits import Commit, FileChange
+from harness.core.commits import Commit, FileChange, Person
 from harness.core.record import check_closed, parse
 from state.db import transaction
 from state.runs import now
@@ -97,7 +97,8 @@ class CommitRange:
 def _commit(data: dict[str, Any]) -> Commit:
     found = parse(Commit, data, "Commit")
     return replace(found, files=tuple(parse(FileChange, f, "FileChange") for f in found.files),
-                   coauthors=tuple(found.coauthors), approvers=tuple(found.approvers))
+                   coauthors=tuple(parse(Person, p, "Person") for p in found.coauthors),
+                   approvers=tuple(found.approvers))
 
 
 def _bisection(text: str | None) -> Bisection | None:

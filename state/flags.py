@@ -122,6 +122,69 @@ def answer_audit(conn: sqlite3.Connection, run_id: int) -> list[AnswerFinding]:
     return [AnswerFinding(*r) for r in rows]
 
 
+def record_answered(conn: sqlite3.Connection, run_id: int, model: str, config: str, rule: str | None,
+                    answered: bool = True) -> None:
+    """An item's later calls answered from the baseline by `rule` (`answered` False: the screen passed, but they
+    were made in full); rule None: nothing to keep (an earlier answer dropped)."""
+    if rule is None:
+        conn.execute("DELETE FROM answered_items WHERE run_id = ? AND model = ? AND config = ?",
+                     (run_id, model, config))
+    else:
+        conn.execute("INSERT OR REPLACE INTO answered_items (run_id, model, config, rule, answered) VALUES (?,?,?,?,?)",
+                     (run_id, model, config, rule, int(answered)))
+
+
+def answered(conn: sqlite3.Connection, run_id: int, *, screened: bool = False) -> dict[tuple[str, str], str]:
+    """{(model, config): the rule that answered its later calls} of a run; `screened`: also the items the screen
+    passed while answering was off."""
+    rows = conn.execute("SELECT model, config, rule FROM answered_items WHERE run_id = ? AND answered >= ?",
+                        (run_id, 0 if screened else 1))
+    return {(r[0], r[1]): r[2] for r in rows}
+
+
+@dataclass(frozen=True)
+class Quarantine:
+    """A config the audit found answered wrong: the rule is off for it that night and its next `nights`."""
+
+    config: str
+    run_id: int                 # the run whose audit found it
+    night: str | None           # that run's nightly date
+    nights: int
+    why: str
+    left: int                   # nights still to come under it, the current one included
+
+
+def quarantine(conn: sqlite3.Connection, run_id: int, night: str | None, nights: int,
+               findings: Iterable[AnswerFinding]) -> None:
+    """Quarantine each config a finding disagreed on (the first disagreement of it names why)."""
+    why: dict[str, str] = {}
+    for f in findings:
+        if f.disagreement:
+            why.setdefault(f.config, f"{f.model}: {f.disagreement}")
+    with transaction(conn):
+        conn.executemany("INSERT OR REPLACE INTO answer_quarantine (run_id, night, config, nights, why) "
+                         "VALUES (?,?,?,?,?)", [(run_id, night, c, nights, w) for c, w in why.items()])
+
+
+def quarantined(conn: sqlite3.Connection, night: str | None, before: int | None = None) -> list[Quarantine]:
+    """The configs under quarantine for a run of `night` (None: not a nightly): found by an earlier run (below
+    `before`, when given: as of that run), with fewer than its `nights` nights run since, `night` not counted.
+    Newest first, one per config."""
+    below = before if before is not None else 2 ** 62
+    rows = conn.execute("SELECT run_id, night, config, nights, why FROM answer_quarantine WHERE run_id < ?"
+                        " ORDER BY run_id DESC", (below,)).fetchall()
+    found: dict[str, Quarantine] = {}
+    for run_id, found_night, config, nights, why in rows:
+        if config in found:
+            continue
+        since = conn.execute("SELECT count(DISTINCT nightly) FROM runs WHERE id > ? AND id < ? AND nightly IS NOT NULL"
+                             " AND nightly IS NOT ? AND nightly IS NOT ?",
+                             (run_id, below, found_night, night)).fetchone()[0]
+        if since < nights:
+            found[config] = Quarantine(config, run_id, found_night, nights, why, nights - since)
+    return list(found.values())
+
+
 def disabled_keys(conn: sqlite3.Connection) -> set[str]:
     """Flag keys never pruned again."""
     return {r[0] for r in conn.execute("SELECT key FROM prune_disabled")}

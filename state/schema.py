@@ -446,6 +446,44 @@ UPDATE runs SET options = json_set(options, '$.accuracy.answer_audit', 0.05) WHE
 UPDATE runs SET options = json_set(options, '$.accuracy.answer_audit_min', 2) WHERE json_type(options, '$.accuracy.answer_audit_min') IS NULL;
 """
 
+# v20 -> v21: a commit's co-authors are people (harness.core.commits.Person: a name, and a login only where GitHub
+# vouches for it), no longer one string that was a login or a name by its shape (issue 45). A co-author stored
+# before is kept as a name without a login: it is shown, never mentioned or cc'd again (its shape proved nothing).
+V21 = """
+UPDATE commit_ranges SET commits = (
+    SELECT json_group_array(json(CASE WHEN json_type(c.value, '$.coauthors') = 'array' THEN
+        json_set(c.value, '$.coauthors', json((
+            SELECT json_group_array(CASE WHEN a.type = 'text' THEN json_object('name', a.value, 'login', NULL)
+                                         ELSE json(a.value) END)
+            FROM json_each(c.value, '$.coauthors') AS a)))
+        ELSE c.value END))
+    FROM json_each(commit_ranges.commits) AS c);
+"""
+
+# v21 -> v22: the later calls screened (issue 44). Per run, each answered item and the rule that answered it; the
+# configs the audit found answered wrong, kept off the rule for their next nights (answer_quarantine, stored with each
+# quarantine). A run stored before the setting existed ran with the default, 7.
+V22 = """
+CREATE TABLE answered_items (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    model TEXT NOT NULL,
+    config TEXT NOT NULL,
+    rule TEXT NOT NULL,                    -- the rule that answered its later calls (harness.engine.flags.answering)
+    answered INTEGER NOT NULL DEFAULT 1,   -- 0: the screen passed, but answering was off (traced in full: a bench)
+    PRIMARY KEY (run_id, model, config)
+);
+CREATE TABLE answer_quarantine (
+    run_id INTEGER NOT NULL REFERENCES runs(id),   -- the run whose audit found the disagreement
+    night TEXT,                                    -- its nightly date (NULL: not a nightly)
+    config TEXT NOT NULL,
+    nights INTEGER NOT NULL,                       -- how many nights after it the rule stays off for the config
+    why TEXT NOT NULL,                             -- the disagreement: model and first call that differed
+    PRIMARY KEY (run_id, config)
+);
+UPDATE runs SET options = json_set(options, '$.accuracy.answer_quarantine', 7)
+    WHERE json_type(options, '$.accuracy') IS NOT NULL AND json_type(options, '$.accuracy.answer_quarantine') IS NULL;
+"""
+
 MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19,
-                         V20]
+                         V20, V21, V22]
 SCHEMA_VERSION = len(MIGRATIONS)

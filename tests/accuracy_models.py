@@ -60,6 +60,34 @@ class NoisyLM(TinyLM):
         return {**out, "logits": out["logits"] + _noise(out["logits"])}
 
 
+class BuiltinsLM(TinyLM):
+    """Looks up builtins while traced (`getattr`, `len`): Dynamo guards them in a worker's first compile only."""
+
+    def forward(self, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        mix = getattr(self, "mix")
+        hidden = torch.tanh(mix(self.embed(input_ids))) * len(input_ids.shape)
+        return {"last_hidden_state": hidden, "logits": self.head(hidden)}
+
+
+@torch._dynamo.assume_constant_result
+def _late_flag() -> bool:
+    # Called while tracing, its result a constant of the graph: the read is recorded, never guarded.
+    return bool(torch._dynamo.config.capture_scalar_outputs)
+
+
+class LateFlagLM(TinyLM):
+    """Reads capture_scalar_outputs whenever it is traced (unguarded), but acts on it only at a longer sequence than
+    its first (the second-size recompile): the first call is the baseline's, by code and guards, the later call is
+    not. The answer screen cannot see this (the key is read in the first window too); the audit must."""
+
+    def forward(self, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        late = torch.compiler.is_compiling() and _late_flag()
+        hidden = torch.tanh(self.mix(self.embed(input_ids)))
+        if late and input_ids.shape[1] > 16:   # longer than SPEC's: the second size
+            hidden = hidden + SHIFT
+        return {"last_hidden_state": hidden, "logits": self.head(hidden)}
+
+
 def _builder(cls: type) -> object:
     def build(device: str) -> Built:
         torch.manual_seed(0)
@@ -76,6 +104,7 @@ def expose() -> None:
 
 register("TinyLM", "decoder_llm", _builder(TinyLM))
 register("TinyNoisyLM", "decoder_llm", _builder(NoisyLM))
+register("TinyLateFlagLM", "decoder_llm", _builder(LateFlagLM))
 # A second spec as a lock entry would seal it, malformed: its second_size call is lost, nothing else.
 register("TinyCorruptSecondLM", "decoder_llm", _builder(TinyLM),
          second_spec={"input_ids": {"kind": "ids", "shape": "twenty-four"}})

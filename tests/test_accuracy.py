@@ -179,18 +179,24 @@ def test_a_failed_fp64_reference_is_not_run_again_and_leaves_the_call_not_judged
     assert found[0].accuracy == "not_judged" and "fp64 reference failed: TypeError: float32 only" in found[0].detail
 
 
-def test_the_weight_step_is_drawn_once_taken_alike_by_every_copy_and_undone_bitwise():
+def test_the_weight_step_is_drawn_once_taken_alike_by_every_copy_and_undone_bitwise_from_the_other_copy():
     torch.manual_seed(0)
     module = _Mixer().eval()
-    wide, before = copy.deepcopy(module).double(), {n: p.detach().clone() for n, p in module.named_parameters()}
-    change, taken = weights_moved(module), []
-    for _call in range(2):
-        with change(module), change(wide):
-            taken.append({n: p.detach() - before[n] for n, p in module.named_parameters()})
+    twin = copy.deepcopy(module)
+    before = {n: p.detach().clone() for n, p in module.named_parameters()}
+    change, taken = weights_moved(module, twin), []
+    for target in (module, twin, module):
+        wide = copy.deepcopy(module).double()       # as the fp64 run's: made for the one run, never restored
+        with change(target), change(wide):
+            taken.append({n: p.detach() - before[n] for n, p in target.named_parameters()})
             for n, p in wide.named_parameters():   # the fp64 copy's step: the same draw, cast before scaling
                 assert torch.allclose(p.detach() - before[n].double(), taken[-1][n].double(), atol=1e-7)
-        assert all(torch.equal(p, before[n]) for n, p in module.named_parameters())
-    assert all(torch.equal(taken[0][n], taken[1][n]) and 0 < taken[0][n].abs().max() < 0.1 for n in before)
+        for copied in (module, twin):               # each restored from the other, no saved copy
+            assert all(torch.equal(p, before[n]) for n, p in copied.named_parameters())
+    assert all(torch.equal(taken[0][n], t[n]) and 0 < t[n].abs().max() < 0.1 for t in taken[1:] for n in before)
+    with change(module), pytest.raises(RuntimeError, match="both cannot be moved at once"):
+        with change(twin):
+            pass
 
 
 def test_after_the_first_wrong_output_no_value_is_compared_but_metadata_still_is_listed():
@@ -226,3 +232,35 @@ def test_outputs_too_large_to_hold_are_made_again_and_judged_as_the_held_ones(mo
     refs = References("M", Built(copy.deepcopy(model), inputs), "cpu", Accuracy())
     assert refs.first is None and refs.outputs == {} and refs.made_again == {"hook_added", "weights_updated"}
     assert judged(refs) == held and [v.accuracy for v in held] == ["exact", "close", "wrong", "exact"]
+
+
+class _Pooled(_Mixer):
+    """Each row's output sees the whole batch (its mean): a row run alone is not the batched output's row."""
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        logits = super().forward(x)["logits"]
+        return {"logits": logits - logits.mean(0, keepdim=True)}
+
+
+@pytest.mark.parametrize("cls", [_Mixer, _Pooled])
+def test_a_large_outputs_fp64_arbitration_per_batch_row_equals_the_whole_outputs(monkeypatch, cls):
+    from harness.engine import scenarios
+
+    torch.manual_seed(0)
+    model, inputs, tight = cls().eval(), {"x": torch.randn(6, 4)}, Accuracy(rtol=1e-9, atol=1e-9)
+
+    def judged(refs: References) -> list:
+        eager = scenarios.run(refs.eager, refs.inputs)["logits"]
+        nearer = scenarios.run(scenarios.double_copy(refs.eager), scenarios.to_fp64(refs.inputs))["logits"].float()
+        hook = next(s for s in refs.steps if s.scenario == "hook_added")
+        return [refs.judge(None, {"logits": nearer}), refs.judge(None, {"logits": eager + 1e-4}),
+                refs.judge(hook, {"logits": refs._reference(hook)["logits"] + 1e-4})]
+
+    whole = judged(References("M", Built(copy.deepcopy(model), inputs), "cpu", tight))
+    assert [v.accuracy for v in whole] == ["close", "wrong", "wrong"] and "as close to fp64" in whole[0].detail
+    monkeypatch.setattr(scenarios, "HOLD_BYTES", 0)     # every output large: arbitrated per batch row
+    refs = References("M", Built(copy.deepcopy(model), inputs), "cpu", tight)
+    if cls is _Mixer:   # no whole fp64 output is ever made
+        monkeypatch.setattr(refs, "_fp64_run", lambda step: pytest.fail("the whole fp64 output was made"))
+    assert judged(refs) == whole
+    assert all(torch.equal(p, q) for p, q in zip(refs.eager.parameters(), model.parameters()))   # step undone

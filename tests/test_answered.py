@@ -3,14 +3,16 @@
 One sweep (one worker, a real store) holds every case: TinyLM, whose second-size call recompiles, and
 TinyCorruptSecondLM (TinyLM whose sealed second spec is corrupt: no second-size call, so no later call recompiles),
 each under the baseline, capture_dynamic_output_shape_ops (read by the first compile only, the graphs unchanged),
-skip_nnmodule_hook_guards=False (the same graphs, other guards: the hook added later is seen), and two recompile
-limits raised, named to go together (the nightly's named flags): compiled as one pool, later calls included.
+skip_nnmodule_hook_guards=False (the same graphs, other guards: the hook added later is seen), error_on_recompile
+(read by the second-size recompile alone), and two recompile limits raised, named to go together (the nightly's
+named flags): compiled as one pool, later calls included.
 """
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
+import torch
 
 from harness.core.calls import Call
 from harness.core.outcome import ANSWERED, POOLED, Outcome
@@ -21,13 +23,15 @@ from state import db, flags, runs
 
 CDOS = "capture_dynamic_output_shape_ops"
 HOOKS = "hooks_guarded"
+LATE = "error_on_recompile"
 CONFIGS = {"baseline": {}, CDOS: {"torch._dynamo.config.capture_dynamic_output_shape_ops": True},
            HOOKS: {"torch._dynamo.config.skip_nnmodule_hook_guards": False},
+           LATE: {"torch._dynamo.config.error_on_recompile": True},
            "limit": {"torch._dynamo.config.recompile_limit": 16},
            "accumulated": {"torch._dynamo.config.accumulated_recompile_limit": 512}}
 MODELS = ["TinyLM", "TinyCorruptSecondLM"]
 OPTIONS = SweepOptions(workers=1, timeout=120, extra_modules=["tests.accuracy_models"],
-                       accuracy=Accuracy(answer_audit=0.0, answer_audit_min=0))   # the test traces in full itself
+                       accuracy=Accuracy(answer_audit=0.0, answer_audit_min=0))   # one per config: the least
 
 pytestmark = pytest.mark.compile
 
@@ -73,22 +77,33 @@ def test_runs_show_model_prints_each_windows_keys_and_refuses_a_model_the_run_la
     assert capsys.readouterr().err.strip() == f"flagsweep: run {run_id} has no model NoSuchModel"
 
 
-def test_a_config_read_only_by_the_first_compile_is_answered_and_equals_its_full_trace_call_by_call(swept):
+@pytest.mark.parametrize("model", MODELS)
+def test_an_answered_item_equals_its_full_trace_call_by_call(swept, model):
     conn, run_id, outs, _ = swept
-    answered = outs["TinyCorruptSecondLM", CDOS]
+    answered = outs[model, CDOS]
     assert answered.reason == ANSWERED and answered.status == "ok"
-    base = outs["TinyCorruptSecondLM", "baseline"]
+    assert flags.answered(conn, run_id)[model, CDOS] == answering.RULE_GRAPHS   # stored with the rule
+    base = outs[model, "baseline"]
     assert answered.calls[1:] == base.calls[1:] and answered.calls[0].scenario == "first"
-    full, = run_items([("TinyCorruptSecondLM", CDOS)], configs=CONFIGS, base_settings={}, options=OPTIONS,
-                      answer=False)
-    assert full.reason is None
+    full, = run_items([(model, CDOS)], configs=CONFIGS, base_settings={}, options=OPTIONS, answer=False)
+    assert full.reason is None and len(full.calls) == len(base.calls)
     assert [dataclasses.astuple(c) for c in full.calls] == [dataclasses.astuple(c) for c in answered.calls]
-    # Where the second-size recompile reads the flag, it is traced in full, recompile included.
-    assert outs["TinyLM", CDOS].reason is None and outs["TinyLM", CDOS].calls[1].recompiles == 1
+
+
+def test_a_flag_read_only_at_the_recompile_is_never_answered(swept):
+    conn, run_id, outs, _ = swept
+    late, base = outs["TinyLM", LATE], outs["TinyLM", "baseline"]
+    # Its first call is the baseline's; the screen sends it to a full trace because the baseline read its key in the
+    # second-size window alone: there it raises, where the baseline recompiled.
+    assert late.reason is None and (late.graphs, late.ops_per_graph) == (base.graphs, base.ops_per_graph)
+    assert base.calls[1].recompiles == 1 and base.calls[1].error_type is None
+    assert late.calls[1].scenario == "second_size" and late.calls[1].error_type is not None
+    assert ("TinyLM", LATE) not in flags.answered(conn, run_id)
 
 
 def test_a_flag_that_changes_the_guards_and_not_the_graphs_is_not_answered(swept):
-    _, _, outs, _ = swept
+    conn, run_id, outs, _ = swept
+    assert ("TinyCorruptSecondLM", HOOKS) not in flags.answered(conn, run_id)
     base, hooks = outs["TinyCorruptSecondLM", "baseline"], outs["TinyCorruptSecondLM", HOOKS]
     assert hooks.reason is None and hooks.graphs == base.graphs and hooks.ops_per_graph == base.ops_per_graph
     by = {c.scenario: c for c in hooks.calls}
@@ -124,6 +139,7 @@ def test_the_audit_catches_a_planted_disagreement_and_turns_the_rule_off_for_tha
     findings, replaced = answering.audit(stored, audit, (), trace)
     sampled = answering.sample([(o.model, o.config) for o in stored if o.reason == ANSWERED], audit)
     assert asked[0] == sampled and len(findings) == 2
+    assert {c for _, c in sampled} == {"flag", "other"}   # one answered item of every config, at least
     wrong = [f for f in findings if f.disagreement]
     assert wrong and all(f.config == "flag" for f in wrong)
     assert wrong[0].disagreement == "hook_added: accuracy 'wrong' answered, 'exact' traced"
@@ -174,3 +190,17 @@ def test_the_worker_keeps_the_second_spec_it_used_and_the_accuracy_reproducer_re
                                       "cpu", 1e-3, 1e-3))
     assert "input_ids=torch.randint(0, 50, (2, 7))," in script
     assert built.to_dict()["second_spec"] == recorded and "second_spec" not in builds["TinyCorruptSecondLM"].to_dict()
+
+
+def test_the_guards_compared_leave_out_the_builtins_a_workers_first_compile_alone_guards():
+    # Dynamo guards the builtins a frame looks up (getattr, len) in a process's first compile only: kept in the
+    # digest, no config compiled after the baseline (BertModel, GPT2Model: every one) could ever be answered.
+    from harness.engine import backend
+    from harness.zoo.inputs import make_inputs
+    from tests import accuracy_models as am
+
+    torch.manual_seed(0)
+    module, inputs = am.BuiltinsLM().eval(), make_inputs(am.SPEC, 0, "cpu")
+    first, later = (backend.compile_and_run(module, inputs, settings=s, backend="count").guards
+                    for s in ({}, CONFIGS[CDOS]))
+    assert first is not None and first == later

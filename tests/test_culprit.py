@@ -10,7 +10,7 @@ from bot.builds import checkout
 from bot.github.client import GitHubPublisher
 from bot.ranges import culprit
 from bot.settings import CulpritSettings
-from harness.core.commits import (Commit, CommitError, FileChange, commit, nightly_main_sha, parse_message,
+from harness.core.commits import (Commit, CommitError, FileChange, Person, commit, nightly_main_sha, parse_message,
                                   python_stretch)
 from harness.core.suspects import Crash, cc_for, frame_files, rank
 from tests import culprit_series as series
@@ -20,18 +20,20 @@ H = "@flagsweep-bot"
 
 
 def c(sha: str, *paths: str, author: str = "alice", status: str = "modified", coauthors: tuple[str, ...] = ()) -> Commit:
+    """A commit; each co-author a login, or a name (with a space: no login)."""
+    people = tuple(Person(p) if " " in p else Person(p.title(), p) for p in coauthors)
     return Commit(sha=sha * 40 if len(sha) == 1 else sha, title=f"change {sha}", author=author,
-                  files=tuple(FileChange(p, status) for p in paths), coauthors=coauthors)
+                  files=tuple(FileChange(p, status) for p in paths), coauthors=people)
 
 
 # -- what the merge bot and the nightly job write --------------------------------------------------------------
 def test_a_merge_bot_message_names_the_pr_approvers_and_co_authors():
     said = parse_message(series.message("[dynamo] fix abs", 1002, ("reviewer2", "reviewer3"), coauthor="carol"))
     assert (said.title, said.pr, said.approvers, said.coauthors) == ("[dynamo] fix abs (#1002)", 1002,
-                                                                     ("reviewer2", "reviewer3"), ("carol",))
+                                                                     ("reviewer2", "reviewer3"), (Person("Carol", "carol"),))
     # a message with only the title's (#N), and a co-author without a noreply address (named, never a login)
     said = parse_message("Fix it (#77)\n\nCo-authored-by: Dana Smith <dana@example.com>\n")
-    assert (said.pr, said.approvers, said.coauthors) == (77, (), ("Dana Smith",))
+    assert (said.pr, said.approvers, said.coauthors) == (77, (), (Person("Dana Smith"),))
 
 
 def test_a_nightly_commit_names_its_main_commit_and_anything_else_is_one_line():
@@ -120,7 +122,7 @@ def test_compare_pages_and_each_commit_says_its_pr_people_and_files(fake_github)
     assert [x.sha for x in found] == shas[1:]
     planted = found[1]
     assert (planted.pr, planted.author, planted.coauthors, planted.approvers, planted.parent) == (
-        2002, "bob", ("carol",), ("reviewer2", "reviewer3"), shas[1])
+        2002, "bob", (Person("Carol", "carol"),), ("reviewer2", "reviewer3"), shas[1])
     assert planted.files == (FileChange("torch/_dynamo/variables/builtin.py", "modified"),)
     assert len(fake_github.requests.matching("GET", r"/compare/")) == 2        # 101 commits: two pages of 100
     assert len(fake_github.requests.matching("GET", r"/commits/[0-9a-f]+$")) == 101

@@ -20,6 +20,7 @@ from bot.pipeline import culprit as pipeline_culprit
 from bot.ranges import culprit, overlay
 from bot.settings import CulpritSettings, IssueSettings, Settings, VerifySettings
 from bot.verify import overlay_run
+from harness.core.commits import Person
 from harness.core.suspects import Crash
 from state import db, ranges, verdicts
 from state.ranges import Build, Range
@@ -110,7 +111,7 @@ def test_the_night_bisects_the_planted_commit_on_an_overlay(night):
     assert r.status == "found", r.reason
     assert r.bisection.culprit == s.shas["planted"] and r.bisection.parent == s.shas["harmless1"]
     named = r.culprit
-    assert (named.pr, named.author, named.coauthors, named.approvers) == (1002, "bob", ("carol",),
+    assert (named.pr, named.author, named.coauthors, named.approvers) == (1002, "bob", (Person("Carol", "carol"),),
                                                                            ("reviewer2", "reviewer3"))
     # the cut after the culprit is said, with why
     assert f"stops between {s.shas['planted'][:12]} and {s.shas['cpp'][:12]}" in r.reason

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from harness.core import record
+from harness.core.suspects import people_of
 from bot.commands import parse as cmd_mod
 from bot.commands import work
 from bot.commands.context import Context, RetryLater, UserError, role_at_least
@@ -145,7 +146,7 @@ def do_wrong_culprit(ctx: Context, number: int, link: Any, args: dict[str, Any],
     found = _mark_wrong(ctx.conn, link.signature, author)
     if found is None:
         raise UserError("this issue names no bisected culprit (none was found, or it is already marked wrong)")
-    people = list(found.culprit.people) if found.culprit else []
+    people = list(people_of(found.culprit)) if found.culprit else []
     _remove_cc(ctx.conn, link.key, people)
     return Said(f"wrong culprit {found.bisection.culprit[:12]}",
                 _words(ctx, "reply_wrong_culprit.md.j2", sha=found.bisection.culprit[:12], people=people))

@@ -4,18 +4,21 @@ A confirmed culprit (bisected, its parent passing, not marked wrong) is named wi
 approvers and the two re-tests that prove it; otherwise at most three suspects, each with why, and why the
 bisection named none. The cc (harness.core.suspects.cc_for): the culprit's people, or the suspects' by the
 1 / 2-3 / more-than-3 rule, never a login removed from the issue; it is added on top of the routing rules.
-Anyone the issue names without cc'ing (an approver, a removed author) is written as code, never as a mention.
+Anyone the issue names without cc'ing (an approver, a removed author, a co-author past the cc's bound or without a
+login GitHub vouches for) is written as code, never as a mention; at most SHOWN_PEOPLE co-authors and approvers are
+named per commit, then how many more.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.commits import Commit
+from harness.core.commits import Commit, Person
 from harness.core.suspects import cc_for
 from state.culprits import CommitRange, ProbeRow
 
 SHOWN_SUSPECTS = 3
+SHOWN_PEOPLE = 5          # co-authors, and approvers, named per commit (a message may list hundreds)
 PR_URL = "https://github.com/pytorch/pytorch/pull/{pr}"
 COMMIT_URL = "https://github.com/pytorch/pytorch/commit/{sha}"
 
@@ -56,12 +59,16 @@ def _commit(c: Commit, cc: list[str]) -> dict[str, Any]:
     title = c.title.removesuffix(f"(#{c.pr})").rstrip() if c.pr else c.title     # the PR is linked beside it
     return {"sha": c.short, "url": COMMIT_URL.format(sha=c.sha), "title": title, "pr": c.pr,
             "pr_url": PR_URL.format(pr=c.pr) if c.pr else None,
-            "author": _person(c.author, cc), "coauthors": [_person(p, cc) for p in c.coauthors],
-            "approvers": [_person(p, []) for p in c.approvers]}
+            "author": _person(Person(c.author, c.author), cc) if c.author else None,
+            "coauthors": [_person(p, cc) for p in c.coauthors[:SHOWN_PEOPLE]],
+            "more_coauthors": max(len(c.coauthors) - SHOWN_PEOPLE, 0),
+            "approvers": [_person(Person(p), []) for p in c.approvers[:SHOWN_PEOPLE]],
+            "more_approvers": max(len(c.approvers) - SHOWN_PEOPLE, 0)}
 
 
-def _person(login: str | None, cc: list[str]) -> dict[str, Any] | None:
-    return {"login": login, "mention": login in cc} if login else None
+def _person(p: Person, cc: list[str]) -> dict[str, Any]:
+    """A person as shown: a mention only for a login the cc holds; anyone else by login or name, as code."""
+    return {"shown": p.login or p.name, "mention": p.login is not None and p.login in cc}
 
 
 def _evidence(found: CommitRange) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from bot.text.render import render
 from harness.core import defaults, unsafe
 from harness.core.effects import calls_table, effect_table, judged
 from harness.core.outcome import ANSWERED, EFFECTS, Outcome
-from state import gates, history
+from state import flags as stored_flags, gates, history
 from state import runs as runs_mod
 from state.history import SignatureRow
 from state.resolutions import Tally
@@ -247,11 +247,17 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         "precision": _precision(precision or view.tally),
         "readiness": readiness.context(conn, view),
         "verify_cost": _verify_cost(view),
-        "calls": _calls(view, configs) if judged(effs) else None,
+        "calls": _calls(view, configs, _quarantined(conn, view)) if judged(effs) else None,
     }
 
 
-def _calls(view: RunView, configs: list[str]) -> dict[str, Any]:
+def _quarantined(conn: sqlite3.Connection, view: RunView) -> list[dict[str, Any]]:
+    """The flags whose later calls the run's audit (or an earlier night's) kept off the answer rule."""
+    last = max(view.group or (view.run.id,))
+    return [dataclasses.asdict(q) for q in stored_flags.quarantined(conn, view.run.nightly, before=last + 1)]
+
+
+def _calls(view: RunView, configs: list[str], quarantined: list[dict[str, Any]]) -> dict[str, Any]:
     """The correctness and recompile section (a run with judged calls only): per config its counts and whether it
     is unsafe by its own documentation, the run's baseline findings (by cause, every model kept), and the axes'
     changes since the previous run."""
@@ -260,13 +266,15 @@ def _calls(view: RunView, configs: list[str]) -> dict[str, Any]:
             "unsafe": {c: unsafe.reason(view.run.configs.get(c, {}), table) for c in configs},
             "findings": defaults.explain(view.outcomes, view.run.configs, defaults.load()),
             "changes": [t.to_dict() for t in view.diff.axis_news()] if view.diff else [],
-            "answered": answered(view)}
+            "answered": answered(view, quarantined)}
 
 
-def answered(view: RunView) -> dict[str, Any]:
-    """The items whose later calls were answered from the baseline, and what the night's audit of them found."""
+def answered(view: RunView, quarantined: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The items whose later calls were answered from the baseline, what the night's audit of them found, and the
+    flags under quarantine."""
     return {"count": sum(1 for o in view.outcomes if o.reason == ANSWERED), "audited": len(view.answer_audit),
-            "disagreed": [dataclasses.asdict(f) for f in view.answer_audit if f.disagreement]}
+            "disagreed": [dataclasses.asdict(f) for f in view.answer_audit if f.disagreement],
+            "quarantined": list(quarantined)}
 
 
 def _precision(tally: Tally | None) -> dict[str, Any] | None:

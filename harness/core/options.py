@@ -33,6 +33,8 @@ class Accuracy:
     answer: bool = True
     answer_audit: float = 0.05
     answer_audit_min: int = 2
+    # Nights after a disagreement that the rule stays off for the config the audit found answered wrong.
+    answer_quarantine: int = 7
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Accuracy":
@@ -40,7 +42,7 @@ class Accuracy:
         found = parse(cls, data, "accuracy options")
         _check(found, "accuracy options", {"enabled": _flag, "rtol": _tolerance, "atol": _tolerance, "answer": _flag,
                                            "answer_audit": lambda v: _number(v) and 0 <= v <= 1,
-                                           "answer_audit_min": _count(0)})
+                                           "answer_audit_min": _count(0), "answer_quarantine": _count(0)})
         return found
 
 

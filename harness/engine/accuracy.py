@@ -12,6 +12,7 @@ Metadata (requires_grad, inference tensors, strides) is listed apart: it never m
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -97,6 +98,14 @@ class Fp64:
 
     run: Callable[[], Any]
     eager_error: dict[str, float] = field(default_factory=dict)
+    # A large output's fp64 reference one batch row at a time (harness.engine.scenarios.References): each row's
+    # (fp64 output, eager's output) in turn, made from that row's inputs alone. None: the whole run only.
+    rows: Callable[[], Iterator[tuple[Any, Any]]] | None = None
+
+
+class RowsDiffer(ValueError):
+    """Eager run on one batch row is not its batched output's row (or no row tiles the output): the fp64 reference
+    must be made whole."""
 
 
 def compare(ref: Any, res: Any, *, rtol: float, atol: float, fp64: Fp64 | None = None) -> Verdict:
@@ -133,6 +142,13 @@ class _Lazy:
             except Exception as exc:   # some models refuse float64 (a float32 mask, a dtype check): no arbitration
                 self.why = f"the fp64 reference failed: {type(exc).__name__}: {str(exc)[:120]}"
         return self.by_path.get(path)
+
+    def rows(self, path: str) -> Iterator[tuple[Any, Any]] | None:
+        """(fp64's value, eager's value) at `path`, one batch row at a time, where the reference offers rows (None:
+        only whole); the row run is closed with the iterator (its changes undone)."""
+        if self.fp64 is None or self.fp64.rows is None:
+            return None
+        return _at(self.fp64.rows(), path)
 
     def known(self, path: str) -> float | None:
         """Eager's RMSE to the fp64 output at `path`, where a config of the group has measured it."""
@@ -205,12 +221,65 @@ def _arbitrate(path: str, x: torch.Tensor, y: torch.Tensor, rtol: float, atol: f
         settled = bounded(_rms(x, y), known, _multiplier(x, atol), atol)
         if settled is not None:
             return _arbitrated(path, x, y, settled, known)
-    fp64 = reference.get(path)
-    if not isinstance(fp64, torch.Tensor) or fp64.shape != x.shape:
-        return Verdict("not_judged", path, f"{_diff(x, y)} beyond rtol {rtol:g}, atol {atol:g}; {reference.why}")
-    passes, eager_error = as_close_as_eager(x, y, fp64.detach().cpu(), atol)
+    found = _by_rows(path, x, y, atol, reference)
+    if found is None:
+        fp64 = reference.get(path)
+        if not isinstance(fp64, torch.Tensor) or fp64.shape != x.shape:
+            return Verdict("not_judged", path, f"{_diff(x, y)} beyond rtol {rtol:g}, atol {atol:g}; {reference.why}")
+        found = as_close_as_eager(x, y, fp64.detach().cpu(), atol)
+    passes, eager_error = found
     reference.remember(path, eager_error)
     return _arbitrated(path, x, y, passes, eager_error)
+
+
+def _at(rows: Iterator[tuple[Any, Any]], path: str) -> Iterator[tuple[Any, Any]]:
+    with contextlib.closing(rows):   # type: ignore[type-var]
+        for fp64, eager in rows:
+            values = _value_at(fp64, path), _value_at(eager, path)
+            del fp64, eager   # the rest of the row's outputs
+            yield values
+            del values        # before the next row is made
+
+
+def _value_at(out: Any, path: str) -> Any:
+    return next((leaf.value for leaf in leaves(out) if leaf.path == path), None)
+
+
+def _by_rows(path: str, x: torch.Tensor, y: torch.Tensor, tol: float,
+             reference: _Lazy) -> tuple[bool, float] | None:
+    """as_close_as_eager against the fp64 reference made one batch row at a time (each row's fp64 output released
+    before the next is made: no float64 copy of the whole output exists); None where it is not offered or cannot be
+    used (a value without a row per batch row, rows that are not the batched output's, a model that refuses float64):
+    then the whole reference is made (and its failure, if any, named)."""
+    rows = reference.rows(path) if x.ndim else None
+    if rows is None:
+        return None
+    try:
+        with contextlib.closing(rows):   # type: ignore[type-var]
+            return as_close_as_eager(x, y, _row_pieces(rows, x, y, tol), tol)
+    except Exception:   # RowsDiffer, the fp64 run's own failure: the whole run decides (and names a failure)
+        return None
+
+
+def _row_pieces(rows: Iterator[tuple[Any, Any]], x: torch.Tensor, y: torch.Tensor,
+                tol: float) -> Iterator[tuple[torch.Tensor, ...]]:
+    """(fp64 rows, eager's rows, compiled rows) in batch order; RowsDiffer where the rows do not tile `x`, or where
+    eager's own run on a row is not within `tol` of its batched output's row (a model whose rows see each other)."""
+    start = 0
+    for fp64, eager in rows:
+        if not isinstance(fp64, torch.Tensor) or not isinstance(eager, torch.Tensor) or fp64.ndim != x.ndim or \
+                fp64.shape[1:] != x.shape[1:] or eager.shape != fp64.shape:
+            raise RowsDiffer("a row's output is not a row of the batched one")
+        n = fp64.shape[0]
+        if not _allclose(eager.detach().cpu(), x[start:start + n], tol, tol):
+            raise RowsDiffer("eager's row is not its batched output's row")
+        piece = fp64.detach().cpu(), x[start:start + n], y[start:start + n]
+        del fp64, eager   # a row is held only while it is compared: none past the next row's making
+        yield piece
+        del piece
+        start += n
+    if start != x.shape[0]:
+        raise RowsDiffer("the rows do not cover the output")
 
 
 def _arbitrated(path: str, x: torch.Tensor, y: torch.Tensor, passes: bool, eager_error: float | None) -> Verdict:
@@ -220,9 +289,11 @@ def _arbitrated(path: str, x: torch.Tensor, y: torch.Tensor, passes: bool, eager
     return Verdict("wrong", path, f"{_diff(x, y)}; rmse {_rms(x, y):.2e} to eager, eager's to fp64 {eager_error:.2e}")
 
 
-def as_close_as_eager(ref: torch.Tensor, res: torch.Tensor, fp64: torch.Tensor, tol: float) -> tuple[bool, float]:
+def as_close_as_eager(ref: torch.Tensor, res: torch.Tensor, fp64: torch.Tensor | list[tuple[torch.Tensor, ...]],
+                      tol: float) -> tuple[bool, float]:
     """torch._dynamo.utils.same()'s verdict on one floating tensor against its fp64 reference (equal_nan, the rest
-    its defaults), and eager's error; computed chunk by chunk, never a float64 copy of the whole tensor:
+    its defaults), and eager's error; computed chunk by chunk, never a float64 copy of the whole tensor (`fp64` may
+    come in pieces: (fp64 rows, ref's rows, res's rows), the batch rows in order):
     1. `allclose(ref, res)` at rtol = atol = tol: passes;
     2. the reference not float64: fails;
     3. `ref` has a NaN where neither the reference nor `res` has one, and `res` is within 0.04 (both ways) of the
@@ -233,13 +304,32 @@ def as_close_as_eager(ref: torch.Tensor, res: torch.Tensor, fp64: torch.Tensor, 
     Each sum is a float64 sum per chunk, the chunks' sums added: a verdict can differ from same()'s only where
     res_error is within rounding of the threshold. (same()'s testing knob `inject_relu_bug_TESTING_ONLY` is not
     read.)"""
-    if _allclose(ref, res, tol, tol):
-        return True, _rms(fp64, ref) if fp64.dtype == torch.float64 else math.nan
-    if fp64.dtype != torch.float64:
-        return False, math.nan
-    ref_error, res_error = _rms(fp64, ref), _rms(fp64, res)
-    if _any_nan(ref) and not _any_nan(fp64) and not _any_nan(res) and _allclose(
-            fp64, res, NAN_RESCUE_TOL, NAN_RESCUE_TOL, cast=True):   # same(): res is better than ref there
+    pieces = [(fp64, ref, res)] if isinstance(fp64, torch.Tensor) else fp64   # consumed once, piece by piece
+    close = _allclose(ref, res, tol, tol)
+    rescue_asked = not close and _any_nan(ref) and not _any_nan(res)
+    wide, nan_fp64, rescue, sq_ref, sq_res = True, False, True, 0.0, 0.0
+    pieces = iter(pieces)
+    while (piece := next(pieces, None)) is not None:   # not a for loop: its names would hold a row past the next
+        f, a, b = piece
+        del piece
+        if f.dtype != torch.float64:
+            wide = False
+            break
+        sq_ref += _squares(f, a)
+        if not close:
+            sq_res += _squares(f, b)
+        if rescue_asked:
+            nan_fp64 = nan_fp64 or _any_nan(f)
+            rescue = rescue and _allclose(f, b, NAN_RESCUE_TOL, NAN_RESCUE_TOL, cast=True)
+        del f, a, b
+    n = ref.numel()
+    if not wide:
+        return close, math.nan
+    ref_error = math.sqrt(sq_ref / n) if n else math.nan
+    if close:
+        return True, ref_error
+    res_error = math.sqrt(sq_res / n) if n else math.nan
+    if rescue_asked and not nan_fp64 and rescue:   # same(): res is better than ref where ref has a NaN
         return True, ref_error
     passes = res_error <= _multiplier(ref, tol) * ref_error + tol / 10
     return passes or (math.isnan(ref_error) and math.isnan(res_error)), ref_error
@@ -278,8 +368,12 @@ def _allclose(a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float, *, cas
 
 def _rms(x: torch.Tensor, y: torch.Tensor) -> float:
     """RMSE between two tensors in float64 (complex128 for complex ones), chunk by chunk (NaN where either has one)."""
-    total = sum(float(torch.linalg.vector_norm(_wide(cx) - _wide(cy))) ** 2 for cx, cy in _chunks(x, y))
-    return math.sqrt(total / x.numel()) if x.numel() else math.nan
+    return math.sqrt(_squares(x, y) / x.numel()) if x.numel() else math.nan
+
+
+def _squares(x: torch.Tensor, y: torch.Tensor) -> float:
+    """The sum of squared differences in float64, chunk by chunk: each chunk's sum, the sums added."""
+    return sum(float(torch.linalg.vector_norm(_wide(cx) - _wide(cy))) ** 2 for cx, cy in _chunks(x, y))
 
 
 def _wide(t: torch.Tensor) -> torch.Tensor:

@@ -140,6 +140,12 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# Guards on the builtins (`len`, `getattr`...) are installed by a worker's first compile only (Dynamo keeps the
+# builtins dict's source for the process): compile order, not a flag. They are left out of the digest, so the
+# baseline (compiled first) and a later config are compared on what a flag can change.
+BUILTINS_GUARD = "G['__builtins_dict___"
+
+
 def guards_digest() -> str | None:
     """Dynamo's guards over every frame compiled since the last reset, in compile order, as one digest of their code
     (None where this torch does not expose them: nothing can then be proved equal). A flag can change what a later
@@ -155,7 +161,8 @@ def guards_digest() -> str | None:
         code = ref()
         for entry in _debug_get_cache_entry_list(code) if code is not None else ():
             parts.append(f"{code.co_name}:{code.co_firstlineno}")
-            parts.extend(getattr(entry.guard_manager, "code_parts", None) or ["<no guard code>"])
+            parts.extend(part for part in getattr(entry.guard_manager, "code_parts", None) or ["<no guard code>"]
+                         if BUILTINS_GUARD not in part)
     return _digest("\n".join(parts))
 
 

@@ -18,7 +18,7 @@ from harness.engine.configs import Checked, ConfigError, check_all_syntax
 from harness.engine.configs import check as config_check
 from harness.core.effects import BASELINE
 from harness.core.options import RunOptions, SweepOptions
-from harness.core.outcome import Outcome
+from harness.core.outcome import ANSWERED, Outcome
 from harness.core.run_environment import BuildOrigin, RunEnvironment
 from harness.engine.interpreter import CallFailed, call
 from harness.core.model_build import ModelBuild
@@ -93,10 +93,11 @@ def _pool(options: SweepOptions, base_settings: dict, n_groups: int, fresh: bool
 
 def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset(),
                 prune: frozenset[str] = frozenset(), pool: bool = False,
-                together: frozenset[str] = frozenset()) -> list[Group]:
+                together: frozenset[str] = frozenset(), unanswered: frozenset[str] = frozenset()) -> list[Group]:
     """One group per model: baseline first, then its configs, skipping items already done; `prune`: the configs
     the worker may report without compiling when the baseline never read their keys (and, with `pool`, may
-    compile together first when it did); `together`: configs compiled together after the baseline, never pruned."""
+    compile together first when it did); `together`: configs compiled together after the baseline, never pruned;
+    `unanswered`: configs whose later calls are always made (quarantined)."""
     names = [BASELINE] + [c for c in configs if c != BASELINE]
     groups, index = [], 0
     for model in models:
@@ -106,7 +107,7 @@ def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str
                 items.append((index, name, configs.get(name, {})))
             index += 1
         if items:
-            groups.append(Group(model, items, prune=prune, pool=pool, together=together))
+            groups.append(Group(model, items, prune=prune, pool=pool, together=together, unanswered=unanswered))
     return groups
 
 
@@ -135,8 +136,9 @@ def _outcome(outcome: Outcome, stratum_of: Callable[[str], str | None]) -> Outco
 
 
 def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan") -> None:
-    """The answered items' audit (harness.engine.flags.answering), seeded by the night (else the run): a sample
-    traced in full, its findings stored; the full traces that replace answered items stored in their place."""
+    """The answered items' audit (harness.engine.flags.answering), seeded by the night (else the run): one item of
+    every config and a share of all traced in full, its findings stored; the full traces that replace answered items
+    stored in their place; each config that disagreed quarantined for its next nights."""
     accuracy = request.options.accuracy
     seed = zlib.crc32((request.nightly or f"run {plan.run_id}").encode())
     findings, replaced = answering.audit(
@@ -147,10 +149,13 @@ def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan") -> None:
     stored_flags.record_answer_audit(conn, plan.run_id, findings)
     for outcome in replaced:
         runs.record_outcome(conn, plan.run_id, outcome)
+        stored_flags.record_answered(conn, plan.run_id, outcome.model, outcome.config, None)
+    stored_flags.quarantine(conn, plan.run_id, request.nightly, accuracy.answer_quarantine, findings)
     for f in findings:
         if f.disagreement:
             log.warning("answered from the baseline, but traced in full %s under %s differs (%s): the rule is off "
-                        "for %s for the rest of the night", f.model, f.config, f.disagreement, f.config)
+                        "for %s for the rest of the night and the next %d", f.model, f.config, f.disagreement,
+                        f.config, accuracy.answer_quarantine)
 
 
 @dataclass(frozen=True)
@@ -211,6 +216,7 @@ class _Plan:
     prune: frozenset[str] = frozenset()
     pooled: bool = False
     together: frozenset[str] = frozenset()
+    unanswered: frozenset[str] = frozenset()   # configs under quarantine: their later calls always made
     stored: runs.Run | None = None             # the run resumed
     lease: leases.Lease | None = None
     run_id: int | None = None
@@ -218,7 +224,8 @@ class _Plan:
 
     def groups(self) -> list[Group]:
         """The items still to run, one group per model."""
-        return plan_groups(self.models, self.configs, self.done, self.prune, self.pooled, self.together)
+        return plan_groups(self.models, self.configs, self.done, self.prune, self.pooled, self.together,
+                           self.unanswered)
 
     def check(self, python: str | None) -> None:
         """In the interpreter under test, before any model runs: ConfigError on a wrong type, a config whose key
@@ -241,6 +248,8 @@ def _prepare(conn: Any, request: SweepRequest) -> _Plan:
     plan.prune = eligible(request.pruning, plan.configs, stored_flags.disabled_keys(conn))
     plan.pooled = bool(request.pruning and request.pruning.pool)
     plan.together = frozenset(request.together) & set(plan.configs) - plan.prune
+    night = request.nightly if request.resume is None else plan.stored.nightly
+    plan.unanswered = frozenset(q.config for q in stored_flags.quarantined(conn, night)) & set(plan.configs)
     return plan
 
 
@@ -308,6 +317,8 @@ def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool) -> dict[str
             if event.window_reads is not None:
                 stored_flags.record_windows(conn, plan.run_id, outcome.model, event.window_reads)
             runs.record_outcome(conn, plan.run_id, outcome)
+            stored_flags.record_answered(conn, plan.run_id, outcome.model, outcome.config, event.answered_by,
+                                         answered=outcome.reason == ANSWERED)
             bar.advance(crashed=outcome.crashed)
     if cache.compiles:
         log.info("%s", cache.describe())

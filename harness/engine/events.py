@@ -76,6 +76,8 @@ class RunRequest:
     accuracy: Accuracy                   # the later calls and their accuracy oracle (harness.engine.scenarios)
     answer: bool = True                  # later calls answered from the baseline where they cannot differ
     together: list[str] = dataclasses.field(default_factory=list)   # configs pooled, never pruned (named flags)
+    unanswered: list[str] = dataclasses.field(default_factory=list)  # configs never answered (quarantined)
+    screen: bool = False                 # answering off: still report the rule that would have answered (a bench)
 
 
 @dataclass(frozen=True)
@@ -131,13 +133,15 @@ class Start:
 @dataclass(frozen=True)
 class Result:
     """One item ended: its outcome; the baseline's read set (`config_reads`, key -> value read, every window) and
-    its read sets per call window (`window_reads`, window -> key -> value); a job's answer."""
+    its read sets per call window (`window_reads`, window -> key -> value); a job's answer; the rule that answered
+    its later calls from the baseline (`answered_by`: reason answered; or, answering off, would have been)."""
 
     index: int
     outcome: Outcome
     config_reads: dict[str, Any] | None = None
     window_reads: dict[str, dict[str, Any]] | None = None
     data: Any = None
+    answered_by: str | None = None
 
 
 @dataclass(frozen=True)

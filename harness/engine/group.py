@@ -5,8 +5,9 @@ the baseline's item, its first call and its read sets per call window. `run` is 
 - prune: a prunable config none of whose keys the baseline read, in any window, is the baseline's result (`not_read`);
 - pool: the other prunable configs, and the configs named to go together (the nightly's named flags), are compiled
   together after the loop (`trace_pooled`), later calls included, split where they differ;
-- trace: the config is compiled and called once; its later calls are answered from the baseline where they cannot
-  differ (harness.engine.flags.answering), else made on the same compiled object.
+- trace: the config is compiled and called once; its later calls are answered from the baseline where the screen lets
+  them (harness.engine.flags.answering: the rule that answered is reported with the item), else made on the same
+  compiled object. A quarantined config (`unanswered`) is never answered, nor is a pool holding one of its keys.
 The baseline's item, when it is the request's first, records the read sets; its result carries them.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from harness.engine import backend, events, measure, scenarios
 from harness.engine.backend import Compiled
 from harness.engine.events import RunRequest
 from harness.engine.flags import reads
-from harness.engine.flags.answering import FirstCall, answerable, answered_calls
+from harness.engine.flags.answering import FirstCall, answered_calls, screen
 from harness.zoo import Built
 from harness.zoo.build import SEED
 
@@ -39,6 +40,9 @@ class Group:
         self.baseline: dict[str, Any] | None = None           # the baseline's result fields
         self.baseline_first: FirstCall | None = None
         self.windows: dict[str, dict[str, Any]] = {}           # the baseline's read sets per call window
+        self.rules: dict[int, str] = {}                        # index -> the rule that answered its later calls
+        # The keys of the quarantined configs: a compile that sets one is never answered.
+        self.unanswered = {key for _, config, settings in req.items if config in req.unanswered for key in settings}
 
     # ---- the loop ------------------------------------------------------------------------------------------
 
@@ -60,18 +64,28 @@ class Group:
             self._report(index, config, fields, self.windows if record else None)
         pools = [pooled] if self.req.pool else [[item] for item in pooled]
         for pool in [p for p in (*pools, named) if p]:
-            trace_pooled(pool, self.baseline, lambda index, settings: self.trace(index, settings), self._report)
+            trace_pooled(pool, self.baseline, lambda index, settings: self.trace(index, settings), self._report,
+                         self._pool_screened)
 
     def _read(self, settings: dict) -> bool:
         """Whether the baseline read any of these keys, in any window."""
         union = set().union(*self.windows.values())
         return any(key in union for key in settings)
 
+    def _pool_screened(self, indices: list[int]) -> None:
+        """Answering off (`screen`): a pool whose compile the screen would have answered marks each of its configs
+        so (had it been answered, its later calls were the baseline's and the pool stood for them all)."""
+        rule = self.rules.pop(-1, None)
+        if rule is not None and self.req.screen:
+            for index in indices:
+                self.rules.setdefault(index, rule)
+
     def _report(self, index: int, config: str, fields: dict[str, Any],
                 windows: dict[str, dict[str, Any]] | None = None) -> None:
         reads_all = reads.union(windows) if windows is not None else None
         self.send(events.Result(index, Outcome(model=self.req.model, config=config, **fields),
-                                config_reads=reads_all, window_reads=windows))
+                                config_reads=reads_all, window_reads=windows,
+                                answered_by=self.rules.pop(index, None)))
 
     # ---- one config ----------------------------------------------------------------------------------------
 
@@ -91,7 +105,10 @@ class Group:
                 self.send(measure.cache_counts(index))
             ended = measure.ended(done.error, self.req.device)
             first = FirstCall(ended["status"], tuple(done.codes), done.guards)
-            calls, answered = self._calls(done, recorder, settings, first, windows)
+            calls, rule = self._calls(done, recorder, settings, first, windows)
+        if rule is not None:
+            self.rules[index] = rule
+        answered = rule is not None and self.req.answer
         fields = {**self.common, **done.counts, "peak_mem_mb": measure.peak_mb(self.req.device),
                   "build_s": self.common["build_s"] if record else 0.0, **ended,
                   "calls": calls, **({"reason": ANSWERED} if answered else {})}
@@ -105,27 +122,30 @@ class Group:
         return isinstance(self.refs, scenarios.References)
 
     def _calls(self, done: Compiled, recorder: scenarios.Recorder | None, settings: dict, first: FirstCall,
-               windows: reads.Windows | None) -> tuple[list[Call], bool]:
-        """The item's calls, and whether its later ones were answered from the baseline."""
+               windows: reads.Windows | None) -> tuple[list[Call], str | None]:
+        """The item's calls, and the rule that answered its later ones from the baseline (None: made in full)."""
         if self.refs is None:
-            return [], False
+            return [], None
         if done.error is not None or not self.judging:
-            return self._first_only(done), False
+            return self._first_only(done), None
         try:
             one = scenarios.first_call(done.output, done.stats.graphs, self.refs, recorder)
             done.output = None   # not held past its verdict
-            if self._answerable(settings, first):
-                return answered_calls(one, self.baseline["calls"]), True
-            return [one] + self._later(done, recorder, windows), False
+            rule = self._screen(settings, first)
+            if rule is not None and self.req.answer:
+                return answered_calls(one, self.baseline["calls"]), rule
+            return [one] + self._later(done, recorder, windows), rule if self.req.screen else None
         except Exception as exc:   # the oracle's own failure costs the calls' verdicts, never the item
             return [Call(FIRST, done.stats.graphs, detail=f"the oracle failed: {type(exc).__name__}: "
-                                                           f"{str(exc)[:200]}")], False
+                                                           f"{str(exc)[:200]}")], None
 
-    def _answerable(self, settings: dict, first: FirstCall) -> bool:
-        """The rule (harness.engine.flags.answering.answerable), where there is a baseline with later calls."""
-        if not self.req.answer or self.baseline_first is None or len(self.baseline["calls"]) < 2:
-            return False
-        return answerable(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
+    def _screen(self, settings: dict, first: FirstCall) -> str | None:
+        """The screen (harness.engine.flags.answering.screen), where there is a baseline with later calls and the
+        config is not quarantined; answering off, only where the request asks what it would answer (`screen`)."""
+        asked = self.req.answer or self.req.screen
+        if not asked or self.baseline_first is None or len(self.baseline["calls"]) < 2 or self.unanswered & set(settings):
+            return None
+        return screen(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
 
     def _later(self, done: Compiled, recorder: scenarios.Recorder, windows: reads.Windows | None) -> list[Call]:
         """Every call after the first, on the same compiled object, each in its own read window."""
@@ -165,9 +185,11 @@ def same_as_baseline(fields: dict[str, Any], baseline: dict[str, Any]) -> bool:
 
 
 def trace_pooled(pool: list[tuple[int, str, dict]], baseline: dict[str, Any],
-                 trace: Callable[[int, dict], dict[str, Any]], report: Callable[..., None]) -> None:
+                 trace: Callable[[int, dict], dict[str, Any]], report: Callable[..., None],
+                 traced: Callable[[list[int]], None] = lambda indices: None) -> None:
     """Compile the pool's configs together; as the baseline: each is reported so (pooled); else halves, down
-    to single configs, which are their own trace. Configs that set one key two ways are never pooled."""
+    to single configs, which are their own trace. Configs that set one key two ways are never pooled. `traced` is
+    told the indices of each pool compiled together, after its compile."""
     if len(pool) == 1:
         index, config, settings = pool[0]
         report(index, config, trace(index, settings))
@@ -178,10 +200,12 @@ def trace_pooled(pool: list[tuple[int, str, dict]], baseline: dict[str, Any],
         clash = clash or any(k in together and together[k] != v for k, v in settings.items())
         together.update(settings)
     fields = None if clash else trace(-1, together)
+    if fields is not None:
+        traced([index for index, _, _ in pool])
     if fields is not None and same_as_baseline(fields, baseline):
         for index, config, _ in pool:
             report(index, config, {**baseline, **_INFERRED, "reason": POOLED})
         return
     half = len(pool) // 2
-    trace_pooled(pool[:half], baseline, trace, report)
-    trace_pooled(pool[half:], baseline, trace, report)
+    trace_pooled(pool[:half], baseline, trace, report, traced)
+    trace_pooled(pool[half:], baseline, trace, report, traced)

@@ -54,6 +54,7 @@ class Group:
     answer: bool = True                  # later calls answered from the baseline where they cannot differ (an audit: no)
     # Configs named one by one, compiled together after the baseline where their results are equal (never pruned).
     together: frozenset[str] = frozenset()
+    unanswered: frozenset[str] = frozenset()   # configs whose later calls are never answered (quarantined)
 
 
 @dataclass

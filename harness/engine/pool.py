@@ -204,7 +204,10 @@ class Pool:
         ok = w.send(events.RunRequest(model=group.model, items=group.items, mode=group.mode, job=group.job,
                                       prune=sorted(group.prune), pool=group.pool, base_settings=self.base_settings,
                                       backend=self.backend, device=self.device, accuracy=self.accuracy,
-                                      answer=group.answer and self.accuracy.answer, together=sorted(group.together)))
+                                      answer=group.answer and self.accuracy.answer, together=sorted(group.together),
+                                      unanswered=sorted(group.unanswered),
+                                      # answering off by the settings: what it would answer is still reported
+                                      screen=not self.accuracy.answer))
         if not ok:
             w.deadline = time.monotonic()  # dead already: _check_limits reaps it next round
 

@@ -4,7 +4,8 @@ After the first call the same compiled object is called again, once per scenario
 `second_size` (the second input spec: harness.zoo.second), `hook_added` (a forward hook that scales the output of
 the middle submodule eager ran, as steering and adapter tools register one), `weights_updated` (every floating
 parameter moved in place by a seeded step, as an optimizer's is: the steps drawn once per group). Each change is made
-on the module for its call and undone after it (the hook removed, the parameters copied back bitwise), so the next
+on the module for its call and undone after it (the hook removed, the parameters copied back bitwise from the other
+copy: eager's and the compiled module's restore each other's, no third copy of the weights is held), so the next
 config compiles the module as built. Eager's answers come from one deep copy per group (`References`, made once and
 shared by every config of the group), after the same change; seeds are reset before every run and inputs cloned for
 every call. The fp64 references, made only where a difference is beyond tolerance, are made once per group too.
@@ -19,7 +20,7 @@ from typing import Any, Callable, ContextManager, Iterator
 import torch
 
 from harness.core.calls import FIRST, HOOK_SCALE, WEIGHT_SEED_OFFSET, WEIGHT_STEP, Call
-from harness.engine.accuracy import Fp64, Verdict, bitwise, compare, leaves
+from harness.engine.accuracy import Fp64, RowsDiffer, Verdict, bitwise, compare, leaves
 from harness.core.options import Accuracy
 from harness.zoo import second
 from harness.zoo.build import SEED, build
@@ -86,27 +87,36 @@ def _scale(_module: Any, _args: Any, out: torch.Tensor) -> torch.Tensor:
     return out * torch.linspace(*HOOK_SCALE, out.shape[-1], dtype=out.dtype, device=out.device)
 
 
-def weights_moved(module: torch.nn.Module) -> Change:
-    """A change that steps every floating parameter in place by a seeded delta, the same on every copy of `module`
+def weights_moved(eager: torch.nn.Module, built: torch.nn.Module) -> Change:
+    """A change that steps every floating parameter in place by a seeded delta, the same on every copy of the module
     (drawn from one seed in the parameters' order, in float32 on the CPU, then cast to each copy's parameter; drawn
-    again for each call rather than held: the draws are as large as the weights), restored bitwise after."""
-    names = [n for n, p in module.named_parameters() if p.is_floating_point()]
+    again for each call rather than held: the draws are as large as the weights). No copy of the weights is saved:
+    `eager` and `built` hold the same weights bitwise and are never moved at once, so each is restored from the
+    other; any other target (the fp64 run's copy, made for that run alone) is not restored."""
+    names = [n for n, p in eager.named_parameters() if p.is_floating_point()]
+    moved: set[int] = set()
 
     @contextlib.contextmanager
     def change(target: torch.nn.Module) -> Iterator[None]:
         gen = torch.Generator().manual_seed(SEED + WEIGHT_SEED_OFFSET)
-        params, saved = dict(target.named_parameters()), []
+        twin = built if target is eager else eager if target is built else None
+        if twin is not None and id(twin) in moved:
+            raise RuntimeError("the weight step is undone from the other copy: both cannot be moved at once")
+        params = dict(target.named_parameters())
+        moved.add(id(target))
         try:
             with torch.no_grad():
                 for n in names:
-                    saved.append((params[n], params[n].detach().clone()))
                     # the fp64 copy takes the very same step: the float32 draw cast before scaling
                     params[n].add_(torch.randn(params[n].shape, generator=gen).to(params[n]) * WEIGHT_STEP)
             yield
         finally:
-            with torch.no_grad():
-                for p, old in saved:
-                    p.copy_(old)
+            moved.discard(id(target))
+            if twin is not None:
+                with torch.no_grad():
+                    for n, p in twin.named_parameters():
+                        if n in params:
+                            params[n].copy_(p)
     return change
 
 
@@ -150,7 +160,7 @@ class References:
         self.first = first if _held(first) else None   # None: made again for each judgement
         del first
         self.steps = [self._second(model, built), self._hook(called.names),
-                      Step("weights_updated", built.inputs, weights_moved(self.eager))]
+                      Step("weights_updated", built.inputs, weights_moved(self.eager, built.module))]
         for step in self.steps:
             self._answer(step)
         self._fp64: dict[str, Any] = {}   # each call's fp64 output (or its failure), where small enough to hold
@@ -224,6 +234,24 @@ class References:
         with step.change(module) if step and step.change else contextlib.nullcontext():
             return run(module, inputs)
 
+    def _fp64_rows(self, step: Step | None) -> Iterator[tuple[Any, Any]]:
+        """A large output's fp64 reference one batch row at a time: (fp64's output, eager's) for each row's inputs
+        alone, so no float64 copy of the whole output exists; RowsDiffer where the inputs have no batch to cut."""
+        inputs = self.inputs if step is None else step.inputs
+        batch = _batch(inputs)
+        if batch is None:
+            raise RowsDiffer("the inputs have no batch rows to cut")
+        self.fp64_runs += 1
+        module = double_copy(self.eager)
+        with step.change(module) if step and step.change else contextlib.nullcontext():
+            for i in range(batch):
+                row = _row(inputs, i, batch)
+                with step.change(self.eager) if step and step.change else contextlib.nullcontext():
+                    eager = run(self.eager, row)   # first: the smaller output is the one held through the other run
+                fp64 = run(module, to_fp64(row))
+                yield fp64, eager
+                del fp64, eager
+
     def _reference(self, step: Step | None) -> Any:
         """Eager's output for a call (None: the first): held, or made again."""
         if step is None:
@@ -238,8 +266,22 @@ class References:
         if self.nondeterministic is not None:
             return Verdict("eager_nondeterministic", detail=self.nondeterministic)
         key = FIRST if step is None else step.scenario
-        fp64 = self._fp64_refs.setdefault(key, Fp64(lambda: self.fp64(step)))
+        large = self.first is None if step is None else step.scenario in self.made_again
+        fp64 = self._fp64_refs.setdefault(key, Fp64(lambda: self.fp64(step),
+                                                    rows=(lambda: self._fp64_rows(step)) if large else None))
         return compare(self._reference(step), res, rtol=self.accuracy.rtol, atol=self.accuracy.atol, fp64=fp64)
+
+
+def _batch(inputs: dict[str, Any]) -> int | None:
+    """The batch size the inputs share: their tensors' first dimension (None: no tensor, or fewer than two rows)."""
+    sizes = {v.shape[0] for v in inputs.values() if isinstance(v, torch.Tensor) and v.ndim}
+    return sizes.pop() if len(sizes) == 1 and max(sizes, default=0) > 1 else None
+
+
+def _row(inputs: dict[str, Any], i: int, batch: int) -> dict[str, Any]:
+    """Row `i` of the inputs: each tensor with `batch` rows cut to that row (the batch dimension kept)."""
+    return {k: v[i:i + 1] if isinstance(v, torch.Tensor) and v.ndim and v.shape[0] == batch else v
+            for k, v in inputs.items()}
 
 
 def _held(output: Any) -> bool:

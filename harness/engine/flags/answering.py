@@ -1,21 +1,23 @@
 """Later calls answered from the baseline where they cannot differ (DESIGN "Words": answered), and its audit.
 
-The rule (`answerable`), decided in the worker for each item of a group whose baseline ran first:
-- the config's first call compiled, and its graphs are the baseline's first call's graphs by their code (not only
-  their count), and Dynamo's guards are the baseline's (a flag can change what a later call does through the guards
-  alone: what makes it recompile, or not);
-- none of the config's keys is in the baseline's read sets of the later call windows (`second_size`, `hook_added`,
-  `weights_updated`): a key the baseline never read there cannot change what it did there, given the same compiled
-  code and guards at the window's start;
-- under a backend that compiles the graphs further (aot_eager, inductor), none of its keys is in the first window's
-  read set either: the code that runs is then more than the graph's code;
-- the rule is on for the config (the audit did not turn it off for one of its keys this night).
-Such an item makes its first call only and takes the baseline's later calls, stored with reason `answered`.
+The screen (`screen`), decided in the worker for each item of a group whose baseline ran first. The later calls
+(`second_size`, `hook_added`, `weights_updated`) are traced in full where
+- the config's first call differs from the baseline's: how it ended, its graphs by their code (not only their
+  count), or Dynamo's guards (a flag can change what a later call does through the guards alone);
+- one of its keys was read in a later window of the baseline and not in its first: a key only the recompile or a
+  later call reads, whose effect the first call cannot show;
+- under a backend that compiles the graphs further (aot_eager, inductor), one of its keys was read at all: the code
+  that runs is then more than the graph's code;
+- the rule is off for the config (a quarantine: the audit found it wrong on an earlier night).
+Otherwise the item makes its first call only and takes the baseline's later calls, stored with reason `answered` and
+the rule that answered it (`RULE_GRAPHS`, `RULE_COMPILED`). This is a screen, not a proof: a key read by the first
+compile and again by the recompile is answered on the evidence of the first call; the audit is its guard.
 
-The audit (`audit`), after the sweep: a seeded sample of the answered items (and of the items of the night's named
-flags stored as a pool's: compiled together, equal to the baseline) is traced in full; a disagreement (a call, or the
-status, different from the stored one) is stored and shown, and turns the rule off for the config for the rest of
-the night: every other answered item of that config in the run is traced in full and replaces the stored one.
+The audit (`audit`), after the sweep: at least one answered item of every config, and the configured share of all
+(and of the items of the night's named flags stored as a pool's: compiled together, equal to the baseline), traced in
+full; a disagreement (a call, or the status, different from the stored one) is stored and shown, turns the rule off
+for that config for the rest of the night (every other answered item of it is traced in full and replaces the stored
+one), and quarantines the config for the next `answer_quarantine` nights (state.flags).
 """
 from __future__ import annotations
 
@@ -47,15 +49,25 @@ class FirstCall:
             (self.codes, self.guards) == (other.codes, other.guards)
 
 
-def answerable(keys: Iterable[str], first: FirstCall, baseline: FirstCall, windows: Mapping[str, Mapping[str, Any]],
-               backend: str) -> bool:
-    """Whether an item's later calls are the baseline's (the module docstring's rule)."""
+# The rules that answer an item, stored with it (state.flags.record_answered): its first call is the baseline's, and
+# no key of it is read only by a later call (a backend that runs the graph as is); or none of its keys is read at all
+# (a backend that compiles the graphs further).
+RULE_GRAPHS = "first call as the baseline's; no key read only by a later call"
+RULE_COMPILED = "first call as the baseline's; no key read (the backend compiles further)"
+
+
+def screen(keys: Iterable[str], first: FirstCall, baseline: FirstCall, windows: Mapping[str, Mapping[str, Any]],
+           backend: str) -> str | None:
+    """The rule that answers an item's later calls from the baseline (the module docstring's screen); None: they
+    are traced in full."""
     if not first.same_as(baseline):
-        return False
-    read = set().union(*(windows.get(w, {}) for w in LATER))
+        return None
+    keys = set(keys)
     if backend not in GRAPH_RUNS_AS_IS:
-        read |= set(windows.get(FIRST, {}))
-    return not any(key in read for key in keys)
+        read = set().union(*windows.values())
+        return None if keys & read else RULE_COMPILED
+    later_only = set().union(*(windows.get(w, {}) for w in LATER)) - set(windows.get(FIRST, {}))
+    return None if keys & later_only else RULE_GRAPHS
 
 
 def answered_calls(first: Call, baseline: list[Call]) -> list[Call]:
@@ -67,7 +79,8 @@ def answered_calls(first: Call, baseline: list[Call]) -> list[Call]:
 
 @dataclass(frozen=True)
 class AnswerAudit:
-    """How many answered items are traced again in full each night ([accuracy] answer_audit, answer_audit_min)."""
+    """How many answered items are traced again in full each night ([accuracy] answer_audit, answer_audit_min): one
+    of every config at least, the share of all, at least `least`."""
 
     share: float = 0.05
     least: int = 2
@@ -75,9 +88,16 @@ class AnswerAudit:
 
 
 def sample(pairs: list[tuple[str, str]], audit: AnswerAudit) -> list[tuple[str, str]]:
-    """A seeded random sample of the answered (model, config) pairs: the share, at least `least` (all when fewer)."""
-    want = min(len(pairs), max(audit.least, math.ceil(audit.share * len(pairs))))
-    return sorted(random.Random(audit.seed).sample(sorted(pairs), want))
+    """A seeded random sample of the answered (model, config) pairs: one of every config, then more drawn from the
+    rest up to the share of all, at least `least` (all when fewer)."""
+    rng = random.Random(audit.seed)
+    by_config: dict[str, list[tuple[str, str]]] = {}
+    for pair in sorted(pairs):
+        by_config.setdefault(pair[1], []).append(pair)
+    chosen = {rng.choice(its) for _, its in sorted(by_config.items())}
+    want = min(len(pairs), max(audit.least, math.ceil(audit.share * len(pairs)), len(chosen)))
+    rest = [p for p in sorted(pairs) if p not in chosen]
+    return sorted(chosen | set(rng.sample(rest, want - len(chosen))))
 
 
 CALL_FIELDS = ("scenario", "graphs", "recompiles", "recompile_reasons", "accuracy", "output", "error_type", "signature")
