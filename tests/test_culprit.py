@@ -213,7 +213,8 @@ def test_wrong_culprit_is_for_maintainers_removes_the_cc_it_added_and_counts_in_
                                            config="other_config"))
     links.upsert(desk.conn, dataclasses.replace(links.get(desk.conn, "a"), signature="S",
                                                 config="capture_scalar_outputs"))
-    assert attribute(culprits.get(desk.conn, "S", "1" * 40, "2" * 40, "capture_scalar_outputs")).cc == ["bob", "carol"]
+    assert attribute(culprits.get(desk.conn, "S", "1" * 40, "2" * 40, "capture_scalar_outputs"), frozenset(),
+                     "pytorch/pytorch").cc == ["bob", "carol"]
 
     result, replies = desk.send(f"{H} wrong-culprit", TRIAGER)
     assert result["commands"][0]["outcome"] == "refused" and "needs maintain permission" in replies[0]
@@ -225,7 +226,7 @@ def test_wrong_culprit_is_for_maintainers_removes_the_cc_it_added_and_counts_in_
     assert marked.wrong_by == "maya-maintainer"
     assert culprits.get(desk.conn, "S", "1" * 40, "3" * 40, "other_config").wrong_by is None
     # the issue says so and cc's nobody for it (a culprit marked wrong is not replaced by a guess)
-    said = attribute(marked, culprits.removed(desk.conn)["a"])
+    said = attribute(marked, culprits.removed(desk.conn)["a"], "pytorch/pytorch")
     assert said.cc == [] and said.section["wrong"] == {"sha": planted.short, "by": "maya-maintainer"}
     _, replies = desk.send(f"{H} wrong-culprit", "maya-maintainer")
     assert "names no bisected culprit" in replies[0]
@@ -250,7 +251,7 @@ def test_suspects_are_shown_three_at_most_with_why_and_cc_by_the_rule():
     from bot.text.render import render
     three = [c(str(i), f"torch/_dynamo/f{i}.py", author=f"u{i}") for i in range(1, 4)]
     said = attribute(_range("flaky", three, "the reproducer is flaky at 111111111111: 1 of 3 runs failed with "
-                                            "the signature, 2 passed; no culprit is named"))
+                                            "the signature, 2 passed; no culprit is named"), frozenset(), "pytorch/pytorch")
     assert said.cc == ["u1", "u2", "u3"]
     text = render("tracking_culprit.md.j2", culprit=said.section)
     assert "No culprit: the reproducer is flaky at 111111111111" in text
@@ -258,11 +259,13 @@ def test_suspects_are_shown_three_at_most_with_why_and_cc_by_the_rule():
     assert "by @u1 |" in text
     four = three + [c("4", "torch/_dynamo/f4.py", author="u4")]
     said = attribute(_range("cut", four, "the overlay search stops between the good build and 111111111111: it "
-                                         "changes aten/x.cpp, which is not Python in the torch package"))
+                                         "changes aten/x.cpp, which is not Python in the torch package"),
+                     frozenset(), "a-fork/torch")
     text = render("tracking_culprit.md.j2", culprit=said.section)
+    assert "](https://github.com/a-fork/torch/commit/" in text and "github.com/pytorch/pytorch" not in text  # [culprit] repo
     assert said.cc == [] and "| and 1 more | |" in text and "@u" not in text    # more than 3: nobody, no mention
     assert "by `u1`" in text and "No culprit: the overlay search stops between the good build" in text
-    assert attribute(_range("suspects", three), frozenset({"u2"})).cc == ["u1", "u3"]
+    assert attribute(_range("suspects", three), frozenset({"u2"}), "pytorch/pytorch").cc == ["u1", "u3"]
 
 
 def test_github_names_the_authors_git_cannot_for_the_commits_the_issue_shows(tmp_path, fake_github):

@@ -20,8 +20,8 @@ from state.culprits import CommitRange, ProbeRow
 
 SHOWN_SUSPECTS = 3
 SHOWN_PEOPLE = 5          # co-authors, and approvers, named per commit (a message may list hundreds)
-PR_URL = "https://github.com/pytorch/pytorch/pull/{pr}"
-COMMIT_URL = "https://github.com/pytorch/pytorch/commit/{sha}"
+PR_URL = "https://github.com/{repo}/pull/{pr}"          # repo: `[culprit] repo`, the repository the commits are of
+COMMIT_URL = "https://github.com/{repo}/commit/{sha}"
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Attribution:
     material: tuple[Any, ...] = ()        # what changes the body hash: the culprit, the suspects, a "wrong" mark
 
 
-def attribute(found: CommitRange | None, removed: frozenset[str] = frozenset()) -> Attribution:
+def attribute(found: CommitRange | None, removed: frozenset[str], repo: str) -> Attribution:
     """The culprit section and cc of one stored commit range (None: nothing was searched)."""
     if found is None or found.status == "failed" and not found.commits:
         return Attribution(section={"status": "failed", "reason": found.reason} if found else None,
@@ -42,14 +42,14 @@ def attribute(found: CommitRange | None, removed: frozenset[str] = frozenset()) 
     if culprit is not None and not found.wrong_by:
         doubt = bool(found.bisection and found.bisection.likely_wrong)     # it changes nothing the reproducer imported
         cc = [] if doubt else cc_for([culprit], removed)
-        return Attribution(section={"status": "found", "commit": _commit(culprit, cc), "likely_wrong": doubt,
+        return Attribution(section={"status": "found", "commit": _commit(culprit, cc, repo), "likely_wrong": doubt,
                                     "evidence": _evidence(found), "cost": _cost(found), "reason": found.reason},
                            cc=cc, material=("found", culprit.sha, doubt))
     suspects = [c for c in (found.commit(s.sha) for s in found.suspects) if c is not None]
     cc = [] if culprit is not None else cc_for(suspects, removed)     # a culprit marked wrong: nobody
     why = {s.sha: s.why for s in found.suspects}
-    shown = [{**_commit(c, cc), "why": why.get(c.sha, [])} for c in suspects[:SHOWN_SUSPECTS]]
-    candidates = [{**_commit(c, []), "why": x.why} for x in (found.bisection.candidates if found.bisection else [])
+    shown = [{**_commit(c, cc, repo), "why": why.get(c.sha, [])} for c in suspects[:SHOWN_SUSPECTS]]
+    candidates = [{**_commit(c, [], repo), "why": x.why} for x in (found.bisection.candidates if found.bisection else [])
                   if (c := found.commit(x.sha)) is not None] if found.status == "one_of" else []
     section = {"status": found.status, "suspects": shown, "more": max(len(suspects) - SHOWN_SUSPECTS, 0),
                "candidates": candidates,
@@ -59,18 +59,18 @@ def attribute(found: CommitRange | None, removed: frozenset[str] = frozenset()) 
                                                          found.wrong_by))
 
 
-def fixed_by(found: CommitRange | None) -> dict[str, Any] | None:
+def fixed_by(found: CommitRange | None, repo: str) -> dict[str, Any] | None:
     """The commit a fix's search confirmed (the first where the signature is gone), as the close comment names it:
     its author written as code, never a mention."""
     fix = found.culprit if found is not None and found.bisection and found.bisection.fix else None
-    return _commit(fix, []) if fix is not None and not found.wrong_by else None        # type: ignore[union-attr]
+    return _commit(fix, [], repo) if fix is not None and not found.wrong_by else None        # type: ignore[union-attr]
 
 
-def _commit(c: Commit, cc: list[str]) -> dict[str, Any]:
+def _commit(c: Commit, cc: list[str], repo: str) -> dict[str, Any]:
     """A commit as the template shows it: people in the cc as mentions, the rest as plain logins."""
     title = c.title.removesuffix(f"(#{c.pr})").rstrip() if c.pr else c.title     # the PR is linked beside it
-    return {"sha": c.short, "url": COMMIT_URL.format(sha=c.sha), "title": title, "pr": c.pr,
-            "pr_url": PR_URL.format(pr=c.pr) if c.pr else None,
+    return {"sha": c.short, "url": COMMIT_URL.format(repo=repo, sha=c.sha), "title": title, "pr": c.pr,
+            "pr_url": PR_URL.format(repo=repo, pr=c.pr) if c.pr else None,
             "author": _person(Person(c.author, c.author), cc) if c.author else None,
             "coauthors": [_person(p, cc) for p in c.coauthors[:SHOWN_PEOPLE]],
             "more_coauthors": max(len(c.coauthors) - SHOWN_PEOPLE, 0),

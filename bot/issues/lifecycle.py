@@ -177,7 +177,7 @@ def inactive(ctx: RunContext, link: Link, out: Plan) -> None:
             fixed_in=when(found.fixed_in or ctx.date), last_failing=short(found.last_failing or "earlier"),
             streak=found.streak, models=list(seen.models), quiet=quiet, wrong_result=is_wrong_signature(sig),
             fix_range=ctx.view.ranges.get((config, sig, "fixed")),
-            fixed_by=fixed_by(ctx.view.culprits.get((config, sig, "fixed")))), **base))
+            fixed_by=fixed_by(ctx.view.culprits.get((config, sig, "fixed")), ctx.settings.culprit_repo)), **base))
         out.actions.append(Action("close", number=link.number, reason=f"verified fixed on {found.streak} nightlies",
                                   **base))
         return
