@@ -1,6 +1,6 @@
 """Commit ranges: a regression range's main-branch commits, its ranked suspects and its bisection, as stored.
 
-One row per (signature, good commit, bad commit): the cache a night's culprit search consults first, so a
+One row per (config, signature, good commit, bad commit): the cache a night's culprit search consults first, so a
 range is bisected once whatever run or command asks again. A maintainer's `wrong-culprit` is kept on the row
 (the culprit stays listed, marked wrong, and its cc is not applied). `cc_removed` holds the logins a person
 took off an issue's cc, never added there again. Written by bot/ranges/culprit.py and bot/commands, read by
@@ -13,14 +13,16 @@ import sqlite3
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
-from harness.core.commits import Commit, FileChange
+from harness.core.commits import Commit, FileChange, Person
 from harness.core.record import check_closed, parse
 from state.db import transaction
 from state.runs import now
 
-STATUSES = ("found", "suspects", "cut", "flaky", "not_reproduced", "bounded", "failed")
+# outside: the change lies in a commit that is not Python; one_of: skips leave several candidates
+STATUSES = ("found", "suspects", "cut", "flaky", "not_reproduced", "bounded", "failed", "outside", "one_of")
 VERDICTS = ("old", "new", "flaky", "other")     # a probe: passes, fails with the signature, runs disagree, fails otherwise
 PHASES = ("ends", "search", "retest")
+BUILDS = ("good", "bad")                        # the build a probe laid a commit's Python over
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,20 @@ class ProbeRow:
     runs: list[str]
     verdict: str                     # old | new | flaky | other
     phase: str = "search"            # ends | search | retest
+    build: str = "good"              # the build the commit's Python was laid over: good | bad
 
-    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"verdict": VERDICTS, "phase": PHASES}
+    CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"verdict": VERDICTS, "phase": PHASES, "build": BUILDS}
 
     def __post_init__(self) -> None:
         check_closed(self, "probe")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A commit the bisection could not rule out, and why (skipped as untestable, or not Python)."""
+
+    sha: str
+    why: str
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,9 @@ class Bisection:
     probes: list[ProbeRow] = field(default_factory=list)
     seconds: float = 0.0
     runs: int = 0                    # reproducer runs in all
+    candidates: list[Candidate] = field(default_factory=list)   # one_of / outside: the commits left, with why
+    likely_wrong: bool = False       # the culprit changes no file the reproducer imported (nobody is cc'd for it)
+    fix: bool = False                # a fix's search (the first commit where the signature is gone)
 
 
 @dataclass
@@ -73,6 +87,7 @@ class CommitRange:
     wrong_by: str | None = None
     wrong_at: str | None = None
     recorded_at: str | None = None
+    config: str = ""                 # the crash's config: its reproducer, its tracking issue (schema v21)
 
     CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"status": STATUSES}
 
@@ -97,14 +112,16 @@ class CommitRange:
 def _commit(data: dict[str, Any]) -> Commit:
     found = parse(Commit, data, "Commit")
     return replace(found, files=tuple(parse(FileChange, f, "FileChange") for f in found.files),
-                   coauthors=tuple(found.coauthors), approvers=tuple(found.approvers))
+                   coauthors=tuple(parse(Person, p, "Person") for p in found.coauthors),
+                   approvers=tuple(found.approvers))
 
 
 def _bisection(text: str | None) -> Bisection | None:
     if text is None:
         return None
     found = parse(Bisection, json.loads(text), "Bisection")
-    return replace(found, probes=[parse(ProbeRow, p, "ProbeRow") for p in found.probes])
+    return replace(found, probes=[parse(ProbeRow, p, "ProbeRow") for p in found.probes],
+                   candidates=[parse(Candidate, c, "Candidate") for c in found.candidates])
 
 
 def _row(row: sqlite3.Row) -> CommitRange:
@@ -112,7 +129,7 @@ def _row(row: sqlite3.Row) -> CommitRange:
                        status=row["status"], commits=[_commit(c) for c in json.loads(row["commits"])],
                        suspects=[parse(SuspectRow, s, "SuspectRow") for s in json.loads(row["suspects"])],
                        bisection=_bisection(row["bisection"]), reason=row["reason"], wrong_by=row["wrong_by"],
-                       wrong_at=row["wrong_at"], recorded_at=row["recorded_at"])
+                       wrong_at=row["wrong_at"], recorded_at=row["recorded_at"], config=row["config"])
 
 
 def record(conn: sqlite3.Connection, r: CommitRange) -> None:
@@ -120,17 +137,17 @@ def record(conn: sqlite3.Connection, r: CommitRange) -> None:
     check_closed(r, "commit range")        # a status set after it was made is checked here
     with transaction(conn):
         conn.execute(
-            "INSERT OR REPLACE INTO commit_ranges (signature, good_git, bad_git, status, commits, suspects, bisection,"
-            " reason, wrong_by, wrong_at, recorded_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (r.signature, r.good_git, r.bad_git, r.status, json.dumps([asdict(c) for c in r.commits]),
+            "INSERT OR REPLACE INTO commit_ranges (config, signature, good_git, bad_git, status, commits, suspects,"
+            " bisection, reason, wrong_by, wrong_at, recorded_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (r.config, r.signature, r.good_git, r.bad_git, r.status, json.dumps([asdict(c) for c in r.commits]),
              json.dumps([asdict(s) for s in r.suspects]),
              json.dumps(asdict(r.bisection)) if r.bisection else None, r.reason, r.wrong_by, r.wrong_at, now()))
 
 
-def get(conn: sqlite3.Connection, signature: str, good_git: str, bad_git: str) -> CommitRange | None:
-    """The stored commit range of (signature, good, bad), or None."""
-    row = conn.execute("SELECT * FROM commit_ranges WHERE signature = ? AND good_git = ? AND bad_git = ?",
-                       (signature, good_git, bad_git)).fetchone()
+def get(conn: sqlite3.Connection, signature: str, good_git: str, bad_git: str, config: str = "") -> CommitRange | None:
+    """The stored commit range of (config, signature, good, bad), or None."""
+    row = conn.execute("SELECT * FROM commit_ranges WHERE config = ? AND signature = ? AND good_git = ? AND"
+                       " bad_git = ?", (config, signature, good_git, bad_git)).fetchone()
     return _row(row) if row else None
 
 
@@ -143,15 +160,16 @@ def for_signatures(conn: sqlite3.Connection, signatures: list[str]) -> dict[str,
     return out
 
 
-def mark_wrong(conn: sqlite3.Connection, signature: str, by: str) -> CommitRange | None:
-    """Record a maintainer's "wrong culprit" on the newest found range of `signature`; the range, or None."""
-    found = [r for r in for_signatures(conn, [signature])[signature] if r.status == "found" and not r.wrong_by]
-    if not found:
+def mark_wrong(conn: sqlite3.Connection, config: str, signature: str, by: str) -> CommitRange | None:
+    """Record a maintainer's "wrong culprit" on the newest found range of (config, signature); the range, or None."""
+    row = conn.execute("SELECT * FROM commit_ranges WHERE config = ? AND signature = ? AND status = 'found' AND"
+                       " wrong_by IS NULL ORDER BY recorded_at DESC LIMIT 1", (config, signature)).fetchone()
+    if row is None:
         return None
     with transaction(conn):
-        conn.execute("UPDATE commit_ranges SET wrong_by = ?, wrong_at = ? WHERE signature = ? AND good_git = ?"
-                     " AND bad_git = ?", (by, now(), signature, found[0].good_git, found[0].bad_git))
-    return get(conn, signature, found[0].good_git, found[0].bad_git)
+        conn.execute("UPDATE commit_ranges SET wrong_by = ?, wrong_at = ? WHERE config = ? AND signature = ? AND"
+                     " good_git = ? AND bad_git = ?", (by, now(), config, signature, row["good_git"], row["bad_git"]))
+    return get(conn, signature, row["good_git"], row["bad_git"], config)
 
 
 def wrong_count(conn: sqlite3.Connection) -> tuple[int, int]:

@@ -5,14 +5,16 @@ import dataclasses
 import hashlib
 import json
 import logging
+import re
 import sqlite3
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from functools import lru_cache
 from itertools import islice
 from typing import Any, ClassVar, Iterable, Iterator
 
 from harness.core.model_build import ModelBuild
+from harness.core.names import check_model
 from harness.core.options import RunOptions
 from harness.core.run_environment import RunEnvironment
 from harness.core.outcome import Outcome
@@ -24,6 +26,17 @@ log = logging.getLogger(__name__)
 # What a run is (which listings show it) and how it stands.
 KINDS = ("sweep", "nightly", "baseline", "command")
 STATUSES = ("running", "finished", "interrupted", "failed", "merged")
+
+
+def is_date(text: Any) -> bool:
+    """A calendar date written YYYY-MM-DD (a nightly's name)."""
+    if not isinstance(text, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text, re.ASCII):
+        return False
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def now() -> str:
@@ -146,6 +159,10 @@ class ExportedRun:
 
     def __post_init__(self) -> None:
         check_closed(self, "run")
+        for model in self.models:
+            check_model(model, "run.models")
+        if self.nightly is not None and not is_date(self.nightly):
+            raise RecordError(f"run: nightly {self.nightly!r} is not a date YYYY-MM-DD")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ExportedRun":

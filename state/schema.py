@@ -446,10 +446,24 @@ UPDATE runs SET options = json_set(options, '$.accuracy.answer_audit', 0.05) WHE
 UPDATE runs SET options = json_set(options, '$.accuracy.answer_audit_min', 2) WHERE json_type(options, '$.accuracy.answer_audit_min') IS NULL;
 """
 
-# v20 -> v21: the later calls screened (issue 44). Per run, each answered item and the rule that answered it; the
+# v20 -> v21: a commit's co-authors are people (harness.core.commits.Person: a name, and a login only where GitHub
+# vouches for it), no longer one string that was a login or a name by its shape (issue 45). A co-author stored
+# before is kept as a name without a login: it is shown, never mentioned or cc'd again (its shape proved nothing).
+V21 = """
+UPDATE commit_ranges SET commits = (
+    SELECT json_group_array(json(CASE WHEN json_type(c.value, '$.coauthors') = 'array' THEN
+        json_set(c.value, '$.coauthors', json((
+            SELECT json_group_array(CASE WHEN a.type = 'text' THEN json_object('name', a.value, 'login', NULL)
+                                         ELSE json(a.value) END)
+            FROM json_each(c.value, '$.coauthors') AS a)))
+        ELSE c.value END))
+    FROM json_each(commit_ranges.commits) AS c);
+"""
+
+# v21 -> v22: the later calls screened (issue 44). Per run, each answered item and the rule that answered it; the
 # configs the audit found answered wrong, kept off the rule for their next nights (answer_quarantine, stored with each
 # quarantine). A run stored before the setting existed ran with the default, 7.
-V21 = """
+V22 = """
 CREATE TABLE answered_items (
     run_id INTEGER NOT NULL REFERENCES runs(id),
     model TEXT NOT NULL,
@@ -470,6 +484,33 @@ UPDATE runs SET options = json_set(options, '$.accuracy.answer_quarantine', 7)
     WHERE json_type(options, '$.accuracy') IS NOT NULL AND json_type(options, '$.accuracy.answer_quarantine') IS NULL;
 """
 
+# v22 -> v23: a commit range is kept per config too (issue 45): two configs crashing with one signature over one
+# nightly range have their own reproducers, so their own bisections, and a `wrong-culprit` on one tracking issue
+# marks only its own. Ranges stored before are kept under config '' (searched again once by the next ask).
+V23 = """
+CREATE TABLE commit_ranges_v23 (
+    config TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    good_git TEXT NOT NULL,
+    bad_git TEXT NOT NULL,
+    status TEXT NOT NULL,                  -- v18's, and outside | one_of (issue 43)
+    commits TEXT NOT NULL,
+    suspects TEXT NOT NULL,
+    bisection TEXT,
+    reason TEXT,
+    wrong_by TEXT,
+    wrong_at TEXT,
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (config, signature, good_git, bad_git)
+);
+INSERT INTO commit_ranges_v23 (config, signature, good_git, bad_git, status, commits, suspects, bisection, reason,
+    wrong_by, wrong_at, recorded_at)
+    SELECT '', signature, good_git, bad_git, status, commits, suspects, bisection, reason, wrong_by, wrong_at,
+    recorded_at FROM commit_ranges;
+DROP TABLE commit_ranges;
+ALTER TABLE commit_ranges_v23 RENAME TO commit_ranges;
+"""
+
 MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19,
-                         V20, V21]
+                         V20, V21, V22, V23]
 SCHEMA_VERSION = len(MIGRATIONS)

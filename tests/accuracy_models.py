@@ -60,6 +60,15 @@ class NoisyLM(TinyLM):
         return {**out, "logits": out["logits"] + _noise(out["logits"])}
 
 
+class BuiltinsLM(TinyLM):
+    """Looks up builtins while traced (`getattr`, `len`): Dynamo guards them in a worker's first compile only."""
+
+    def forward(self, input_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        mix = getattr(self, "mix")
+        hidden = torch.tanh(mix(self.embed(input_ids))) * len(input_ids.shape)
+        return {"last_hidden_state": hidden, "logits": self.head(hidden)}
+
+
 @torch._dynamo.assume_constant_result
 def _late_flag() -> bool:
     # Called while tracing, its result a constant of the graph: the read is recorded, never guarded.

@@ -55,7 +55,7 @@ def message(title: str, pr: int, approvers: tuple[str, ...], coauthor: str | Non
 class Step:
     """One commit of the series: what it writes, who wrote it, what its message says."""
 
-    name: str                      # harmless1 | planted | harmless2 | cpp | harmless3
+    name: str                      # harmless1 | planted | harmless2 | cpp | cpp2 | needs | fix | wrong
     author: str
     pr: int
     approvers: tuple[str, ...]
@@ -67,7 +67,12 @@ STEPS = {
     "planted": Step("planted", "bob", 1002, ("reviewer2", "reviewer3"), coauthor="carol"),
     "harmless2": Step("harmless2", "dave", 1003, ("reviewer1",)),
     "cpp": Step("cpp", "erin", 1004, ("reviewer2",)),
+    "cpp2": Step("cpp2", "gina", 1006, ("reviewer1",)),
+    "needs": Step("needs", "hank", 1007, ("reviewer2",)),
+    "fix": Step("fix", "ivan", 1008, ("reviewer3",)),
+    "wrong": Step("wrong", "judy", 1009, ("reviewer1",)),
 }
+NEEDS = "# FLAGSWEEP_NEEDS_NATIVE: this code imports a name only a newer build's compiled part has\n"
 
 
 def _git(repo: Path, *args: str, author: str = "base", env_date: str = "2026-11-27T00:00:00") -> str:
@@ -85,9 +90,26 @@ def _write(repo: Path, step: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("// a C++ change no overlay can carry\n")
         return
+    if step == "cpp2":
+        path = repo / "aten/src/ATen/native/Abs.cpp"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("// a kernel change\n")
+        return
     if step == "planted":
         path = repo / BUILTIN
         path.write_text(path.read_text().replace(ANCHOR, PLANT, 1))
+        return
+    if step == "fix":
+        path = repo / BUILTIN
+        path.write_text(path.read_text().replace(PLANT, ANCHOR, 1))
+        return
+    if step == "wrong":
+        path = repo / "torch/_dynamo/config.py"
+        path.write_text(path.read_text() + "\nflagsweep_scale = 2.0  # planted: an output scaled under the flag\n")
+        return
+    if step == "needs":
+        path = repo / BUILTIN
+        path.write_text(NEEDS + path.read_text())
         return
     path = repo / ("torch/_dynamo/config.py" if step != "harmless2" else BUILTIN)
     path.write_text(path.read_text() + f"\n# {step}: a comment, nothing else\n")

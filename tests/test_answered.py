@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import torch
 
 from harness.core.calls import Call
 from harness.core.outcome import ANSWERED, POOLED, Outcome
@@ -189,3 +190,17 @@ def test_the_worker_keeps_the_second_spec_it_used_and_the_accuracy_reproducer_re
                                       "cpu", 1e-3, 1e-3))
     assert "input_ids=torch.randint(0, 50, (2, 7))," in script
     assert built.to_dict()["second_spec"] == recorded and "second_spec" not in builds["TinyCorruptSecondLM"].to_dict()
+
+
+def test_the_guards_compared_leave_out_the_builtins_a_workers_first_compile_alone_guards():
+    # Dynamo guards the builtins a frame looks up (getattr, len) in a process's first compile only: kept in the
+    # digest, no config compiled after the baseline (BertModel, GPT2Model: every one) could ever be answered.
+    from harness.engine import backend
+    from harness.zoo.inputs import make_inputs
+    from tests import accuracy_models as am
+
+    torch.manual_seed(0)
+    module, inputs = am.BuiltinsLM().eval(), make_inputs(am.SPEC, 0, "cpu")
+    first, later = (backend.compile_and_run(module, inputs, settings=s, backend="count").guards
+                    for s in ({}, CONFIGS[CDOS]))
+    assert first is not None and first == later

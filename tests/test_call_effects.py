@@ -158,3 +158,25 @@ def test_the_unsafe_table_is_read_strictly(tmp_path, text, named):
 
 def _no_calls(o: Outcome) -> Outcome:
     return Outcome.from_dict({**o.to_dict(), "calls": []})
+
+
+def test_an_unsafe_key_the_torch_under_test_lacks_is_one_warning_naming_it(tmp_path, caplog):
+    """Issue 45: a key of unsafe_flags.toml that matches no flag of the torch under test (a typo, a key a newer torch
+    removed) marked nothing unsafe without a word; exclusions.toml warns. Checked against the real torch's space as
+    the sweep's workers list it: the typo is named, a key it has and a key of a module the backend does not list
+    are not; the reviewed table matches this torch whole."""
+    from bot.pipeline.steps import unsafe_unmatched
+    from harness.engine.events import ConfigSpace
+    from harness.engine.flags import space as configspace
+
+    space = ConfigSpace(*configspace.discover("count", None))
+    table = tmp_path / "unsafe_flags.toml"
+    table.write_text('[[unsafe]]\nkey = "torch._dynamo.config.skip_nnmodule_hook_guards"\nvalue = true\nreason = "r"\n'
+                     '[[unsafe]]\nkey = "torch._dynamo.config.skip_nnmodule_hook_gaurds"\nvalue = true\nreason = "r"\n'
+                     '[[unsafe]]\nkey = "torch._inductor.config.not_listed_under_count"\nvalue = true\nreason = "r"\n')
+    caplog.set_level("WARNING", logger="bot.pipeline.steps")
+    assert unsafe_unmatched(space, table) == ["torch._dynamo.config.skip_nnmodule_hook_gaurds"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "unsafe_flags.toml: torch._dynamo.config.skip_nnmodule_hook_gaurds matches no flag of the torch under test "
+        "(a typo, or a key this build removed)"]
+    assert unsafe_unmatched(space) == []

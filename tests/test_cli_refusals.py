@@ -510,6 +510,20 @@ def test_a_cuda_device_from_the_settings_is_named_as_the_setting(tmp_path, capsy
     assert code == 2 and f"{conf}: [sweep] device = 'cuda': no CUDA" in line and "--device" not in line
 
 
+def test_a_cuda_device_from_the_settings_is_named_as_the_setting_by_the_nightly(tmp_path, capsys):
+    """Issue 45: `nightly --torch current` with `[sweep] device = "cuda"` without CUDA was refused by its workers,
+    naming `--device cuda`, an option it has not; it is asked in the torch the nightly runs, before any worker."""
+    _no_cuda()
+    conf = tmp_path / "s.toml"
+    conf.write_text('[sweep]\ndevice = "cuda"\n')
+    code, err = run_cli(capsys, "--settings", str(conf), "--state", str(tmp_path / "s.sqlite"), "nightly", "--torch",
+                        "current", "--models", "GPT2Model", "--configs", "baseline", "--dry-run", "--out",
+                        str(tmp_path / "o"))
+    line = one_line(err)
+    assert code == 2 and f"flagsweep nightly: {conf}: [sweep] device = 'cuda': no CUDA" in line and "--device" not in line
+    assert runs.list_runs(db.connect(tmp_path / "s.sqlite")) == []
+
+
 def test_serve_and_nightly_refuse_a_cuda_device_from_a_cpu_channel(tmp_path, capsys):
     """Issue 38: `serve` started with `[sweep] device = "cuda"` and the `cpu` channel, so every night would fail;
     `nightly` refuses it too, before installing anything."""

@@ -85,6 +85,7 @@ TABLE = [
     (modes.Mode, "attention", modes.ATTENTIONS),
     (culprits.ProbeRow, "verdict", culprits.VERDICTS),
     (culprits.ProbeRow, "phase", culprits.PHASES),
+    (culprits.ProbeRow, "build", culprits.BUILDS),
     (culprits.CommitRange, "status", culprits.STATUSES),
     (runs.ExportedRun, "kind", runs.KINDS),
     (runs.ExportedRun, "status", runs.STATUSES),

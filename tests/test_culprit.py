@@ -3,6 +3,7 @@ the fake GitHub's compare and commits through the real client, and every bad inp
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import pytest
 
@@ -10,8 +11,8 @@ from bot.builds import checkout
 from bot.github.client import GitHubPublisher
 from bot.ranges import culprit
 from bot.settings import CulpritSettings
-from harness.core.commits import (Commit, CommitError, FileChange, commit, nightly_main_sha, parse_message,
-                                  python_stretch)
+from harness.core.commits import (Commit, CommitError, FileChange, Person, changed_paths, commit, nightly_main_sha,
+                                  overlay_blocker, parse_message)
 from harness.core.suspects import Crash, cc_for, frame_files, rank
 from tests import culprit_series as series
 
@@ -20,18 +21,20 @@ H = "@flagsweep-bot"
 
 
 def c(sha: str, *paths: str, author: str = "alice", status: str = "modified", coauthors: tuple[str, ...] = ()) -> Commit:
+    """A commit; each co-author a login, or a name (with a space: no login)."""
+    people = tuple(Person(p) if " " in p else Person(p.title(), p) for p in coauthors)
     return Commit(sha=sha * 40 if len(sha) == 1 else sha, title=f"change {sha}", author=author,
-                  files=tuple(FileChange(p, status) for p in paths), coauthors=coauthors)
+                  files=tuple(FileChange(p, status) for p in paths), coauthors=people)
 
 
 # -- what the merge bot and the nightly job write --------------------------------------------------------------
 def test_a_merge_bot_message_names_the_pr_approvers_and_co_authors():
     said = parse_message(series.message("[dynamo] fix abs", 1002, ("reviewer2", "reviewer3"), coauthor="carol"))
     assert (said.title, said.pr, said.approvers, said.coauthors) == ("[dynamo] fix abs (#1002)", 1002,
-                                                                     ("reviewer2", "reviewer3"), ("carol",))
+                                                                     ("reviewer2", "reviewer3"), (Person("Carol", "carol"),))
     # a message with only the title's (#N), and a co-author without a noreply address (named, never a login)
     said = parse_message("Fix it (#77)\n\nCo-authored-by: Dana Smith <dana@example.com>\n")
-    assert (said.pr, said.approvers, said.coauthors) == (77, (), ("Dana Smith",))
+    assert (said.pr, said.approvers, said.coauthors) == (77, (), (Person("Dana Smith"),))
 
 
 def test_a_nightly_commit_names_its_main_commit_and_anything_else_is_one_line():
@@ -43,18 +46,17 @@ def test_a_nightly_commit_names_its_main_commit_and_anything_else_is_one_line():
         commit("not-a-sha", "x", None, ())
 
 
-def test_the_overlay_carries_python_under_torch_only_and_a_deletion_cuts_it():
-    py, test, cpp = c("a", "torch/_dynamo/utils.py", "test/dynamo/test_x.py"), c("b", "aten/src/ATen/x.cpp"), None
+def test_the_overlay_carries_python_under_torch_only_deletions_and_renames_too():
+    py, test = c("a", "torch/_dynamo/utils.py", "test/dynamo/test_x.py"), c("b", "aten/src/ATen/x.cpp")
     deleted = c("d", "torch/_dynamo/old.py", status="removed")
+    renamed = Commit("f" * 40, "move", "alice", (FileChange("torch/_dynamo/new.py", "renamed", "torch/_dynamo/old.py"),))
     csrc = c("e", "torch/csrc/dynamo/guards.cpp")
-    assert python_stretch([py]).cut is None
-    cut = python_stretch([py, deleted, test])
-    assert [x.sha for x in cut.commits] == [py.sha] and cut.cut is deleted
-    assert cut.sentence == f"the overlay search stops between {py.short} and {deleted.short}: it deletes torch/_dynamo/old.py"
-    assert python_stretch([csrc]).sentence == (f"the overlay search stops between the good build and {csrc.short}: "
-                                               "it changes torch/csrc/dynamo/guards.cpp, which is not Python in the "
-                                               "torch package")
-    assert "aten/src/ATen/x.cpp" in python_stretch([test]).why
+    assert [overlay_blocker(x) for x in (py, deleted, renamed)] == [None, None, None]
+    assert changed_paths([py, renamed]) == ["torch/_dynamo/utils.py", "torch/_dynamo/old.py", "torch/_dynamo/new.py"]
+    assert overlay_blocker(csrc) == "it changes torch/csrc/dynamo/guards.cpp, which is not Python in the torch package"
+    assert overlay_blocker(c("g", "torch/csrc/x.h", status="removed")) == ("it deletes torch/csrc/x.h, which is not "
+                                                                          "Python in the torch package")
+    assert "aten/src/ATen/x.cpp" in overlay_blocker(test)
 
 
 # -- suspects and the cc rule ------------------------------------------------------------------------------------
@@ -120,7 +122,7 @@ def test_compare_pages_and_each_commit_says_its_pr_people_and_files(fake_github)
     assert [x.sha for x in found] == shas[1:]
     planted = found[1]
     assert (planted.pr, planted.author, planted.coauthors, planted.approvers, planted.parent) == (
-        2002, "bob", ("carol",), ("reviewer2", "reviewer3"), shas[1])
+        2002, "bob", (Person("Carol", "carol"),), ("reviewer2", "reviewer3"), shas[1])
     assert planted.files == (FileChange("torch/_dynamo/variables/builtin.py", "modified"),)
     assert len(fake_github.requests.matching("GET", r"/compare/")) == 2        # 101 commits: two pages of 100
     assert len(fake_github.requests.matching("GET", r"/commits/[0-9a-f]+$")) == 101
@@ -131,7 +133,7 @@ def test_a_range_of_five_thousand_commits_is_refused_in_one_line_before_any_comm
     shas = _seed(fake_github, 5000)
     client = GitHubPublisher(fake_github.settings())
     steps = culprit.CulpritSteps(commits=lambda good, bad: client.commit_range("pytorch/pytorch", good, bad, 500))
-    found = culprit.find(steps, signature="S", good=shas[0], bad=shas[-1], crash=Crash(), settings=SETTINGS)
+    found = culprit.find(steps, culprit.Search("S", shas[0], shas[-1]), SETTINGS)
     assert (found.status, found.reason) == ("failed", f"5000 commits between {shas[0][:12]} and {shas[-1][:12]}: more "
                                                       "than [culprit] max_commits = 500, not searched")
     assert not fake_github.requests.matching("GET", r"/commits/[0-9a-f]+$")
@@ -141,10 +143,10 @@ def test_a_range_of_five_thousand_commits_is_refused_in_one_line_before_any_comm
 def test_a_checkout_lacking_the_commit_and_an_empty_range_are_one_line_each(tmp_path):
     s = series.build(tmp_path / "repo", ["harmless1"])
     steps = culprit.CulpritSteps(commits=lambda good, bad: checkout.commits(s.repo, good, bad))
-    lacking = culprit.find(steps, signature="S", good=s.good, bad="f" * 40, crash=Crash(), settings=SETTINGS)
+    lacking = culprit.find(steps, culprit.Search("S", s.good, "f" * 40), SETTINGS)
     assert (lacking.status, lacking.reason) == ("failed", "the checkout lacks commit ffffffffffff (fetch it, or the "
                                                           "checkout is behind)")
-    empty = culprit.find(steps, signature="S", good=s.good, bad=s.good, crash=Crash(), settings=SETTINGS)
+    empty = culprit.find(steps, culprit.Search("S", s.good, s.good), SETTINGS)
     assert (empty.status, empty.reason) == ("failed", f"no commits between {s.good[:12]} and {s.good[:12]}: "
                                                       "nothing to search")
     # the nightly commit's message names the good build's main commit; the main commit's own does not
@@ -152,25 +154,40 @@ def test_a_checkout_lacking_the_commit_and_an_empty_range_are_one_line_each(tmp_
     with pytest.raises(CommitError, match="not a nightly release commit"):
         nightly_main_sha(checkout.message(s.repo, s.shas["harmless1"]))
     # without an overlay to run on, the suspects are still ranked
-    ranked = culprit.find(steps, signature="S", good=s.good, bad=s.shas["harmless1"],
-                          crash=Crash(frames=("torch/_dynamo/config.py",)), settings=SETTINGS)
+    ranked = culprit.find(steps, culprit.Search("S", s.good, s.shas["harmless1"],
+                                                Crash(frames=("torch/_dynamo/config.py",))), SETTINGS)
     assert ranked.status == "suspects" and [r.sha for r in ranked.suspects] == [s.shas["harmless1"]]
     assert ranked.reason == "no [culprit] checkout: suspects ranked, no bisection"
 
 
-def test_a_commit_deleting_a_torch_file_cuts_the_search_with_why(tmp_path):
-    s = series.build(tmp_path / "repo", ["harmless1"])
+GONE = '''import importlib.util, json, pathlib
+pkg = pathlib.Path(importlib.util.find_spec("torch").submodule_search_locations[0])
+gone = not (pkg / "_dynamo/config.py").exists()
+print("FLAGSWEEP_RESULT " + json.dumps({"v": 1, "status": "error", "signature": "S"} if gone else {"v": 1, "status": "ok"}))
+'''
+
+
+def test_a_commit_deleting_a_torch_file_is_carried_by_the_overlay_and_bisected(tmp_path):
+    from bot.pipeline.culprit import run_step
+    from bot.ranges import overlay
+    build = tmp_path / "build/torch"                  # a small build: the two files the series holds, and a library
+    for rel in series.SLICE:
+        (build / rel[len("torch/"):]).parent.mkdir(parents=True, exist_ok=True)
+        (build / rel[len("torch/"):]).write_text((series.TORCH_DIR / rel[len("torch/"):]).read_text())
+    (build / "__init__.py").write_text("")
+    s = series.build(tmp_path / "repo", ["harmless1", "harmless2"])
     series._git(s.repo, "rm", "-q", "torch/_dynamo/config.py")
     series._git(s.repo, "commit", "-q", "-m", series.message("[dynamo] drop config", 1005, ("reviewer1",)),
                 author="frank")
     bad = series._git(s.repo, "rev-parse", "HEAD")
     steps = culprit.CulpritSteps(commits=lambda good, b: checkout.commits(s.repo, good, b),
                                  file_at=lambda sha, path: checkout.file_at(s.repo, sha, path),
-                                 run=lambda root: pytest.fail("no probe runs past a cut"))
-    found = culprit.find(steps, signature="S", good=s.shas["harmless1"], bad=bad, crash=Crash(), settings=SETTINGS,
-                         torch_dir=series.TORCH_DIR, work=tmp_path / "overlay")
-    assert (found.status, found.reason) == ("cut", f"the overlay search stops between the good build and {bad[:12]}: "
-                                                   "it deletes torch/_dynamo/config.py")
+                                 good=culprit.Build(build, tmp_path / "overlay",
+                                                    run_step(GONE, sys.executable, 60)))
+    found = culprit.find(steps, culprit.Search("S", s.shas["harmless1"], bad), SETTINGS)
+    assert (found.status, found.bisection.culprit, found.bisection.parent) == ("found", bad, s.shas["harmless2"])
+    overlay.make(build, tmp_path / "overlay")        # made the build's again: the deleted file is back
+    assert (tmp_path / "overlay/torch/_dynamo/config.py").is_file()
 
 
 # -- wrong-culprit (maintainers), cc remove, and the count beside the precision -------------------------------------
@@ -188,10 +205,16 @@ def test_wrong_culprit_is_for_maintainers_removes_the_cc_it_added_and_counts_in_
     culprits.record(desk.conn, CommitRange(signature="S", good_git="1" * 40, bad_git="2" * 40, status="found",
                                            commits=[other, planted],
                                            suspects=[SuspectRow(planted.sha, 110, ["why"]), SuspectRow(other.sha, 40)],
-                                           bisection=Bisection(culprit=planted.sha, parent=other.sha)))
+                                           bisection=Bisection(culprit=planted.sha, parent=other.sha),
+                                           config="capture_scalar_outputs"))
+    # the same signature under another config, stored later: another issue's culprit, never marked from this one
+    culprits.record(desk.conn, CommitRange(signature="S", good_git="1" * 40, bad_git="3" * 40, status="found",
+                                           commits=[other], bisection=Bisection(culprit=other.sha, parent="1" * 40),
+                                           config="other_config"))
     links.upsert(desk.conn, dataclasses.replace(links.get(desk.conn, "a"), signature="S",
                                                 config="capture_scalar_outputs"))
-    assert attribute(culprits.get(desk.conn, "S", "1" * 40, "2" * 40)).cc == ["bob", "carol"]
+    assert attribute(culprits.get(desk.conn, "S", "1" * 40, "2" * 40, "capture_scalar_outputs"), frozenset(),
+                     "pytorch/pytorch").cc == ["bob", "carol"]
 
     result, replies = desk.send(f"{H} wrong-culprit", TRIAGER)
     assert result["commands"][0]["outcome"] == "refused" and "needs maintain permission" in replies[0]
@@ -199,19 +222,20 @@ def test_wrong_culprit_is_for_maintainers_removes_the_cc_it_added_and_counts_in_
     assert [x["outcome"] for x in result["commands"]] == [f"wrong culprit {planted.sha[:12]}", "cc remove"]
     assert f"Recorded: `{planted.sha[:12]}` is not the culprit" in replies[0]
     assert culprits.removed(desk.conn) == {"a": frozenset({"bob", "carol", "erin"})}
-    marked = culprits.get(desk.conn, "S", "1" * 40, "2" * 40)
+    marked = culprits.get(desk.conn, "S", "1" * 40, "2" * 40, "capture_scalar_outputs")
     assert marked.wrong_by == "maya-maintainer"
+    assert culprits.get(desk.conn, "S", "1" * 40, "3" * 40, "other_config").wrong_by is None
     # the issue says so and cc's nobody for it (a culprit marked wrong is not replaced by a guess)
-    said = attribute(marked, culprits.removed(desk.conn)["a"])
+    said = attribute(marked, culprits.removed(desk.conn)["a"], "pytorch/pytorch")
     assert said.cc == [] and said.section["wrong"] == {"sha": planted.short, "by": "maya-maintainer"}
     _, replies = desk.send(f"{H} wrong-culprit", "maya-maintainer")
     assert "names no bisected culprit" in replies[0]
     desk.conn.close()
     assert main(["--state", str(tmp_path / "state.sqlite"), "stats", "--json"]) == 0
     import json
-    assert json.loads(capsys.readouterr().out)["culprits"] == {"named": 1, "wrong": 1}
+    assert json.loads(capsys.readouterr().out)["culprits"] == {"named": 2, "wrong": 1}
     assert main(["--state", str(tmp_path / "state.sqlite"), "stats"]) == 0
-    assert "culprits bisected: 1, marked wrong by a maintainer: 1 (0.0% not marked wrong)" in capsys.readouterr().out
+    assert "culprits bisected: 2, marked wrong by a maintainer: 1 (50.0% not marked wrong)" in capsys.readouterr().out
 
 
 # -- what the tracking issue says without a culprit ---------------------------------------------------------------
@@ -227,7 +251,7 @@ def test_suspects_are_shown_three_at_most_with_why_and_cc_by_the_rule():
     from bot.text.render import render
     three = [c(str(i), f"torch/_dynamo/f{i}.py", author=f"u{i}") for i in range(1, 4)]
     said = attribute(_range("flaky", three, "the reproducer is flaky at 111111111111: 1 of 3 runs failed with "
-                                            "the signature, 2 passed; no culprit is named"))
+                                            "the signature, 2 passed; no culprit is named"), frozenset(), "pytorch/pytorch")
     assert said.cc == ["u1", "u2", "u3"]
     text = render("tracking_culprit.md.j2", culprit=said.section)
     assert "No culprit: the reproducer is flaky at 111111111111" in text
@@ -235,11 +259,13 @@ def test_suspects_are_shown_three_at_most_with_why_and_cc_by_the_rule():
     assert "by @u1 |" in text
     four = three + [c("4", "torch/_dynamo/f4.py", author="u4")]
     said = attribute(_range("cut", four, "the overlay search stops between the good build and 111111111111: it "
-                                         "changes aten/x.cpp, which is not Python in the torch package"))
+                                         "changes aten/x.cpp, which is not Python in the torch package"),
+                     frozenset(), "a-fork/torch")
     text = render("tracking_culprit.md.j2", culprit=said.section)
+    assert "](https://github.com/a-fork/torch/commit/" in text and "github.com/pytorch/pytorch" not in text  # [culprit] repo
     assert said.cc == [] and "| and 1 more | |" in text and "@u" not in text    # more than 3: nobody, no mention
     assert "by `u1`" in text and "No culprit: the overlay search stops between the good build" in text
-    assert attribute(_range("suspects", three), frozenset({"u2"})).cc == ["u1", "u3"]
+    assert attribute(_range("suspects", three), frozenset({"u2"}), "pytorch/pytorch").cc == ["u1", "u3"]
 
 
 def test_github_names_the_authors_git_cannot_for_the_commits_the_issue_shows(tmp_path, fake_github):
@@ -253,7 +279,36 @@ def test_github_names_the_authors_git_cannot_for_the_commits_the_issue_shows(tmp
                         suspects=[SuspectRow(shas[3], 10)], bisection=Bisection(culprit=shas[2], parent=shas[1]))
     conn = db.connect(tmp_path / "state.sqlite")
     github = step.GitHubSource(GitHubPublisher(fake_github.settings()), "pytorch/pytorch", 500)
-    named = step.with_logins(conn, found, step.Checkout(tmp_path, github))
+    named = step.with_logins(found, step.Checkout(tmp_path, github))
+    culprits.record(conn, named)
     assert [c.author for c in named.commits] == [None, "bob", "alice"]      # the culprit and the shown suspect only
     assert culprits.get(conn, "S", "1" * 40, "2" * 40).culprit.author == "bob"
     assert len(fake_github.requests.matching("GET", r"/commits/[0-9a-f]+$")) == 2
+
+
+# -- the commit that fixed it, in the close comment ------------------------------------------------------------------
+def test_the_close_comment_names_the_fixing_commit_without_a_mention():
+    from types import MappingProxyType
+
+    from bot.issues.context import PlanSettings
+    from bot.issues.plan import plan
+    from state.culprits import Bisection, CommitRange
+    from tests import test_planner as tp
+    from tests.fakegithub import scenario as sc
+    from tests.issueviews import inputs
+    key, links = tp._quiet_setup(None, "open")
+    gone = sc.corpus()
+    gone["Model02ForCausalLM"][tp.CSO] = 3
+    timeline = tp._awaiting(3, [tp._night("2026-11-21", "ok"), tp._night("2026-11-22", "ok")])
+    fix = Commit("f" * 40, "[dynamo] fix abs (#1008)", "ivan", (FileChange("torch/_dynamo/x.py", "modified"),),
+                 pr=1008, coauthors=(Person("Judy", "judy"),))
+    searched = CommitRange(sc.SIG_B, "a" * 40, "b" * 40, "found", commits=[fix], config=tp.CSO,
+                           bisection=Bisection(culprit=fix.sha, parent="a" * 40, fix=True))
+    view = inputs(gone, links=links, ranges=[tp._range("fixed", sig=sc.SIG_B)])
+    view = dataclasses.replace(view, culprits=MappingProxyType({(tp.CSO, sc.SIG_B, "fixed"): searched}))
+    done = plan(view, timeline, PlanSettings(verify_nightlies=2, min_models=1))
+    [comment] = [a for a in done.actions if a.key == key and a.action == "comment"]
+    assert (f"Fixed by [`ffffffffffff`](https://github.com/pytorch/pytorch/commit/{'f' * 40}) "
+            "([#1008](https://github.com/pytorch/pytorch/pull/1008)) by `ivan`: the first commit where the signature "
+            "is gone") in comment.body
+    assert "@ivan" not in comment.body and "@judy" not in comment.body

@@ -40,7 +40,7 @@ def _shard_file(tmp: Path, i: int) -> Path:
     settings, conn = _host(tmp, f"shard{i}")
     result = nightly.run_nightly(conn, settings, shard=f"{i}/2", out_dir=tmp, steps=_world().steps())
     assert result.status == "shard_done"
-    runs.record_model(conn, result.run_id, ModelBuild(f"model-of-shard-{i}", "XConfig", {}, {}, 0))
+    runs.record_model(conn, result.run_id, ModelBuild(f"ModelOfShard{i}", "XConfig", {}, {}, 0))
     path = merge_mod.write_export(conn, result.run_id, tmp / f"shard-{i}.json")
     conn.close()
     return path
@@ -74,7 +74,7 @@ def test_two_shards_on_separate_stores_merge_like_one_unsharded_run(tmp_path):
     merged = max(r.id for r in runs.list_runs(pub))
     run = runs.get_run(pub, merged)
     assert run.status == "finished" and run.shard is None and len(run.models) == 5
-    assert set(runs.model_data(pub, merged)) == {"model-of-shard-1", "model-of-shard-2"}   # builds travel too
+    assert set(runs.model_data(pub, merged)) == {"ModelOfShard1", "ModelOfShard2"}   # builds travel too
 
     one_settings, one = _host(tmp_path, "unsharded")
     single = nightly.run_nightly(one, one_settings, out_dir=tmp_path / "single-out", steps=_world().steps(real_publish=True))
@@ -179,7 +179,26 @@ def test_merge_torch_installs_the_shards_build_here_and_refuses_another(tmp_path
     (lambda d: d["run"]["environment"].pop("torch_version"), "torch_version is missing: a shard names the torch"),
     (lambda d: d["run"]["environment"].update(torch_version=2.14), "torch_version 2.14 is not a torch version string"),
     (lambda d: d["run"]["environment"].update(device="gpu"), "device 'gpu' is not one of cpu, cuda"),
-    (lambda d: d["builds"].update(other=d["builds"]["model-of-shard-1"]), "builds.other is the build of"),
+    (lambda d: d["builds"].update(other=d["builds"]["ModelOfShard1"]), "builds.other is the build of"),
+    # issue 45: a shard never chooses the modules the merging host imports; numbers a store holds; names and dates
+    (lambda d: d["run"]["options"].update(extra_modules=["this"]),
+     "run.options.extra_modules names 'this', a module this host's settings do not import"),
+    (lambda d: d["outcomes"][0].update(graphs=10**30), f"outcome: graphs: {10**30} is past the range of a stored"),
+    (lambda d: d["outcomes"][0].update(ops_per_graph=[3, -2**64]), "outcome: ops_per_graph[1]: -18446744073709551616"),
+    (lambda d: d["outcomes"][0].update(calls=[{"scenario": "first", "recompiles": 2**63}]),
+     "call: recompiles: 9223372036854775808 is past"),
+    (lambda d: d["run"]["base_settings"].update({"torch._dynamo.config.cache_size_limit": 10**20}),
+     "run: base_settings.torch._dynamo.config.cache_size_limit: 100000000000000000000 is past"),
+    (lambda d: d["builds"]["ModelOfShard1"].update(seed=10**30), "stored build: seed: 1000000000000000000000000000000"),
+    (lambda d: d["outcomes"][0].update(compile_s=float("nan")), "outcome: compile_s: nan is not a finite number"),
+    (lambda d: d["outcomes"][0].update(peak_mem_mb=float("inf")), "outcome: peak_mem_mb: inf is not a finite number"),
+    (lambda d: d["run"]["options"].update(population={"seed": float("nan")}), "population.seed: nan is not a finite"),
+    (lambda d: d["run"]["models"].append("X\nimport os"), "run.models: model 'X\\nimport os' is not a model name"),
+    (lambda d: d["outcomes"][0].update(model="A\nimport os #"), "outcome: model 'A\\nimport os #' is not a model name"),
+    (lambda d: d["builds"].update(X=dict(d["builds"]["ModelOfShard1"], model="X; import os")),
+     "stored build: model 'X; import os' is not a model name"),
+    (lambda d: d["run"].update(nightly="2026-13-45"), "run: nightly '2026-13-45' is not a date YYYY-MM-DD"),
+    (lambda d: d["run"].update(nightly="2026-1-5"), "run: nightly '2026-1-5' is not a date YYYY-MM-DD"),
 ])
 def test_a_badly_typed_run_file_is_one_line_exit_2_and_nothing_is_imported(tmp_path, capsys, edit, named):
     good = _shard_file(tmp_path, 1)
@@ -246,3 +265,18 @@ def test_the_options_a_real_sweep_stores_read_back_as_a_shards(tmp_path):
                                         "sample": 2, "strata": {"decoder_llm": [2, 3]}},
               "unavailable_configs": {"x": {"settings": {"torch._dynamo.config.x": True}, "missing": ["x"]}}}
     assert RunOptions.from_dict(stored).to_dict() == stored
+
+
+def test_a_stored_shard_whose_workers_imported_a_module_is_refused_by_merge(tmp_path):
+    """Issue 45: the merged run's flake confirmation imports each of its `extra_modules` on this host (the one holding
+    the GitHub token); a shard naming one this host's settings do not is refused, by run, before anything is merged."""
+    _, conn = _host(tmp_path, "publisher")
+    ids = [merge_mod.import_file(conn, _shard_file(tmp_path, i)) for i in (1, 2)]
+    conn.execute("UPDATE runs SET options = json_set(options, '$.extra_modules', json('[\"this\"]')) WHERE id = ?",
+                 (ids[1],))
+    with pytest.raises(merge_mod.MergeError, match=f"run {ids[1]}: run.options.extra_modules names 'this'"):
+        merge_mod.merge(conn, ids)
+    assert [r.status for r in runs.list_runs(conn)] == ["finished", "finished"]    # neither shard marked merged
+    merged = merge_mod.merge(conn, ids, modules=["this"])     # a module this host's settings import is allowed
+    assert runs.get_run(conn, merged).status == "finished"
+    conn.close()

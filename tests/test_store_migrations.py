@@ -192,7 +192,8 @@ def _fill_v19(conn: sqlite3.Connection) -> None:
 
 def _fill_v20(conn: sqlite3.Connection) -> None:
     """v20 stored a run's options as one record: v19's rows, run 1's options as a v20 engine wrote them (every field
-    but accuracy's answer_quarantine, which came in v21)."""
+    but accuracy's answer_quarantine, which came in v22), and one commit range whose co-authors are strings, a login
+    or a name by their shape (before v21)."""
     _fill_v19(conn)
     for statement in filter(str.strip, V20.split(";")):   # every other run as v20 left it
         conn.execute(statement)
@@ -200,11 +201,37 @@ def _fill_v20(conn: sqlite3.Connection) -> None:
                                      accuracy=Accuracy(rtol=0.01, atol=0.002, answer_audit=0.1))).to_dict()
     del stored["accuracy"]["answer_quarantine"]
     conn.execute("UPDATE runs SET options = ? WHERE id = 1", (json.dumps(stored),))
+    commits = [{"sha": "a" * 40, "title": "Fix (#5)", "author": "bob", "files": [], "pr": 5,
+                "coauthors": ["carol", "Dana Smith"], "approvers": ["r"], "parent": None},
+               {"sha": "b" * 40, "title": "Other", "author": None, "files": [], "pr": None, "coauthors": [],
+                "approvers": [], "parent": "a" * 40}]
+    conn.execute("INSERT INTO commit_ranges (signature, good_git, bad_git, status, commits, suspects, recorded_at)"
+                 " VALUES ('S', ?, ?, 'suspects', ?, '[]', '2026-11-27T00:00:00+00:00')",
+                 ("1" * 40, "2" * 40, json.dumps(commits)))
+
+
+def _fill_v21(conn: sqlite3.Connection) -> None:
+    """v21's rows: v20's, their commit ranges' co-authors made people as v21 did."""
+    _fill_v20(conn)
+    conn.execute(MIGRATIONS[20].strip().rstrip(";"))
+
+
+def _fill_v22(conn: sqlite3.Connection) -> None:
+    """v22's rows: v21's with the answered items' tables, and one more commit range kept per (signature, range), marked
+    wrong (before v23 kept it per config too)."""
+    _fill_v21(conn)
+    for statement in filter(str.strip, MIGRATIONS[21].split(";")):   # its tables are made: complete the options
+        if statement.strip().startswith("UPDATE"):
+            conn.execute(statement)
+    conn.execute("INSERT INTO commit_ranges (signature, good_git, bad_git, status, commits, suspects, bisection, reason,"
+                 " wrong_by, wrong_at, recorded_at) VALUES ('T', ?, ?, 'found', '[]', '[]', NULL, NULL, 'maya', NULL,"
+                 " '2026-10-02T04:00:00+00:00')", ("1" * 40, "2" * 40))
 
 
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
            9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14, 15: _fill_v15,
-           16: _fill_v16, 17: _fill_v17, 18: _fill_v18, 19: _fill_v19, 20: _fill_v20}
+           16: _fill_v16, 17: _fill_v17, 18: _fill_v18, 19: _fill_v19, 20: _fill_v20, 21: _fill_v21,
+           22: _fill_v22}
 
 
 def _build_at(path, version: int) -> None:
@@ -359,10 +386,10 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
     assert stored == RunOptions.from_dict(stored).to_dict()
     one = runs.get_run(conn, 1).options.sweep
     assert (one.backend, one.workers, one.gpu_workers, one.accuracy) == (
-        ("eager", 2, 2, Accuracy(rtol=0.01, atol=0.002, answer_audit=0.1)) if version == 20 else
+        ("eager", 2, 2, Accuracy(rtol=0.01, atol=0.002, answer_audit=0.1)) if version >= 20 else
         ("eager", 2, 2, Accuracy(rtol=0.01, atol=0.002, answer=False)) if version == 19 else
         ("count", 0, 2, Accuracy(enabled=False, answer=False)))
-    # v21: answered items with their rule, and the quarantined flags (every older run ran with 7 nights).
+    # v22: answered items with their rule, and the quarantined flags (every older run ran with 7 nights).
     assert one.accuracy.answer_quarantine == 7 and flags.answered(conn, 1) == {}
     flags.record_answered(conn, rid, "M", "c", "a rule")
     flags.quarantine(conn, rid, None, 3, [flags.AnswerFinding("M", "c", "second_size: differs")])
@@ -405,6 +432,32 @@ def test_v18_commit_ranges_and_removed_cc_start_empty_and_take_a_range(tmp_path)
     assert back.commits == [commit] and back.culprit == commit and back.bisection == stored.bisection
     culprits.remove_cc(conn, "k", ["@Bob"])
     assert culprits.removed(conn) == {"k": frozenset({"bob"})}
+
+
+def test_v21_a_stored_co_author_becomes_a_name_without_a_login(tmp_path):
+    """A co-author stored as one string (a login or a name, guessed by shape) is kept as a name: never mentioned."""
+    from harness.core.commits import Person
+    from state import culprits
+    path = tmp_path / "v20.sqlite"
+    _build_at(path, 20)
+    conn = connect(path)
+    first, second = culprits.get(conn, "S", "1" * 40, "2" * 40).commits
+    assert first.coauthors == (Person("carol"), Person("Dana Smith")) and first.approvers == ("r",)
+    assert (first.author, second.coauthors, second.parent) == ("bob", (), "a" * 40)
+
+
+def test_v23_keeps_each_commit_range_under_config_blank(tmp_path):
+    """A range stored per (signature, range) is kept, marked wrong as it was, under config '' (searched again by a
+    config's next ask); a range under another config is its own row."""
+    from state import culprits
+    path = tmp_path / "v22.sqlite"
+    _build_at(path, 22)
+    conn = connect(path)
+    kept = culprits.get(conn, "T", "1" * 40, "2" * 40)
+    assert (kept.config, kept.status, kept.wrong_by) == ("", "found", "maya")
+    assert culprits.get(conn, "T", "1" * 40, "2" * 40, "capture_scalar_outputs") is None
+    culprits.record(conn, culprits.CommitRange("T", "1" * 40, "2" * 40, "suspects", config="capture_scalar_outputs"))
+    assert culprits.get(conn, "T", "1" * 40, "2" * 40).status == "found"
 
 
 def test_v16_drops_only_the_keys_no_outcome_has_and_keeps_every_json_type(tmp_path):

@@ -1,9 +1,11 @@
 """`flagsweep culprit`: from a regression range to the commit, for a person.
 
 Two ways in: a stored signature (`--config C --signature S`: its newest regression range, its verified reproducer
-and stored crash, exactly what the nightly's culprit step takes), or a reproducer and two builds (`--repro FILE
---good SHA --bad SHA --signature S`: the builds named by their git commits, a nightly's or main's; `--python` is
-the good build's interpreter). The commits come from `--checkout` (else `[culprit] checkout`); a bisection needs a
+and stored crash, exactly what the nightly's culprit step takes; with `--fix`, its fix range), or a reproducer and
+two builds (`--repro FILE --good SHA --bad SHA --signature S`, or `--old`/`--new`: the builds named by their git
+commits, a nightly's or main's; `--python` is the older build's interpreter, `--bad-python` the newer's; `--fix`
+searches for the first commit where the signature is gone). Both build the search with the nightly's own
+`prepare` (bot.pipeline.culprit). The commits come from `--checkout` (else `[culprit] checkout`); a bisection needs a
 checkout. Bad values are refused before anything runs (exit 2, one line); `--json` prints the commit range.
 """
 from __future__ import annotations
@@ -49,9 +51,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", type=types.nonempty("the config"), help="the stored crash's config")
     p.add_argument("--signature", type=types.nonempty("the signature"), help="the crash's signature")
     p.add_argument("--repro", type=_file, metavar="FILE", help="a reproducer that prints FLAGSWEEP_RESULT lines")
-    p.add_argument("--good", type=_sha, metavar="SHA", help="the good build's git commit (nightly or main)")
-    p.add_argument("--bad", type=_sha, metavar="SHA", help="the bad build's git commit (nightly or main)")
+    p.add_argument("--good", "--old", dest="good", type=_sha, metavar="SHA",
+                   help="the older build's git commit (nightly or main)")
+    p.add_argument("--bad", "--new", dest="bad", type=_sha, metavar="SHA",
+                   help="the newer build's git commit (nightly or main)")
     p.add_argument("--python", type=types.interpreter, help="the good build's interpreter (default: this one)")
+    p.add_argument("--bad-python", type=types.interpreter, metavar="PY",
+                   help="the bad build's interpreter (default: --python's)")
+    p.add_argument("--fix", action="store_true", help="search for the commit that fixed the signature: --good (or "
+                                                      "--old) is the last failing build, --bad (or --new) the first "
+                                                      "passing one")
     p.add_argument("--checkout", type=_folder, metavar="DIR", help="a git checkout of pytorch (default: [culprit] "
                                                                    "checkout)")
     p.add_argument("--json", action="store_true", help="print the commit range as JSON (and nothing else on stdout)")
@@ -83,12 +92,14 @@ def run_culprit(args: argparse.Namespace, settings: Settings) -> int:
     else:
         from bot.text.render import render
         print(render("culprit.txt.j2", r=found.to_dict(), culprit=found.culprit, ranked=_ranked(found)), end="")
-    return 0 if found.status in ("found", "suspects", "cut") else 1
+    return 0 if found.status in ("found", "suspects", "cut", "outside", "one_of") else 1
 
 
 def _ranked(found) -> list[dict]:
+    from bot.issues.culprit import SHOWN_SUSPECTS
     return [{"sha": s.sha[:12], "score": s.score, "why": s.why,
-             "title": (found.commit(s.sha).title if found.commit(s.sha) else "")} for s in found.suspects[:3]]
+             "title": (found.commit(s.sha).title if found.commit(s.sha) else "")}
+            for s in found.suspects[:SHOWN_SUSPECTS]]
 
 
 def _on_stored(args: argparse.Namespace, settings: Settings):
@@ -100,11 +111,12 @@ def _on_stored(args: argparse.Namespace, settings: Settings):
 
     conn = open_existing(settings)
     try:
+        kind = "fixed" if args.fix else "new_crash"          # --fix: the stored fix range (last failing, first passing)
         held = [r for run in ranges.runs_with(conn, args.config, args.signature)
-                for r in ranges.for_run(conn, [run]) if r.key == (args.config, args.signature, "new_crash")]
+                for r in ranges.for_run(conn, [run]) if r.key == (args.config, args.signature, kind)]
         if not held or not (held[0].good.git and held[0].bad.git):
-            return _refuse(f"no stored regression range with both builds' commits for {args.config} / "
-                           f"{args.signature[:80]!r}")
+            return _refuse(f"no stored {'fix' if args.fix else 'regression'} range with both builds' commits for "
+                           f"{args.config} / {args.signature[:80]!r}")
         good = (lambda s, r: args.python) if args.python else \
             (lambda s, r: steps.provide(s, "nightly", r.good.date, True).python)
         from state import runs as runs_mod
@@ -119,19 +131,15 @@ def _on_repro(args: argparse.Namespace, settings: Settings):
     from bot.builds.checkout import CheckoutError
     from bot.pipeline import culprit as step
     from bot.ranges import culprit as search
-    from bot.ranges.culprit import CulpritSteps
-    from bot.verify import overlay_run
     from harness.core.commits import CommitError
-    from harness.core.suspects import Crash
 
     source = step.Checkout(Path(settings.culprit.checkout))
-    python = args.python or sys.executable
+    python, script = args.python or sys.executable, Path(args.repro).read_text()
     try:
         good, bad = step.main_or_self(source, args.good), step.main_or_self(source, args.bad)
-        torch = step.torch_dir(python)
+        steps = step.prepare(source, settings, script, python, args.bad_python or python, args.signature)
     except (CheckoutError, CommitError, RuntimeError) as exc:
         return _refuse(str(exc))
-    steps = CulpritSteps(commits=source.commits, file_at=source.file_at,
-                         run=overlay_run.runner(Path(args.repro).read_text(), python, settings.verify.timeout))
-    return search.find(steps, signature=args.signature, good=good, bad=bad, crash=Crash(), settings=settings.culprit,
-                       torch_dir=torch, work=step.overlay_dir(settings, torch), progress=True)
+    job = search.Search(args.signature, good, bad, fix=args.fix)      # ranked against its own traceback
+
+    return search.find(steps, job, settings.culprit, progress=True)

@@ -196,11 +196,13 @@ def _merge(args: argparse.Namespace, settings: Any) -> int:
     conn = db.connect(settings.state_path)
     try:
         try:
-            shards = merge.read_files(args.runs)        # every file read and checked: nothing stored yet
+            # the worker modules this host's settings import: the only ones a merged run's confirmation may import
+            modules = settings.sweep_options().extra_modules
+            shards = merge.read_files(args.runs, modules)        # every file read and checked: nothing stored yet
             first = merge.environment_of(conn, args.runs[0], shards)
             python = _verifying_python(args, settings, first) if args.torch else None
             with transaction(conn):     # the files' runs and the merge, or nothing (a refused merge keeps no shard)
-                run_id = merge.merge(conn, merge.resolve_runs(conn, args.runs, shards), python=python)
+                run_id = merge.merge(conn, merge.resolve_runs(conn, args.runs, shards), python=python, modules=modules)
         except (ValueError, provider.ProviderError) as exc:   # MergeError, SpecError, NightlyError: nothing merged
             print(f"flagsweep merge: {exc}", file=sys.stderr)
             return 2
@@ -264,11 +266,10 @@ def _nightly_error(settings: Any) -> str | None:
 def _device_here(settings: Any, spec: Any) -> str | None:
     """Why `[sweep] device` is missing from the interpreter a `current` or interpreter-path `[nightly] torch` runs
     (asked in it, as `sweep` asks); None for an installed build (nightly.device_refusal judges its channel)."""
-    from harness.engine import devices
+    from bot.pipeline import nightly
     if spec.kind not in ("current", "python"):
         return None
-    why = devices.unavailable(settings.sweep.device, spec.value if spec.kind == "python" else settings.sweep.python)
-    return f"{settings.source or 'settings'}: [sweep] device = {settings.sweep.device!r}: {why}" if why else None
+    return nightly.device_missing(settings, spec.value if spec.kind == "python" else settings.sweep.python)
 
 
 def cmd_serve(args: argparse.Namespace, settings: Any) -> int:

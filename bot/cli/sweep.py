@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="continue an interrupted run (default: the latest unfinished one) without redoing finished items")
     p.add_argument("--import", dest="extra_modules", action="append", default=[], metavar="MODULE",
                    help="import MODULE in the sweep and in every worker (registers extra models, e.g. tests.fault_models)")
-    p.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document on stdout and nothing else (the progress bar stays on stderr)")
     p.set_defaults(func=cmd_sweep)
 
 
@@ -159,14 +160,14 @@ def _request(conn: Any, args: argparse.Namespace, settings: Settings, options: A
         run_id = _resume_id(conn, args.resume)
         if run_id is None:
             raise _Refused("nothing to resume: no unfinished sweep in the store")
-        return SweepRequest.resuming(run_id, options, progress=not args.json)
+        return SweepRequest.resuming(run_id, options)
     chosen = _configs(args, settings, options)
     cands = steps.candidates(args.models or [])
     if not cands:
         raise _Refused("no models selected")
     population = args.population or settings.sweep.population
     request = SweepRequest(models=[], configs=chosen.configs, options=options, base_settings=_base_settings(args),
-                           progress=not args.json, pruning=chosen.pruning, together=chosen.together)
+                           pruning=chosen.pruning, together=chosen.together)
     with sigterm_as_interrupt():
         request = assemble.draw(conn, steps.Steps(), request, cands, population=population, sample=args.sample,
                                 seed=args.seed, torch_version=_torch_version(options, population),

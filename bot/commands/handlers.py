@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from harness.core import record
+from harness.core.suspects import people_of
 from bot.commands import parse as cmd_mod
 from bot.commands import work
 from bot.commands.context import Context, RetryLater, UserError, role_at_least
@@ -116,9 +117,9 @@ def _remove_cc(conn: sqlite3.Connection, key: str, logins: list[str]) -> None:
     culprits.remove_cc(conn, key, logins)
 
 
-def _mark_wrong(conn: sqlite3.Connection, signature: str, by: str) -> Any:
+def _mark_wrong(conn: sqlite3.Connection, config: str, signature: str, by: str) -> Any:
     from state import culprits
-    return culprits.mark_wrong(conn, signature, by)
+    return culprits.mark_wrong(conn, config, signature, by)
 
 
 def do_cc(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
@@ -142,10 +143,10 @@ def do_wrong_culprit(ctx: Context, number: int, link: Any, args: dict[str, Any],
     """Record that the bisected commit is not the cause: kept on the commit range, its people taken off the cc."""
     if link is None or link.kind != "tracking" or not link.signature:
         raise UserError("this issue is not a tracking issue the bot keeps, so it names no culprit")
-    found = _mark_wrong(ctx.conn, link.signature, author)
+    found = _mark_wrong(ctx.conn, link.config or "", link.signature, author)
     if found is None:
         raise UserError("this issue names no bisected culprit (none was found, or it is already marked wrong)")
-    people = list(found.culprit.people) if found.culprit else []
+    people = list(people_of(found.culprit)) if found.culprit else []
     _remove_cc(ctx.conn, link.key, people)
     return Said(f"wrong culprit {found.bisection.culprit[:12]}",
                 _words(ctx, "reply_wrong_culprit.md.j2", sha=found.bisection.culprit[:12], people=people))

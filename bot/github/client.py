@@ -23,7 +23,7 @@ from github import Auth, Github, GithubException
 from bot.text import markdown
 from bot.github.port import ActionRefused, GitHubUnavailable, IdentityError, IssueRef, Publisher, check_identity
 from bot.settings import GitHubSettings
-from harness.core.commits import CHANGES, Commit, CommitError, FileChange, commit as make_commit
+from harness.core.commits import CHANGES, Commit, CommitError, FileChange, commit as make_commit, noreply_login
 
 __all__ = ["ActionRefused", "GitHubPublisher", "GitHubUnavailable", "IdentityError", "IssueRef", "Publisher"]
 
@@ -204,11 +204,14 @@ class GitHubPublisher:
 
     @staticmethod
     def _commit(c: Any) -> Commit:
-        """A listed commit with its files (touching `files` reads the commit: GitHub's compare lists none)."""
+        """A listed commit with its files (touching `files` reads the commit: GitHub's compare lists none). Its author's
+        login is GitHub's answer, else its noreply address's; the message is foreign text (harness.core.commits
+        reads a bounded head of it, alone)."""
         files = tuple(FileChange(f.filename, f.status if f.status in CHANGES else "modified",
                                  f.previous_filename if f.status == "renamed" else None) for f in c.files)
+        login = c.author.login if c.author else noreply_login(c.commit.author.email or "") if c.commit.author else None
         try:
-            return make_commit(c.sha, c.commit.message, c.author.login if c.author else None, files,
+            return make_commit(c.sha, c.commit.message or "", login, files,
                                parent=c.parents[0].sha if c.parents else None)
         except CommitError as exc:
             raise ActionRefused(str(exc)) from None

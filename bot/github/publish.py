@@ -98,7 +98,7 @@ def plan_settings(settings: Settings) -> PlanSettings:
                         max_open=settings.issues.max_open, min_models=settings.issues.min_models,
                         min_nights=settings.issues.min_nights,
                         max_comments_per_issue_per_day=settings.issues.max_comments_per_issue_per_day,
-                        dynamic_label=settings.issues.dynamic_label,
+                        dynamic_label=settings.issues.dynamic_label, culprit_repo=settings.culprit.repo,
                         summary_configs=list(settings.issues.summary_configs))
 
 

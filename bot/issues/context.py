@@ -44,6 +44,7 @@ class PlanSettings:
     min_nights: int = 2          # ...or this many consecutive nightlies
     gate: list[dict[str, Any]] | None = None    # why the run is environment_suspect (bot.pipeline.gate), if it is
     precision: Tally | None = None              # the measured precision (state.resolutions.tally)
+    culprit_repo: str = "pytorch/pytorch"       # the repository commits are linked in (`[culprit] repo`)
     dynamic_label: str = "module: dynamic shapes"   # added when dynamic=False makes the reproducer pass (bot.issues.routing.verdict_labels)
     summary_configs: list[str] = field(default_factory=lambda: list(SUMMARY_CONFIGS))   # names or globs
     # flags unsafe by their own documentation: their wrong results are shown, never filed (harness.core.unsafe)

@@ -6,7 +6,8 @@ the body when its material content or range changed, with a "what changed" comme
 
 A bot-closed tracking issue reopens when its signature returns; a human-closed one is left alone unless the
 signature went away after the close and came back (a regression). The bot comments and closes only on a
-verified fix (`harness.core.fixes.verdict`): every model that crashed compiles under the flag (a wrong result's:
+verified fix (`harness.core.fixes.verdict`), naming the commit that fixed it where the fix's search confirmed one
+(bot.issues.culprit.fixed_by): every model that crashed compiles under the flag (a wrong result's:
 is judged right) on `verify_nightlies` consecutive nightlies; a model left untested is never "fixed". A quiet nightly (the
 signature not seen) is counted on the link, and earns a comment only when models stopped crashing with it.
 A summary issue a person closed is left alone.
@@ -26,6 +27,7 @@ from typing import Any
 from harness.core import fixes
 from harness.core.correctness import is_wrong_signature
 from bot.issues.context import RunContext, short, when
+from bot.issues.culprit import fixed_by
 from bot.issues.material import BodyHash
 from bot.issues.summary import SummaryIssue
 from bot.issues.tracking import TrackingIssue
@@ -174,7 +176,8 @@ def inactive(ctx: RunContext, link: Link, out: Plan) -> None:
             "comment_close.md.j2", comment_marker=ctx.comment_marker(link.key, "close"), config=config,
             fixed_in=when(found.fixed_in or ctx.date), last_failing=short(found.last_failing or "earlier"),
             streak=found.streak, models=list(seen.models), quiet=quiet, wrong_result=is_wrong_signature(sig),
-            fix_range=ctx.view.ranges.get((config, sig, "fixed"))), **base))
+            fix_range=ctx.view.ranges.get((config, sig, "fixed")),
+            fixed_by=fixed_by(ctx.view.culprits.get((config, sig, "fixed")), ctx.settings.culprit_repo)), **base))
         out.actions.append(Action("close", number=link.number, reason=f"verified fixed on {found.streak} nightlies",
                                   **base))
         return

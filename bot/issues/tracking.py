@@ -57,7 +57,8 @@ def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
     error_type = (example.error_type if example else None) or seen.error_type or sig.split(":", 1)[0]
     frame = (example.torch_frame if example else None) or seen.torch_frame
     cc, labels = _audience(ctx, sig, error_type, frame, link)
-    found = attribute(ctx.view.culprits.get((config, sig, "new_crash")), ctx.view.cc_removed.get(group.key, frozenset()))
+    found = attribute(ctx.view.culprits.get((config, sig, "new_crash")), ctx.view.cc_removed.get(group.key, frozenset()),
+                      ctx.settings.culprit_repo)
     cc = list(dict.fromkeys(cc + found.cc))       # the culprit's people on top of the routing rules
     helps = _helps(ctx.effects(config))
     verdict = ctx.view.verdicts.get((config, sig))          # none: verification was not run

@@ -4,8 +4,10 @@ For each regression range of the run (a new crash, found or bounded, both ends' 
 `torch_git` (a commit of the `nightly` branch) is read for the main commit its message names; the commits
 between come from the `[culprit] checkout` (git) or else GitHub's compare; the suspects are ranked against the
 crash (its stored traceback's torch frames, the flag's module, the component the verify step isolated); and,
-with a checkout and a verified reproducer, the Python-only stretch is bisected on an overlay of the good build
-(bot.ranges.culprit, cached per (signature, range)). The night's bisections share `[culprit] max_minutes`.
+with a checkout and a verified reproducer, the range is bisected on overlays of the good build (the range step's
+nightly) and the bad one (the torch under test) (bot.ranges.culprit, cached per (config, signature, range)). The
+steps of a search are made by one `prepare`, which `flagsweep culprit` calls too. The night's bisections share
+`[culprit] max_minutes`.
 A range that cannot be had (a nightly commit that names no main commit, a checkout behind, too many commits)
 is stored as `failed` with its one line, and the night goes on with the next.
 """
@@ -15,6 +17,7 @@ import dataclasses
 import hashlib
 import logging
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 from bot.builds import checkout as git
 from bot.builds.checkout import CheckoutError
 from bot.ranges import culprit as search
-from bot.ranges.culprit import CulpritSteps
+from bot.ranges.culprit import CulpritSteps, RunStep
 from bot.settings import Settings
 from bot.verify import overlay_run
 from harness.core.commits import Commit, CommitError, nightly_main_sha
@@ -76,8 +79,8 @@ class Checkout:
         """The first-parent commits after good up to bad."""
         return git.commits(self.path, good, bad)
 
-    def file_at(self, sha: str, path: str) -> str | None:
-        """A file at a commit."""
+    def file_at(self, sha: str, path: str) -> bytes | None:
+        """A file's bytes at a commit."""
         return git.file_at(self.path, sha, path)
 
     def readers(self, sha: str, keys: list[str]) -> tuple[str, ...]:
@@ -86,15 +89,50 @@ class Checkout:
         return tuple(dict.fromkeys(found))
 
 
-def overlay_dir(settings: Settings, torch: Path) -> Path:
+def overlay_dir(settings: Settings, torch: Path, role: str = "good") -> Path:
     """Where the overlay of a build's torch lives between nights: beside the store, one per build's package folder
-    (made once, then only the files a bisection laid are put back: a night does not copy the package again)."""
-    return Path(settings.state_path).parent / "overlays" / hashlib.sha256(str(torch).encode()).hexdigest()[:16]
+    and role (made once, then only the files a bisection laid are put back: a night does not copy the package again;
+    a build serving as both ends has two, each held on its own)."""
+    key = hashlib.sha256(f"{torch}\0{role}".encode()).hexdigest()[:16] if role != "good" else \
+        hashlib.sha256(str(torch).encode()).hexdigest()[:16]
+    return Path(settings.state_path).parent / "overlays" / key
+
+
+def prepare(source: Source, settings: Settings, script: str | None, good_python: str | None,
+            bad_python: str | None, signature: str = "") -> CulpritSteps:
+    """The steps of one culprit search (the nightly's and `flagsweep culprit`'s): commits from the source, and with
+    a checkout, a reproducer and the good build's interpreter, the builds its probes run on."""
+    if not isinstance(source, Checkout) or not script or not good_python:
+        return CulpritSteps(commits=source.commits)
+    timeout = settings.verify.timeout
+    good_torch = torch_dir(good_python)
+    good = search.Build(good_torch, overlay_dir(settings, good_torch),
+                        run_step(script, good_python, timeout, signature))
+    bad = None
+    if bad_python:
+        bad_torch = torch_dir(bad_python)
+        bad = search.Build(bad_torch, overlay_dir(settings, bad_torch, "bad"), run_step(script, bad_python, timeout,
+                                                                                         signature))
+    return CulpritSteps(commits=source.commits, file_at=source.file_at, good=good, bad=bad)
 
 
 def torch_dir(python: str) -> Path:
     """The `torch` package folder of an interpreter (asked there, without importing torch)."""
     return Path(interpreter.call("bot.verify.overlay_run:torch_package", python=python, timeout=120))
+
+
+def bad_interpreter(settings: Settings, run: runs_mod.Run, r: Range, install: GoodBuildStep) -> str:
+    """The bad build's interpreter: the torch under test when it is the range's bad build, else the nightly of the
+    bad end installed as the good one is (a range found by bisecting older nightlies ends before tonight's)."""
+    if run.environment.torch_git == r.bad.git:
+        return run.options.sweep.python or sys.executable
+    return install(settings, dataclasses.replace(r, good=r.bad))
+
+
+def run_step(script: str, python: str, timeout: float, signature: str = "") -> RunStep:
+    """One run of the reproducer on an overlay under `python` (bot.verify.overlay_run), as the search reads it."""
+    once = overlay_run.runner(script, python, timeout, signature)
+    return lambda root: search.Ran(*once(root))
 
 
 def main_commit(source: Source, torch_git: str) -> str:
@@ -146,62 +184,76 @@ def crash_of(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, readers: tup
 
 
 def reproducer(conn: sqlite3.Connection, run_id: int, r: Range) -> str | None:
-    """The verified reproducer's script of the range's tracking group, when the verify step confirmed one."""
-    verdict = verdicts_mod.for_run(conn, run_id).get((r.config, r.signature))
-    found = verdict.verdict if verdict else None
-    return found.script if found is not None and found.status == "confirmed" and found.script else None
+    """The verified reproducer's script of the range's tracking group, when the verify step confirmed one (a fix's
+    range: the newest run that verified one, the crash being gone in its own run)."""
+    for rid in [run_id] if r.kind == "new_crash" else [run_id, *ranges_mod.runs_with(conn, r.config, r.signature)]:
+        verdict = verdicts_mod.for_run(conn, rid).get((r.config, r.signature))
+        found = verdict.verdict if verdict else None
+        if found is not None and found.status == "confirmed" and found.script:
+            return found.script
+    return None
 
 
 def search_night(conn: sqlite3.Connection, run_id: int, settings: Settings, *, source: Source | None,
                  good_build: GoodBuildStep | None, progress: bool = False) -> list[CommitRange]:
-    """The commit ranges of the run's new crashes' regression ranges (stored; one failing range never stops the rest)."""
+    """The commit ranges of the run's new crashes' regression ranges and its fixes' ranges (the first commit where the
+    signature is gone); stored; one failing range never stops the rest."""
     knobs = settings.culprit
     if not knobs.enabled or source is None:
         return []
     run = runs_mod.get_run(conn, run_id)
-    deadline = time.monotonic() + knobs.max_minutes * 60
+    deadline = time.monotonic() + knobs.max_minutes * 60          # the night's bisections share it
     out = []
     for r in ranges_mod.for_run(conn, [run_id]):
-        if r.kind != "new_crash" or r.status not in ("found", "bounded") or not (r.good.git and r.bad.git):
+        if r.status not in ("found", "bounded") or not (r.good.git and r.bad.git):
             continue
-        left = max((deadline - time.monotonic()) / 60, 0.01)
-        out.append(for_range(conn, run, r, dataclasses.replace(settings, culprit=dataclasses.replace(knobs, max_minutes=left)),
-                        source, good_build, progress))
+        try:
+            out.append(for_range(conn, run, r, settings, source, good_build, progress, deadline))
+        except Exception as exc:     # a range that breaks (its build, its overlay) is stored failed; the night goes on
+            log.exception("culprit: %s", r.signature[:80])
+            out.append(_failed(conn, r, search.one_line(exc)))
     return out
 
 
+def _failed(conn: sqlite3.Connection, r: Range, reason: str) -> CommitRange:
+    """The range stored as `failed` with its one line."""
+    failed = CommitRange(signature=r.signature, good_git=r.good.git or "", bad_git=r.bad.git or "", status="failed",
+                         reason=reason, config=r.config)
+    store.record(conn, failed)
+    return failed
+
+
 def for_range(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, settings: Settings, source: Source,
-              good_build: GoodBuildStep | None, progress: bool = False) -> CommitRange:
-    """One regression range's commit range: from the store when searched before, else searched and stored."""
-    hit = store.get(conn, r.signature, r.good.git or "", r.bad.git or "")
+              good_build: GoodBuildStep | None, progress: bool = False, deadline: float | None = None) -> CommitRange:
+    """One regression (or fix) range's commit range: from the store when searched before (read once), else searched,
+    its people named, and stored (written once)."""
+    hit = store.get(conn, r.signature, r.good.git or "", r.bad.git or "", r.config)
     if hit is not None and hit.status not in search.SEARCH_AGAIN:
         return hit              # searched on an earlier night (or publish): nothing installed, nothing run
     try:
         good, bad = main_commit(source, r.good.git or ""), main_commit(source, r.bad.git or "")
     except (CommitError, CheckoutError, RuntimeError) as exc:
         log.warning("culprit: %s: %s", r.signature, exc)
-        failed = CommitRange(signature=r.signature, good_git=r.good.git or "", bad_git=r.bad.git or "",
-                             status="failed", reason=str(exc))
-        store.record(conn, failed)
-        return failed
+        return _failed(conn, r, str(exc))
     script = reproducer(conn, run.id, r)
-    steps = CulpritSteps(commits=source.commits)
-    torch: Path | None = None
-    if isinstance(source, Checkout) and script and good_build is not None:
-        python = good_build(settings, r)
-        steps = CulpritSteps(commits=source.commits, file_at=source.file_at,
-                             run=overlay_run.runner(script, python, settings.verify.timeout))
-        torch = torch_dir(python)
+    good_python = bad_python = None
+    if isinstance(source, Checkout) and script and good_build:
+        good_python = good_build(settings, r)
+        bad_python = bad_interpreter(settings, run, r, good_build)
+    steps = prepare(source, settings, script, good_python, bad_python, r.signature)
     readers = source.readers(bad, list(run.configs.get(r.config, {}))) if isinstance(source, Checkout) else ()
-    found, _ = search.cached(conn, steps, signature=r.signature, good=good, bad=bad,
-                             crash=crash_of(conn, run, r, readers), settings=settings.culprit, torch_dir=torch,
-                             work=overlay_dir(settings, torch) if torch else None, progress=progress,
-                             key=(r.good.git or "", r.bad.git or ""))
-    return with_logins(conn, found, source) if isinstance(source, Checkout) else found
+    job = search.Search(r.signature, good, bad, crash_of(conn, run, r, readers), fix=r.kind == "fixed",
+                        config=r.config)
+    found = search.find(steps, job, settings.culprit, progress, deadline)
+    found.good_git, found.bad_git = r.good.git or "", r.bad.git or ""       # stored under the builds' own commits
+    if isinstance(source, Checkout):
+        found = with_logins(found, source)
+    store.record(conn, found)
+    return found
 
 
-def with_logins(conn: sqlite3.Connection, found: CommitRange, source: Checkout) -> CommitRange:
-    """The range with its culprit's and shown suspects' authors named by GitHub where git knew no login (stored)."""
+def with_logins(found: CommitRange, source: Checkout) -> CommitRange:
+    """The range with its culprit's and shown suspects' authors named by GitHub where git knew no login."""
     named = [found.bisection.culprit] if found.bisection and found.bisection.culprit else []
     named += [s.sha for s in found.suspects[:3]]
     asked = {}
@@ -214,7 +266,6 @@ def with_logins(conn: sqlite3.Connection, found: CommitRange, source: Checkout) 
     if not any(asked.values()):
         return found
     found.commits = [dataclasses.replace(c, author=asked.get(c.sha) or c.author) for c in found.commits]
-    store.record(conn, found)
     return found
 
 

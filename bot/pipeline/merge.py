@@ -9,6 +9,10 @@ A file is foreign input, read as strictly as a webhook's payload (`read_export`)
 level, `run`, `run.options`, the accuracy options), a value out of its range or outside its closed set, an outcome
 without its calls, a run that does not name the torch it ran: each is one line naming the file and the field, and
 every file is read before any is imported, so nothing of a refused file reaches the store.
+
+A shard never chooses code for the merging host: the flake confirmation's workers import a run's
+`extra_modules` on this host (the one holding the GitHub token), so a run merged here imports none but those
+this host's own settings name (`modules`; none today: only `flagsweep sweep --import` names any, never a nightly).
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from harness.core.files import write_atomic
 from harness.core.model_build import ModelBuild
@@ -117,12 +121,15 @@ def _torch_named(environment: dict, path: Path) -> None:
         raise MergeError(f"{path}: run.environment.torch_version {version!r} is not a torch version string")
 
 
-def _run(data: dict, path: Path) -> runs_mod.ExportedRun:
+def _run(data: dict, path: Path, modules: Sequence[str]) -> runs_mod.ExportedRun:
     """The run record, its configs and options read strictly (closed sets, ranges, no unknown key)."""
     try:
         run = runs_mod.ExportedRun.from_dict(data)
     except RecordError as exc:
         raise MergeError(f"{path}: {exc}") from None
+    refused = modules_refusal(run, modules)
+    if refused:
+        raise MergeError(f"{path}: {refused}")
     for name in ("started_at", "finished_at"):
         stamp = getattr(run, name)
         if stamp is not None and not _iso_time(stamp):
@@ -134,6 +141,16 @@ def _run(data: dict, path: Path) -> runs_mod.ExportedRun:
     except ConfigError as exc:
         raise MergeError(f"{path}: {exc}") from None
     return run
+
+
+def modules_refusal(run: runs_mod.ExportedRun | runs_mod.Run, modules: Sequence[str]) -> str | None:
+    """Why a shard may not be merged here for the modules its workers imported (None: only those in `modules`,
+    this host's own settings, which the merged run's confirmation workers import)."""
+    foreign = [m for m in run.options.sweep.extra_modules if m not in modules]
+    if not foreign:
+        return None
+    return (f"run.options.extra_modules names {foreign[0]!r}, a module this host's settings do not import: "
+            f"a shard never chooses code for the merging host")
 
 
 def _iso_time(text: str) -> bool:
@@ -207,18 +224,23 @@ def missing_shards(labels: list[str]) -> list[str]:
     return [f"{i}/{n}" for i in range(1, n + 1) if i not in have]
 
 
-def merge(conn: sqlite3.Connection, run_ids: list[int], *, python: str | None = None) -> int:
+def merge(conn: sqlite3.Connection, run_ids: list[int], *, python: str | None = None,
+          modules: Sequence[str] = ()) -> int:
     """A new finished, finalized nightly run holding every shard's outcomes; the shards are marked `merged`.
 
     Marking them keeps run history from comparing the merged night with its own shards.
     python: this host's interpreter of the shards' torch (checked by the caller), recorded
-    as the merged run's interpreter so its reproducers are verified here.
+    as the merged run's interpreter so its reproducers are verified here. modules: the worker modules this host's
+    settings import; a shard naming another is refused (`modules_refusal`).
     """
     shards = []
     for rid in run_ids:
         run = runs_mod.get_run(conn, rid)
         if run is None:
             raise MergeError(f"no run {rid}")
+        refused = modules_refusal(run, modules)
+        if refused:
+            raise MergeError(f"run {rid}: {refused}")
         shards.append(run)
     check(shards)
     first = shards[0]
@@ -258,8 +280,9 @@ def write_export(conn: sqlite3.Connection, run_id: int, path: str | Path) -> Pat
     return write_atomic(path, json.dumps(export_run(conn, run_id), sort_keys=True) + "\n")
 
 
-def read_export(path: str | Path) -> Shard:
-    """A run document from a file, read and checked whole; MergeError names the file and what is wrong with it."""
+def read_export(path: str | Path, modules: Sequence[str] = ()) -> Shard:
+    """A run document from a file, read and checked whole; MergeError names the file and what is wrong with it
+    (`modules`: the worker modules this host's settings import, the only ones a shard's run may name)."""
     path = Path(path)
     try:
         doc = json.loads(path.read_text())
@@ -272,14 +295,14 @@ def read_export(path: str | Path) -> Shard:
     if doc.get("version") != FORMAT_VERSION:
         raise MergeError(f"{path}: export format version {doc.get('version')!r}; this flagsweep reads {FORMAT_VERSION}")
     validate(doc, path)
-    run = _run(doc["run"], path)
+    run = _run(doc["run"], path, modules)
     origin = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
     return Shard(path, run, _outcomes(doc["outcomes"], run, path), _builds(doc["builds"], path), origin)
 
 
-def import_file(conn: sqlite3.Connection, path: str | Path) -> int:
+def import_file(conn: sqlite3.Connection, path: str | Path, modules: Sequence[str] = ()) -> int:
     """Import one exported run into this store; its id here (the same id when imported before)."""
-    return import_shard(conn, read_export(path))
+    return import_shard(conn, read_export(path, modules))
 
 
 def import_shard(conn: sqlite3.Connection, shard: Shard) -> int:
@@ -287,9 +310,9 @@ def import_shard(conn: sqlite3.Connection, shard: Shard) -> int:
     return runs_mod.import_run(conn, shard.run, shard.outcomes, shard.builds, shard.origin)
 
 
-def read_files(refs: list[str]) -> dict[str, Shard]:
+def read_files(refs: list[str], modules: Sequence[str] = ()) -> dict[str, Shard]:
     """Every `merge` argument that names a file, read and checked before anything is imported."""
-    return {ref: read_export(ref) for ref in refs if not ref.isdigit()}
+    return {ref: read_export(ref, modules) for ref in refs if not ref.isdigit()}
 
 
 def resolve_runs(conn: sqlite3.Connection, refs: list[str], shards: dict[str, Shard] | None = None) -> list[int]:

@@ -104,6 +104,14 @@ def device_refusal(settings: Settings, torch: str) -> str | None:
             "a torch from a CPU channel has no CUDA (set a CUDA channel, e.g. \"cu128\", or device = \"cpu\")")
 
 
+def device_missing(settings: Settings, python: str | None) -> str | None:
+    """Why `[sweep] device` is missing from the torch at `python`, asked in it and said with the setting named (as
+    `sweep` and `zoo check` say it: the nightly has no --device); None when it is there (a CPU is not asked)."""
+    from harness.engine import devices
+    why = devices.unavailable(settings.sweep.device, python)
+    return f"{settings.source or 'settings'}: [sweep] device = {settings.sweep.device!r}: {why}" if why else None
+
+
 def setting_models(steps: Steps, settings: Settings, name: str, patterns: list[str]) -> list[str]:
     """The class names `[nightly] <name>` (models, canaries) resolves to; NightlyError naming the setting and its
     file when one is not in the zoo lock (the nightly and `serve`'s start-up check say it in the same words)."""
@@ -191,6 +199,9 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
                                                                          settings.nightly.channel))
         log.error("nightly failed: %s", exc)
         return result
+    missing = device_missing(settings, built.python)    # before any worker, which would name `--device`
+    if missing:
+        raise NightlyError(missing)
     result.torch, result.nightly = built.to_dict(), built.date
     swept = assemble.configs(steps, settings, config_names, chosen, python=built.python, prune=None,
                              seed=_audit_seed(built.date))

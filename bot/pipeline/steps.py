@@ -26,6 +26,7 @@ from bot.view.run_view import RunView
 from bot.settings import Settings
 from harness.core.outcome import Outcome
 from harness.engine.engine import SweepRequest
+from harness.engine.events import ConfigSpace
 from harness.zoo.select import Candidate
 from state.culprits import CommitRange
 from state.ranges import Build
@@ -69,9 +70,26 @@ def resolve_models(patterns: list[str]) -> list[str]:
 
 
 def sweep(conn: sqlite3.Connection, request: SweepRequest) -> Run:
-    """Sweep (the engine stores, finishes and finalizes the run); the run."""
+    """Sweep (the engine stores, finishes and finalizes the run); the run. The unsafe flag table is checked against
+    the config space its workers listed (`unsafe_unmatched`)."""
     from harness.engine import engine
-    return engine.sweep(conn, request).run
+    swept = engine.sweep(conn, request)
+    unsafe_unmatched(swept.config_space)
+    return swept.run
+
+
+def unsafe_unmatched(space: ConfigSpace, table: Path | None = None) -> list[str]:
+    """The unsafe flag table's keys the torch under test has no flag for (a typo, or a key this build removed: the
+    entry marks nothing unsafe), each one warning line naming it, as exclusions.toml's are (the same rule,
+    `sets.unmatched`, over the keys of either table)."""
+    from harness.core import unsafe
+    from harness.engine.flags import sets
+    path = table or unsafe.TABLE
+    keys = sets.unmatched(dict.fromkeys(unsafe.load(path)), space.modules, space.entries)
+    for key in keys:
+        log.warning("%s: %s matches no flag of the torch under test (a typo, or a key this build removed)",
+                    path.name, key)
+    return keys
 
 
 def diff_with_previous(conn: sqlite3.Connection, run: Run) -> tuple[Run | None, DiffResult | None]:

@@ -11,11 +11,12 @@ bot.text.render with a finalize that refuses anything but `Code`, so a forgotten
 from __future__ import annotations
 
 import json
-import keyword
 import math
 import re
 import shlex
 from typing import Any
+
+from harness.core.names import is_python_name
 
 
 class Code(str):
@@ -26,7 +27,6 @@ class ScriptValueError(ValueError):
     """A value cannot stand where a script needs it (a name that is not a name, a value that is not JSON data)."""
 
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Python reads an encoding from a comment on a script's first two lines (PEP 263): "coding: utf-7" there would let
 # the rest of a comment decode to new lines of code. The helper breaks the pattern wherever it appears.
 _CODING = re.compile(r"(coding)([:=])", re.I)
@@ -34,7 +34,7 @@ _CODING = re.compile(r"(coding)([:=])", re.I)
 
 def python_literal(value: Any) -> Code:
     """A JSON value (None, bool, int, float, str, list, dict) as Python source: `dict(a=1)` where keys are names."""
-    if isinstance(value, dict) and value and all(_is_name(k) for k in value):
+    if isinstance(value, dict) and value and all(is_python_name(k) for k in value):
         return Code("dict(" + ", ".join(f"{k}={python_literal(v)}" for k, v in value.items()) + ")")
     if isinstance(value, dict):
         return Code("{" + ", ".join(f"{python_literal(k)}: {python_literal(v)}" for k, v in value.items()) + "}")
@@ -64,20 +64,16 @@ def _string(text: str) -> str:
     return quoted
 
 
-def _is_name(key: Any) -> bool:
-    return isinstance(key, str) and bool(_NAME.match(key)) and not keyword.iskeyword(key)
-
-
 def python_name(value: Any) -> Code:
     """An identifier (a model or config class, a keyword argument) as itself; ScriptValueError otherwise."""
-    if not _is_name(value):
+    if not is_python_name(value):
         raise ScriptValueError(f"{value!r} is not a Python name")
     return Code(value)
 
 
 def dotted_name(value: Any) -> Code:
     """A dotted path of identifiers (`torch._dynamo.config.verbose`) as itself; ScriptValueError otherwise."""
-    if not isinstance(value, str) or not all(_is_name(part) for part in value.split(".")):
+    if not isinstance(value, str) or not all(is_python_name(part) for part in value.split(".")):
         raise ScriptValueError(f"{value!r} is not a dotted Python name")
     return Code(value)
 

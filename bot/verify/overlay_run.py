@@ -3,34 +3,88 @@
 Reproducers run isolated (`python -I`, harness.engine.script_runner), which ignores PYTHONPATH; so the
 reproducer is written beside a small driver that puts the overlay's root first on `sys.path` and then runs it
 as `__main__`: `import torch` inside it loads the overlay's package (tests/test_culprit_real.py checks
-`torch.__file__`). The answer is what a probe compares: "ok", else the signature (else the status).
+`torch.__file__`). The answer is what a probe compares: "ok", else the signature (else the status); beside it,
+the torch files the run imported (written by the driver at exit), so that a culprit no run imported is said to be
+most likely wrong.
 """
 from __future__ import annotations
 
+import json
+import tempfile
 from pathlib import Path
 from typing import Callable
 
+from bot.text.render import render
+from bot.verify.script import HARNESS, module_source
+from bot.verify.wrong_script import MISMATCH
+from harness.core.correctness import is_wrong_signature
 from harness.engine.script_runner import run_script
 
 REPRO = "repro.py"
-DRIVER = ("import runpy, sys\n"
+WRONG_DRIVER = "drive.py"        # the verify step's driver of a wrong result's reproducer (it runs repro.py)
+DRIVER = ("import atexit, json, os, runpy, sys\n"
           "sys.path.insert(0, {root!r})\n"
+          "class _Tail:\n"
+          "    def __init__(self, inner):\n"
+          "        self.inner, self.tail = inner, ''\n"
+          "    def write(self, text):\n"
+          "        self.tail = (self.tail + text)[-65536:]\n"
+          "        return self.inner.write(text)\n"
+          "    def __getattr__(self, name):\n"
+          "        return getattr(self.inner, name)\n"
+          "sys.stderr = _Tail(sys.stderr)\n"
+          "def _loaded():\n"
+          "    pkg = os.path.join({root!r}, 'torch') + os.sep\n"
+          "    files = (getattr(m, '__file__', None) for m in list(sys.modules.values()))\n"
+          "    with open({loaded!r}, 'w') as out:\n"
+          "        json.dump({{'modules': sorted({{os.path.relpath(f, {root!r}) for f in files if f and "
+          "f.startswith(pkg)}}), 'stderr': sys.stderr.tail}}, out)\n"
+          "atexit.register(_loaded)\n"
           "sys.argv = [{repro!r}, *sys.argv[1:]]\n"
           "runpy.run_path({repro!r}, run_name='__main__')\n")
 
 
-def answer(script: str, root: Path, python: str, timeout: float, args: tuple[str, ...] = ()) -> str:
-    """Run `script` once with the overlay at `root` first on sys.path: "ok", its signature, or how it ended."""
-    result = run_script(DRIVER.format(root=str(root), repro=REPRO), python, timeout, args=args,
-                        files={REPRO: script}, name="drive_overlay.py")
+def answer(script: str, root: Path, python: str, timeout: float, args: tuple[str, ...] = (),
+           wrong: str | None = None) -> tuple[str, tuple[str, ...], str]:
+    """Run `script` once with the overlay at `root` first on sys.path: ("ok", its signature, or how it ended; the
+    torch/... files it imported; the end of what it wrote to stderr, its traceback), the last two empty where it
+    never reached its end.
+
+    wrong: a wrong result's signature; the script is then its accuracy reproducer, run compiled under the verify
+    step's driver, and a failed comparison (its assert_close) answers that signature."""
+    said, seen = _run(script, root, python, timeout, args, wrong)
+    return said, tuple(seen.get("modules", ())), str(seen.get("stderr", ""))
+
+
+def _run(script: str, root: Path, python: str, timeout: float, args: tuple[str, ...],
+         wrong: str | None) -> tuple[str, dict]:
+    """One run: its answer, and what the driver wrote at exit (the modules, the stderr's tail; {} when nothing)."""
+    entry, files = REPRO, {REPRO: script}
+    if wrong is not None:
+        entry, args = WRONG_DRIVER, ("compiled",)
+        files[WRONG_DRIVER] = render("wrong_driver.py.j2", mismatch=MISMATCH,
+                                     signature_source=module_source(HARNESS / "core" / "signature.py"))
+    with tempfile.TemporaryDirectory(prefix="flagsweep-loaded-") as tmp:
+        loaded = Path(tmp) / "loaded.json"
+        result = run_script(DRIVER.format(root=str(root), repro=entry, loaded=str(loaded)), python, timeout,
+                            args=args, files=files, name="drive_overlay.py")
+        try:
+            seen = json.loads(loaded.read_text()) if loaded.is_file() else {}
+        except ValueError:            # killed while writing it: nothing known of what it imported
+            seen = {}
     if result.status == "ok":
-        return "ok"
-    return result.signature or result.error_type or result.status
+        return "ok", seen
+    if wrong is not None and result.exception == MISMATCH:
+        return wrong, seen
+    return result.signature or result.error_type or result.status, seen
 
 
-def runner(script: str, python: str, timeout: float, args: tuple[str, ...] = ()) -> Callable[[Path], str]:
-    """The culprit search's run step for one reproducer under one interpreter (the good build's)."""
-    return lambda root: answer(script, root, python, timeout, args)
+def runner(script: str, python: str, timeout: float,
+           signature: str | None = None) -> Callable[[Path], tuple[str, tuple[str, ...], str]]:
+    """The culprit search's run step for one reproducer under one build's interpreter (`signature`: the group's; a
+    wrong result's runs its accuracy reproducer)."""
+    wrong = signature if signature is not None and is_wrong_signature(signature) else None
+    return lambda root: answer(script, root, python, timeout, wrong=wrong)
 
 
 def torch_package() -> str:

@@ -149,7 +149,7 @@ def commit_ranges(conn: sqlite3.Connection, found: Mapping[tuple[str, str, str],
     """The commit range stored for each regression range whose two builds' commits are known."""
     out = {}
     for key, r in found.items():
-        hit = culprits_mod.get(conn, r.signature, r.good.git, r.bad.git) if r.good.git and r.bad.git else None
+        hit = culprits_mod.get(conn, r.signature, r.good.git, r.bad.git, r.config) if r.good.git and r.bad.git else None
         if hit is not None:
             out[key] = hit
     return out

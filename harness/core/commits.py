@@ -23,12 +23,14 @@ _NIGHTLY = re.compile(r"^(\d{4}-\d{2}-\d{2}) nightly release \(([0-9a-f]{7,40})\
 _TITLE_PR = re.compile(r"\(#(\d+)\)\s*$")
 _RESOLVED = re.compile(r"^Pull Request resolved:\s*https?://github\.com/[\w.-]+/[\w.-]+/pull/(\d+)\s*$", re.M)
 _APPROVED = re.compile(r"^Approved by:\s*(.+)$", re.M)
-_COAUTHOR = re.compile(r"^Co-authored-by:\s*(.+?)\s*<([^>]*)>\s*$", re.M)
+_COAUTHOR = "Co-authored-by:"    # read line by line: a backtracking pattern over a hostile line takes minutes
 _PERSON_URL = re.compile(r"https?://github\.com/([A-Za-z0-9-]+)\b")
-_NOREPLY = re.compile(r"^(?:\d+\+)?([A-Za-z0-9-]+)@users\.noreply\.github\.com$")
+_NOREPLY = re.compile(r"^(?:\d+\+)?([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))@users\.noreply\.github\.com$", re.I)
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 
 CHANGES = ("added", "modified", "removed", "renamed")   # GitHub's file statuses; git's A/M/D/R are mapped to them
+MAX_MESSAGE = 65536     # characters of a message read (the merge bot writes a few hundred; the rest is not parsed)
+MAX_TITLE = 500         # characters of a title kept (its PR is read from the whole first line)
 
 
 class CommitError(ValueError):
@@ -50,6 +52,15 @@ class FileChange:
 
 
 @dataclass(frozen=True)
+class Person:
+    """Someone a commit names: `login` only where GitHub vouches for it (its noreply address, or GitHub's own answer
+    for the commit), else None; `name` as written. Only a login is ever mentioned or cc'd; a name is shown as code."""
+
+    name: str
+    login: str | None = None
+
+
+@dataclass(frozen=True)
 class Commit:
     """One commit of main with what its message says: the PR, the author, co-authors and approvers."""
 
@@ -58,20 +69,14 @@ class Commit:
     author: str | None                # GitHub login, when known (the API's author; a noreply address)
     files: tuple[FileChange, ...] = ()
     pr: int | None = None
-    coauthors: tuple[str, ...] = ()   # logins where the address names one, else the name as written
-    approvers: tuple[str, ...] = ()
+    coauthors: tuple[Person, ...] = ()
+    approvers: tuple[str, ...] = ()   # as written (the merge bot's URLs name logins): shown as code, never mentioned
     parent: str | None = None
 
     @property
     def short(self) -> str:
         """The first 12 characters of the sha, as people quote it."""
         return self.sha[:12]
-
-    @property
-    def people(self) -> tuple[str, ...]:
-        """Whoever wrote it: the author and the co-authors that are logins, without repeats."""
-        found = [p for p in (self.author, *self.coauthors) if p and _login(p)]
-        return tuple(dict.fromkeys(found))
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,7 @@ class Message:
     title: str
     pr: int | None = None
     approvers: tuple[str, ...] = ()
-    coauthors: tuple[str, ...] = ()
+    coauthors: tuple[Person, ...] = ()
 
 
 def nightly_main_sha(message: str) -> str:
@@ -94,17 +99,19 @@ def nightly_main_sha(message: str) -> str:
 
 
 def parse_message(message: str) -> Message:
-    """The PR, approvers and co-authors the merge bot wrote into a commit's message."""
+    """The PR, approvers and co-authors the merge bot wrote into a commit's message (its first MAX_MESSAGE
+    characters: the rest of a longer one is not read)."""
+    message = message[:MAX_MESSAGE]
     lines = message.strip().splitlines()
-    title = lines[0].strip() if lines else ""
+    first = lines[0].strip() if lines else ""
     resolved = _RESOLVED.search(message)
-    in_title = _TITLE_PR.search(title)
+    in_title = _TITLE_PR.search(first)
     pr = int(resolved.group(1)) if resolved else int(in_title.group(1)) if in_title else None
     approvers: list[str] = []
     for m in _APPROVED.finditer(message):
         approvers += _PERSON_URL.findall(m.group(1)) or [a.strip().lstrip("@") for a in m.group(1).split(",")]
-    coauthors = [_coauthor(name, email) for name, email in _COAUTHOR.findall(message)]
-    return Message(title=title, pr=pr, approvers=tuple(dict.fromkeys(a for a in approvers if a)),
+    coauthors = [p for p in map(_coauthor, message.splitlines()) if p is not None]
+    return Message(title=first[:MAX_TITLE], pr=pr, approvers=tuple(dict.fromkeys(a for a in approvers if a)),
                    coauthors=tuple(dict.fromkeys(coauthors)))
 
 
@@ -118,21 +125,29 @@ def commit(sha: str, message: str, author: str | None, files: tuple[FileChange, 
                   approvers=said.approvers, parent=parent)
 
 
-def _coauthor(name: str, email: str) -> str:
-    """A co-author's login when the address is GitHub's noreply one, else the name as written."""
+def _coauthor(line: str) -> Person | None:
+    """A `Co-authored-by: Name <address>` line's co-author as written, with a login only when the address is GitHub's
+    noreply one; None for any other line."""
+    if not line.startswith(_COAUTHOR):
+        return None
+    name, _, email = line[len(_COAUTHOR):].strip().removesuffix(">").rpartition("<")
+    if not name.strip() or not line.rstrip().endswith(">"):
+        return None
+    return Person(name=name.strip(), login=noreply_login(email))
+
+
+def noreply_login(email: str) -> str | None:
+    """The login in a GitHub noreply address (`[id+]login@users.noreply.github.com`); None for any other address
+    (a name or another address says nothing about who holds a GitHub account)."""
     m = _NOREPLY.match(email.strip())
-    return m.group(1) if m else name.strip()
-
-
-def _login(text: str) -> bool:
-    return bool(re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})", text))
+    return m.group(1) if m else None
 
 
 def python_only(change: FileChange) -> bool:
-    """True when an overlay can carry this change: a Python file under torch/ outside torch/csrc, not deleted."""
+    """True when an overlay can carry this change: a Python file under torch/ outside torch/csrc, added, changed,
+    renamed or deleted (the overlay removes a deleted or renamed-away file)."""
     paths = [change.path] + ([change.previous] if change.previous else [])
-    return change.status != "removed" and change.status != "renamed" and all(
-        p.startswith("torch/") and not p.startswith("torch/csrc/") and p.endswith(".py") for p in paths)
+    return all(p.startswith("torch/") and not p.startswith("torch/csrc/") and p.endswith(".py") for p in paths)
 
 
 def overlay_blocker(c: Commit) -> str | None:
@@ -144,9 +159,9 @@ def overlay_blocker(c: Commit) -> str | None:
         if python_only(change) or (not change.path.startswith("torch/") and _not_built(change.path)):
             continue
         if change.status == "removed":
-            return f"it deletes {change.path}"
+            return f"it deletes {change.path}, which is not Python in the torch package"
         if change.status == "renamed":
-            return f"it renames {change.previous} to {change.path}"
+            return f"it renames {change.previous} to {change.path}, which is not Python in the torch package"
         return f"it changes {change.path}, which is not Python in the torch package"
     return None
 
@@ -156,33 +171,8 @@ def _not_built(path: str) -> bool:
     return path.startswith(("test/", "docs/", ".github/", ".ci/", "benchmarks/")) or path.endswith((".md", ".rst"))
 
 
-@dataclass(frozen=True)
-class Stretch:
-    """The commits an overlay can bisect, and where the search is cut (the first commit it cannot carry)."""
-
-    commits: tuple[Commit, ...]
-    cut: Commit | None = None
-    why: str | None = None
-    before: Commit | None = None      # the last commit the overlay reaches, the cut's parent
-
-    @property
-    def sentence(self) -> str | None:
-        """Where and why the search stops, in one line (None: nothing cuts it)."""
-        if self.cut is None:
-            return None
-        start = self.before.short if self.before else "the good build"
-        return f"the overlay search stops between {start} and {self.cut.short}: {self.why}"
-
-
-def python_stretch(commits: list[Commit]) -> Stretch:
-    """The leading commits (oldest first) an overlay of the good build can carry, cut at the first it cannot."""
-    for i, c in enumerate(commits):
-        why = overlay_blocker(c)
-        if why:
-            return Stretch(tuple(commits[:i]), cut=c, why=why, before=commits[i - 1] if i else None)
-    return Stretch(tuple(commits))
-
-
 def changed_paths(commits: list[Commit]) -> list[str]:
-    """Every torch/ path the commits change, in first-change order (what an overlay at the last must write)."""
-    return list(dict.fromkeys(f.path for c in commits for f in c.files if f.path.startswith("torch/")))
+    """Every torch/ Python path the commits change (a rename's old path too), in first-change order: what an overlay
+    at any of them must write (a path the commit lacks is removed)."""
+    return list(dict.fromkeys(p for c in commits for f in c.files if python_only(f)
+                              for p in (f.previous, f.path) if p))

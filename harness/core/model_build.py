@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+from harness.core.names import check_model
 from harness.core.record import parse
 
 
@@ -37,4 +38,6 @@ class ModelBuild:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModelBuild":
         """Read the stored form; RecordError naming an unknown or missing field."""
-        return parse(cls, data, "stored build")
+        found = parse(cls, data, "stored build")
+        check_model(found.model, "stored build")
+        return found

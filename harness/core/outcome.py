@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Mapping
 
 from harness.core.calls import Call
 from harness.core.correctness import CORRECTNESS_EFFECTS, RECOMPILE_EFFECTS
+from harness.core.names import check_model
 from harness.core.record import RecordError, check_closed, check_counts, parse
 
 # How an item (one model under one config) can end.
@@ -122,7 +123,9 @@ class Outcome:
         """Read the stored (or sent) form; RecordError naming an unknown or missing field."""
         if isinstance(data, Mapping) and "calls" in data:
             data = {**data, "calls": [Call.from_dict(c) for c in data["calls"]]}
-        return parse(cls, data, "outcome")
+        found = parse(cls, data, "outcome")
+        check_model(found.model, "outcome")     # read as foreign text: it reaches reproducers and issues
+        return found
 
     @property
     def crashed(self) -> bool:

@@ -5,7 +5,9 @@ torch frames ranks first, the innermost frame highest; then one that changed the
 module reading it; then one that changed the component the isolation found. Every point a commit scores comes
 with the sentence that earned it. The cc rule (ClusterFuzz's and syzbot's): one suspect, its author; two or three,
 each of theirs; more than three, nobody (a guess spread that wide is noise); a person who unsubscribed or was
-removed from the issue is never added again.
+removed from the issue is never added again. "Theirs" is bounded, as a message may list any number of
+`Co-authored-by:` lines: a commit adds its author and its first MAX_COAUTHORS co-authors GitHub vouches for (a
+login), at most 3 x (1 + MAX_COAUTHORS) people in all; anyone else it names is shown without a mention.
 """
 from __future__ import annotations
 
@@ -16,11 +18,12 @@ from harness.core.commits import Commit
 
 _FRAME = re.compile(r'File "([^"]+)", line \d+,? in (\S+)')
 # The component the isolation names -> the torch folders it lives in.
-COMPONENT_PATHS = {"dynamo": ("torch/_dynamo/",), "aot_autograd": ("torch/_functorch/", "torch/_subclasses/"),
+COMPONENT_PATHS = {"dynamo": ("torch/_dynamo/", "torch/csrc/dynamo/"), "aot_autograd": ("torch/_functorch/", "torch/_subclasses/"),
                    "inductor": ("torch/_inductor/",)}
 FRAME_POINTS, FRAME_STEP = 100, 10      # the innermost frame's file; each frame further out, 10 fewer (to 10)
 FLAG_MODULE_POINTS, READER_POINTS, COMPONENT_POINTS = 40, 30, 10
 MAX_CC = 3                              # more suspects than this: nobody is cc'd
+MAX_COAUTHORS = 2                       # co-authors one commit may add to a cc (beside its author)
 
 
 @dataclass(frozen=True)
@@ -80,9 +83,10 @@ def score(c: Commit, crash: Crash) -> Suspect:
         points += READER_POINTS
         why.append(f"changes {', '.join(readers)}, which read{'s' if len(readers) == 1 else ''} the flag")
     prefixes = COMPONENT_PATHS.get(crash.component or "", ())
-    if prefixes and any(p.startswith(prefixes) for p in paths):
+    touched = [pre for pre in prefixes if any(p.startswith(pre) for p in paths)]
+    if touched:
         points += COMPONENT_POINTS
-        why.append(f"changes {prefixes[0]}, the component the isolation found ({crash.component})")
+        why.append(f"changes {touched[0]}, the component the isolation found ({crash.component})")
     return Suspect(c, points, tuple(why))
 
 
@@ -93,12 +97,18 @@ def rank(commits: list[Commit], crash: Crash) -> list[Suspect]:
 
 
 def cc_for(suspects: list[Commit], removed: set[str] | frozenset[str] = frozenset()) -> list[str]:
-    """Who the suspects' cc names: 1 suspect its author and co-authors; 2-3 all theirs; more than 3 nobody.
+    """Who the suspects' cc names: 1 suspect its people (people_of); 2-3 all theirs; more than 3 nobody.
 
     `removed`: logins that unsubscribed or were removed from the issue (compared case-insensitively): never added.
     """
     if not suspects or len(suspects) > MAX_CC:
         return []
     gone = {r.lower().lstrip("@") for r in removed}
-    people = [p for c in suspects for p in c.people]
+    people = [p for c in suspects for p in people_of(c)]
     return [p for p in dict.fromkeys(people) if p.lower() not in gone]
+
+
+def people_of(c: Commit) -> tuple[str, ...]:
+    """The logins one commit may add to a cc: its author's and its first MAX_COAUTHORS co-authors' with a login."""
+    coauthors = [p.login for p in c.coauthors if p.login][:MAX_COAUTHORS]
+    return tuple(dict.fromkeys(p for p in (c.author, *coauthors) if p))

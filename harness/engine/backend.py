@@ -1,14 +1,19 @@
 """The counting backend and one measured compile: runs inside a worker, never in the parent.
 
-Dynamo hands each captured graph to its backend; counting those calls is the
-graph count. With --backend eager|aot_eager|inductor the counter wraps the real
-backend, so the numbers stay comparable while the graphs really get compiled.
+Dynamo hands each captured graph to its backend; the graphs it then installs are the graph count. With
+--backend eager|aot_eager|inductor the counter wraps the real backend, so the numbers stay comparable while the
+graphs really get compiled. A backend call is not always an installed graph: AOTAutograd (aot_eager, inductor) may
+ask Dynamo to trace the frame again (`TensorifyScalarRestartAnalysis`, when a float it traced as a symbol has to be
+specialized: BertModel or GPT2Model with `assume_static_by_default = False`), and Dynamo then throws that graph away
+and hands over the one it installs. Such a graph is counted apart (`CompileStats.discarded`), never as a graph:
+`count` and `eager` never restart there, and the four backends must agree on the count.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import importlib
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -20,20 +25,61 @@ from harness.engine import in_mode
 from harness.engine.configs import split_key
 from harness.engine.gbregistry import reason_id
 
+log = logging.getLogger(__name__)
+
 # FX node kinds that are real work; placeholders, get_attr and output are plumbing.
 _OP_KINDS = ("call_function", "call_method", "call_module")
 
 
+@dataclass(frozen=True, eq=False)   # each graph is itself: two alike are still two
+class Graph:
+    """One graph Dynamo handed to the backend, and the compile (and attempt of it) that traced it."""
+
+    compile_id: str     # "frame/compile": a frame compiled again has a new id
+    attempt: int        # Dynamo's analysis of that compile, 0 first; a restart traces the frame again
+    ops: int
+    code: str           # its code (FX's readable Python), hashed
+
+
 @dataclass
 class CompileStats:
-    """What the counting backend saw during one compile."""
+    """What the counting backend saw during one compile: the graphs Dynamo installed (`graphs`, `ops_per_graph`,
+    `codes` are theirs) and, apart, those it threw away when its analysis restarted (`discarded`)."""
 
-    graphs: int = 0
-    ops_per_graph: list[int] = field(default_factory=list)
+    installed: list[Graph] = field(default_factory=list)
+    discarded: list[Graph] = field(default_factory=list)
     compile_ids: set[str] = field(default_factory=set)
     recompiles: int = 0
-    codes: list[str] = field(default_factory=list)   # each graph's code (FX's readable Python), hashed
-    backward_graphs: int = 0                          # in train: the backward graphs AOTAutograd compiled
+    backward_graphs: int = 0            # in train: the backward graphs AOTAutograd compiled
+
+    @property
+    def graphs(self) -> int:
+        """The graph count: graphs Dynamo installed."""
+        return len(self.installed)
+
+    @property
+    def ops_per_graph(self) -> list[int]:
+        """Each installed graph's ops."""
+        return [g.ops for g in self.installed]
+
+    @property
+    def codes(self) -> list[str]:
+        """Each installed graph's code, hashed."""
+        return [g.code for g in self.installed]
+
+    def add(self, graph: Graph) -> None:
+        """A graph handed to the backend; one of an earlier attempt of its compile was thrown away by the restart."""
+        stale = [g for g in self.installed if g.compile_id == graph.compile_id and g.attempt < graph.attempt]
+        self.throw_away(*stale)
+        self.installed.append(graph)
+
+    def throw_away(self, *graphs: Graph) -> None:
+        """Graphs Dynamo did not install (its analysis restarted): counted apart, never as graphs."""
+        for graph in graphs:
+            self.installed.remove(graph)
+            self.discarded.append(graph)
+            log.debug("compile %s attempt %d: Dynamo restarted its analysis; its graph of %d ops is not counted",
+                      graph.compile_id, graph.attempt, graph.ops)
 
 
 def counting_backend(stats: CompileStats, inner: str = "count", train: bool = False) -> Callable:
@@ -44,21 +90,24 @@ def counting_backend(stats: CompileStats, inner: str = "count", train: bool = Fa
         real = _backward_counting(stats, inner)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
-        stats.graphs += 1
-        stats.ops_per_graph.append(sum(1 for n in gm.graph.nodes if n.op in _OP_KINDS))
-        stats.codes.append(_digest(gm.code))
-        # CompileId(frame_id, frame_compile_id): a frame compiled again (frame_compile_id > 0)
-        # is a recompile; several graphs of one compile (graph breaks) share one id.
-        cid = torch._guards.CompileContext.current_compile_id()
-        if cid is not None:
-            key = str(cid)
-            if key not in stats.compile_ids:
-                stats.compile_ids.add(key)
-                if getattr(cid, "frame_compile_id", 0):
-                    stats.recompiles += 1
+        # TraceId(CompileId(frame_id, frame_compile_id), attempt): a frame compiled again (frame_compile_id > 0)
+        # is a recompile; several graphs of one compile (graph breaks) share one id; attempt > 0 is a restart.
+        trace = torch._guards.CompileContext.current_trace_id()
+        cid = trace.compile_id if trace is not None else None
+        graph = Graph(str(cid), trace.attempt if trace is not None else 0,
+                      sum(1 for n in gm.graph.nodes if n.op in _OP_KINDS), _digest(gm.code))
+        stats.add(graph)
+        if cid is not None and graph.compile_id not in stats.compile_ids:
+            stats.compile_ids.add(graph.compile_id)
+            if getattr(cid, "frame_compile_id", 0):
+                stats.recompiles += 1
         if real is None:
             return gm.forward
-        return real(gm, example_inputs)
+        try:
+            return real(gm, example_inputs)
+        except torch._dynamo.exc.RestartAnalysis:
+            stats.throw_away(graph)     # Dynamo traces the frame again and hands over the graph it installs
+            raise
 
     return backend
 
@@ -121,6 +170,12 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# Guards on the builtins (`len`, `getattr`...) are installed by a worker's first compile only (Dynamo keeps the
+# builtins dict's source for the process): compile order, not a flag. They are left out of the digest, so the
+# baseline (compiled first) and a later config are compared on what a flag can change.
+BUILTINS_GUARD = "G['__builtins_dict___"
+
+
 def guards_digest() -> str | None:
     """Dynamo's guards over every frame compiled since the last reset, in compile order, as one digest of their code
     (None where this torch does not expose them: nothing can then be proved equal). A flag can change what a later
@@ -136,7 +191,8 @@ def guards_digest() -> str | None:
         code = ref()
         for entry in _debug_get_cache_entry_list(code) if code is not None else ():
             parts.append(f"{code.co_name}:{code.co_firstlineno}")
-            parts.extend(getattr(entry.guard_manager, "code_parts", None) or ["<no guard code>"])
+            parts.extend(part for part in getattr(entry.guard_manager, "code_parts", None) or ["<no guard code>"]
+                         if BUILTINS_GUARD not in part)
     return _digest("\n".join(parts))
 
 

@@ -1,8 +1,8 @@
 """A live progress bar on stderr (tqdm): items done/total, rate, ETA, crashes so far.
 
 On a terminal tqdm redraws one line; otherwise (CI logs, tests, a pipe) a plain
-line is written at most every LOG_EVERY_S seconds, so logs stay short. Callers
-switch it off (`enabled=False`) under `--json`. tqdm is imported only when a bar
+line is written at most every LOG_EVERY_S seconds, so logs stay short. It stays on
+under `sweep --json` (stdout holds the JSON, the bar is on stderr). tqdm is imported only when a bar
 is enabled: worker processes that import this package never pay for it.
 """
 from __future__ import annotations

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
@@ -125,14 +126,53 @@ def run_script(text: str, python: str = sys.executable, timeout: float = 300, ar
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env["HF_HUB_OFFLINE"] = "1"
         try:
-            proc = subprocess.run([python, "-I", str(path), *args], cwd=tmp, capture_output=True, text=True,
-                                  timeout=timeout, env=env)
-        except subprocess.TimeoutExpired as exc:   # what it reported before it hung is kept (its modes)
-            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
-            return _ended(out, "", None, timed_out=True)
+            proc = subprocess.Popen([python, "-I", str(path), *args], cwd=tmp, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=env)
         except OSError as exc:
             return ScriptResult.not_run(f"cannot run {Path(python).name}: {exc.strerror or exc}")
-    return _ended(proc.stdout, proc.stderr, proc.returncode, timed_out=False)
+        out, err = _Reader(proc.stdout, whole=OUTPUT_CAP), _Reader(proc.stderr, whole=0)
+        try:
+            returncode: int | None = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:   # what it reported before it hung is kept (its modes)
+            proc.kill()
+            proc.wait()
+            returncode = None
+        stdout, stderr = out.text(), err.text()
+    return _ended(stdout, "" if returncode is None else stderr, returncode, timed_out=returncode is None)
+
+
+OUTPUT_CAP = 8 << 20            # bytes of a script's stdout kept whole; past it, only its result lines
+_LINE_CAP = 1 << 20             # the longest line read at once (a longer one is read in pieces)
+_TAIL = 64 << 10                # bytes of stderr kept, the last ones
+
+
+class _Reader:
+    """A child's pipe read on a thread in bounded memory (a reproducer printing a gigabyte must not take the bot's
+    memory with it): the first `whole` bytes whole, then only the lines that carry a result, and the last _TAIL."""
+
+    def __init__(self, pipe: Any, whole: int) -> None:
+        self.whole, self.head, self.results, self.tail, self.size = whole, bytearray(), [], bytearray(), 0
+        self.thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
+        self.thread.start()
+
+    def _read(self, pipe: Any) -> None:
+        prefix = f"{RESULT_TAG} ".encode()
+        with pipe:
+            while line := pipe.readline(_LINE_CAP):
+                self.size += len(line)
+                if self.size <= self.whole:
+                    self.head += line
+                elif line.startswith(prefix) and len(self.results) < 1000:
+                    self.results.append(line)
+                self.tail = (self.tail + line)[-_TAIL:]
+
+    def text(self) -> str:
+        """What was kept, decoded: all of it when it fit, else its result lines (stderr: its tail)."""
+        self.thread.join()
+        if self.whole == 0:
+            return self.tail.decode(errors="replace")
+        kept = bytes(self.head) if self.size <= self.whole else b"".join(self.results)
+        return kept.decode(errors="replace")
 
 
 def _ended(stdout: str, stderr: str, returncode: int | None, *, timed_out: bool) -> ScriptResult:

@@ -65,8 +65,8 @@ class Shapes:
     def commit_json(self, repo: Repo, commit: FakeCommit, *, files: bool) -> dict[str, Any]:
         """A commit as compare lists it (files=False) or as GET .../commits/SHA answers (files=True)."""
         url = self.url(f"/repos/{repo.full_name}/commits/{commit.sha}")
-        person = {"name": commit.author or "someone", "email": f"{commit.author or 'someone'}@example.com",
-                  "date": iso(commit.date)}
+        person = {"name": commit.author or "someone",
+                  "email": commit.email or f"{commit.author or 'someone'}@example.com", "date": iso(commit.date)}
         data: dict[str, Any] = {
             "sha": commit.sha, "node_id": f"C_{commit.sha[:8]}", "url": url,
             "html_url": f"https://github.example/{repo.full_name}/commit/{commit.sha}",

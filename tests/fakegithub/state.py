@@ -71,6 +71,7 @@ class FakeCommit:
     files: list[dict[str, Any]]       # {"filename", "status", "previous_filename"?} as GitHub lists them
     parent: str | None
     date: float
+    email: str | None = None          # the git author's address (None: `<author>@example.com`)
 
 
 @dataclass
@@ -176,13 +177,14 @@ class FakeState:
             issue.updated = time.time()
 
     def add_commit(self, full_name: str, sha: str, message: str, *, author: str | None,
-                   files: list[dict[str, Any]], parent: str | None) -> FakeCommit:
-        """Add a commit on top of `parent` (None: a root) to a repository's history."""
+                   files: list[dict[str, Any]], parent: str | None, email: str | None = None) -> FakeCommit:
+        """Add a commit on top of `parent` (None: a root) to a repository's history (`author`: the GitHub account
+        it is tied to, None for none; `email`: the address git recorded)."""
         with self.lock:
             repo = self.repo(full_name)
             if author:
                 self.add_user(author)
-            commit = FakeCommit(sha, message, author, [dict(f) for f in files], parent, time.time())
+            commit = FakeCommit(sha, message, author, [dict(f) for f in files], parent, time.time(), email)
             repo.commits[sha] = commit
             return commit
 
