@@ -23,6 +23,8 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from harness.core.files import UnreadableFile, read_toml
 from harness.core.fixes import MAX_NIGHTS
+from harness.core import modes as modes_mod
+from harness.core.modes import Mode, ModeError
 from harness.core.options import ATOL, RTOL, Accuracy, SweepOptions
 from harness.core.population import POPULATIONS
 
@@ -160,6 +162,9 @@ class SweepSettings:
     # Inductor/AOTAutograd cache root shared by the workers (one folder per torch build below it); None: beside the
     # state file (`load` says where); "": no shared cache
     compile_cache: str | None = setting(None, ANY, holds=Holds.PATH)
+    # the modes each item runs in beside its flags (harness.core.modes; built-in names or [modes.NAME] tables), one
+    # run each; the default, eval alone, is today's sweep
+    modes: list[str] = setting(["eval"], SOME_NAMES)
 
     def options(self, python: str | None = None, extra_modules: list[str] | None = None) -> SweepOptions:
         """The engine's options from these settings (`python`: the workers' interpreter, default the setting)."""
@@ -380,11 +385,22 @@ class Settings:
     culprit: CulpritSettings = section(CulpritSettings)
     accuracy: AccuracySettings = section(AccuracySettings)
     routing: list[dict[str, Any]] = field(default_factory=list)   # cc rules, validated by bot.issues.routing
+    # every mode known by name: the built-in ones and the file's [modes.NAME] tables (harness.core.modes.named)
+    modes: dict[str, Mode] = field(default_factory=lambda: dict(modes_mod.BUILTIN))
     source: str | None = None        # the settings file read, if any
 
     def sweep_options(self, python: str | None = None, extra_modules: list[str] | None = None) -> SweepOptions:
         """The engine's options: [sweep] with [accuracy] (`python`: the workers' interpreter, default the setting)."""
         return dataclasses.replace(self.sweep.options(python, extra_modules), accuracy=self.accuracy.options())
+
+    def sweep_modes(self, names: list[str] | None = None) -> list[Mode]:
+        """The modes to sweep: `names` (a command's `--modes`), else `[sweep] modes`; SettingsError naming an
+        unknown one."""
+        try:
+            return modes_mod.resolve(list(names or self.sweep.modes), self.modes)
+        except ModeError as exc:
+            where = "--modes" if names else f"{self.source or 'settings'}: [sweep] modes"
+            raise SettingsError(f"{where}: {exc}") from None
 
     def compile_cache_refusal(self) -> str | None:
         """Why `[sweep] compile_cache` cannot hold the shared compile cache (a file; a folder that cannot be created
@@ -563,6 +579,17 @@ def _with_absolute_paths(obj: T) -> T:
     return dataclasses.replace(obj, **changes)   # type: ignore[type-var]
 
 
+def _read_modes(data: dict[str, Any], p: Path) -> dict[str, Mode]:
+    """The named modes: the built-in ones and the file's [modes.NAME] tables (popped from `data`)."""
+    tables = data.pop("modes", {})
+    if not isinstance(tables, dict):
+        raise SettingsError(f"{p}: [modes] must hold [modes.NAME] tables")
+    try:
+        return modes_mod.named(tables, f"{p}: modes")
+    except ModeError as exc:
+        raise SettingsError(str(exc)) from None
+
+
 def _read_file(p: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The settings file's tables and its cc routing rules (checked by bot.issues.routing)."""
     try:
@@ -602,10 +629,12 @@ def load(path: str | Path | None = None, env: Mapping[str, str] | None = None) -
     if path:
         p = Path(path)
         data, rules = _read_file(p)
+        named = _read_modes(data, p)
         data = _move_deprecated(data, str(p))
         # the default store path from `env`, not from the os.environ that Settings() would read
         data.setdefault("state_path", str(settings.state_path))
-        settings = dataclasses.replace(_build(Settings, data, str(p)), routing=rules, source=str(p))
+        settings = dataclasses.replace(_build(Settings, data, str(p)), routing=rules, source=str(p), modes=named)
+        settings.sweep_modes()     # [sweep] modes checked once, here: each names a known mode
     settings = _with_absolute_paths(_from_environment(settings, env))
     if settings.sweep.compile_cache is None:
         settings = dataclasses.replace(settings, sweep=dataclasses.replace(

@@ -220,7 +220,9 @@ def _asked(run: Run) -> set[str]:
 def _is_comparable(a: Run, a_models: set[str], b: Run, b_models: set[str]) -> bool:
     # A config that one torch lacks (a nightly that renamed a flag) must not cut the history of the others.
     same = set(a.configs) == set(b.configs) or _asked(a) == _asked(b)
-    return same and bool(a_models & b_models)
+    # Each mode has its own baseline and its own history: a train run never diffs against an eval one.
+    same_mode = a.options.sweep.mode.axes == b.options.sweep.mode.axes
+    return same and same_mode and bool(a_models & b_models)
 
 
 def _group_key(run: Run) -> tuple:

@@ -23,6 +23,7 @@ from harness.core.run_environment import DEVICE_KINDS, RunEnvironment
 from harness.engine import script_runner
 from harness.engine.script_runner import ScriptResult
 from harness.core.commits import CHANGES, FileChange
+from harness.core import modes
 from state import culprits, gates, jobs, ranges, resolutions, runs, verdicts
 from state.runs import Run
 from state.verdicts import Component, DynamicRun, Maintainer, Stage, Verdict
@@ -44,6 +45,7 @@ VALID: dict[type, Any] = {
     resolutions.Resolution: resolutions.Resolution(1, "k", "open"),
     jobs.Job: jobs.Job(1, "nightly", {}, "queued", "2026-11-28T00:00:00+00:00"),
     FileChange: FileChange("torch/x.py", "modified"),
+    modes.Mode: modes.Mode(),
     culprits.ProbeRow: culprits.ProbeRow("a" * 40, ["ok"], "old"),
     culprits.CommitRange: culprits.CommitRange("s", "a" * 40, "b" * 40, "found"),
     runs.ExportedRun: runs.ExportedRun("nightly", "finished", "2026-11-28T00:00:00+00:00", None, None, None, None, [],
@@ -77,6 +79,10 @@ TABLE = [
     (jobs.Job, "kind", jobs.JOB_KINDS),
     (jobs.Job, "status", jobs.JOB_STATUSES),
     (FileChange, "status", CHANGES),
+    (modes.Mode, "phase", modes.PHASES),
+    (modes.Mode, "dtype", modes.DTYPES),
+    (modes.Mode, "dynamic", modes.DYNAMICS),
+    (modes.Mode, "attention", modes.ATTENTIONS),
     (culprits.ProbeRow, "verdict", culprits.VERDICTS),
     (culprits.ProbeRow, "phase", culprits.PHASES),
     (culprits.ProbeRow, "build", culprits.BUILDS),

@@ -99,7 +99,7 @@ def _leaves(obj, prefix=""):
 
 def test_every_field_but_the_internal_ones_declares_its_check_and_the_defaults_pass_it():
     declared = settings.checks()
-    assert set(_leaves(settings.Settings())) - set(declared) == {"source", "routing"}
+    assert set(_leaves(settings.Settings())) - set(declared) == {"source", "routing", "modes"}
     assert set(declared) <= set(_leaves(settings.Settings()))
     for name, check in declared.items():
         section, _, key = name.rpartition(".")

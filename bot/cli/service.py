@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", type=types.nonempty("the output folder"), help="where dry-run issues and the report go (default: [issues] dry_run_out)")
     p.add_argument("--export", metavar="FILE", type=types.nonempty("the export file"), help="also write the run (environment, outcomes, builds) to FILE, "
                                                      "for `flagsweep merge` on another host")
+    p.add_argument("--modes", metavar="A,B", type=types.name_list,
+                   help="the modes to sweep (default: [sweep] modes); eval only for now: issues and reproducers do "
+                        "not carry a mode yet")
     p.add_argument("--json", action="store_true", help="print the result as JSON (and nothing else on stdout)")
     p.set_defaults(func=cmd_nightly)
 
@@ -115,7 +118,8 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
         with sigterm_as_interrupt():
             result = nightly.run_nightly(conn, settings, torch=args.torch, date=args.date, configs=_split(args.configs),
                                          models=args.models, force=args.force, shard=args.shard,
-                                         dry_run=args.dry_run, out_dir=args.out, population=args.population)
+                                         dry_run=args.dry_run, out_dir=args.out, population=args.population,
+                                         modes=_split(args.modes))
         if args.export and result.run_id is not None:
             from bot.pipeline import merge
             merge.write_export(conn, result.run_id, args.export)

@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config-file", metavar="FILE", type=types.nonempty("the config file path"), help="TOML file with more named configs ([configs.NAME] tables)")
     p.add_argument("--base-setting", metavar="KEY=VALUE", action="append", default=[],
                    help="apply to every compile, baseline included (repeatable)")
+    p.add_argument("--modes", metavar="A,B", type=types.name_list,
+                   help="the modes each item runs in, one run each: eval, train, bf16, fp16, train-bf16, dynamic-true, "
+                        "dynamic-marked, sdpa, eager-attention or a [modes.NAME] table (default: [sweep] modes, else eval)")
     p.add_argument("--sample", type=types.positive_int, metavar="N", help="a stratified random sample of N of the models")
     p.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
     p.add_argument("--population", choices=POPULATIONS, metavar="all|graph-breaking",
@@ -81,6 +84,12 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     except ImportError as exc:
         return _fail(str(exc))
     options = settings.sweep_options(args.python, list(args.extra_modules))
+    try:
+        modes = settings.sweep_modes(_names(args.modes))
+    except ValueError as exc:
+        return _fail(str(exc))
+    if args.resume and args.modes:
+        return _fail("--resume continues a run in its own mode; drop --modes")
     conn = db.connect(settings.state_path)   # first: a store we cannot write fails before any work
     why = devices.unavailable(options.device, options.python)
     if why:   # named as it was given: on this command line, or in the settings file
@@ -95,17 +104,25 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
         print(f"flagsweep sweep: interrupted during the baseline pass (run {exc.run_id}); nothing else ran",
               file=sys.stderr)
         return 130
-    try:
-        with sigterm_as_interrupt():
-            run = steps.sweep(conn, request)
-    except (ResumeError, cfg.ConfigError) as exc:  # ConfigError: checked in the workers' torch, nothing ran
-        return _fail(str(exc))
-    except SweepInterrupted as exc:
-        print(f"flagsweep sweep: interrupted; finished items are stored. Continue with: flagsweep sweep --resume {exc.run_id}",
-              file=sys.stderr)
-        return 130
-    _show(conn, run, as_json=args.json)
+    done = []
+    for mode in [None] if args.resume else modes:    # one run per mode, each with its own baseline
+        each = request if mode is None else dataclasses.replace(
+            request, options=dataclasses.replace(request.options, mode=mode))
+        try:
+            with sigterm_as_interrupt():
+                done.append(steps.sweep(conn, each))
+        except (ResumeError, cfg.ConfigError) as exc:  # ConfigError: checked in the workers' torch, nothing ran
+            return _fail(str(exc))
+        except SweepInterrupted as exc:
+            print(f"flagsweep sweep: interrupted; finished items are stored. Continue with: flagsweep sweep --resume {exc.run_id}",
+                  file=sys.stderr)
+            return 130
+    _show(conn, done, as_json=args.json)
     return 0
+
+
+def _names(value: str | None) -> list[str] | None:
+    return [n.strip() for n in value.split(",")] if value else None
 
 
 def _with_arguments(settings: Settings, args: argparse.Namespace) -> Settings:
@@ -222,21 +239,33 @@ def summary(run: Any, outcomes: list, effects: list, backend: str) -> dict[str, 
                                   if r.count] if shown else []})
     statuses = collections.Counter(o.status for o in outcomes)
     return {"run": run, "env": run.environment, "n_models": len(run.models), "configs": configs,
+            "mode": run.options.sweep.mode, "items": len(outcomes), "seconds": _seconds(outcomes),
             "statuses": sorted(statuses.items()), "effects": effects, "backend": backend, "judged": shown,
             "findings": defaults.explain(outcomes, run.configs, defaults.load())}
 
 
-def _show(conn: Any, run: Any, as_json: bool) -> None:
+def _show(conn: Any, done: list, as_json: bool) -> None:
+    """Each mode's run: its effects table, or one JSON document (a list of them, one per mode, where several ran)."""
     from bot.text.render import render
     from harness.core.effects import effects_for
     from state import runs
 
-    outcomes = runs.outcomes(conn, run.id)
-    effects = effects_for(outcomes)
+    docs = []
+    for run in done:
+        outcomes = runs.outcomes(conn, run.id)
+        effects = effects_for(outcomes)
+        if as_json:
+            docs.append({"run": run.to_dict(), "environment": run.environment.to_dict(),
+                         "mode": run.options.sweep.mode.to_dict(), "seconds": _seconds(outcomes),
+                         "outcomes": [o.to_dict() for o in outcomes], "effects": [e.to_dict() for e in effects]})
+        else:
+            sys.stdout.write(render("sweep_effects.txt.j2", **summary(run, outcomes, effects,
+                                                                      run.options.sweep.backend)))
     if as_json:
-        doc = {"run": run.to_dict(), "environment": run.environment.to_dict(), "outcomes": [o.to_dict() for o in outcomes],
-               "effects": [e.to_dict() for e in effects]}
-        json.dump(doc, sys.stdout, indent=1, sort_keys=False)
+        json.dump(docs[0] if len(docs) == 1 else {"modes": docs}, sys.stdout, indent=1, sort_keys=False)
         sys.stdout.write("\n")
-        return
-    sys.stdout.write(render("sweep_effects.txt.j2", **summary(run, outcomes, effects, run.options.sweep.backend)))
+
+
+def _seconds(outcomes: list) -> float:
+    """A run's item seconds: each item's build and compile."""
+    return round(sum((o.build_s or 0.0) + (o.compile_s or 0.0) for o in outcomes), 3)

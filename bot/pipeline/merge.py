@@ -49,7 +49,8 @@ _RUN_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 _TOP = ("format", "version", "run", "outcomes", "builds")
-_OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome))
+# Every field an export writes; those the stored form leaves out when unset (Outcome.UNSET_LEFT_OUT) are optional.
+_OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(Outcome) if f.name not in Outcome.UNSET_LEFT_OUT)
 
 
 class MergeError(ValueError):

@@ -153,14 +153,27 @@ def record_failure(conn: sqlite3.Connection, *, reason: str, nightly: str | None
     return run_id
 
 
+def modes_refusal(settings: Settings, names: list[str] | None = None) -> str | None:
+    """Why the nightly cannot sweep `names` (`--modes`; else `[sweep] modes`), or None: it sweeps eval alone until
+    its issues and reproducers carry a mode (another mode's crash would be filed under eval's key, title and
+    reproducer). SettingsError for a mode no table names."""
+    if all(mode.is_default for mode in settings.sweep_modes(names)):
+        return None
+    given = f"--modes {','.join(names)}" if names else \
+        f"{settings.source or 'settings'}: [sweep] modes = {settings.sweep.modes!r}"
+    return (f"{given}: the nightly sweeps eval only (its issues and reproducers do not carry a mode yet); "
+            "`flagsweep sweep --modes` sweeps the others")
+
+
 def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "nightly", date: str | None = None,
                 configs: list[str] | None = None, models: list[str] | None = None, force: bool = False,
                 shard: str | None = None, dry_run: bool | None = None, out_dir: str | Path | None = None,
-                progress: bool = True, steps: Steps | None = None, population: str | None = None) -> NightlyResult:
+                progress: bool = True, steps: Steps | None = None, population: str | None = None,
+                modes: list[str] | None = None) -> NightlyResult:
     """The whole nightly; a provider failure is a failed run in the store, never an exception."""
     steps = steps or Steps()
     provider.parse_spec(torch)       # a build name that is none of the forms: SpecError before anything runs
-    refused = device_refusal(settings, torch) or settings.compile_cache_refusal()
+    refused = device_refusal(settings, torch) or settings.compile_cache_refusal() or modes_refusal(settings, modes)
     if refused:
         raise NightlyError(refused)
     dry_run = (not settings.github.has_credentials) if dry_run is None else dry_run

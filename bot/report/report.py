@@ -248,7 +248,18 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
         "readiness": readiness.context(conn, view),
         "verify_cost": _verify_cost(view),
         "calls": _calls(view, configs, _quarantined(conn, view)) if judged(effs) else None,
+        "mode": _mode(run, outs),
     }
+
+
+def _mode(run: runs_mod.Run, outs: list) -> dict[str, Any] | None:
+    """The run's mode where it is not eval (harness.core.modes): its name, the axes it changes, its items and their
+    seconds (build and compile); None for eval, whose report reads as before modes."""
+    mode = run.options.sweep.mode
+    if mode.is_default:
+        return None
+    seconds = sum((o.build_s or 0.0) + (o.compile_s or 0.0) for o in outs)
+    return {"name": mode.name, "changed": mode.changed(), "n_items": len(outs), "seconds": round(seconds, 1)}
 
 
 def _quarantined(conn: sqlite3.Connection, view: RunView) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Mapping
 
+from harness.core.modes import DEFAULT as DEFAULT_MODE, Mode
 from harness.core.outcome import BACKENDS
 from harness.core.record import RecordError, parse
 from harness.core.run_environment import device_kind
@@ -65,6 +66,9 @@ class SweepOptions:
     # Inductor's and AOTAutograd's cache root, shared by every worker; one folder per torch build below it.
     # None or "": no shared cache (each worker compiles everything itself).
     compile_cache: str | None = None
+    # How each item runs beside its flags (harness.core.modes): one mode a run; the default (eval) is left out of
+    # the stored form, so a run of it is stored exactly as before modes existed (and every older run is eval).
+    mode: Mode = DEFAULT_MODE
 
     @property
     def shared_cache(self) -> str | None:
@@ -84,8 +88,11 @@ class SweepOptions:
         return max(1, min(n, items) if items else n)
 
     def to_dict(self) -> dict[str, Any]:
-        """What is stored with a run."""
-        return asdict(self)
+        """What is stored with a run (the mode only where it is not the default)."""
+        found = asdict(self)
+        if self.mode.is_default:
+            del found["mode"]
+        return found
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SweepOptions":
@@ -93,6 +100,8 @@ class SweepOptions:
         a value out of its range."""
         if isinstance(data, Mapping) and "accuracy" in data:
             data = {**data, "accuracy": Accuracy.from_dict(data["accuracy"])}
+        if isinstance(data, Mapping) and "mode" in data:
+            data = {**data, "mode": Mode.from_dict(data["mode"])}
         found = parse(cls, data, "sweep options")
         _check(found, "sweep options", _RANGES)
         return found
@@ -135,7 +144,7 @@ _RANGES = {
     "device": _device, "python": _text_or_none, "max_items_per_worker": _count(1),
     "max_rss_mb": lambda v: _number(v) and v > 0, "gpu_workers": _count(1), "compile_cache": _text_or_none,
     "extra_modules": lambda v: isinstance(v, list) and all(isinstance(m, str) and _MODULE.match(m) for m in v),
-    "accuracy": lambda v: isinstance(v, Accuracy),
+    "accuracy": lambda v: isinstance(v, Accuracy), "mode": lambda v: isinstance(v, Mode),
 }
 
 

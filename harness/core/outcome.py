@@ -89,12 +89,17 @@ class Outcome:
     # The calls it made to the compiled model (harness.core.calls): the first, then each scenario's; judged against
     # eager by harness.core.correctness. Empty where none were recorded (an older run, a crash before the first).
     calls: list[Call] = field(default_factory=list)
+    # In a train mode (harness.core.modes): the backward graphs AOTAutograd compiled; None in eval, and then left out
+    # of the stored form, so an eval item is stored exactly as before modes existed.
+    backward_graphs: int | None = None
 
+    # The fields left out of the stored form while unset (None): an item that predates them is stored as it was.
+    UNSET_LEFT_OUT: ClassVar[tuple[str, ...]] = ("backward_graphs",)
     CLOSED: ClassVar[dict[str, tuple[str | None, ...]]] = {"status": STATUSES, "reason": REASONS + (ANSWERED, None)}
 
     def __post_init__(self) -> None:
         check_closed(self, "outcome")
-        check_counts(self, "outcome", ("graphs", "graph_breaks", "ops", "recompiles"))
+        check_counts(self, "outcome", ("graphs", "graph_breaks", "ops", "recompiles", "backward_graphs"))
         check_counts(self, "outcome", ("attempts",), least=1)
         if self.flaky_rate is not None and not (isinstance(self.flaky_rate, (int, float)) and 0 <= self.flaky_rate <= 1):
             raise RecordError(f"outcome: flaky_rate {self.flaky_rate!r} is not a rate between 0 and 1")
@@ -106,8 +111,12 @@ class Outcome:
             raise RecordError("outcome: calls must be Call records")
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return asdict(self)
+        """A JSON-ready dict (an eval item's without `backward_graphs`: the form it had before modes)."""
+        found = asdict(self)
+        for name in self.UNSET_LEFT_OUT:
+            if found[name] is None:
+                del found[name]
+        return found
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Outcome":

@@ -20,6 +20,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from harness.core.modes import DEFAULT, Mode
+from harness.engine import in_mode
 from harness.engine.configs import split_key
 from harness.engine.gbregistry import reason_id
 
@@ -48,6 +50,7 @@ class CompileStats:
     discarded: list[Graph] = field(default_factory=list)
     compile_ids: set[str] = field(default_factory=set)
     recompiles: int = 0
+    backward_graphs: int = 0            # in train: the backward graphs AOTAutograd compiled
 
     @property
     def graphs(self) -> int:
@@ -79,9 +82,12 @@ class CompileStats:
                       graph.compile_id, graph.attempt, graph.ops)
 
 
-def counting_backend(stats: CompileStats, inner: str = "count") -> Callable:
-    """A Dynamo backend that records each graph, then hands it to `inner` (or runs it as is)."""
+def counting_backend(stats: CompileStats, inner: str = "count", train: bool = False) -> Callable:
+    """A Dynamo backend that records each graph, then hands it to `inner` (or runs it as is); `train`: the backward
+    is compiled too and its graphs counted (`backward_graphs`)."""
     real = None if inner == "count" else torch._dynamo.lookup_backend(inner)
+    if train:
+        real = _backward_counting(stats, inner)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
         # TraceId(CompileId(frame_id, frame_compile_id), attempt): a frame compiled again (frame_compile_id > 0)
@@ -104,6 +110,30 @@ def counting_backend(stats: CompileStats, inner: str = "count") -> Callable:
             raise
 
     return backend
+
+
+def _backward_counting(stats: CompileStats, inner: str) -> Callable:
+    """In train, the graph goes through AOTAutograd, which splits it into a forward and a backward graph: under
+    inductor each is Inductor's (its `inner_compile` sees which), under count, eager and aot_eager each runs as
+    traced (aot_eager's nop compilers), so the backward is compiled under every backend and counted alike."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    if inner == "inductor":
+        from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+        def inner_compile(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Callable:
+            stats.backward_graphs += bool(kwargs.get("is_backward"))
+            return compile_fx_inner(gm, example_inputs, **kwargs)
+        return lambda gm, example_inputs: compile_fx(gm, example_inputs, inner_compile=inner_compile)
+
+    def forward(gm: torch.fx.GraphModule, _example_inputs: list[Any]) -> Callable:
+        return make_boxed_func(gm.forward)
+
+    def backward(gm: torch.fx.GraphModule, _example_inputs: list[Any]) -> Callable:
+        stats.backward_graphs += 1
+        return make_boxed_func(gm.forward)
+    return aot_autograd(fw_compiler=forward, bw_compiler=backward)
 
 
 @contextlib.contextmanager
@@ -179,26 +209,32 @@ class Compiled:
     settings: dict[str, Any]
     codes: list[str]                 # the first call's graphs, each by the digest of its code
     guards: str | None               # the first call's guards (guards_digest)
+    mode: Mode = DEFAULT
+    grads: dict[str, Any] | None = None   # in train: each parameter's gradient after the first call's backward
 
     @contextlib.contextmanager
     def again(self) -> Iterator[None]:
-        """The block calls the compiled object again as the first call did: the same settings, no grad."""
-        with patched(self.settings), torch.no_grad():
+        """The block calls the compiled object again as the first call did: the same settings, the mode's context
+        (no grad in eval)."""
+        with patched(self.settings), in_mode.context(self.mode):
             yield
 
 
 def compile_and_run(module: torch.nn.Module, inputs: dict[str, Any], *, settings: dict[str, Any],
-                    backend: str = "count") -> Compiled:
-    """Compile `module` under `settings` and run it once on `inputs` (the counts are kept for a crash too: how far
-    it got before failing)."""
+                    backend: str = "count", mode: Mode = DEFAULT, device: str = "cpu") -> Compiled:
+    """Compile `module` under `settings` and run it once on `inputs` in `mode` (in train: its loss's backward too;
+    the counts are kept for a crash too: how far it got before failing)."""
     reset_dynamo()
     stats = CompileStats()
-    error, output, compiled = None, None, None
+    error, output, compiled, grads = None, None, None, None
     start = time.perf_counter()
     try:
-        with patched(settings), torch.no_grad():
-            compiled = torch.compile(module, backend=counting_backend(stats, backend))
-            output = compiled(**inputs)
+        with patched(settings):
+            compiled = torch.compile(module, backend=counting_backend(stats, backend, mode.train),
+                                     **in_mode.compile_kwargs(mode))
+            in_mode.mark(inputs, mode)
+            stepped = in_mode.step(module, compiled, inputs, mode, device)
+            output, grads = stepped.output, stepped.grads
     except Exception as exc:  # the item's result, not the worker's failure
         error = exc
     elapsed = time.perf_counter() - start
@@ -212,13 +248,16 @@ def compile_and_run(module: torch.nn.Module, inputs: dict[str, Any], *, settings
         "break_ids": [reason_id(r) for r in reasons],
         "recompiles": stats.recompiles,
         "compile_s": round(elapsed, 4),
+        # only a train item has a backward (an eval item's stored fields are those it had before modes)
+        **({"backward_graphs": stats.backward_graphs} if mode.train else {}),
     }
-    return Compiled(counts, error, output, compiled, stats, settings, list(stats.codes), guards_digest())
+    return Compiled(counts, error, output, compiled, stats, settings, list(stats.codes), guards_digest(), mode,
+                    grads)
 
 
-def eager_run(module: torch.nn.Module, inputs: dict[str, Any]) -> float:
-    """One uncompiled forward; returns its seconds (a failure here is eager_error)."""
+def eager_run(module: torch.nn.Module, inputs: dict[str, Any], mode: Mode = DEFAULT, device: str = "cpu") -> float:
+    """One uncompiled call in `mode` (eval: a forward, no grad); returns its seconds (a failure here is
+    eager_error, or in another mode that mode's create_error)."""
     start = time.perf_counter()
-    with torch.no_grad():
-        module(**inputs)
+    in_mode.step(module, module, inputs, mode, device)
     return time.perf_counter() - start

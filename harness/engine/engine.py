@@ -176,6 +176,9 @@ def sweep(conn: Any, request: SweepRequest) -> Swept:
     run is not finalized; Ctrl-C is SweepInterrupted, a broken interpreter leaves the run resumable.
     """
     plan = _prepare(conn, request)
+    if plan.stored is not None:   # a resumed run continues in the mode it was swept in (and its audits too)
+        request = dataclasses.replace(request, options=dataclasses.replace(request.options,
+                                                                           mode=plan.stored.options.sweep.mode))
     pool = _pool(request.options, plan.base_settings, len(plan.groups()))
     try:
         _start(pool, request.options)   # the workers import torch while we check the configs

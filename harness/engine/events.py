@@ -19,9 +19,10 @@ from harness.core.model_build import ModelBuild
 from harness.core.outcome import Outcome
 from harness.core.record import RecordError, check_version, parse
 from harness.core.run_environment import RunEnvironment
+from harness.core.modes import DEFAULT as DEFAULT_MODE, Mode
 from harness.core.options import Accuracy
 
-PROTOCOL = 4   # bump on any change to a line below (both ends of a pipe run the same checkout)
+PROTOCOL = 5   # bump on any change to a line below (both ends of a pipe run the same checkout)
 # The exit status of a worker asked for a device its torch does not have; its one stderr line says why.
 NO_DEVICE_EXIT = 3
 
@@ -78,6 +79,7 @@ class RunRequest:
     together: list[str] = dataclasses.field(default_factory=list)   # configs pooled, never pruned (named flags)
     unanswered: list[str] = dataclasses.field(default_factory=list)  # configs never answered (quarantined)
     screen: bool = False                 # answering off: still report the rule that would have answered (a bench)
+    sweep_mode: Mode = DEFAULT_MODE      # how each item runs beside its flags (harness.core.modes)
 
 
 @dataclass(frozen=True)
@@ -189,7 +191,9 @@ def read_request(data: Mapping[str, Any]) -> Request:
 
 def _run(fields: dict[str, Any]) -> RunRequest:
     raw = parse(RunRequest, fields, "worker request 'run'")
-    return dataclasses.replace(raw, accuracy=parse(Accuracy, raw.accuracy, "worker request 'run' accuracy"))
+    mode = raw.sweep_mode if isinstance(raw.sweep_mode, Mode) else Mode.from_dict(raw.sweep_mode)
+    return dataclasses.replace(raw, accuracy=parse(Accuracy, raw.accuracy, "worker request 'run' accuracy"),
+                               sweep_mode=mode)
 
 
 def read_event(data: Mapping[str, Any]) -> Event:

@@ -24,7 +24,9 @@ from harness.engine import backend, events, measure, scenarios
 from harness.engine.backend import Compiled
 from harness.engine.events import RunRequest
 from harness.engine.flags import reads
+from harness.engine.accuracy import Verdict
 from harness.engine.flags.answering import FirstCall, answered_calls, screen
+from harness.engine.step_oracle import ModeReference
 from harness.zoo import Built
 from harness.zoo.build import SEED
 
@@ -100,7 +102,8 @@ class Group:
         with reads.windows(FIRST) if record else contextlib.nullcontext() as windows:
             torch.manual_seed(SEED)   # as every eager reference run: a model that draws numbers draws the same
             done = backend.compile_and_run(self.built.module, scenarios.clone(self.built.inputs),
-                                   settings={**self.req.base_settings, **settings}, backend=self.req.backend)
+                                   settings={**self.req.base_settings, **settings}, backend=self.req.backend,
+                                   mode=self.req.sweep_mode, device=self.req.device)
             if self.req.backend == "inductor":
                 self.send(measure.cache_counts(index))
             ended = measure.ended(done.error, self.req.device)
@@ -126,6 +129,8 @@ class Group:
         """The item's calls, and the rule that answered its later ones from the baseline (None: made in full)."""
         if self.refs is None:
             return [], None
+        if isinstance(self.refs, ModeReference) and done.error is None:
+            return [self._mode_call(done)], None
         if done.error is not None or not self.judging:
             return self._first_only(done), None
         try:
@@ -138,6 +143,17 @@ class Group:
         except Exception as exc:   # the oracle's own failure costs the calls' verdicts, never the item
             return [Call(FIRST, done.stats.graphs, detail=f"the oracle failed: {type(exc).__name__}: "
                                                            f"{str(exc)[:200]}")], None
+
+    def _mode_call(self, done: Compiled) -> Call:
+        """The first call of a train or half-precision mode, judged by its own oracle (harness.engine.step_oracle):
+        the only call such an item makes."""
+        try:
+            verdict = self.refs.judge(done.output, done.grads)
+        except Exception as exc:   # the oracle's own failure costs the call's verdict, never the item
+            verdict = Verdict("not_judged", detail=f"the oracle failed: {type(exc).__name__}: {str(exc)[:200]}")
+        done.output = done.grads = None   # not held past the verdict
+        return Call(FIRST, done.stats.graphs, 0, [], verdict.accuracy, verdict.detail, verdict.output,
+                    list(verdict.metadata))
 
     def _screen(self, settings: dict, first: FirstCall) -> str | None:
         """The screen (harness.engine.flags.answering.screen), where there is a baseline with later calls and the
@@ -163,7 +179,7 @@ class Group:
         no eager reference)."""
         found = measure.error_fields(done.error) if done.error is not None else {"error_type": None,
                                                                                        "signature": None}
-        why = "the first call raised" if done.error is not None else self.refs
+        why = "the first call raised" if done.error is not None or not isinstance(self.refs, str) else self.refs
         return [Call(FIRST, done.counts["graphs"], 0, [], "not_judged", why, error_type=found["error_type"],
                      signature=found["signature"])]
 

@@ -76,6 +76,7 @@ class Pool:
         self.hard_rss_mb = options.max_rss_mb * HARD_RSS_FACTOR
         self.extra_modules = list(options.extra_modules)
         self.accuracy = options.accuracy
+        self.sweep_mode = options.mode
         self.base_settings = dict(base_settings or {})
         # A worker's threads: its share of the pool the options ask for, whatever this one starts (fewer groups than
         # workers, a re-run alone): Inductor keys a CPU kernel by its thread count, so such a sweep still finds the
@@ -207,7 +208,7 @@ class Pool:
                                       answer=group.answer and self.accuracy.answer, together=sorted(group.together),
                                       unanswered=sorted(group.unanswered),
                                       # answering off by the settings: what it would answer is still reported
-                                      screen=not self.accuracy.answer))
+                                      screen=not self.accuracy.answer, sweep_mode=self.sweep_mode))
         if not ok:
             w.deadline = time.monotonic()  # dead already: _check_limits reaps it next round
 

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from harness.core.model_build import ModelBuild
+from harness.core.modes import Mode
 from harness.core.outcome import OUT_OF_MEMORY, Outcome
 from harness.core.run_environment import RunEnvironment
 from harness.engine import events, measure
@@ -181,6 +182,7 @@ def run_group(chan: Channel, req: RunRequest) -> None:
 def _build_and_check(req: RunRequest) -> tuple[Built | None, dict[str, Any], str | None]:
     """The model built and run once in eager: (built, the fields every item shares, None) or the status of the
     failure instead (its fields in the second)."""
+    from harness.engine import in_mode
     from harness.engine.backend import eager_run, reset_dynamo
 
     start = time.perf_counter()
@@ -201,11 +203,15 @@ def _build_and_check(req: RunRequest) -> tuple[Built | None, dict[str, Any], str
                       text_only=bool(built.text_only))
         try:
             reset_dynamo()
-            common["eager_s"] = eager_run(built.module, built.inputs)
+            in_mode.prepare(built.module, req.sweep_mode)
+            common["eager_s"] = eager_run(built.module, built.inputs, req.sweep_mode, req.device)
         except Exception as exc:
             oom = measure.out_of_memory(exc)
             status, cause = (OUT_OF_MEMORY, None) if oom else ("eager_error", None)
-            common.update(measure.memory_fields(exc, req.device) if oom else measure.error_fields(exc))
+            if not oom and not req.sweep_mode.is_default:   # the model cannot run in this mode: skipped, not a crash
+                status, cause = "create_error", _cannot_run(req.sweep_mode, exc)
+            else:
+                common.update(measure.memory_fields(exc, req.device) if oom else measure.error_fields(exc))
     if status is None:
         return built, common, None
     if cause:
@@ -215,10 +221,22 @@ def _build_and_check(req: RunRequest) -> tuple[Built | None, dict[str, Any], str
     return None, common, status
 
 
+def _cannot_run(mode: Mode, exc: Exception) -> str:
+    """Why a model cannot run in a mode (its items' create_error)."""
+    return f"cannot run in mode {mode.name} in eager: {type(exc).__name__}: {str(exc)[:200]}"
+
+
 def _references(req: RunRequest, built: Built) -> Any:
     """Eager's answers for the group (harness.engine.scenarios.References), or why there are none."""
     from harness.engine.scenarios import References
 
+    if req.sweep_mode.train or req.sweep_mode.half:   # eager's answer is not eval's: the mode's own oracle
+        from harness.engine.step_oracle import ModeReference
+
+        try:
+            return ModeReference(built, req.sweep_mode, req.device, req.accuracy)
+        except Exception as exc:
+            return f"no eager reference in mode {req.sweep_mode.name}: {type(exc).__name__}: {str(exc)[:200]}"
     try:
         return References(req.model, built, req.device, req.accuracy)
     except Exception as exc:   # a model that cannot be deep-copied or run again: its calls are not judged

@@ -1,0 +1,64 @@
+"""Test-only models for the modes (harness.core.modes), registered with the zoo when a worker imports this module.
+
+`ModePlantedModel` carries a planted gradient-only wrong result: a custom autograd Function whose forward is the
+identity and whose backward adds one to the gradient while capture_scalar_outputs is on, through an opaque op read at
+run time (eager's backward runs without the flag, a compiled one under it). Its forward is the same under every
+flag: eval never sees it; train does. It has no attention implementation to set, so `sdpa` cannot run it.
+"""
+from __future__ import annotations
+
+import torch
+
+from harness.zoo import Built, register
+
+FLAG = "capture_scalar_outputs"
+
+
+@torch.library.custom_op("flagsweep_modes::planted_grad", mutates_args=())
+def planted_grad(grad: torch.Tensor) -> torch.Tensor:
+    """The gradient, shifted by one while the flag is on (read when the backward runs)."""
+    return grad + 1 if torch._dynamo.config.capture_scalar_outputs else grad.clone()
+
+
+@planted_grad.register_fake
+def _planted_grad_fake(grad: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(grad)
+
+
+class Planted(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return torch.ops.flagsweep_modes.planted_grad(grad)
+
+
+class PlantedModel(torch.nn.Module):
+    """Token ids through an embedding, a dropout (p 0.5: train mode must zero it) and a linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(32, 8)
+        self.dropout = torch.nn.Dropout(0.5)
+        self.linear = torch.nn.Linear(8, 8)
+        self.drop_prob = 0.3   # stochastic depth as transformers' DropPath keeps it (unused here: zeroed in train)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        hidden = self.dropout(self.embed(input_ids))
+        return self.linear(Planted.apply(hidden)).tanh()
+
+
+def inputs(batch: int, length: int, device: str = "cpu") -> dict[str, torch.Tensor]:
+    """Token ids of the given batch and sequence length."""
+    return {"input_ids": torch.arange(batch * length, device=device).reshape(batch, length) % 32}
+
+
+def _build(device: str) -> Built:
+    torch.manual_seed(0)
+    return Built(module=PlantedModel().eval().to(device), inputs=inputs(2, 6, device), text_only=True,
+                 fingerprint="test-modes", stratum="decoder_llm")
+
+
+register("ModePlantedModel", "decoder_llm", _build)
