@@ -10,6 +10,7 @@ Stdlib only: it never imports torch.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import subprocess
@@ -151,7 +152,9 @@ class _Reader:
     memory with it): the first `whole` bytes whole, then only the lines that carry a result, and the last _TAIL."""
 
     def __init__(self, pipe: Any, whole: int) -> None:
-        self.whole, self.head, self.results, self.tail, self.size = whole, bytearray(), [], bytearray(), 0
+        self.whole, self.head, self.results, self.size = whole, bytearray(), [], 0
+        self.tail: collections.deque[bytes] = collections.deque()   # the last lines, about _TAIL bytes (stderr)
+        self.tail_size = 0
         self.thread = threading.Thread(target=self._read, args=(pipe,), daemon=True)
         self.thread.start()
 
@@ -164,13 +167,22 @@ class _Reader:
                     self.head += line
                 elif line.startswith(prefix) and len(self.results) < 1000:
                     self.results.append(line)
-                self.tail = (self.tail + line)[-_TAIL:]
+                if self.whole == 0:
+                    self._keep_tail(line)
+
+    def _keep_tail(self, line: bytes) -> None:
+        """Keep the last _TAIL bytes by whole lines, dropping the oldest (no copy of the tail per line: a gigabyte of
+        short lines must not cost a quadratic time)."""
+        self.tail.append(line)
+        self.tail_size += len(line)
+        while len(self.tail) > 1 and self.tail_size - len(self.tail[0]) >= _TAIL:
+            self.tail_size -= len(self.tail.popleft())
 
     def text(self) -> str:
         """What was kept, decoded: all of it when it fit, else its result lines (stderr: its tail)."""
         self.thread.join()
         if self.whole == 0:
-            return self.tail.decode(errors="replace")
+            return b"".join(self.tail)[-_TAIL:].decode(errors="replace")
         kept = bytes(self.head) if self.size <= self.whole else b"".join(self.results)
         return kept.decode(errors="replace")
 
