@@ -143,7 +143,7 @@ def test_the_summary_folds_the_cause_into_one_line_and_the_report_keeps_every_mo
         assert f"  - `{m}`: `wrong_result: hook_added: logits` (max abs diff 0.5)" in md
         assert f'<li class="finding" data-model="{m}">' in html
     assert f'<p class="swept" data-config="{HOOKS}">' in html and f"`{M[5]}`: `wrong_result: second_size" in md
-    sweep_cli._show(conn, runs.get_run(conn, record(conn, kind="sweep")), False)
+    sweep_cli._show(conn, [runs.get_run(conn, record(conn, kind="sweep"))], False)
     text = capsys.readouterr().out
     assert "  hook_added on 5 models, by Dynamo's documented default skip_nnmodule_hook_guards=True;" in text
     assert (f"    under skip_nnmodule_hook_guards=False (swept as {HOOKS}): 3 of 5 models right; "

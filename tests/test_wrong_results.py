@@ -118,13 +118,13 @@ def test_the_sweep_text_and_json_carry_the_columns(tmp_path: Path, capsys) -> No
     run_id = sc.record_nightly(conn, "2026-11-20", {m: {} for m in M}, calls=night_calls(), configs=CONFIGS,
                                kind="sweep")
     run = runs.get_run(conn, run_id)
-    sweep_cli._show(conn, run, as_json=False)
+    sweep_cli._show(conn, [run], as_json=False)
     text = capsys.readouterr().out
     assert "wrong_result         2   33.3% of judged" in text and "more_recompiles      2   33.3% of judged" in text
     assert "Baseline findings" in text and "wrong_result: second_size: last_hidden_state" in text
     row = next(line for line in text.splitlines() if line.startswith(M[0]) and CSO in line)
     assert row.split()[3:8] == ["no_effect", "3", "3", "wrong_result", "more_recompiles"]
-    sweep_cli._show(conn, run, as_json=True)
+    sweep_cli._show(conn, [run], as_json=True)
     doc = json.loads(capsys.readouterr().out)
     mine = next(e for e in doc["effects"] if e["model"] == M[0] and e["config"] == CSO)
     assert (mine["correctness"], mine["recompile"]) == ("wrong_result", "more_recompiles")
@@ -134,6 +134,6 @@ def test_the_sweep_text_and_json_carry_the_columns(tmp_path: Path, capsys) -> No
 def test_a_sweep_without_calls_prints_no_new_column(tmp_path: Path, capsys) -> None:
     conn = db.connect(tmp_path / "s.sqlite")
     run_id = sc.record_nightly(conn, "2026-11-20", sc.corpus(6), kind="sweep")
-    sweep_cli._show(conn, runs.get_run(conn, run_id), as_json=False)
+    sweep_cli._show(conn, [runs.get_run(conn, run_id)], as_json=False)
     text = capsys.readouterr().out
     assert "correctness" not in text and "of judged" not in text and "Baseline findings" not in text
