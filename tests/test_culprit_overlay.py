@@ -189,8 +189,8 @@ def test_a_script_printing_much_is_read_in_bounded_memory():
 
 
 def test_a_script_writing_many_short_lines_to_stderr_keeps_its_last_lines():
-    """stderr's tail is kept by whole lines (a deque, not a copy of the tail per line, which took 95 s for 66 MB of
-    short lines): the last line is there, the first is gone."""
+    """stderr's tail is kept by whole lines (a deque, not a 64 KiB copy of the tail per line: bench/script_output.py):
+    the last line is there, the first is gone."""
     script = 'import sys\nfor i in range(200_000):\n    sys.stderr.write(f"line {i}\\n")\nsys.exit(3)\n'
     result = script_runner.run_script(script, PYTHON, timeout=60)     # no result line: its stderr's end is kept
     assert (result.status, result.returncode) == ("killed", 3)

@@ -171,8 +171,8 @@ class _Reader:
                     self._keep_tail(line)
 
     def _keep_tail(self, line: bytes) -> None:
-        """Keep the last _TAIL bytes by whole lines, dropping the oldest (no copy of the tail per line: a gigabyte of
-        short lines must not cost a quadratic time)."""
+        """Keep the last _TAIL bytes by whole lines, dropping the oldest: no 64 KiB copy of the tail per line (26 s per
+        million short lines; bench/script_output.py)."""
         self.tail.append(line)
         self.tail_size += len(line)
         while len(self.tail) > 1 and self.tail_size - len(self.tail[0]) >= _TAIL:
