@@ -23,6 +23,7 @@ The rule (syzbot's, ClusterFuzz's and `git bisect`'s lessons, issues 37 and 43):
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -146,6 +147,7 @@ class Overlaid:
     why: dict[str, str] = field(default_factory=dict)          # a skipped commit: why it was stepped around
     stderr: str = ""                                           # a run failing with the signature: its traceback
     loaded: dict[str, set[str]] = field(default_factory=dict)  # a commit: the torch files its runs imported
+    apart: set[str] = field(default_factory=set)               # commits that pass on the good build, fail on the bad
 
     def __post_init__(self) -> None:
         self.paths = changed_paths(self.commits)
@@ -203,6 +205,9 @@ class Overlaid:
         agreed = verdicts[0] if len(set(verdicts)) == 1 and verdicts[0] in ("old", "new") else None
         if agreed is None:
             self.why[sha] = self._skip_why(builds, verdicts)
+            if builds == (GOOD, BAD) and [self._said(v) if v in ("old", "new") else v for v in verdicts] == [
+                    "passes", "fails with the signature"]:
+                self.apart.add(sha)
         return Probe(date=sha, version=None, git=sha, key=agreed)
 
     def _verdict_on(self, build: str, sha: str, phase: str, of: int) -> str:
@@ -282,7 +287,8 @@ def _bisect(steps: CulpritSteps, out: CommitRange, job: Search, settings: Culpri
     with overlay.held(steps.good.torch_dir, steps.good.work) as good_root:          # type: ignore[union-attr]
         roots = {GOOD: good_root}
         native = any(overlay_blocker(c) for c in out.commits)      # the bad build serves only past a native commit
-        with _maybe_held(steps.bad if native else None) as bad_root:
+        bad = steps.bad if native else None                           # None: only the good build can run
+        with overlay.held(bad.torch_dir, bad.work) if bad is not None else contextlib.nullcontext() as bad_root:
             if bad_root is not None:
                 roots[BAD] = bad_root
             o = Overlaid(steps, job, out.commits, roots, settings, deadline, bar)
@@ -310,20 +316,6 @@ def _bisect(steps: CulpritSteps, out: CommitRange, job: Search, settings: Culpri
         native = [c for c in out.commits if c.sha in {x.sha for x in ended.candidates} and overlay_blocker(c)]
         out.suspects = _ranked(native, job.crash) or [SuspectRow(c.sha, 0, [overlay_blocker(c) or ""]) for c in native]
     return out
-
-
-class _maybe_held:
-    """The bad build's overlay held for the bisection, or None where there is no bad build to run."""
-
-    def __init__(self, build: Build | None) -> None:
-        self.cm = overlay.held(build.torch_dir, build.work) if build is not None else None
-
-    def __enter__(self) -> Path | None:
-        return self.cm.__enter__() if self.cm is not None else None
-
-    def __exit__(self, *exc: object) -> None:
-        if self.cm is not None:
-            self.cm.__exit__(*exc)
 
 
 def _search(o: Overlaid) -> Ended:
@@ -367,9 +359,7 @@ def _confirm(o: Overlaid, culprit: str, parent: str) -> Ended:
 def _unresolved(o: Overlaid, between: list[Commit]) -> Ended:
     """Where the search ends at a non-Python commit, or skips leave several: never one forced name."""
     native = [c for c in between if overlay_blocker(c)]
-    python_skips = [o.why.get(c.sha, "") for c in between if not overlay_blocker(c)]
-    apart = "the builds disagree (the good build passes, the bad build fails with the signature)"
-    if native and all(apart in why for why in python_skips):
+    if native and all(c.sha in o.apart for c in between if not overlay_blocker(c)):
         said = ", ".join(c.short for c in native)
         return Ended("outside", (f"every Python state between passes on the good build and fails on the bad one: the "
                                  f"change is outside Python, in {'one of ' if len(native) > 1 else ''}{said}"),
