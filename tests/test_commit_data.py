@@ -95,6 +95,45 @@ def test_file_names_git_quotes_are_read_raw_and_stay_python(tmp_path):
     assert sorted(checkout.readers(repo, bad, "x")) == sorted(names)
 
 
+def _fast_import(repo: Path, commits: list[tuple[bytes, bytes]]) -> list[str]:
+    """Commits on main after its head, made by `git fast-import` (fast, and any byte in a name or a message): each
+    (file name, message) adds one file. Their shas, oldest first."""
+    stream = bytearray()
+    for i, (name, message) in enumerate(commits):
+        stream += (b"commit refs/heads/main\ncommitter A <a@x> 1764201600 +0000\n"
+                   + b"data %d\n" % len(message) + message + b"\n")
+        if i == 0:
+            stream += b"from refs/heads/main^0\n"
+        stream += b"M 100644 inline " + name + b"\ndata 6\nx = 1\n\n"
+    _git(repo, "fast-import", "--quiet", stdin=bytes(stream))
+    return _git(repo, "rev-list", "--reverse", f"HEAD~{len(commits)}..HEAD").split()
+
+
+def test_a_file_name_that_is_not_utf8_blocks_its_commit_not_the_range(tmp_path):
+    repo, good = _repo(tmp_path)
+    shas = _fast_import(repo, [(b"torch/_dynamo/a.py", b"Before (#1)"), (b"torch/_dynamo/bad\xff.py", b"Odd (#2)"),
+                               (b"torch/_dynamo/b.py", b"After (#3)")])
+    before, odd, after = checkout.commits(repo, good, shas[-1])
+    assert (before.sha, odd.sha, after.sha) == tuple(shas)
+    assert overlay_blocker(before) is None and overlay_blocker(after) is None
+    assert odd.files[0].path == "torch/_dynamo/bad\ufffd.py"
+    assert "not UTF-8" in overlay_blocker(odd)
+
+
+def test_a_gigabyte_message_is_read_not_kept_and_thousands_of_commits_stream(tmp_path):
+    """cat-file's output is read as it streams: a huge commit keeps MAX_OBJECT bytes and the commits after it are
+    still read whole; 2,000 shas (more than a pipe holds) do not deadlock the writer against the reader."""
+    repo, good = _repo(tmp_path)
+    huge = b"Huge (#1)\n\n" + b"y" * (3 * checkout.MAX_OBJECT)
+    shas = _fast_import(repo, [(b"torch/_dynamo/h.py", huge)]
+                        + [(b"torch/_dynamo/f%d.py" % i, b"Small (#%d)" % (i + 2)) for i in range(2000)])
+    objects = checkout._objects(repo, shas)
+    assert len(objects[shas[0]]) == checkout.MAX_OBJECT
+    found = checkout.commits(repo, good, shas[-1])
+    assert [c.sha for c in found] == shas
+    assert found[0].title == "Huge (#1)" and found[-1].title == "Small (#2001)" and found[-1].pr == 2001
+
+
 # -- 2. no program the checkout names runs ---------------------------------------------------------------------------
 TRAPS = ("pager", "external_diff", "textconv", "fsmonitor", "hook", "gpg", "gpg_ssh", "gpg_x509", "env_diff")
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
-from harness.core.commits import CHANGES, Commit, CommitError, FileChange, commit, noreply_login
+from harness.core.commits import CHANGES, MAX_MESSAGE, Commit, CommitError, FileChange, commit, noreply_login
 
+# bytes of one commit object kept: its headers (a signature is a few KB) and MAX_MESSAGE characters of UTF-8
+MAX_OBJECT = 4 * MAX_MESSAGE + 65536
 GIT_TIMEOUT = 120                 # seconds for one git command (a log of a few thousand commits takes a second)
 _STATUS = {"A": "added", "M": "modified", "D": "removed", "R": "renamed", "T": "modified", "C": "added"}
 # The checkout is foreign data: its .git/config, attributes and refs may name programs (a pager, an external diff, a
@@ -41,13 +44,21 @@ class CheckoutError(RuntimeError):
     """The checkout cannot answer (not a repository, a commit it lacks, git missing); one line for the user."""
 
 
+def _command(checkout: Path, args: tuple[str, ...]) -> list[str]:
+    """The git command line that runs `args` in the checkout as on foreign data (no program it names runs)."""
+    return ["git", "--no-pager", *(f for c in _SAFE_CONFIG for f in ("-c", c)), "-C", str(checkout),
+            args[0], *_SAFE_FLAGS.get(args[0], ()), *args[1:]]
+
+
+def _env() -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", os.defpath), **_SAFE_ENV}
+
+
 def _git(checkout: Path, *args: str, text: bool = True, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     """git run in the checkout as on foreign data (no program the repository names runs); stdout as text or bytes."""
-    command = ["git", "--no-pager", *(f for c in _SAFE_CONFIG for f in ("-c", c)), "-C", str(checkout),
-               args[0], *_SAFE_FLAGS.get(args[0], ()), *args[1:]]
-    env = {"PATH": os.environ.get("PATH", os.defpath), **_SAFE_ENV}
     try:
-        proc = subprocess.run(command, capture_output=True, input=stdin, timeout=GIT_TIMEOUT, env=env)
+        proc = subprocess.run(_command(checkout, args), capture_output=True, input=stdin, timeout=GIT_TIMEOUT,
+                              env=_env())
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise CheckoutError(f"git {args[0]} in the checkout failed: {exc}") from None
     if not text:
@@ -100,8 +111,7 @@ def commits(checkout: Path, good: str, bad: str) -> list[Commit]:
     shas = proc.stdout.split()
     if not shas:
         return []
-    raw = _read(checkout, ("cat-file", "--batch"), "".join(f"{sha}\n" for sha in shas))
-    objects = dict(_objects(raw))
+    objects = _objects(checkout, shas)
     try:
         heads = {sha: _head(sha, objects.get(sha)) for sha in shas}
         lines = "".join(f"{sha} {heads[sha].parent or ''}".rstrip() + "\n" for sha in shas)
@@ -119,19 +129,59 @@ def _read(checkout: Path, args: tuple[str, ...], stdin: str) -> bytes:
     return proc.stdout
 
 
-def _objects(data: bytes) -> Iterator[tuple[str, bytes]]:
-    """(sha, contents) of each commit in `cat-file --batch` output: a header line, then exactly `size` bytes."""
-    pos = 0
-    while pos < len(data):
-        end = data.find(b"\n", pos)
-        if end < 0:
-            raise CheckoutError("git cat-file: its output ends inside a header")
-        sha, kind, size = (data[pos:end].split() + [b"", b""])[:3]
-        if kind != b"commit" or not size.isdigit():
-            raise CheckoutError(f"git cat-file: {data[pos:end][:80].decode('ascii', 'replace')!r} is not a commit")
-        start = end + 1
-        yield sha.decode("ascii"), data[start:start + int(size)]
-        pos = start + int(size) + 1
+def _objects(checkout: Path, shas: list[str]) -> dict[str, bytes]:
+    """{sha: its raw commit object, cut at MAX_OBJECT bytes} from one `cat-file --batch`, read as it streams: a
+    header line, then exactly `size` bytes, of which only the first MAX_OBJECT are kept (a commit of a gigabyte of
+    message costs a read, not a gigabyte of memory)."""
+    try:
+        proc = subprocess.Popen(_command(checkout, ("cat-file", "--batch")), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_env())
+    except OSError as exc:
+        raise CheckoutError(f"git cat-file in the checkout failed: {exc}") from None
+    timer = threading.Timer(GIT_TIMEOUT, proc.kill)
+    feeder = threading.Thread(target=_feed, args=(proc, "".join(f"{sha}\n" for sha in shas).encode()), daemon=True)
+    timer.start()
+    feeder.start()
+    try:
+        return {sha: _object(proc.stdout, sha) for sha in shas}
+    finally:
+        timer.cancel()
+        proc.kill()
+        feeder.join()
+        proc.wait()
+        proc.stdout.close()
+        proc.stdin.close()
+
+
+def _feed(proc: subprocess.Popen, data: bytes) -> None:
+    """Write the shas from a thread: git answers as it reads, so one pipe must never wait on the other."""
+    try:
+        proc.stdin.write(data)
+        proc.stdin.close()
+    except OSError:          # git ended early; its output says why
+        pass
+
+
+def _object(out: IO[bytes], sha: str) -> bytes:
+    """One commit object of `cat-file --batch` output: its first MAX_OBJECT bytes, the rest read and dropped."""
+    header = out.readline()
+    if not header.endswith(b"\n"):
+        raise CheckoutError("git cat-file: its output ends inside a header (killed after "
+                            f"{GIT_TIMEOUT} s, or it failed)")
+    name, kind, size = (header.split() + [b"", b""])[:3]   # "<sha> missing" for one it lacks
+    if kind != b"commit" or not size.isdigit() or name.decode("ascii", "replace") != sha:
+        raise CheckoutError(f"git cat-file: {header[:80].decode('ascii', 'replace')!r} is not commit {sha[:12]}")
+    size = int(size)
+    kept = out.read(min(size, MAX_OBJECT))
+    left = size - len(kept)
+    while left > 0 and len(kept) == min(size, MAX_OBJECT):
+        chunk = out.read(min(left, 1 << 20))
+        if not chunk:
+            break
+        left -= len(chunk)
+    if left or out.read(1) != b"\n":
+        raise CheckoutError(f"git cat-file: commit {sha[:12]} ends early (killed after {GIT_TIMEOUT} s, or it failed)")
+    return kept
 
 
 _AUTHOR_EMAIL = re.compile(rb"<([^<>\n]*)>[^<>]*$")
@@ -201,10 +251,12 @@ def _changes(data: bytes) -> dict[str, list[FileChange]]:
 
 
 def _path(sha: str, raw: bytes) -> str:
+    """A file name as text; one that is not UTF-8 keeps U+FFFD where its bad bytes were (its commit is a skip for the
+    overlay, not the end of the range)."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise CommitError(f"commit {sha[:12]}: a file name that is not UTF-8 ({raw[:80]!r})") from None
+        return raw.decode("utf-8", "replace")        # an overlay cannot lay it: see harness.core.commits.python_only
 
 
 _SHA = re.compile(rb"[0-9a-f]{40}")

@@ -30,6 +30,7 @@ _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 
 CHANGES = ("added", "modified", "removed", "renamed")   # GitHub's file statuses; git's A/M/D/R are mapped to them
 MAX_MESSAGE = 65536     # characters of a message read (the merge bot writes a few hundred; the rest is not parsed)
+UNREADABLE = "\ufffd"    # what stands for a file name's bytes that are not UTF-8
 MAX_TITLE = 500         # characters of a title kept (its PR is read from the whole first line)
 
 
@@ -147,7 +148,13 @@ def python_only(change: FileChange) -> bool:
     """True when an overlay can carry this change: a Python file under torch/ outside torch/csrc, added, changed,
     renamed or deleted (the overlay removes a deleted or renamed-away file)."""
     paths = [change.path] + ([change.previous] if change.previous else [])
-    return all(p.startswith("torch/") and not p.startswith("torch/csrc/") and p.endswith(".py") for p in paths)
+    return all(p.startswith("torch/") and not p.startswith("torch/csrc/") and p.endswith(".py") and not _unreadable(p)
+               for p in paths)
+
+
+def _unreadable(path: str) -> bool:
+    """A name that was not UTF-8 in git (read with U+FFFD for its bad bytes): no file of that name can be laid."""
+    return UNREADABLE in path
 
 
 def overlay_blocker(c: Commit) -> str | None:
@@ -158,6 +165,8 @@ def overlay_blocker(c: Commit) -> str | None:
     for change in c.files:
         if python_only(change) or (not change.path.startswith("torch/") and _not_built(change.path)):
             continue
+        if any(_unreadable(p) for p in (change.path, change.previous) if p):
+            return f"its file name {change.path} is not UTF-8, so no overlay can write it"
         if change.status == "removed":
             return f"it deletes {change.path}, which is not Python in the torch package"
         if change.status == "renamed":
