@@ -5,6 +5,7 @@ issue's body as the dry-run publisher writes it."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -202,6 +203,18 @@ def test_no_program_the_checkout_names_runs_over_every_checkout_function(tmp_pat
     assert checkout.file_at(repo, bad, "torch/_dynamo/config.py") in ("verbose = True\n", b"verbose = True\n")
     assert checkout.readers(repo, bad, "verbose") == ["torch/_dynamo/config.py"]
     assert sorted(p.name for p in marks.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give the checkout to another user")
+def test_a_checkout_another_user_owns_is_read(tmp_path):
+    """The user's ~/.gitconfig is not read, so its safe.directory cannot vouch for a checkout the updater owns: the
+    checkout the settings name is trusted on the command line (no program it names runs anyway)."""
+    repo, good = _repo(tmp_path)
+    bad = _commit(repo, "Change (#1)", {"torch/_dynamo/config.py": "verbose = True\n"})
+    for folder, dirs, files in os.walk(repo):
+        for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+            os.chown(name, 65534, 65534, follow_symlinks=False)
+    assert [c.pr for c in checkout.commits(repo, good, bad)] == [1]
 
 
 # -- 3 and 4. who is a login, and how many a commit range mentions -------------------------------------------------

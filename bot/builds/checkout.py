@@ -46,7 +46,8 @@ class CheckoutError(RuntimeError):
 
 def _command(checkout: Path, args: tuple[str, ...]) -> list[str]:
     """The git command line that runs `args` in the checkout as on foreign data (no program it names runs)."""
-    return ["git", "--no-pager", *(f for c in _SAFE_CONFIG for f in ("-c", c)), "-C", str(checkout),
+    trusted = f"safe.directory={Path(checkout).resolve()}"   # named in the settings; owned by whoever runs the updates
+    return ["git", "--no-pager", *(f for c in (*_SAFE_CONFIG, trusted) for f in ("-c", c)), "-C", str(checkout),
             args[0], *_SAFE_FLAGS.get(args[0], ()), *args[1:]]
 
 
