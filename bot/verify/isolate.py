@@ -130,7 +130,8 @@ def isolate_all(ctx: StepContext, groups: Groups,
             return None
         ctx.say(f"component: {verdict.model} under {group[0]}")
         try:
-            crash = oracle.Crash(reproducers.run_settings(ctx.run, group[0]), {}, backend, device, group[1])
+            crash = oracle.Crash(reproducers.run_settings(ctx.run, group[0]), {}, backend, device, group[1],
+                                 reproducers.run_mode(ctx.run))
             record = isolate(_build_for(verdict, ctx.builds), crash, ctx.python or "", timeout=ctx.timeout,
                              runner=meter.timed(group, "isolate", ctx.seams.run), progress=ctx.progress)
         except Exception:  # nothing to render from: no component, and nothing stored

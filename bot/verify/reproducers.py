@@ -27,6 +27,7 @@ from bot.verify.context import StepContext
 from bot.verify.wrong_script import Case
 from harness.core.correctness import is_wrong_signature
 from harness.core.model_build import ModelBuild
+from harness.core.modes import Mode
 from harness.core.outcome import Effect, Outcome
 from state import verdicts as store
 from state.runs import Run
@@ -58,6 +59,11 @@ def run_settings(run: Run, config: str) -> dict[str, Any]:
 def run_how(run: Run) -> tuple[str, str]:
     """(backend, device) the run compiled under."""
     return run.options.sweep.backend, run.options.sweep.device
+
+
+def run_mode(run: Run) -> Mode:
+    """The mode the run swept in (harness.core.modes): its reproducers run the model the same way."""
+    return run.options.sweep.mode
 
 
 def run_tolerances(run: Run) -> tuple[float, float]:
@@ -126,7 +132,7 @@ def _plan(ctx: StepContext, group: tuple[str, str], effects: list[Effect],
     chosen = pick_model(effects, by_item)
     item = by_item.get((chosen.model, config))
     blank = Verdict(config, signature, chosen.model, item.fingerprint if item else None,
-                    run.environment.torch_version, run.environment.torch_git, "unconfirmed")
+                    run.environment.torch_version, run.environment.torch_git, "unconfirmed", mode=run_mode(run).key)
     cached = store.get(ctx.conn, blank.key)
     if cached is not None and not _wants_shrink(cached, budget, ctx.python):
         return cached
@@ -152,7 +158,7 @@ class _Oracles:
             case = Case(signature, flag, baseline, *self.how, *self.tolerance)
             check = ctx.meter.timed(job.group, stage, ctx.seams.check)
             return lambda built, timeout: oracle.judge_wrong(built, case, python, check=check, timeout=timeout)
-        crash = oracle.Crash(flag, baseline, *self.how, signature)
+        crash = oracle.Crash(flag, baseline, *self.how, signature, run_mode(ctx.run))
         return shrink.crash_judge(crash, python, ctx.meter.timed(job.group, stage, ctx.seams.run))
 
 
