@@ -395,10 +395,11 @@ def step_cost(conn: sqlite3.Connection, run_id: int) -> StepCost | None:
     return parse(StepCost, {k: row[k] for k in row.keys() if k not in ("run_id", "recorded_at")}, "verify step cost")
 
 
-def components(conn: sqlite3.Connection) -> dict[tuple[str, str], Component]:
-    """{(config, signature): component} isolated already, from the reusable verdicts of any torch build."""
-    rows = conn.execute("SELECT component FROM verdicts WHERE reusable = 1 AND component IS NOT NULL"
-                        " ORDER BY key").fetchall()
+def components(conn: sqlite3.Connection, mode: str = "") -> dict[tuple[str, str], Component]:
+    """{(config, signature): component} isolated already, from the reusable verdicts of any torch build in `mode` (its
+    key: '' for eval; a train crash's component is not eval's)."""
+    rows = conn.execute("SELECT component FROM verdicts WHERE reusable = 1 AND component IS NOT NULL AND mode = ?"
+                        " ORDER BY key", (mode,)).fetchall()
     found: dict[tuple[str, str], Component] = {}
     for row in rows:
         comp = Component.from_json(row["component"])

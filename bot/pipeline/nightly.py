@@ -166,7 +166,9 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
                 shard: str | None = None, dry_run: bool | None = None, out_dir: str | Path | None = None,
                 progress: bool = True, steps: Steps | None = None, population: str | None = None,
                 modes: list[str] | None = None) -> NightlyResult:
-    """The whole nightly; a provider failure is a failed run in the store, never an exception."""
+    """The whole nightly; a provider failure is a failed run in the store, never an exception. Each mode (`modes`,
+    else `[sweep] modes`) is a run of its own, swept and published in turn on the one installed torch: the result is
+    the first mode's, the others' in `others`."""
     steps = steps or Steps()
     provider.parse_spec(torch)       # a build name that is none of the forms: SpecError before anything runs
     refused = device_refusal(settings, torch) or settings.compile_cache_refusal()
@@ -214,10 +216,9 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
     if request.population is not None:      # a drawn population keeps the canaries: the gate needs them
         request = dataclasses.replace(request, models=request.models + [c for c in canaries if c not in request.models])
         result.models = len(request.models)
-    first, *rest = swept_modes
-    others = [dataclasses.replace(result, mode=m.name) for m in rest]
+    result.mode = swept_modes[0].name
+    others = [dataclasses.replace(result, mode=m.name) for m in swept_modes[1:]]
     for mode, each in zip(swept_modes, [result, *others]):     # one run per mode, each with its own baseline
-        each.mode = mode.name
         _night_of_mode(conn, settings, each, dataclasses.replace(
             request, options=dataclasses.replace(request.options, mode=mode)), built=built, force=force, steps=steps,
             out=out if mode.is_default else out / mode.name, progress=progress)
