@@ -120,6 +120,18 @@ def test_the_verify_step_and_its_shrink_run_every_script_in_the_runs_mode(tmp_pa
     assert seen[-1] == DEFAULT and all('"phase": "train"' not in v.script for v in evals.values())
 
 
+def test_repro_takes_one_known_mode_and_refuses_the_rest_in_one_line(capsys) -> None:
+    from bot.cli.main import main
+
+    for args, said in [(["--modes", "warp"], "--modes: unknown mode 'warp' (known: bf16,"),
+                       (["--modes", "eval,train"], "--modes eval,train: a reproducer runs in one mode; name one"),
+                       (["--modes", "train", "--wrong", "first:last_hidden_state"],
+                        "--wrong with --modes train: a wrong result's reproducer runs in eval only for now")]:
+        assert main(["repro", "BertModel", "--config", CSO, *args]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"flagsweep repro: {said}") and err.count("\n") == 1
+
+
 # ---- a real nightly of two modes ---------------------------------------------------------------------------------
 
 STANDIN = Path(__file__).with_name("modes_standin")
@@ -140,8 +152,10 @@ def test_a_nightly_of_two_modes_files_the_train_crash_with_a_reproducer_of_the_t
     from harness.engine.script_runner import run_script
     from state import db, links, runs, verdicts
 
-    python = tmp_path / "python"
-    python.write_text(f'#!/bin/sh\nPYTHONPATH="{STANDIN}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" "$@"\n')
+    python = tmp_path / "python"     # the stand-in build's interpreter: reproducers run `python -I`, which would
+    python.write_text(             # drop its PYTHONPATH; the stand-in is the build here, so `-I` becomes `-s`
+        '#!/bin/sh\n[ "$1" = "-I" ] && { shift; set -- -s "$@"; }\n'
+        f'PYTHONPATH="{STANDIN}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" "$@"\n')
     python.chmod(0o755)
     settings = Settings(state_path=tmp_path / "state.sqlite", nightly=NightlySettings(configs=[CSO], canaries=[]),
                         sweep=SweepSettings(workers=1, modes=["eval", "train"]),
