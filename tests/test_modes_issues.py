@@ -79,6 +79,23 @@ def test_a_run_of_one_mode_leaves_the_other_modes_issues_alone() -> None:
     assert again.actions == []
 
 
+def test_a_lost_store_rebuilds_a_train_issues_link_with_its_mode(tmp_path: Path) -> None:
+    """The hidden meta line carries the mode, so a link rebuilt from GitHub alone is the train run's again."""
+    from bot.github.port import IssueRef
+    from bot.github.publish import _listed
+    from state import db, links
+
+    created = [a for a in plan(in_mode(sc.corpus(), TRAIN_BF16), NONE, PlanSettings(min_models=1)).actions
+               if a.action == "create"]
+    conn = db.connect(tmp_path / "state.sqlite")
+    links.sync(conn, "o/r", [_listed(IssueRef(n, a.title, a.body, "open", "bot", key=a.key))
+                             for n, a in enumerate(created, 1)])
+    rebuilt = links.all_links(conn, "o/r")
+    assert set(rebuilt) == {a.key for a in created} and {l.mode for l in rebuilt.values()} == {TRAIN_BF16.key}
+    again = plan(in_mode(sc.corpus(), TRAIN_BF16, rebuilt), NONE, PlanSettings(min_models=1))
+    assert not [a for a in again.actions if a.action == "create"]      # found again by key: nothing filed twice
+
+
 def test_a_title_names_each_axis_not_at_its_default() -> None:
     words = {name: render("mode_words.txt.j2", mode=mode).strip() for name, mode in BUILTIN.items()}
     assert words == {"eval": "", "train": "train", "bf16": "bfloat16", "fp16": "float16",
