@@ -195,14 +195,14 @@ def test_a_nightly_of_two_modes_files_the_train_crash_with_a_reproducer_of_the_t
     assert summary_key(CSO, BUILTIN["train"]) in created
     eval_made = json.loads((tmp_path / "out" / "plan.json").read_text())
     assert [a["key"] for a in eval_made["actions"] if a["action"] == "create"] == [summary_key(CSO)]
-    # its reproducer: verified in train, and what it embeds runs the train step
+    # its reproducer: run by the verify step in fresh interpreters of the stand-in (eager and the baseline ran the
+    # train step, the flag failed with the signature), and what it embeds runs the train step
     found = verdicts.for_run(conn, train.run_id)[(CSO, PLANTED)].verdict
     assert found.status == "confirmed" and found.mode == BUILTIN["train"].key, found.reason
     assert "MODE = types.SimpleNamespace" in found.script and '"phase": "train"' in found.script
+    assert found.component.component == "aot_autograd"      # isolated: passes under eager, fails under aot_eager
     body = (tmp_path / "out" / "train" / created[key]["file"]).read_text()
     assert "loss.backward()" in body       # the maintainer's form of the train step, as the issue shows it
-    failed = run_script(found.script, str(python), timeout=600)
-    assert failed.status == "error" and failed.signature == PLANTED
     built = runs.model_data(conn, train.run_id)[MODEL]
     flag = {"torch._dynamo.config.capture_scalar_outputs": True}
     clean = run_script(render_script(built, flag), str(python), timeout=600)      # the same model in eval
