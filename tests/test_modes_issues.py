@@ -96,6 +96,34 @@ def test_a_lost_store_rebuilds_a_train_issues_link_with_its_mode(tmp_path: Path)
     assert not [a for a in again.actions if a.action == "create"]      # found again by key: nothing filed twice
 
 
+def test_a_runs_history_ranges_and_verdicts_are_its_modes_own(tmp_path: Path) -> None:
+    """The same crash in an eval run and a train run of one night: each mode's signature row, newest regression range
+    and stored verdict are its own (a train issue never shows eval's range, history or reproducer)."""
+    from harness.core.options import SweepOptions
+    from state import db, history, ranges, verdicts
+    from tests import historydata as hd
+
+    conn = db.connect(tmp_path / "state.sqlite")
+    train = BUILTIN["train"]
+    eval_run = hd.store_run(conn, hd.night(), kind="nightly", nightly="2026-11-20")
+    train_run = hd.store_run(conn, hd.night(), kind="nightly", nightly="2026-11-20",
+                             options=RunOptions(SweepOptions(mode=train)))
+    for rid, status in ((eval_run, "no_series"), (train_run, "failed")):
+        ranges.record(conn, ranges.Range(rid, CSO, hd.PENDING, "new_crash", status))
+    key = (CSO, hd.PENDING, "new_crash")
+    assert ranges.latest(conn, train_run)[key].status == "no_series"            # eval's: the newest eval range
+    assert ranges.latest(conn, train_run, train.key)[key].status == "failed"    # train's own
+    rows = {(r.mode, r.signature) for r in history.signature_history(conn)} | \
+        {(r.mode, r.signature) for r in history.signature_history(conn, mode=train.key)}
+    assert rows == {("", hd.PENDING), (train.key, hd.PENDING)}
+    blank = verdicts.Verdict(CSO, hd.PENDING, "M", "fp", "2.13.0", "abc", "confirmed", script="print(1)\n")
+    trained = dataclasses.replace(blank, mode=train.key, script="print(2)\n")
+    verdicts.put(conn, blank)
+    verdicts.put(conn, trained)
+    assert blank.key != trained.key and verdicts.get(conn, trained.key).script == "print(2)\n"
+    assert verdicts.get(conn, blank.key).mode == ""
+
+
 def test_a_title_names_each_axis_not_at_its_default() -> None:
     words = {name: render("mode_words.txt.j2", mode=mode).strip() for name, mode in BUILTIN.items()}
     assert words == {"eval": "", "train": "train", "bf16": "bfloat16", "fp16": "float16",
