@@ -61,6 +61,10 @@ def test_each_mode_files_its_own_issues_and_eval_keeps_its_keys_and_titles() -> 
                                                                  "train bfloat16: 3 crashes")
     assert all(a.mode == "phase=train,dtype=bfloat16" for a in trains.values())
     assert all('"mode": "phase=train,dtype=bfloat16"' in a.body for a in trains.values())
+    assert "every compile (the baseline's too) in mode `train-bf16` (train bfloat16)" in \
+        trains[tracking_key(CSO, sc.SIG_A, TRAIN_BF16)].body
+    assert "## `capture_scalar_outputs=True` on 10 models in train bfloat16\n" in trains[summary_key(CSO, TRAIN_BF16)].body
+    assert all("every compile (the baseline's too)" not in a.body for a in evals.values())
     # a mode renamed in the settings is the same mode: its issues keep their keys
     assert tracking_key(CSO, sc.SIG_A, dataclasses.replace(TRAIN_BF16, name="tb")) in trains
 
