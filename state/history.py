@@ -119,10 +119,11 @@ def _update_signatures(conn: sqlite3.Connection, run: Run, outs: list[Outcome]) 
     late all give the same answer. Flaky outcomes are not believed yet.
     """
     for config, sig in sorted(_signature_keys(outs)):
-        refresh_signature(conn, config, sig)
+        refresh_signature(conn, config, sig, run.options.sweep.mode.key)
 
 
-_SIGNED = ("SELECT r.id AS run_id, COALESCE(r.nightly, r.started_at) AS date, o.model, o.data FROM outcomes o"
+_SIGNED = ("SELECT r.id AS run_id, COALESCE(r.nightly, r.started_at) AS date, o.model, o.data,"
+           " json_extract(r.options, '$.mode') AS mode FROM outcomes o"   # runs_mod.MODE_SQL of r
            " JOIN runs r ON r.id = o.run_id WHERE o.config = ? AND r.kind IN ("
            + ",".join(f"'{k}'" for k in HISTORY_KINDS) + ") AND json_extract(o.data, '$.flaky_rate') IS NULL")
 # A wrong result: an item that compiled and made a call whose outputs were wrong (its signature is then read from the
@@ -131,20 +132,23 @@ _WRONG = (" AND o.status = 'ok' AND EXISTS (SELECT 1 FROM json_each(o.data, '$.c
           " WHERE json_extract(c.value, '$.accuracy') = 'wrong')")
 
 
-def _signature_rows(conn: sqlite3.Connection, config: str, sig: str) -> list[sqlite3.Row]:
-    """The non-flaky outcomes on record with `sig`: crashes with it, or wrong results whose first wrong call names it."""
+def _signature_rows(conn: sqlite3.Connection, config: str, sig: str, mode: str) -> list[sqlite3.Row]:
+    """The non-flaky outcomes on record with `sig` in runs of `mode` (its key): crashes with it, or wrong results whose
+    first wrong call names it."""
     if not is_wrong_signature(sig):
-        return conn.execute(_SIGNED + f" AND o.signature = ? AND o.status IN {_CRASHED}", (config, sig)).fetchall()
-    rows = conn.execute(_SIGNED + _WRONG, (config,)).fetchall()
-    return [r for r in rows if _wrong_signature_of(Outcome.from_dict(json.loads(r["data"]))) == sig]
+        rows = conn.execute(_SIGNED + f" AND o.signature = ? AND o.status IN {_CRASHED}", (config, sig)).fetchall()
+    else:
+        rows = [r for r in conn.execute(_SIGNED + _WRONG, (config,))
+                if _wrong_signature_of(Outcome.from_dict(json.loads(r["data"]))) == sig]
+    return [r for r in rows if runs_mod.mode_key(r["mode"]) == mode]
 
 
-def refresh_signature(conn: sqlite3.Connection, config: str, sig: str) -> None:
-    """Rebuild one signatures row from every non-flaky crash (or wrong result) on record (deleting it if none is
-    left)."""
-    rows = _signature_rows(conn, config, sig)
+def refresh_signature(conn: sqlite3.Connection, config: str, sig: str, mode: str = "") -> None:
+    """Rebuild one signatures row of a mode (its key: '' for eval) from every non-flaky crash (or wrong result) on
+    record in that mode's runs (deleting it if none is left)."""
+    rows = _signature_rows(conn, config, sig, mode)
     if not rows:
-        conn.execute("DELETE FROM signatures WHERE config = ? AND signature = ?", (config, sig))
+        conn.execute("DELETE FROM signatures WHERE config = ? AND mode = ? AND signature = ?", (config, mode, sig))
         return
     dates = sorted({r["date"] for r in rows})
     first, last = dates[0], dates[-1]
@@ -156,9 +160,9 @@ def refresh_signature(conn: sqlite3.Connection, config: str, sig: str) -> None:
     example = min(examples, key=lambda o: (not o.error_message, o.model))
     message = (example.error_message or _wrong_detail(example) or "")[:EXAMPLE_MESSAGE_CHARS] or None
     conn.execute(
-        "INSERT OR REPLACE INTO signatures (config, signature, first_run, last_run, first_seen, last_seen,"
-        " nightlies_seen, models, error_type, torch_frame, example_message) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        (config, sig, first_run, last_run, first, last, len(dates), json.dumps(sorted({r["model"] for r in latest})),
+        "INSERT OR REPLACE INTO signatures (config, mode, signature, first_run, last_run, first_seen, last_seen,"
+        " nightlies_seen, models, error_type, torch_frame, example_message) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        (config, mode, sig, first_run, last_run, first, last, len(dates), json.dumps(sorted({r["model"] for r in latest})),
          example.error_type, example.torch_frame, message),
     )
 
@@ -199,13 +203,15 @@ class SignatureRow:
     error_type: str | None
     torch_frame: str | None
     example_message: str | None
+    mode: str = ""                   # the mode's key (harness.core.modes.Mode.key): '' for eval
 
 
-def signature_history(conn: sqlite3.Connection, config: str | None = None) -> list[SignatureRow]:
-    """Every known (config, signature) with first/last seen, nightlies seen and latest models."""
-    sql, args = "SELECT * FROM signatures", []
+def signature_history(conn: sqlite3.Connection, config: str | None = None, mode: str = "") -> list[SignatureRow]:
+    """Every known (config, signature) of one mode (its key: '' for eval) with first/last seen, nightlies seen and
+    latest models."""
+    sql, args = "SELECT * FROM signatures WHERE mode = ?", [mode]
     if config is not None:
-        sql += " WHERE config = ?"
+        sql += " AND config = ?"
         args.append(config)
     sql += " ORDER BY config, last_seen DESC, signature"
     return [parse(SignatureRow, {**dict(r), "models": tuple(json.loads(r["models"]))}, "stored signature")

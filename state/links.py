@@ -32,6 +32,7 @@ class Link:
     body_sha: str | None = None
     title: str | None = None
     updated_at: str | None = None
+    mode: str = ""                  # the issue's mode (harness.core.modes.Mode.key): '' for eval
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -42,7 +43,7 @@ def _link(row: sqlite3.Row) -> Link:
     return Link(key=row["key"], repo=row["repo"], number=row["number"], kind=row["kind"], config=row["config"],
                 signature=row["signature"], state=row["state"], closed_by=row["closed_by"], muted=bool(row["muted"]),
                 cc=json.loads(row["cc"] or "[]"), quiet_nightlies=row["quiet_nightlies"], body_sha=row["body_sha"],
-                title=row["title"], updated_at=row["updated_at"])
+                title=row["title"], updated_at=row["updated_at"], mode=row["mode"])
 
 
 def get(conn: sqlite3.Connection, key: str, repo: str | None = None) -> Link | None:
@@ -72,9 +73,9 @@ def upsert(conn: sqlite3.Connection, link: Link) -> None:
     """Insert or replace a link."""
     conn.execute(
         "INSERT OR REPLACE INTO issue_links (key, repo, number, kind, config, signature, state, closed_by, muted, cc,"
-        " quiet_nightlies, body_sha, title, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " quiet_nightlies, body_sha, title, updated_at, mode) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (link.key, link.repo, link.number, link.kind, link.config, link.signature, link.state, link.closed_by,
-         int(link.muted), json.dumps(link.cc), link.quiet_nightlies, link.body_sha, link.title, now()),
+         int(link.muted), json.dumps(link.cc), link.quiet_nightlies, link.body_sha, link.title, now(), link.mode),
     )
 
 
@@ -111,6 +112,7 @@ class Listed:
     config: str | None
     signature: str | None
     body_sha: str | None            # the labels GitHub has (a rebuilt link refreshes its body)
+    mode: str = ""                  # as the marker says ('' for eval, and for a marker written before modes)
 
 
 def sync(conn: sqlite3.Connection, repo: str, seen: Iterable[Listed]) -> dict[str, int]:
@@ -125,7 +127,7 @@ def sync(conn: sqlite3.Connection, repo: str, seen: Iterable[Listed]) -> dict[st
         link = known.get(item.key)
         if link is None:
             upsert(conn, Link(key=item.key, repo=repo, number=item.number, kind=item.kind or "tracking",
-                              config=item.config, signature=item.signature, state=item.state,
+                              config=item.config, signature=item.signature, mode=item.mode, state=item.state,
                               closed_by="human" if item.state == "closed" else None, title=item.title,
                               body_sha=item.body_sha))
             counts["rebuilt"] += 1

@@ -36,6 +36,7 @@ class IssuePayload:
     config: str | None = None
     signature: str | None = None
     reason: str = ""
+    mode: str = ""                   # the issue's mode (harness.core.modes.Mode.key): '' for eval
 
 
 @dataclass(frozen=True)
@@ -139,9 +140,17 @@ def enqueue(conn: sqlite3.Connection, batch: str, run_id: int | None,
                                  f"not a {type(payload).__name__}")
             cur = conn.execute(
                 "INSERT INTO outbox (run_id, batch, seq, key, action, payload, created_at) VALUES (?,?,?,?,?,?,?)",
-                (run_id, batch, seq, key, action, json.dumps(asdict(payload), sort_keys=True), now()))
+                (run_id, batch, seq, key, action, json.dumps(_stored(payload), sort_keys=True), now()))
             ids.append(cur.lastrowid)
     return ids
+
+
+def _stored(payload: Payload) -> dict[str, Any]:
+    """A payload's stored form: an eval issue's without its mode, as every entry was stored before modes."""
+    data = asdict(payload)
+    if isinstance(payload, IssuePayload) and not payload.mode:
+        del data["mode"]
+    return data
 
 
 def unfinished(conn: sqlite3.Connection) -> list[Entry]:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from harness.core.record import check_closed
 from state.db import transaction
+from state import runs
 from state.runs import now
 
 KINDS = ("new_crash", "fixed")
@@ -98,14 +99,13 @@ def for_run(conn: sqlite3.Connection, run_ids: list[int]) -> list[Range]:
     return [_range(r) for r in rows]
 
 
-def latest(conn: sqlite3.Connection, up_to_run: int) -> dict[tuple[str, str, str], Range]:
-    """{(config, signature, kind): the newest range of that key stored for a run up to `up_to_run`}."""
+def latest(conn: sqlite3.Connection, up_to_run: int, mode: str = "") -> dict[tuple[str, str, str], Range]:
+    """{(config, signature, kind): the newest range of that key stored for a run of `mode` (its key: '' for eval) up
+    to `up_to_run`} (another mode's crash is another issue, with its own range)."""
     rows = conn.execute(
-        "SELECT r.* FROM ranges r JOIN (SELECT config, signature, kind, MAX(run_id) AS run_id FROM ranges"
-        " WHERE run_id <= ? GROUP BY config, signature, kind) m"
-        " ON r.config = m.config AND r.signature = m.signature AND r.kind = m.kind AND r.run_id = m.run_id",
-        (up_to_run,)).fetchall()
-    return {(r["config"], r["signature"], r["kind"]): _range(r) for r in rows}
+        "SELECT r.*, (SELECT json_extract(u.options, '$.mode') FROM runs u WHERE u.id = r.run_id) AS run_mode"
+        " FROM ranges r WHERE r.run_id <= ? ORDER BY r.run_id", (up_to_run,)).fetchall()
+    return {(r["config"], r["signature"], r["kind"]): _range(r) for r in rows if runs.mode_key(r["run_mode"]) == mode}
 
 
 def runs_with(conn: sqlite3.Connection, config: str, signature: str) -> list[int]:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Iterable, Iterator
 
 from harness.core.model_build import ModelBuild
 from harness.core.names import check_model
+from harness.core.modes import Mode
 from harness.core.options import RunOptions
 from harness.core.run_environment import RunEnvironment
 from harness.core.outcome import Outcome
@@ -346,3 +347,11 @@ def finished_runs(conn: sqlite3.Connection, kinds: Iterable[str], before_id: int
         args.append(before_id)
     sql += " ORDER BY r.id DESC"
     yield from _readable(conn, conn.execute(sql, args).fetchall())
+
+
+MODE_SQL = "json_extract(options, '$.mode')"   # a run's stored mode in SQL (NULL: eval, stored without one)
+
+
+def mode_key(stored: str | None) -> str:
+    """The key (harness.core.modes.Mode.key) of a run's stored mode as MODE_SQL reads it: '' for eval."""
+    return Mode.from_dict(json.loads(stored)).key if stored else ""

@@ -511,6 +511,31 @@ DROP TABLE commit_ranges;
 ALTER TABLE commit_ranges_v23 RENAME TO commit_ranges;
 """
 
+# v23 -> v24: issues, reproducer verdicts and the signature history carry the mode (issue 46): a train crash is its
+# own tracking issue, its own reproducer, its own history, never eval's. `mode` is harness.core.modes.Mode.key: '' for eval, so every row stored before
+# modes existed is eval's, as every run stored before them is.
+V24 = """
+ALTER TABLE issue_links ADD COLUMN mode TEXT NOT NULL DEFAULT '';
+ALTER TABLE verdicts ADD COLUMN mode TEXT NOT NULL DEFAULT '';
+CREATE TABLE signatures_v24 (
+    config TEXT NOT NULL,
+    mode TEXT NOT NULL DEFAULT '',
+    signature TEXT NOT NULL,
+    first_run INTEGER, last_run INTEGER,
+    first_seen TEXT, last_seen TEXT,
+    nightlies_seen INTEGER NOT NULL DEFAULT 0,
+    models TEXT NOT NULL DEFAULT '[]',
+    error_type TEXT, torch_frame TEXT, example_message TEXT,
+    PRIMARY KEY (config, mode, signature)
+);
+INSERT INTO signatures_v24 (config, mode, signature, first_run, last_run, first_seen, last_seen, nightlies_seen, models,
+    error_type, torch_frame, example_message)
+    SELECT config, '', signature, first_run, last_run, first_seen, last_seen, nightlies_seen, models, error_type,
+    torch_frame, example_message FROM signatures;
+DROP TABLE signatures;
+ALTER TABLE signatures_v24 RENAME TO signatures;
+"""
+
 MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19,
-                         V20, V21, V22, V23]
+                         V20, V21, V22, V23, V24]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -241,6 +241,7 @@ class Verdict:
     carried_from: str | None = None     # the build whose shrunk case it carries, judged again here (None: its own)
     reminimised: str | None = None      # why it was shrunk again from the full model on this build (None: it was not)
     cost: VerdictCost | None = None     # what reaching it cost on this build
+    mode: str = ""                      # the run's mode (harness.core.modes.Mode.key; '' for eval): part of the key
 
     CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"status": STATUSES}
 
@@ -250,7 +251,8 @@ class Verdict:
     @property
     def key(self) -> str:
         """What a verdict is stored and reused by."""
-        return key(self.config, self.signature, self.model, self.fingerprint, self.build_version, self.build_git)
+        return key(self.config, self.signature, self.model, self.fingerprint, self.build_version, self.build_git,
+                   self.mode)
 
     @property
     def build(self) -> str:
@@ -309,15 +311,16 @@ def build_label(version: str | None, git: str | None) -> str:
 
 
 def key(config: str, signature: str, model: str, fingerprint: str | None, build_version: str | None,
-        build_git: str | None) -> str:
-    """The stored key of a verdict: (config, signature, model, fingerprint, torch build, CHECKS), hashed."""
-    data = [config, signature, model, fingerprint, [build_version, build_git], CHECKS]
+        build_git: str | None, mode: str = "") -> str:
+    """The stored key of a verdict: (config, signature, model, fingerprint, torch build, CHECKS, and the mode where it
+    is not eval: an eval verdict keeps the key it had before modes), hashed."""
+    data = [config, signature, model, fingerprint, [build_version, build_git], CHECKS] + ([mode] if mode else [])
     return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:24]
 
 
 _COLUMNS = ("key", "config", "signature", "model", "fingerprint", "build_version", "build_git", "status", "reason",
             "script", "torch_version", "torch_git", "shrunk", "shrink", "component", "maintainer", "carried_from",
-            "reminimised", "cost", "reusable", "recorded_at")
+            "reminimised", "cost", "reusable", "recorded_at", "mode")
 
 
 _STORED = {"shrink": Shrink.from_json, "component": Component.from_json, "maintainer": Maintainer.from_json,
@@ -340,7 +343,7 @@ def put(conn: sqlite3.Connection, verdict: Verdict, *, reusable: bool = True) ->
               verdict.build_version, verdict.build_git, verdict.status, verdict.reason, verdict.script,
               verdict.torch_version, verdict.torch_git, int(verdict.shrunk), shrink, component, maintainer,
               verdict.carried_from, verdict.reminimised, verdict.cost.to_json() if verdict.cost else None,
-              int(reusable), now())
+              int(reusable), now(), verdict.mode)
     updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
     with transaction(conn):
         conn.execute(f"INSERT INTO verdicts ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
@@ -354,11 +357,12 @@ def get(conn: sqlite3.Connection, verdict_key: str) -> Verdict | None:
 
 
 def carried(conn: sqlite3.Connection, verdict: Verdict) -> Verdict | None:
-    """The newest confirmed, shrunk verdict of `verdict`'s config and signature on another torch build (its model first)."""
-    row = conn.execute("SELECT * FROM verdicts WHERE config = ? AND signature = ? AND status = 'confirmed'"
+    """The newest confirmed, shrunk verdict of `verdict`'s config, mode and signature on another torch build (its
+    model first)."""
+    row = conn.execute("SELECT * FROM verdicts WHERE config = ? AND signature = ? AND mode = ? AND status = 'confirmed'"
                        " AND reusable = 1 AND shrink IS NOT NULL AND NOT (build_version IS ? AND build_git IS ?)"
                        " ORDER BY model = ? DESC, recorded_at DESC, rowid DESC LIMIT 1",
-                       (verdict.config, verdict.signature, verdict.build_version, verdict.build_git,
+                       (verdict.config, verdict.signature, verdict.mode, verdict.build_version, verdict.build_git,
                         verdict.model)).fetchone()
     return _verdict(row) if row else None
 
@@ -391,10 +395,11 @@ def step_cost(conn: sqlite3.Connection, run_id: int) -> StepCost | None:
     return parse(StepCost, {k: row[k] for k in row.keys() if k not in ("run_id", "recorded_at")}, "verify step cost")
 
 
-def components(conn: sqlite3.Connection) -> dict[tuple[str, str], Component]:
-    """{(config, signature): component} isolated already, from the reusable verdicts of any torch build."""
-    rows = conn.execute("SELECT component FROM verdicts WHERE reusable = 1 AND component IS NOT NULL"
-                        " ORDER BY key").fetchall()
+def components(conn: sqlite3.Connection, mode: str = "") -> dict[tuple[str, str], Component]:
+    """{(config, signature): component} isolated already, from the reusable verdicts of any torch build in `mode` (its
+    key: '' for eval; a train crash's component is not eval's)."""
+    rows = conn.execute("SELECT component FROM verdicts WHERE reusable = 1 AND component IS NOT NULL AND mode = ?"
+                        " ORDER BY key", (mode,)).fetchall()
     found: dict[tuple[str, str], Component] = {}
     for row in rows:
         comp = Component.from_json(row["component"])

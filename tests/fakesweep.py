@@ -6,7 +6,7 @@ import sys
 from bot.pipeline import steps as steps_mod
 from bot.builds.provider import Nightly
 from bot.github.publish import PublishSummary
-from harness.core.options import RunOptions
+from harness.core.options import RunOptions, SweepOptions
 from harness.core.outcome import Outcome
 from harness.core.run_environment import RunEnvironment
 from harness.engine.engine import SweepRequest
@@ -51,7 +51,8 @@ class World:
         rid = runs.create_run(conn, environment=env.with_build(request.build) if request.build else env,
                               models=request.models, configs=request.configs, base_settings=request.base_settings,
                               kind=request.kind, nightly=request.nightly, shard=request.shard,
-                              options=RunOptions(population=request.population or None))
+                              options=RunOptions(SweepOptions(mode=request.options.mode),
+                                                 population=request.population or None))
         had = {(o.model, o.config): o for o in request.prior}
         for m in request.models:
             for c in request.configs:

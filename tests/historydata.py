@@ -4,6 +4,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Iterable
 
+from harness.core.options import RunOptions
 from harness.core.outcome import Outcome
 from state import history, runs
 from harness.core.run_environment import RunEnvironment
@@ -37,13 +38,14 @@ def crash(model: str, config: str, sig: str = PENDING, stratum: str = "decoder_l
 
 def store_run(conn: sqlite3.Connection, outcomes: Iterable[Outcome], *, configs: dict | None = None,
               kind: str = "sweep", nightly: str | None = None, shard: str | None = None,
-              base_settings: dict | None = None, env: dict | None = None, finish: bool = True) -> int:
-    """Create, fill, finish and finalize a run the way the engine does."""
+              base_settings: dict | None = None, env: dict | None = None, finish: bool = True,
+              options: RunOptions = RunOptions()) -> int:
+    """Create, fill, finish and finalize a run the way the engine does (`options`: how it ran, e.g. its mode)."""
     outcomes = list(outcomes)
     rid = runs.create_run(conn, environment=RunEnvironment.from_dict(env or ENV),
                           models=sorted({o.model for o in outcomes}),
                           configs=configs or CONFIGS, base_settings=base_settings, kind=kind, nightly=nightly,
-                          shard=shard)
+                          shard=shard, options=options)
     for o in outcomes:
         runs.record_outcome(conn, rid, o)
     if finish:

@@ -54,8 +54,10 @@ def test_sweep_arguments():
                    f"--base-setting torch._dynamo.config.cache_size_limit=16", H)
     assert isinstance(c, Command) and c.privileged
     assert c.args == {"config": "capture_scalar_outputs", "models": ["Qwen*"],
-                      "base_setting": ["torch._dynamo.config.cache_size_limit=16"]}
+                      "base_setting": ["torch._dynamo.config.cache_size_limit=16"], "modes": None}
     assert Command.from_dict(c.to_dict()) == c
+    m = parse_line(f"{H} sweep --config a --models B --modes train-bf16,dynamic-true", H)
+    assert m.args["modes"] == ["train-bf16", "dynamic-true"]
 
 
 def test_cc_normalizes_handles_and_bisect_dates():
@@ -84,6 +86,8 @@ def test_hostile_arguments_are_refused_by_the_parser():
                  f"{H} cc add @-bad-",
                  f"{H} bisect --config a --model M --good yesterday",
                  f"{H} bisect --config a --model M --good 2026-11-20 --bad 2026-11-01",
+                 f"{H} sweep --config a --models x --modes 'train;rm -rf /'",
+                 f"{H} sweep --config a --models x --modes ,",
                  f"{H} sweep --config 'a b' --models \"unterminated"]:
         p = parse_line(line, H)
         assert isinstance(p, Problem), line

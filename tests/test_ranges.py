@@ -88,7 +88,7 @@ class Series(World):
         self.version, self.date, self.git = built.version, built.date, built.git
         return built
 
-    def range_sweep(self, items, *, configs, base_settings, build, settings):
+    def range_sweep(self, items, *, configs, base_settings, build, settings, mode):
         self.probe_sweeps.append((build.date, tuple(items)))
         return [self.outcome_on(m, c, build.date) for m, c in items]
 

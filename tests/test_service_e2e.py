@@ -19,7 +19,7 @@ from bot.settings import (CommandSettings, IssueSettings, NightlySettings, Sched
                           WebhookSettings)
 from bot.service.webhook import sign
 from harness.zoo import registry
-from state import db, jobs, links
+from state import db, jobs, links, runs
 from tests.fakesweep import MODELS, World
 from tests.helpers_scheduler import ListTrigger
 from tests.waiting import wait_for
@@ -143,7 +143,7 @@ def bot(tmp_path, fake_github):
 def test_help_and_status_are_open_to_everyone(bot):
     job, replies = bot.command("@flagsweep-bot help", user=STRANGER)
     assert len(replies) == 1 and "Commands I understand" in replies[0]
-    assert "`@flagsweep-bot sweep --config CONFIG --models MODELS [--base-setting K=V]`" in replies[0]
+    assert "`@flagsweep-bot sweep --config CONFIG --models MODELS [--base-setting K=V] [--modes A,B]`" in replies[0]
     assert bot.reactions() == ["eyes", "+1"]
     job, replies = bot.command("@flagsweep-bot status", user=STRANGER)
     assert SIGNATURE in replies[0] and "first seen: 2026-11-21" in replies[0] and "GammaModel" in replies[0]
@@ -172,6 +172,9 @@ def test_sweep_command_replies_with_the_effects_table(bot):
     job, replies = bot.command(f"@flagsweep-bot sweep --config {CONFIG} --models 'Gamma*'")
     assert "| GammaModel | crashes | 2 | — |" in replies[0] and "RuntimeError: boom uN" in replies[0]
     assert bot.world.sweeps[-1][2] == ("GammaModel",)
+    job, replies = bot.command(f"@flagsweep-bot sweep --config {CONFIG} --models 'Gamma*' --modes eval,train-bf16")
+    assert "over 1 model (run" in replies[0] and "over 1 model in train bfloat16 (run" in replies[0]
+    assert [r.options.sweep.mode.name for r in runs.list_runs(bot.conn, limit=2)] == ["train-bf16", "eval"]
 
 
 def test_bad_and_hostile_commands_get_usage_or_errors_and_run_nothing(bot):
@@ -182,6 +185,8 @@ def test_bad_and_hostile_commands_get_usage_or_errors_and_run_nothing(bot):
     assert "unknown config 'no\\_such\\_flag'" in replies[0]   # foreign text is escaped for Markdown
     job, replies = bot.command(f"@flagsweep-bot sweep --config {CONFIG} --models NoSuchModel")
     assert "unknown model 'NoSuchModel'" in replies[0]
+    job, replies = bot.command(f"@flagsweep-bot sweep --config {CONFIG} --models Gamma* --modes eval,warp-speed")
+    assert "--modes: unknown mode 'warp-speed' (known: bf16," in replies[0]
     # A key that is not a dotted identifier is refused here; whether a key exists is asked of the torch
     # that runs the sweep (the real sweep's engine; see test_config_unavailable), not of the bot's own.
     job, replies = bot.command(f"@flagsweep-bot sweep --config {CONFIG} --models Gamma* "

@@ -9,10 +9,11 @@ import sqlite3
 import pytest
 
 from harness.core.model_build import ModelBuild
+from harness.core.modes import Mode
 from harness.core.options import Accuracy, RunOptions, SweepOptions
 from harness.core.outcome import Outcome
 from harness.core.model_build import ModelBuild
-from state import (budgets, counters, deliveries, flags, gates, history, jobs, leases, ranges, resolutions,
+from state import (budgets, counters, deliveries, flags, gates, history, jobs, leases, links, ranges, resolutions,
                    runs, verdicts, zoo)
 from state.db import connect, migrate_to
 from state.schema import MIGRATIONS, SCHEMA_VERSION, V20
@@ -190,10 +191,15 @@ def _fill_v19(conn: sqlite3.Connection) -> None:
     conn.execute("UPDATE runs SET options = ? WHERE id = 1", (json.dumps(old),))
 
 
-def _fill_v20(conn: sqlite3.Connection) -> None:
+def _ranged(config: str | None) -> tuple[str, str, tuple]:
+    """(column, placeholder, value) that give a commit range its config where the store keeps one (v23 on)."""
+    return ("", "", ()) if config is None else ("config, ", "?, ", (config,))
+
+
+def _fill_v20(conn: sqlite3.Connection, config: str | None = None) -> None:
     """v20 stored a run's options as one record: v19's rows, run 1's options as a v20 engine wrote them (every field
     but accuracy's answer_quarantine, which came in v22), and one commit range whose co-authors are strings, a login
-    or a name by their shape (before v21)."""
+    or a name by their shape (before v21; `config`: where a later store keeps it, the config v23 gave it)."""
     _fill_v19(conn)
     for statement in filter(str.strip, V20.split(";")):   # every other run as v20 left it
         conn.execute(statement)
@@ -205,33 +211,41 @@ def _fill_v20(conn: sqlite3.Connection) -> None:
                 "coauthors": ["carol", "Dana Smith"], "approvers": ["r"], "parent": None},
                {"sha": "b" * 40, "title": "Other", "author": None, "files": [], "pr": None, "coauthors": [],
                 "approvers": [], "parent": "a" * 40}]
-    conn.execute("INSERT INTO commit_ranges (signature, good_git, bad_git, status, commits, suspects, recorded_at)"
-                 " VALUES ('S', ?, ?, 'suspects', ?, '[]', '2026-11-27T00:00:00+00:00')",
-                 ("1" * 40, "2" * 40, json.dumps(commits)))
+    column, mark, value = _ranged(config)
+    conn.execute(f"INSERT INTO commit_ranges ({column}signature, good_git, bad_git, status, commits, suspects,"
+                 f" recorded_at) VALUES ({mark}'S', ?, ?, 'suspects', ?, '[]', '2026-11-27T00:00:00+00:00')",
+                 (*value, "1" * 40, "2" * 40, json.dumps(commits)))
 
 
-def _fill_v21(conn: sqlite3.Connection) -> None:
+def _fill_v21(conn: sqlite3.Connection, config: str | None = None) -> None:
     """v21's rows: v20's, their commit ranges' co-authors made people as v21 did."""
-    _fill_v20(conn)
+    _fill_v20(conn, config)
     conn.execute(MIGRATIONS[20].strip().rstrip(";"))
 
 
-def _fill_v22(conn: sqlite3.Connection) -> None:
+def _fill_v22(conn: sqlite3.Connection, config: str | None = None) -> None:
     """v22's rows: v21's with the answered items' tables, and one more commit range kept per (signature, range), marked
     wrong (before v23 kept it per config too)."""
-    _fill_v21(conn)
+    _fill_v21(conn, config)
     for statement in filter(str.strip, MIGRATIONS[21].split(";")):   # its tables are made: complete the options
         if statement.strip().startswith("UPDATE"):
             conn.execute(statement)
-    conn.execute("INSERT INTO commit_ranges (signature, good_git, bad_git, status, commits, suspects, bisection, reason,"
-                 " wrong_by, wrong_at, recorded_at) VALUES ('T', ?, ?, 'found', '[]', '[]', NULL, NULL, 'maya', NULL,"
-                 " '2026-10-02T04:00:00+00:00')", ("1" * 40, "2" * 40))
+    column, mark, value = _ranged(config)
+    conn.execute(f"INSERT INTO commit_ranges ({column}signature, good_git, bad_git, status, commits, suspects, bisection,"
+                 f" reason, wrong_by, wrong_at, recorded_at) VALUES ({mark}'T', ?, ?, 'found', '[]', '[]', NULL, NULL,"
+                 " 'maya', NULL, '2026-10-02T04:00:00+00:00')", (*value, "1" * 40, "2" * 40))
+
+
+def _fill_v23(conn: sqlite3.Connection) -> None:
+    """v23's rows: v22's, their commit ranges kept under config '' as v23 moved them (before v24 gave issue links,
+    verdicts and the signature history a mode: every row is eval's)."""
+    _fill_v22(conn, config="")
 
 
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
            9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14, 15: _fill_v15,
            16: _fill_v16, 17: _fill_v17, 18: _fill_v18, 19: _fill_v19, 20: _fill_v20, 21: _fill_v21,
-           22: _fill_v22}
+           22: _fill_v22, 23: _fill_v23}
 
 
 def _build_at(path, version: int) -> None:
@@ -391,6 +405,17 @@ def test_migrate_from_earlier_version_keeps_rows(tmp_path, version):
         ("count", 0, 2, Accuracy(enabled=False, answer=False)))
     # v22: answered items with their rule, and the quarantined flags (every older run ran with 7 nights).
     assert one.accuracy.answer_quarantine == 7 and flags.answered(conn, 1) == {}
+    # v24: issue links, verdicts and signatures carry a mode: every older row is eval's (its key unchanged), and a
+    # train run's crash is its own history row beside eval's.
+    assert {l.mode for l in links.all_links(conn).values()} <= {""}
+    assert [v.mode for v in [verdicts.get(conn, "k9")] if v] == ([""] if version >= 9 else [])
+    train = Mode("train", phase="train")
+    tid = hd.store_run(conn, hd.night(), kind="nightly", nightly="2026-10-04",
+                       options=RunOptions(SweepOptions(mode=train)))
+    assert runs.get_run(conn, tid).options.sweep.mode == train
+    assert [(s.nightlies_seen, s.last_seen) for s in history.signature_history(conn, mode=train.key)
+            if s.signature == hd.PENDING] == [(1, "2026-10-04")]
+    assert [s.last_seen for s in history.signature_history(conn) if s.signature == hd.PENDING] == ["2026-10-03"]
     flags.record_answered(conn, rid, "M", "c", "a rule")
     flags.quarantine(conn, rid, None, 3, [flags.AnswerFinding("M", "c", "second_size: differs")])
     assert flags.answered(conn, rid) == {("M", "c"): "a rule"} and [q.config for q in flags.quarantined(conn, None)] == ["c"]

@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import json
 import sys
-from typing import Any
 
 from bot.cli import arguments as types
 from bot.cli.interrupts import sigterm_as_interrupt
@@ -89,10 +88,6 @@ def _publish(args: argparse.Namespace, settings: Settings) -> int:
             print(f"flagsweep publish: no finished run in {settings.state_path}", file=sys.stderr)
             return 1
         run_id = latest[0].id
-    refused = _mode_refusal(conn, run_id)
-    if refused:
-        print(f"flagsweep publish: {refused}", file=sys.stderr)
-        return 2
     try:
         # The pipeline's verify step first (stored verdicts are reused: nothing runs twice), then publish reads them.
         steps.verify(conn, run_id, settings, enabled=False if args.no_verify else None,
@@ -109,14 +104,3 @@ def _publish(args: argparse.Namespace, settings: Settings) -> int:
         print(summary.render(), end="")
     return 0 if not summary.stopped and not summary.failed else 1
 
-
-def _mode_refusal(conn: Any, run_id: int) -> str | None:
-    """Why a run cannot be published, or None: a run of another mode than eval would be filed under eval's issue
-    keys, titles and reproducers (they do not carry a mode yet)."""
-    from state import runs
-
-    run = runs.get_run(conn, run_id)
-    mode = run.options.sweep.mode if run is not None else None
-    if mode is None or mode.is_default:
-        return None
-    return f"run {run_id} swept in mode {mode.name}: only eval runs are published for now"

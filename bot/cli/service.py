@@ -38,8 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--export", metavar="FILE", type=types.nonempty("the export file"), help="also write the run (environment, outcomes, builds) to FILE, "
                                                      "for `flagsweep merge` on another host")
     p.add_argument("--modes", metavar="A,B", type=types.name_list,
-                   help="the modes to sweep (default: [sweep] modes); eval only for now: issues and reproducers do "
-                        "not carry a mode yet")
+                   help="the modes to sweep, one run each, each diffed, verified and published on its own: eval, "
+                        "train, bf16, fp16, train-bf16, dynamic-true, dynamic-marked, sdpa, eager-attention or a "
+                        "[modes.NAME] table (default: [sweep] modes)")
     p.add_argument("--json", action="store_true", help="print the result as JSON (and nothing else on stdout)")
     p.set_defaults(func=cmd_nightly)
 
@@ -140,10 +141,11 @@ ENVIRONMENT_SUSPECT = 3     # the environment gate held the night back: stored a
 
 
 def exit_status(result: Any) -> int:
-    """0: done; 1: the nightly failed (or a merge lacked shards); 3: environment_suspect (nothing filed)."""
+    """0: done; 1: the nightly failed (or a merge lacked shards); 3: environment_suspect (nothing filed); the worst
+    of the night's modes."""
     if result.status == "failed":
         return 1
-    if result.suspect:
+    if any(r.suspect for r in result.each):
         return ENVIRONMENT_SUSPECT
     return 1 if result.missing_shards else 0
 

@@ -64,6 +64,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("--wrong", metavar="SCENARIO:OUTPUT", help="the accuracy reproducer of a wrong result instead: the "
                      "scenario's call (first, second_size, hook_added, weights_updated) and the output that differs, "
                      "e.g. hook_added:logits (ends in torch.testing.assert_close at the [accuracy] tolerances)")
+    rep.add_argument("--modes", "--mode", dest="mode", metavar="NAME", type=types.name_list,
+                     help="the mode the script runs the model in (one: a script runs in one): eval, train, bf16, fp16, "
+                          "train-bf16, dynamic-true, dynamic-marked, sdpa, eager-attention or a [modes.NAME] table "
+                          "(default: eval)")
     rep.add_argument("--run", action="store_true", help="also run it in a fresh interpreter and print its result")
     rep.add_argument("-o", "--output", metavar="FILE", type=types.nonempty("the output file"), help="write the script here (default: stdout)")
     rep.set_defaults(func=cmd_repro)
@@ -240,6 +244,10 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     if isinstance(wrong, str):
         print(f"flagsweep repro: --wrong {args.wrong!r}: {wrong}", file=sys.stderr)
         return 2
+    mode = _mode(args, settings)
+    if isinstance(mode, str):
+        print(f"flagsweep repro: {mode}", file=sys.stderr)
+        return 2
     try:
         zoo.resolve([args.model])
         catalog = configs_mod.load_catalog(args.config_file or settings.sweep.config_file)
@@ -260,7 +268,7 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     built = engine.describe([args.model], options=options).get(args.model)
     try:
         text = render_wrong(built, case) if case else \
-            render_script(built, {**base, **chosen[args.config]}, backend=args.backend, device=args.device)
+            render_script(built, {**base, **chosen[args.config]}, backend=args.backend, device=args.device, mode=mode)
     except NotRenderable:
         print(f"flagsweep repro: {args.model} cannot be built here (see `flagsweep zoo check --models {args.model}`)",
               file=sys.stderr)
@@ -280,6 +288,22 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
         print(json.dumps(result.to_dict()))
         return _crash_run_status(result)
     return 0
+
+
+def _mode(args: argparse.Namespace, settings: Any) -> Any:
+    """The one mode `--modes` names (harness.core.modes.Mode; eval without it), or why it cannot be used."""
+    from bot.settings import SettingsError
+
+    names = [n.strip() for n in (args.mode or "eval").split(",") if n.strip()]
+    if len(names) != 1:
+        return f"--modes {args.mode}: a reproducer runs in one mode; name one"
+    try:
+        mode, = settings.sweep_modes(names)
+    except SettingsError as exc:
+        return str(exc)
+    if args.wrong and not mode.is_default:
+        return f"--wrong with --modes {mode.name}: a wrong result's reproducer runs in eval only for now"
+    return mode
 
 
 def _crash_run_status(result: Any) -> int:

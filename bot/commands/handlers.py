@@ -42,9 +42,10 @@ def _update_link(conn: sqlite3.Connection, key: str, **fields: Any) -> None:
     links.update(conn, key, **fields)
 
 
-def _signature_row(conn: sqlite3.Connection, config: str | None, signature: str | None) -> SignatureRow | None:
+def _signature_row(conn: sqlite3.Connection, config: str | None, signature: str | None,
+                   mode: str = "") -> SignatureRow | None:
     from state import history
-    for row in history.signature_history(conn, config):
+    for row in history.signature_history(conn, config, mode):
         if row.signature == signature:
             return row
     return None
@@ -153,7 +154,7 @@ def do_wrong_culprit(ctx: Context, number: int, link: Any, args: dict[str, Any],
 
 
 def _issue_models(ctx: Context, link: Any) -> list[str]:
-    sig = _signature_row(ctx.conn, link.config, link.signature) if link and link.signature else None
+    sig = _signature_row(ctx.conn, link.config, link.signature, link.mode) if link and link.signature else None
     return list(sig.models) if sig else []
 
 
@@ -161,11 +162,17 @@ def do_rerun(ctx: Context, number: int, link: Any, args: dict[str, Any], author:
     if link is None:
         raise UserError("this issue is not one the bot keeps, so there is nothing to re-run")
     models = _issue_models(ctx, link)
+    # The issue's mode must be one the nightly sweeps (the rerun is the nightly's, every mode of it).
+    named = {m.key: m.name for m in ctx.settings.sweep_modes()}
+    if link.mode not in named:
+        raise UserError(f"this issue's mode ({link.mode}) is not in [sweep] modes "
+                        f"({', '.join(named.values())}): the nightly does not sweep it")
     # The whole nightly set is swept, not only this issue's models: the planner reads a run as
     # the corpus, so a run of one model would retitle the issue "1/1 models".
     result = ctx.steps.rerun(ctx.conn, ctx.settings, force=True, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
-    return Said("rerun", _words(ctx, "reply_rerun.md.j2", r=result, models=models, config=link.config,
-                                rows=work.model_rows(ctx.conn, result.run_id, link.config, models)))
+    mine = next((r for r in result.each if r.mode == named[link.mode]), result)    # the run of the issue's mode
+    return Said("rerun", _words(ctx, "reply_rerun.md.j2", r=mine, models=models, config=link.config,
+                                rows=work.model_rows(ctx.conn, mine.run_id, link.config, models)))
 
 
 def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
@@ -173,12 +180,16 @@ def do_sweep(ctx: Context, number: int, link: Any, args: dict[str, Any], author:
     chosen = work.check_configs(ctx, [args["config"]])
     models = work.check_models(ctx, args["models"])
     base = work.check_base_settings(ctx, args.get("base_setting") or [])
-    run_id = work.sweep(ctx, models, chosen, base)   # the sweep finalizes the run it ends
-    effects = [e.to_dict() for e in history.effects(ctx.conn, run_id) if e.config == args["config"]]
-    unavailable = _unavailable(ctx.conn, run_id)
-    return Said(f"swept run {run_id}", _words(ctx, "reply_sweep.md.j2", run_id=run_id, config=args["config"],
-                                              models=models, base=base, effects=effects,
-                                              unavailable=unavailable.get(args["config"])))
+    modes = work.check_modes(ctx, args.get("modes"))
+    said = []
+    for mode in modes:       # one run per mode, each with its own baseline
+        run_id = work.sweep(ctx, models, chosen, base, mode)   # the sweep finalizes the run it ends
+        effects = [e.to_dict() for e in history.effects(ctx.conn, run_id) if e.config == args["config"]]
+        unavailable = _unavailable(ctx.conn, run_id)
+        said.append((run_id, _words(ctx, "reply_sweep.md.j2", run_id=run_id, config=args["config"], models=models,
+                                    base=base, effects=effects, unavailable=unavailable.get(args["config"]),
+                                    mode=_words(ctx, "mode_words.txt.j2", mode=mode).strip())))
+    return Said("swept " + ", ".join(f"run {r}" for r, _ in said), "\n".join(text for _, text in said))
 
 
 def do_range(ctx: Context, number: int, link: Any) -> Said:

@@ -67,6 +67,18 @@ def _globs(value: str) -> list[str]:
     return parts
 
 
+def _names(what: str):
+    """`--modes A,B`: comma-separated names (which exist is the handler's to say, from the settings)."""
+    def check(value: str) -> list[str]:
+        parts = [p.strip() for p in value.split(",") if p.strip()]
+        bad = [p for p in parts if not _NAME.match(p)]
+        if not parts or bad:
+            raise argparse.ArgumentTypeError(f"not a valid {what}: {(bad[0] if bad else value)!r}")
+        return parts
+    check.__name__ = what
+    return check
+
+
 def _setting(value: str) -> str:
     key, sep, val = value.partition("=")
     if not sep or not _KEY.match(key.strip()) or not _VALUE.match(val.strip()):
@@ -98,6 +110,8 @@ def build_parser(prog: str = "@flagsweep-bot") -> argparse.ArgumentParser:
                    help="model class globs, comma-separated, e.g. 'Qwen*,GPT2Model'")
     p.add_argument("--base-setting", action="append", default=[], type=_setting, metavar="K=V",
                    help="a setting applied to baseline and config alike (repeatable)")
+    p.add_argument("--modes", type=_names("mode name"), metavar="A,B",
+                   help="the modes to sweep in, one run each (default: eval), e.g. 'train-bf16,dynamic-true'")
     add("mute", "stop updating this issue")
     add("unmute", "resume updating this issue")
     p = add("cc", "add or remove people cc'd on this issue")

@@ -5,6 +5,7 @@ User errors (a bad config, an unknown model, no torch to sweep with) become `Use
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sqlite3
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from bot.commands.context import Context, UserError
 from bot.pipeline import steps
 from bot.ranges.bisect import Bisection, BisectError, search, window
+from harness.core.modes import DEFAULT, Mode
 from harness.engine.configs import ConfigError
 from harness.engine.engine import SweepRequest
 
@@ -48,8 +50,19 @@ def check_base_settings(ctx: Context, texts: list[str]) -> dict[str, Any]:
     return out
 
 
-def sweep(ctx: Context, models: list[str], configs: dict[str, dict], base: dict[str, Any]) -> int:
-    """An ad-hoc sweep on the torch the nightly uses, stored as a `command` run (kept out of the nightly history)."""
+def check_modes(ctx: Context, names: list[str] | None) -> list[Mode]:
+    """The modes `--modes` names (eval without it); UserError naming an unknown one, in one line."""
+    from bot.settings import SettingsError
+    try:
+        return ctx.settings.sweep_modes(names or ["eval"])
+    except SettingsError as exc:
+        raise UserError(str(exc)) from None
+
+
+def sweep(ctx: Context, models: list[str], configs: dict[str, dict], base: dict[str, Any],
+          mode: Mode = DEFAULT) -> int:
+    """An ad-hoc sweep on the torch the nightly uses, in `mode`, stored as a `command` run (kept out of the nightly
+    history)."""
     from bot.builds import provider
     pipeline = ctx.steps.pipeline
     try:
@@ -58,7 +71,9 @@ def sweep(ctx: Context, models: list[str], configs: dict[str, dict], base: dict[
         raise UserError(f"no torch to sweep with: {exc}") from None
     try:
         return pipeline.sweep(ctx.conn, SweepRequest(models=models, configs=configs, base_settings=base,
-                                                     options=ctx.settings.sweep_options(built.python), kind="command",
+                                                     options=dataclasses.replace(
+                                                         ctx.settings.sweep_options(built.python), mode=mode),
+                                                     kind="command",
                                                      progress=False)).id
     except ConfigError as exc:   # checked in that torch before anything ran
         raise UserError(str(exc)) from None

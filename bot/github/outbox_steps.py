@@ -97,7 +97,7 @@ def _apply_create(out: Out, p: outbox.IssuePayload, result: outbox.Result) -> No
     existing = links_mod.get(out.conn, out.entry.key, out.repo)
     links_mod.upsert(out.conn, links_mod.Link(
         key=out.entry.key, repo=out.repo, number=result.number, kind=p.kind or "tracking", config=p.config,
-        signature=p.signature, state="open", body_sha=_body_sha(p), title=p.title,
+        signature=p.signature, mode=p.mode, state="open", body_sha=_body_sha(p), title=p.title,
         cc=existing.cc if existing else [], muted=existing.muted if existing else False))
     _resolved(out, p, None)
 

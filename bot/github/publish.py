@@ -295,7 +295,7 @@ def _listed(ref: IssueRef) -> links_mod.Listed:
     meta = marker_meta(ref.body)
     kind, config, signature = (meta.get(name) for name in ("kind", "config", "signature"))
     return links_mod.Listed(key=ref.key, number=ref.number, state=ref.state, title=ref.title, kind=kind,
-                            config=config, signature=signature,
+                            config=config, signature=signature, mode=str(meta.get("mode") or ""),
                             body_sha=BodyHash(labels=labels_digest(ref.labels)).text())
 
 

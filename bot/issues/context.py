@@ -23,6 +23,7 @@ from harness.core.defaults import Default, Findings
 from harness.core.effects import effect_table
 from harness.core.outcome import Effect, Outcome
 from harness.core.unsafe import Unsafe
+from state.links import Link
 from state.resolutions import Tally
 
 # The environment fields an issue shows, in this order.
@@ -62,6 +63,7 @@ class RunContext:
 
     def __init__(self, view: RunView, timeline: Timeline, settings: PlanSettings) -> None:
         self.view, self.timeline, self.settings = view, timeline, settings
+        self.mode = view.run.options.sweep.mode     # one mode a run: every issue of this run is one of its
         self._outcome: dict[tuple[str, str], Outcome] = {(o.model, o.config): o for o in view.outcomes}
         self.by_config: dict[str, list[Effect]] = {}
         for e in view.effects:
@@ -104,6 +106,16 @@ class RunContext:
         tally = self.settings.precision
         return tally.verdicts() if tally else None
 
+    def meta(self, data: dict[str, Any]) -> str:
+        """A body's hidden meta line: `data`, and the mode's key where the mode is not the default (so an eval body
+        is written as before modes existed)."""
+        return markdown.meta_marker({**data, "mode": self.mode.key} if self.mode.key else data)
+
+    def owns(self, link: Link) -> bool:
+        """Whether a stored issue link is one of this run's mode (another mode's issues are not this run's to
+        refresh, count quiet or close)."""
+        return link.mode == self.mode.key
+
     def comment_marker(self, key: str, what: str) -> str:
         """The marker that makes one comment of this run on issue `key` findable (and so never sent twice)."""
         return f"<!-- flagsweep:comment={key}/{self.view.run.id}/{what} -->"
@@ -117,6 +129,7 @@ class RunContext:
         strata = Counter(o.stratum or "unknown" for o in self.view.outcomes if o.config == "baseline")
         return {
             "config": config, "config_display": self.display(config),
+            "mode": self.mode, "mode_words": line("mode_words.txt.j2", mode=self.mode),
             "environment": [(k, getattr(env, k)) for k in ENV_FIELDS if getattr(env, k)],
             "n_models": len(self.view.models or strata), "strata": sorted(strata.items()),
             "configs": [(n, json.dumps(v, sort_keys=True)) for n, v in sorted(run.configs.items())],

@@ -51,12 +51,13 @@ class Action:
     config: str | None = None
     signature: str | None = None
     reason: str = ""
+    mode: str = ""               # the run's mode (harness.core.modes.Mode.key; '' for eval), kept with the link
 
     def payload(self) -> IssuePayload:
         """What the outbox stores (the body hash in its stored form)."""
         return IssuePayload(number=self.number, kind=self.kind, title=self.title, body=self.body, labels=self.labels,
                             material=self.material.text() if self.material else None, config=self.config,
-                            signature=self.signature, reason=self.reason)
+                            signature=self.signature, reason=self.reason, mode=self.mode)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def news(ctx: RunContext, config: str, signature: str) -> tuple[list[str], list[
 def active(ctx: RunContext, issue: TrackingIssue, link: Link | None, out: Plan) -> None:
     """A tracking issue whose signature this run shows: file it, refresh it, reopen it."""
     g = issue.group
-    base = dict(key=g.key, kind="tracking", config=g.config, signature=g.signature)
+    base = dict(key=g.key, kind="tracking", config=g.config, signature=g.signature, mode=ctx.mode.key)
     if link is None:
         out.actions.append(Action("create", title=issue.title, body=issue.body, labels=issue.labels, number=None,
                                   material=issue.hash, reason="new signature", **base))
@@ -145,7 +146,7 @@ def shift(ctx: RunContext, issue: TrackingIssue, link: Link, out: Plan) -> None:
     out.moves.append((link.key, g.key, g.signature))
     if link.muted:
         return
-    base = dict(key=g.key, kind="tracking", config=g.config, signature=g.signature)
+    base = dict(key=g.key, kind="tracking", config=g.config, signature=g.signature, mode=ctx.mode.key)
     out.comment(ctx, Action("comment", number=link.number, reason="signature moved", body=render.render(
         "comment_shift.md.j2", comment_marker=ctx.comment_marker(g.key, "moved"), date_text=when(ctx.date),
         old=link.signature or "", new=g.signature, models=issue.models), **base))
@@ -161,7 +162,7 @@ def inactive(ctx: RunContext, link: Link, out: Plan) -> None:
     config, sig = link.config or "", link.signature or ""
     seen = ctx.timeline.seen(config, sig)
     quiet = seen.quiet
-    base = dict(key=link.key, kind="tracking", config=config, signature=sig)
+    base = dict(key=link.key, kind="tracking", config=config, signature=sig, mode=ctx.mode.key)
     if link.state == "closed":
         if link.closed_by == "human" and quiet >= 1:
             out.notes.append((link.key, {"closed_by": "human-fixed"}))
@@ -189,7 +190,7 @@ def inactive(ctx: RunContext, link: Link, out: Plan) -> None:
 
 def summary(ctx: RunContext, issue: SummaryIssue, link: Link | None, out: Plan) -> None:
     """A config's summary issue: file it, or refresh it with a comment on what changed."""
-    base = dict(key=issue.key, kind="summary", config=issue.config, signature=None)
+    base = dict(key=issue.key, kind="summary", config=issue.config, signature=None, mode=ctx.mode.key)
     if link is None:
         out.actions.append(Action("create", number=None, title=issue.title, body=issue.body, labels=issue.labels,
                                   material=issue.hash, reason="new config", **base))

@@ -1,6 +1,7 @@
 """The issue plan of one run (pure): its view and timeline → GitHub actions with rendered text.
 
-Tracking issues first (bot.issues.tracking: one per (config, signature) of a crash the flag causes; their
+A run is one mode (harness.core.modes): its issues are that mode's, and another mode's are left alone.
+Tracking issues first (bot.issues.tracking: one per (config, mode, signature) of a crash the flag causes; their
 numbers feed the summaries): those that have an issue are refreshed, a shifted signature moves its old issue
 (bot.issues.shifts), the open ones whose signature this run did not show count a quiet night or close, and the
 new ones are filed, held pending or watched (bot.issues.filing: evidence, then the budget). Then one summary
@@ -23,7 +24,8 @@ def plan(view: RunView, timeline: Timeline, settings: PlanSettings) -> Plan:
     out = Plan()
     groups = tracking.groups(ctx)
     new = [g for g in groups if g.key not in view.links]
-    moved = shifts.find(ctx, new, [l for k, l in view.links.items() if k not in {g.key for g in groups}])
+    keys = {g.key for g in groups}
+    moved = shifts.find(ctx, new, [l for k, l in view.links.items() if k not in keys and ctx.owns(l)])
     for group in groups:
         link = view.links.get(group.key)
         if link is not None:
@@ -32,12 +34,13 @@ def plan(view: RunView, timeline: Timeline, settings: PlanSettings) -> Plan:
             lifecycle.shift(ctx, tracking.issue(ctx, group, moved[group.key]), moved[group.key], out)
     shown = {g.key for g in groups} | {l.key for l in moved.values()}
     for key, link in sorted(view.links.items()):
-        if link.kind == "tracking" and key not in shown and link.config in ctx.by_config:
+        if link.kind == "tracking" and key not in shown and link.config in ctx.by_config and ctx.owns(link):
             lifecycle.inactive(ctx, link, out)
     chosen = _file(ctx, [g for g in new if g.key not in moved], out)
     tracked = [g for g in groups if g.key in view.links or g.key in moved] + [c.group for c in chosen.filed]
     for config in sorted(c for c in ctx.by_config if ctx.settings.summarised(c)):
-        lifecycle.summary(ctx, summary.issue(ctx, config, tracked, chosen), view.links.get(summary_key(config)), out)
+        lifecycle.summary(ctx, summary.issue(ctx, config, tracked, chosen),
+                          view.links.get(summary_key(config, ctx.mode)), out)
     return out
 
 

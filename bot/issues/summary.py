@@ -1,4 +1,4 @@
-"""One summary issue per config: every model's effect, the config's tracking issues, its trend, graph breaks.
+"""One summary issue per config (and mode: harness.core.modes): every model's effect, the config's tracking issues, its trend, graph breaks.
 
 The body links the config's tracking issues by key (bot.issues.keys.REF, resolved to "#N" when sent), shows
 the trend as one point per change of the crash and fewer-graphs counts, the new signatures not filed yet
@@ -37,7 +37,7 @@ class SummaryIssue:
 def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | None = None) -> SummaryIssue:
     """The summary issue of `config`, linking the run's tracking groups that have an issue, and listing the new
     signatures held back (`filing`)."""
-    key = summary_key(config)
+    key = summary_key(config, ctx.mode)
     effects = ctx.effects(config)
     counts = Counter(e.effect for e in effects)
     rows = [{"model": e.model, "stratum": e.stratum, "effect": e.effect, "baseline": e.baseline_graphs,
@@ -53,7 +53,7 @@ def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | No
     body_ctx = ctx.shared(config)
     title = markdown.title(line("title_summary.txt.j2", config_display=body_ctx["config_display"],
                                 crashes=counts["crashes"], reduces=counts["reduces_graphs"],
-                                testable=body_ctx["testable"]))
+                                testable=body_ctx["testable"], mode=body_ctx["mode_words"]))
     pending, watching = (filing or Filing()).of(config)
     held = {"pending": [_held(c) for c in pending], "watching": [_held(c) for c in watching]}
     verifying = [_held(c) for c in (filing or Filing()).verifying if c.group.config == config]
@@ -62,7 +62,7 @@ def issue(ctx: RunContext, config: str, groups: list[Group], filing: Filing | No
     breaks, lev = ctx.view.breaks.get(config), ctx.view.leverage.get(config)
     skipped = _not_compared(ctx, config)
     body_ctx.update(key=key, marker=markdown.marker(key),
-                    meta=markdown.meta_marker({"kind": "summary", "config": config}), crashes=counts["crashes"], reduces=counts["reduces_graphs"], rows=rows, tracking=tracking,
+                    meta=ctx.meta({"kind": "summary", "config": config}), crashes=counts["crashes"], reduces=counts["reduces_graphs"], rows=rows, tracking=tracking,
                     trend=trend, breaks=breaks, leverage=lev, **{"verifying": [], **held}, budget=ctx.settings.max_new_per_night,
                     max_open=ctx.settings.max_open, min_models=ctx.settings.min_models,
                     min_nights=ctx.settings.min_nights, not_compared=skipped, previous_text=ctx.previous_text,

@@ -122,7 +122,7 @@ def _streaks(conn: sqlite3.Connection, view: RunView, axis: list[Run], groups: d
     """For each tracking group of the run without an issue: the consecutive nightlies (this one included, at most
     `nights`) that had it; a nightly that did not sweep its config is skipped, one that swept it without it ends it."""
     found = issue_groups(list(view.effects), list(view.outcomes))
-    streaks = {k: 1 for k in found if tracking_key(*k) not in view.links}
+    streaks = {k: 1 for k in found if tracking_key(*k, view.run.options.sweep.mode) not in view.links}
     counting = set(streaks)
     for r in reversed([r for r in axis if max(groups[r.id]) < max(view.group)]):
         asked = {k for k in counting if streaks[k] < nights and k[0] in r.configs}
@@ -141,12 +141,14 @@ def _streaks(conn: sqlite3.Connection, view: RunView, axis: list[Run], groups: d
 def _axis(conn: sqlite3.Connection, view: RunView) -> tuple[list[Run], dict[int, list[int]]]:
     """Runs up to this one, oldest first, one per group (the axis for quiet counts and trends), and each one's group.
 
-    A nightly is measured against nightlies only: an ad-hoc sweep of three models is not a quiet night.
+    A nightly is measured against nightlies only: an ad-hoc sweep of three models is not a quiet night; and a run
+    against the runs of its mode only (a train run is no quiet night for an eval crash).
     """
     run = view.run
     kinds = ("nightly",) if run.kind == "nightly" else history.HISTORY_KINDS
     me = max(view.group)
-    latest = history.latest_runs(conn, 500, kinds=kinds)
+    latest = [r for r in history.latest_runs(conn, 500, kinds=kinds)
+              if r.options.sweep.mode.key == run.options.sweep.mode.key]
     groups = {r.id: history.run_group(conn, r.id) or [r.id] for r in latest}
     axis = [r for r in reversed(latest) if max(groups[r.id]) <= me]
     if not any(max(groups[r.id]) == me for r in axis):
@@ -169,7 +171,7 @@ def _trend(conn: sqlite3.Connection, axis: list[Run], configs: set[str]) -> dict
 
 def _awaits_fix(view: RunView, seen: Seen) -> bool:
     """An open, unmuted tracking issue whose signature this run did not show."""
-    link = view.links.get(tracking_key(seen.config, seen.signature))
+    link = view.links.get(tracking_key(seen.config, seen.signature, view.run.options.sweep.mode))
     return link is not None and link.state == "open" and not link.muted and seen.last_run not in view.group
 
 

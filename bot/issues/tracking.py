@@ -1,4 +1,4 @@
-"""One tracking issue per (config, signature) of a crash the flag causes: its title, body, labels, cc and hash.
+"""One tracking issue per (config, mode, signature) of a crash the flag causes: its title, body, labels, cc and hash.
 
 The groups are harness.core.tracking's. The body reads in one screen, in this order: a summary; the error
 (its head and user-code frames once, harness.core.error_parts; the advice and the traceback folded); the
@@ -35,7 +35,7 @@ def groups(ctx: RunContext) -> list[Group]:
     """Every tracking group of the run, sorted by (config, signature): the crashes, and the wrong results of the
     flags that are not unsafe by their own documentation (those stay in the summary and the report)."""
     found = issue_groups(list(ctx.view.effects), list(ctx.view.outcomes))
-    return [Group(tracking_key(c, s), c, s, tuple(effs)) for (c, s), effs in found.items()
+    return [Group(tracking_key(c, s, ctx.mode), c, s, tuple(effs)) for (c, s), effs in found.items()
             if not (is_wrong_signature(s) and ctx.unsafe(c))]
 
 
@@ -68,11 +68,11 @@ def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
     regression = ctx.view.ranges.get((config, sig, "new_crash"))
     body_ctx = ctx.shared(config)
     title = markdown.title(line("title_tracking.txt.j2", config_display=body_ctx["config_display"],
-                                crashing=len(crashing), testable=body_ctx["testable"],
+                                crashing=len(crashing), testable=body_ctx["testable"], mode=body_ctx["mode_words"],
                                 error=_named(ctx, config, sig, error_type)))
     body_ctx.update(
         key=group.key, marker=markdown.marker(group.key),
-        meta=markdown.meta_marker({"kind": "tracking", "config": config, "signature": sig}),
+        meta=ctx.meta({"kind": "tracking", "config": config, "signature": sig}),
         signature=sig, error_type=error_type, crashing=crashing, gb_id=_gb_id(examples, sig),
         example=_example(example, seen, frame), error=_error(example, seen, error_type), helps=helps,
         observations=observe(ctx, config, sig, [c["model"] for c in crashing]), repro=repro, component=component,

@@ -35,9 +35,10 @@ def issue(ctx: RunContext, group: Group, link: Link | None) -> TrackingIssue:
     body_ctx = ctx.shared(config)
     judged = calls_table(ctx.effects(config), config).judged
     title = markdown.title(line("title_wrong_result.txt.j2", config_display=body_ctx["config_display"],
-                                wrong=len(wrong), judged=judged, scenario=scenario, output=output))
+                                wrong=len(wrong), judged=judged, scenario=scenario, output=output,
+                                mode=body_ctx["mode_words"]))
     body_ctx.update(key=group.key, marker=markdown.marker(group.key),
-                    meta=markdown.meta_marker({"kind": "tracking", "config": config, "signature": sig}),
+                    meta=ctx.meta({"kind": "tracking", "config": config, "signature": sig}),
                     signature=sig, scenario=scenario, output=output, wrong=wrong, judged=judged, repro=repro,
                     wrong_result=True,
                     env=ctx.view.run.environment, cc=cc, **seen_fields(ctx, ctx.timeline.seen(config, sig)))

@@ -185,13 +185,23 @@ def crash_of(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, readers: tup
 
 def reproducer(conn: sqlite3.Connection, run_id: int, r: Range) -> str | None:
     """The verified reproducer's script of the range's tracking group, when the verify step confirmed one (a fix's
-    range: the newest run that verified one, the crash being gone in its own run)."""
-    for rid in [run_id] if r.kind == "new_crash" else [run_id, *ranges_mod.runs_with(conn, r.config, r.signature)]:
+    range: the newest run of its mode that verified one, the crash being gone in its own run): the script runs the
+    model in that mode, so the bisection does."""
+    rids = [run_id]
+    if r.kind != "new_crash":
+        mode = _mode_key(conn, run_id)
+        rids += [rid for rid in ranges_mod.runs_with(conn, r.config, r.signature) if _mode_key(conn, rid) == mode]
+    for rid in rids:
         verdict = verdicts_mod.for_run(conn, rid).get((r.config, r.signature))
         found = verdict.verdict if verdict else None
         if found is not None and found.status == "confirmed" and found.script:
             return found.script
     return None
+
+
+def _mode_key(conn: sqlite3.Connection, run_id: int) -> str:
+    run = runs_mod.get_run(conn, run_id)
+    return run.options.sweep.mode.key if run is not None else ""
 
 
 def search_night(conn: sqlite3.Connection, run_id: int, settings: Settings, *, source: Source | None,

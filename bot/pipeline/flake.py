@@ -95,6 +95,6 @@ def confirm(conn: sqlite3.Connection, run_id: int, transitions: list[Transition]
     for config, sig in sorted(touched):
         # A crash now known to be flaky leaves the signature history (or re-enters it once confirmed).
         with transaction(conn):
-            history.refresh_signature(conn, config, sig)
+            history.refresh_signature(conn, config, sig, options.mode.key)
     return [dataclasses.replace(t, flaky_rate=marked[(t.model, t.config)]) if (t.model, t.config) in marked else t
             for t in transitions]

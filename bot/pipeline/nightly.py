@@ -64,6 +64,13 @@ class NightlyResult:
     gate: dict[str, Any] | None = None    # the environment gate's verdict (state.gates.EnvironmentVerdict), once judged
     verify: dict[str, Any] | None = None  # the verify step's cost (state.verdicts.StepCost), once it ran
     culprits: list[dict[str, Any]] = field(default_factory=list)   # commit ranges (state.culprits.CommitRange)
+    mode: str = "eval"                    # the mode this run swept in (harness.core.modes)
+    others: list["NightlyResult"] = field(default_factory=list)   # the night's runs of its other modes, in order
+
+    @property
+    def each(self) -> list["NightlyResult"]:
+        """This mode's result and the other modes', in the order they were swept."""
+        return [self, *self.others]
 
     @property
     def suspect(self) -> bool:
@@ -131,11 +138,12 @@ def shard_slice(models: list[str], shard: tuple[int, int] | None) -> list[str]:
 
 
 def find_existing(conn: sqlite3.Connection, *, nightly: str, shard: str | None, configs: dict[str, dict],
-                  models: list[str], torch_version: str) -> runs_mod.Run | None:
-    """The latest nightly run of this date, shard, configs, models and torch (any status)."""
+                  models: list[str], torch_version: str, mode: str = "") -> runs_mod.Run | None:
+    """The latest nightly run of this date, shard, configs, models, torch and mode (its key; any status)."""
     want_configs = json.loads(json.dumps(configs, sort_keys=True))
     for run in runs_mod.list_runs(conn, kinds=["nightly"], limit=200):
-        if run.nightly != nightly or run.shard != shard or run.status in ("failed", "merged"):
+        if run.nightly != nightly or run.shard != shard or run.status in ("failed", "merged") \
+                or run.options.sweep.mode.key != mode:
             continue
         asked = {**run.configs, **{name: u["settings"] for name, u in run.unavailable.items()}}
         if asked == want_configs and sorted(run.models) == sorted(models) \
@@ -153,29 +161,22 @@ def record_failure(conn: sqlite3.Connection, *, reason: str, nightly: str | None
     return run_id
 
 
-def modes_refusal(settings: Settings, names: list[str] | None = None) -> str | None:
-    """Why the nightly cannot sweep `names` (`--modes`; else `[sweep] modes`), or None: it sweeps eval alone until
-    its issues and reproducers carry a mode (another mode's crash would be filed under eval's key, title and
-    reproducer). SettingsError for a mode no table names."""
-    if all(mode.is_default for mode in settings.sweep_modes(names)):
-        return None
-    given = f"--modes {','.join(names)}" if names else \
-        f"{settings.source or 'settings'}: [sweep] modes = {settings.sweep.modes!r}"
-    return (f"{given}: the nightly sweeps eval only (its issues and reproducers do not carry a mode yet); "
-            "`flagsweep sweep --modes` sweeps the others")
-
-
 def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "nightly", date: str | None = None,
                 configs: list[str] | None = None, models: list[str] | None = None, force: bool = False,
                 shard: str | None = None, dry_run: bool | None = None, out_dir: str | Path | None = None,
                 progress: bool = True, steps: Steps | None = None, population: str | None = None,
                 modes: list[str] | None = None) -> NightlyResult:
-    """The whole nightly; a provider failure is a failed run in the store, never an exception."""
+    """The whole nightly; a provider failure is a failed run in the store, never an exception. Each mode (`modes`,
+    else `[sweep] modes`) is a run of its own, swept and published in turn on the one installed torch: the result is
+    the first mode's, the others' in `others`."""
     steps = steps or Steps()
     provider.parse_spec(torch)       # a build name that is none of the forms: SpecError before anything runs
-    refused = device_refusal(settings, torch) or settings.compile_cache_refusal() or modes_refusal(settings, modes)
+    refused = device_refusal(settings, torch) or settings.compile_cache_refusal()
     if refused:
         raise NightlyError(refused)
+    swept_modes = settings.sweep_modes(modes)     # SettingsError (a ValueError) naming an unknown one, before anything
+    if shard and not all(m.is_default for m in swept_modes):
+        raise NightlyError("--shard sweeps eval only: `flagsweep merge` joins one mode's shards")
     dry_run = (not settings.github.has_credentials) if dry_run is None else dry_run
     out = Path(out_dir or settings.issues.dry_run_out)
     shard_t = parse_shard(shard)
@@ -215,8 +216,23 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
     if request.population is not None:      # a drawn population keeps the canaries: the gate needs them
         request = dataclasses.replace(request, models=request.models + [c for c in canaries if c not in request.models])
         result.models = len(request.models)
-    existing = find_existing(conn, nightly=built.date, shard=shard, configs=swept.configs, models=request.models,
-                             torch_version=built.version)
+    result.mode = swept_modes[0].name
+    others = [dataclasses.replace(result, mode=m.name) for m in swept_modes[1:]]
+    for mode, each in zip(swept_modes, [result, *others]):     # one run per mode, each with its own baseline
+        _night_of_mode(conn, settings, each, dataclasses.replace(
+            request, options=dataclasses.replace(request.options, mode=mode)), built=built, force=force, steps=steps,
+            out=out if mode.is_default else out / mode.name, progress=progress)
+    result.others = others
+    return result
+
+
+def _night_of_mode(conn: sqlite3.Connection, settings: Settings, result: NightlyResult, request: SweepRequest, *,
+                   built: provider.Nightly, force: bool, steps: Steps, out: Path, progress: bool) -> NightlyResult:
+    """One mode's run of the night: swept (or reused, or resumed), then diffed, verified and published on its own.
+    out: where its dry-run issues and report go (another mode than eval: a folder of its own in the night's)."""
+    mode = request.options.mode
+    existing = find_existing(conn, nightly=built.date, shard=request.shard, configs=request.configs,
+                             models=request.models, torch_version=built.version, mode=mode.key)
     if existing and existing.status == "finished" and not force:
         result.status, run = "reused", existing
         log.info("nightly %s already swept as run %s: not sweeping again (--force to redo)", built.date, existing.id)
@@ -225,7 +241,8 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         run = steps.sweep(conn, dataclasses.replace(request, resume=resume))
     result.run_id, result.unavailable = run.id, run.unavailable
     result.configs = [c for c in result.configs if c not in result.unavailable]
-    if shard:
+    result.out_dir = str(out)
+    if request.shard:
         # A shard stops here: `flagsweep merge` joins the shards and publishes once.
         result.status = "shard_done" if result.status == "swept" else result.status
         return result

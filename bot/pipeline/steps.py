@@ -24,6 +24,7 @@ from bot.ranges.finder import SweepItemsStep as RangeSweepStep
 from bot.verify.steps import VerifySteps
 from bot.view.run_view import RunView
 from bot.settings import Settings
+from harness.core.modes import DEFAULT as DEFAULT_MODE, Mode
 from harness.core.outcome import Outcome
 from harness.engine.engine import SweepRequest
 from harness.engine.events import ConfigSpace
@@ -119,7 +120,9 @@ def confirm(conn: sqlite3.Connection, run_id: int, result: DiffResult | None, se
     run = runs.get_run(conn, run_id)
     try:
         # the modules the run's workers imported (--import: models registered there) rebuild its models again
-        options = settings.sweep_options(python, run.options.sweep.extra_modules)
+        # ... in the run's mode: a train crash is confirmed by train re-runs
+        options = dataclasses.replace(settings.sweep_options(python, run.options.sweep.extra_modules),
+                                      mode=run.options.sweep.mode)
         confirmed = flake.confirm(conn, run_id, transitions, configs=run.configs, base_settings=run.base_settings,
                                   options=options, runs=settings.confirm.runs)
     except ConfigUnavailable as exc:   # this host's torch lacks a flag the run swept (a merge): nothing re-runs
@@ -134,11 +137,12 @@ def list_builds(settings: Settings) -> list[str]:
 
 
 def range_sweep(items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict[str, Any],
-                build: provider.Nightly, settings: Settings) -> list[Outcome]:
-    """Run the items once on an installed build (nothing stored); a config that build lacks is left out."""
+                build: provider.Nightly, settings: Settings, mode: Mode = DEFAULT_MODE) -> list[Outcome]:
+    """Run the items once on an installed build in the run's mode (nothing stored); a config that build lacks is
+    left out."""
     from harness.engine import configs as configs_mod
     from harness.engine import engine
-    options = settings.sweep_options(build.python)
+    options = dataclasses.replace(settings.sweep_options(build.python), mode=mode)
     try:
         return engine.run_items(items, configs=configs, base_settings=base_settings, options=options)
     except engine.ConfigUnavailable:

@@ -27,6 +27,7 @@ from harness.core.diff import DiffResult
 from bot.settings import Settings
 from bot.builds.provider import Nightly, SpecError
 from bot.builds.wheel_index import ProviderError, dev_date
+from harness.core.modes import Mode
 from harness.core.outcome import UNTESTED_STATUSES, Outcome
 from state import ranges as store
 from state import runs as runs_mod
@@ -48,7 +49,7 @@ class SweepItemsStep(Protocol):
     """The items run once on an installed build, nothing stored (bot.pipeline.steps.range_sweep)."""
 
     def __call__(self, items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict[str, Any],
-                 build: Nightly, settings: Settings) -> list[Outcome]: ...
+                 build: Nightly, settings: Settings, mode: Mode) -> list[Outcome]: ...
 
 
 class ListBuildsStep(Protocol):
@@ -186,7 +187,7 @@ class Prober:
         configs = {c: self.run.configs.get(c, {}) for _, c in items}
         try:
             outcomes = self.seams.sweep_items(items, configs=configs, base_settings=self.run.base_settings, build=built,
-                                        settings=self.settings)
+                                              settings=self.settings, mode=self.run.options.sweep.mode)
         except Exception:   # a build the engine cannot sweep is untested, like one that cannot be installed
             log.exception("range: the sweep of nightly %s failed; skipping it", label)
             return None

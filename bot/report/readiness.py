@@ -63,7 +63,7 @@ def rows(conn: sqlite3.Connection, view: RunView) -> list[dict[str, Any]]:
             "models": len(effects), "not_read": sum(1 for e in effects if e.reason == NOT_READ),
             "pooled": sum(1 for e in effects if e.reason == POOLED),
             "counts": {c: counts[c] for c in COLUMNS},
-            "signatures": [{"signature": s, "link": view.links.get(tracking_key(config, s))} for s in sigs],
+            "signatures": [{"signature": s, "link": view.links.get(tracking_key(config, s, view.run.options.sweep.mode))} for s in sigs],
             "trend": _trend(conn, view, config),
             "calls": _calls(effects, settings, table) if shown else None,
         })

@@ -59,7 +59,8 @@ def for_verdict(verdict: Verdict, built: ModelBuild | None, crash: oracle.Crash,
         return Maintainer("", backend, "unconfirmed", "could not be rendered: no build data stored for the model")
     try:
         fields = seams.ask(built.config_class, built.config or {}, python, timeout)
-        script = maintainer.render_script(built, fields, crash.settings, backend, verdict.signature, crash.device)
+        script = maintainer.render_script(built, fields, crash.settings, backend, verdict.signature, crash.device,
+                                          crash.mode)
     except CallFailed as exc:   # the torch under test could not answer
         return Maintainer("", backend, "unconfirmed", f"could not be rendered: asking the config's defaults: {exc.why}")
     except ValueError as exc:   # an input kind without a line
@@ -98,7 +99,7 @@ def ablate_all(ctx: StepContext, groups: Groups, found: dict[tuple[str, str], Ve
         backend = maintainer.backend_for(component.component if component else None, run_backend)
         built = current.shrink.build if current.shrink and current.shrink.build else ctx.builds.get(current.model)
         settings = reproducers.run_settings(ctx.run, current.config)
-        crash = oracle.Crash(settings, {}, backend, device, current.signature)
+        crash = oracle.Crash(settings, {}, backend, device, current.signature, reproducers.run_mode(ctx.run))
         record = for_verdict(current, built, crash, python, ctx.timeout, metered)
         return dataclasses.replace(record, checked_on=current.build)
 

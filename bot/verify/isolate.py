@@ -29,6 +29,7 @@ from bot.verify.context import StepContext
 from bot.verify.reproducers import Groups
 from bot.verify.steps import Runner
 from harness.core.model_build import ModelBuild
+from harness.core.modes import Mode
 from harness.engine.script_runner import ScriptResult
 from state import verdicts as store
 from state.verdicts import Component, Stage, Verdict
@@ -36,6 +37,13 @@ from state.verdicts import Component, Stage, Verdict
 STAGES = ("eager", "aot_eager", "inductor")
 COMPONENT_OF = {"eager": "dynamo", "aot_eager": "aot_autograd", "inductor": "inductor"}
 BY_CONSTRUCTION = ("count", "eager")     # backends under which a crash can only be Dynamo's
+
+
+def isolated_backend(backend: str, mode: Mode) -> str:
+    """The backend a run's crash is isolated under: its own, but in train the counting backend hands each graph to
+    AOTAutograd (the backward is compiled: harness.engine.backend), so a train crash under it is isolated as one
+    under `aot_eager` (Dynamo's or AOTAutograd's), never Dynamo's by construction."""
+    return "aot_eager" if mode.train and backend == "count" else backend
 
 
 def stages_for(backend: str) -> tuple[str, ...]:
@@ -108,10 +116,11 @@ def isolate_all(ctx: StepContext, groups: Groups,
     Groups run side by side on `ctx.workers`; the store is written on this thread.
     """
     backend, device = reproducers.run_how(ctx.run)
+    backend = isolated_backend(backend, reproducers.run_mode(ctx.run))
     if backend in BY_CONSTRUCTION:
         return {group: by_construction(backend) for group in groups}
     conn, meter = ctx.conn, ctx.meter
-    known = store.components(conn)
+    known = store.components(conn, reproducers.run_mode(ctx.run).key)
     out: dict[tuple[str, str], Component] = {}
     todo: list[tuple[tuple[str, str], Verdict]] = []
     for group in groups:
@@ -130,7 +139,8 @@ def isolate_all(ctx: StepContext, groups: Groups,
             return None
         ctx.say(f"component: {verdict.model} under {group[0]}")
         try:
-            crash = oracle.Crash(reproducers.run_settings(ctx.run, group[0]), {}, backend, device, group[1])
+            crash = oracle.Crash(reproducers.run_settings(ctx.run, group[0]), {}, backend, device, group[1],
+                                 reproducers.run_mode(ctx.run))
             record = isolate(_build_for(verdict, ctx.builds), crash, ctx.python or "", timeout=ctx.timeout,
                              runner=meter.timed(group, "isolate", ctx.seams.run), progress=ctx.progress)
         except Exception:  # nothing to render from: no component, and nothing stored

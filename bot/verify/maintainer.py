@@ -18,6 +18,7 @@ from typing import Any
 from bot.text.render import render
 from bot.text.scripts import Code, compose, dotted_name, python_literal, python_name
 from harness.core.model_build import ModelBuild
+from harness.core.modes import DEFAULT, Mode
 
 WIDTH = 100            # a literal that fits on a line of this many columns stays on one line
 BACKEND_OF = {"dynamo": "eager", "aot_autograd": "aot_eager", "inductor": "inductor"}
@@ -173,10 +174,12 @@ def setting_lines(settings: dict[str, Any]) -> tuple[list[Code], list[Code]]:
 
 
 def render_script(built: ModelBuild, overrides: dict[str, Any], settings: dict[str, Any], backend: str,
-                  signature: str, device: str = "cpu") -> str:
+                  signature: str, device: str = "cpu", mode: Mode = DEFAULT) -> str:
     """The maintainer's script for `built` (config fields `overrides`) under `settings`, compiled with `backend`.
 
     device: where the sweep ran (not cpu: one `torch.set_default_device` line puts the model and inputs there).
+    mode: how the sweep ran the model; the template writes each axis not at its default as a person would (the
+    attention implementation set, `model.train()` and a loss's backward, autocast, `dynamic=True` or marked inputs).
     """
     imports, assignments = setting_lines(settings)
     config = [line for name, value in overrides.items() for line in argument_lines(name, value, 4)]
@@ -184,5 +187,6 @@ def render_script(built: ModelBuild, overrides: dict[str, Any], settings: dict[s
     return render("maintainer_script.py.j2", model=built.model, config_class=built.config_class,
                   seed=int(built.seed or 0), config_lines=config, input_lines=inputs, imports=imports,
                   settings=assignments, backend=backend, signature=signature, device=device,
-                  transformers_version=built.transformers_version or "")
+                  transformers_version=built.transformers_version or "", mode=mode,
+                  mode_words=render("mode_words.txt.j2", mode=mode).strip())
 

@@ -28,6 +28,7 @@ from typing import Any, Callable, NamedTuple
 from bot.verify.steps import Check, Runner, Under
 from bot.verify.wrong_script import MISMATCH, Case
 from harness.core.model_build import ModelBuild
+from harness.core.modes import DEFAULT, Mode
 from harness.engine.script_runner import ScriptResult
 
 MODES = ("eager", "baseline", "flag")     # cheapest first
@@ -45,11 +46,12 @@ class Crash:
     backend: str
     device: str
     signature: str
+    mode: Mode = DEFAULT                  # the run's mode: its script runs the model as the sweep did
 
     @property
     def under(self) -> Under:
         """What its reproducer script is rendered under."""
-        return Under(self.settings, self.backend, self.device, self.baseline)
+        return Under(self.settings, self.backend, self.device, self.baseline, self.mode)
 
 
 class Judged(NamedTuple):

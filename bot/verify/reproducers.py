@@ -23,10 +23,12 @@ import logging
 from typing import Any, Callable
 
 from bot.verify import oracle, pool, shrink
+from bot.verify.script import NotRenderable
 from bot.verify.context import StepContext
 from bot.verify.wrong_script import Case
 from harness.core.correctness import is_wrong_signature
 from harness.core.model_build import ModelBuild
+from harness.core.modes import Mode
 from harness.core.outcome import Effect, Outcome
 from state import verdicts as store
 from state.runs import Run
@@ -58,6 +60,11 @@ def run_settings(run: Run, config: str) -> dict[str, Any]:
 def run_how(run: Run) -> tuple[str, str]:
     """(backend, device) the run compiled under."""
     return run.options.sweep.backend, run.options.sweep.device
+
+
+def run_mode(run: Run) -> Mode:
+    """The mode the run swept in (harness.core.modes): its reproducers run the model the same way."""
+    return run.options.sweep.mode
 
 
 def run_tolerances(run: Run) -> tuple[float, float]:
@@ -126,7 +133,7 @@ def _plan(ctx: StepContext, group: tuple[str, str], effects: list[Effect],
     chosen = pick_model(effects, by_item)
     item = by_item.get((chosen.model, config))
     blank = Verdict(config, signature, chosen.model, item.fingerprint if item else None,
-                    run.environment.torch_version, run.environment.torch_git, "unconfirmed")
+                    run.environment.torch_version, run.environment.torch_git, "unconfirmed", mode=run_mode(run).key)
     cached = store.get(ctx.conn, blank.key)
     if cached is not None and not _wants_shrink(cached, budget, ctx.python):
         return cached
@@ -148,12 +155,20 @@ class _Oracles:
         """The oracle of `job`'s group for one stage: a wrong result's (judge_wrong) or a crash's, its runs metered."""
         (flag, baseline), signature = job.settings, job.blank.signature
         ctx, python = self.ctx, self.ctx.python or ""
+        if is_wrong_signature(signature) and not run_mode(ctx.run).is_default:
+            return functools.partial(_no_wrong_script, run_mode(ctx.run))
         if is_wrong_signature(signature):
             case = Case(signature, flag, baseline, *self.how, *self.tolerance)
             check = ctx.meter.timed(job.group, stage, ctx.seams.check)
             return lambda built, timeout: oracle.judge_wrong(built, case, python, check=check, timeout=timeout)
-        crash = oracle.Crash(flag, baseline, *self.how, signature)
+        crash = oracle.Crash(flag, baseline, *self.how, signature, run_mode(ctx.run))
         return shrink.crash_judge(crash, python, ctx.meter.timed(job.group, stage, ctx.seams.run))
+
+
+def _no_wrong_script(mode: Mode, built: ModelBuild | None, timeout: float) -> oracle.Judged:
+    """A wrong result's reproducer is written for eval only: in another mode its group gets no script (the verdict
+    says why; nothing is judged in the wrong mode)."""
+    raise NotRenderable(f"a wrong result's accuracy reproducer runs in eval only for now, not in mode {mode.name}")
 
 
 def _work(job: Job, oracles: _Oracles) -> tuple[Verdict, bool] | None:

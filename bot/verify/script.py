@@ -18,6 +18,7 @@ import harness
 from bot.text.render import render
 from bot.text.scripts import Code, own_source
 from harness.core.model_build import ModelBuild
+from harness.core.modes import DEFAULT, Mode
 
 HARNESS = Path(harness.__file__).parent
 
@@ -34,10 +35,13 @@ def module_source(path: Path) -> Code:
 
 
 def render_script(built: ModelBuild | None, settings: dict[str, Any], backend: str = "count",
-                  device: str = "cpu", baseline: dict[str, Any] | None = None) -> str:
+                  device: str = "cpu", baseline: dict[str, Any] | None = None, mode: Mode = DEFAULT) -> str:
     """The reproducer's source text for one stored model build under `settings` (base + config).
 
     baseline: the run's baseline settings, for the script's `baseline` mode (None: torch's defaults).
+    mode: how the sweep ran the model (harness.core.modes); another than eval inlines harness/engine/in_mode.py,
+    the worker's own rules (the train step, autocast, dynamic, the attention implementation), and the script runs
+    every check through it; an eval script is the one it was before modes.
     """
     if not built or not built.config_class or not built.model:
         raise NotRenderable("the run stored no build data for this model")
@@ -51,4 +55,6 @@ def render_script(built: ModelBuild | None, settings: dict[str, Any], backend: s
         config=built.config or {}, spec=built.spec or {},
         inputs_source=module_source(HARNESS / "zoo" / "inputs.py"),
         signature_source=module_source(HARNESS / "core" / "signature.py"),
+        mode=None if mode.is_default else mode.to_dict(),
+        mode_source=None if mode.is_default else module_source(HARNESS / "engine" / "in_mode.py"),
     )

@@ -17,6 +17,7 @@ from bot.text.render import render
 from bot.verify.script import HARNESS, module_source, render_script
 from bot.verify.wrong_script import MISMATCH, Case, render_wrong
 from harness.core.model_build import ModelBuild
+from harness.core.modes import DEFAULT, Mode
 from harness.engine.interpreter import call
 from harness.engine.script_runner import ScriptResult, run_script
 
@@ -24,12 +25,13 @@ from harness.engine.script_runner import ScriptResult, run_script
 @dataclass(frozen=True)
 class Under:
     """What a crash's reproducer script is rendered under: the flag's settings, the backend and device it compiles
-    with, and the baseline's settings (each base + config) that its `baseline` mode runs."""
+    with, the baseline's settings (each base + config) that its `baseline` mode runs, and the run's mode."""
 
     settings: dict[str, Any]
     backend: str
     device: str
     baseline: dict[str, Any] | None = None
+    mode: Mode = DEFAULT                   # how the model runs (harness.core.modes): the script renders it
 
 
 class Runner(Protocol):
@@ -61,7 +63,7 @@ class Ask(Protocol):
 def render_and_run(built: ModelBuild | None, under: Under, python: str, timeout: float,
                    mode: str = "flag") -> tuple[str, ScriptResult]:
     """Render the script from stored data, run it in `mode` (oracle.MODES) under `python`; (script, its result)."""
-    script = render_script(built, under.settings, under.backend, under.device, under.baseline)
+    script = render_script(built, under.settings, under.backend, under.device, under.baseline, under.mode)
     return script, run_script(script, python, timeout, args=() if mode == "flag" else (mode,))
 
 

@@ -159,10 +159,10 @@ def _view(conn: sqlite3.Connection, items: RunItems, night: Night, repo: str | N
     """Read the rest (signatures, links, ranges, verdicts, the verify cost, the precision) around the items."""
     run, outcomes = items.run, list(items.outcomes)
     links = links_mod.all_links(conn, repo or None)
-    found = ranges_mod.latest(conn, max(items.group or (run.id,)))
+    found = ranges_mod.latest(conn, max(items.group or (run.id,)), run.options.sweep.mode.key)
     view = RunView(run=run, group=items.group, models=frozenset(history.models_of(conn, run)),
                    outcomes=items.outcomes, effects=items.effects, previous=night.previous, diff=night.diff,
-                   signatures=tuple(history.signature_history(conn)), links=MappingProxyType(links),
+                   signatures=tuple(history.signature_history(conn, mode=run.options.sweep.mode.key)), links=MappingProxyType(links),
                    breaks=MappingProxyType(flag_breaks(outcomes, run.configs)),
                    leverage=MappingProxyType(leverage(outcomes)), builds=items.builds,
                    ranges=MappingProxyType(found), culprits=MappingProxyType(commit_ranges(conn, found)),

@@ -61,6 +61,12 @@ class Mode:
         """Autocast to a half-precision dtype."""
         return self.dtype != "float32"
 
+    @property
+    def key(self) -> str:
+        """What keys the mode's issues, history and verdicts: '' for the default (keyed as before modes existed), else
+        its changed axes (`phase=train,dtype=bfloat16`): a mode renamed in the settings keeps its issues."""
+        return ",".join(f"{axis}={value}" for axis, value in self.changed().items())
+
     def changed(self) -> dict[str, str]:
         """The axes not at their default, in order ({} for the default mode)."""
         return {axis: getattr(self, axis) for axis in AXES if getattr(self, axis) != getattr(DEFAULT, axis)}

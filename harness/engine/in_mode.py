@@ -15,11 +15,12 @@ from __future__ import annotations
 import contextlib
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
 
-from harness.core.modes import Mode
+if TYPE_CHECKING:    # annotations only: a reproducer inlines this module (bot/verify/script.py) without flagsweep
+    from harness.core.modes import Mode
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 # transformers' heads that compute their own loss from `labels` shaped as `input_ids`.
