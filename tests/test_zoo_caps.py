@@ -4,6 +4,8 @@ real config class here; the real builds are in tests/test_zoo_lock.py (GPT2Model
 below (a class that does not run with a cap keeps its size, and its entry says why)."""
 from __future__ import annotations
 
+import json
+
 from harness.discovery import caps
 from harness.discovery.specs import MAX_ID, special_ids
 from harness.zoo import lock
@@ -66,3 +68,17 @@ def test_why_an_entry_gave_up_its_caps_is_optional_and_outside_the_build_hash():
     uncapped = lock.seal({**entry, lock.UNCAPPED_FIELD: "vocab: eager_error: IndexError: index out of range"})
     assert lock.check_entry("M", uncapped, "5.23.0") is uncapped
     assert lock.build_hash(uncapped) == lock.build_hash(lock.seal(entry))
+
+
+def test_a_class_that_does_not_run_with_a_cap_keeps_its_size_and_its_entry_says_why():
+    """ConvNeXt aliases num_hidden_layers to num_stages: capped at 2 stages, its 4 stage widths no longer fit and
+    the eager forward fails. The lock job gives the caps up (the vocabulary and media caps change nothing in it, so
+    they are not tried alone), locks the size it had, and its entry names the caps and the failure."""
+    from harness.discovery.discover import plan
+    from harness.discovery.lockjob import lock_entry
+
+    assert plan("ConvNextModel", ("widths",)).config["num_stages"] == 2                 # what the cap would build
+    entry = lock_entry("ConvNextModel", "cpu")
+    assert entry["status"] == "ok" and entry["config"]["num_stages"] == 4 == len(entry["config"]["hidden_sizes"])
+    assert entry["config"] == json.loads(json.dumps(plan("ConvNextModel", ()).config))  # its old size, as JSON
+    assert entry[lock.UNCAPPED_FIELD].startswith("widths, vocab, media: eager_error: RuntimeError: Given normalized_shape")
