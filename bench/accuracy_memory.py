@@ -8,7 +8,11 @@ resident set and the peak (VmHWM) after each step, the outputs' shapes, and the 
 peak after the build and eager forward (a sweep with the checks off compiles too: bench/accuracy_cost.py measures
 the ratio of the sweeps themselves, target at most 2x; this one shows where the peak with the checks on goes).
 
+    nice .venv/bin/python bench/accuracy_memory.py          # MODELS: the issue's list
     nice .venv/bin/python bench/accuracy_memory.py FlaubertModel PaliGemmaForConditionalGeneration
+
+Ends with a table of every model: the peak after the build and eager forward, the peak with the checks on, their
+ratio (target at most 2x) and whether the peak with the checks on stays under LIMIT_MB.
 """
 from __future__ import annotations
 
@@ -19,6 +23,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+# The large-output models, then the 20 of the public corpus comparison (Flaubert and Longformer are in both).
+MODELS = ("FlaubertModel", "PaliGemmaForConditionalGeneration", "LongformerModel", "BertModel", "GPT2Model",
+          "LlamaForCausalLM", "MistralModel", "Qwen2Model", "T5Model", "BartModel", "ReformerModel", "MimiModel",
+          "ViTModel", "CLIPModel", "WhisperModel", "DistilBertModel", "RobertaModel", "OPTModel", "GPTNeoXModel",
+          "Qwen2VLForConditionalGeneration", "Glm4vForConditionalGeneration")
+RATIO = 2.0       # the target: peak with the checks on at most twice the peak with them off
+LIMIT_MB = 2048   # and no model over 2 GB with the checks on
+PEAKS = "peaks:"  # the child's last line: its two peaks, for the table
 
 
 def steps(model: str) -> None:
@@ -40,7 +53,7 @@ def steps(model: str) -> None:
     shapes = [f"{leaf.path} {tuple(leaf.value.shape)}" for leaf in leaves(out) if isinstance(leaf.value, torch.Tensor)]
     print(f"{model}: outputs {', '.join(shapes[:4])}{' ...' if len(shapes) > 4 else ''}")
     del out
-    off = say("built, one eager forward (checks off)")
+    off = on = say("built, one eager forward (checks off)")
     refs = scenarios.References(model, built, "cpu", Accuracy())
     say("eager's references")
     done = backend.compile_and_run(built.module, scenarios.clone(built.inputs), settings={}, backend="count")
@@ -55,11 +68,40 @@ def steps(model: str) -> None:
                                         measure.error_fields)
             on = say(f"{step.scenario}: {call.accuracy}")
     print(f"  peak with the checks on / after the build and eager forward: {on / off:.2f}; fp64 runs: {refs.fp64_runs}")
+    print(PEAKS, off, on, flush=True)
+
+
+def one(model: str) -> tuple[float, float] | None:
+    """A model's (peak off, peak on) measured in its own interpreter, its steps printed; None when it broke."""
+    done = subprocess.run([sys.executable, __file__, "--one", model], check=False, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True)
+    lines = done.stdout.splitlines()
+    print("\n".join(line for line in lines if not line.startswith(PEAKS)), flush=True)
+    last = next((line.split()[1:] for line in reversed(lines) if line.startswith(PEAKS)), None)
+    return (float(last[0]), float(last[1])) if last else None
+
+
+def table(peaks: dict[str, tuple[float, float] | None]) -> str:
+    """Every model's peaks, ratio and verdicts, and how many missed the targets."""
+    rows = [f"{'model':40} {'off MB':>8} {'on MB':>8} {'on/off':>7}  <={RATIO:g}x  <{LIMIT_MB} MB"]
+    misses = 0
+    for model, p in peaks.items():
+        if p is None:
+            rows.append(f"{model:40} {'broke':>8}")
+            misses += 1
+            continue
+        ratio = p[1] / p[0]
+        ok_ratio, ok_mb = ratio <= RATIO, p[1] < LIMIT_MB
+        misses += not (ok_ratio and ok_mb)
+        rows.append(f"{model:40} {p[0]:8.0f} {p[1]:8.0f} {ratio:7.2f}  {'yes' if ok_ratio else 'NO':>5}  "
+                    f"{'yes' if ok_mb else 'NO':>5}")
+    rows.append(f"{len(peaks) - misses} of {len(peaks)} models within both targets")
+    return "\n".join(rows)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="+")
+    ap.add_argument("models", nargs="*", default=list(MODELS))
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)   # the child: one model, this process
     args = ap.parse_args()
     if args.one:
@@ -68,9 +110,9 @@ def main() -> int:
     from bench.sweep_common import machine
 
     print(machine("at the start"))
-    for model in args.models:
-        subprocess.run([sys.executable, __file__, "--one", model], check=False, stderr=subprocess.DEVNULL)
+    peaks = {model: one(model) for model in args.models}
     print(machine())
+    print(table(peaks))
     return 0
 
 

@@ -50,7 +50,7 @@ def test_before_and_after_carry_effect_graphs_signature():
     assert t.after.signature.startswith("PendingUnbackedSymbolNotFound")
     brand = next(t for t in result.transitions if t.model == "Brand")
     assert brand.before.status is None and brand.after.graphs == 3
-    assert set(t.to_dict()) == {"model", "config", "transition", "before", "after", "flaky_rate", "reason"}
+    assert set(t.to_dict()) == {"model", "config", "transition", "before", "after", "flaky_rate", "reason", "in_note"}
 
 
 def test_timeout_without_signature_and_status_change():

@@ -76,9 +76,9 @@ def test_a_lock_without_modeling_hashes_is_unknown_not_changed(three_locks):
     assert against_installed["modeling_changed"] == sorted(MODELS) and not against_installed["entries_compared"]
 
 
-def _run(conn, version: str, fingerprints: dict[str, str]) -> int:
+def _run(conn, version: str, fingerprints: dict[str, str], recipes: str = "r") -> int:
     rid = runs.create_run(conn, environment=RunEnvironment.from_dict({"torch_version": "2.13.0", "transformers_version": version,
-                                             "device": "cpu", "recipe_fingerprint": "r"}),
+                                             "device": "cpu", "recipe_fingerprint": recipes}),
                           models=list(fingerprints), configs={"baseline": {}, FLAG: {FLAG: True}})
     for m, fp in fingerprints.items():
         for config in ("baseline", FLAG):
@@ -119,6 +119,35 @@ def test_across_a_bump_changed_models_are_not_comparable_and_the_rest_are_compar
     assert main(["--state", str(state), "publish", str(b), "--dry-run", "--no-verify", "--out", str(out)]) == 0
     summary = next(p.read_text() for p in out.glob("*.md") if p.read_text().startswith("# flagsweep summary"))
     assert "1 model was not compared with" in summary and "(transformers 5.23.0 → 5.24.0)" in summary
+
+
+def test_the_night_after_a_relock_says_so_in_one_line_and_lists_no_item(tmp_path, capsys):
+    """The corpus re-locked under the same transformers (issue 44's caps): every build changed, so every item is
+    not comparable for one night. The diff, the report and `flagsweep diff` say so in one line (the two recipe
+    fingerprints, how many models) instead of listing thousands of not_comparable items; a model whose build did
+    not change is still compared, and a night without a re-lock has no such line."""
+    state = tmp_path / "st.sqlite"
+    conn = db.connect(state)
+    before = {"GPT2Model": "f1", "BertModel": "f2", "ViTModel": "f3"}
+    a = _run(conn, "5.23.0", before, recipes="old")
+    b = _run(conn, "5.23.0", {**before, "GPT2Model": "g1", "BertModel": "g2"}, recipes="new")
+    c = _run(conn, "5.23.0", {**before, "GPT2Model": "g1", "BertModel": "g2"}, recipes="new")
+    assert main(["--state", str(state), "diff", str(a), str(b), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["relock"] == {"before": "old", "after": "new", "models": 2, "of": 3}
+    by_model = {t["model"]: t for t in doc["transitions"]}
+    assert by_model["GPT2Model"]["transition"] == "not_comparable" and by_model["GPT2Model"]["in_note"]
+    assert by_model["ViTModel"]["transition"] == "unchanged" and not by_model["ViTModel"]["in_note"]
+    assert doc["changed_models"] == []                       # nothing a person needs to hear about, item by item
+    assert main(["--state", str(state), "diff", str(a), str(b)]) == 0
+    text = capsys.readouterr().out
+    note = "recipe fingerprint old → new: the corpus was re-locked or its build code changed): 2 of 3 models"
+    assert text.count(note) == 1 and "not_comparable" not in text and "Nothing changed." in text
+    assert main(["--state", str(state), "report", str(b), "-o", str(tmp_path / "r.md")]) == 0
+    report = (tmp_path / "r.md").read_text()
+    assert report.count(note) == 1 and "not comparable (" not in report and "Nothing changed." in report
+    assert main(["--state", str(state), "diff", str(b), str(c), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["relock"] is None    # the night after: compared as ever
 
 
 def test_a_worker_answer_that_is_no_entry_is_an_error_not_ok():

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from harness import zoo
-from harness.discovery import check, locker
+from harness.discovery import caps, check, locker
+from harness.discovery.specs import MAX_ID
 from harness.engine import engine
 from harness.zoo import lock
 from harness.zoo.sizes import second_specs
@@ -158,9 +159,19 @@ def test_reading_the_lock_never_imports_torch():
 def test_the_lock_job_answers_entries_that_build(tmp_path):
     """The real lock path for one cheap class: discovery in an engine worker, its entry as the answer, merged, built."""
     real = lock.current()
-    answers = list(locker.discover_entries(["GPT2Model"], real.version, {}, workers=1, timeout=300, python=None,
-                                           progress=False))
-    assert [(e["model"], e["status"], answered) for e, answered in answers] == [("GPT2Model", "ok", True)]
+    # Mamba2Model's config holds an infinity (time_step_limit [0.0, inf]) that a worker's event refuses as a number:
+    # the answer travels as JSON text, and one such class no longer stops the whole lock (it did with issue 45's checks)
+    answers = sorted(locker.discover_entries(["GPT2Model", "Mamba2Model"], real.version, {}, workers=2, timeout=300,
+                                             python=None, progress=False), key=lambda a: a[0]["model"])
+    assert [(e["model"], e["status"], answered) for e, answered in answers] == [("GPT2Model", "ok", True),
+                                                                                 ("Mamba2Model", "ok", True)]
+    assert answers[1][0]["config"]["time_step_limit"] == [0.0, float("inf")]
+    # The caps (harness/discovery/caps.py): GPT-2's vocabulary of 50,257 is capped at 1,024 and its bos/eos id 50,256,
+    # above the cap, is moved inside it and above every id the inputs draw; the built model ran in eager (status ok)
+    gpt2 = answers[0][0]
+    assert gpt2["config"]["vocab_size"] == caps.VOCAB and gpt2["config"]["bos_token_id"] == gpt2["config"]["eos_token_id"] == MAX_ID
+    assert gpt2["spec"]["input_ids"]["high"] == MAX_ID and lock.UNCAPPED_FIELD not in gpt2
+    answers = answers[:1]
     path = lock.lock_path(real.version, tmp_path / "lock")
     entries = locker.merge(path, real.version, {"GPT2Model": answers[0][0]}, None, {"GPT2PreTrainedModel": "abstract"})
     fresh = lock.load(real.version, str(tmp_path / "lock")).entry("GPT2Model")

@@ -114,6 +114,7 @@ def _diff_dict(conn: sqlite3.Connection, a: runs_mod.Run, b: runs_mod.Run, resul
                          "configs_changed": result.configs_changed},
         "models_only_from": sorted(models_a - models_b), "models_only_to": sorted(models_b - models_a),
         "notes": result.notes,
+        "relock": dataclasses.asdict(result.relock) if result.relock else None,
         "base_settings_changed": _changes(a.base_settings, b.base_settings),
         "environment_changed": _changes(a.environment.to_dict(), b.environment.to_dict()),
         "from_run": _run_summary(conn, a), "to_run": _run_summary(conn, b),
@@ -228,7 +229,8 @@ def build_context(conn: sqlite3.Connection, run_id: int | None = None, *, trend_
     models = sorted({o.model for o in outs} | view.models)
     changes = _diff_dict(conn, view.previous, run, view.diff) if view.previous is not None else None
     if changes is not None:
-        news = [t for t in changes["transitions"] if t["transition"] in NEWS and t["flaky_rate"] is None]
+        news = [t for t in changes["transitions"] if t["transition"] in NEWS and t["flaky_rate"] is None
+                and not t["in_note"]]
         changes["news"] = news
         changes["nonzero"] = [{"name": n, "count": c} for n, c in changes["counts"].items() if c]
     return {

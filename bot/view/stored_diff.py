@@ -15,7 +15,8 @@ def diff_stored(conn: sqlite3.Connection, run_a: int, run_b: int) -> DiffResult:
     return diff(history.group_outcomes(conn, run_a), history.group_outcomes(conn, run_b),
                 before_effects=history.effects(conn, run_a), after_effects=history.effects(conn, run_b),
                 before_configs=a.configs if a else None, after_configs=b.configs if b else None,
-                transformers=(_transformers(a), _transformers(b)))
+                transformers=(_transformers(a), _transformers(b)),
+                recipes=(_recipes(a), _recipes(b)))
 
 
 def diff_runs(conn: sqlite3.Connection, before: runs_mod.Run, after: runs_mod.Run) -> DiffResult:
@@ -23,7 +24,8 @@ def diff_runs(conn: sqlite3.Connection, before: runs_mod.Run, after: runs_mod.Ru
     return diff(history.group_outcomes(conn, before.id), history.group_outcomes(conn, after.id),
                 before_effects=history.effects(conn, before.id), after_effects=history.effects(conn, after.id),
                 before_configs=before.configs, after_configs=after.configs,
-                transformers=(_transformers(before), _transformers(after)))
+                transformers=(_transformers(before), _transformers(after)),
+                recipes=(_recipes(before), _recipes(after)))
 
 
 def diff_loaded(conn: sqlite3.Connection, before: runs_mod.Run, after: runs_mod.Run, outcomes: Sequence[Outcome],
@@ -32,9 +34,15 @@ def diff_loaded(conn: sqlite3.Connection, before: runs_mod.Run, after: runs_mod.
     return diff(history.group_outcomes(conn, before.id), list(outcomes),
                 before_effects=history.effects(conn, before.id), after_effects=list(effects),
                 before_configs=before.configs, after_configs=after.configs,
-                transformers=(_transformers(before), _transformers(after)))
+                transformers=(_transformers(before), _transformers(after)),
+                recipes=(_recipes(before), _recipes(after)))
 
 
 def _transformers(run: runs_mod.Run | None) -> str | None:
     """The transformers version a run built its models with (None: unknown)."""
     return run.environment.transformers_version if run else None
+
+
+def _recipes(run: runs_mod.Run | None) -> str | None:
+    """The recipe fingerprint (the zoo's lock and build code) a run built its models with (None: unknown)."""
+    return run.environment.recipe_fingerprint if run else None

@@ -75,6 +75,7 @@ class Transition:
     after: Side | AxisSide
     flaky_rate: float | None = None   # set when flake confirmation saw the change not repeat
     reason: str | None = None         # why a not_comparable item was not compared ("transformers 5.23.0 → 5.24.0")
+    in_note: bool = False             # told by the night's one line (DiffResult.relock), not listed on its own
 
     @property
     def flaky(self) -> bool:
@@ -83,6 +84,18 @@ class Transition:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Relock:
+    """A night whose builds changed under the same transformers (the zoo re-locked, or its build code changed): the
+    recipe fingerprints of the two runs and how many models were not compared, told in one line
+    (templates/relock_note.j2) instead of one not_comparable line per item."""
+
+    before: str
+    after: str
+    models: int
+    of: int
 
 
 @dataclass
@@ -96,6 +109,7 @@ class DiffResult:
     configs_changed: dict[str, dict[str, Any]] = field(default_factory=dict)  # same name, other settings
     notes: list[str] = field(default_factory=list)         # why something was not compared
     axes: list[Transition] = field(default_factory=list)   # correctness and recompiles night to night (AXIS_TRANSITIONS)
+    relock: Relock | None = None                           # the zoo's builds changed this night (told in one line)
 
     @property
     def comparable(self) -> bool:
@@ -128,7 +142,7 @@ class DiffResult:
 
     def news(self) -> list[Transition]:
         """Believed transitions worth telling a person about."""
-        return [t for t in self.believed() if t.transition in NEWS]
+        return [t for t in self.believed() if t.transition in NEWS and not t.in_note]
 
     def axis_counts(self) -> dict[str, int]:
         """{axis transition: count}, every one named."""
@@ -156,6 +170,7 @@ class DiffResult:
             "notes": self.notes,
             "axes": [t.to_dict() for t in self.axes],
             "axis_counts": self.axis_counts(),
+            "relock": asdict(self.relock) if self.relock else None,
         }
 
 
@@ -207,13 +222,16 @@ def _index(effects: Iterable[Effect] | None) -> dict[tuple[str, str], Effect]:
 def diff(before: list[Outcome], after: list[Outcome], *, before_effects: list[Effect] | None = None,
          after_effects: list[Effect] | None = None, before_configs: Mapping[str, Any] | None = None,
          after_configs: Mapping[str, Any] | None = None,
-         transformers: tuple[str | None, str | None] = (None, None)) -> DiffResult:
+         transformers: tuple[str | None, str | None] = (None, None),
+         recipes: tuple[str | None, str | None] = (None, None)) -> DiffResult:
     """Compare two runs' outcomes item by item.
 
     Configs present in only one run, or (when `*_configs` settings are given)
     with the same name but other settings, are left out and named in the result.
     `transformers`: the two runs' transformers versions; across a bump, the models whose build changed (lock entry
     or modeling source: their fingerprint) are not comparable for that night with the bump as the reason.
+    `recipes`: the two runs' recipe fingerprints (the zoo's lock and build code); where they differ under the same
+    transformers, the models whose build changed are told in one line (DiffResult.relock), not listed one by one.
     """
     b_items = {(o.model, o.config): o for o in before}
     a_items = {(o.model, o.config): o for o in after}
@@ -249,6 +267,7 @@ def diff(before: list[Outcome], after: list[Outcome], *, before_effects: list[Ef
         if t.transition != "not_comparable" and b is not None and a is not None:
             result.axes += axis_transitions(b, a, b_eff.get(key), a_eff.get(key))
     _not_comparable_because(result, *transformers)
+    _relocked(result, transformers, recipes)
     return result
 
 
@@ -283,6 +302,21 @@ def axis_transitions(before: Outcome, after: Outcome, before_effect: Effect | No
              recompile_transition(b_side.recompiles, a_side.recompiles))
     return [Transition(model=after.model, config=after.config, transition=name, before=b_side, after=a_side)
             for name in found if name is not None]
+
+
+def _relocked(result: DiffResult, transformers: tuple[str | None, str | None],
+              recipes: tuple[str | None, str | None]) -> None:
+    """The night after a re-lock (same transformers, another recipe fingerprint): the items whose build changed are
+    told in one line, not one not_comparable line each (an item out of memory keeps its own line)."""
+    before, after = recipes
+    if transformers[0] != transformers[1] or not before or not after or before == after:
+        return
+    changed = [t for t in result.transitions if t.transition == "not_comparable" and t.before.fingerprint
+               and t.after.fingerprint and t.before.fingerprint != t.after.fingerprint]
+    for t in changed:
+        t.in_note = True
+    if changed:
+        result.relock = Relock(before, after, len({t.model for t in changed}), len({t.model for t in result.transitions}))
 
 
 def _not_comparable_because(result: DiffResult, before: str | None, after: str | None) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
 
-from harness.discovery import enumerate as enum_mod
+from harness.discovery import caps as caps_mod, enumerate as enum_mod
 from harness.zoo.build import SEED, config_class_of, quiet_transformers
 from harness.zoo.errors import BuildError
 from harness.discovery.fixups import (clip_feature_layers, code_default_mrope, code_token_ids, default_towers, fit_mrope,
@@ -70,8 +70,8 @@ def _fixup_chain(cls: type, base: Any) -> list[tuple[str, Callable[[dict], dict]
 
 
 @lru_cache(maxsize=None)
-def plan(model: str) -> Plan:
-    """The build plan for a candidate: shrunk config dict plus recipe; no weights."""
+def plan(model: str, caps: tuple[str, ...] = caps_mod.CAPS) -> Plan:
+    """The build plan for a candidate: shrunk config dict (with the named caps) plus recipe; no weights."""
     quiet_transformers()
     try:
         cls = enum_mod.model_class(model)
@@ -95,7 +95,7 @@ def plan(model: str) -> Plan:
         fixed = fix(shrunk)
         applied += [name] if fixed != shrunk else []
         shrunk = fixed
-    cfg = apply_config(shrunk, recipe)
+    cfg = caps_mod.apply(apply_config(shrunk, recipe), caps, config_cls)
     for name, fix in (("vocabulary_map", lambda c: vocabulary_map(cls, c)), ("fit_pinpoints", fit_pinpoints),
                       ("known_kwargs", lambda c: known_kwargs(config_cls, c))):
         fixed = fix(cfg)
@@ -154,14 +154,14 @@ def _probe(module: Any, config: Any, spec: dict, repairs: list[str], evidence: l
     return counted
 
 
-def discover(model: str, evidence: list[dict] | None = None) -> Discovered:
-    """Run discovery for one class on CPU: the data of its lock entry; BuildError on failure.
+def discover(model: str, evidence: list[dict] | None = None, caps: tuple[str, ...] = caps_mod.CAPS) -> Discovered:
+    """Run discovery for one class on CPU (with the named caps): the data of its lock entry; BuildError on failure.
 
     evidence: where each input repair made records the error text it handled (see probe.repair_inputs).
     """
     from harness.discovery.specs import make_spec
 
-    p = plan(model)
+    p = plan(model, caps)
     cls = enum_mod.model_class(model)
     fixups = list(p.fixups)
     try:

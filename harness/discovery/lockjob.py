@@ -1,33 +1,73 @@
 """The `zoo lock` job, run in engine workers: discover one class and verify its entry as a sweep would build it.
 
-locker.py hands the engine this job by name ("harness.discovery.lockjob:lock_entry"); a
-worker calls lock_entry(model, device), and the entry goes back to the parent as the
-job's answer. Nothing here writes files or changes another module's state.
+locker.py hands the engine this job by name ("harness.discovery.lockjob:lock_entry_text"); a
+worker calls it with (model, device), and the entry goes back to the parent as the job's
+answer, in JSON text. Nothing here writes files or changes another module's state.
 """
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from harness.discovery.caps import CAPS
 from harness.discovery.discover import discover, plan
 from harness.discovery.enumerate import kind_of, stratum_fallback
 from harness.zoo.build import SEED, materialize
 from harness.zoo.errors import BuildError
 from harness.zoo.inputs import make_inputs
-from harness.zoo.lock import seal
+from harness.zoo.lock import UNCAPPED_FIELD, seal
 from harness.zoo.second import FIELD as SECOND_SPEC, WHY_FIELD as SECOND_WHY, first_that_runs
 from harness.zoo.sizes import second_specs
 
 
 def lock_entry(model: str, device: str) -> dict:
-    """The lock entry of one class: discovered and verified (status ok), or why it could not be (never raises)."""
+    """The lock entry of one class: discovered and verified (status ok), or why it could not be (never raises).
+
+    With every cap first (caps.CAPS); a class that does not build or run in eager with them gives them up, the last
+    first, until one plan works or none is left, and its entry names the caps it gave up and why (UNCAPPED_FIELD).
+    """
+    first = None
+    for n in range(len(CAPS), -1, -1):
+        caps = CAPS[:n]
+        if n < len(CAPS) and plan_of(model, caps) == plan_of(model, CAPS[:n + 1]):
+            continue   # the cap given up changed nothing in this class: the same plan fails the same way
+        entry = capped_entry(model, caps, device)
+        first = first or entry
+        if entry["status"] == "ok" or n == 0:
+            break
+    if entry["status"] != "ok" or entry is first:
+        return entry
+    return seal({**entry, UNCAPPED_FIELD: f"{', '.join(CAPS[len(caps):])}: {first['status']}: {first['cause']}"[:300]})
+
+
+def plan_of(model: str, caps: tuple[str, ...]) -> dict | None:
+    """The config a plan with these caps builds, or None when planning fails."""
     try:
-        entry = discovered_entry(model)
+        return plan(model, caps).config
+    except Exception:
+        return None
+
+
+def capped_entry(model: str, caps: tuple[str, ...], device: str) -> dict:
+    """The verified entry of one class with the named caps, or why it could not be made (never raises)."""
+    try:
+        entry = discovered_entry(model, caps)
     except BuildError as exc:
         return failed_entry(model, exc.status, exc.cause)
     except Exception as exc:  # discovery itself broke on this class: recorded, not dropped
         return failed_entry(model, "create_error", f"{type(exc).__name__}: {str(exc)[:280]}")
     return verify(entry, device)
+
+
+def lock_entry_text(model: str, device: str) -> str:
+    """The job's answer: lock_entry's entry as JSON text. A config may hold infinities (Mamba 2's time_step_limit
+    [0.0, inf]), which the lock file writes as Infinity but a worker's event refuses as a number (JSON has none)."""
+    return json.dumps(lock_entry(model, device), sort_keys=True)
+
+
+def reverify_entry_text(model: str, device: str) -> str:
+    """The job's answer: reverify_entry's entry as JSON text (as lock_entry_text)."""
+    return json.dumps(reverify_entry(model, device), sort_keys=True)
 
 
 def reverify_entry(model: str, device: str) -> dict:
@@ -58,11 +98,11 @@ def failed_entry(model: str, status: str, cause: str) -> dict:
                  "applied": {"recipes": [], "fixups": [], "repairs": []}, "transformers": transformers.__version__})
 
 
-def discovered_entry(model: str) -> dict:
+def discovered_entry(model: str, caps: tuple[str, ...] = CAPS) -> dict:
     """The lock entry discovery makes for a class (status ok until verified); BuildError if discovery fails."""
     import transformers
 
-    d = discover(model)
+    d = discover(model, caps=caps)
     return seal({"model": model, "config_class": d.config_class, "stratum": d.stratum, "kind": kind_of(model),
                  "status": "ok", "cause": None, "config": _json_data(d.config), "spec": _json_data(d.spec),
                  "text_only": d.text_only, "applied": {"recipes": d.recipes, "fixups": d.fixups, "repairs": d.repairs},

@@ -26,6 +26,10 @@ def forward_params(cls: type) -> dict[str, inspect.Parameter]:
     return {k: p for k, p in params.items() if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
 
 
+ID_KEYS = ("token_id", "token_index", "token_ids", "_id")   # how the keys of special token ids end
+ID_LIST_KEYS = ("token_id", "token_ids")                    # ... and of lists of them
+
+
 def special_ids(d: Any, out: set[int] | None = None) -> set[int]:
     """Every integer token id named in a config dict, at any depth."""
     out = set() if out is None else out
@@ -33,9 +37,9 @@ def special_ids(d: Any, out: set[int] | None = None) -> set[int]:
         for k, v in d.items():
             if not isinstance(k, str):
                 continue
-            if k.endswith(("token_id", "token_index", "token_ids", "_id")) and isinstance(v, int) and not isinstance(v, bool):
+            if k.endswith(ID_KEYS) and isinstance(v, int) and not isinstance(v, bool):
                 out.add(v)
-            elif k.endswith(("token_id", "token_ids")) and isinstance(v, list):
+            elif k.endswith(ID_LIST_KEYS) and isinstance(v, list):
                 out.update(x for x in v if isinstance(x, int))
             elif isinstance(v, dict):
                 special_ids(v, out)

@@ -29,14 +29,18 @@ FIELDS: dict[str, tuple[type, ...]] = {
 }
 # Fields a lock made by an older flagsweep may lack: "modeling" is a hash of the class's modeling source file (its
 # AST, comments aside), so a transformers bump tells models whose code changed from those whose did not.
-OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {"modeling": (str,)}
+# "uncapped" names the caps of harness.discovery.caps an entry gave up (it did not build or run in eager with them)
+# and why: left out of build_hash(), as the config and spec already say what is built, and the words of the why
+# (an error message) may change with a release while the build does not.
+UNCAPPED_FIELD = "uncapped"
+OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {"modeling": (str,), UNCAPPED_FIELD: (str,)}
 # Optional fields checked where they are used (harness.zoo.second), so a bad one costs only what uses it: the second
 # input spec (`zoo lock` seals the first of harness.zoo.sizes.second_specs that runs in eager), or why none does.
 DEFERRED_FIELDS = ("second_spec", "second_spec_why")
 # Fields that name the release an entry was locked for, not what is built: left out of build_hash(). The second
 # input spec is left out too: it is what a later call is given, not what is built, and sealing the spec the worker
 # would derive anyway (an entry locked before it was sealed) must not make a night's results incomparable.
-RELEASE_FIELDS = ("transformers", "hash", *DEFERRED_FIELDS)
+RELEASE_FIELDS = ("transformers", "hash", *DEFERRED_FIELDS, UNCAPPED_FIELD)
 APPLIED_KEYS = ("recipes", "fixups", "repairs")
 HOLLOW_IF_EMPTY = ("config_class", "config")   # an ok entry without these has nothing to build from
 
