@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import resource
 import sys
 import tempfile
 import time
@@ -47,18 +48,25 @@ TARGET_RATIO = 1.3
 TARGET_MIN = 120.0
 
 
+def workers_cpu() -> float:
+    """CPU seconds of the ended workers (reaped with their pool): less swayed than wall by a shared machine's load."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def one_pass(models: list[str], configs: dict[str, dict], workers: int, prune: bool, pool: bool = True,
              accuracy: Accuracy = Accuracy(enabled=False)) -> dict:
-    """One stored sweep in a throwaway store: its outcomes, audits and wall time."""
+    """One stored sweep in a throwaway store: its outcomes, audits, wall time and its workers' CPU seconds."""
     with tempfile.TemporaryDirectory() as tmp:
         conn = db.connect(Path(tmp) / "bench.sqlite")
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), workers_cpu()
         run_id = sweep(conn, SweepRequest(models=models, configs=configs, base_settings={},
                        options=SweepOptions(workers=workers, timeout=600, accuracy=accuracy), progress=True,
                        pruning=Pruning(frozenset(configs) - {"baseline"}, pool=pool) if prune else None)).run.id
         wall = time.perf_counter() - start
         audits = conn.execute("SELECT model, config FROM prune_audits WHERE run_id = ?", (run_id,)).fetchall()
-        return {"wall": wall, "outcomes": runs.outcomes(conn, run_id), "audited": [tuple(a) for a in audits],
+        return {"wall": wall, "cpu": workers_cpu() - cpu, "outcomes": runs.outcomes(conn, run_id),
+                "audited": [tuple(a) for a in audits],
                 "audit": pruning.audit_summary(conn, run_id), "answers": pruning.answer_audit(conn, run_id),
                 "screened": pruning.answered(conn, run_id, screened=True)}
 
@@ -111,11 +119,13 @@ def checks(models: list[str], configs: dict[str, dict], workers: int, answer: bo
     `answer` False: every later call made, and the screen's misses counted."""
     off = one_pass(models, configs, workers, prune=True)
     report("checks off (pruned and pooled)", off, workers, len(configs))
+    print(machine("after the pass with the checks off"))
     on = one_pass(models, configs, workers, prune=True, accuracy=Accuracy(answer=answer))
     rate = report(f"checks on (pruned and pooled{'' if answer else ', answering off'})", on, workers, len(configs))
     whole = CORPUS_CLASSES * len(configs) / rate / RUNNER_CORES
-    print(f"on / off wall: {on['wall'] / off['wall']:.2f} (target <= {TARGET_RATIO}); whole corpus with the checks "
-          f"on: {whole:.0f} min (target <= {TARGET_MIN:.0f})")
+    print(f"on / off wall: {on['wall'] / off['wall']:.2f} (target <= {TARGET_RATIO}), workers' CPU seconds "
+          f"{on['cpu']:.0f} / {off['cpu']:.0f} = {on['cpu'] / off['cpu']:.2f}; whole corpus with the checks on: "
+          f"{whole:.0f} min (target <= {TARGET_MIN:.0f})")
     if not answer:
         misses(on)
         return

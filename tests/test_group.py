@@ -81,3 +81,22 @@ def test_a_pool_whose_first_call_is_not_the_baselines_makes_no_later_calls(monke
     assert found["cdos"].outcome.reason == ANSWERED
     # the baseline's three and capture_scalar_outputs' own three: none for the pool, which was split on its first call
     assert len(made) == 6
+
+
+
+def test_the_pruning_audits_traces_with_the_checks_on_answer_their_later_calls_from_the_baseline():
+    from harness.engine.engine import SweepOptions, after_baselines, run_items
+
+    configs = {"baseline": {}, "rnn": {"torch._dynamo.config.allow_rnn": True}}   # TinyLM never asks about RNNs
+    options = SweepOptions(workers=1, timeout=120, extra_modules=["tests.accuracy_models"], accuracy=Accuracy())
+    both: list[list[tuple[str, str]]] = []
+
+    def trace(items: list[tuple[str, str]]) -> list:
+        both.append(items)
+        return run_items(items, configs=configs, base_settings={}, options=options)
+
+    rnn, = after_baselines([("TinyLM", "rnn")], True, trace)
+    assert both == [[("TinyLM", "baseline"), ("TinyLM", "rnn")]]   # the baseline first, in the same group
+    # Its first call its own, its later calls answered (traced alone, it would have made them in full: a second
+    # compile at the second size); the baseline's outcome is not returned.
+    assert rnn.config == "rnn" and rnn.reason == ANSWERED and len(rnn.calls) == 4

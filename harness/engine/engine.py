@@ -158,6 +158,17 @@ def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan") -> None:
                         f.config, accuracy.answer_quarantine)
 
 
+def after_baselines(items: list[tuple[str, str]], checks: bool,
+                    trace: Callable[[list[tuple[str, str]]], list[Outcome]]) -> list[Outcome]:
+    """The outcomes of `items` traced (the pruning audit's); with the checks on, each model's baseline is traced first
+    in its group, so the screen may answer the items' later calls from it as it does in the sweep (a pruned pair's
+    keys were never read: traced alone, each would make its later calls in full); the baselines' outcomes dropped."""
+    if not checks:
+        return trace(items)
+    models = list(dict.fromkeys(m for m, _ in items))
+    return trace([(m, BASELINE) for m in models] + items)[len(models):]
+
+
 @dataclass(frozen=True)
 class Swept:
     """A sweep that finished: its run (finalized), the builds its workers made, the config space they listed."""
@@ -189,9 +200,10 @@ def sweep(conn: Any, request: SweepRequest) -> Swept:
         stored_flags.record_space(conn, env, space.modules, space.entries)
         builds = _store_items(conn, plan, pool, request.progress)
         if plan.prune:
-            audit(conn, plan.run_id, configs=plan.configs, pruning=request.pruning, trace=lambda items: run_items(
-                items, configs=plan.configs, base_settings=plan.base_settings, options=request.options,
-                progress=request.progress))
+            audit(conn, plan.run_id, configs=plan.configs, pruning=request.pruning, trace=lambda items: after_baselines(
+                items, request.options.accuracy.enabled, lambda its: run_items(
+                    its, configs=plan.configs, base_settings=plan.base_settings, options=request.options,
+                    progress=request.progress)))
         _audit_answers(conn, request, plan)
         runs.finish_run(conn, plan.run_id, "finished")
     except BaseException as exc:
