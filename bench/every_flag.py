@@ -60,12 +60,14 @@ def one_pass(models: list[str], configs: dict[str, dict], workers: int, prune: b
     with tempfile.TemporaryDirectory() as tmp:
         conn = db.connect(Path(tmp) / "bench.sqlite")
         start, cpu = time.perf_counter(), workers_cpu()
-        run_id = sweep(conn, SweepRequest(models=models, configs=configs, base_settings={},
-                       options=SweepOptions(workers=workers, timeout=600, accuracy=accuracy), progress=True,
-                       pruning=Pruning(frozenset(configs) - {"baseline"}, pool=pool) if prune else None)).run.id
+        swept = sweep(conn, SweepRequest(models=models, configs=configs, base_settings={},
+                      options=SweepOptions(workers=workers, timeout=600, accuracy=accuracy), progress=True,
+                      pruning=Pruning(frozenset(configs) - {"baseline"}, pool=pool) if prune else None))
+        run_id = swept.run.id
         wall = time.perf_counter() - start
         audits = conn.execute("SELECT model, config FROM prune_audits WHERE run_id = ?", (run_id,)).fetchall()
-        return {"wall": wall, "cpu": workers_cpu() - cpu, "outcomes": runs.outcomes(conn, run_id),
+        return {"wall": wall, "cpu": workers_cpu() - cpu, "seconds": swept.seconds,
+                "outcomes": runs.outcomes(conn, run_id),
                 "audited": [tuple(a) for a in audits],
                 "audit": pruning.audit_summary(conn, run_id), "answers": pruning.answer_audit(conn, run_id),
                 "screened": pruning.answered(conn, run_id, screened=True)}
@@ -94,6 +96,7 @@ def report(name: str, res: dict, workers: int, n_configs: int) -> float:
     print(f"{name}: {len(outs)} items ({len(outs) - pruned - pooled} traced alone, {len(res['audited'])} of them by "
           f"the audit; {pruned} pruned, {pooled} pooled) in {res['wall']:.1f}s wall on {workers} workers: "
           f"{rate:.2f} items per core-minute")
+    print("  wall by phase: " + ", ".join(f"{phase} {s:.1f}s" for phase, s in res["seconds"].items()))
     whole = CORPUS_CLASSES * n_configs
     print(f"  whole corpus ({CORPUS_CLASSES} classes x {n_configs} configs = {whole} items) on {RUNNER_CORES} cores: "
           f"{whole / rate / RUNNER_CORES:.1f} min")

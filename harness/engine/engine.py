@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sys
+import time
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -171,11 +172,13 @@ def after_baselines(items: list[tuple[str, str]], checks: bool,
 
 @dataclass(frozen=True)
 class Swept:
-    """A sweep that finished: its run (finalized), the builds its workers made, the config space they listed."""
+    """A sweep that finished: its run (finalized), the builds its workers made, the config space they listed, and
+    the wall seconds of its phases (the items, the pruning audit, the answer audit: where a bench's time went)."""
 
     run: runs.Run
     builds: dict[str, ModelBuild]      # model -> its build, stored with the run (what a reproducer embeds)
     config_space: ConfigSpace          # kept with the run's environment (state.flags)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def sweep(conn: Any, request: SweepRequest) -> Swept:
@@ -198,13 +201,17 @@ def sweep(conn: Any, request: SweepRequest) -> Swept:
         found, space = pool.environment()
         env = _open_run(conn, request, plan, found)
         stored_flags.record_space(conn, env, space.modules, space.entries)
+        seconds, start = {}, time.perf_counter()
         builds = _store_items(conn, plan, pool, request.progress)
+        seconds["items"], start = time.perf_counter() - start, time.perf_counter()
         if plan.prune:
             audit(conn, plan.run_id, configs=plan.configs, pruning=request.pruning, trace=lambda items: after_baselines(
                 items, request.options.accuracy.enabled, lambda its: run_items(
                     its, configs=plan.configs, base_settings=plan.base_settings, options=request.options,
                     progress=request.progress)))
+        seconds["pruning audit"], start = time.perf_counter() - start, time.perf_counter()
         _audit_answers(conn, request, plan)
+        seconds["answer audit"] = time.perf_counter() - start
         runs.finish_run(conn, plan.run_id, "finished")
     except BaseException as exc:
         pool.close(kill=True)
@@ -216,7 +223,7 @@ def sweep(conn: Any, request: SweepRequest) -> Swept:
         if plan.lease is not None:
             plan.lease.release(conn)
     history.finalize_run(conn, plan.run_id)
-    return Swept(runs.get_run(conn, plan.run_id), builds, space)
+    return Swept(runs.get_run(conn, plan.run_id), builds, space, seconds)
 
 
 @dataclass
