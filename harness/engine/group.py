@@ -165,10 +165,9 @@ class Group:
             rule = self._screen(settings, first)
             if rule is not None and self.req.answer:
                 return answered_calls(one, self.baseline["calls"]), rule
-            rule = rule if self.req.screen else None
-            if split(one):
-                return [one], rule
-            return [one] + self._later(done, recorder, windows), rule
+            if split(one):   # answered, it would not have stood for its configs either: no rule
+                return [one], None
+            return [one] + self._later(done, recorder, windows), rule if self.req.screen else None
         except Exception as exc:   # the oracle's own failure costs the calls' verdicts, never the item
             return [Call(FIRST, done.stats.graphs, detail=f"the oracle failed: {type(exc).__name__}: "
                                                            f"{str(exc)[:200]}")], None
