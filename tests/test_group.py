@@ -3,7 +3,8 @@
 TinyLM under the baseline, then two prunable configs the baseline read, pooled: capture_dynamic_output_shape_ops
 (read by the first compile only, the graphs unchanged: its later calls can be answered) and error_on_recompile (read
 by the second-size recompile alone: its later calls must be traced in full, and there it raises); and
-capture_scalar_outputs (its traced path shifts the hidden state: its first call is not the baseline's).
+capture_scalar_outputs (its traced path shifts the hidden state: its first call is not the baseline's). Last, the
+pruning audit's traces (one real worker): the baseline first, so the screen answers the pairs' later calls.
 """
 from __future__ import annotations
 
