@@ -14,12 +14,15 @@ target 0): the answered item is its own first call and the baseline's later call
     nice .venv/bin/python bench/every_flag.py --sample 60 --unpruned 10 --workers 2
     nice .venv/bin/python bench/every_flag.py --sample 8 --checks --workers 2
     nice .venv/bin/python bench/every_flag.py --sample 4 --checks --no-answer --workers 2
+    nice .venv/bin/python bench/every_flag.py --models AlbertModel,BioGptForCausalLM,T5Model,ViTModel --checks \
+        --no-answer --only-on --workers 2   # the second sample's misses
     nice .venv/bin/python bench/every_flag.py --models BertModel,GPT2Model --checks --no-answer --workers 1
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import resource
 import sys
 import tempfile
 import time
@@ -47,18 +50,27 @@ TARGET_RATIO = 1.3
 TARGET_MIN = 120.0
 
 
+def workers_cpu() -> float:
+    """CPU seconds of the ended workers (reaped with their pool): less swayed than wall by a shared machine's load."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def one_pass(models: list[str], configs: dict[str, dict], workers: int, prune: bool, pool: bool = True,
              accuracy: Accuracy = Accuracy(enabled=False)) -> dict:
-    """One stored sweep in a throwaway store: its outcomes, audits and wall time."""
+    """One stored sweep in a throwaway store: its outcomes, audits, wall time and its workers' CPU seconds."""
     with tempfile.TemporaryDirectory() as tmp:
         conn = db.connect(Path(tmp) / "bench.sqlite")
-        start = time.perf_counter()
-        run_id = sweep(conn, SweepRequest(models=models, configs=configs, base_settings={},
-                       options=SweepOptions(workers=workers, timeout=600, accuracy=accuracy), progress=True,
-                       pruning=Pruning(frozenset(configs) - {"baseline"}, pool=pool) if prune else None)).run.id
+        start, cpu = time.perf_counter(), workers_cpu()
+        swept = sweep(conn, SweepRequest(models=models, configs=configs, base_settings={},
+                      options=SweepOptions(workers=workers, timeout=600, accuracy=accuracy), progress=True,
+                      pruning=Pruning(frozenset(configs) - {"baseline"}, pool=pool) if prune else None))
+        run_id = swept.run.id
         wall = time.perf_counter() - start
         audits = conn.execute("SELECT model, config FROM prune_audits WHERE run_id = ?", (run_id,)).fetchall()
-        return {"wall": wall, "outcomes": runs.outcomes(conn, run_id), "audited": [tuple(a) for a in audits],
+        return {"wall": wall, "cpu": workers_cpu() - cpu, "seconds": swept.seconds,
+                "outcomes": runs.outcomes(conn, run_id),
+                "audited": [tuple(a) for a in audits],
                 "audit": pruning.audit_summary(conn, run_id), "answers": pruning.answer_audit(conn, run_id),
                 "screened": pruning.answered(conn, run_id, screened=True)}
 
@@ -86,6 +98,7 @@ def report(name: str, res: dict, workers: int, n_configs: int) -> float:
     print(f"{name}: {len(outs)} items ({len(outs) - pruned - pooled} traced alone, {len(res['audited'])} of them by "
           f"the audit; {pruned} pruned, {pooled} pooled) in {res['wall']:.1f}s wall on {workers} workers: "
           f"{rate:.2f} items per core-minute")
+    print("  wall by phase: " + ", ".join(f"{phase} {s:.1f}s" for phase, s in res["seconds"].items()))
     whole = CORPUS_CLASSES * n_configs
     print(f"  whole corpus ({CORPUS_CLASSES} classes x {n_configs} configs = {whole} items) on {RUNNER_CORES} cores: "
           f"{whole / rate / RUNNER_CORES:.1f} min")
@@ -106,16 +119,22 @@ def per_flag(res: dict, n_models: int) -> None:
           f"{', '.join(k for k, _, _ in audit.turned_off) or 'none'}")
 
 
-def checks(models: list[str], configs: dict[str, dict], workers: int, answer: bool = True) -> None:
+def checks(models: list[str], configs: dict[str, dict], workers: int, answer: bool = True,
+           only_on: bool = False) -> None:
     """The pooled pass with the checks off, then on: what the later calls and the oracle add to an every-flag sweep;
-    `answer` False: every later call made, and the screen's misses counted."""
-    off = one_pass(models, configs, workers, prune=True)
-    report("checks off (pruned and pooled)", off, workers, len(configs))
+    `answer` False: every later call made, and the screen's misses counted; `only_on`: the pass with them on alone
+    (the misses need no pass without)."""
+    off = None if only_on else one_pass(models, configs, workers, prune=True)
+    if off is not None:
+        report("checks off (pruned and pooled)", off, workers, len(configs))
+        print(machine("after the pass with the checks off"))
     on = one_pass(models, configs, workers, prune=True, accuracy=Accuracy(answer=answer))
     rate = report(f"checks on (pruned and pooled{'' if answer else ', answering off'})", on, workers, len(configs))
     whole = CORPUS_CLASSES * len(configs) / rate / RUNNER_CORES
-    print(f"on / off wall: {on['wall'] / off['wall']:.2f} (target <= {TARGET_RATIO}); whole corpus with the checks "
-          f"on: {whole:.0f} min (target <= {TARGET_MIN:.0f})")
+    print(f"whole corpus with the checks on: {whole:.0f} min (target <= {TARGET_MIN:.0f})")
+    if off is not None:
+        print(f"on / off wall: {on['wall'] / off['wall']:.2f} (target <= {TARGET_RATIO}), workers' CPU seconds "
+              f"{on['cpu']:.0f} / {off['cpu']:.0f} = {on['cpu'] / off['cpu']:.2f}")
     if not answer:
         misses(on)
         return
@@ -152,6 +171,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--checks", action="store_true", help="the pooled pass with the checks off, then on, only")
     ap.add_argument("--no-answer", action="store_true", help="with --checks: every later call made; the misses")
+    ap.add_argument("--only-on", action="store_true", help="with --checks: the pass with the checks on alone")
     ap.add_argument("--models", help="these models (comma-separated) instead of a stratified sample")
     args = ap.parse_args()
     configs = dynamo_configs()
@@ -159,7 +179,7 @@ def main() -> int:
     print(f"{len(models)} models x {len(configs)} configs (all-dynamo + baseline): {', '.join(models)}")
     print(machine("at the start"))
     if args.checks:
-        checks(models, configs, args.workers, answer=not args.no_answer)
+        checks(models, configs, args.workers, answer=not args.no_answer, only_on=args.only_on)
         print(machine())
         return 0
     pooled = one_pass(models, configs, args.workers, prune=True)

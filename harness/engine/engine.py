@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sys
+import time
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -158,13 +159,26 @@ def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan") -> None:
                         f.config, accuracy.answer_quarantine)
 
 
+def after_baselines(items: list[tuple[str, str]], checks: bool,
+                    trace: Callable[[list[tuple[str, str]]], list[Outcome]]) -> list[Outcome]:
+    """The outcomes of `items` traced (the pruning audit's); with the checks on, each model's baseline is traced first
+    in its group, so the screen may answer the items' later calls from it as it does in the sweep (a pruned pair's
+    keys were never read: traced alone, each would make its later calls in full); the baselines' outcomes dropped."""
+    if not checks:
+        return trace(items)
+    models = list(dict.fromkeys(m for m, _ in items))
+    return trace([(m, BASELINE) for m in models] + items)[len(models):]
+
+
 @dataclass(frozen=True)
 class Swept:
-    """A sweep that finished: its run (finalized), the builds its workers made, the config space they listed."""
+    """A sweep that finished: its run (finalized), the builds its workers made, the config space they listed, and
+    the wall seconds of its phases (the items, the pruning audit, the answer audit: where a bench's time went)."""
 
     run: runs.Run
     builds: dict[str, ModelBuild]      # model -> its build, stored with the run (what a reproducer embeds)
     config_space: ConfigSpace          # kept with the run's environment (state.flags)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def sweep(conn: Any, request: SweepRequest) -> Swept:
@@ -187,12 +201,17 @@ def sweep(conn: Any, request: SweepRequest) -> Swept:
         found, space = pool.environment()
         env = _open_run(conn, request, plan, found)
         stored_flags.record_space(conn, env, space.modules, space.entries)
+        seconds, start = {}, time.perf_counter()
         builds = _store_items(conn, plan, pool, request.progress)
+        seconds["items"], start = time.perf_counter() - start, time.perf_counter()
         if plan.prune:
-            audit(conn, plan.run_id, configs=plan.configs, pruning=request.pruning, trace=lambda items: run_items(
-                items, configs=plan.configs, base_settings=plan.base_settings, options=request.options,
-                progress=request.progress))
+            audit(conn, plan.run_id, configs=plan.configs, pruning=request.pruning, trace=lambda items: after_baselines(
+                items, request.options.accuracy.enabled, lambda its: run_items(
+                    its, configs=plan.configs, base_settings=plan.base_settings, options=request.options,
+                    progress=request.progress)))
+        seconds["pruning audit"], start = time.perf_counter() - start, time.perf_counter()
         _audit_answers(conn, request, plan)
+        seconds["answer audit"] = time.perf_counter() - start
         runs.finish_run(conn, plan.run_id, "finished")
     except BaseException as exc:
         pool.close(kill=True)
@@ -204,7 +223,7 @@ def sweep(conn: Any, request: SweepRequest) -> Swept:
         if plan.lease is not None:
             plan.lease.release(conn)
     history.finalize_run(conn, plan.run_id)
-    return Swept(runs.get_run(conn, plan.run_id), builds, space)
+    return Swept(runs.get_run(conn, plan.run_id), builds, space, seconds)
 
 
 @dataclass

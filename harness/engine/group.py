@@ -4,7 +4,11 @@ A Group holds what every config of one (model, build) shares: the build, eager's
 the baseline's item, its first call and its read sets per call window. `run` is the loop, one rule per branch:
 - prune: a prunable config none of whose keys the baseline read, in any window, is the baseline's result (`not_read`);
 - pool: the other prunable configs, and the configs named to go together (the nightly's named flags), are compiled
-  together after the loop (`trace_pooled`), later calls included, split where they differ;
+  together after the loop (`trace_pooled`), split where they differ. With the checks on, each pool is first split by
+  what the screen's keys say (answering.keys_rule): the configs whose later calls could be answered compile together
+  apart from those that must be traced in full, so a key read only by a later call no longer costs the others their
+  answer; a pool of several whose first call is not the baseline's makes no later calls (it is split whatever they
+  are);
 - trace: the config is compiled and called once; its later calls are answered from the baseline where the screen lets
   them (harness.engine.flags.answering: the rule that answered is reported with the item), else made on the same
   compiled object. A quarantined config (`unanswered`) is never answered, nor is a pool holding one of its keys.
@@ -25,7 +29,7 @@ from harness.engine.backend import Compiled
 from harness.engine.events import RunRequest
 from harness.engine.flags import reads
 from harness.engine.accuracy import Verdict
-from harness.engine.flags.answering import FirstCall, answered_calls, screen
+from harness.engine.flags.answering import FirstCall, answered_calls, keys_rule, screen
 from harness.engine.step_oracle import ModeReference
 from harness.zoo import Built
 from harness.zoo.build import SEED
@@ -62,25 +66,38 @@ class Group:
                     pooled.append((index, config, settings))
                 continue
             record = config == BASELINE and n == 0
-            fields = self.trace(index, settings, record=record)
+            fields, rule = self.trace(index, settings, record=record)
+            if rule is not None:
+                self.rules[index] = rule
             self._report(index, config, fields, self.windows if record else None)
-        pools = [pooled] if self.req.pool else [[item] for item in pooled]
-        for pool in [p for p in (*pools, named) if p]:
-            trace_pooled(pool, self.baseline, lambda index, settings: self.trace(index, settings), self._report,
-                         self._pool_screened)
+        pools = self._by_keys(pooled) if self.req.pool else [[item] for item in pooled]
+        for pool in [p for p in (*pools, *self._by_keys(named)) if p]:
+            trace_pooled(pool, self.baseline, self._compile, self._report)
 
     def _read(self, settings: dict) -> bool:
         """Whether the baseline read any of these keys, in any window."""
         union = set().union(*self.windows.values())
         return any(key in union for key in settings)
 
-    def _pool_screened(self, indices: list[int]) -> None:
-        """Answering off (`screen`): a pool whose compile the screen would have answered marks each of its configs
-        so (had it been answered, its later calls were the baseline's and the pool stood for them all)."""
-        rule = self.rules.pop(-1, None)
-        if rule is not None and self.req.screen:
+    def _by_keys(self, pool: list[tuple[int, str, dict]]) -> list[list[tuple[int, str, dict]]]:
+        """A pool split by the screen's keys (`_keys_rule`): the configs it could answer, then those it traces in
+        full; one pool where nothing is screened."""
+        if not self._screens():
+            return [pool]
+        full = [item for item in pool if self._keys_rule(item[2]) is None]
+        return [[item for item in pool if item not in full], full]
+
+    def _compile(self, indices: list[int], settings: dict) -> dict[str, Any]:
+        """One compile standing for the configs at `indices` (several: a pool, its events under index -1). Answering
+        off (`screen`), a pool the screen would have answered marks each of its configs with the rule it computed
+        from all their keys (had it been answered, its later calls were the baseline's and it stood for them all),
+        unless a larger pool already did."""
+        pooled = len(indices) > 1
+        fields, rule = self.trace(-1 if pooled else indices[0], settings, pooled=pooled)
+        if rule is not None and (self.req.screen or not pooled):
             for index in indices:
                 self.rules.setdefault(index, rule)
+        return fields
 
     def _report(self, index: int, config: str, fields: dict[str, Any],
                 windows: dict[str, dict[str, Any]] | None = None) -> None:
@@ -91,9 +108,12 @@ class Group:
 
     # ---- one config ----------------------------------------------------------------------------------------
 
-    def trace(self, index: int, settings: dict, *, record: bool = False) -> dict[str, Any]:
-        """Compile under `settings` (index -1: a pool) and make the calls; `record`: the baseline's item, which
-        records the read sets per window and becomes what later items are answered from."""
+    def trace(self, index: int, settings: dict, *, record: bool = False,
+              pooled: bool = False) -> tuple[dict[str, Any], str | None]:
+        """Compile under `settings` (index -1: a pool) and make the calls: (the fields, the rule that answered its
+        later calls, or would have); `record`: the baseline's item, which records the read sets per window and
+        becomes what later items are answered from; `pooled`: a pool, whose later calls are not made where its
+        first call already differs from the baseline's."""
         self.send(events.Start(index))
         if self.req.device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
@@ -108,16 +128,21 @@ class Group:
                 self.send(measure.cache_counts(index))
             ended = measure.ended(done.error, self.req.device)
             first = FirstCall(ended["status"], tuple(done.codes), done.guards)
-            calls, rule = self._calls(done, recorder, settings, first, windows)
-        if rule is not None:
-            self.rules[index] = rule
+            calls, rule = self._calls(done, recorder, settings, first, windows,
+                                      lambda one: pooled and not self._first_as_baseline(done, ended, one))
         answered = rule is not None and self.req.answer
         fields = {**self.common, **done.counts, "peak_mem_mb": measure.peak_mb(self.req.device),
                   "build_s": self.common["build_s"] if record else 0.0, **ended,
                   "calls": calls, **({"reason": ANSWERED} if answered else {})}
         if record:
             self.baseline, self.baseline_first, self.windows = fields, first, windows.sets
-        return fields
+        return fields, rule
+
+    def _first_as_baseline(self, done: Compiled, ended: dict[str, Any], one: Call) -> bool:
+        """Whether a compile's graph fields and first call are the baseline's (`same_as_baseline` on what the first
+        call alone shows): where not, a pool is split whatever its later calls are."""
+        fields = {**done.counts, **ended, "calls": [one]}
+        return same_as_baseline(fields, {**self.baseline, "calls": self.baseline["calls"][:1]})
 
     @property
     def judging(self) -> bool:
@@ -125,8 +150,9 @@ class Group:
         return isinstance(self.refs, scenarios.References)
 
     def _calls(self, done: Compiled, recorder: scenarios.Recorder | None, settings: dict, first: FirstCall,
-               windows: reads.Windows | None) -> tuple[list[Call], str | None]:
-        """The item's calls, and the rule that answered its later ones from the baseline (None: made in full)."""
+               windows: reads.Windows | None, split: Callable[[Call], bool]) -> tuple[list[Call], str | None]:
+        """The item's calls, and the rule that answered its later ones from the baseline (None: made in full);
+        `split(first call)`: a pool that will be split, whose later calls are useless (not made)."""
         if self.refs is None:
             return [], None
         if isinstance(self.refs, ModeReference) and done.error is None:
@@ -139,6 +165,8 @@ class Group:
             rule = self._screen(settings, first)
             if rule is not None and self.req.answer:
                 return answered_calls(one, self.baseline["calls"]), rule
+            if split(one):   # answered, it would not have stood for its configs either: no rule
+                return [one], None
             return [one] + self._later(done, recorder, windows), rule if self.req.screen else None
         except Exception as exc:   # the oracle's own failure costs the calls' verdicts, never the item
             return [Call(FIRST, done.stats.graphs, detail=f"the oracle failed: {type(exc).__name__}: "
@@ -156,12 +184,22 @@ class Group:
                     list(verdict.metadata))
 
     def _screen(self, settings: dict, first: FirstCall) -> str | None:
-        """The screen (harness.engine.flags.answering.screen), where there is a baseline with later calls and the
-        config is not quarantined; answering off, only where the request asks what it would answer (`screen`)."""
-        asked = self.req.answer or self.req.screen
-        if not asked or self.baseline_first is None or len(self.baseline["calls"]) < 2 or self.unanswered & set(settings):
+        """The screen (harness.engine.flags.answering.screen), where `_screens` and the config is not quarantined."""
+        if not self._screens() or self.unanswered & set(settings):
             return None
         return screen(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
+
+    def _keys_rule(self, settings: dict) -> str | None:
+        """The screen's half that the keys decide (answering.keys_rule), a quarantined config's keys never passing."""
+        if self.unanswered & set(settings):
+            return None
+        return keys_rule(settings.keys(), self.windows, self.req.backend)
+
+    def _screens(self) -> bool:
+        """The screen is asked (answering on, or the request asks what it would answer: `screen`), the checks are on
+        and there is a baseline with later calls to answer from."""
+        asked = self.req.answer or self.req.screen
+        return asked and self.judging and self.baseline_first is not None and len(self.baseline["calls"]) > 1
 
     def _later(self, done: Compiled, recorder: scenarios.Recorder, windows: reads.Windows | None) -> list[Call]:
         """Every call after the first, on the same compiled object, each in its own read window."""
@@ -201,27 +239,24 @@ def same_as_baseline(fields: dict[str, Any], baseline: dict[str, Any]) -> bool:
 
 
 def trace_pooled(pool: list[tuple[int, str, dict]], baseline: dict[str, Any],
-                 trace: Callable[[int, dict], dict[str, Any]], report: Callable[..., None],
-                 traced: Callable[[list[int]], None] = lambda indices: None) -> None:
-    """Compile the pool's configs together; as the baseline: each is reported so (pooled); else halves, down
-    to single configs, which are their own trace. Configs that set one key two ways are never pooled. `traced` is
-    told the indices of each pool compiled together, after its compile."""
+                 trace: Callable[[list[int], dict], dict[str, Any]], report: Callable[..., None]) -> None:
+    """Compile the pool's configs together (`trace(indices, settings)`); as the baseline: each is reported so
+    (pooled); else halves, down to single configs, which are their own trace. Configs that set one key two ways are
+    never pooled."""
     if len(pool) == 1:
         index, config, settings = pool[0]
-        report(index, config, trace(index, settings))
+        report(index, config, trace([index], settings))
         return
     together: dict[str, Any] = {}
     clash = False
     for _, _, settings in pool:
         clash = clash or any(k in together and together[k] != v for k, v in settings.items())
         together.update(settings)
-    fields = None if clash else trace(-1, together)
-    if fields is not None:
-        traced([index for index, _, _ in pool])
+    fields = None if clash else trace([index for index, _, _ in pool], together)
     if fields is not None and same_as_baseline(fields, baseline):
         for index, config, _ in pool:
             report(index, config, {**baseline, **_INFERRED, "reason": POOLED})
         return
     half = len(pool) // 2
-    trace_pooled(pool[:half], baseline, trace, report, traced)
-    trace_pooled(pool[half:], baseline, trace, report, traced)
+    trace_pooled(pool[:half], baseline, trace, report)
+    trace_pooled(pool[half:], baseline, trace, report)

@@ -60,8 +60,12 @@ def screen(keys: Iterable[str], first: FirstCall, baseline: FirstCall, windows: 
            backend: str) -> str | None:
     """The rule that answers an item's later calls from the baseline (the module docstring's screen); None: they
     are traced in full."""
-    if not first.same_as(baseline):
-        return None
+    return keys_rule(keys, windows, backend) if first.same_as(baseline) else None
+
+
+def keys_rule(keys: Iterable[str], windows: Mapping[str, Mapping[str, Any]], backend: str) -> str | None:
+    """The screen's half that its keys decide, before any compile: the rule that answers a config whose first call
+    is the baseline's; None: its keys alone send its later calls to a full trace."""
     keys = set(keys)
     if backend not in GRAPH_RUNS_AS_IS:
         read = set().union(*windows.values())
