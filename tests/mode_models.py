@@ -4,6 +4,7 @@
 identity and whose backward adds one to the gradient while capture_scalar_outputs is on, through an opaque op read at
 run time (eager's backward runs without the flag, a compiled one under it). Its forward is the same under every
 flag: eval never sees it; train does. It has no attention implementation to set, so `sdpa` cannot run it.
+`ModeRecordedModel` is the same model with the modes record a lock entry would seal (probed at import).
 """
 from __future__ import annotations
 
@@ -62,3 +63,16 @@ def _build(device: str) -> Built:
 
 
 register("ModePlantedModel", "decoder_llm", _build)
+
+
+def _record() -> dict:
+    """The modes record `zoo lock` would seal for the planted model: probed for real (harness.engine.in_mode.probe)."""
+    from harness.engine.in_mode import probe
+
+    built = _build("cpu")
+    return probe(built.module, built.inputs)
+
+
+# The planted model again, with the modes record a lock entry would carry: its attention cannot be set, so a sweep in
+# `sdpa` skips it with the record's reason before building it (ModePlantedModel, without a record, is create_error).
+register("ModeRecordedModel", "decoder_llm", _build, modes=_record())

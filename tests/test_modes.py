@@ -180,24 +180,33 @@ def test_a_real_model_trains_and_runs_in_bfloat16():
 @pytest.mark.compile
 def test_a_sweep_over_modes_stores_one_run_per_mode(tmp_path, capsys):
     """`--modes train,sdpa`: the planted gradient bug is a wrong_result in train; sdpa, which the model cannot
-    run, is create_error with its reason (skipped, not crashed); --json gives each mode's items and seconds."""
+    run, is create_error with its reason where its entry has no modes record (not crashed), and skipped with the
+    record's reason, before its build, where it has one; --json gives each mode's items, seconds and skipped models."""
     import json
 
     from bot.cli.main import main
     from state import db, history, runs
 
     state = str(tmp_path / "s.sqlite")
-    assert main(["--state", state, "sweep", "--import", "tests.mode_models", "--models", "ModePlantedModel",
-                 "--configs", "capture_scalar_outputs", "--modes", "train,sdpa", "--workers", "1", "--json"]) == 0
+    assert main(["--state", state, "sweep", "--import", "tests.mode_models", "--models",
+                 "ModePlantedModel,ModeRecordedModel", "--configs", "capture_scalar_outputs", "--modes", "train,sdpa",
+                 "--workers", "1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     train, sdpa = doc["modes"]
     assert train["mode"]["phase"] == "train" and sdpa["mode"]["attention"] == "sdpa"
-    assert len(train["outcomes"]) == 2 and train["seconds"] > 0
-    flagged = next(e for e in train["effects"] if e["config"] == "capture_scalar_outputs")
-    assert flagged["correctness"] == "wrong_result"
+    assert len(train["outcomes"]) == 4 and train["seconds"] > 0 and train["skipped"] == {}
+    flagged = [e for e in train["effects"] if e["config"] == "capture_scalar_outputs"]
+    assert [e["correctness"] for e in flagged] == ["wrong_result", "wrong_result"]   # the record says train runs
     assert all(o["backward_graphs"] >= 1 for o in train["outcomes"])
-    assert {o["status"] for o in sdpa["outcomes"]} == {"create_error"}
-    assert "cannot run in mode sdpa in eager" in sdpa["outcomes"][0]["error_message"]
+    status = {(o["model"], o["status"]) for o in sdpa["outcomes"]}
+    assert status == {("ModePlantedModel", "create_error"), ("ModeRecordedModel", "skipped")}
+    unrecorded = next(o for o in sdpa["outcomes"] if o["model"] == "ModePlantedModel")
+    assert "cannot run in mode sdpa in eager" in unrecorded["error_message"]
+    why = "the lock records that ModeRecordedModel cannot run attention sdpa in eager: PlantedModel has no attention"
+    assert sdpa["skipped"]["ModeRecordedModel"].startswith(why)
+    recorded = [o for o in sdpa["outcomes"] if o["model"] == "ModeRecordedModel"]
+    assert all(o["build_s"] == 0 and o["signature"] is None for o in recorded)   # never built, never a crash
+    assert {e["effect"] for e in sdpa["effects"]} == {"create_error"}           # untestable, never filed
     conn = db.connect(state)
     stored = {r.id: r.options.sweep.mode.name for r in runs.list_runs(conn, limit=5)}
     assert sorted(stored.values()) == ["sdpa", "train"]
@@ -207,7 +216,9 @@ def test_a_sweep_over_modes_stores_one_run_per_mode(tmp_path, capsys):
     for fmt in ("md", "html"):
         out = tmp_path / f"report.{fmt}"
         assert main(["--state", state, "report", str(min(stored)), "-o", str(out)]) == 0
-        assert "mode train (phase train): 2 items, " in out.read_text()
+        assert "mode train (phase train): 4 items, " in out.read_text()
+        assert main(["--state", state, "report", str(max(stored)), "-o", str(out)]) == 0
+        assert "skipped: " in out.read_text() and "cannot run attention sdpa in eager" in out.read_text()
     # a resumed train run continues in train (the command line's options are eval's)
     train_id = min(stored)
     with conn:
@@ -216,5 +227,5 @@ def test_a_sweep_over_modes_stores_one_run_per_mode(tmp_path, capsys):
     assert main(["--state", state, "sweep", "--import", "tests.mode_models", "--resume", str(train_id), "--workers",
                  "1", "--json"]) == 0
     resumed = json.loads(capsys.readouterr().out)
-    again = next(o for o in resumed["outcomes"] if o["config"] == "capture_scalar_outputs")
-    assert again["backward_graphs"] >= 1 and again["calls"][0]["accuracy"] == "wrong"
+    again = [o for o in resumed["outcomes"] if o["config"] == "capture_scalar_outputs"]
+    assert len(again) == 2 and all(o["backward_graphs"] >= 1 and o["calls"][0]["accuracy"] == "wrong" for o in again)

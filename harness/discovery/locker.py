@@ -22,6 +22,7 @@ from state import zoo as kept
 
 LOCK_JOB = "harness.discovery.lockjob:lock_entry"
 REVERIFY_JOB = "harness.discovery.lockjob:reverify_entry"
+MODES_JOB = "harness.discovery.lockjob:modes_entry"    # `--modes-probe`: the modes record alone probed again
 SCAN = "harness.discovery.enumerate:scan_document"
 
 
@@ -169,12 +170,13 @@ def lock_corpus(conn: sqlite3.Connection, *, patterns: list[str], sample_n: int 
 
 
 def reverify_corpus(*, patterns: list[str], sample_n: int | None, seed: int, workers: int, timeout: float,
-                    python: str | None, progress: bool = True, lock_dir: Path = lock.LOCK_DIR) -> LockResult:
+                    python: str | None, progress: bool = True, lock_dir: Path = lock.LOCK_DIR,
+                    job: str = REVERIFY_JOB) -> LockResult:
     """Verify the package lock's good entries again (the selected ones, all by default) as `zoo lock` verifies a new
     one, without discovery: after the verify rule changed (the second input spec it seals, say). An entry whose
     worker gave no answer keeps its locked self; an answered failure replaces it and is reported. The workers read
     the package's lock (what sweeps build from); `lock_dir` is where the result is written: the package's, or a
-    copy of it."""
+    copy of it. `job` MODES_JOB probes the modes record alone (harness.zoo.mode_record), changing nothing else."""
     path = lock.lock_path(lock.installed_transformers(), Path(lock_dir))
     doc = lock.read(path) if path.exists() else {"entries": {}}
     old, strata = doc["entries"], _strata(doc["entries"])
@@ -185,7 +187,7 @@ def reverify_corpus(*, patterns: list[str], sample_n: int | None, seed: int, wor
     selected = select(good, patterns, sample_n, seed, strata)
     fresh, unanswered = {}, set()
     for entry, answered in discover_entries(selected, version, strata, workers=workers, timeout=timeout,
-                                            python=python, progress=progress, job=REVERIFY_JOB):
+                                            python=python, progress=progress, job=job):
         fresh[entry["model"]] = entry if answered else old[entry["model"]]
         if not answered:
             unanswered.add(entry["model"])

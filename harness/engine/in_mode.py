@@ -8,11 +8,14 @@ arguments and the training step. The default mode (`eval`) changes nothing here:
 - compile: `dynamic=True` for dynamic `true`; for `marked`, the batch dimension of every tensor input and the
   sequence dimension of every integer one (token ids, masks) marked with `maybe_mark_dynamic`;
 - step: the call, and in `train` a loss and its backward (the model's own loss where labels can be built: its
-  `labels` are its `input_ids`; else a fixed reduction of its float outputs), then each parameter's gradient.
+  `labels` are its `input_ids`; else a fixed reduction of its float outputs), then each parameter's gradient;
+- probe: what `zoo lock` seals as an entry's modes record (harness.zoo.mode_record): each probed axis value alone,
+  prepared and stepped once in eager, as a sweep's worker checks a mode before its items.
 """
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -20,6 +23,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from harness.core.modes import Mode
+from harness.zoo import mode_record
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 # transformers' heads that compute their own loss from `labels` shaped as `input_ids`.
@@ -167,3 +171,27 @@ def _detached(value: Any) -> Any:
         return type(value)(_detached(v) for v in value)
     return value
 
+
+
+def probe(module: torch.nn.Module, inputs: dict[str, Any], device: str = "cpu") -> dict[str, dict[str, str | None]]:
+    """The modes record of a built model: for each probed axis value (harness.zoo.mode_record.probes), a deep copy of
+    the module prepared and stepped once in eager; null where it ran, else why not (one line)."""
+    record: dict[str, dict[str, str | None]] = {}
+    for mode in mode_record.probes():
+        (axis, value), = mode.changed().items()
+        record.setdefault(axis, {})[value] = why_not(module, inputs, mode, device)
+    return record
+
+
+def why_not(module: torch.nn.Module, inputs: dict[str, Any], mode: Mode, device: str = "cpu") -> str | None:
+    """None when a copy of the module prepared for `mode` runs one step of it in eager; else why not (one line)."""
+    try:
+        own = copy.deepcopy(module)
+        prepare(own, mode)
+        step(own, own, {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}, mode, device)
+    except CannotRun as exc:
+        return str(exc).splitlines()[0][:300]
+    except Exception as exc:   # what eager raises in this mode is why the mode cannot run
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return f"{type(exc).__name__}: {first[:200]}"
+    return None
