@@ -172,7 +172,6 @@ def _detached(value: Any) -> Any:
     return value
 
 
-
 def probe(module: torch.nn.Module, inputs: dict[str, Any], device: str = "cpu") -> dict[str, dict[str, str | None]]:
     """The modes record of a built model: for each probed axis value (harness.zoo.mode_record.probes), a deep copy of
     the module prepared and stepped once in eager; null where it ran, else why not (one line)."""
