@@ -94,3 +94,16 @@ def test_zoo_lock_modes_probe_refuses_a_lock_dir_or_reverify_in_one_line(capsys)
         assert main(["zoo", "lock", "--modes-probe", *extra]) == 2
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and "works on the package's lock alone" in err, err
+
+
+def test_zoo_lock_check_does_not_call_an_entry_without_a_record_stale():
+    """An entry locked before the record differs from its rediscovery only by it: not stale (`--modes-probe` fills
+    it); a record that changed is."""
+    from harness.discovery.locker import staleness
+
+    old = {k: v for k, v in lock.current().entry("BertModel").items() if k != mode_record.FIELD}
+    probed = lock.seal({**old, mode_record.FIELD: RECORD})
+    assert not staleness({"BertModel": old}, ["BertModel"], {"BertModel": probed})["stale"]
+    changed = lock.seal({**old, mode_record.FIELD: {"phase": {"train": None}}})
+    report = staleness({"BertModel": probed}, ["BertModel"], {"BertModel": changed})
+    assert report["stale"] and report["would_differ"] == [{"model": "BertModel", "fields": ["modes"]}]

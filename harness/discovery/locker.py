@@ -18,6 +18,7 @@ from harness.engine import engine
 from harness.engine.interpreter import CallFailed, call
 from harness.core.options import SweepOptions
 from harness.zoo import lock, second
+from harness.zoo.mode_record import FIELD as MODES
 from state import zoo as kept
 
 LOCK_JOB = "harness.discovery.lockjob:lock_entry"
@@ -226,8 +227,11 @@ def staleness(locked: dict[str, dict], scanned: list[str], rediscovered: dict[st
         if old.get("status") == "ok" and new.get("status") != "ok":
             broken.append({"model": m, "status": new.get("status"), "cause": new.get("cause")})
         elif old.get("hash") != new.get("hash"):
-            fields = sorted(k for k in set(old) | set(new) if k != "hash" and old.get(k) != new.get(k))
-            differ.append({"model": m, "fields": fields})
+            # an entry locked before the modes record is not stale for lacking it (`--modes-probe` fills it)
+            fields = sorted(k for k in set(old) | set(new) if k != "hash" and old.get(k) != new.get(k)
+                            and not (k == MODES and k not in old))
+            if fields:
+                differ.append({"model": m, "fields": fields})
     added = sorted(set(scanned) - set(locked))
     removed = sorted(set(locked) - set(scanned))
     return {"added": added, "removed": removed, "corrupt": corrupt, "no_longer_build": broken, "would_differ": differ,
