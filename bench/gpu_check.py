@@ -5,8 +5,11 @@ Parts, each timed and bounded by --budget (a part that would start past it is li
   scaling   items per minute with each worker count of --scaling (GPU workers per GPU on CUDA, CPU workers else)
   inductor  the --inductor models under --backend inductor, without and with the shared compile cache
   memory    peak memory per item on the device (a worker's peak is its items' largest; its cap is 1/gpu_workers)
+  modes     the --modes-sample models under --backend inductor with the checks on, once per mode of --modes (what
+            the GPU nightly sweeps: eval, train-bf16, dynamic-true): wall against eval's, how the items ended, the
+            wrong results found
 
-Run: python bench/gpu_check.py --device cuda [--sample 0] [--scaling 1,4,8] [--inductor 10]
+Run: python bench/gpu_check.py --device cuda [--sample 0] [--scaling 1,4,8] [--inductor 10] [--modes-sample 4]
 """
 from __future__ import annotations
 
@@ -128,6 +131,27 @@ def inductor_rows(models: list[str], base: SweepOptions, workers: int,
     return rows
 
 
+def modes_rows(models: list[str], base: SweepOptions, workers: int, modes: list[str]) -> list[tuple[str, str, str]]:
+    """The models under inductor in each mode, the checks on: wall (and its ratio to eval's), statuses, wrong
+    results."""
+    from harness.core.modes import BUILTIN as MODES, resolve
+    from harness.core.options import Accuracy
+
+    rows, walls = [], {}
+    for mode in resolve(modes, MODES):
+        options = dataclasses.replace(_on(base, base.device, workers), backend="inductor", mode=mode,
+                                      accuracy=Accuracy())
+        with _load_sampled() as load:
+            outs, _, walls[mode.name] = run(models, options, f"mode {mode.name}")
+        ratio = f", {walls[mode.name] / walls['eval']:.2f}x eval" if "eval" in walls else ""
+        ended = collections.Counter(o.status for o in outs)
+        wrong = sum(e.correctness == "wrong_result" for e in effects_for(outs))
+        rows.append(("modes", f"{mode.name}: {len(models)} models x {len({BASELINE, *BUILTIN})} configs, inductor",
+                     f"{walls[mode.name]:.0f} s{ratio} (load {_load(load)}); "
+                     f"{', '.join(f'{k} {v}' for k, v in sorted(ended.items()))}; wrong results {wrong}"))
+    return rows
+
+
 @contextlib.contextmanager
 def _load_sampled(every: float = 10.0) -> Iterator[list[float]]:
     """The 1-minute load average every `every` seconds while the block runs (a shared machine's other work skews a
@@ -213,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inductor", default="10", help="a number of corpus models, or model names (comma-separated)")
     p.add_argument("--extra-module", action="append", default=[], help="imported by each worker (test models)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per item")
+    p.add_argument("--modes", default="eval,train-bf16,dynamic-true", help="modes for the modes part (empty: none)")
+    p.add_argument("--modes-sample", default="4", help="a number of corpus models for the modes part, or model names")
     p.add_argument("--budget", type=float, default=450.0, help="seconds; a part is not started past it")
     args = p.parse_args(argv)
     base = SweepOptions(device=args.device, timeout=args.timeout, extra_modules=list(args.extra_module))
@@ -220,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
              ("scaling", lambda: scaling_rows(sample_or_names(args.scaling_sample), base,
                                               [int(n) for n in args.scaling.split(",") if n])),
              ("inductor", lambda: inductor_rows(sample_or_names(args.inductor), base, args.workers))]
+    modes = [m for m in args.modes.split(",") if m]
+    if modes:
+        parts.append(("modes", lambda: modes_rows(sample_or_names(args.modes_sample), base, args.workers, modes)))
     start, rows = time.perf_counter(), []
     for name, part in parts:
         if time.perf_counter() - start > args.budget:

@@ -5,7 +5,8 @@ models are the cheapest test models, named: on the CPU the effects compare the C
 counts items per minute, whatever the models (three corpus models, sampled, made those parts half of this test).
 
 The effects part compares the CPU with itself (it must agree on every item); the scaling part runs one worker
-count; the inductor part compiles the cheapest model there is (TinyItemModel) without and with the shared cache.
+count; the inductor part compiles the cheapest model there is (TinyItemModel) without and with the shared cache. The
+modes part, alone, trains the planted modes model in bfloat16 under inductor (tests/mode_models.py).
 """
 import re
 import subprocess
@@ -24,7 +25,7 @@ def test_the_device_check_runs_on_the_cpu_and_prints_its_table():
         [str(ROOT / "bench" / "gpu_check.sh"), "--torch", sys.executable, "--device", "cpu",
          "--sample", "TinyItemModel", "--workers", "2", "--scaling", "2",
          "--scaling-sample", "TinyItemModel,TinyDynamicOutputModel", "--inductor", "TinyItemModel",
-         "--extra-module", "tests.fault_models", "--timeout", "300"],
+         "--extra-module", "tests.fault_models", "--modes", "", "--timeout", "300"],
         capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert ran.returncode == 0, ran.stderr[-3000:]
     text = ran.stdout
@@ -44,3 +45,16 @@ def test_the_device_check_runs_on_the_cpu_and_prints_its_table():
     fx_hits = int(rows["inductor", "cache hits (FX graph / AOTAutograd)"].split("/")[0])
     assert fx_hits >= 2, text
     assert ("memory", "peak per item on cpu (MiB)") in rows and ("total", "wall time on cpu") in rows, text
+    assert not any(part == "modes" for part, _ in rows), text   # --modes "": the part has no row
+
+
+def test_the_device_checks_modes_part_trains_in_bfloat16_under_inductor():
+    """The modes part alone (the part the GPU nightly's modes are checked by): the planted model trained in bfloat16
+    autocast under inductor, each item compiled, its backward too, and judged."""
+    from bench.gpu_check import modes_rows
+    from harness.core.options import SweepOptions
+
+    base = SweepOptions(device="cpu", timeout=300, extra_modules=["tests.mode_models"])
+    (part, measure, value), = modes_rows(["ModePlantedModel"], base, 1, ["train-bf16"])
+    assert (part, measure) == ("modes", "train-bf16: 1 models x 3 configs, inductor")
+    assert re.match(r"\d+ s \(load ([\d.]+|n/a)\); ok 3; wrong results \d$", value), value

@@ -173,29 +173,65 @@ def test_a_real_model_trains_and_runs_in_bfloat16():
             assert not torch.equal(done.output.last_hidden_state, fp32)
 
 
+@pytest.mark.compile
+def test_bfloat16_autocast_is_close_to_float64_and_finds_a_planted_cast_bug():
+    """bf16: the compiled step within half-precision tolerance of a float64 run (and judged close to eager); under the
+    flag the planted cast bug (float16 where bfloat16 was meant) is wrong; eval, without autocast, never sees it."""
+    from harness import zoo
+    from harness.core.options import Accuracy
+    from harness.engine import in_mode
+    from harness.engine.scenarios import double_copy, to_fp64
+    from harness.engine.step_oracle import HALF_TOL, ModeReference
+    from tests import mode_models  # noqa: F401  (registers ModeCastModel)
+
+    built, bf16 = zoo.build("ModeCastModel"), BUILTIN["bf16"]
+    prepared = copy.deepcopy(built.module)
+    in_mode.prepare(prepared, bf16)
+    ref = ModeReference(dataclasses.replace(built, module=prepared), bf16, "cpu", Accuracy())
+    _, clean = _run(built, bf16)
+    with torch.no_grad():
+        fp64 = double_copy(built.module)(**to_fp64(built.inputs))
+    assert clean.output.dtype == torch.bfloat16 and not torch.equal(clean.output.double(), fp64)  # ran in half
+    torch.testing.assert_close(clean.output.double(), fp64, rtol=HALF_TOL, atol=HALF_TOL)
+    assert ref.judge(clean.output, clean.grads).accuracy in ("exact", "close")
+    _, planted = _run(built, bf16, CSO)
+    verdict = ref.judge(planted.output, planted.grads)
+    assert verdict.accuracy == "wrong", verdict
+    assert torch.equal(_run(built, DEFAULT, CSO)[1].output, _run(built, DEFAULT)[1].output)
+
+
 # ---- a sweep over modes: one run each, each with its own baseline (workers) ---------------------------------
 
 @pytest.mark.compile
 def test_a_sweep_over_modes_stores_one_run_per_mode(tmp_path, capsys):
     """`--modes train,sdpa`: the planted gradient bug is a wrong_result in train; sdpa, which the model cannot
-    run, is create_error with its reason (skipped, not crashed); --json gives each mode's items and seconds."""
+    run, is create_error with its reason where its entry has no modes record (not crashed), and skipped with the
+    record's reason, before its build, where it has one; --json gives each mode's items, seconds and skipped models."""
     import json
 
     from bot.cli.main import main
     from state import db, history, runs
 
     state = str(tmp_path / "s.sqlite")
-    assert main(["--state", state, "sweep", "--import", "tests.mode_models", "--models", "ModePlantedModel",
-                 "--configs", "capture_scalar_outputs", "--modes", "train,sdpa", "--workers", "1", "--json"]) == 0
+    assert main(["--state", state, "sweep", "--import", "tests.mode_models", "--models",
+                 "ModePlantedModel,ModeRecordedModel", "--configs", "capture_scalar_outputs", "--modes", "train,sdpa",
+                 "--workers", "1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     train, sdpa = doc["modes"]
     assert train["mode"]["phase"] == "train" and sdpa["mode"]["attention"] == "sdpa"
-    assert len(train["outcomes"]) == 2 and train["seconds"] > 0
-    flagged = next(e for e in train["effects"] if e["config"] == "capture_scalar_outputs")
-    assert flagged["correctness"] == "wrong_result"
+    assert len(train["outcomes"]) == 4 and train["seconds"] > 0 and train["skipped"] == {}
+    flagged = [e for e in train["effects"] if e["config"] == "capture_scalar_outputs"]
+    assert [e["correctness"] for e in flagged] == ["wrong_result", "wrong_result"]   # the record says train runs
     assert all(o["backward_graphs"] >= 1 for o in train["outcomes"])
-    assert {o["status"] for o in sdpa["outcomes"]} == {"create_error"}
-    assert "cannot run in mode sdpa in eager" in sdpa["outcomes"][0]["error_message"]
+    status = {(o["model"], o["status"]) for o in sdpa["outcomes"]}
+    assert status == {("ModePlantedModel", "create_error"), ("ModeRecordedModel", "skipped")}
+    unrecorded = next(o for o in sdpa["outcomes"] if o["model"] == "ModePlantedModel")
+    assert "cannot run in mode sdpa in eager" in unrecorded["error_message"]
+    why = "the lock records that ModeRecordedModel cannot run attention sdpa in eager: PlantedModel has no attention"
+    assert sdpa["skipped"]["ModeRecordedModel"].startswith(why)
+    recorded = [o for o in sdpa["outcomes"] if o["model"] == "ModeRecordedModel"]
+    assert all(o["build_s"] == 0 and o["signature"] is None for o in recorded)   # never built, never a crash
+    assert {e["effect"] for e in sdpa["effects"]} == {"create_error"}           # untestable, never filed
     conn = db.connect(state)
     stored = {r.id: r.options.sweep.mode.name for r in runs.list_runs(conn, limit=5)}
     assert sorted(stored.values()) == ["sdpa", "train"]
@@ -205,7 +241,9 @@ def test_a_sweep_over_modes_stores_one_run_per_mode(tmp_path, capsys):
     for fmt in ("md", "html"):
         out = tmp_path / f"report.{fmt}"
         assert main(["--state", state, "report", str(min(stored)), "-o", str(out)]) == 0
-        assert "mode train (phase train): 2 items, " in out.read_text()
+        assert "mode train (phase train): 4 items, " in out.read_text()
+        assert main(["--state", state, "report", str(max(stored)), "-o", str(out)]) == 0
+        assert "skipped: " in out.read_text() and "cannot run attention sdpa in eager" in out.read_text()
     # a resumed train run continues in train (the command line's options are eval's)
     train_id = min(stored)
     with conn:
@@ -214,5 +252,42 @@ def test_a_sweep_over_modes_stores_one_run_per_mode(tmp_path, capsys):
     assert main(["--state", state, "sweep", "--import", "tests.mode_models", "--resume", str(train_id), "--workers",
                  "1", "--json"]) == 0
     resumed = json.loads(capsys.readouterr().out)
-    again = next(o for o in resumed["outcomes"] if o["config"] == "capture_scalar_outputs")
-    assert again["backward_graphs"] >= 1 and again["calls"][0]["accuracy"] == "wrong"
+    again = [o for o in resumed["outcomes"] if o["config"] == "capture_scalar_outputs"]
+    assert len(again) == 2 and all(o["backward_graphs"] >= 1 and o["calls"][0]["accuracy"] == "wrong" for o in again)
+
+
+@pytest.mark.compile
+def test_pruning_pooling_and_the_screen_read_each_modes_own_baseline(tmp_path):
+    """Keys AOTAutograd reads only where there is a backward: pruned (not_read) against dynamic=True's baseline,
+    compiled in train, pooled there (together, the same as train's baseline); the screen answers a config's later
+    calls from its mode's own baseline: the second size does not recompile under dynamic=True (in eval it does:
+    test_a_second_size_recompiles_only_in_the_default_mode)."""
+    from harness.core.options import Accuracy, SweepOptions
+    from harness.engine.engine import SweepRequest, sweep
+    from harness.engine.flags.pruning import Pruning
+    from state import db, runs
+
+    conn = db.connect(tmp_path / "s.sqlite")
+    configs = {"baseline": {}, "aot_debug": {"torch._functorch.config.debug_assert": True},
+               "donated": {"torch._functorch.config.donated_buffer": False},
+               "rng": {"torch._functorch.config.functionalize_rng_ops": False}}
+    prune = Pruning(frozenset({"aot_debug", "donated"}), audit=0.0, audit_min=0)
+    outs = {}
+    for name in ("train", "dynamic-true"):
+        options = SweepOptions(workers=1, timeout=300, extra_modules=["tests.mode_models"], mode=BUILTIN[name],
+                               accuracy=Accuracy())
+        run = sweep(conn, SweepRequest(models=["ModeSizedModel"], configs=configs, options=options, progress=False,
+                                       pruning=prune)).run
+        outs[name] = {o.config: o for o in runs.outcomes(conn, run.id)}
+    assert {outs["dynamic-true"][c].reason for c in ("aot_debug", "donated")} == {"not_read"}
+    train = outs["train"]
+    assert {train[c].reason for c in ("aot_debug", "donated")} == {"pooled"}
+    assert train["aot_debug"].backward_graphs == train["baseline"].backward_graphs >= 1
+    assert train["rng"].reason is None and [c.scenario for c in train["rng"].calls] == ["first"]   # its only call
+
+    def second(outcome):
+        return next(c for c in outcome.calls if c.scenario == "second_size")
+
+    rng, base = outs["dynamic-true"]["rng"], outs["dynamic-true"]["baseline"]
+    assert rng.reason == "answered" and second(rng).recompiles == second(base).recompiles == 0
+    assert second(base).accuracy in ("exact", "close")

@@ -182,7 +182,8 @@ def test_the_lock_job_answers_entries_that_build(tmp_path):
     # `zoo lock` seals the second input spec too (the rule's first candidate that runs in eager)
     assert fresh["second_spec"] == second_specs(committed["spec"])[0]
     assert fresh["second_spec"]["input_ids"]["shape"] == [3, 24]
-    assert lock.seal({**fresh, "modeling": committed["modeling"]}) == committed
+    # and its modes record (harness.zoo.mode_record), the same as the committed one's where that has one
+    assert lock.seal({**fresh, "modeling": committed["modeling"]}) == lock.seal({**committed, "modes": fresh["modes"]})
     assert lock.load(real.version, str(tmp_path / "lock")).excluded == {"GPT2PreTrainedModel": "abstract"}
 
 
@@ -218,8 +219,8 @@ def test_zoo_lock_with_a_relative_state_and_lock_dir_writes_whole_entries_and_re
     doc = json.loads(capsys.readouterr().out)
     assert (doc["locked"], doc["resumed"], doc["ok"]) == (["GPT2Model"], ["ViTModel"], 2)
     written = lock.load(real.version, str(tmp_path / "locks"))
-    got = written.entry("GPT2Model")   # whole: config class, config, spec, hash; and now its sealed second spec
-    assert got == real.entry("GPT2Model")
+    got = written.entry("GPT2Model")   # whole: config class, config, spec, hash; its sealed second spec, modes record
+    assert got == lock.seal({**real.entry("GPT2Model"), "modes": got["modes"]})
     assert got["second_spec"] == second_specs(got["spec"])[0]
     assert written.entry("GPT2Model")["config_class"] == "GPT2Config"
     assert written.entry("ViTModel") == planted
@@ -386,7 +387,7 @@ def test_zoo_lock_reverify_seals_the_second_spec_without_discovering_again(tmp_p
     assert (result.locked, result.downgraded) == (["GPT2Model"], [])
     written = lock.load(real.version, str(tmp_path))
     got, was = written.entry("GPT2Model"), real.entry("GPT2Model")
-    assert got["second_spec"] == second_specs(was["spec"])[0] and got == was
+    assert got["second_spec"] == second_specs(was["spec"])[0] and got == lock.seal({**was, "modes": got["modes"]})
     assert lock.build_hash(got) == lock.build_hash(unsealed["GPT2Model"])
     assert {m: e for m, e in written.entries.items() if m != "GPT2Model"} == \
         {m: lock.seal(e) for m, e in unsealed.items() if m != "GPT2Model"}

@@ -17,6 +17,7 @@ from bot.cli.interrupts import sigterm_as_interrupt
 from bot.settings import Settings
 from harness.core import defaults
 from harness.core.effects import calls_table, effect_table, judged
+from harness.core.outcome import skipped
 from harness.core.population import POPULATIONS
 
 BACKENDS = ("count", "eager", "aot_eager", "inductor")
@@ -240,6 +241,7 @@ def summary(run: Any, outcomes: list, effects: list, backend: str) -> dict[str, 
     statuses = collections.Counter(o.status for o in outcomes)
     return {"run": run, "env": run.environment, "n_models": len(run.models), "configs": configs,
             "mode": run.options.sweep.mode, "items": len(outcomes), "seconds": _seconds(outcomes),
+            "skipped": skipped(outcomes),
             "statuses": sorted(statuses.items()), "effects": effects, "backend": backend, "judged": shown,
             "findings": defaults.explain(outcomes, run.configs, defaults.load())}
 
@@ -257,6 +259,7 @@ def _show(conn: Any, done: list, as_json: bool) -> None:
         if as_json:
             docs.append({"run": run.to_dict(), "environment": run.environment.to_dict(),
                          "mode": run.options.sweep.mode.to_dict(), "seconds": _seconds(outcomes),
+                         "skipped": skipped(outcomes),
                          "outcomes": [o.to_dict() for o in outcomes], "effects": [e.to_dict() for e in effects]})
         else:
             sys.stdout.write(render("sweep_effects.txt.j2", **summary(run, outcomes, effects,

@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     lk.add_argument("--check", action="store_true", help="compare the lock with the installed transformers; exit 1 if stale")
     lk.add_argument("--reverify", action="store_true", help="verify the package lock's good entries again (build, eager, "
                     "the second input spec sealed again) without discovering them again")
+    lk.add_argument("--modes-probe", action="store_true", help="probe again which modes the package lock's good entries "
+                    "run in eager (attention eager/sdpa, bfloat16/float16 autocast, train; one step each) and change "
+                    "nothing else in them")
     lk.add_argument("--json", action="store_true", help="print one JSON document only")
     lk.set_defaults(func=cmd_lock)
     df = zsub.add_parser("diff", help="what a transformers bump changed: two locks, or a lock and the installed release")
@@ -162,9 +165,10 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
     from harness.zoo import UnknownModel, lock
     from state import db
 
-    if args.reverify and (args.lock_dir or args.check or args.fresh):
-        print("flagsweep zoo lock: --reverify works on the package's lock alone (what sweeps build from); it takes "
-              "no --lock-dir, --check or --fresh", file=sys.stderr)
+    again = "--reverify" if args.reverify else "--modes-probe" if args.modes_probe else None
+    if again and (args.lock_dir or args.check or args.fresh or args.reverify and args.modes_probe):
+        print(f"flagsweep zoo lock: {again} works on the package's lock alone (what sweeps build from); it takes "
+              "no --lock-dir, --check, --fresh, or the other of --reverify and --modes-probe", file=sys.stderr)
         return 2
     if args.lock_dir and Path(args.lock_dir).exists() and not Path(args.lock_dir).is_dir():
         # checked before discovery runs (an hour for the whole corpus), not when the lock is written after it
@@ -176,8 +180,9 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
                   timeout=args.timeout, python=settings.sweep.python,
                   lock_dir=Path(args.lock_dir) if args.lock_dir else lock.LOCK_DIR, progress=True)
     try:
-        if args.reverify:
-            result = locker.reverify_corpus(**{k: v for k, v in common.items() if k != "lock_dir"})
+        if again:
+            job = locker.REVERIFY_JOB if args.reverify else locker.MODES_JOB
+            result = locker.reverify_corpus(**{k: v for k, v in common.items() if k != "lock_dir"}, job=job)
         elif args.check:
             report = locker.check_lock(**common)
             print(json.dumps(report, indent=1) if args.json else render("zoo_lock_check.txt.j2", report=report), end="\n" if args.json else "")

@@ -19,7 +19,7 @@ from bot.view.stored_diff import diff_stored
 from bot.text.render import render
 from harness.core import defaults, unsafe
 from harness.core.effects import calls_table, effect_table, judged
-from harness.core.outcome import ANSWERED, EFFECTS, Outcome
+from harness.core.outcome import ANSWERED, EFFECTS, Outcome, skipped
 from state import flags as stored_flags, gates, history
 from state import runs as runs_mod
 from state.history import SignatureRow
@@ -261,7 +261,8 @@ def _mode(run: runs_mod.Run, outs: list) -> dict[str, Any] | None:
     if mode.is_default:
         return None
     seconds = sum((o.build_s or 0.0) + (o.compile_s or 0.0) for o in outs)
-    return {"name": mode.name, "changed": mode.changed(), "n_items": len(outs), "seconds": round(seconds, 1)}
+    return {"name": mode.name, "changed": mode.changed(), "n_items": len(outs), "seconds": round(seconds, 1),
+            "skipped": skipped(outs)}
 
 
 def _quarantined(conn: sqlite3.Connection, view: RunView) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
 from harness.core.correctness import WRONG_RESULT, first_wrong, later_recompiles, wrong_signature
-from harness.core.outcome import OUT_OF_MEMORY, Effect, Outcome
+from harness.core.outcome import OUT_OF_MEMORY, SKIPPED, Effect, Outcome
 
 TRANSITIONS = (
     "new_crash",
@@ -175,6 +175,7 @@ class DiffResult:
 
 
 OUT_OF_MEMORY_REASON = "out of memory on the device: not measured"
+SKIPPED_REASON = "skipped: the lock records the model cannot run in the run's mode"
 
 
 def _failed(o: Outcome) -> bool:
@@ -198,7 +199,7 @@ def classify(before: Outcome | None, after: Outcome | None) -> str:
         return "gone"
     if before.fingerprint and after.fingerprint and before.fingerprint != after.fingerprint:
         return "not_comparable"
-    if OUT_OF_MEMORY in (before.status, after.status):
+    if {OUT_OF_MEMORY, SKIPPED} & {before.status, after.status}:   # one side not measured
         return "not_comparable"
     if not _failed(before) and _failed(after):
         return "new_crash"
@@ -326,8 +327,9 @@ def _not_comparable_because(result: DiffResult, before: str | None, after: str |
     reason = f"transformers {before} → {after}" if bump else "its build changed (lock entry or build code)"
     for t in skipped:
         fps = (t.before.fingerprint, t.after.fingerprint)      # an item's sides (Side)
-        oom = OUT_OF_MEMORY in (t.before.status, t.after.status)
-        t.reason = OUT_OF_MEMORY_REASON if oom and not (all(fps) and fps[0] != fps[1]) else reason
+        unmeasured = next((s for s in (OUT_OF_MEMORY, SKIPPED) if s in (t.before.status, t.after.status)), None)
+        own = OUT_OF_MEMORY_REASON if unmeasured == OUT_OF_MEMORY else SKIPPED_REASON
+        t.reason = own if unmeasured and not (all(fps) and fps[0] != fps[1]) else reason
     if bump:
         models = {t.model for t in result.transitions}
         result.notes.append(f"{reason}: {len({t.model for t in skipped})} of {len(models)} models not comparable "

@@ -23,13 +23,16 @@ STATUSES = (
     "input_error",   # inputs could not be made for it
     "eager_error",   # the eager forward failed, so compiling says nothing
     "out_of_memory", # the device ran out of memory (even alone, re-run once): untested, never a crash
+    "skipped",       # the lock records that the model cannot run in the run's mode (harness.zoo.mode_record): not built
 )
 OUT_OF_MEMORY = "out_of_memory"
+SKIPPED = "skipped"
 # Statuses that mean "the model itself is not testable", before any compile.
 BUILD_STATUSES = ("create_error", "input_error", "eager_error")
-# Statuses that say nothing about a compile: a build status, or a device too small for the model. Such a model is
-# untestable under every flag (its effect is create_error), never a crash with a signature, never filed.
-UNTESTED_STATUSES = BUILD_STATUSES + (OUT_OF_MEMORY,)
+# Statuses that say nothing about a compile: a build status, a device too small for the model, or a mode the lock
+# records it cannot run. Such a model is untestable under every flag (its effect is create_error), never a crash with
+# a signature, never filed.
+UNTESTED_STATUSES = BUILD_STATUSES + (OUT_OF_MEMORY, SKIPPED)
 # Statuses that mean "the compile under this config crashed".
 CRASH_STATUSES = ("error", "timeout", "killed")
 
@@ -168,3 +171,8 @@ class Effect:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return asdict(self)
+
+
+def skipped(outcomes: list[Outcome]) -> dict[str, str]:
+    """{model: why} of the models whose items were skipped: the lock records they cannot run in the run's mode."""
+    return {o.model: o.error_message or "" for o in sorted(outcomes, key=lambda o: o.model) if o.status == SKIPPED}

@@ -20,10 +20,12 @@ from harness.engine import engine
 from harness.engine.interpreter import CallFailed, call
 from harness.core.options import SweepOptions
 from harness.zoo import lock, second
+from harness.zoo.mode_record import FIELD as MODES
 from state import zoo as kept
 
 LOCK_JOB = "harness.discovery.lockjob:lock_entry_text"        # the entry as JSON text (it may hold infinities)
 REVERIFY_JOB = "harness.discovery.lockjob:reverify_entry_text"
+MODES_JOB = "harness.discovery.lockjob:modes_entry_text"    # `--modes-probe`: the modes record alone probed again
 SCAN = "harness.discovery.enumerate:scan_document"
 
 
@@ -181,12 +183,13 @@ def lock_corpus(conn: sqlite3.Connection, *, patterns: list[str], sample_n: int 
 
 
 def reverify_corpus(*, patterns: list[str], sample_n: int | None, seed: int, workers: int, timeout: float,
-                    python: str | None, progress: bool = True, lock_dir: Path = lock.LOCK_DIR) -> LockResult:
+                    python: str | None, progress: bool = True, lock_dir: Path = lock.LOCK_DIR,
+                    job: str = REVERIFY_JOB) -> LockResult:
     """Verify the package lock's good entries again (the selected ones, all by default) as `zoo lock` verifies a new
     one, without discovery: after the verify rule changed (the second input spec it seals, say). An entry whose
     worker gave no answer keeps its locked self; an answered failure replaces it and is reported. The workers read
     the package's lock (what sweeps build from); `lock_dir` is where the result is written: the package's, or a
-    copy of it."""
+    copy of it. `job` MODES_JOB probes the modes record alone (harness.zoo.mode_record), changing nothing else."""
     path = lock.lock_path(lock.installed_transformers(), Path(lock_dir))
     doc = lock.read(path) if path.exists() else {"entries": {}}
     old, strata = doc["entries"], _strata(doc["entries"])
@@ -197,7 +200,7 @@ def reverify_corpus(*, patterns: list[str], sample_n: int | None, seed: int, wor
     selected = select(good, patterns, sample_n, seed, strata)
     fresh, unanswered = {}, set()
     for entry, answered in discover_entries(selected, version, strata, workers=workers, timeout=timeout,
-                                            python=python, progress=progress, job=REVERIFY_JOB):
+                                            python=python, progress=progress, job=job):
         fresh[entry["model"]] = entry if answered else old[entry["model"]]
         if not answered:
             unanswered.add(entry["model"])
@@ -236,8 +239,11 @@ def staleness(locked: dict[str, dict], scanned: list[str], rediscovered: dict[st
         if old.get("status") == "ok" and new.get("status") != "ok":
             broken.append({"model": m, "status": new.get("status"), "cause": new.get("cause")})
         elif old.get("hash") != new.get("hash"):
-            fields = sorted(k for k in set(old) | set(new) if k != "hash" and old.get(k) != new.get(k))
-            differ.append({"model": m, "fields": fields})
+            # an entry locked before the modes record is not stale for lacking it (`--modes-probe` fills it)
+            fields = sorted(k for k in set(old) | set(new) if k != "hash" and old.get(k) != new.get(k)
+                            and not (k == MODES and k not in old))
+            if fields:
+                differ.append({"model": m, "fields": fields})
     added = sorted(set(scanned) - set(locked))
     removed = sorted(set(locked) - set(scanned))
     return {"added": added, "removed": removed, "corrupt": corrupt, "no_longer_build": broken, "would_differ": differ,

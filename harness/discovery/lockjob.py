@@ -12,10 +12,12 @@ from typing import Any
 from harness.discovery.caps import CAPS
 from harness.discovery.discover import discover, plan
 from harness.discovery.enumerate import kind_of, stratum_fallback
+from harness.engine.mode_probe import probe
 from harness.zoo.build import SEED, materialize
 from harness.zoo.errors import BuildError
 from harness.zoo.inputs import make_inputs
 from harness.zoo.lock import UNCAPPED_FIELD, seal
+from harness.zoo.mode_record import FIELD as MODES
 from harness.zoo.second import FIELD as SECOND_SPEC, WHY_FIELD as SECOND_WHY, first_that_runs
 from harness.zoo.sizes import second_specs
 
@@ -70,6 +72,11 @@ def reverify_entry_text(model: str, device: str) -> str:
     return json.dumps(reverify_entry(model, device), sort_keys=True)
 
 
+def modes_entry_text(model: str, device: str) -> str:
+    """The job's answer: modes_entry's entry as JSON text (as lock_entry_text)."""
+    return json.dumps(modes_entry(model, device), sort_keys=True)
+
+
 def reverify_entry(model: str, device: str) -> dict:
     """`zoo lock --reverify`: the package lock's entry of one class verified again as `verify` does now (built, one
     eager forward, its second input spec sealed again), without discovering it again."""
@@ -110,7 +117,8 @@ def discovered_entry(model: str, caps: tuple[str, ...] = CAPS) -> dict:
 
 
 def verify(entry: dict, device: str) -> dict:
-    """Build the entry exactly as a sweep will and run one eager forward: the entry with its final status."""
+    """Build the entry exactly as a sweep will and run one eager forward: the entry with its final status, its second
+    input spec and its modes record (harness.zoo.mode_record)."""
     import torch
 
     try:
@@ -122,7 +130,21 @@ def verify(entry: dict, device: str) -> dict:
     except Exception as exc:
         return seal({**entry, "status": "eager_error", "cause": f"{type(exc).__name__}: {str(exc)[:280]}"})
     found, why = second_spec(built.module, entry["spec"], device)
+    entry = {**entry, MODES: probe(built.module, built.inputs, device)}
     return seal({**entry, SECOND_SPEC: found} if found is not None else {**entry, SECOND_WHY: why})
+
+
+def modes_entry(model: str, device: str) -> dict:
+    """`zoo lock --modes-probe`: the package lock's entry of one class with its modes record probed again
+    (harness.engine.mode_probe.probe) and nothing else changed; the entry as locked where it no longer builds."""
+    from harness.zoo import lock
+
+    entry = lock.current().entry(model)
+    try:
+        built = materialize(entry, device)
+    except Exception:   # its build is `--reverify`'s to judge: this job changes only the record
+        return entry
+    return seal({**entry, MODES: probe(built.module, built.inputs, device)})
 
 
 def second_spec(module: Any, spec: dict, device: str) -> tuple[dict | None, str]:

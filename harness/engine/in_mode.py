@@ -8,7 +8,7 @@ arguments and the training step. The default mode (`eval`) changes nothing here:
 - compile: `dynamic=True` for dynamic `true`; for `marked`, the batch dimension of every tensor input and the
   sequence dimension of every integer one (token ids, masks) marked with `maybe_mark_dynamic`;
 - step: the call, and in `train` a loss and its backward (the model's own loss where labels can be built: its
-  `labels` are its `input_ids`; else a fixed reduction of its float outputs), then each parameter's gradient.
+  `labels` are its `input_ids`; else a fixed reduction of its float outputs), then each parameter's gradient;
 """
 from __future__ import annotations
 
@@ -167,4 +167,3 @@ def _detached(value: Any) -> Any:
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(_detached(v) for v in value)
     return value
-

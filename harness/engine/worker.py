@@ -28,7 +28,7 @@ from typing import Any
 
 from harness.core.model_build import ModelBuild
 from harness.core.modes import Mode
-from harness.core.outcome import OUT_OF_MEMORY, Outcome
+from harness.core.outcome import OUT_OF_MEMORY, SKIPPED, Outcome
 from harness.core.run_environment import RunEnvironment
 from harness.engine import events, measure
 from harness.engine.events import RunRequest
@@ -119,6 +119,18 @@ def _build(model: str, device: str) -> Built:
     return zoo.build(model, device)
 
 
+def _skip_reason(model: str, mode: Mode) -> str | None:
+    """Why the model's lock entry records that it cannot run in `mode` (harness.zoo.mode_record), or None: it can,
+    or the record does not say (a malformed record included: it costs only itself, the mode runs as before)."""
+    from harness import zoo
+
+    try:
+        return zoo.cannot_run(model, mode)
+    except zoo.CorruptEntry as exc:
+        print(f"flagsweep worker: {exc}: the mode is run as before", file=sys.stderr)
+        return None
+
+
 def _prepare(model: str) -> None:
     """The zoo's imports for building `model` (transformers, unless it is a test-only model), before any timing."""
     from harness import zoo
@@ -185,6 +197,9 @@ def _build_and_check(req: RunRequest) -> tuple[Built | None, dict[str, Any], str
     from harness.engine import in_mode
     from harness.engine.backend import eager_run, reset_dynamo
 
+    why = _skip_reason(req.model, req.sweep_mode)
+    if why is not None:   # the lock records the model cannot run in this mode: skipped before its build
+        return None, {"build_s": 0.0, "error_message": why}, SKIPPED
     start = time.perf_counter()
     built, status, cause, common = None, None, None, {}
     try:

@@ -34,12 +34,14 @@ FIELDS: dict[str, tuple[type, ...]] = {
 # (an error message) may change with a release while the build does not.
 UNCAPPED_FIELD = "uncapped"
 OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {"modeling": (str,), UNCAPPED_FIELD: (str,)}
-# Optional fields checked where they are used (harness.zoo.second), so a bad one costs only what uses it: the second
-# input spec (`zoo lock` seals the first of harness.zoo.sizes.second_specs that runs in eager), or why none does.
-DEFERRED_FIELDS = ("second_spec", "second_spec_why")
+# Optional fields checked where they are used (harness.zoo.second, harness.zoo.mode_record), so a bad one costs only
+# what uses it: the second input spec (`zoo lock` seals the first of harness.zoo.sizes.second_specs that runs in
+# eager), or why none does; the modes the model runs in eager (`modes`: axis -> value -> null or why not).
+DEFERRED_FIELDS = ("second_spec", "second_spec_why", "modes")
 # Fields that name the release an entry was locked for, not what is built: left out of build_hash(). The second
 # input spec is left out too: it is what a later call is given, not what is built, and sealing the spec the worker
-# would derive anyway (an entry locked before it was sealed) must not make a night's results incomparable.
+# would derive anyway (an entry locked before it was sealed) must not make a night's results incomparable; so is
+# the modes record (what a mode can run, not what is built: sealing it changes no fingerprint).
 RELEASE_FIELDS = ("transformers", "hash", *DEFERRED_FIELDS, UNCAPPED_FIELD)
 APPLIED_KEYS = ("recipes", "fixups", "repairs")
 HOLLOW_IF_EMPTY = ("config_class", "config")   # an ok entry without these has nothing to build from
