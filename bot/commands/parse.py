@@ -58,20 +58,12 @@ def _typed(pattern: re.Pattern[str], what: str):
     return check
 
 
-def _globs(value: str) -> list[str]:
-    """`--models A,B`: comma-separated model globs, split as the command line splits them (`flagsweep sweep`)."""
-    parts = [p.strip() for p in value.split(",") if p.strip()]
-    bad = [p for p in parts if not _GLOB.match(p)]
-    if not parts or bad:
-        raise argparse.ArgumentTypeError(f"not a valid model glob: {(bad[0] if bad else value)!r}")
-    return parts
-
-
-def _names(what: str):
-    """`--modes A,B`: comma-separated names (which exist is the handler's to say, from the settings)."""
+def _listed(pattern: re.Pattern, what: str):
+    """A comma-separated list of `what`, each matching `pattern`: `--models A,B` (model globs, split as the command
+    line splits them), `--modes A,B` (names; which exist is the handler's to say, from the settings)."""
     def check(value: str) -> list[str]:
         parts = [p.strip() for p in value.split(",") if p.strip()]
-        bad = [p for p in parts if not _NAME.match(p)]
+        bad = [p for p in parts if not pattern.match(p)]
         if not parts or bad:
             raise argparse.ArgumentTypeError(f"not a valid {what}: {(bad[0] if bad else value)!r}")
         return parts
@@ -106,11 +98,11 @@ def build_parser(prog: str = "@flagsweep-bot") -> argparse.ArgumentParser:
     add("rerun", "sweep this issue's models on the newest nightly now and update the issue")
     p = add("sweep", "ad-hoc sweep of one config over some models; replies with the effects table")
     p.add_argument("--config", required=True, type=_typed(_NAME, "config name"), help="a config from the catalog")
-    p.add_argument("--models", required=True, type=_globs,
+    p.add_argument("--models", required=True, type=_listed(_GLOB, "model glob"),
                    help="model class globs, comma-separated, e.g. 'Qwen*,GPT2Model'")
     p.add_argument("--base-setting", action="append", default=[], type=_setting, metavar="K=V",
                    help="a setting applied to baseline and config alike (repeatable)")
-    p.add_argument("--modes", type=_names("mode name"), metavar="A,B",
+    p.add_argument("--modes", type=_listed(_NAME, "mode name"), metavar="A,B",
                    help="the modes to sweep in, one run each (default: eval), e.g. 'train-bf16,dynamic-true'")
     add("mute", "stop updating this issue")
     add("unmute", "resume updating this issue")
