@@ -23,6 +23,7 @@ class World:
         self.version = "2.14.0.dev20261121+cpu"
         self.date = "2026-11-21"
         self.crashing: set[str] = set()     # models that crash under the flag
+        self.crashing_in: dict[str, set[str]] = {}   # mode name -> models that crash under the flag in that mode only
         self.one_graph: set[str] = set()    # models that compile to one graph at baseline (no graph break)
         self.compiles = 0                   # items actually run (not reused from a baseline pass)
         self.sweeps = []
@@ -30,12 +31,13 @@ class World:
         self.views = []                     # the run views handed to publish and report, in order
         self.pruning = None                 # what the last sweep was told it may prune
         self.git = "g"                      # the torch commit the sweeps' environment records
+        self.mode = "eval"
 
     def provide(self, settings, torch, date, progress):
         return Nightly(version=self.version, git="g" + self.date[-2:], python=sys.executable, date=self.date)
 
     def outcome(self, model, config):
-        if config != "baseline" and model in self.crashing:
+        if config != "baseline" and (model in self.crashing or model in self.crashing_in.get(self.mode, ())):
             # stored as flake confirmation leaves a confirmed crash (the first run and two re-runs failed)
             return Outcome(model, config, "error", stratum="decoder_llm", error_type="RuntimeError",
                            error_message="boom u3", signature="RuntimeError: boom uN", attempts=3)
@@ -45,6 +47,7 @@ class World:
     def sweep(self, conn, request: SweepRequest) -> runs.Run:
         self.sweeps.append((request.nightly, request.shard, tuple(request.models)))
         self.pruning = request.pruning
+        self.mode = request.options.mode.name      # the mode being swept (crashing_in)
         env = RunEnvironment(torch_version=self.version, torch_git=self.git, transformers_version="5.23.0",
                              python_version="3.11", device="cpu", flagsweep_version="0.1.0", recipe_fingerprint="f",
                              python=request.options.python)

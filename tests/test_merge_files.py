@@ -13,6 +13,7 @@ from bot.pipeline import nightly
 from bot.cli.main import main
 from bot.settings import IssueSettings, NightlySettings, Settings, VerifySettings
 from harness.core.model_build import ModelBuild
+from harness.core.modes import BUILTIN, DEFAULT
 from state import db, history, runs
 from tests.fakesweep import World
 
@@ -117,8 +118,11 @@ def test_the_actions_workflow_passes_shard_files_not_a_shared_disk():
     assert "--export" in text and "upload-artifact" in text and "download-artifact" in text
     assert "flagsweep merge shards/" in text
     assert "share a persistent state" not in text
-    # a sharded nightly sweeps eval only (merge joins one mode's shards): no shard passes --modes, or it is refused
-    assert 'GPU_MODES: "eval,train-bf16,dynamic-true"' in text and "--modes" not in text
+    # the GPU shards sweep GPU_MODES (a file per mode, merged per mode); the CPU fallback sweeps eval alone
+    gpu, cpu = text.split("\n  sweep-cpu:")[0].split("\n  sweep:")[1], text.split("\n  sweep-cpu:")[1]
+    assert 'GPU_MODES: "eval,train-bf16,dynamic-true"' in text
+    assert "--modes ${{ env.GPU_MODES }}" in gpu and "shard-${{ matrix.shard }}*.flagsweep.json" in gpu
+    assert "--modes" not in cpu.split("\n  merge-and-publish:")[0]
 
 
 def test_merge_torch_installs_the_shards_build_here_and_refuses_another(tmp_path, capsys):
@@ -281,4 +285,77 @@ def test_a_stored_shard_whose_workers_imported_a_module_is_refused_by_merge(tmp_
     assert [r.status for r in runs.list_runs(conn)] == ["finished", "finished"]    # neither shard marked merged
     merged = merge_mod.merge(conn, ids, modules=["this"])     # a module this host's settings import is allowed
     assert runs.get_run(conn, merged).status == "finished"
+    conn.close()
+
+
+# ---- a night of two modes, sharded: one file per mode, one merged run per mode -------------------------------------
+
+TWO_MODES = ["eval", "train"]
+
+
+def _two_mode_world() -> World:
+    world = _world()
+    world.crashing_in = {"train": {"GammaModel"}}     # a crash only in train: the modes' results differ
+    return world
+
+
+def _two_mode_shard_files(tmp: Path, i: int) -> list[Path]:
+    """Shard i/2 of a night of eval and train, swept in a store of its own, exported as `nightly --export` does."""
+    settings, conn = _host(tmp, f"shard{i}")
+    result = nightly.run_nightly(conn, settings, shard=f"{i}/2", out_dir=tmp, steps=_two_mode_world().steps(),
+                                 modes=TWO_MODES)
+    assert [r.status for r in result.each] == ["shard_done", "shard_done"] and len({r.run_id for r in result.each}) == 2
+    paths = merge_mod.export_night(conn, [r.run_id for r in result.each], tmp / f"shard-{i}.flagsweep.json")
+    conn.close()
+    return paths
+
+
+def test_a_sharded_night_of_two_modes_merges_into_one_run_per_mode_like_the_unsharded_night(tmp_path, capsys):
+    files = _two_mode_shard_files(tmp_path, 1) + _two_mode_shard_files(tmp_path, 2)
+    assert [f.name for f in files] == ["shard-1.flagsweep.json", "shard-1.train.flagsweep.json",
+                                       "shard-2.flagsweep.json", "shard-2.train.flagsweep.json"]
+    assert [merge_mod.read_export(f).run.options.sweep.mode.name for f in files] == TWO_MODES * 2
+    pub_settings, pub = _host(tmp_path, "publisher")
+    conf = tmp_path / "flagsweep.toml"
+    conf.write_text("[verify]\nenabled = false\n[issues]\nmin_models = 1\n"
+                    "[nightly]\nconfigs = [\"capture_scalar_outputs\"]\ncanaries = [\"AlphaModel\"]\n[confirm]\nruns = 0\n")
+    code = main(["--settings", str(conf), "--state", str(pub_settings.state_path), "merge", *map(str, reversed(files)),
+                 "--dry-run", "--out", str(tmp_path / "merged-out"), "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and [result["mode"]] + [o["mode"] for o in result["others"]] == TWO_MODES
+    merged = [result["run_id"], result["others"][0]["run_id"]]
+    assert [runs.get_run(pub, m).options.sweep.mode.name for m in merged] == TWO_MODES
+    assert all(runs.get_run(pub, m).shard is None and len(runs.get_run(pub, m).models) == 5 for m in merged)
+    assert {r.status for r in runs.list_runs(pub) if r.id not in merged} == {"merged"}   # all four shards
+
+    one_settings, one = _host(tmp_path, "unsharded")
+    single = nightly.run_nightly(one, one_settings, out_dir=tmp_path / "single-out", modes=TWO_MODES,
+                                 steps=_two_mode_world().steps(real_publish=True))
+    for m, s in zip(merged, [r.run_id for r in single.each]):
+        assert _effects(pub, m) == _effects(one, s)
+    assert ("GammaModel", "capture_scalar_outputs") in {e[:2] for e in _effects(pub, merged[1]) if e[2] == "crashes"}
+    assert "GammaModel" not in {e[0] for e in _effects(pub, merged[0]) if e[2] == "crashes"}
+    for sub in ("", "train"):      # each mode published on its own, in its own folder, as the unsharded night
+        merged_plan, single_plan = _plan(tmp_path / "merged-out" / sub), _plan(tmp_path / "single-out" / sub)
+        assert merged_plan == single_plan and merged_plan
+    assert _plan(tmp_path / "merged-out") != _plan(tmp_path / "merged-out" / "train")
+    pub.close()
+    one.close()
+
+
+def test_a_two_mode_shard_set_missing_a_modes_file_is_refused_in_one_line_and_keeps_nothing(tmp_path, capsys):
+    files = _two_mode_shard_files(tmp_path, 1) + _two_mode_shard_files(tmp_path, 2)
+    state = tmp_path / "pub.sqlite"
+    code = main(["--state", str(state), "merge", *map(str, files[:3]), "--dry-run", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert err.strip().splitlines() == ["flagsweep merge: shard 2/2 has no run in mode train, which other shards "
+                                        "swept: a shard set holds every mode's run of each shard"]
+    conn = db.connect(state)
+    assert runs.list_runs(conn) == []      # the imports and the merges are one transaction
+    with pytest.raises(merge_mod.MergeError, match="runs of modes eval, train: one merge joins one mode's shards"):
+        merge_mod.merge(conn, merge_mod.resolve_runs(conn, [str(f) for f in files]))
+    assert merge_mod.export_path("a/s-1.flagsweep.json", BUILTIN["train-bf16"]) == Path("a/s-1.train-bf16.flagsweep.json")
+    assert merge_mod.export_path("a/s-1.flagsweep.json", DEFAULT) == Path("a/s-1.flagsweep.json")
+    assert merge_mod.export_path("s-1", BUILTIN["dynamic-true"]) == Path("s-1.dynamic-true")
     conn.close()

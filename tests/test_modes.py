@@ -64,11 +64,11 @@ def test_the_default_mode_is_stored_as_before_modes():
         resolve(["x"], named({}))
 
 
-def test_the_nightly_refuses_an_unknown_mode_and_a_shard_of_another_and_publish_takes_any_mode(tmp_path, capsys):
+def test_the_nightly_refuses_an_unknown_mode_and_publish_takes_any_mode(tmp_path, capsys):
     """Issues carry their mode: the nightly sweeps [sweep] modes (an unknown one refused in one line before anything
-    runs; a shard only in eval, as `merge` joins one mode), and `publish` takes a run of any mode."""
+    runs; a shard sweeps every mode, as `merge` joins each mode's shards: test_merge_files.py), and `publish` takes a
+    run of any mode."""
     from bot.cli.main import main
-    from bot.pipeline import nightly
     from harness.core.run_environment import RunEnvironment
     from state import db, runs
 
@@ -76,9 +76,6 @@ def test_the_nightly_refuses_an_unknown_mode_and_a_shard_of_another_and_publish_
     path.write_text(f'state_path = "{tmp_path / "s.sqlite"}"\n[sweep]\nmodes = ["eval", "train"]\n')
     s = settings_mod.load(path, env={})
     conn = db.connect(s.state_path)
-    with pytest.raises(nightly.NightlyError, match=r"^--shard sweeps eval only"):
-        nightly.run_nightly(conn, s, torch="2.13.0", shard="1/2")
-    capsys.readouterr()
     assert main(["--settings", str(path), "nightly", "--modes", "nope", "--dry-run", "--out", str(tmp_path)]) == 2
     assert "flagsweep nightly: --modes: unknown mode 'nope'" in capsys.readouterr().err
     options = RunOptions(sweep=dataclasses.replace(SweepOptions(), mode=BUILTIN["train"]))

@@ -123,7 +123,7 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
                                          modes=_split(args.modes))
         if args.export and result.run_id is not None:
             from bot.pipeline import merge
-            merge.write_export(conn, result.run_id, args.export)
+            merge.export_night(conn, [each.run_id for each in result.each], args.export)    # a file per mode
     except SweepInterrupted as exc:
         print(f"flagsweep nightly: interrupted; run {exc.run_id} keeps its finished items and is resumed by the "
               "next `flagsweep nightly` for the same nightly", file=sys.stderr)
@@ -187,8 +187,7 @@ def cmd_merge(args: argparse.Namespace, settings: Any) -> int:
 
 def _merge(args: argparse.Namespace, settings: Any) -> int:
     from bot.builds import provider
-    from bot.pipeline import merge, nightly
-    from bot.pipeline.steps import Steps
+    from bot.pipeline import merge
     from state import db, runs
     from state.db import transaction
     refused = settings.compile_cache_refusal()     # flake confirmation re-runs items in workers of [sweep] backend
@@ -204,24 +203,35 @@ def _merge(args: argparse.Namespace, settings: Any) -> int:
             first = merge.environment_of(conn, args.runs[0], shards)
             python = _verifying_python(args, settings, first) if args.torch else None
             with transaction(conn):     # the files' runs and the merge, or nothing (a refused merge keeps no shard)
-                run_id = merge.merge(conn, merge.resolve_runs(conn, args.runs, shards), python=python, modules=modules)
+                run_ids = merge.merge_modes(conn, merge.resolve_runs(conn, args.runs, shards), python=python,
+                                            modules=modules)
         except (ValueError, provider.ProviderError) as exc:   # MergeError, SpecError, NightlyError: nothing merged
             print(f"flagsweep merge: {exc}", file=sys.stderr)
             return 2
-        run = runs.get_run(conn, run_id)
         dry_run = (not settings.github.has_credentials) if args.dry_run is None else args.dry_run
         out = Path(args.out or settings.issues.dry_run_out)
-        result = nightly.NightlyResult(status="swept", run_id=run_id, nightly=run.nightly, models=len(run.models),
-                                       configs=list(run.configs), dry_run=dry_run, out_dir=str(out),
-                                       torch={"version": run.environment.torch_version,
-                                              "git": run.environment.torch_git, "current": False},
-                                       missing_shards=list(run.options.missing_shards or []))
-        result = nightly.publish_stage(conn, settings, result, run, python=python or settings.sweep.python,
-                                       steps=Steps(), out=out)
+        each = [_publish_merged(conn, settings, runs.get_run(conn, run_id), dry_run=dry_run, out=out,
+                                python=python or settings.sweep.python) for run_id in run_ids]   # one per mode
+        result = dataclasses.replace(each[0], others=each[1:])
     finally:
         conn.close()
     _emit(result, args.json)
     return exit_status(result)     # 1: published, but not the whole nightly
+
+
+def _publish_merged(conn: Any, settings: Any, run: Any, *, dry_run: bool, out: Path, python: str | None) -> Any:
+    """Diff, confirm, verify and publish one mode's merged run (another mode than eval: its files in a folder of its
+    own, as the nightly writes them)."""
+    from bot.pipeline import nightly
+    from bot.pipeline.steps import Steps
+    mode = run.options.sweep.mode
+    out = out if mode.is_default else out / mode.name
+    result = nightly.NightlyResult(status="swept", run_id=run.id, nightly=run.nightly, models=len(run.models),
+                                   configs=list(run.configs), dry_run=dry_run, out_dir=str(out), mode=mode.name,
+                                   torch={"version": run.environment.torch_version,
+                                          "git": run.environment.torch_git, "current": False},
+                                   missing_shards=list(run.options.missing_shards or []))
+    return nightly.publish_stage(conn, settings, result, run, python=python, steps=Steps(), out=out)
 
 
 def _verifying_python(args: argparse.Namespace, settings: Any, environment: Any) -> str:

@@ -1,9 +1,10 @@
-"""Join the shard runs of one nightly (a CI matrix) into one run, so it is diffed and published once.
+"""Join the shard runs of one nightly (a CI matrix) into one run per mode, so each mode is diffed and published once.
 
-Shards may run on separate hosts with separate stores: each exports its run as
+Shards may run on separate hosts with separate stores: each exports each mode's run as
 one file (`export_run`: the run with its environment, outcomes and the build data
-its reproducers need, under a format version), and the publishing host imports
-the files into its own store (`import_file`) before merging them.
+its reproducers need, under a format version; `export_path` names another mode's file), and the publishing host
+imports the files into its own store (`import_file`) before merging them. A night of several modes is a shard set
+per mode (`merge_modes`): every shard of the set swept the same modes, or the set is refused in one line.
 
 A file is foreign input, read as strictly as a webhook's payload (`read_export`): an unknown key anywhere (the top
 level, `run`, `run.options`, the accuracy options), a value out of its range or outside its closed set, an outcome
@@ -27,6 +28,7 @@ from typing import Any, Sequence
 
 from harness.core.files import write_atomic
 from harness.core.model_build import ModelBuild
+from harness.core.modes import Mode
 from harness.core.outcome import Outcome
 from harness.core.record import RecordError
 from harness.core.run_environment import RunEnvironment
@@ -191,7 +193,19 @@ def _builds(builds: dict[str, dict], path: Path) -> list[ModelBuild]:
 
 
 def check(shards: list[runs_mod.Run]) -> None:
-    """Raise MergeError unless the runs are finished shards of one nightly with one config set and one torch."""
+    """Raise MergeError unless the runs are finished shards of one nightly with one config set, one torch, one mode."""
+    check_night(shards)
+    modes = {r.options.sweep.mode for r in shards}
+    if len(modes) > 1:
+        raise MergeError(f"runs of modes {', '.join(sorted(m.name for m in modes))}: one merge joins one mode's shards "
+                         "(merge_modes joins each mode's)")
+    labels = [r.shard for r in shards]
+    if len(set(labels)) != len(labels):
+        raise MergeError(f"the same shard appears twice: {sorted(labels)}")
+
+
+def check_night(shards: list[runs_mod.Run]) -> None:
+    """Raise MergeError unless the runs are finished shards of one nightly, one config set, one torch, one split."""
     if not shards:
         raise MergeError("no runs to merge")
     first = shards[0]
@@ -209,12 +223,30 @@ def check(shards: list[runs_mod.Run]) -> None:
             raise MergeError(f"run {r.id} does not name the torch it ran (its environment has no torch_version)")
         if (env_a.torch_version, env_a.torch_git) != (env_b.torch_version, env_b.torch_git):
             raise MergeError(f"run {r.id} used torch {env_a.torch_version}, run {first.id} {env_b.torch_version}")
-    labels = [r.shard for r in shards]
-    if len(set(labels)) != len(labels):
-        raise MergeError(f"the same shard appears twice: {sorted(labels)}")
-    total = {shard_of(lbl)[1] for lbl in labels}
+    total = {shard_of(r.shard)[1] for r in shards}
     if len(total) != 1:
-        raise MergeError(f"shards of different splits: {sorted(labels)}")
+        raise MergeError(f"shards of different splits: {sorted(r.shard for r in shards)}")
+
+
+def mode_sets(shards: list[runs_mod.Run]) -> list[list[runs_mod.Run]]:
+    """The shards grouped by mode (the default mode first, then by name), each a shard set `check` accepts; MergeError
+    when the shards disagree about the night's modes: a shard without a run of a mode another shard swept."""
+    check_night(shards)
+    sets: dict[Mode, list[runs_mod.Run]] = {}
+    for r in shards:
+        sets.setdefault(r.options.sweep.mode, []).append(r)
+    by_label: dict[str, set[Mode]] = {}
+    for r in shards:
+        by_label.setdefault(r.shard, set()).add(r.options.sweep.mode)
+    for label, modes in sorted(by_label.items()):
+        lacking = sorted(m.name for m in sets if m not in modes)
+        if lacking:
+            raise MergeError(f"shard {label} has no run in mode {', '.join(lacking)}, which other shards swept: "
+                             "a shard set holds every mode's run of each shard")
+    ordered = sorted(sets, key=lambda m: (not m.is_default, m.name))
+    for mode in ordered:
+        check(sets[mode])
+    return [sets[m] for m in ordered]
 
 
 def missing_shards(labels: list[str]) -> list[str]:
@@ -233,6 +265,21 @@ def merge(conn: sqlite3.Connection, run_ids: list[int], *, python: str | None = 
     as the merged run's interpreter so its reproducers are verified here. modules: the worker modules this host's
     settings import; a shard naming another is refused (`modules_refusal`).
     """
+    shards = _stored(conn, run_ids, modules)
+    check(shards)
+    return _joined(conn, shards, python)
+
+
+def merge_modes(conn: sqlite3.Connection, run_ids: list[int], *, python: str | None = None,
+                modules: Sequence[str] = ()) -> list[int]:
+    """`merge` for each mode's shard set (`mode_sets`: the default mode first), all or none: the merged runs' ids."""
+    sets = mode_sets(_stored(conn, run_ids, modules))
+    with transaction(conn):
+        return [_joined(conn, shards, python) for shards in sets]
+
+
+def _stored(conn: sqlite3.Connection, run_ids: list[int], modules: Sequence[str]) -> list[runs_mod.Run]:
+    """The stored runs of `run_ids`; MergeError for one that is not there or names a module this host does not import."""
     shards = []
     for rid in run_ids:
         run = runs_mod.get_run(conn, rid)
@@ -242,7 +289,11 @@ def merge(conn: sqlite3.Connection, run_ids: list[int], *, python: str | None = 
         if refused:
             raise MergeError(f"run {rid}: {refused}")
         shards.append(run)
-    check(shards)
+    return shards
+
+
+def _joined(conn: sqlite3.Connection, shards: list[runs_mod.Run], python: str | None) -> int:
+    """The merged run of one checked shard set."""
     first = shards[0]
     missing = missing_shards([r.shard for r in shards])
     models = sorted({m for r in shards for m in r.models})
@@ -275,9 +326,31 @@ def export_run(conn: sqlite3.Connection, run_id: int) -> dict[str, Any]:
             "builds": {model: b.to_dict() for model, b in runs_mod.model_data(conn, run_id).items()}}
 
 
+def export_path(target: str | Path, mode: Mode) -> Path:
+    """Where `nightly --export target` writes the run of `mode`: `target` for the default mode; another mode's name
+    goes before the name's suffixes (shard-1.flagsweep.json: shard-1.train-bf16.flagsweep.json), so one glob finds
+    every mode's file."""
+    target = Path(target)
+    if mode.is_default:
+        return target
+    head, dot, rest = target.name.partition(".")
+    return target.with_name(f"{head}.{mode.name}{dot}{rest}")
+
+
 def write_export(conn: sqlite3.Connection, run_id: int, path: str | Path) -> Path:
     """Write `export_run` to `path` (atomically: a half-written file is never left under that name)."""
     return write_atomic(path, json.dumps(export_run(conn, run_id), sort_keys=True) + "\n")
+
+
+def export_night(conn: sqlite3.Connection, run_ids: list[int], target: str | Path) -> list[Path]:
+    """Write each of a night's runs (one per mode) to its `export_path`; the files written, in order."""
+    written = []
+    for run_id in run_ids:
+        run = runs_mod.get_run(conn, run_id)
+        if run is None:
+            raise MergeError(f"no run {run_id}")
+        written.append(write_export(conn, run_id, export_path(target, run.options.sweep.mode)))
+    return written
 
 
 def read_export(path: str | Path, modules: Sequence[str] = ()) -> Shard:

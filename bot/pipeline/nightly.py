@@ -168,15 +168,14 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
                 modes: list[str] | None = None) -> NightlyResult:
     """The whole nightly; a provider failure is a failed run in the store, never an exception. Each mode (`modes`,
     else `[sweep] modes`) is a run of its own, swept and published in turn on the one installed torch: the result is
-    the first mode's, the others' in `others`."""
+    the first mode's, the others' in `others`. A shard sweeps every mode too, a shard run each: `flagsweep merge`
+    joins each mode's shards."""
     steps = steps or Steps()
     provider.parse_spec(torch)       # a build name that is none of the forms: SpecError before anything runs
     refused = device_refusal(settings, torch) or settings.compile_cache_refusal()
     if refused:
         raise NightlyError(refused)
     swept_modes = settings.sweep_modes(modes)     # SettingsError (a ValueError) naming an unknown one, before anything
-    if shard and not all(m.is_default for m in swept_modes):
-        raise NightlyError("--shard sweeps eval only: `flagsweep merge` joins one mode's shards")
     dry_run = (not settings.github.has_credentials) if dry_run is None else dry_run
     out = Path(out_dir or settings.issues.dry_run_out)
     shard_t = parse_shard(shard)
