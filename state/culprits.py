@@ -1,6 +1,6 @@
 """Commit ranges: a regression range's main-branch commits, its ranked suspects and its bisection, as stored.
 
-One row per (config, signature, good commit, bad commit): the cache a night's culprit search consults first, so a
+One row per (config, mode, signature, good commit, bad commit): the cache a night's culprit search consults first, so a
 range is bisected once whatever run or command asks again. A maintainer's `wrong-culprit` is kept on the row
 (the culprit stays listed, marked wrong, and its cc is not applied). `cc_removed` holds the logins a person
 took off an issue's cc, never added there again. Written by bot/ranges/culprit.py and bot/commands, read by
@@ -88,6 +88,7 @@ class CommitRange:
     wrong_at: str | None = None
     recorded_at: str | None = None
     config: str = ""                 # the crash's config: its reproducer, its tracking issue (schema v21)
+    mode: str = ""                   # the crash's mode (Mode.key, '' for eval): its reproducer runs in it (v25)
 
     CLOSED: ClassVar[dict[str, tuple[str, ...]]] = {"status": STATUSES}
 
@@ -129,7 +130,8 @@ def _row(row: sqlite3.Row) -> CommitRange:
                        status=row["status"], commits=[_commit(c) for c in json.loads(row["commits"])],
                        suspects=[parse(SuspectRow, s, "SuspectRow") for s in json.loads(row["suspects"])],
                        bisection=_bisection(row["bisection"]), reason=row["reason"], wrong_by=row["wrong_by"],
-                       wrong_at=row["wrong_at"], recorded_at=row["recorded_at"], config=row["config"])
+                       wrong_at=row["wrong_at"], recorded_at=row["recorded_at"], config=row["config"],
+                       mode=row["mode"])
 
 
 def record(conn: sqlite3.Connection, r: CommitRange) -> None:
@@ -137,17 +139,18 @@ def record(conn: sqlite3.Connection, r: CommitRange) -> None:
     check_closed(r, "commit range")        # a status set after it was made is checked here
     with transaction(conn):
         conn.execute(
-            "INSERT OR REPLACE INTO commit_ranges (config, signature, good_git, bad_git, status, commits, suspects,"
-            " bisection, reason, wrong_by, wrong_at, recorded_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (r.config, r.signature, r.good_git, r.bad_git, r.status, json.dumps([asdict(c) for c in r.commits]),
+            "INSERT OR REPLACE INTO commit_ranges (config, mode, signature, good_git, bad_git, status, commits,"
+            " suspects, bisection, reason, wrong_by, wrong_at, recorded_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (r.config, r.mode, r.signature, r.good_git, r.bad_git, r.status, json.dumps([asdict(c) for c in r.commits]),
              json.dumps([asdict(s) for s in r.suspects]),
              json.dumps(asdict(r.bisection)) if r.bisection else None, r.reason, r.wrong_by, r.wrong_at, now()))
 
 
-def get(conn: sqlite3.Connection, signature: str, good_git: str, bad_git: str, config: str = "") -> CommitRange | None:
-    """The stored commit range of (config, signature, good, bad), or None."""
-    row = conn.execute("SELECT * FROM commit_ranges WHERE config = ? AND signature = ? AND good_git = ? AND"
-                       " bad_git = ?", (config, signature, good_git, bad_git)).fetchone()
+def get(conn: sqlite3.Connection, signature: str, good_git: str, bad_git: str, config: str = "",
+        mode: str = "") -> CommitRange | None:
+    """The stored commit range of (config, mode, signature, good, bad), or None (mode: Mode.key, '' for eval)."""
+    row = conn.execute("SELECT * FROM commit_ranges WHERE config = ? AND mode = ? AND signature = ? AND good_git = ?"
+                       " AND bad_git = ?", (config, mode, signature, good_git, bad_git)).fetchone()
     return _row(row) if row else None
 
 
@@ -160,16 +163,19 @@ def for_signatures(conn: sqlite3.Connection, signatures: list[str]) -> dict[str,
     return out
 
 
-def mark_wrong(conn: sqlite3.Connection, config: str, signature: str, by: str) -> CommitRange | None:
-    """Record a maintainer's "wrong culprit" on the newest found range of (config, signature); the range, or None."""
-    row = conn.execute("SELECT * FROM commit_ranges WHERE config = ? AND signature = ? AND status = 'found' AND"
-                       " wrong_by IS NULL ORDER BY recorded_at DESC LIMIT 1", (config, signature)).fetchone()
+def mark_wrong(conn: sqlite3.Connection, config: str, signature: str, by: str, mode: str = "") -> CommitRange | None:
+    """Record a maintainer's "wrong culprit" on the newest found range of (config, mode, signature); the range, or
+    None."""
+    row = conn.execute("SELECT * FROM commit_ranges WHERE config = ? AND mode = ? AND signature = ? AND"
+                       " status = 'found' AND wrong_by IS NULL ORDER BY recorded_at DESC LIMIT 1",
+                       (config, mode, signature)).fetchone()
     if row is None:
         return None
     with transaction(conn):
-        conn.execute("UPDATE commit_ranges SET wrong_by = ?, wrong_at = ? WHERE config = ? AND signature = ? AND"
-                     " good_git = ? AND bad_git = ?", (by, now(), config, signature, row["good_git"], row["bad_git"]))
-    return get(conn, signature, row["good_git"], row["bad_git"], config)
+        conn.execute("UPDATE commit_ranges SET wrong_by = ?, wrong_at = ? WHERE config = ? AND mode = ? AND"
+                     " signature = ? AND good_git = ? AND bad_git = ?",
+                     (by, now(), config, mode, signature, row["good_git"], row["bad_git"]))
+    return get(conn, signature, row["good_git"], row["bad_git"], config, mode)
 
 
 def wrong_count(conn: sqlite3.Connection) -> tuple[int, int]:

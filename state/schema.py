@@ -536,6 +536,33 @@ DROP TABLE signatures;
 ALTER TABLE signatures_v24 RENAME TO signatures;
 """
 
+# v24 -> v25: a commit range is kept per mode too (issue 46): a range bisected with train's reproducer is never
+# eval's answer. `mode` is Mode.key ('' for eval), so every range stored before is eval's, as every run stored before is.
+V25 = """
+CREATE TABLE commit_ranges_v25 (
+    config TEXT NOT NULL,
+    mode TEXT NOT NULL DEFAULT '',
+    signature TEXT NOT NULL,
+    good_git TEXT NOT NULL,
+    bad_git TEXT NOT NULL,
+    status TEXT NOT NULL,
+    commits TEXT NOT NULL,
+    suspects TEXT NOT NULL,
+    bisection TEXT,
+    reason TEXT,
+    wrong_by TEXT,
+    wrong_at TEXT,
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (config, mode, signature, good_git, bad_git)
+);
+INSERT INTO commit_ranges_v25 (config, mode, signature, good_git, bad_git, status, commits, suspects, bisection, reason,
+    wrong_by, wrong_at, recorded_at)
+    SELECT config, '', signature, good_git, bad_git, status, commits, suspects, bisection, reason, wrong_by, wrong_at,
+    recorded_at FROM commit_ranges;
+DROP TABLE commit_ranges;
+ALTER TABLE commit_ranges_v25 RENAME TO commit_ranges;
+"""
+
 MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19,
-                         V20, V21, V22, V23, V24]
+                         V20, V21, V22, V23, V24, V25]
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -238,6 +238,40 @@ def test_wrong_culprit_is_for_maintainers_removes_the_cc_it_added_and_counts_in_
     assert "culprits bisected: 2, marked wrong by a maintainer: 1 (50.0% not marked wrong)" in capsys.readouterr().out
 
 
+def test_a_commit_range_is_kept_per_mode_so_one_bisected_in_train_is_never_evals(tmp_path):
+    """Issue 46: a range bisected with train's reproducer is train's. Eval's search over the same builds finds none
+    stored and searches for itself (here it fails in one line: the checkout lacks the builds' commits); the tracking
+    issue of each mode shows its own, and a wrong-culprit marks only its own mode's."""
+    from bot.pipeline import culprit as step
+    from bot.settings import Settings
+    from bot.view.run_view import commit_ranges
+    from harness.core.modes import BUILTIN
+    from state import culprits, db, runs
+    from state.culprits import Bisection, CommitRange
+    from state.ranges import Build, Range
+    from tests import historydata as hd
+    conn = db.connect(tmp_path / "state.sqlite")
+    train, good, bad = BUILTIN["train"].key, "1" * 40, "2" * 40
+    planted = c("b", "torch/_dynamo/x.py", author="bob")
+    culprits.record(conn, CommitRange("S", good, bad, "found", commits=[planted], config="a", mode=train,
+                                      bisection=Bisection(culprit=planted.sha, parent=good)))
+    run = runs.get_run(conn, hd.store_run(conn, [hd.crash("GPT2Model", "a", sig="S")], kind="nightly",
+                                          nightly="2026-11-28"))
+    r = Range(run_id=run.id, config="a", signature="S", kind="new_crash", status="found",
+              good=Build("2026-11-27", "2.14.0.dev20261127+cpu", good),
+              bad=Build("2026-11-28", "2.14.0.dev20261128+cpu", bad), models=["GPT2Model"])
+    repo = series.build(tmp_path / "repo", ["harmless1"]).repo
+    found = step.for_range(conn, run, r, Settings(state_path=tmp_path / "state.sqlite"), step.Checkout(repo), None)
+    assert (found.status, found.mode) == ("failed", "") and "the checkout lacks commit 111111111111" in found.reason
+    assert culprits.get(conn, "S", good, bad, "a", train).status == "found"          # train's kept as it was
+    assert culprits.get(conn, "S", good, bad, "a").status == "failed"
+    assert commit_ranges(conn, {r.key: r}, train)[r.key].culprit == planted
+    assert commit_ranges(conn, {r.key: r})[r.key].culprit is None
+    assert culprits.mark_wrong(conn, "a", "S", "maya") is None        # eval's issue names no culprit to mark
+    assert culprits.mark_wrong(conn, "a", "S", "maya", train).wrong_by == "maya"
+    conn.close()
+
+
 # -- what the tracking issue says without a culprit ---------------------------------------------------------------
 def _range(status: str, commits: list[Commit], reason: str | None = None):
     from state.culprits import CommitRange, SuspectRow

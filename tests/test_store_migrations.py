@@ -242,10 +242,19 @@ def _fill_v23(conn: sqlite3.Connection) -> None:
     _fill_v22(conn, config="")
 
 
+def _fill_v24(conn: sqlite3.Connection) -> None:
+    """v24's rows: v23's, and one more commit range under config 'capture_scalar_outputs' (before v25 kept commit ranges
+    per mode: each is eval's)."""
+    _fill_v23(conn)
+    conn.execute("INSERT INTO commit_ranges (config, signature, good_git, bad_git, status, commits, suspects,"
+                 " recorded_at) VALUES ('capture_scalar_outputs', 'T', ?, ?, 'suspects', '[]', '[]',"
+                 " '2026-11-28T00:00:00+00:00')", ("1" * 40, "2" * 40))
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
            9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14, 15: _fill_v15,
            16: _fill_v16, 17: _fill_v17, 18: _fill_v18, 19: _fill_v19, 20: _fill_v20, 21: _fill_v21,
-           22: _fill_v22, 23: _fill_v23}
+           22: _fill_v22, 23: _fill_v23, 24: _fill_v24}
 
 
 def _build_at(path, version: int) -> None:
@@ -483,6 +492,25 @@ def test_v23_keeps_each_commit_range_under_config_blank(tmp_path):
     assert culprits.get(conn, "T", "1" * 40, "2" * 40, "capture_scalar_outputs") is None
     culprits.record(conn, culprits.CommitRange("T", "1" * 40, "2" * 40, "suspects", config="capture_scalar_outputs"))
     assert culprits.get(conn, "T", "1" * 40, "2" * 40).status == "found"
+
+
+def test_v25_keeps_each_commit_range_as_evals_and_takes_another_modes_beside_it(tmp_path):
+    """A range stored per (config, signature, range) is kept as eval's (mode ''), marked wrong as it was; train's range
+    over the same builds is its own row, and a wrong-culprit on train's marks only train's."""
+    from state import culprits
+    path = tmp_path / "v24.sqlite"
+    _build_at(path, 24)
+    conn = connect(path)
+    kept = culprits.get(conn, "T", "1" * 40, "2" * 40)
+    assert (kept.config, kept.mode, kept.status, kept.wrong_by) == ("", "", "found", "maya")
+    other = culprits.get(conn, "T", "1" * 40, "2" * 40, "capture_scalar_outputs")
+    assert (other.mode, other.status) == ("", "suspects")
+    assert culprits.get(conn, "T", "1" * 40, "2" * 40, "capture_scalar_outputs", "phase=train") is None
+    culprits.record(conn, culprits.CommitRange("T", "1" * 40, "2" * 40, "found", config="capture_scalar_outputs",
+                                               mode="phase=train"))
+    assert culprits.get(conn, "T", "1" * 40, "2" * 40, "capture_scalar_outputs").status == "suspects"
+    assert culprits.mark_wrong(conn, "capture_scalar_outputs", "T", "ann", "phase=train").wrong_by == "ann"
+    assert culprits.get(conn, "T", "1" * 40, "2" * 40, "capture_scalar_outputs").wrong_by is None
 
 
 def test_v16_drops_only_the_keys_no_outcome_has_and_keeps_every_json_type(tmp_path):

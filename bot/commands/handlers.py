@@ -118,9 +118,9 @@ def _remove_cc(conn: sqlite3.Connection, key: str, logins: list[str]) -> None:
     culprits.remove_cc(conn, key, logins)
 
 
-def _mark_wrong(conn: sqlite3.Connection, config: str, signature: str, by: str) -> Any:
+def _mark_wrong(conn: sqlite3.Connection, config: str, signature: str, by: str, mode: str) -> Any:
     from state import culprits
-    return culprits.mark_wrong(conn, config, signature, by)
+    return culprits.mark_wrong(conn, config, signature, by, mode)
 
 
 def do_cc(ctx: Context, number: int, link: Any, args: dict[str, Any], author: str) -> Said:
@@ -144,7 +144,7 @@ def do_wrong_culprit(ctx: Context, number: int, link: Any, args: dict[str, Any],
     """Record that the bisected commit is not the cause: kept on the commit range, its people taken off the cc."""
     if link is None or link.kind != "tracking" or not link.signature:
         raise UserError("this issue is not a tracking issue the bot keeps, so it names no culprit")
-    found = _mark_wrong(ctx.conn, link.config or "", link.signature, author)
+    found = _mark_wrong(ctx.conn, link.config or "", link.signature, author, link.mode)
     if found is None:
         raise UserError("this issue names no bisected culprit (none was found, or it is already marked wrong)")
     people = list(people_of(found.culprit)) if found.culprit else []

@@ -221,14 +221,14 @@ def search_night(conn: sqlite3.Connection, run_id: int, settings: Settings, *, s
             out.append(for_range(conn, run, r, settings, source, good_build, progress, deadline))
         except Exception as exc:     # a range that breaks (its build, its overlay) is stored failed; the night goes on
             log.exception("culprit: %s", r.signature[:80])
-            out.append(_failed(conn, r, search.one_line(exc)))
+            out.append(_failed(conn, r, search.one_line(exc), run.options.sweep.mode.key))
     return out
 
 
-def _failed(conn: sqlite3.Connection, r: Range, reason: str) -> CommitRange:
-    """The range stored as `failed` with its one line."""
+def _failed(conn: sqlite3.Connection, r: Range, reason: str, mode: str) -> CommitRange:
+    """The range stored as `failed` with its one line (mode: the run's Mode.key)."""
     failed = CommitRange(signature=r.signature, good_git=r.good.git or "", bad_git=r.bad.git or "", status="failed",
-                         reason=reason, config=r.config)
+                         reason=reason, config=r.config, mode=mode)
     store.record(conn, failed)
     return failed
 
@@ -237,14 +237,15 @@ def for_range(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, settings: S
               good_build: GoodBuildStep | None, progress: bool = False, deadline: float | None = None) -> CommitRange:
     """One regression (or fix) range's commit range: from the store when searched before (read once), else searched,
     its people named, and stored (written once)."""
-    hit = store.get(conn, r.signature, r.good.git or "", r.bad.git or "", r.config)
+    mode = run.options.sweep.mode.key          # a range bisected with another mode's reproducer is not this one's
+    hit = store.get(conn, r.signature, r.good.git or "", r.bad.git or "", r.config, mode)
     if hit is not None and hit.status not in search.SEARCH_AGAIN:
         return hit              # searched on an earlier night (or publish): nothing installed, nothing run
     try:
         good, bad = main_commit(source, r.good.git or ""), main_commit(source, r.bad.git or "")
     except (CommitError, CheckoutError, RuntimeError) as exc:
         log.warning("culprit: %s: %s", r.signature, exc)
-        return _failed(conn, r, str(exc))
+        return _failed(conn, r, str(exc), mode)
     script = reproducer(conn, run.id, r)
     good_python = bad_python = None
     if isinstance(source, Checkout) and script and good_build:
@@ -256,6 +257,7 @@ def for_range(conn: sqlite3.Connection, run: runs_mod.Run, r: Range, settings: S
                         config=r.config)
     found = search.find(steps, job, settings.culprit, progress, deadline)
     found.good_git, found.bad_git = r.good.git or "", r.bad.git or ""       # stored under the builds' own commits
+    found.mode = mode
     if isinstance(source, Checkout):
         found = with_logins(found, source)
     store.record(conn, found)

@@ -144,12 +144,13 @@ def load_night(conn: sqlite3.Connection, night: Night, repo: str | None = None) 
     return _view(conn, items_of(conn, night.run), night, repo)
 
 
-def commit_ranges(conn: sqlite3.Connection, found: Mapping[tuple[str, str, str], Range]
+def commit_ranges(conn: sqlite3.Connection, found: Mapping[tuple[str, str, str], Range], mode: str = ""
                   ) -> dict[tuple[str, str, str], CommitRange]:
-    """The commit range stored for each regression range whose two builds' commits are known."""
+    """The commit range stored in `mode` (Mode.key) for each regression range whose two builds' commits are known."""
     out = {}
     for key, r in found.items():
-        hit = culprits_mod.get(conn, r.signature, r.good.git, r.bad.git, r.config) if r.good.git and r.bad.git else None
+        hit = culprits_mod.get(conn, r.signature, r.good.git, r.bad.git, r.config, mode) \
+            if r.good.git and r.bad.git else None
         if hit is not None:
             out[key] = hit
     return out
@@ -165,7 +166,7 @@ def _view(conn: sqlite3.Connection, items: RunItems, night: Night, repo: str | N
                    signatures=tuple(history.signature_history(conn, mode=run.options.sweep.mode.key)), links=MappingProxyType(links),
                    breaks=MappingProxyType(flag_breaks(outcomes, run.configs)),
                    leverage=MappingProxyType(leverage(outcomes)), builds=items.builds,
-                   ranges=MappingProxyType(found), culprits=MappingProxyType(commit_ranges(conn, found)),
+                   ranges=MappingProxyType(found), culprits=MappingProxyType(commit_ranges(conn, found, run.options.sweep.mode.key)),
                    cc_removed=MappingProxyType(culprits_mod.removed(conn)),
                    verdicts=MappingProxyType(verdicts_mod.for_run(conn, run.id)), gate=night.gate,
                    verify_cost=verdicts_mod.step_cost(conn, run.id),
