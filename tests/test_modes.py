@@ -178,7 +178,8 @@ def test_bfloat16_autocast_is_close_to_float64_and_finds_a_planted_cast_bug():
     from harness.core.options import Accuracy
     from harness.engine import in_mode
     from harness.engine.scenarios import double_copy, to_fp64
-    from harness.engine.step_oracle import HALF_TOL, ModeReference
+    from harness.core.modes import HALF_TOL
+    from harness.engine.step_oracle import ModeReference
     from tests import mode_models  # noqa: F401  (registers ModeCastModel)
 
     built, bf16 = zoo.build("ModeCastModel"), BUILTIN["bf16"]

@@ -203,11 +203,89 @@ def test_repro_takes_one_known_mode_and_refuses_the_rest_in_one_line(capsys) -> 
 
     for args, said in [(["--modes", "warp"], "--modes: unknown mode 'warp' (known: bf16,"),
                        (["--modes", "eval,train"], "--modes eval,train: a reproducer runs in one mode; name one"),
-                       (["--modes", "train", "--wrong", "first:last_hidden_state"],
-                        "--wrong with --modes train: a wrong result's reproducer runs in eval only for now")]:
+                       (["--modes", "train,sdpa", "--wrong", "first:last_hidden_state"],
+                        "--modes train,sdpa: a reproducer runs in one mode; name one")]:
         assert main(["repro", "BertModel", "--config", CSO, *args]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"flagsweep repro: {said}") and err.count("\n") == 1
+
+
+def _executed_imports(tree) -> set[str]:
+    """The top-level packages a script imports when it runs (an import under `if TYPE_CHECKING:` never runs)."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            found.add((node.module or "").split(".")[0])
+        found |= _executed_imports(node)
+    return found
+
+
+GRAD = "wrong_result: first: grad.embeddings.word_embeddings.weight"
+
+
+def test_a_wrong_results_accuracy_reproducer_runs_in_its_mode_standalone() -> None:
+    """In a mode the accuracy reproducer inlines harness/engine/in_mode.py (nothing of flagsweep imported), runs the
+    mode's step on eager and the compiled model, picks a gradient by its parameter's name, compares at the mode's
+    tolerance with float64 arbitrating in train and half precision, and names aot_eager in train (the sweep's backward
+    goes through AOTAutograd); its own part stays under 100 lines. A later call in train is not renderable (the mode
+    makes the first call only); an eval script has no mode part."""
+    import ast
+
+    from bot.verify.script import NotRenderable
+    from bot.verify.wrong_script import Case, render_wrong
+    from tests.helpers_verify import BUILD
+
+    flag = {"torch._dynamo.config.capture_scalar_outputs": True}
+    for name, sig in (("train", GRAD), ("bf16", "wrong_result: first: output.last_hidden_state"),
+                      ("dynamic-true", "wrong_result: hook_added: last_hidden_state")):
+        script = render_wrong(BUILD, Case(sig, flag, {}, "count", "cpu", 1e-3, 1e-3, mode=BUILTIN[name]))
+        assert _executed_imports(ast.parse(script)) <= {"__future__", "copy", "json", "types", "torch", "transformers",
+                                                        "contextlib", "inspect", "dataclasses", "typing"}, name
+        head, _, rest = script.partition("# ---- the mode:")
+        assert len(head.splitlines()) + len(rest.partition("# ---- the reproducer ----")[2].splitlines()) < 100
+        assert f'"name": "{name}"' in script and "prepare(model, MODE)" in script and "def step(" in script
+        assert ("torch._dynamo.utils.same(" in script) == (name != "dynamic-true"), name
+    train = render_wrong(BUILD, Case(GRAD, flag, {}, "count", "cpu", 1e-3, 1e-3, mode=BUILTIN["train"]))
+    assert 'compiled_out["grad"]["embeddings.word_embeddings.weight"]' in train and "TOL = 0.01" in train
+    assert 'backend="aot_eager"' in train
+    with pytest.raises(NotRenderable, match="mode train makes the first call only, not second_size"):
+        render_wrong(BUILD, Case("wrong_result: second_size: output", flag, {}, "count", "cpu", 1e-3, 1e-3,
+                                 mode=BUILTIN["train"]))
+    plain = render_wrong(BUILD, Case("wrong_result: first: last_hidden_state", flag, {}, "count", "cpu", 1e-3, 1e-3))
+    assert "MODE" not in plain and "with torch.no_grad():" in plain and "from __future__" not in plain
+
+
+STANDIN_WRONG = Path(__file__).with_name("modes_standin_wrong")
+
+
+@pytest.mark.compile
+def test_a_planted_backward_only_wrong_result_gets_a_train_reproducer_that_fails_as_filed(tmp_path: Path) -> None:
+    """tests/modes_standin_wrong plants a backward-only wrong result under capture_scalar_outputs (every gradient of
+    AOTAutograd's backward plus one): the train accuracy reproducer of BertModel, checked as the verify step checks
+    it (each check a fresh interpreter of the stand-in), passes in eager and with the flag off (the baseline) and fails
+    in assert_close under the flag."""
+    from bot.verify import oracle
+    from bot.verify.steps import render_and_check
+    from bot.verify.wrong_script import MISMATCH, Case
+    from tests.helpers_verify import stored_build
+
+    python = tmp_path / "python"     # as the crash test's stand-in: `-I` would drop PYTHONPATH, so it becomes `-s`
+    python.write_text(
+        '#!/bin/sh\n[ "$1" = "-I" ] && { shift; set -- -s "$@"; }\n'
+        f'PYTHONPATH="{STANDIN_WRONG}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    flag = {"torch._dynamo.config.capture_scalar_outputs": True}
+    case = Case(GRAD, flag, {}, "count", "cpu", 1e-3, 1e-3, mode=BUILTIN["train"])
+    judged = oracle.judge_wrong(stored_build(MODEL), case, str(python), check=render_and_check, timeout=900)
+    assert judged.passed, (judged.failed, judged.reason)
+    assert judged.result.status == "error" and judged.result.exception == MISMATCH
+    assert "loss_of(output)" in judged.script and "prepare(model, MODE)" in judged.script
 
 
 # ---- a real nightly of two modes ---------------------------------------------------------------------------------

@@ -263,7 +263,7 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     except (zoo.UnknownModel, configs_mod.ConfigError) as exc:
         print(f"flagsweep repro: {exc}", file=sys.stderr)
         return 2
-    case = _wrong_case(wrong, args, settings, base, chosen) if wrong else None
+    case = _wrong_case(wrong, args, settings, base, chosen, mode) if wrong else None
     # The model is built in a worker (this process never imports torch); the script embeds that build.
     options = engine.SweepOptions(workers=1, python=settings.sweep.python, device=args.device)
     problem = _missing_output(args.model, wrong[1], options) if wrong else None
@@ -306,8 +306,6 @@ def _mode(args: argparse.Namespace, settings: Any) -> Any:
         mode, = settings.sweep_modes(names)
     except SettingsError as exc:
         return str(exc)
-    if args.wrong and not mode.is_default:
-        return f"--wrong with --modes {mode.name}: a wrong result's reproducer runs in eval only for now"
     return mode
 
 
@@ -368,7 +366,8 @@ def _wrong_run_status(result: Any) -> int:
     return 1
 
 
-def _wrong_case(wrong: tuple[str, str], args: argparse.Namespace, settings: Any, base: dict, chosen: dict) -> Any:
+def _wrong_case(wrong: tuple[str, str], args: argparse.Namespace, settings: Any, base: dict, chosen: dict,
+                mode: Any) -> Any:
     """The wrong result `--wrong` names, as the verify step checks it: its signature, both settings, tolerances."""
     from bot.verify.wrong_script import Case
     from harness.core.calls import Call
@@ -377,4 +376,4 @@ def _wrong_case(wrong: tuple[str, str], args: argparse.Namespace, settings: Any,
     scenario, output = wrong
     signature = wrong_signature(Call(scenario, accuracy="wrong", output=output))
     return Case(signature, {**base, **chosen[args.config]}, {**base, **chosen["baseline"]}, args.backend, args.device,
-                settings.accuracy.rtol, settings.accuracy.atol)
+                settings.accuracy.rtol, settings.accuracy.atol, mode)

@@ -23,7 +23,6 @@ import logging
 from typing import Any, Callable
 
 from bot.verify import oracle, pool, shrink
-from bot.verify.script import NotRenderable
 from bot.verify.context import StepContext
 from bot.verify.wrong_script import Case
 from harness.core.correctness import is_wrong_signature
@@ -155,20 +154,12 @@ class _Oracles:
         """The oracle of `job`'s group for one stage: a wrong result's (judge_wrong) or a crash's, its runs metered."""
         (flag, baseline), signature = job.settings, job.blank.signature
         ctx, python = self.ctx, self.ctx.python or ""
-        if is_wrong_signature(signature) and not run_mode(ctx.run).is_default:
-            return functools.partial(_no_wrong_script, run_mode(ctx.run))
-        if is_wrong_signature(signature):
-            case = Case(signature, flag, baseline, *self.how, *self.tolerance)
+        if is_wrong_signature(signature):     # its accuracy reproducer runs the model in the run's mode
+            case = Case(signature, flag, baseline, *self.how, *self.tolerance, mode=run_mode(ctx.run))
             check = ctx.meter.timed(job.group, stage, ctx.seams.check)
             return lambda built, timeout: oracle.judge_wrong(built, case, python, check=check, timeout=timeout)
         crash = oracle.Crash(flag, baseline, *self.how, signature, run_mode(ctx.run))
         return shrink.crash_judge(crash, python, ctx.meter.timed(job.group, stage, ctx.seams.run))
-
-
-def _no_wrong_script(mode: Mode, built: ModelBuild | None, timeout: float) -> oracle.Judged:
-    """A wrong result's reproducer is written for eval only: in another mode its group gets no script (the verdict
-    says why; nothing is judged in the wrong mode)."""
-    raise NotRenderable(f"a wrong result's accuracy reproducer runs in eval only for now, not in mode {mode.name}")
 
 
 def _work(job: Job, oracles: _Oracles) -> tuple[Verdict, bool] | None:

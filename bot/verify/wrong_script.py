@@ -8,6 +8,13 @@ the per-feature scaling hook on the middle submodule, the seeded in-place weight
 `torch.testing.assert_close` on the output that was wrong, at the run's [accuracy] tolerances. The scenario's
 constants (HOOK_SCALE, WEIGHT_STEP and the weight step's seed) are harness.core.calls', the worker's too. The baseline's script is the same
 one with the baseline's settings. Stdlib only: torch is never imported here.
+
+In another mode than eval the script inlines harness/engine/in_mode.py, as the crash reproducer does (bot/verify/
+script.py), so eager and the compiled model run the worker's own step (the attention implementation, dynamic=True or
+marked inputs, autocast, train with its backward). In train or half precision (the worker's step oracle,
+harness.engine.step_oracle) the first call is the only one: its output and, in train, each parameter's gradient are
+compared at the mode's tolerance (harness.core.modes.tolerance), and beyond it a float64 run of the same step without
+autocast arbitrates, as PyTorch's `same()` does.
 """
 from __future__ import annotations
 
@@ -17,10 +24,11 @@ from typing import Any
 from bot.text.render import render
 from bot.text.scripts import Code, compose, python_literal
 from bot.verify.maintainer import WIDTH, argument_line, backend_for, input_lines, setting_lines
-from bot.verify.script import NotRenderable
+from bot.verify.script import HARNESS, NotRenderable, module_source
 from harness.core.calls import HOOK_SCALE, WEIGHT_SEED_OFFSET, WEIGHT_STEP, output_path
 from harness.core.correctness import wrong_parts
 from harness.core.model_build import ModelBuild
+from harness.core.modes import DEFAULT, Mode, tolerance
 from harness.zoo import second
 from harness.zoo.errors import LockError
 
@@ -38,6 +46,7 @@ class Case:
     device: str
     rtol: float                     # the run's [accuracy] tolerances
     atol: float
+    mode: Mode = DEFAULT            # the run's mode: the script runs the model in it
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,24 @@ class ScenarioRules:
     hook_scale: tuple[float, float] = HOOK_SCALE
     weight_step: float = WEIGHT_STEP
     weight_seed: Code = compose("SEED + {}", python_literal(WEIGHT_SEED_OFFSET))   # the step generator's seed, as written
+
+
+def stepped(mode: Mode) -> bool:
+    """Whether the mode is judged by the worker's step oracle (train, half precision): one call, outputs and
+    gradients under `output` and `grad`."""
+    return mode.train or mode.half
+
+
+def step_accessor(output: str) -> Code:
+    """`accessor` for a step oracle's answer: `["output"]` then the output's first step, or `["grad"]["<parameter>"]`
+    (a parameter's name holds dots: it is one key)."""
+    head, _, rest = output.partition(".")
+    if head == "grad" and rest:
+        return compose('["grad"][{}]', python_literal(rest))
+    if head != "output" and not output.startswith("output["):
+        raise NotRenderable(f"output {output!r} is neither the step's output nor a gradient")
+    inner = output[len("output"):].lstrip(".")
+    return compose('["output"]{}', accessor(inner) if inner else Code(""))
 
 
 def accessor(output: str) -> Code:
@@ -100,12 +127,31 @@ def render_wrong(built: ModelBuild | None, case: Case, *, baseline: bool = False
     if not built or not built.config_class or not built.model:
         raise NotRenderable("the run stored no build data for this model")
     scenario, output = wrong_parts(case.signature)
+    if stepped(case.mode) and scenario != "first":
+        raise NotRenderable(f"mode {case.mode.name} makes the first call only, not {scenario}")
     imports, common, flag = _settings(case, baseline)
+    pick = step_accessor(output) if stepped(case.mode) else accessor(output)
     return render("repro_wrong.py.j2", model=built.model, config_class=built.config_class,
                   seed=int(built.seed or 0), config_lines=config_lines(built.config or {}),
                   input_lines=input_lines(built.spec or {}),
                   second_lines=_second_inputs(built) if scenario == "second_size" else [],
                   imports=imports, common=common, flag=flag, baseline=baseline,
-                  backend=backend_for(None, case.backend), device=case.device, signature=case.signature,
-                  scenario=scenario, output=output, pick=accessor(output), rtol=case.rtol, atol=case.atol,
-                  rules=ScenarioRules(), transformers_version=built.transformers_version or "")
+                  backend=_backend(case), device=case.device, signature=case.signature,
+                  scenario=scenario, output=output, pick=pick, rtol=case.rtol, atol=case.atol,
+                  rules=ScenarioRules(), transformers_version=built.transformers_version or "", **_mode_parts(case))
+
+
+def _backend(case: Case) -> str:
+    """The backend the script names (the run's, as backend_for names it); in train the sweep compiles the backward
+    through AOTAutograd under every backend (harness.engine.backend), so train's `eager` is `aot_eager`."""
+    named = backend_for(None, case.backend)
+    return "aot_eager" if case.mode.train and named == "eager" else named
+
+
+def _mode_parts(case: Case) -> dict[str, Any]:
+    """What the template needs of the mode: nothing for eval (its script is as before modes)."""
+    if case.mode.is_default:
+        return {"mode": None}
+    return {"mode": case.mode.to_dict(), "stepped": stepped(case.mode), "tol": tolerance(case.mode, case.rtol),
+            "mode_words": render("mode_words.txt.j2", mode=case.mode).strip(),
+            "mode_source": module_source(HARNESS / "engine" / "in_mode.py")}

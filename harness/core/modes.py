@@ -83,6 +83,16 @@ class Mode:
 
 DEFAULT = Mode()
 
+# The accuracy tolerances of a mode (PyTorch's benchmark harness: 1e-2 for training and for amp): its oracle's
+# (harness.engine.step_oracle) and its accuracy reproducer's (bot/verify/wrong_script.py).
+TRAIN_TOL = 1e-2
+HALF_TOL = 1e-2
+
+
+def tolerance(mode: Mode, rtol: float) -> float:
+    """The rtol and atol a mode's results are compared at: the run's rtol, widened in train and in half precision."""
+    return max(rtol, TRAIN_TOL if mode.train else 0.0, HALF_TOL if mode.half else 0.0)
+
 # The modes every settings file knows by name (the issue's sweeps: training, half precision, dynamic, attention).
 BUILTIN: dict[str, Mode] = {m.name: m for m in (
     DEFAULT,

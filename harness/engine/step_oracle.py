@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from harness.core.modes import Mode
+from harness.core.modes import Mode, tolerance
 from harness.core.options import Accuracy
 from harness.engine import in_mode
 from harness.engine.accuracy import Fp64, Verdict, compare
@@ -25,9 +25,7 @@ from harness.engine.scenarios import clone, double_copy, to_fp64
 from harness.zoo import Built
 from harness.zoo.build import SEED
 
-# Tolerances of a mode (PyTorch's benchmark harness: 1e-2 for training and for amp).
-TRAIN_TOL = 1e-2
-HALF_TOL = 1e-2
+# A mode's tolerances (1e-2 in train and in half precision) are harness.core.modes', its reproducer's too.
 
 
 class ModeReference:
@@ -37,7 +35,7 @@ class ModeReference:
         self.mode, self.device = mode, device
         self.inputs = built.inputs
         self.eager = copy.deepcopy(built.module)   # before any compile: nothing Dynamo did can reach it
-        self.tol = max(accuracy.rtol, TRAIN_TOL if mode.train else 0.0, HALF_TOL if mode.half else 0.0)
+        self.tol = tolerance(mode, accuracy.rtol)
         self.answer = self._answer(self.eager, self.inputs, mode)
         self.fp64 = Fp64(self._fp64)
 
