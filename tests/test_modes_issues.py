@@ -238,7 +238,7 @@ def test_a_wrong_results_accuracy_reproducer_runs_in_its_mode_standalone() -> No
     import ast
 
     from bot.verify.script import NotRenderable
-    from bot.verify.wrong_script import Case, render_wrong
+    from bot.verify.wrong_script import Case, model_output, render_wrong
     from tests.helpers_verify import BUILD
 
     flag = {"torch._dynamo.config.capture_scalar_outputs": True}
@@ -257,6 +257,9 @@ def test_a_wrong_results_accuracy_reproducer_runs_in_its_mode_standalone() -> No
     with pytest.raises(NotRenderable, match="mode train makes the first call only, not second_size"):
         render_wrong(BUILD, Case("wrong_result: second_size: output", flag, {}, "count", "cpu", 1e-3, 1e-3,
                                  mode=BUILTIN["train"]))
+    assert [model_output(o, BUILTIN["train"]) for o in ("output.logits", "output[0]", "output", "grad.a.weight")] == \
+        ["logits", "[0]", None, None]
+    assert model_output("logits", BUILTIN["dynamic-true"]) == "logits" and model_output("output", DEFAULT) == "output"
     plain = render_wrong(BUILD, Case("wrong_result: first: last_hidden_state", flag, {}, "count", "cpu", 1e-3, 1e-3))
     assert "MODE" not in plain and "with torch.no_grad():" in plain and "from __future__" not in plain
 

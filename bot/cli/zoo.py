@@ -239,7 +239,7 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     """Write (and optionally run) a standalone reproducer."""
     from bot.verify.script import NotRenderable, render_script
     from bot.verify.steps import render_and_check
-    from bot.verify.wrong_script import render_wrong
+    from bot.verify.wrong_script import model_output, render_wrong
     from harness.engine import configs as configs_mod
     from harness.engine import engine
     from harness import zoo
@@ -266,7 +266,8 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     case = _wrong_case(wrong, args, settings, base, chosen, mode) if wrong else None
     # The model is built in a worker (this process never imports torch); the script embeds that build.
     options = engine.SweepOptions(workers=1, python=settings.sweep.python, device=args.device)
-    problem = _missing_output(args.model, wrong[1], options) if wrong else None
+    named = model_output(wrong[1], mode) if wrong else None      # in train: `output.logits`, or a gradient
+    problem = _missing_output(args.model, named, options) if named else None
     if problem:
         print(f"flagsweep repro: {problem[1]}", file=sys.stderr)
         return problem[0]

@@ -76,6 +76,16 @@ def step_accessor(output: str) -> Code:
     return compose('["output"]{}', accessor(inner) if inner else Code(""))
 
 
+def model_output(output: str, mode: Mode) -> str | None:
+    """The model's own output a wrong output names (what `repro --wrong` asks the model has): the output itself where
+    the mode is judged as eval is; under a step oracle's `output` the path below it; None for the whole output or a
+    parameter's gradient (every model has those)."""
+    if not stepped(mode):
+        return output
+    inner = output[len("output"):].lstrip(".") if output.startswith("output") else ""
+    return inner or None
+
+
 def accessor(output: str) -> Code:
     """How the script picks the wrong output from a model's outputs: `["logits"]`, `[0]`; "" for the whole output
     (a plain tensor, named "output" by harness.engine.accuracy). The output is an output path (harness.core.calls)."""
