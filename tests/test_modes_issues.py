@@ -239,6 +239,7 @@ def test_a_wrong_results_accuracy_reproducer_runs_in_its_mode_standalone() -> No
 
     from bot.verify.script import NotRenderable
     from bot.verify.wrong_script import Case, model_output, render_wrong
+    from harness.core.calls import Call, output_path
     from tests.helpers_verify import BUILD
 
     flag = {"torch._dynamo.config.capture_scalar_outputs": True}
@@ -254,6 +255,13 @@ def test_a_wrong_results_accuracy_reproducer_runs_in_its_mode_standalone() -> No
     train = render_wrong(BUILD, Case(GRAD, flag, {}, "count", "cpu", 1e-3, 1e-3, mode=BUILTIN["train"]))
     assert 'compiled_out["grad"]["embeddings.word_embeddings.weight"]' in train and "TOL = 0.01" in train
     assert 'backend="aot_eager"' in train
+    # a gradient of a layer's parameter (its name has the layer's index): a call's output path, picked by its name
+    layered = "grad.encoder.layer.0.attention.self.query.weight"
+    assert Call("first", accuracy="wrong", output=layered).output == layered
+    assert output_path(layered) == ("grad", "encoder", "layer", "0", "attention", "self", "query", "weight")
+    script = render_wrong(BUILD, Case(f"wrong_result: first: {layered}", flag, {}, "count", "cpu", 1e-3, 1e-3,
+                                      mode=BUILTIN["train"]))
+    assert 'compiled_out["grad"]["encoder.layer.0.attention.self.query.weight"]' in script
     with pytest.raises(NotRenderable, match="mode train makes the first call only, not second_size"):
         render_wrong(BUILD, Case("wrong_result: second_size: output", flag, {}, "count", "cpu", 1e-3, 1e-3,
                                  mode=BUILTIN["train"]))

@@ -33,10 +33,11 @@ ACCURACY = (
 )
 RIGHT = ("exact", "close")
 # An output's name, as harness.engine.accuracy names its leaves: a key or an index, then `.key` or `[index]` steps
-# ("logits", "[0]", "past_key_values[0][1]", "cache.self_attention_cache[0][1]"). Nothing else: it is written into
-# the accuracy reproducer and its issue.
-_OUTPUT_PATH = re.compile(r"(?:[A-Za-z_]\w*|\[\d+\])(?:\.[A-Za-z_]\w*|\[\d+\])*\Z", re.ASCII)
-_STEP = re.compile(r"[A-Za-z_]\w*|\[(\d+)\]", re.ASCII)
+# ("logits", "[0]", "past_key_values[0][1]", "cache.self_attention_cache[0][1]"), a key's step digits too where it
+# is a parameter's name in a train step's gradients ("grad.encoder.layer.0.output.dense.weight"). Nothing else: it is
+# written into the accuracy reproducer and its issue.
+_OUTPUT_PATH = re.compile(r"(?:[A-Za-z_]\w*|\[\d+\])(?:\.[A-Za-z_]\w*|\.\d+|\[\d+\])*\Z", re.ASCII)
+_STEP = re.compile(r"[A-Za-z_]\w*|\[(\d+)\]|(?<=\.)\d+", re.ASCII)
 
 
 def output_path(text: Any) -> tuple[str | int, ...]:
