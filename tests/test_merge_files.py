@@ -121,7 +121,7 @@ def test_the_actions_workflow_passes_shard_files_not_a_shared_disk():
     # the GPU shards sweep GPU_MODES (a file per mode, merged per mode); the CPU fallback sweeps eval alone
     gpu, cpu = text.split("\n  sweep-cpu:")[0].split("\n  sweep:")[1], text.split("\n  sweep-cpu:")[1]
     assert 'GPU_MODES: "eval,train-bf16,dynamic-true"' in text
-    assert "--modes ${{ env.GPU_MODES }}" in gpu and "shard-${{ matrix.shard }}*.flagsweep.json" in gpu
+    assert "--modes ${{ env.GPU_MODES }}" in gpu and "shard-${{ matrix.shard }}.*flagsweep.json" in gpu
     assert "--modes" not in cpu.split("\n  merge-and-publish:")[0]
 
 
