@@ -36,6 +36,7 @@ from bot.github import resolutions as resolutions_mod
 from bot.issues.context import PlanSettings
 from bot.issues.material import BodyHash, labels_digest
 from bot.text import render
+from bot.text.terminal import visible
 from bot.view import run_view
 from bot.github.dryrun import DryRunPublisher
 from bot.github.outbox_steps import Out, step as outbox_step
@@ -114,7 +115,7 @@ def stderr_progress(enabled: bool, command: str = "publish") -> Callable[[str], 
     """A progress printer: one `flagsweep <command>: msg` line on stderr (stdout may hold --json); silent when off."""
     def say(msg: str) -> None:
         if enabled:
-            print(f"flagsweep {command}: {msg}", file=sys.stderr, flush=True)
+            print(visible(f"flagsweep {command}: {msg}"), file=sys.stderr, flush=True)   # msg can quote GitHub
     return say
 
 
