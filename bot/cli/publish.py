@@ -66,7 +66,7 @@ def _publish(args: argparse.Namespace, settings: Settings) -> int:
     from bot.issues.routing import RoutingError
     from bot.pipeline import steps
     from harness.core.unsafe import UnsafeTableError
-    from state import db, history
+    from state import db, history, runs
 
     try:   # the routing rules and the unsafe flag table, checked as `serve` checks them: before anything
         publish.plan_settings(settings)
@@ -86,13 +86,18 @@ def _publish(args: argparse.Namespace, settings: Settings) -> int:
             say.err(f"flagsweep publish: no finished run in {settings.state_path}")
             return 1
         run_id = latest[0].id
+    stored = runs.get_run(conn, run_id)
+    if stored is None:
+        say.err(f"flagsweep publish: no run {run_id}")
+        return 2
+    out_dir = publish.dry_run_dir(settings, args.out, stored.options.sweep.mode)   # the nightly's folder for its mode
     try:
         # The pipeline's verify step first (stored verdicts are reused: nothing runs twice), then publish reads them.
         steps.verify(conn, run_id, settings, enabled=False if args.no_verify else None,
                      progress=publish.stderr_progress(True))
-        publisher = publish.open_publisher(settings, dry_run=dry_run, out_dir=args.out)
-        summary = publish.publish_run(conn, settings, run_id, publisher=publisher, dry_run=dry_run, out_dir=args.out,
-                                      progress=True)
+        publisher = publish.open_publisher(settings, dry_run=dry_run, out_dir=out_dir)
+        summary = publish.publish_run(conn, settings, run_id, publisher=publisher, dry_run=dry_run,
+                                      out_dir=str(out_dir), progress=True)
     except (RoutingError, ActionRefused, KeyError) as exc:
         say.err(f"flagsweep publish: {exc}")
         return 2
