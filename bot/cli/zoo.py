@@ -276,7 +276,8 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     built = engine.describe([args.model], options=options).get(args.model)
     try:
         text = render_wrong(built, case) if case else \
-            render_script(built, {**base, **chosen[args.config]}, backend=args.backend, device=args.device, mode=mode)
+            render_script(built, {**base, **chosen[args.config]}, backend=mode.compiles_under(args.backend),
+                          device=args.device, mode=mode)
     except NotRenderable:
         say.err(f"flagsweep repro: {args.model} cannot be built here (see `flagsweep zoo check --models {args.model}`)")
         return 1
