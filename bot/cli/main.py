@@ -9,7 +9,6 @@ errors that only show up later are turned into one line by `bot.cli.errors`.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import logging
 import sys

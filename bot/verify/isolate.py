@@ -30,7 +30,6 @@ from bot.verify.context import StepContext
 from bot.verify.reproducers import Groups
 from bot.verify.steps import Runner
 from harness.core.model_build import ModelBuild
-from harness.core.modes import Mode
 from harness.engine.script_runner import ScriptResult
 from state import verdicts as store
 from state.verdicts import Component, Stage, Verdict
