@@ -14,7 +14,6 @@ import pytest
 
 from bot.builds import checkout
 from bot.github.client import GitHubPublisher
-from bot.issues.culprit import attribute
 from harness.core.commits import MAX_MESSAGE, Commit, FileChange, Person, overlay_blocker, parse_message
 from harness.core.suspects import MAX_COAUTHORS, cc_for
 

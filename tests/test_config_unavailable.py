@@ -8,7 +8,6 @@ one real tiny compile per config that can run.
 """
 import json
 import os
-import sqlite3
 import stat
 import sys
 from pathlib import Path

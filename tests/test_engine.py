@@ -4,7 +4,6 @@ One module-scoped sweep (2 workers) holds every case, so the workers' torch
 import is paid once; the tests then read the stored run. The fault models are in
 tests/fault_models.py and misbehave only under capture_scalar_outputs.
 """
-import os
 import sys
 
 import pytest

@@ -30,7 +30,7 @@ from harness.core.run_environment import RunEnvironment
 from state import db, gates, history, resolutions, runs
 from tests.fakegithub import FakeGitHub
 from tests.fakegithub import scenario as sc
-from tests.fakesweep import MODELS, World
+from tests.fakesweep import World
 
 PAUSE = "flagsweep: pause"
 

@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, NamedTuple
 

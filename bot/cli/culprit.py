@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import re
 import sys
 from pathlib import Path
 
-from bot.cli import arguments as types
+from bot.cli import arguments as types, say
 from bot.settings import Settings
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
@@ -68,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _refuse(message: str) -> int:
-    print(f"flagsweep culprit: {message}", file=sys.stderr)
+    say.err(f"flagsweep culprit: {message}")
     return 2
 
 
@@ -88,10 +87,10 @@ def run_culprit(args: argparse.Namespace, settings: Settings) -> int:
     if isinstance(found, int):
         return found
     if args.json:
-        print(json.dumps(found.to_dict(), indent=2, sort_keys=True, default=list))
+        say.json(found.to_dict(), indent=2, sort_keys=True, default=list)
     else:
         from bot.text.render import render
-        print(render("culprit.txt.j2", r=found.to_dict(), culprit=found.culprit, ranked=_ranked(found)), end="")
+        say.out(render("culprit.txt.j2", r=found.to_dict(), culprit=found.culprit, ranked=_ranked(found)), end="")
     return 0 if found.status in ("found", "suspects", "cut", "outside", "one_of") else 1
 
 

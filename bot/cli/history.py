@@ -6,12 +6,10 @@ and print through templates (or JSON with --json, and then nothing else on stdou
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
-from bot.cli import arguments as types
+from bot.cli import arguments as types, say
 from bot.text.render import render
 
 
@@ -57,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
+    say.err(parser.format_help(), end="")
     return 2
 
 
@@ -69,7 +67,7 @@ def _open(settings: Any):
 
 
 def _fail(message: str, code: int = 1) -> int:
-    print(f"flagsweep: {message}", file=sys.stderr)
+    say.err(f"flagsweep: {message}")
     return code
 
 
@@ -110,9 +108,9 @@ def cmd_diff(args: argparse.Namespace, settings: Any) -> int:
     except LookupError as exc:
         return _fail(str(exc))
     if args.json:
-        print(json.dumps(data, indent=2))
+        say.json(data, indent=2)
     else:
-        sys.stdout.write(render("report_diff.txt.j2", d=data, show_all=args.all))
+        say.out(render("report_diff.txt.j2", d=data, show_all=args.all), end="")
     return 0
 
 
@@ -132,8 +130,8 @@ def cmd_report(args: argparse.Namespace, settings: Any) -> int:
         return _fail(str(exc))
     text = report.render_html(ctx) if fmt == "html" else report.render_md(ctx)
     out.write_text(text, encoding="utf-8")
-    print(f"flagsweep: wrote {out} (run {ctx['run']['id']}, {len(ctx['models'])} models, "
-          f"{len(ctx['configs'])} configs)", file=sys.stderr)
+    say.err(f"flagsweep: wrote {out} (run {ctx['run']['id']}, {len(ctx['models'])} models, "
+            f"{len(ctx['configs'])} configs)")
     return 0
 
 
@@ -149,7 +147,7 @@ def cmd_export(args: argparse.Namespace, settings: Any) -> int:
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     else:
-        sys.stdout.write(text)
+        say.data(text)
     return 0
 
 
@@ -160,9 +158,9 @@ def cmd_runs_list(args: argparse.Namespace, settings: Any) -> int:
     conn = _open(settings)
     rows = report.runs_summary(conn, limit=args.limit)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        say.json(rows, indent=2)
     else:
-        sys.stdout.write(render("report_runs_list.txt.j2", runs=rows, state=str(settings.state_path)))
+        say.out(render("report_runs_list.txt.j2", runs=rows, state=str(settings.state_path)), end="")
     return 0
 
 
@@ -174,9 +172,9 @@ def _show_model(conn: Any, args: argparse.Namespace, run: dict) -> int:
         return _fail(f"run {args.run} has no model {args.model}", BAD_REQUEST)
     windows = flags.windows(conn, args.run, args.model)
     if args.json:
-        print(json.dumps({"run": args.run, "model": args.model, "windows": windows}, indent=2))
+        say.json({"run": args.run, "model": args.model, "windows": windows}, indent=2)
     else:
-        sys.stdout.write(render("report_run_model.txt.j2", run=args.run, model=args.model, windows=windows))
+        say.out(render("report_run_model.txt.j2", run=args.run, model=args.model, windows=windows), end="")
     return 0
 
 
@@ -191,7 +189,7 @@ def cmd_runs_show(args: argparse.Namespace, settings: Any) -> int:
     if args.model is not None:
         return _show_model(conn, args, data)
     if args.json:
-        print(json.dumps(data, indent=2))
+        say.json(data, indent=2)
     else:
-        sys.stdout.write(render("report_run_show.txt.j2", r=data))
+        say.out(render("report_run_show.txt.j2", r=data), end="")
     return 0

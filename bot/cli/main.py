@@ -9,13 +9,12 @@ errors that only show up later are turned into one line by `bot.cli.errors`.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import logging
 import sys
 from pathlib import Path
 
-from bot.cli import errors as cli_errors, arguments, paths
+from bot.cli import errors as cli_errors, arguments, paths, say
 from bot import settings as settings_mod
 
 AREAS = ("bot.cli.sweep", "bot.cli.zoo", "bot.cli.history", "bot.cli.publish", "bot.cli.service", "bot.cli.culprit")
@@ -25,7 +24,8 @@ class Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line (subcommand parsers inherit it)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        say.err(f"{self.prog}: {message} (see {self.prog} --help)")     # the message can quote what was typed
+        self.exit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,30 +46,31 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(level=args.log_level,
+                        handlers=[say.log_handler("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")])
     # PyGithub installs its own INFO handler on import; keep its retries at our level.
     logging.getLogger("github").setLevel(max(logging.WARNING, logging.getLogger().level))
     if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
+        say.err(parser.format_help(), end="")
         return 2
     paths.absolute_args(args)    # before anything reads a path: workers run in the checkout, not here
     try:
         settings = settings_mod.load(args.settings)
     except settings_mod.SettingsError as exc:
-        print(f"flagsweep: settings: {exc}", file=sys.stderr)
+        say.err(f"flagsweep: settings: {exc}")
         return 2
     if args.state is not None:     # already absolute (absolute_args)
         settings = settings.at_state(Path(args.state))
     try:
         return int(args.func(args, settings) or 0)
     except KeyboardInterrupt:
-        print("flagsweep: interrupted", file=sys.stderr)
+        say.err("flagsweep: interrupted")
         return 130
     except Exception as exc:
         known = cli_errors.describe(exc, settings)
         if known is None:
             raise
-        print(f"flagsweep: {known.message}", file=sys.stderr)
+        say.err(f"flagsweep: {known.message}")
         return known.code
 
 

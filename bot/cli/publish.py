@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import sys
 
-from bot.cli import arguments as types
+from bot.cli import arguments as types, say
 from bot.cli.interrupts import sigterm_as_interrupt
 from bot.settings import Settings
 
@@ -50,9 +48,9 @@ def run_stats(args: argparse.Namespace, settings: Settings) -> int:
     # beside the filing precision: the culprits bisected, and how many a maintainer said were wrong (wrong-culprit)
     figures = {**tally.to_dict(), "culprits": {"named": named, "wrong": wrong}}
     if args.json:
-        print(json.dumps(figures, indent=2, sort_keys=True))
+        say.json(figures, indent=2, sort_keys=True)
     else:
-        print(render("stats.txt.j2", t=figures), end="")
+        say.out(render("stats.txt.j2", t=figures), end="")
     return 0
 
 
@@ -68,39 +66,44 @@ def _publish(args: argparse.Namespace, settings: Settings) -> int:
     from bot.issues.routing import RoutingError
     from bot.pipeline import steps
     from harness.core.unsafe import UnsafeTableError
-    from state import db, history
+    from state import db, history, runs
 
     try:   # the routing rules and the unsafe flag table, checked as `serve` checks them: before anything
         publish.plan_settings(settings)
     except (RoutingError, UnsafeTableError) as exc:
-        print(f"flagsweep publish: {exc}", file=sys.stderr)
+        say.err(f"flagsweep publish: {exc}")
         return 2
     if args.repo:     # checked by its type (arguments.repo)
         settings = dataclasses.replace(settings, github=dataclasses.replace(settings.github, repo=args.repo))
     dry_run = args.dry_run or not settings.github.has_credentials
     if dry_run and not args.dry_run:
-        print("flagsweep publish: no GitHub credentials configured, so this is a dry run", file=sys.stderr)
+        say.err("flagsweep publish: no GitHub credentials configured, so this is a dry run")
     conn = db.connect(settings.state_path)
     run_id = args.run
     if run_id is None:
         latest = history.latest_runs(conn, 1)
         if not latest:
-            print(f"flagsweep publish: no finished run in {settings.state_path}", file=sys.stderr)
+            say.err(f"flagsweep publish: no finished run in {settings.state_path}")
             return 1
         run_id = latest[0].id
+    stored = runs.get_run(conn, run_id)
+    if stored is None:
+        say.err(f"flagsweep publish: no run {run_id}")
+        return 2
+    out_dir = publish.dry_run_dir(settings, args.out, stored.options.sweep.mode)   # the nightly's folder for its mode
     try:
         # The pipeline's verify step first (stored verdicts are reused: nothing runs twice), then publish reads them.
         steps.verify(conn, run_id, settings, enabled=False if args.no_verify else None,
                      progress=publish.stderr_progress(True))
-        publisher = publish.open_publisher(settings, dry_run=dry_run, out_dir=args.out)
-        summary = publish.publish_run(conn, settings, run_id, publisher=publisher, dry_run=dry_run, out_dir=args.out,
-                                      progress=True)
+        publisher = publish.open_publisher(settings, dry_run=dry_run, out_dir=out_dir)
+        summary = publish.publish_run(conn, settings, run_id, publisher=publisher, dry_run=dry_run,
+                                      out_dir=str(out_dir), progress=True)
     except (RoutingError, ActionRefused, KeyError) as exc:
-        print(f"flagsweep publish: {exc}", file=sys.stderr)
+        say.err(f"flagsweep publish: {exc}")
         return 2
     if args.json:
-        print(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
+        say.json(summary.to_dict(), indent=2, sort_keys=True)
     else:
-        print(summary.render(), end="")
+        say.out(summary.render(), end="")
     return 0 if not summary.stopped and not summary.failed else 1
 

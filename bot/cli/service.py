@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from bot.cli import arguments as types
+from bot.cli import arguments as types, say
 from bot.cli.interrupts import sigterm_as_interrupt
 from harness.core.population import POPULATIONS
 
@@ -73,10 +71,9 @@ def _split(text: str | None) -> list[str] | None:
 def _emit(result: Any, as_json: bool) -> None:
     from bot.text.render import render
     if as_json:
-        json.dump(result.to_dict(), sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        say.json(result.to_dict(), indent=2, default=str)
     else:
-        sys.stdout.write(render("nightly_summary.txt.j2", r=result))
+        say.out(render("nightly_summary.txt.j2", r=result), end="")
 
 
 def _identity(settings: Any, dry_run: bool | None) -> tuple[Any, str | None]:
@@ -104,15 +101,15 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
     publish.plan_settings(settings)    # routing rules, the unsafe flag table: refused before the night, not after it
     settings, refused = _identity(settings, args.dry_run)
     if refused:
-        print(f"flagsweep nightly: {refused}", file=sys.stderr)
+        say.err(f"flagsweep nightly: {refused}")
         return 2
     mismatch = _date_refusal(args.torch, args.date)
     if mismatch:
-        print(f"flagsweep nightly: {mismatch}", file=sys.stderr)
+        say.err(f"flagsweep nightly: {mismatch}")
         return 2
     unwritable = _export_refusal(args.export) if args.export else None
     if unwritable:
-        print(f"flagsweep nightly: --export {args.export}: {unwritable}", file=sys.stderr)
+        say.err(f"flagsweep nightly: --export {args.export}: {unwritable}")
         return 2
     conn = db.connect(settings.state_path)
     try:
@@ -125,11 +122,11 @@ def cmd_nightly(args: argparse.Namespace, settings: Any) -> int:
             from bot.pipeline import merge
             merge.export_night(conn, [each.run_id for each in result.each], args.export)    # a file per mode
     except SweepInterrupted as exc:
-        print(f"flagsweep nightly: interrupted; run {exc.run_id} keeps its finished items and is resumed by the "
-              "next `flagsweep nightly` for the same nightly", file=sys.stderr)
+        say.err(f"flagsweep nightly: interrupted; run {exc.run_id} keeps its finished items and is resumed by the "
+                "next `flagsweep nightly` for the same nightly")
         return 130
     except ValueError as exc:   # ConfigError, UnknownModel, NightlyError, ResumeError: a user error, nothing ran
-        print(f"flagsweep nightly: {exc}", file=sys.stderr)
+        say.err(f"flagsweep nightly: {exc}")
         return 2
     finally:
         conn.close()
@@ -192,7 +189,7 @@ def _merge(args: argparse.Namespace, settings: Any) -> int:
     from state.db import transaction
     refused = settings.compile_cache_refusal()     # flake confirmation re-runs items in workers of [sweep] backend
     if refused:
-        print(f"flagsweep merge: {refused}", file=sys.stderr)
+        say.err(f"flagsweep merge: {refused}")
         return 2
     conn = db.connect(settings.state_path)
     try:
@@ -206,7 +203,7 @@ def _merge(args: argparse.Namespace, settings: Any) -> int:
                 run_ids = merge.merge_modes(conn, merge.resolve_runs(conn, args.runs, shards), python=python,
                                             modules=modules)
         except (ValueError, provider.ProviderError) as exc:   # MergeError, SpecError, NightlyError: nothing merged
-            print(f"flagsweep merge: {exc}", file=sys.stderr)
+            say.err(f"flagsweep merge: {exc}")
             return 2
         dry_run = (not settings.github.has_credentials) if args.dry_run is None else args.dry_run
         out = Path(args.out or settings.issues.dry_run_out)
@@ -293,7 +290,7 @@ def cmd_serve(args: argparse.Namespace, settings: Any) -> int:
     publish.plan_settings(settings)
     refused = _nightly_error(settings)
     if refused:
-        print(f"flagsweep serve: {refused}", file=sys.stderr)
+        say.err(f"flagsweep serve: {refused}")
         return 2
     if args.host:
         settings = dataclasses.replace(settings, webhook=dataclasses.replace(settings.webhook, host=args.host))
@@ -301,6 +298,6 @@ def cmd_serve(args: argparse.Namespace, settings: Any) -> int:
         settings = dataclasses.replace(settings, webhook=dataclasses.replace(settings.webhook, port=args.port))
     settings, refused = _identity(settings, args.dry_run)
     if refused:
-        print(f"flagsweep serve: {refused}", file=sys.stderr)
+        say.err(f"flagsweep serve: {refused}")
         return 2
     return daemon.serve(settings, schedule=not args.no_schedule, dry_run=args.dry_run)

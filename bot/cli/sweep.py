@@ -8,11 +8,10 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
-import json
 import sys
 from typing import Any
 
-from bot.cli import arguments as types
+from bot.cli import arguments as types, say
 from bot.cli.interrupts import sigterm_as_interrupt
 from bot.settings import Settings
 from harness.core import defaults
@@ -60,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _fail(msg: str) -> int:
-    print(f"flagsweep sweep: {msg}", file=sys.stderr)
+    say.err(f"flagsweep sweep: {msg}")
     return 2
 
 
@@ -102,8 +101,7 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     except ValueError as exc:   # a config or model that is not there, a bad --resume value, nothing to sweep
         return _fail(str(exc))
     except SweepInterrupted as exc:
-        print(f"flagsweep sweep: interrupted during the baseline pass (run {exc.run_id}); nothing else ran",
-              file=sys.stderr)
+        say.err(f"flagsweep sweep: interrupted during the baseline pass (run {exc.run_id}); nothing else ran")
         return 130
     done = []
     for mode in [None] if args.resume else modes:    # one run per mode, each with its own baseline
@@ -115,8 +113,8 @@ def cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
         except (ResumeError, cfg.ConfigError) as exc:  # ConfigError: checked in the workers' torch, nothing ran
             return _fail(str(exc))
         except SweepInterrupted as exc:
-            print(f"flagsweep sweep: interrupted; finished items are stored. Continue with: flagsweep sweep --resume {exc.run_id}",
-                  file=sys.stderr)
+            say.err("flagsweep sweep: interrupted; finished items are stored. Continue with: "
+                    f"flagsweep sweep --resume {exc.run_id}")
             return 130
     _show(conn, done, as_json=args.json)
     return 0
@@ -172,7 +170,7 @@ def _request(conn: Any, args: argparse.Namespace, settings: Settings, options: A
     with sigterm_as_interrupt():
         request = assemble.draw(conn, steps.Steps(), request, cands, population=population, sample=args.sample,
                                 seed=args.seed, torch_version=_torch_version(options, population),
-                                say=lambda line: print(f"flagsweep sweep: {line}", file=sys.stderr))
+                                say=lambda line: say.err(f"flagsweep sweep: {line}"))
     if not request.models:
         raise _Refused(f"no models in the population {population!r}")
     return request
@@ -195,7 +193,7 @@ def _configs(args: argparse.Namespace, settings: Settings, options: Any) -> Any:
                               prune=None if args.prune is None else args.prune == "on", seed=args.seed)
     named = [n for n in names if n in flagsets.NAMED]
     if named:
-        print(f"flagsweep sweep: {', '.join(named)}: {len(chosen.flips)} flags", file=sys.stderr)
+        say.err(f"flagsweep sweep: {', '.join(named)}: {len(chosen.flips)} flags")
     return chosen
 
 
@@ -262,11 +260,10 @@ def _show(conn: Any, done: list, as_json: bool) -> None:
                          "skipped": skipped(outcomes),
                          "outcomes": [o.to_dict() for o in outcomes], "effects": [e.to_dict() for e in effects]})
         else:
-            sys.stdout.write(render("sweep_effects.txt.j2", **summary(run, outcomes, effects,
-                                                                      run.options.sweep.backend)))
+            say.out(render("sweep_effects.txt.j2", **summary(run, outcomes, effects, run.options.sweep.backend)),
+                    end="")
     if as_json:
-        json.dump(docs[0] if len(docs) == 1 else {"modes": docs}, sys.stdout, indent=1, sort_keys=False)
-        sys.stdout.write("\n")
+        say.json(docs[0] if len(docs) == 1 else {"modes": docs}, indent=1, sort_keys=False)
 
 
 def _seconds(outcomes: list) -> float:

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bot.cli import arguments as types
+from bot.cli import arguments as types, say
 from bot.text.render import render
 from harness.core.calls import SCENARIOS
 
@@ -56,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     df.add_argument("--lock-dir", metavar="DIR", type=types.nonempty("the lock folder"), help="where lock files live (default: the package's harness/zoo/lock)")
     df.add_argument("--json", action="store_true", help="print one JSON document only")
     df.set_defaults(func=cmd_diff)
-    zoo.set_defaults(func=lambda args, settings: (zoo.print_help(sys.stderr), 2)[1])
+    zoo.set_defaults(func=lambda args, settings: (say.err(zoo.format_help(), end=""), 2)[1])
     rep = sub.add_parser("repro", help="write a standalone reproducer script for one model under one config")
     rep.add_argument("model", help="model class name")
     rep.add_argument("--config", default="baseline", help="config name from the catalog")
@@ -93,15 +92,15 @@ def cmd_list(args: argparse.Namespace, settings: Any) -> int:
     try:
         cands = zoo.candidates()
     except zoo.LockError as exc:
-        print(f"flagsweep zoo list: {exc}", file=sys.stderr)
+        say.err(f"flagsweep zoo list: {exc}")
         return 2
     if args.json:
-        print(json.dumps([{"model": c.model, "stratum": c.stratum, "kind": c.kind} for c in cands], indent=1))
+        say.json([{"model": c.model, "stratum": c.stratum, "kind": c.kind} for c in cands], indent=1)
         return 0
     excluded = lock.current().excluded
     reasons = Counter(r.split(":")[0] for r in excluded.values())
-    print(render("zoo_list.txt.j2", candidates=cands, counts=dict(sorted(Counter(c.stratum for c in cands).items())),
-                 excluded=len(excluded), reasons=dict(reasons.most_common())), end="")
+    say.out(render("zoo_list.txt.j2", candidates=cands, counts=dict(sorted(Counter(c.stratum for c in cands).items())),
+                   excluded=len(excluded), reasons=dict(reasons.most_common())), end="")
     return 0
 
 
@@ -115,14 +114,13 @@ def cmd_check(args: argparse.Namespace, settings: Any) -> int:
     try:
         cands = _selected(args)
     except zoo.UnknownModel as exc:
-        print(f"flagsweep zoo check: {exc}", file=sys.stderr)
+        say.err(f"flagsweep zoo check: {exc}")
         return 2
     # The models are checked where sweeps run them: [sweep] python and device (no --python or --device here).
     python, device = settings.sweep.python, settings.sweep.device
     why = devices.unavailable(device, python)
     if why:
-        print(f"flagsweep zoo check: {settings.source or 'settings'}: [sweep] device = {device!r}: {why}",
-              file=sys.stderr)
+        say.err(f"flagsweep zoo check: {settings.source or 'settings'}: [sweep] device = {device!r}: {why}")
         return 2
     _ignore_old_files(settings)
     fingerprints = {}
@@ -143,10 +141,10 @@ def cmd_check(args: argparse.Namespace, settings: Any) -> int:
         r["stratum"] = r["stratum"] or strata.get(r["model"])
     doc = check.summarize(results)
     if args.json:
-        print(json.dumps(doc, indent=1))
+        say.json(doc, indent=1)
     else:
-        print(render("zoo_check.txt.j2", doc=doc, groups=check.group_failures(doc["failures"]),
-                     cached=cached, store=str(settings.state_path)), end="")
+        say.out(render("zoo_check.txt.j2", doc=doc, groups=check.group_failures(doc["failures"]),
+                       cached=cached, store=str(settings.state_path)), end="")
     return 0 if doc["ok"] == doc["candidates"] else 1
 
 
@@ -167,13 +165,12 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
 
     again = "--reverify" if args.reverify else "--modes-probe" if args.modes_probe else None
     if again and (args.lock_dir or args.check or args.fresh or args.reverify and args.modes_probe):
-        print(f"flagsweep zoo lock: {again} works on the package's lock alone (what sweeps build from); it takes "
-              "no --lock-dir, --check, --fresh, or the other of --reverify and --modes-probe", file=sys.stderr)
+        say.err(f"flagsweep zoo lock: {again} works on the package's lock alone (what sweeps build from); it takes "
+                "no --lock-dir, --check, --fresh, or the other of --reverify and --modes-probe")
         return 2
     if args.lock_dir and Path(args.lock_dir).exists() and not Path(args.lock_dir).is_dir():
         # checked before discovery runs (an hour for the whole corpus), not when the lock is written after it
-        print(f"flagsweep zoo lock: --lock-dir {args.lock_dir} is a file; pass the folder the lock files live in",
-              file=sys.stderr)
+        say.err(f"flagsweep zoo lock: --lock-dir {args.lock_dir} is a file; pass the folder the lock files live in")
         return 2
     _ignore_old_files(settings)
     common = dict(patterns=list(args.models), sample_n=args.sample, seed=args.seed, workers=args.workers or settings.sweep.workers or 0,
@@ -185,23 +182,26 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
             result = locker.reverify_corpus(**{k: v for k, v in common.items() if k != "lock_dir"}, job=job)
         elif args.check:
             report = locker.check_lock(**common)
-            print(json.dumps(report, indent=1) if args.json else render("zoo_lock_check.txt.j2", report=report), end="\n" if args.json else "")
+            if args.json:
+                say.json(report, indent=1)
+            else:
+                say.out(render("zoo_lock_check.txt.j2", report=report), end="")
             return 1 if report["stale"] else 0
         else:
             result = locker.lock_corpus(db.connect(settings.state_path), fresh=args.fresh, **common)
     except (UnknownModel, locker.ScanFailed, lock.LockError) as exc:
-        print(f"flagsweep zoo lock: {exc}", file=sys.stderr)
+        say.err(f"flagsweep zoo lock: {exc}")
         return 2
     chosen = [result.entries[m] for m in sorted(result.entries)]
     doc = check.summarize(check.result_of_entry(e) for e in chosen)
     if args.json:
-        print(json.dumps({"lock": str(result.path.name), "locked": result.locked, "resumed": result.resumed,
-                          "downgraded": result.downgraded, **doc}, indent=1))
+        say.json({"lock": str(result.path.name), "locked": result.locked, "resumed": result.resumed,
+                  "downgraded": result.downgraded, **doc}, indent=1)
     else:
-        print(render("zoo_lock.txt.j2", locked=len(result.locked), resumed=len(result.resumed), path=result.path.name,
-                     doc=doc, groups=check.group_failures(doc["failures"]), cached=0, store=""), end="")
+        say.out(render("zoo_lock.txt.j2", locked=len(result.locked), resumed=len(result.resumed), path=result.path.name,
+                       doc=doc, groups=check.group_failures(doc["failures"]), cached=0, store=""), end="")
     for d in result.downgraded:
-        print(render("zoo_lock_downgrade.txt.j2", d=d), file=sys.stderr, end="")
+        say.err(render("zoo_lock_downgrade.txt.j2", d=d), end="")
     return 1 if result.downgraded else 0
 
 
@@ -229,9 +229,12 @@ def cmd_diff(args: argparse.Namespace, settings: Any) -> int:
     try:
         doc = lockdiff.compare(_diff_side(args.old, lock_dir, settings), _diff_side(args.new, lock_dir, settings))
     except (LockError, locker.ScanFailed) as exc:
-        print(f"flagsweep zoo diff: {exc}", file=sys.stderr)
+        say.err(f"flagsweep zoo diff: {exc}")
         return 2
-    print(json.dumps(doc, indent=1) if args.json else render("zoo_diff.txt.j2", doc=doc), end="\n" if args.json else "")
+    if args.json:
+        say.json(doc, indent=1)
+    else:
+        say.out(render("zoo_diff.txt.j2", doc=doc), end="")
     return 1 if doc["corrupt"] else 0     # as `zoo lock --check`: a corrupt entry needs a re-lock
 
 
@@ -247,11 +250,11 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
 
     wrong = _wrong_parts(args.wrong) if args.wrong else None
     if isinstance(wrong, str):
-        print(f"flagsweep repro: --wrong {args.wrong!r}: {wrong}", file=sys.stderr)
+        say.err(f"flagsweep repro: --wrong {args.wrong!r}: {wrong}")
         return 2
     mode = _mode(args, settings)
     if isinstance(mode, str):
-        print(f"flagsweep repro: {mode}", file=sys.stderr)
+        say.err(f"flagsweep repro: {mode}")
         return 2
     try:
         zoo.resolve([args.model])
@@ -261,7 +264,7 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
         # Checked in the torch the script will run under, before it is rendered or run.
         configs_mod.validate_all({args.config: chosen[args.config]}, base, settings.sweep.python)
     except (zoo.UnknownModel, configs_mod.ConfigError) as exc:
-        print(f"flagsweep repro: {exc}", file=sys.stderr)
+        say.err(f"flagsweep repro: {exc}")
         return 2
     case = _wrong_case(wrong, args, settings, base, chosen, mode) if wrong else None
     # The model is built in a worker (this process never imports torch); the script embeds that build.
@@ -269,29 +272,29 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     named = model_output(wrong[1], mode) if wrong else None      # in train: `output.logits`, or a gradient
     problem = _missing_output(args.model, named, options) if named else None
     if problem:
-        print(f"flagsweep repro: {problem[1]}", file=sys.stderr)
+        say.err(f"flagsweep repro: {problem[1]}")
         return problem[0]
     built = engine.describe([args.model], options=options).get(args.model)
     try:
         text = render_wrong(built, case) if case else \
-            render_script(built, {**base, **chosen[args.config]}, backend=args.backend, device=args.device, mode=mode)
+            render_script(built, {**base, **chosen[args.config]}, backend=mode.compiles_under(args.backend),
+                          device=args.device, mode=mode)
     except NotRenderable:
-        print(f"flagsweep repro: {args.model} cannot be built here (see `flagsweep zoo check --models {args.model}`)",
-              file=sys.stderr)
+        say.err(f"flagsweep repro: {args.model} cannot be built here (see `flagsweep zoo check --models {args.model}`)")
         return 1
     if args.output:
         Path(args.output).write_text(text)
-        print(f"wrote {args.output}", file=sys.stderr)
+        say.err(f"wrote {args.output}")
     elif not args.run:
-        sys.stdout.write(text)
+        say.data(text)
     python = settings.sweep.python or sys.executable
     if args.run and case:       # under its driver: the result line says whether assert_close failed
         result = render_and_check(built, case, python, settings.verify.timeout)[1]
-        print(json.dumps(result.to_dict()))
+        say.json(result.to_dict())
         return _wrong_run_status(result)
     elif args.run:
         result = run_script(text, python)
-        print(json.dumps(result.to_dict()))
+        say.json(result.to_dict())
         return _crash_run_status(result)
     return 0
 
@@ -319,7 +322,7 @@ def _crash_run_status(result: Any) -> int:
     if result.status in RAN:
         return 0
     why = f": {result.error}" if result.error else ""
-    print(f"flagsweep repro: the script ended without its result line ({result.status}{why})", file=sys.stderr)
+    say.err(f"flagsweep repro: the script ended without its result line ({result.status}{why})")
     return 1
 
 
@@ -362,8 +365,7 @@ def _wrong_run_status(result: Any) -> int:
 
     if result.status == "ok" or result.exception == MISMATCH:
         return 0
-    print(f"flagsweep repro: the script failed before its comparison ({result.exception or result.status})",
-          file=sys.stderr)
+    say.err(f"flagsweep repro: the script failed before its comparison ({result.exception or result.status})")
     return 1
 
 

@@ -36,6 +36,7 @@ from bot.github import resolutions as resolutions_mod
 from bot.issues.context import PlanSettings
 from bot.issues.material import BodyHash, labels_digest
 from bot.text import render
+from bot.text.terminal import visible
 from bot.view import run_view
 from bot.github.dryrun import DryRunPublisher
 from bot.github.outbox_steps import Out, step as outbox_step
@@ -44,6 +45,7 @@ from bot.view.run_view import RunView
 from bot.settings import Settings
 from state import db, gates, links as links_mod, outbox, resolutions
 from state.db import transaction
+from harness.core.modes import Mode
 
 log = logging.getLogger(__name__)
 DRY_RUN_REPO = "dry-run/no-repository"   # where a dry run without github.repo files its (scratch) links
@@ -114,7 +116,7 @@ def stderr_progress(enabled: bool, command: str = "publish") -> Callable[[str], 
     """A progress printer: one `flagsweep <command>: msg` line on stderr (stdout may hold --json); silent when off."""
     def say(msg: str) -> None:
         if enabled:
-            print(f"flagsweep {command}: {msg}", file=sys.stderr, flush=True)
+            print(visible(f"flagsweep {command}: {msg}"), file=sys.stderr, flush=True)   # msg can quote GitHub
     return say
 
 
@@ -123,6 +125,13 @@ class Unreachable:
     """What the edge holds instead of a publisher when GitHub could not be asked who we are: nothing is sent."""
 
     reason: str
+
+
+def dry_run_dir(settings: Settings, out_dir: str | Path | None, mode: Mode) -> Path:
+    """Where a run's dry-run files go: the out folder (`--out`, else `[issues] dry_run_out`) for eval; another mode's
+    in a folder of its name inside it, so that the modes of one night never write over each other's plan and issues."""
+    out = Path(out_dir or settings.issues.dry_run_out)
+    return out if mode.is_default else out / mode.name
 
 
 def open_publisher(settings: Settings, *, dry_run: bool, out_dir: str | Path | None) -> Publisher | Unreachable:

@@ -13,7 +13,7 @@ import dataclasses
 import sqlite3
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from bot.issues.keys import tracking_key
 from bot.view.run_view import RunView

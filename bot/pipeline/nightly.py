@@ -21,7 +21,7 @@ from typing import Any
 
 from bot.builds import provider
 from bot.pipeline import assemble, gate as gate_mod, sampling
-from bot.github.publish import PublishSummary, stderr_progress
+from bot.github.publish import PublishSummary, dry_run_dir, stderr_progress
 from bot.settings import Settings
 from bot.pipeline.steps import Steps, load_night
 from bot.view import run_view
@@ -177,7 +177,7 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
         raise NightlyError(refused)
     swept_modes = settings.sweep_modes(modes)     # SettingsError (a ValueError) naming an unknown one, before anything
     dry_run = (not settings.github.has_credentials) if dry_run is None else dry_run
-    out = Path(out_dir or settings.issues.dry_run_out)
+    out = dry_run_dir(settings, out_dir, swept_modes[0])
     shard_t = parse_shard(shard)
     config_names = list(configs if configs is not None else settings.nightly.configs)
     chosen = steps.select_configs(settings, config_names)
@@ -220,7 +220,7 @@ def run_nightly(conn: sqlite3.Connection, settings: Settings, *, torch: str = "n
     for mode, each in zip(swept_modes, [result, *others]):     # one run per mode, each with its own baseline
         _night_of_mode(conn, settings, each, dataclasses.replace(
             request, options=dataclasses.replace(request.options, mode=mode)), built=built, force=force, steps=steps,
-            out=out if mode.is_default else out / mode.name, progress=progress)
+            out=dry_run_dir(settings, out_dir, mode), progress=progress)
     result.others = others
     return result
 

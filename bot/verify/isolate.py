@@ -11,7 +11,8 @@ never run under `inductor`.
 
 No runs are spent when the answer is known by construction: under the counting
 backend (nothing is compiled after Dynamo) and under `eager`, a crash is
-Dynamo's. Runs are spent once per (config, signature): the record is stored with
+Dynamo's; not in train, where the backward is compiled through AOTAutograd under
+either (reproducers.run_how: the run's backend as its mode compiled). Runs are spent once per (config, signature): the record is stored with
 the signature's verdict (state/verdicts.py) and carried to later verdicts of the
 same signature, so a new torch build re-verifies but does not re-isolate, and a
 quiet nightly runs nothing. Stdlib only: torch is never imported here.
@@ -29,7 +30,6 @@ from bot.verify.context import StepContext
 from bot.verify.reproducers import Groups
 from bot.verify.steps import Runner
 from harness.core.model_build import ModelBuild
-from harness.core.modes import Mode
 from harness.engine.script_runner import ScriptResult
 from state import verdicts as store
 from state.verdicts import Component, Stage, Verdict
@@ -37,13 +37,6 @@ from state.verdicts import Component, Stage, Verdict
 STAGES = ("eager", "aot_eager", "inductor")
 COMPONENT_OF = {"eager": "dynamo", "aot_eager": "aot_autograd", "inductor": "inductor"}
 BY_CONSTRUCTION = ("count", "eager")     # backends under which a crash can only be Dynamo's
-
-
-def isolated_backend(backend: str, mode: Mode) -> str:
-    """The backend a run's crash is isolated under: its own, but in train the counting backend hands each graph to
-    AOTAutograd (the backward is compiled: harness.engine.backend), so a train crash under it is isolated as one
-    under `aot_eager` (Dynamo's or AOTAutograd's), never Dynamo's by construction."""
-    return "aot_eager" if mode.train and backend == "count" else backend
 
 
 def stages_for(backend: str) -> tuple[str, ...]:
@@ -115,8 +108,7 @@ def isolate_all(ctx: StepContext, groups: Groups,
     confirmed verdict has no record; nor has one reached past the deadline (a later run isolates it).
     Groups run side by side on `ctx.workers`; the store is written on this thread.
     """
-    backend, device = reproducers.run_how(ctx.run)
-    backend = isolated_backend(backend, reproducers.run_mode(ctx.run))
+    backend, device = reproducers.run_how(ctx.run)     # a train run's count and eager: aot_eager (its backward)
     if backend in BY_CONSTRUCTION:
         return {group: by_construction(backend) for group in groups}
     conn, meter = ctx.conn, ctx.meter

@@ -57,8 +57,10 @@ def run_settings(run: Run, config: str) -> dict[str, Any]:
 
 
 def run_how(run: Run) -> tuple[str, str]:
-    """(backend, device) the run compiled under."""
-    return run.options.sweep.backend, run.options.sweep.device
+    """(backend, device) the run compiled under; the backend as its mode compiled (a train run's `eager` is
+    `aot_eager`: harness.core.modes.Mode.compiles_under)."""
+    sweep = run.options.sweep
+    return sweep.mode.compiles_under(sweep.backend), sweep.device
 
 
 def run_mode(run: Run) -> Mode:

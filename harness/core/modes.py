@@ -56,6 +56,12 @@ class Mode:
     def train(self) -> bool:
         return self.phase == "train"
 
+    def compiles_under(self, backend: str) -> str:
+        """The backend a sweep's compile under `backend` amounts to in this mode: in train the worker hands each graph
+        to AOTAutograd so that the backward is compiled (harness.engine.backend), which under `count` and `eager`
+        (nothing compiled after Dynamo) is what `aot_eager` does. A reproducer of the run compiles under this one."""
+        return "aot_eager" if self.train and backend in ("count", "eager") else backend
+
     @property
     def half(self) -> bool:
         """Autocast to a half-precision dtype."""
