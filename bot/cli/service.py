@@ -206,8 +206,7 @@ def _merge(args: argparse.Namespace, settings: Any) -> int:
             say.err(f"flagsweep merge: {exc}")
             return 2
         dry_run = (not settings.github.has_credentials) if args.dry_run is None else args.dry_run
-        out = Path(args.out or settings.issues.dry_run_out)
-        each = [_publish_merged(conn, settings, runs.get_run(conn, run_id), dry_run=dry_run, out=out,
+        each = [_publish_merged(conn, settings, runs.get_run(conn, run_id), dry_run=dry_run, out=args.out,
                                 python=python or settings.sweep.python) for run_id in run_ids]   # one per mode
         result = dataclasses.replace(each[0], others=each[1:])
     finally:
@@ -216,13 +215,14 @@ def _merge(args: argparse.Namespace, settings: Any) -> int:
     return exit_status(result)     # 1: published, but not the whole nightly
 
 
-def _publish_merged(conn: Any, settings: Any, run: Any, *, dry_run: bool, out: Path, python: str | None) -> Any:
-    """Diff, confirm, verify and publish one mode's merged run (another mode than eval: its files in a folder of its
-    own, as the nightly writes them)."""
+def _publish_merged(conn: Any, settings: Any, run: Any, *, dry_run: bool, out: str | None, python: str | None) -> Any:
+    """Diff, confirm, verify and publish one mode's merged run, its dry-run files where the nightly writes its mode's
+    (publish.dry_run_dir)."""
+    from bot.github.publish import dry_run_dir
     from bot.pipeline import nightly
     from bot.pipeline.steps import Steps
     mode = run.options.sweep.mode
-    out = out if mode.is_default else out / mode.name
+    out = dry_run_dir(settings, out, mode)
     result = nightly.NightlyResult(status="swept", run_id=run.id, nightly=run.nightly, models=len(run.models),
                                    configs=list(run.configs), dry_run=dry_run, out_dir=str(out), mode=mode.name,
                                    torch={"version": run.environment.torch_version,
