@@ -218,6 +218,27 @@ def test_zoo_diff_checks_and_shows_the_second_input_spec(three_locks, capsys, tm
     assert "1 model(s) whose second input spec changed" in text and "ViTModel" in text
 
 
+@pytest.mark.parametrize("record, field", [
+    ("eager", "modes"),                                               # not an object
+    ({"attention": {"flash": None}}, "modes.attention.flash"),        # not a probed value
+    ({"phase": {"train": ""}}, "modes.phase.train"),                  # an empty reason
+])
+def test_a_malformed_modes_record_is_listed_by_zoo_diff_and_the_lock_check(three_locks, capsys, tmp_path, record,
+                                                                          field):
+    """The modes record is sealed outside build_hash, like the second spec: a malformed one in a re-sealed entry read
+    as unchanged to `zoo diff` and `zoo lock --check` (a sweep refused it); both now list it as corrupt."""
+    old, config, _ = three_locks
+    doc = json.loads(config.read_text())
+    doc["entries"]["GPT2Model"] = lock.seal({**doc["entries"]["GPT2Model"], "modes": record})
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    assert main(["zoo", "diff", str(old), str(edited), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [(c["side"], c["model"], c["field"]) for c in out["corrupt"]] == [("new", "GPT2Model", field)]
+    bad = locker.corrupt_entries(doc["entries"], doc["transformers"])    # what `zoo lock --check` reports
+    assert [(b["model"], b["field"]) for b in bad] == [("GPT2Model", field)]
+
+
 def test_the_committed_lock_passes_every_check_its_second_specs_included():
     """Found with issue 38: three committed entries (time-series models, an input with 0 features) sealed a second
     spec the check refused (it wanted every size positive; the entry's own spec has the 0): their second_size call

@@ -3,14 +3,15 @@
 `zoo lock` seals the first candidate of harness.zoo.sizes.second_specs that runs in eager as the entry's
 `second_spec`; an entry locked before that has none, and the worker tries the rule's candidates in eager itself.
 A sealed one is checked here, where it is used, not with the entry: a bad one costs its own call, never the build.
-A lock read whole (`zoo diff`, `zoo lock --check`) lists a bad one with the corrupt entries (`corrupt_entries`).
+A lock read whole (`zoo diff`, `zoo lock --check`) lists a bad one with the corrupt entries (`corrupt_entries`), and
+a bad modes record (harness.zoo.mode_record) with them: both are sealed outside build_hash.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from harness.zoo import lock as lock_mod
-from harness.zoo import registry
+from harness.zoo import mode_record, registry
 from harness.zoo.errors import CorruptEntry
 from harness.zoo.sizes import second_specs
 
@@ -77,14 +78,16 @@ def check_sealed(model: str, entry: dict) -> None:
 
 
 def corrupt_entries(entries: dict, version: str) -> list[dict]:
-    """The entries of a lock that fail a sweep's checks, the sealed second spec's included (model, field, why), by
-    model: what `zoo diff` and `zoo lock --check` list (the second spec is left out of build_hash, so a malformed
-    one in a re-sealed entry would otherwise read as unchanged)."""
+    """The entries of a lock that fail a sweep's checks, the sealed second spec's and modes record's included (model,
+    field, why), by model: what `zoo diff` and `zoo lock --check` list (both are left out of build_hash, so a
+    malformed one in a re-sealed entry would otherwise read as unchanged)."""
     bad = lock_mod.corrupt_entries(entries, version)
     flagged = {b["model"] for b in bad}
     for model in sorted(set(entries) - flagged):
         try:
             check_sealed(model, entries[model])
+            if entries[model].get(mode_record.FIELD) is not None:
+                mode_record.check(model, entries[model][mode_record.FIELD])
         except CorruptEntry as exc:
             bad.append({"model": model, "field": exc.field, "why": exc.why})
     return sorted(bad, key=lambda b: b["model"])
