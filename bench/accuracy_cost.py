@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import every_flag  # noqa: E402
 from bench.sweep_common import machine  # noqa: E402
-from harness.core.outcome import Outcome  # noqa: E402
+from harness.core.outcome import ANSWERED, Outcome  # noqa: E402
 from harness.engine.configs import BUILTIN  # noqa: E402
-from harness.engine.engine import SweepOptions, run_items  # noqa: E402
+from harness.engine.engine import SweepOptions, trace_items  # noqa: E402
 from harness.core.options import Accuracy  # noqa: E402
 
 TARGET_RATIO = 1.5   # issue 44: the stratified sample; the 20 models of the public comparison at one worker: 1.4
@@ -62,6 +62,7 @@ def models_of(args: argparse.Namespace) -> list[str]:
 
 
 CPU: Counter = Counter()   # CPU seconds of the workers per pass name (less swayed by a shared machine's load than wall)
+RULES: Counter = Counter()   # the items answered with the checks on, by the rule that answered them
 
 
 def one_pass(models: list[str], configs: dict[str, dict], workers: int, accuracy: Accuracy,
@@ -69,11 +70,12 @@ def one_pass(models: list[str], configs: dict[str, dict], workers: int, accuracy
     """Every (model, config) item in workers (`together`: compiled together where equal): wall seconds, outcomes;
     the workers' CPU seconds (ended and reaped with the pool) added to CPU[name]."""
     start, cpu = time.perf_counter(), every_flag.workers_cpu()
-    outs = run_items([(m, c) for m in models for c in configs], configs=configs, base_settings={},
-                     options=SweepOptions(workers=workers, timeout=900, accuracy=accuracy), progress=True,
-                     **({"together": together} if together else {}))   # a tree before pooling: no such argument
+    traced = trace_items([(m, c) for m in models for c in configs], configs=configs, base_settings={},
+                         options=SweepOptions(workers=workers, timeout=900, accuracy=accuracy), progress=True,
+                         together=together)
     CPU[name] += every_flag.workers_cpu() - cpu
-    return time.perf_counter() - start, outs
+    RULES.update(rule for outcome, rule in traced if outcome.reason == ANSWERED and name == "on")
+    return time.perf_counter() - start, [outcome for outcome, _ in traced]
 
 
 def passes(models: list[str], configs: dict[str, dict], args: argparse.Namespace
@@ -115,7 +117,7 @@ def memory(offs: list[Outcome], outs: list[Outcome]) -> None:
     lost = sorted({o.model for o in outs if o.model in ok_off and o.status in ("killed", "out_of_memory")})
     print(f"testable with the checks off, not on: {lost or 'none'}")
     reasons = Counter(o.reason or "traced" for o in outs if o.config != "baseline")
-    print(f"flagged items with the checks on: {dict(reasons)}")
+    print(f"flagged items with the checks on: {dict(reasons)}; answered by rule: {dict(RULES) or 'none'}")
 
 
 def findings(outs: list[Outcome]) -> None:

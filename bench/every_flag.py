@@ -6,7 +6,8 @@ sweep --sample models (each with its audit: at least 20 pairs traced again); the
 counting pruned and pooled items as done, the audit's agreement, and the projection for the whole corpus
 (CORPUS_CLASSES) on a 16-core runner. --checks: the pooled pass with the checks off, then on (the later calls and
 the accuracy oracle, harness.core.options.Accuracy), on the same sample: the wall ratio (target 1.3), the projection
-with them on (target 120 min), the items answered from the baseline and the answer audit's disagreements (target 0).
+with them on (target 120 min), the items answered (by rule: from the baseline, or from a sibling) and the answer
+audit's disagreements (target 0).
 --checks --no-answer: the pass with the checks on traces every later call in full (answering off); it prints how
 many items the screen would have answered, and how many of those differ from their full trace (the miss rate,
 target 0): the answered item is its own first call and the baseline's later calls, compared call by call.
@@ -135,13 +136,19 @@ def checks(models: list[str], configs: dict[str, dict], workers: int, answer: bo
     if off is not None:
         print(f"on / off wall: {on['wall'] / off['wall']:.2f} (target <= {TARGET_RATIO}), workers' CPU seconds "
               f"{on['cpu']:.0f} / {off['cpu']:.0f} = {on['cpu'] / off['cpu']:.2f}")
+        # The answer audit traces one answered item of every config at least: a fixed cost per config (about 73
+        # traces in the corpus's 71,000 items), which a sample of a few models magnifies.
+        fixed = on["seconds"].get("answer audit", 0.0) - off["seconds"].get("answer audit", 0.0)
+        print(f"on / off wall without the answer audit's fixed cost: {(on['wall'] - fixed) / off['wall']:.2f}")
     if not answer:
         misses(on)
         return
-    answered = sum(o.reason == ANSWERED for o in on["outcomes"])
+    answered = [(o.model, o.config) for o in on["outcomes"] if o.reason == ANSWERED]
     differ = [f for f in on["answers"] if f.disagreement]
-    print(f"answered from the baseline: {answered} items; answer audit: {len(on['answers'])} traced in full, "
+    rules = Counter(on["screened"].get(pair, "no rule stored") for pair in answered)
+    print(f"answered: {len(answered)} items; answer audit: {len(on['answers'])} traced in full, "
           f"{len(differ)} disagreements (target 0)")
+    print("  answered by rule: " + "; ".join(f"{n} {rule}" for rule, n in rules.most_common()))
     for f in differ:
         print(f"  {f.model} {f.config}: {f.disagreement}")
 

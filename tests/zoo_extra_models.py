@@ -31,3 +31,9 @@ def never_ends(model: str, device: str) -> dict:
     """A job that hangs (the engine's timeout ends it)."""
     while True:
         time.sleep(0.05)
+
+
+def not_finite(model: str, device: str) -> dict:
+    """A job whose answer holds what JSON and a record have no number for: NaN and the infinities (an output
+    metric's, a config's limits)."""
+    return {"model": model, "max_error": float("nan"), "limits": [0.0, float("inf"), -float("inf")]}

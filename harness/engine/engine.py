@@ -7,13 +7,14 @@ committed at once and an interrupted sweep resumes where it stopped.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import sys
 import time
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from harness.engine.configs import Checked, ConfigError, check_all_syntax
 from harness.engine.configs import check as config_check
@@ -32,6 +33,7 @@ from harness.engine.flags.pruning import Pruning, audit, eligible
 from state import flags as stored_flags, history, leases, runs
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _PATH_FIELDS = ("error_message", "traceback", "torch_frame")  # outcome text that may carry machine paths
 
@@ -159,8 +161,23 @@ def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan") -> None:
                         f.config, accuracy.answer_quarantine)
 
 
+def _pruning_trace(conn: Any, request: SweepRequest,
+                   plan: "_Plan") -> Callable[[list[tuple[str, str]]], list[Outcome]]:
+    """The pruning audit's trace: its items after their baselines (`after_baselines`), each one's answering rule
+    stored as the sweep stores an item's (an item stored as answered always has its rule)."""
+    def trace(items: list[tuple[str, str]]) -> list[Outcome]:
+        traced = after_baselines(items, request.options.accuracy.enabled, lambda its: trace_items(
+            its, configs=plan.configs, base_settings=plan.base_settings, options=request.options,
+            progress=request.progress))
+        for outcome, rule in traced:
+            stored_flags.record_answered(conn, plan.run_id, outcome.model, outcome.config, rule,
+                                         answered=outcome.reason == ANSWERED)
+        return [outcome for outcome, _ in traced]
+    return trace
+
+
 def after_baselines(items: list[tuple[str, str]], checks: bool,
-                    trace: Callable[[list[tuple[str, str]]], list[Outcome]]) -> list[Outcome]:
+                    trace: Callable[[list[tuple[str, str]]], list[T]]) -> list[T]:
     """The outcomes of `items` traced (the pruning audit's); with the checks on, each model's baseline is traced first
     in its group, so the screen may answer the items' later calls from it as it does in the sweep (a pruned pair's
     keys were never read: traced alone, each would make its later calls in full); the baselines' outcomes dropped."""
@@ -205,10 +222,8 @@ def sweep(conn: Any, request: SweepRequest) -> Swept:
         builds = _store_items(conn, plan, pool, request.progress)
         seconds["items"], start = time.perf_counter() - start, time.perf_counter()
         if plan.prune:
-            audit(conn, plan.run_id, configs=plan.configs, pruning=request.pruning, trace=lambda items: after_baselines(
-                items, request.options.accuracy.enabled, lambda its: run_items(
-                    its, configs=plan.configs, base_settings=plan.base_settings, options=request.options,
-                    progress=request.progress)))
+            audit(conn, plan.run_id, configs=plan.configs, pruning=request.pruning,
+                  trace=_pruning_trace(conn, request, plan))
         seconds["pruning audit"], start = time.perf_counter() - start, time.perf_counter()
         _audit_answers(conn, request, plan)
         seconds["answer audit"] = time.perf_counter() - start
@@ -403,7 +418,17 @@ def _check_same_environment(old: RunEnvironment, new: RunEnvironment, run_id: in
 def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict,
               options: SweepOptions, fresh_workers: bool = False, progress: bool = False,
               answer: bool = True, together: frozenset[str] = frozenset()) -> list[Outcome]:
-    """Run (model, config) items without storing them; outcomes in the order of `items`.
+    """Run (model, config) items without storing them; outcomes in the order of `items` (`trace_items`'s)."""
+    return [outcome for outcome, _ in trace_items(items, configs=configs, base_settings=base_settings,
+                                                  options=options, fresh_workers=fresh_workers, progress=progress,
+                                                  answer=answer, together=together)]
+
+
+def trace_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_settings: dict,
+                options: SweepOptions, fresh_workers: bool = False, progress: bool = False,
+                answer: bool = True, together: frozenset[str] = frozenset()) -> list[tuple[Outcome, str | None]]:
+    """Run (model, config) items without storing them; (outcome, the rule that answered its later calls) in the order
+    of `items`.
 
     Every config named must be in `configs` (baseline, when absent, is no settings).
     fresh_workers: every item in a new worker (flake confirmation); answer: False traces every call in full (the
@@ -425,7 +450,7 @@ def run_items(items: list[tuple[str, str]], *, configs: dict[str, dict], base_se
             by_model.setdefault(model, []).append((i, name, settings_of[name]))
         groups = [Group(model, its, answer=answer, together=together) for model, its in by_model.items()]
     pool = _pool(options, base_settings, len(groups), fresh=fresh_workers)
-    return _outcomes(pool, groups, items, progress, f"compile {len(items)} items")
+    return _traced(pool, groups, items, progress, f"compile {len(items)} items")
 
 
 # The label an eager check's outcomes carry where a sweep's name their config: no config ran.
@@ -467,16 +492,22 @@ def _running(pool: Pool, bar: Progress) -> Iterator[None]:
 def _outcomes(pool: Pool, groups: list[Group], items: list[tuple[str, str]], progress: bool,
               label: str) -> list[Outcome]:
     """Run the groups on the pool and close it; one outcome per (model, label) item, in order."""
-    results: list[Outcome | None] = [None] * len(items)
+    return [outcome for outcome, _ in _traced(pool, groups, items, progress, label)]
+
+
+def _traced(pool: Pool, groups: list[Group], items: list[tuple[str, str]], progress: bool,
+            label: str) -> list[tuple[Outcome, str | None]]:
+    """`_outcomes`, each with the rule that answered its later calls (events.Result.answered_by)."""
+    results: list[tuple[Outcome, str | None] | None] = [None] * len(items)
     stratum_of = _stratum_lookup()
     bar = Progress(total=len(items), enabled=progress, label=label)
     with _running(pool, bar):
         for event in pool.run(groups):
             if isinstance(event, Result):
-                results[event.index] = _outcome(event.outcome, stratum_of)
+                results[event.index] = _outcome(event.outcome, stratum_of), event.answered_by
                 bar.advance(crashed=event.outcome.crashed)
-    return [r if r is not None else Outcome(model=m, config=c, status="killed", error_type="killed",
-                                            error_message="no result", signature="killed")
+    return [r if r is not None else (Outcome(model=m, config=c, status="killed", error_type="killed",
+                                             error_message="no result", signature="killed"), None)
             for r, (m, c) in zip(results, items)]
 
 
@@ -503,7 +534,8 @@ def run_job(job: str, models: list[str], *, options: SweepOptions, progress: boo
         for event in pool.run(groups):
             if isinstance(event, Result):
                 lines = (event.outcome.error_message or "").strip().splitlines()
-                result = JobResult(event.outcome.model, event.outcome.status, event.data, lines[0] if lines else None)
+                data = None if event.data is None else json.loads(event.data)   # JSON text (worker.run_job)
+                result = JobResult(event.outcome.model, event.outcome.status, data, lines[0] if lines else None)
                 bar.advance(crashed=result.status != "ok")
                 yield result
 

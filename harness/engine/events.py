@@ -135,8 +135,9 @@ class Start:
 @dataclass(frozen=True)
 class Result:
     """One item ended: its outcome; the baseline's read set (`config_reads`, key -> value read, every window) and
-    its read sets per call window (`window_reads`, window -> key -> value); a job's answer; the rule that answered
-    its later calls from the baseline (`answered_by`: reason answered; or, answering off, would have been)."""
+    its read sets per call window (`window_reads`, window -> key -> value); a job's answer (JSON text: it may hold
+    what a record may not, NaN); the rule that answered its later calls from the baseline (`answered_by`: reason
+    answered; or, answering off, would have been)."""
 
     index: int
     outcome: Outcome

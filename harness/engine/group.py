@@ -10,8 +10,10 @@ the baseline's item, its first call and its read sets per call window. `run` is 
   answer; a pool of several whose first call is not the baseline's makes no later calls (it is split whatever they
   are);
 - trace: the config is compiled and called once; its later calls are answered from the baseline where the screen lets
-  them (harness.engine.flags.answering: the rule that answered is reported with the item), else made on the same
-  compiled object. A quarantined config (`unanswered`) is never answered, nor is a pool holding one of its keys.
+  them (harness.engine.flags.answering: the rule that answered is reported with the item), or else from a sibling
+  traced in full before it whose first call is its own (`traced`, by first call: answering.sibling), else made on
+  the same compiled object. A quarantined config (`unanswered`) is never answered, nor is a pool holding one of its
+  keys; a pool is never answered by a sibling (it stands for its configs only as the baseline's).
 The baseline's item, when it is the request's first, records the read sets; its result carries them.
 """
 from __future__ import annotations
@@ -29,7 +31,7 @@ from harness.engine.backend import Compiled
 from harness.engine.events import RunRequest
 from harness.engine.flags import reads
 from harness.engine.accuracy import Verdict
-from harness.engine.flags.answering import FirstCall, answered_calls, keys_rule, screen
+from harness.engine.flags.answering import RULE_SIBLING, FirstCall, Traced, answered_calls, keys_rule, screen, sibling
 from harness.engine.step_oracle import ModeReference
 from harness.zoo import Built
 from harness.zoo.build import SEED
@@ -47,6 +49,7 @@ class Group:
         self.baseline_first: FirstCall | None = None
         self.windows: dict[str, dict[str, Any]] = {}           # the baseline's read sets per call window
         self.rules: dict[int, str] = {}                        # index -> the rule that answered its later calls
+        self.traced: dict[FirstCall, Traced] = {}              # the configs traced in full, by first call (siblings)
         # The keys of the quarantined configs: a compile that sets one is never answered.
         self.unanswered = {key for _, config, settings in req.items if config in req.unanswered for key in settings}
 
@@ -119,7 +122,7 @@ class Group:
             torch.cuda.reset_peak_memory_stats()
         measure.reset_peak()
         recorder = scenarios.Recorder() if self.judging else None
-        with reads.windows(FIRST) if record else contextlib.nullcontext() as windows:
+        with reads.windows(FIRST) if record or self._shares() else contextlib.nullcontext() as windows:
             torch.manual_seed(SEED)   # as every eager reference run: a model that draws numbers draws the same
             done = backend.compile_and_run(self.built.module, scenarios.clone(self.built.inputs),
                                    settings={**self.req.base_settings, **settings}, backend=self.req.backend,
@@ -128,7 +131,7 @@ class Group:
                 self.send(measure.cache_counts(index))
             ended = measure.ended(done.error, self.req.device)
             first = FirstCall(ended["status"], tuple(done.codes), done.guards)
-            calls, rule = self._calls(done, recorder, settings, first, windows,
+            calls, rule = self._calls(done, recorder, settings, first, windows, pooled,
                                       lambda one: pooled and not self._first_as_baseline(done, ended, one))
         answered = rule is not None and self.req.answer
         fields = {**self.common, **done.counts, "peak_mem_mb": measure.peak_mb(self.req.device),
@@ -150,9 +153,10 @@ class Group:
         return isinstance(self.refs, scenarios.References)
 
     def _calls(self, done: Compiled, recorder: scenarios.Recorder | None, settings: dict, first: FirstCall,
-               windows: reads.Windows | None, split: Callable[[Call], bool]) -> tuple[list[Call], str | None]:
-        """The item's calls, and the rule that answered its later ones from the baseline (None: made in full);
-        `split(first call)`: a pool that will be split, whose later calls are useless (not made)."""
+               windows: reads.Windows | None, pooled: bool,
+               split: Callable[[Call], bool]) -> tuple[list[Call], str | None]:
+        """The item's calls, and the rule that answered its later ones from the baseline or a sibling (None: made in
+        full); `split(first call)`: a pool that will be split, whose later calls are useless (not made)."""
         if self.refs is None:
             return [], None
         if isinstance(self.refs, ModeReference) and done.error is None:
@@ -165,9 +169,15 @@ class Group:
             rule = self._screen(settings, first)
             if rule is not None and self.req.answer:
                 return answered_calls(one, self.baseline["calls"]), rule
+            found = None if pooled else self._sibling(settings, first)
+            if found is not None:
+                return [one, *found.later], RULE_SIBLING
             if split(one):   # answered, it would not have stood for its configs either: no rule
                 return [one], None
-            return [one] + self._later(done, recorder, windows), rule if self.req.screen else None
+            later = self._later(done, recorder, windows)
+            if self._shares() and first.comparable:
+                self.traced.setdefault(first, Traced(settings, windows.sets, tuple(later)))
+            return [one] + later, rule if self.req.screen else None
         except Exception as exc:   # the oracle's own failure costs the calls' verdicts, never the item
             return [Call(FIRST, done.stats.graphs, detail=f"the oracle failed: {type(exc).__name__}: "
                                                            f"{str(exc)[:200]}")], None
@@ -189,6 +199,13 @@ class Group:
             return None
         return screen(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
 
+    def _sibling(self, settings: dict, first: FirstCall) -> Traced | None:
+        """The sibling that answers the item's later calls (answering.sibling), where `_shares` and the config is not
+        quarantined."""
+        if not self._shares() or self.unanswered & set(settings):
+            return None
+        return sibling(settings, first, self.traced, self.windows, self.req.backend)
+
     def _keys_rule(self, settings: dict) -> str | None:
         """The screen's half that the keys decide (answering.keys_rule), a quarantined config's keys never passing."""
         if self.unanswered & set(settings):
@@ -200,6 +217,11 @@ class Group:
         and there is a baseline with later calls to answer from."""
         asked = self.req.answer or self.req.screen
         return asked and self.judging and self.baseline_first is not None and len(self.baseline["calls"]) > 1
+
+    def _shares(self) -> bool:
+        """Later calls are shared between siblings: answering on (a screen asked with answering off is the
+        baseline's alone) and `_screens`."""
+        return self.req.answer and self._screens()
 
     def _later(self, done: Compiled, recorder: scenarios.Recorder, windows: reads.Windows | None) -> list[Call]:
         """Every call after the first, on the same compiled object, each in its own read window."""

@@ -153,12 +153,14 @@ def _repro_data(model: str, built: Any, second: dict | None) -> ModelBuild | Non
 
 
 def run_job(chan: Channel, req: RunRequest) -> None:
-    """Call the requested job ("module:function") on the model; its answer, or its error, is the one result."""
+    """Call the requested job ("module:function") on the model; its answer, or its error, is the one result. The
+    answer travels as JSON text (engine.run_job reads it back): a record's numbers must be finite, an answer's need
+    not be (a config's infinity, an output metric's NaN)."""
     (index, label, _), = req.items
     module, _, name = (req.job or "").partition(":")
     try:
         _prepare(req.model)
-        data = getattr(importlib.import_module(module), name)(req.model, req.device)
+        data = json.dumps(getattr(importlib.import_module(module), name)(req.model, req.device), default=str)
     except Exception as exc:
         chan.send(events.Result(index, Outcome(req.model, label, "error", **measure.error_fields(exc))))
         return

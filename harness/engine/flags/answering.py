@@ -13,6 +13,12 @@ Otherwise the item makes its first call only and takes the baseline's later call
 the rule that answered it (`RULE_GRAPHS`, `RULE_COMPILED`). This is a screen, not a proof: a key read by the first
 compile and again by the recompile is answered on the evidence of the first call; the audit is its guard.
 
+The sibling rule (`sibling`), the same screen against a sibling instead of the baseline: an item whose first call is
+not the baseline's takes the later calls of an earlier config of its group (a `Traced`) whose first call is its own
+(the same graphs by code, the same guards) and that made them in full on its own compiled object, where no key the
+two set differently is read only by a later call of that sibling (nor any of its keys only by a later call of the
+baseline). Stored with reason `answered` and `RULE_SIBLING`, under the same audit.
+
 The audit (`audit`), after the sweep: at least one answered item of every config, and the configured share of all
 (and of the items of the night's named flags stored as a pool's: compiled together, equal to the baseline), traced in
 full; a disagreement (a call, or the status, different from the stored one) is stored and shown, turns the rule off
@@ -43,10 +49,14 @@ class FirstCall:
     codes: tuple[str, ...]
     guards: str | None
 
+    @property
+    def comparable(self) -> bool:
+        """It ended ok with its guards known: another first call can be the same as it."""
+        return self.status == "ok" and self.guards is not None
+
     def same_as(self, other: "FirstCall") -> bool:
         """The same compiled code and guards (unknown guards are never the same)."""
-        return self.status == other.status == "ok" and self.guards is not None and \
-            (self.codes, self.guards) == (other.codes, other.guards)
+        return self.comparable and (self.status, self.codes, self.guards) == (other.status, other.codes, other.guards)
 
 
 # The rules that answer an item, stored with it (state.flags.record_answered): its first call is the baseline's, and
@@ -72,6 +82,32 @@ def keys_rule(keys: Iterable[str], windows: Mapping[str, Mapping[str, Any]], bac
         return None if keys & read else RULE_COMPILED
     later_only = set().union(*(windows.get(w, {}) for w in LATER)) - set(windows.get(FIRST, {}))
     return None if keys & later_only else RULE_GRAPHS
+
+
+RULE_SIBLING = "first call as a sibling's traced in full; no key the two set differently read only by a later call"
+
+
+@dataclass(frozen=True)
+class Traced:
+    """A config of a group traced in full: its settings, its read sets per call window, its later calls."""
+
+    settings: Mapping[str, Any]
+    windows: Mapping[str, Mapping[str, Any]]
+    later: tuple[Call, ...]
+
+
+_UNSET = object()
+
+
+def sibling(settings: Mapping[str, Any], first: FirstCall, traced: Mapping[FirstCall, Traced],
+            baseline: Mapping[str, Mapping[str, Any]], backend: str) -> Traced | None:
+    """The sibling whose later calls answer an item's (the module docstring's sibling rule; `traced`: the group's
+    configs traced in full by their first call, `baseline`: the baseline's read sets); None: traced in full."""
+    found = traced.get(first) if first.comparable else None
+    if found is None or keys_rule(settings, baseline, backend) is None:
+        return None
+    differ = {k for k in {*settings, *found.settings} if settings.get(k, _UNSET) != found.settings.get(k, _UNSET)}
+    return found if keys_rule(differ, found.windows, backend) is not None else None
 
 
 def answered_calls(first: Call, baseline: list[Call]) -> list[Call]:
