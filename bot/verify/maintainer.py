@@ -29,6 +29,7 @@ _PLAIN = ("torch._dynamo.config", "torch._inductor.config", "torch.compiler.conf
 # equal): the heads whose own loss takes `labels` as the `input_ids`, and the float attributes zeroed with dropout.
 OWN_LOSS = ("ForCausalLM", "ForMaskedLM")
 RANDOM_IN_TRAINING = ("dropout", "drop_prob", "drop_path", "layerdrop")
+MODE_PARTS = ("prepare", "labels", "loss", "compile", "mark", "step")   # templates/mode_lines.py.j2's
 
 
 class SpecError(ValueError):
@@ -186,6 +187,8 @@ def mode_lines(part: str, mode: Mode, *, model: str = "", spec: dict[str, Any] |
     into: what takes the call's value out of train (`output = `, `return `); enabled: autocast's switch, an expression
     of the script.
     """
+    if part not in MODE_PARTS:
+        raise ValueError(f"no mode part {part!r}: one of {', '.join(MODE_PARTS)}")
     own_loss = model.endswith(OWN_LOSS) and "input_ids" in (spec or {}) and "labels" not in (spec or {})
     text = render("mode_lines.py.j2", part=part, mode=mode, device=device, run=run, into=into, enabled=enabled,
                   own_loss=own_loss, random_words=list(RANDOM_IN_TRAINING))
@@ -199,7 +202,8 @@ def render_script(built: ModelBuild, overrides: dict[str, Any], settings: dict[s
 
     device: where the sweep ran (not cpu: one `torch.set_default_device` line puts the model and inputs there).
     mode: how the sweep ran the model; the template writes each axis not at its default as a person would (the
-    attention implementation set, `model.train()` and a loss's backward, autocast, `dynamic=True` or marked inputs).
+    attention implementation set, `model.train()` and a loss's backward, autocast, `dynamic=True` or marked inputs),
+    in the lines `mode_lines` renders, which the accuracy reproducer (bot/verify/wrong_script.py) writes too.
     """
     imports, assignments = setting_lines(settings)
     config = [line for name, value in overrides.items() for line in argument_lines(name, value, 4)]
