@@ -154,10 +154,9 @@ def render_wrong(built: ModelBuild | None, case: Case, *, baseline: bool = False
 
 
 def _backend(case: Case) -> str:
-    """The backend the script names (the run's, as backend_for names it); in train the sweep compiles the backward
-    through AOTAutograd under every backend (harness.engine.backend), so train's `eager` is `aot_eager`."""
-    named = backend_for(None, case.backend)
-    return "aot_eager" if case.mode.train and named == "eager" else named
+    """The backend the script names (the run's, as backend_for names it), as the mode compiled it
+    (harness.core.modes.Mode.compiles_under: train's `eager` is `aot_eager`)."""
+    return case.mode.compiles_under(backend_for(None, case.backend))
 
 
 def _mode_parts(case: Case, built: ModelBuild) -> dict[str, Any]:
