@@ -230,28 +230,43 @@ GRAD = "wrong_result: first: grad.embeddings.word_embeddings.weight"
 
 
 def test_a_wrong_results_accuracy_reproducer_runs_in_its_mode_standalone() -> None:
-    """In a mode the accuracy reproducer inlines harness/engine/in_mode.py (nothing of flagsweep imported), runs the
-    mode's step on eager and the compiled model, picks a gradient by its parameter's name, compares at the mode's
-    tolerance with float64 arbitrating in train and half precision, and names aot_eager in train (the sweep's backward
-    goes through AOTAutograd); its own part stays under 100 lines. A later call in train is not renderable (the mode
-    makes the first call only); an eval script has no mode part."""
+    """In a mode the accuracy reproducer writes the mode as the maintainer's crash script does (the same lines, from
+    bot.verify.maintainer.mode_lines: `model.train()` with dropout 0, the loss and its backward, autocast, dynamic=True
+    or marked inputs, the attention implementation), never inlining harness/engine/in_mode.py (torch and transformers
+    only); the WHOLE script stays under 100 lines. It runs the step on eager and the compiled model, picks a gradient
+    by its parameter's name, compares at the mode's tolerance with float64 arbitrating in train and half precision,
+    and names aot_eager in train (the sweep's backward goes through AOTAutograd). A later call in train is not
+    renderable (the mode makes the first call only); an eval script has no mode part."""
     import ast
 
+    from bot.verify import maintainer
     from bot.verify.script import NotRenderable
     from bot.verify.wrong_script import Case, model_output, render_wrong
     from harness.core.calls import Call, output_path
     from tests.helpers_verify import BUILD
 
     flag = {"torch._dynamo.config.capture_scalar_outputs": True}
-    for name, sig in (("train", GRAD), ("bf16", "wrong_result: first: output.last_hidden_state"),
-                      ("dynamic-true", "wrong_result: hook_added: last_hidden_state")):
-        script = render_wrong(BUILD, Case(sig, flag, {}, "count", "cpu", 1e-3, 1e-3, mode=BUILTIN[name]))
-        assert _executed_imports(ast.parse(script)) <= {"__future__", "copy", "json", "types", "torch", "transformers",
-                                                        "contextlib", "inspect", "dataclasses", "typing"}, name
-        head, _, rest = script.partition("# ---- the mode:")
-        assert len(head.splitlines()) + len(rest.partition("# ---- the reproducer ----")[2].splitlines()) < 100
-        assert f'"name": "{name}"' in script and "prepare(model, MODE)" in script and "def step(" in script
-        assert ("torch._dynamo.utils.same(" in script) == (name != "dynamic-true"), name
+    for name, sig in (("train", GRAD), ("train-bf16", GRAD), ("bf16", "wrong_result: first: output.last_hidden_state"),
+                      ("dynamic-true", "wrong_result: hook_added: last_hidden_state"),
+                      ("dynamic-marked", "wrong_result: first: last_hidden_state"),
+                      ("sdpa", "wrong_result: weights_updated: last_hidden_state")):
+        mode = BUILTIN[name]
+        script = render_wrong(BUILD, Case(sig, flag, {}, "count", "cpu", 1e-3, 1e-3, mode=mode))
+        assert _executed_imports(ast.parse(script)) == {"copy", "torch", "transformers"}, name
+        assert len(script.splitlines()) < 100, (name, len(script.splitlines()))
+        assert not any(word in script for word in ("in_mode", "def step(", "prepare(", "MODE = ")), name
+        assert f"# In mode {name} (" in script and "torch.compile(model" in script
+        assert ("torch._dynamo.utils.same(" in script) == (mode.train or mode.half), name
+        # the mode's lines are the maintainer's crash script's, word for word
+        crash = maintainer.render_script(BUILD, {}, flag, "eager", "E: boom", mode=mode)
+        for part in ("prepare", "labels", "loss", "mark"):
+            for line in maintainer.mode_lines(part, mode, model=BUILD.model, spec=BUILD.spec):
+                assert line in script and line in crash, (name, part, line)
+        assert (".train()" in script, "loss.backward()" in script, "owner.p = 0.0" in script) == (mode.train,) * 3
+        assert ('torch.autocast("cpu", dtype=torch.bfloat16, enabled=half)' in script) == mode.half, name
+        assert ("torch._dynamo.maybe_mark_dynamic(value, 1)" in script) == (name == "dynamic-marked")
+        assert (', dynamic=True)' in script) == (name == "dynamic-true")
+        assert ('model.set_attn_implementation("sdpa")' in script) == (name == "sdpa")
     train = render_wrong(BUILD, Case(GRAD, flag, {}, "count", "cpu", 1e-3, 1e-3, mode=BUILTIN["train"]))
     assert 'compiled_out["grad"]["embeddings.word_embeddings.weight"]' in train and "TOL = 0.01" in train
     assert 'backend="aot_eager"' in train
@@ -269,7 +284,49 @@ def test_a_wrong_results_accuracy_reproducer_runs_in_its_mode_standalone() -> No
         ["logits", "[0]", None, None]
     assert model_output("logits", BUILTIN["dynamic-true"]) == "logits" and model_output("output", DEFAULT) == "output"
     plain = render_wrong(BUILD, Case("wrong_result: first: last_hidden_state", flag, {}, "count", "cpu", 1e-3, 1e-3))
-    assert "MODE" not in plain and "with torch.no_grad():" in plain and "from __future__" not in plain
+    assert "# In mode" not in plain and "with torch.no_grad():" in plain and "from __future__" not in plain
+
+
+@pytest.mark.parametrize("model, parameter", [("BertModel", "embeddings.word_embeddings.weight"),
+                                              ("ElectraForCausalLM", "electra.embeddings.word_embeddings.weight")])
+def test_a_train_reproducers_own_lines_make_the_sweeps_step(model: str, parameter: str, monkeypatch) -> None:
+    """The train accuracy reproducer writes the sweep's step (harness/engine/in_mode.py) in its own lines: run in eager
+    (torch.compile the identity), in_mode's prepare finds no dropout left to zero on its model, it gives labels to a
+    head with its own loss and to no other, and its output and every gradient equal in_mode.step's on the same module
+    and inputs, bit for bit (the loss is the model's own, else the sweep's fixed reduction). No compile."""
+    import copy
+
+    import torch
+
+    from bot.verify import maintainer
+    from bot.verify.wrong_script import Case, render_wrong
+    from harness.engine import in_mode
+    from tests.helpers_verify import stored_build
+
+    assert (maintainer.OWN_LOSS, maintainer.RANDOM_IN_TRAINING) == (in_mode._OWN_LOSS, in_mode._RANDOM_IN_TRAINING)
+    train = BUILTIN["train"]
+    script = render_wrong(stored_build(model), Case(f"wrong_result: first: grad.{parameter}", {}, {}, "eager", "cpu",
+                                                    1e-3, 1e-3, mode=train))
+    monkeypatch.setattr(torch, "compile", lambda module, **kwargs: module)
+    scope: dict = {}
+    exec(compile(script, "repro.py", "exec"), scope)      # noqa: S102 - the script under test, rendered here
+    ref = copy.deepcopy(scope["eager"])
+
+    def floats(module: torch.nn.Module) -> list:
+        return [(name, k, v) for name, sub in [*module.named_modules(), ("config", module.config)]
+                for k, v in vars(sub).items() if isinstance(v, float)]
+
+    assert any(isinstance(sub, torch.nn.Dropout) for sub in ref.modules())
+    before = floats(ref)
+    in_mode.prepare(ref, train)
+    assert floats(ref) == before and ref.training
+    assert ("labels" in scope["inputs"]) == model.endswith("ForCausalLM")
+    found = in_mode.step(ref, ref, {k: v for k, v in scope["inputs"].items() if k != "labels"}, train)
+    ours = scope["eager_out"]
+    assert ours["grad"].keys() == {k for k, g in found.grads.items() if g is not None} and parameter in ours["grad"]
+    for name, grad in ours["grad"].items():
+        torch.testing.assert_close(grad, found.grads[name], rtol=0, atol=0)
+    torch.testing.assert_close(ours["output"].to_tuple(), found.output.to_tuple(), rtol=0, atol=0)
 
 
 STANDIN_WRONG = Path(__file__).with_name("modes_standin_wrong")
@@ -296,7 +353,8 @@ def test_a_planted_backward_only_wrong_result_gets_a_train_reproducer_that_fails
     judged = oracle.judge_wrong(stored_build(MODEL), case, str(python), check=render_and_check, timeout=900)
     assert judged.passed, (judged.failed, judged.reason)
     assert judged.result.status == "error" and judged.result.exception == MISMATCH
-    assert "loss_of(output)" in judged.script and "prepare(model, MODE)" in judged.script
+    assert "loss.backward()" in judged.script and "BertModel(config).train()" in judged.script
+    assert "def step(" not in judged.script and len(judged.script.splitlines()) < 100
 
 
 # ---- a real nightly of two modes ---------------------------------------------------------------------------------

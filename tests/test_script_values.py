@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,6 +20,7 @@ from bot.verify.script import HARNESS, module_source, render_script
 from bot.verify.wrong_script import Case, render_wrong
 from harness.core.calls import SCENARIOS
 from harness.core.model_build import ModelBuild
+from harness.core.modes import BUILTIN
 from harness.core.record import RecordError
 from tests import accuracy_models as am
 
@@ -56,6 +58,12 @@ RENDERS: dict[str, list[Callable[[str], str]]] = {
                           for s in SCENARIOS for b in (False, True)],
     "maintainer_script.py.j2": [lambda v: maintainer.render_script(
         _build(v), {"note": v, KEY: v, "nested": {"a": v, KEY: v}}, _settings(v), v, v, device=v)],
+    # a mode's lines (bot.verify.maintainer.mode_lines), in both scripts that write them
+    "mode_lines.py.j2": [f(m) for m in ("train-bf16", "dynamic-marked", "dynamic-true", "sdpa") for f in (
+        lambda m: lambda v: maintainer.render_script(_build(v), {"note": v}, _settings(v), v, v, device=v,
+                                                     mode=BUILTIN[m]),
+        lambda m: lambda v: render_wrong(_build(v), replace(_case(v, "first"), mode=BUILTIN[m],
+                                                            signature="wrong_result: first: output.logits")))],
     "wrong_driver.py.j2": [lambda v: render("wrong_driver.py.j2", mismatch=v, signature_source=_SIGNATURES)],
     "maintainer_driver.py.j2": [lambda v: render("maintainer_driver.py.j2", signature_source=_SIGNATURES)],
 }

@@ -25,6 +25,11 @@ BACKEND_OF = {"dynamo": "eager", "aot_autograd": "aot_eager", "inductor": "induc
 DTYPES = {"long": Code("torch.long"), "float": Code("torch.float32"), "bool": Code("torch.bool"),
           "int": Code("torch.int32")}
 _PLAIN = ("torch._dynamo.config", "torch._inductor.config", "torch.compiler.config")   # reachable from `import torch`
+# How the sweep trains (harness/engine/in_mode.py, which imports torch: the scripts write its rules, a test holds them
+# equal): the heads whose own loss takes `labels` as the `input_ids`, and the float attributes zeroed with dropout.
+OWN_LOSS = ("ForCausalLM", "ForMaskedLM")
+RANDOM_IN_TRAINING = ("dropout", "drop_prob", "drop_path", "layerdrop")
+MODE_PARTS = ("prepare", "labels", "loss", "compile", "mark", "step")   # templates/mode_lines.py.j2's
 
 
 class SpecError(ValueError):
@@ -173,20 +178,42 @@ def setting_lines(settings: dict[str, Any]) -> tuple[list[Code], list[Code]]:
     return imports, [compose("{} = {}", key, python_literal(value)) for key, value in zip(keys, settings.values())]
 
 
+def mode_lines(part: str, mode: Mode, *, model: str = "", spec: dict[str, Any] | None = None, device: str = "cpu",
+               run: Code = Code("compiled"), into: Code = Code(""), enabled: Code | None = None) -> list[Code]:
+    """One part of how a script runs the model in `mode` (templates/mode_lines.py.j2: prepare, labels, loss, compile,
+    mark, step), line by line for the script to indent; [] where the mode changes nothing there.
+
+    model, spec: the model class and its inputs (whether the model's own loss takes labels); run: what the step calls;
+    into: what takes the call's value out of train (`output = `, `return `); enabled: autocast's switch, an expression
+    of the script.
+    """
+    if part not in MODE_PARTS:
+        raise ValueError(f"no mode part {part!r}: one of {', '.join(MODE_PARTS)}")
+    own_loss = model.endswith(OWN_LOSS) and "input_ids" in (spec or {}) and "labels" not in (spec or {})
+    text = render("mode_lines.py.j2", part=part, mode=mode, device=device, run=run, into=into, enabled=enabled,
+                  own_loss=own_loss, random_words=list(RANDOM_IN_TRAINING))
+    # the script template printed only what bot.text.scripts' helpers made: its lines are code as they stand
+    return [Code(line) for line in text.splitlines()]
+
+
 def render_script(built: ModelBuild, overrides: dict[str, Any], settings: dict[str, Any], backend: str,
                   signature: str, device: str = "cpu", mode: Mode = DEFAULT) -> str:
     """The maintainer's script for `built` (config fields `overrides`) under `settings`, compiled with `backend`.
 
     device: where the sweep ran (not cpu: one `torch.set_default_device` line puts the model and inputs there).
     mode: how the sweep ran the model; the template writes each axis not at its default as a person would (the
-    attention implementation set, `model.train()` and a loss's backward, autocast, `dynamic=True` or marked inputs).
+    attention implementation set, `model.train()` and a loss's backward, autocast, `dynamic=True` or marked inputs),
+    in the lines `mode_lines` renders, which the accuracy reproducer (bot/verify/wrong_script.py) writes too.
     """
     imports, assignments = setting_lines(settings)
     config = [line for name, value in overrides.items() for line in argument_lines(name, value, 4)]
     inputs = input_lines(built.spec or {})
+    lines = {part: mode_lines(part, mode, model=built.model, spec=built.spec, device=device)
+             for part in ("prepare", "labels", "loss", "mark", "step")}
     return render("maintainer_script.py.j2", model=built.model, config_class=built.config_class,
                   seed=int(built.seed or 0), config_lines=config, input_lines=inputs, imports=imports,
                   settings=assignments, backend=backend, signature=signature, device=device,
                   transformers_version=built.transformers_version or "", mode=mode,
-                  mode_words=render("mode_words.txt.j2", mode=mode).strip())
+                  mode_words=render("mode_words.txt.j2", mode=mode).strip(),
+                  compile_args=Code("".join(mode_lines("compile", mode))), **lines)
 

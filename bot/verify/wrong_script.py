@@ -9,9 +9,11 @@ the per-feature scaling hook on the middle submodule, the seeded in-place weight
 constants (HOOK_SCALE, WEIGHT_STEP and the weight step's seed) are harness.core.calls', the worker's too. The baseline's script is the same
 one with the baseline's settings. Stdlib only: torch is never imported here.
 
-In another mode than eval the script inlines harness/engine/in_mode.py, as the crash reproducer does (bot/verify/
-script.py), so eager and the compiled model run the worker's own step (the attention implementation, dynamic=True or
-marked inputs, autocast, train with its backward). In train or half precision (the worker's step oracle,
+In another mode than eval the script writes the mode as the maintainer's crash script does (bot.verify.maintainer
+mode_lines, the one place a mode becomes script lines), so eager and the compiled model make the worker's step
+(harness/engine/in_mode.py) in a few lines: the attention implementation, `model.train()` with dropout 0, the loss
+(the model's own where labels are built, else the sweep's fixed reduction) and its backward, autocast, dynamic=True or
+marked inputs. In train or half precision (the worker's step oracle,
 harness.engine.step_oracle) the first call is the only one: its output and, in train, each parameter's gradient are
 compared at the mode's tolerance (harness.core.modes.tolerance), and beyond it a float64 run of the same step without
 autocast arbitrates, as PyTorch's `same()` does.
@@ -23,8 +25,8 @@ from typing import Any
 
 from bot.text.render import render
 from bot.text.scripts import Code, compose, python_literal
-from bot.verify.maintainer import WIDTH, argument_line, backend_for, input_lines, setting_lines
-from bot.verify.script import HARNESS, NotRenderable, module_source
+from bot.verify.maintainer import WIDTH, argument_line, backend_for, input_lines, mode_lines, setting_lines
+from bot.verify.script import NotRenderable
 from harness.core.calls import HOOK_SCALE, WEIGHT_SEED_OFFSET, WEIGHT_STEP, output_path
 from harness.core.correctness import wrong_parts
 from harness.core.model_build import ModelBuild
@@ -148,20 +150,26 @@ def render_wrong(built: ModelBuild | None, case: Case, *, baseline: bool = False
                   imports=imports, common=common, flag=flag, baseline=baseline,
                   backend=_backend(case), device=case.device, signature=case.signature,
                   scenario=scenario, output=output, pick=pick, rtol=case.rtol, atol=case.atol,
-                  rules=ScenarioRules(), transformers_version=built.transformers_version or "", **_mode_parts(case))
+                  rules=ScenarioRules(), transformers_version=built.transformers_version or "", **_mode_parts(case, built))
 
 
 def _backend(case: Case) -> str:
-    """The backend the script names (the run's, as backend_for names it); in train the sweep compiles the backward
-    through AOTAutograd under every backend (harness.engine.backend), so train's `eager` is `aot_eager`."""
-    named = backend_for(None, case.backend)
-    return "aot_eager" if case.mode.train and named == "eager" else named
+    """The backend the script names (the run's, as backend_for names it), as the mode compiled it
+    (harness.core.modes.Mode.compiles_under: train's `eager` is `aot_eager`)."""
+    return case.mode.compiles_under(backend_for(None, case.backend))
 
 
-def _mode_parts(case: Case) -> dict[str, Any]:
-    """What the template needs of the mode: nothing for eval (its script is as before modes)."""
+def _mode_parts(case: Case, built: ModelBuild) -> dict[str, Any]:
+    """What the template needs of the mode: nothing for eval (its script is as before modes); else the mode's lines as
+    the maintainer's script writes them (bot.verify.maintainer.mode_lines), the step in the script's `call`."""
     if case.mode.is_default:
-        return {"mode": None}
-    return {"mode": case.mode.to_dict(), "stepped": stepped(case.mode), "tol": tolerance(case.mode, case.rtol),
-            "mode_words": render("mode_words.txt.j2", mode=case.mode).strip(),
-            "mode_source": module_source(HARNESS / "engine" / "in_mode.py")}
+        return {"mode": None, "prepare": [], "labels": [], "loss": []}
+    mode, steps = case.mode, stepped(case.mode)
+    lines = {part: mode_lines(part, mode, model=built.model, spec=built.spec, device=case.device)
+             for part in ("prepare", "labels", "loss", "mark")}
+    step = mode_lines("step", mode, device=case.device, into=Code("output = " if steps else "return "),
+                      enabled=Code("half") if mode.half else None,
+                      run=Code("(module if run is None else run)" if steps else "module"))
+    return {"mode": mode, "stepped": steps, "tol": tolerance(mode, case.rtol),
+            "mode_words": render("mode_words.txt.j2", mode=mode).strip(),
+            "compile_args": Code("".join(mode_lines("compile", mode))), "step": step, **lines}
