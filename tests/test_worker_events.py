@@ -101,3 +101,29 @@ def test_a_worker_of_another_protocol_is_a_pool_error_at_ready(tmp_path):
     assert str(refused.value).startswith(f"{stand_in}: a worker's answer does not read")
     assert f"version 0, this flagsweep reads version {events.PROTOCOL}" in str(refused.value)
     assert pool.workers == []      # killed, not left behind
+
+
+def test_a_build_whose_config_holds_an_infinity_travels_and_is_stored_and_read_back(tmp_path) -> None:
+    """Mamba 2's `time_step_limit` is [0.0, inf] (12 lock entries hold a non-finite config value): its `built` event
+    once failed the record check ("inf is not a finite number") and aborted the sweep. The build's stored form writes
+    such a float as a one-key object; the event, a run's stored build and its reading give the float back."""
+    import math
+
+    from state import db, runs
+
+    build = ModelBuild(model="Mamba2Model", config_class="Mamba2Config", spec={}, seed=0,
+                       config={"time_step_limit": [0.0, float("inf")], "floor": float("-inf"),
+                               "sub": {"eps": float("nan"), "width": 8}})
+    read = events.read_event(wire(events.Built(ok=True, build=build)))
+    limit, sub = read.build.config["time_step_limit"], read.build.config["sub"]
+    assert limit[0] == 0.0 and limit[1] == math.inf and read.build.config["floor"] == -math.inf
+    assert math.isnan(sub["eps"]) and sub["width"] == 8
+    assert json.dumps(build.to_dict(), allow_nan=False)      # the stored form is JSON without NaN or Infinity
+    conn = db.connect(tmp_path / "state.sqlite")
+    run_id = runs.create_run(conn, environment=RunEnvironment(torch_version="2.13.0", device="cpu"),
+                             models=["Mamba2Model"], configs={"baseline": {}})
+    runs.record_model(conn, run_id, build)
+    stored = runs.model_data(conn, run_id)["Mamba2Model"].config
+    assert stored["time_step_limit"][1] == math.inf and math.isnan(stored["sub"]["eps"])
+    # the row is JSON SQLite reads (json_valid): a NaN or Infinity in it would make it malformed
+    assert conn.execute("SELECT json_valid(data) FROM run_models WHERE run_id = ?", (run_id,)).fetchone()[0] == 1

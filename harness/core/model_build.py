@@ -5,7 +5,8 @@ One writer, the worker (harness/engine/worker.py, right after the zoo built the 
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Mapping
 
 from harness.core.names import check_model
@@ -33,6 +34,7 @@ class ModelBuild:
         found = asdict(self)
         if found["second_spec"] is None:
             del found["second_spec"]
+        found["config"] = _encoded(found["config"])
         return found
 
     @classmethod
@@ -40,4 +42,31 @@ class ModelBuild:
         """Read the stored form; RecordError naming an unknown or missing field."""
         found = parse(cls, data, "stored build")
         check_model(found.model, "stored build")
-        return found
+        return replace(found, config=_decoded(found.config))
+
+
+# A config value that is not a finite float (Mamba 2's `time_step_limit` is [0.0, inf]) in the stored form: JSON has
+# no such number and a record refuses one, so it is written as this one-key object and read back as the float.
+NOT_FINITE = "not_finite"
+
+
+def _encoded(value: Any) -> Any:
+    """`value` with every non-finite float, at any depth, as {NOT_FINITE: "inf" | "-inf" | "nan"}."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return {NOT_FINITE: str(value)}
+    if isinstance(value, dict):
+        return {k: _encoded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encoded(v) for v in value]
+    return value
+
+
+def _decoded(value: Any) -> Any:
+    """`_encoded` undone."""
+    if isinstance(value, dict) and value.keys() == {NOT_FINITE} and value[NOT_FINITE] in ("inf", "-inf", "nan"):
+        return float(value[NOT_FINITE])
+    if isinstance(value, dict):
+        return {k: _decoded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decoded(v) for v in value]
+    return value

@@ -182,6 +182,8 @@ def encode(message: Request | Event) -> bytes:
     body = dataclasses.asdict(message)
     if isinstance(message, Env):      # the environment travels in its stored form (the one its reader reads)
         body["env"] = message.env.to_dict()
+    if isinstance(message, Built) and message.build is not None:   # and a build in its own (a config's infinity)
+        body["build"] = message.build.to_dict()
     return (json.dumps({**head, **body}, default=str) + "\n").encode()
 
 
