@@ -27,7 +27,7 @@ def sleeping_reproducer(*args, **kwargs):
     run_script("import time\\ntime.sleep(120)\\n", sys.executable, timeout=300)
 
 steps.verify = sleeping_reproducer
-merge.merge = sleeping_reproducer
+merge.merge_modes = sleeping_reproducer
 from bot.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
