@@ -136,22 +136,10 @@ def test_a_reproducer_in_a_mode_stays_standalone_and_eval_s_is_as_before() -> No
     from bot.verify.script import render_script
     from tests.helpers_verify import BUILD
 
-    def executed_imports(tree: ast.AST) -> set[str]:
-        found: set[str] = set()
-        for node in ast.iter_child_nodes(tree):
-            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-                continue
-            if isinstance(node, ast.Import):
-                found |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom):
-                found.add((node.module or "").split(".")[0])
-            found |= executed_imports(node)
-        return found
-
     flag = {"torch._dynamo.config.capture_scalar_outputs": True}
     for name in ("train-bf16", "dynamic-marked", "sdpa"):
         script = render_script(BUILD, flag, mode=BUILTIN[name])
-        assert executed_imports(ast.parse(script)).isdisjoint({"harness", "bot", "state", "tests"}), name
+        assert _executed_imports(ast.parse(script)).isdisjoint({"harness", "bot", "state", "tests"}), name
         assert f'"name": "{name}"' in script and "def step(" in script and "prepare(model, MODE)" in script
     plain = render_script(BUILD, flag)
     assert "MODE = " not in plain and "def step(" not in plain and "with torch.no_grad():" in plain
