@@ -275,6 +275,29 @@ def test_the_bisect_command_searches_a_bounded_range_again(env):
     assert f"compare/{git_of(DATES[4])}...{git_of(DATES[5])}" in body      # the issue body rewritten with it
 
 
+def test_the_bisect_command_searches_only_its_issues_mode(env):
+    """A train issue's `bisect` searches train's nightlies: eval's range of the same (config, signature) is not its
+    range, and with no train nightly there is nothing to search (it searched and republished eval's run before)."""
+    settings, conn, world, tmp = env
+    settings = replace(settings, ranges=RangeSettings(installs=2))
+    world.crash_from = {"GammaModel": DATES[5]}
+    _, b = two_nights(settings, conn, world, tmp)       # eval's nights, with a bounded range of the crash
+    (first,) = ranges.for_run(conn, [b.run_id])
+    links.upsert(conn, links.Link(key="train-issue", repo="o/r", number=8, kind="tracking", config=CONFIG,
+                                  signature=first.signature, mode="phase=train"))
+    settings = replace(settings, github=replace(settings.github, repo="o/r"),
+                       commands=replace(settings.commands, allowlist=["alice"]))
+    ctx = Context(conn=conn, settings=settings, github=DryRunPublisher(tmp / "cmd", clean=False),
+                  gate=PermissionGate(), dry_run=True, out_dir=tmp / "republish",
+                  steps=CommandSteps(pipeline=world.steps(real_publish=True)))
+    installs = len(world.range_installs())
+    res = handlers.handle_job(ctx, {"issue": 8, "author": "alice", "repo": "o/r", "body": "@flagsweep-bot bisect"})
+    assert res["commands"][0]["outcome"] == ("user error: no finished nightly of this issue's mode yet, so there is "
+                                             "no range to search"), res
+    assert ranges.for_run(conn, [b.run_id])[0].status == "bounded"        # eval's range untouched
+    assert len(world.range_installs()) == installs and not (tmp / "republish").exists()
+
+
 def test_bisect_without_model_on_a_non_tracking_issue_is_a_user_error(env):
     settings, conn, world, tmp = env
     settings = replace(settings, commands=replace(settings.commands, allowlist=["alice"], any_issue=True))

@@ -11,6 +11,7 @@ import sqlite3
 from typing import Any
 
 from bot.commands.context import Context, UserError
+from bot.github.publish import dry_run_dir
 from bot.pipeline import steps
 from bot.ranges.bisect import Bisection, BisectError, search, window
 from harness.core.modes import DEFAULT, Mode
@@ -101,8 +102,8 @@ def bisect(ctx: Context, model: str, config: str, good: str | None, bad: str | N
 def search_range(ctx: Context, link: Any) -> dict[str, Any]:
     """Search this issue's regression range again, then publish the latest nightly (which rewrites the issue).
 
-    The run searched is the latest that holds a range of the issue's (config, signature),
-    else the latest nightly; a bounded range continues between the ends it had narrowed to.
+    The run searched is the latest of the issue's mode that holds a range of its (config, signature), else that mode's
+    latest nightly; a bounded range continues between the ends it had narrowed to.
     """
     from state import ranges as stored_ranges
     from state import runs
@@ -110,10 +111,14 @@ def search_range(ctx: Context, link: Any) -> dict[str, Any]:
         raise UserError("the range search is off ([ranges] installs = 0)")
     pipeline = ctx.steps.pipeline
     key = (link.config, link.signature)
-    latest = runs.list_runs(ctx.conn, kinds=["nightly"], status="finished", limit=1)
-    if not latest:
-        raise UserError("no finished nightly yet, so there is no range to search")
-    run_id = (stored_ranges.runs_with(ctx.conn, *key) or [latest[0].id])[0]
+
+    def in_its_mode(run: Any) -> bool:   # the issue's mode's runs only: another mode's range is not this issue's
+        return run.options.sweep.mode.key == link.mode
+    latest = next((r for r in runs.finished_runs(ctx.conn, ["nightly"]) if in_its_mode(r)), None)
+    if latest is None:
+        raise UserError("no finished nightly of this issue's mode yet, so there is no range to search")
+    ranged = [r for r in stored_ranges.runs_with(ctx.conn, *key) if in_its_mode(runs.get_run(ctx.conn, r))]
+    run_id = (ranged or [latest.id])[0]
     prev_run, diff = pipeline.diff(ctx.conn, runs.get_run(ctx.conn, run_id))
     prev = prev_run.id if prev_run else None
     starts = {r.key: (r.good, r.bad) for r in stored_ranges.for_run(ctx.conn, [run_id])
@@ -122,8 +127,9 @@ def search_range(ctx: Context, link: Any) -> dict[str, Any]:
                              starts=starts)
     if not report.ranges:
         raise UserError(f"nightly run {run_id} shows no confirmed new crash or fix of this signature to search")
-    pipeline.verify(ctx.conn, latest[0].id, ctx.settings)
-    view = steps.load_view(ctx.conn, latest[0].id, ctx.settings)
-    publisher = pipeline.open_publisher(ctx.settings, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
-    pipeline.publish(ctx.conn, ctx.settings, view, publisher=publisher, dry_run=ctx.dry_run, out_dir=ctx.out_dir)
-    return {"run_id": run_id, "published_run": latest[0].id, **report.to_dict()}
+    pipeline.verify(ctx.conn, latest.id, ctx.settings)
+    view = steps.load_view(ctx.conn, latest.id, ctx.settings)
+    out_dir = dry_run_dir(ctx.settings, ctx.out_dir, latest.options.sweep.mode)   # where the nightly wrote it
+    publisher = pipeline.open_publisher(ctx.settings, dry_run=ctx.dry_run, out_dir=out_dir)
+    pipeline.publish(ctx.conn, ctx.settings, view, publisher=publisher, dry_run=ctx.dry_run, out_dir=str(out_dir))
+    return {"run_id": run_id, "published_run": latest.id, **report.to_dict()}
