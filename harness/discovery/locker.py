@@ -2,15 +2,13 @@
 
 The parent never imports torch: the scan runs in the workers' interpreter (the
 engine calls harness.discovery.enumerate.scan_document there), and discovery runs in
-engine workers as a job (harness.discovery.lockjob.lock_entry_text) whose answer is the
-class's entry as JSON text. Each finished entry is kept in the store until the lock file has it,
+engine workers as a job (harness.discovery.lockjob.lock_entry) whose answer is the
+class's entry. Each finished entry is kept in the store until the lock file has it,
 so an interrupted lock resumes where it stopped. Merging into the lock file is plain
 JSON work, into the lock directory the caller names.
 """
 from __future__ import annotations
 
-import dataclasses
-import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +21,9 @@ from harness.zoo import lock, second
 from harness.zoo.mode_record import FIELD as MODES
 from state import zoo as kept
 
-LOCK_JOB = "harness.discovery.lockjob:lock_entry_text"        # the entry as JSON text (it may hold infinities)
-REVERIFY_JOB = "harness.discovery.lockjob:reverify_entry_text"
-MODES_JOB = "harness.discovery.lockjob:modes_entry_text"    # `--modes-probe`: the modes record alone probed again
+LOCK_JOB = "harness.discovery.lockjob:lock_entry"
+REVERIFY_JOB = "harness.discovery.lockjob:reverify_entry"
+MODES_JOB = "harness.discovery.lockjob:modes_entry"    # `--modes-probe`: the modes record alone probed again
 SCAN = "harness.discovery.enumerate:scan_document"
 
 
@@ -61,23 +59,13 @@ def discover_entries(models: list[str], version: str, strata: dict[str, str], *,
     for this transformers version and in the stratum the lock already knows for it (strata), if any.
     """
     options = SweepOptions(workers=workers, timeout=timeout, python=python, max_items_per_worker=20)
-    for result in map(_read_answer, engine.run_job(job, models, options=options, progress=progress)):
+    for result in engine.run_job(job, models, options=options, progress=progress):
         hollow = not_an_entry(result, version) if result.status == "ok" else None
         if result.status == "ok" and hollow is None:
             yield result.data, True
         else:
             failed = engine.JobResult(result.model, "error", None, hollow) if hollow else result
             yield unanswered_entry(failed, version, strata.get(result.model)), False
-
-
-def _read_answer(result: engine.JobResult) -> engine.JobResult:
-    """The job's result with its answer read back from the JSON text the lock jobs answer with."""
-    if result.status != "ok" or not isinstance(result.data, str):
-        return result
-    try:
-        return dataclasses.replace(result, data=json.loads(result.data))
-    except ValueError as exc:
-        return engine.JobResult(result.model, "error", None, f"the worker's answer is no JSON: {exc}")
 
 
 def not_an_entry(result: engine.JobResult, version: str) -> str | None:

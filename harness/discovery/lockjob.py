@@ -1,8 +1,8 @@
 """The `zoo lock` job, run in engine workers: discover one class and verify its entry as a sweep would build it.
 
-locker.py hands the engine this job by name ("harness.discovery.lockjob:lock_entry_text"); a
+locker.py hands the engine this job by name ("harness.discovery.lockjob:lock_entry"); a
 worker calls it with (model, device), and the entry goes back to the parent as the job's
-answer, in JSON text. Nothing here writes files or changes another module's state.
+answer (in JSON text, as every job's: harness.engine.worker.run_job; a config may hold an infinity). Nothing here writes files or changes another module's state.
 """
 from __future__ import annotations
 
@@ -59,22 +59,6 @@ def capped_entry(model: str, caps: tuple[str, ...], device: str) -> dict:
     except Exception as exc:  # discovery itself broke on this class: recorded, not dropped
         return failed_entry(model, "create_error", f"{type(exc).__name__}: {str(exc)[:280]}")
     return verify(entry, device)
-
-
-def lock_entry_text(model: str, device: str) -> str:
-    """The job's answer: lock_entry's entry as JSON text. A config may hold infinities (Mamba 2's time_step_limit
-    [0.0, inf]), which the lock file writes as Infinity but a worker's event refuses as a number (JSON has none)."""
-    return json.dumps(lock_entry(model, device), sort_keys=True)
-
-
-def reverify_entry_text(model: str, device: str) -> str:
-    """The job's answer: reverify_entry's entry as JSON text (as lock_entry_text)."""
-    return json.dumps(reverify_entry(model, device), sort_keys=True)
-
-
-def modes_entry_text(model: str, device: str) -> str:
-    """The job's answer: modes_entry's entry as JSON text (as lock_entry_text)."""
-    return json.dumps(modes_entry(model, device), sort_keys=True)
 
 
 def reverify_entry(model: str, device: str) -> dict:
