@@ -91,3 +91,31 @@ def test_a_pool_stands_for_its_configs_only_when_its_calls_match_the_baselines()
                                                              Call("hook_added", accuracy="wrong")]})
     assert not same_as_baseline(fields, {**fields, "calls": [Call("first", 1, accuracy="exact"),
                                                              Call("hook_added", recompiles=1, accuracy="exact")]})
+
+
+def _guarded(x):
+    return _step(x) * 2
+
+
+def _step(x):
+    return x + 1
+
+
+def test_a_recompile_reason_keeps_no_object_id_and_no_machine_path(monkeypatch):
+    """A guard on a function's code names the object by its id, which no other process repeats, and Dynamo's user
+    stack trace names this file by its path: kept, the reason has neither (the audit compares reasons made in another
+    worker; an issue shows them)."""
+    import torch
+
+    from harness import PROJECT_ROOT
+    from harness.engine import scenarios
+
+    recorder = scenarios.Recorder()
+    compiled = torch.compile(_guarded, backend="eager")
+    compiled(torch.ones(2))
+    recorder.take()
+    monkeypatch.setitem(globals(), "_step", lambda x: x - 1)
+    compiled(torch.ones(2))
+    reasons = recorder.take()
+    assert len(reasons) == 1 and "___check_obj_id(G['_step'].__code__, ID)" in reasons[0]
+    assert str(PROJECT_ROOT) not in reasons[0] and "tests/test_scenarios.py" in reasons[0]

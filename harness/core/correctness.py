@@ -12,9 +12,11 @@ has no recompile effect.
 """
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from harness.core.calls import FIRST, Call
+from harness.core.scrub import scrub
 
 CORRECTNESS_EFFECTS = ("wrong_result", "fixes_wrong_result", "same_correctness")
 RECOMPILE_EFFECTS = ("fewer_recompiles", "more_recompiles", "same_recompiles")
@@ -85,6 +87,18 @@ def recompile_effect(baseline: Sequence[Call], flagged: Sequence[Call]) -> str |
     if after > before:
         return "more_recompiles"
     return "same_recompiles"
+
+
+# Dynamo names the object a failed guard checked by its id (`___check_obj_id(G['g'].__code__, 140107547673248)`): a
+# number of one process, which the next night, another worker or the audit's trace never repeats.
+_GUARD_ID = re.compile(r"(___check_\w*id\([^\n]*?,\s*)\d+\)")
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+
+
+def recompile_reason(text: str) -> str:
+    """A recompile reason as it is kept: Dynamo's text without machine paths, object ids or addresses, so the same
+    guard failing in another process reads the same (and no path of this machine reaches an issue)."""
+    return _ADDRESS.sub("0xADDR", _GUARD_ID.sub(r"\1ID)", scrub(text) or ""))
 
 
 def recompile_reasons(calls: Sequence[Call]) -> list[str]:

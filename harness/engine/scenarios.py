@@ -20,6 +20,7 @@ from typing import Any, Callable, ContextManager, Iterator
 import torch
 
 from harness.core.calls import FIRST, HOOK_SCALE, WEIGHT_SEED_OFFSET, WEIGHT_STEP, Call
+from harness.core.correctness import recompile_reason
 from harness.engine.accuracy import Fp64, RowsDiffer, Verdict, bitwise, compare, leaves
 from harness.core.options import Accuracy
 from harness.zoo import second
@@ -327,10 +328,11 @@ class Recorder:
         torch._dynamo.utils.clear_compilation_metrics()   # torch._dynamo.reset() keeps them
 
     def take(self) -> list[str]:
-        """The recompile reasons since the last take (the metrics then cleared)."""
+        """The recompile reasons since the last take, as kept (`correctness.recompile_reason`; the metrics then
+        cleared)."""
         reasons = [m.recompile_reason for m in torch._dynamo.utils.get_compilation_metrics() if m.recompile_reason]
         torch._dynamo.utils.clear_compilation_metrics()
-        return [r[:REASON_CHARS] for r in reasons]
+        return [recompile_reason(r)[:REASON_CHARS] for r in reasons]
 
 
 def first_call(output: Any, graphs: int, refs: References, recorder: Recorder) -> Call:
