@@ -252,7 +252,7 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     if isinstance(wrong, str):
         say.err(f"flagsweep repro: --wrong {args.wrong!r}: {wrong}")
         return 2
-    mode = _mode(args, settings)
+    mode = types.one_mode(args.mode, settings, "a reproducer runs in one mode")
     if isinstance(mode, str):
         say.err(f"flagsweep repro: {mode}")
         return 2
@@ -297,20 +297,6 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
         say.json(result.to_dict())
         return _crash_run_status(result)
     return 0
-
-
-def _mode(args: argparse.Namespace, settings: Any) -> Any:
-    """The one mode `--modes` names (harness.core.modes.Mode; eval without it), or why it cannot be used."""
-    from bot.settings import SettingsError
-
-    names = [n.strip() for n in (args.mode or "eval").split(",") if n.strip()]
-    if len(names) != 1:
-        return f"--modes {args.mode}: a reproducer runs in one mode; name one"
-    try:
-        mode, = settings.sweep_modes(names)
-    except SettingsError as exc:
-        return str(exc)
-    return mode
 
 
 def _crash_run_status(result: Any) -> int:
