@@ -179,7 +179,8 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
     try:
         if again:
             job = locker.REVERIFY_JOB if args.reverify else locker.MODES_JOB
-            result = locker.reverify_corpus(**{k: v for k, v in common.items() if k != "lock_dir"}, job=job)
+            result = locker.reverify_corpus(db.connect(settings.state_path),
+                                            **{k: v for k, v in common.items() if k != "lock_dir"}, job=job)
         elif args.check:
             report = locker.check_lock(**common)
             if args.json:
