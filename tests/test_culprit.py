@@ -297,7 +297,8 @@ def test_the_culprit_command_searches_the_range_of_the_mode_it_names(tmp_path, c
         run = hd.store_run(conn, [hd.crash("GPT2Model", "a", sig="S")], kind="nightly", nightly=night, options=options)
         ranges.record(conn, Range(run_id=run, config="a", signature="S", kind="new_crash", status="found",
                                   good=Build("2026-11-26", "2.14.0.dev20261126+cpu", good),
-                                  bad=Build(night, f"2.14.0.dev{night.replace('-', '')}+cpu", bad), models=["GPT2Model"]))
+                                  bad=Build(night, f"2.14.0.dev{night.replace('-', '')}+cpu", bad),
+                                  models=["GPT2Model"]))
         culprits.record(conn, CommitRange("S", good, bad, "found", commits=[culprit_of], config="a", mode=mode,
                                           bisection=Bisection(culprit=culprit_of.sha, parent=good)))
     conn.close()

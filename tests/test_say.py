@@ -93,7 +93,8 @@ def test_a_service_line_quoting_a_hostile_host_prints_it_escaped(tmp_path: Path,
     from bot.service.daemon import serve
     from bot.settings import Settings, WebhookSettings
 
-    s = Settings(state_path=tmp_path / "s.sqlite", webhook=WebhookSettings(host="no-such-host\x1b[2J\r\x07", secret="s"))
+    s = Settings(state_path=tmp_path / "s.sqlite",
+                 webhook=WebhookSettings(host="no-such-host\x1b[2J\r\x07", secret="s"))
     assert serve(s, schedule=False) == 2
     err = capsys.readouterr().err
     assert err.startswith("flagsweep serve: cannot listen on no-such-host\\x1b[2J\\x0d\\x07:8080") and \

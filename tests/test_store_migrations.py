@@ -522,7 +522,7 @@ def test_v25_keeps_each_commit_range_as_evals_and_takes_another_modes_beside_it(
 
 
 def test_v26_keeps_a_zoo_locks_entry_as_its_own_and_no_probe_entry(tmp_path):
-    """The entry an interrupted `zoo lock` kept is still `zoo lock`'s to resume; no `--modes-probe` reads it as its own."""
+    """The entry an interrupted `zoo lock` kept is still `zoo lock`'s to resume; no `--modes-probe` takes it."""
     from state import zoo
 
     path = tmp_path / "v25.sqlite"

@@ -39,8 +39,8 @@ class Progress:
         self.bar: Any = None
         if self.tty:
             from tqdm import tqdm
-            self.bar = tqdm(total=total, initial=done, desc=self.label, unit="item", file=self.stream, dynamic_ncols=True,
-                            mininterval=0.2, leave=True, postfix=self._shown())
+            self.bar = tqdm(total=total, initial=done, desc=self.label, unit="item", file=self.stream,
+                            dynamic_ncols=True, mininterval=0.2, leave=True, postfix=self._shown())
         elif self.enabled:
             self._log()
 
