@@ -563,6 +563,21 @@ DROP TABLE commit_ranges;
 ALTER TABLE commit_ranges_v25 RENAME TO commit_ranges;
 """
 
+# v25 -> v26: `zoo lock --reverify` and `--modes-probe` keep each answered entry as its worker finishes, as `zoo lock`
+# keeps its own (zoo_lock_entries), so an interrupted run resumes with what is left. Apart from those: a job's entry is
+# another job's to redo, and it is reused only while the lock still holds the entry it began from (`source`).
+V26 = """
+CREATE TABLE zoo_probe_entries (
+    job TEXT NOT NULL,                     -- the lock job that answered it (harness.discovery.locker)
+    transformers TEXT NOT NULL,            -- the transformers version the lock is for
+    model TEXT NOT NULL,
+    source TEXT NOT NULL,                  -- the hash of the lock entry the job began from
+    entry TEXT NOT NULL,                   -- JSON: the answered lock entry, sealed (harness/zoo/lock.py)
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (job, transformers, model)
+);
+"""
+
 MIGRATIONS: list[str] = [V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19,
-                         V20, V21, V22, V23, V24, V25]
+                         V20, V21, V22, V23, V24, V25, V26]
 SCHEMA_VERSION = len(MIGRATIONS)

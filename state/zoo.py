@@ -3,7 +3,8 @@
 A check result is kept per model with the fingerprint of the build it checked, so a
 caller reuses it only for the same build. A lock entry is kept from the moment its
 worker answers until the lock file is written, so a `zoo lock` that crashed resumes
-where it stopped; the entries are plain data (harness/zoo/lock.py seals them).
+where it stopped; the entries are plain data (harness/zoo/lock.py seals them). A `zoo lock --reverify` or
+`--modes-probe` keeps its answered entries the same way, apart, each with the hash of the entry it began from.
 """
 from __future__ import annotations
 
@@ -72,3 +73,33 @@ def forget_lock_entries(conn: sqlite3.Connection, transformers: str, models: Ite
     with transaction(conn):
         conn.executemany("DELETE FROM zoo_lock_entries WHERE transformers = ? AND model = ?",
                          [(transformers, m) for m in models])
+
+
+@dataclass(frozen=True)
+class KeptProbe:
+    """An entry a `--reverify` or `--modes-probe` job answered, kept until the lock file has it."""
+
+    source: str                    # the hash of the lock entry the job began from: reused only while the lock holds it
+    entry: dict[str, Any]
+
+
+def probe_entries(conn: sqlite3.Connection, job: str, transformers: str) -> dict[str, KeptProbe]:
+    """The entries an unfinished run of `job` kept for this transformers version, by model."""
+    rows = conn.execute("SELECT model, source, entry FROM zoo_probe_entries WHERE job = ? AND transformers = ?",
+                        (job, transformers))
+    return {row["model"]: KeptProbe(row["source"], json.loads(row["entry"])) for row in rows}
+
+
+def keep_probe_entry(conn: sqlite3.Connection, job: str, transformers: str, kept: KeptProbe) -> None:
+    """Keep one answered entry of `job` until the lock file has it."""
+    with transaction(conn):
+        conn.execute("INSERT OR REPLACE INTO zoo_probe_entries (job, transformers, model, source, entry, recorded_at)"
+                     " VALUES (?, ?, ?, ?, ?, ?)", (job, transformers, kept.entry["model"], kept.source,
+                                                    json.dumps(kept.entry, sort_keys=True), now()))
+
+
+def forget_probe_entries(conn: sqlite3.Connection, job: str, transformers: str, models: Iterable[str]) -> None:
+    """Drop `job`'s kept entries of these models: the lock file has them now."""
+    with transaction(conn):
+        conn.executemany("DELETE FROM zoo_probe_entries WHERE job = ? AND transformers = ? AND model = ?",
+                         [(job, transformers, m) for m in models])

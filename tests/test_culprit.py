@@ -272,6 +272,54 @@ def test_a_commit_range_is_kept_per_mode_so_one_bisected_in_train_is_never_evals
     conn.close()
 
 
+def test_the_culprit_command_searches_the_range_of_the_mode_it_names(tmp_path, capsys):
+    """`flagsweep culprit --config a --signature S` answers from eval's stored range though a train night stored a
+    newer one of the same (config, signature); `--modes train` answers from train's. Both were searched before
+    (commit ranges kept per mode): nothing is installed or run. An unknown mode, two modes, or --modes with --repro
+    are one line each."""
+    import json
+
+    from bot.cli.main import main
+    from harness.core.modes import BUILTIN
+    from harness.core.options import RunOptions, SweepOptions
+    from state import culprits, db, ranges
+    from state.culprits import Bisection, CommitRange
+    from state.ranges import Build, Range
+    from tests import historydata as hd
+
+    state = tmp_path / "state.sqlite"
+    conn = db.connect(state)
+    train = BUILTIN["train"]
+    in_eval, in_train = c("e", "torch/_dynamo/x.py", author="erin"), c("b", "torch/_dynamo/y.py", author="bob")
+    for mode, (good, bad), culprit_of, night in (("", ("1" * 40, "2" * 40), in_eval, "2026-11-27"),
+                                                 (train.key, ("3" * 40, "4" * 40), in_train, "2026-11-28")):
+        options = RunOptions(sweep=dataclasses.replace(SweepOptions(), mode=train)) if mode else RunOptions()
+        run = hd.store_run(conn, [hd.crash("GPT2Model", "a", sig="S")], kind="nightly", nightly=night, options=options)
+        ranges.record(conn, Range(run_id=run, config="a", signature="S", kind="new_crash", status="found",
+                                  good=Build("2026-11-26", "2.14.0.dev20261126+cpu", good),
+                                  bad=Build(night, f"2.14.0.dev{night.replace('-', '')}+cpu", bad),
+                                  models=["GPT2Model"]))
+        culprits.record(conn, CommitRange("S", good, bad, "found", commits=[culprit_of], config="a", mode=mode,
+                                          bisection=Bisection(culprit=culprit_of.sha, parent=good)))
+    conn.close()
+    argv = ["--state", str(state), "culprit", "--config", "a", "--signature", "S", "--checkout", str(tmp_path)]
+    for extra, culprit_of in (([], in_eval), (["--modes", "train"], in_train), (["--mode", "eval"], in_eval)):
+        assert main([*argv, *extra, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["bisection"]["culprit"] == culprit_of.sha, extra
+    assert main([*argv, "--modes", "bf16"]) == 2
+    assert "no stored regression range with both builds' commits for a / 'S' in mode bf16" in capsys.readouterr().err
+    for mode, said in (("nope", "--modes: unknown mode 'nope' (known: bf16, "),
+                       ("eval,train", "--modes eval,train: a stored range is one mode's; name one")):
+        assert main([*argv, "--modes", mode]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"flagsweep culprit: {said}") and len(err.splitlines()) == 1, err
+    script = tmp_path / "repro.py"
+    script.write_text("")
+    assert main(["--state", str(state), "culprit", "--repro", str(script), "--good", "1" * 40, "--bad", "2" * 40,
+                 "--signature", "S", "--modes", "train", "--checkout", str(tmp_path)]) == 2
+    assert "--modes picks a stored signature's range" in capsys.readouterr().err
+
+
 # -- what the tracking issue says without a culprit ---------------------------------------------------------------
 def _range(status: str, commits: list[Commit], reason: str | None = None):
     from state.culprits import CommitRange, SuspectRow

@@ -291,7 +291,8 @@ def test_a_train_reproducers_own_lines_make_the_sweeps_step(model: str, paramete
     from harness.engine import in_mode
     from tests.helpers_verify import stored_build
 
-    assert (maintainer.OWN_LOSS, maintainer.RANDOM_IN_TRAINING) == (in_mode._OWN_LOSS, in_mode._RANDOM_IN_TRAINING)
+    # the script's rules are read from in_mode's source, not copied: what the reader finds is what the worker runs
+    assert maintainer.train_rules() == maintainer.TrainRules(in_mode.OWN_LOSS, in_mode.RANDOM_IN_TRAINING)
     train = BUILTIN["train"]
     script = render_wrong(stored_build(model), Case(f"wrong_result: first: grad.{parameter}", {}, {}, "eager", "cpu",
                                                     1e-3, 1e-3, mode=train))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,3 +62,36 @@ def test_importing_the_module_does_not_import_tqdm():
     code = "import sys, harness.engine.progress; print('tqdm' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert res.stdout.strip() == "False", res.stderr
+
+
+HOSTILE = "Bert\x1b[2J\rModel\x07\u202e"
+SHOWN = "Bert\\x1b[2J\\x0dModel\\x07\\u202e"
+# Anything a terminal obeys but tqdm's own carriage returns: C0 but tab, newline and CR; DEL; C1; bidi controls.
+OBEYED = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def test_a_hostile_name_in_a_log_line_is_shown_not_obeyed():
+    """A model or config name with a clear-screen sequence, a carriage return, a bell and a right-to-left override,
+    in the label of a plain log line (harness.core.terminal.visible, the one rule)."""
+    log = io.StringIO()
+    bar = Progress(1, enabled=True, label=f"sweep {HOSTILE}", stream=log)
+    bar.advance()
+    bar.close()
+    out = log.getvalue()
+    assert SHOWN in out and "\r" not in out and not OBEYED.search(out), out
+
+
+def test_a_hostile_name_on_a_terminal_is_shown_not_obeyed_in_the_label_and_the_verify_stage():
+    """tqdm's live line: the label, and the verify bar's postfix (the model and stage it is on)."""
+    from bot.verify.bar import StepBar
+
+    term = Terminal()
+    bar = Progress(1, enabled=True, label=HOSTILE, stream=term)
+    bar.advance()
+    bar.close()
+    steps = StepBar(1, enabled=True, stream=term)
+    steps.doing(f"{HOSTILE}: shrink")
+    steps.finished()
+    steps.close()
+    out = term.getvalue()
+    assert out.count(SHOWN) >= 2 and f"{SHOWN}: shrink" in out and not OBEYED.search(out), out

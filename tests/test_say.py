@@ -85,3 +85,17 @@ def test_nothing_in_bot_cli_writes_to_the_terminal_but_its_one_writer() -> None:
             elif isinstance(node, ast.Attribute) and node.attr in ("stdout", "stderr", "print_help", "print_usage"):
                 found.append(f"{path.name}:{node.lineno} .{node.attr}")
     assert not found, found
+
+
+def test_a_service_line_quoting_a_hostile_host_prints_it_escaped(tmp_path: Path, capsys) -> None:
+    """`flagsweep serve`'s own lines (bot.service.daemon) quote the settings file and the OS's errors: a host that
+    cannot be resolved, holding a clear-screen sequence, a carriage return and a bell, is shown, not obeyed."""
+    from bot.service.daemon import serve
+    from bot.settings import Settings, WebhookSettings
+
+    s = Settings(state_path=tmp_path / "s.sqlite",
+                 webhook=WebhookSettings(host="no-such-host\x1b[2J\r\x07", secret="s"))
+    assert serve(s, schedule=False) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flagsweep serve: cannot listen on no-such-host\\x1b[2J\\x0d\\x07:8080") and \
+        not OBEYED.search(err), err

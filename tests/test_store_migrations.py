@@ -251,10 +251,18 @@ def _fill_v24(conn: sqlite3.Connection) -> None:
                  " '2026-11-28T00:00:00+00:00')", ("1" * 40, "2" * 40))
 
 
+def _fill_v25(conn: sqlite3.Connection) -> None:
+    """v25's rows: v24's, and an entry an interrupted `zoo lock` kept (before v26 kept `--reverify`'s and
+    `--modes-probe`'s apart)."""
+    _fill_v24(conn)
+    conn.execute("INSERT INTO zoo_lock_entries (transformers, model, entry, recorded_at) VALUES ('4.57.1', 'GPT2Model',"
+                 " '{\"model\": \"GPT2Model\"}', '2026-11-28T00:00:00+00:00')")
+
+
 FILLERS = {1: _fill_v1, 2: _fill_v2, 3: _fill_v3, 4: _fill_v4, 5: _fill_v5, 6: _fill_v6, 7: _fill_v7, 8: _fill_v8,
            9: _fill_v9, 10: _fill_v10, 11: _fill_v11, 12: _fill_v12, 13: _fill_v13, 14: _fill_v14, 15: _fill_v15,
            16: _fill_v16, 17: _fill_v17, 18: _fill_v18, 19: _fill_v19, 20: _fill_v20, 21: _fill_v21,
-           22: _fill_v22, 23: _fill_v23, 24: _fill_v24}
+           22: _fill_v22, 23: _fill_v23, 24: _fill_v24, 25: _fill_v25}
 
 
 def _build_at(path, version: int) -> None:
@@ -511,6 +519,17 @@ def test_v25_keeps_each_commit_range_as_evals_and_takes_another_modes_beside_it(
     assert culprits.get(conn, "T", "1" * 40, "2" * 40, "capture_scalar_outputs").status == "suspects"
     assert culprits.mark_wrong(conn, "capture_scalar_outputs", "T", "ann", "phase=train").wrong_by == "ann"
     assert culprits.get(conn, "T", "1" * 40, "2" * 40, "capture_scalar_outputs").wrong_by is None
+
+
+def test_v26_keeps_a_zoo_locks_entry_as_its_own_and_no_probe_entry(tmp_path):
+    """The entry an interrupted `zoo lock` kept is still `zoo lock`'s to resume; no `--modes-probe` takes it."""
+    from state import zoo
+
+    path = tmp_path / "v25.sqlite"
+    _build_at(path, 25)
+    conn = connect(path)
+    assert zoo.lock_entries(conn, "4.57.1") == {"GPT2Model": {"model": "GPT2Model"}}
+    assert zoo.probe_entries(conn, "harness.discovery.lockjob:modes_entry", "4.57.1") == {}
 
 
 def test_v16_drops_only_the_keys_no_outcome_has_and_keeps_every_json_type(tmp_path):

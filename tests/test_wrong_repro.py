@@ -290,6 +290,18 @@ def test_repro_names_the_models_outputs_when_output_is_none_of_them(tmp_path: Pa
     assert "'nosuchoutput': BertModel has no such output; its outputs: last_hidden_state, pooler_output" in proc.stderr
 
 
+def test_repro_names_the_closest_parameters_when_a_train_gradient_is_none_of_them(tmp_path: Path) -> None:
+    """`--modes train --wrong first:grad.<name>` with a name BertModel has no parameter of rendered a script that failed
+    with KeyError when run: it is refused in one line naming the few parameters closest to it, and nothing is written
+    (the model is built in a worker, nothing run)."""
+    out = tmp_path / "repro.py"
+    proc = _cli(tmp_path, "BertModel", "--config", "capture_scalar_outputs", "--modes", "train", "--wrong",
+                "first:grad.encoder.layer.0.attention.self.query.wieght", "-o", str(out))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr[-2000:]
+    assert ("BertModel has no parameter 'encoder.layer.0.attention.self.query.wieght'; the closest of its 39: "
+            "encoder.layer.0.attention.self.query.weight, ") in proc.stderr and not out.exists()
+
+
 def test_a_wrong_result_script_that_fails_before_its_comparison_is_a_failed_repro_run(capsys) -> None:
     from bot.cli.zoo import _wrong_run_status
 

@@ -20,6 +20,8 @@ from harness.zoo.sizes import second_specs
 from harness.zoo.build import materialize
 from bot.text.render import render
 from harness.zoo.fingerprint import HERE, MATERIALIZE_SOURCES, materialize_version
+from state import db
+from state import zoo as kept
 
 CHEAP = ("GPT2Model", "ViTModel")
 ROOT = Path(__file__).resolve().parents[1]
@@ -382,8 +384,8 @@ def test_zoo_lock_reverify_seals_the_second_spec_without_discovering_again(tmp_p
     doc = lock.read(lock.lock_path(real.version, lock.LOCK_DIR))
     unsealed = {m: {k: v for k, v in e.items() if k != "second_spec"} for m, e in doc["entries"].items()}
     lock.write(path, real.version, unsealed, doc["excluded"])          # as locked before the second spec was sealed
-    result = locker.reverify_corpus(patterns=["GPT2Model"], sample_n=None, seed=0, workers=1, timeout=300,
-                                    python=None, progress=False, lock_dir=tmp_path)
+    result = locker.reverify_corpus(db.connect(tmp_path / "state.sqlite"), patterns=["GPT2Model"], sample_n=None,
+                                    seed=0, workers=1, timeout=300, python=None, progress=False, lock_dir=tmp_path)
     assert (result.locked, result.downgraded) == (["GPT2Model"], [])
     written = lock.load(real.version, str(tmp_path))
     got, was = written.entry("GPT2Model"), real.entry("GPT2Model")
@@ -391,6 +393,50 @@ def test_zoo_lock_reverify_seals_the_second_spec_without_discovering_again(tmp_p
     assert lock.build_hash(got) == lock.build_hash(unsealed["GPT2Model"])
     assert {m: e for m, e in written.entries.items() if m != "GPT2Model"} == \
         {m: lock.seal(e) for m, e in unsealed.items() if m != "GPT2Model"}
+
+
+def test_a_modes_probe_stopped_after_one_entry_resumes_with_only_what_is_left(tmp_path, monkeypatch):
+    """`--modes-probe` over the two cheap entries, interrupted (Ctrl-C) as soon as the first is answered: the store
+    keeps that entry and the lock file is untouched; the rerun probes only the other, writes both, and forgets what it
+    kept. Kept for the other beforehand: an entry whose lock entry has changed since, and `--reverify`'s own; neither
+    is reused."""
+    real = lock.current()
+    path = lock.lock_path(real.version, tmp_path)
+    doc = lock.read(lock.lock_path(real.version, lock.LOCK_DIR))
+    unprobed = {m: {k: v for k, v in e.items() if k != "modes"} for m, e in doc["entries"].items()}
+    lock.write(path, real.version, unprobed, doc["excluded"])            # as locked before the modes record
+    before, old = path.read_text(), lock.read(path)["entries"]
+    conn = db.connect(tmp_path / "state.sqlite")
+    asked, discover = [], locker.discover_entries
+
+    def recorded(models, *args, **kwargs):
+        asked.append(list(models))
+        yield from discover(models, *args, **kwargs)
+
+    def interrupted(models, *args, **kwargs):
+        for answer in recorded(models, *args, **kwargs):
+            yield answer
+            raise KeyboardInterrupt
+    probe = dict(patterns=list(CHEAP), sample_n=None, seed=0, workers=1, timeout=300, python=None, progress=False,
+                 lock_dir=tmp_path, job=locker.MODES_JOB)
+    monkeypatch.setattr(locker, "discover_entries", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        locker.reverify_corpus(conn, **probe)
+    (first,) = kept.probe_entries(conn, locker.MODES_JOB, real.version)
+    assert path.read_text() == before
+    (other,) = set(CHEAP) - {first}
+    kept.keep_probe_entry(conn, locker.MODES_JOB, real.version, kept.KeptProbe("0" * 16, old[other]))
+    kept.keep_probe_entry(conn, locker.REVERIFY_JOB, real.version, kept.KeptProbe(old[other]["hash"], old[other]))
+    monkeypatch.setattr(locker, "discover_entries", recorded)
+    result = locker.reverify_corpus(conn, **probe)
+    assert (asked, result.locked, result.resumed) == ([sorted(CHEAP), [other]], [other], [first])
+    written = lock.load(real.version, str(tmp_path))
+    for model in CHEAP:
+        got = written.entry(model)
+        assert got == lock.seal({**unprobed[model], "modes": got["modes"]}) and set(got["modes"]) == {"attention",
+                                                                                                      "dtype", "phase"}
+    assert kept.probe_entries(conn, locker.MODES_JOB, real.version) == {}
+    assert set(kept.probe_entries(conn, locker.REVERIFY_JOB, real.version)) == {other}    # --reverify's to resume
 
 
 def test_zoo_lock_reverify_refuses_a_lock_dir_in_one_line(capsys):

@@ -14,7 +14,8 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from bot.settings import repo_key
+from bot.settings import Settings, SettingsError, repo_key
+from harness.core.modes import Mode
 
 SHARD = re.compile(r"^(\d+)/(\d+)$")
 DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps|xpu(:\d+)?)$")
@@ -81,6 +82,19 @@ def name_list(text: str) -> str:
     if not [part for part in text.split(",") if part.strip()]:
         raise _bad(f"names no config: {text!r}")
     return text
+
+
+def one_mode(names: str | None, settings: Settings, why_one: str) -> Mode | str:
+    """The one mode a command's `--modes` names (eval without it; a `[modes.NAME]` table counts), or why it cannot be
+    used (`why_one`: why the command takes one, where a sweep takes several)."""
+    chosen = [n.strip() for n in (names or "eval").split(",") if n.strip()]
+    if len(chosen) != 1:
+        return f"--modes {names}: {why_one}; name one"
+    try:
+        mode, = settings.sweep_modes(chosen)
+    except SettingsError as exc:
+        return str(exc)
+    return mode
 
 
 def model_patterns(text: str) -> list[str]:

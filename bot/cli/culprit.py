@@ -5,8 +5,10 @@ and stored crash, exactly what the nightly's culprit step takes; with `--fix`, i
 two builds (`--repro FILE --good SHA --bad SHA --signature S`, or `--old`/`--new`: the builds named by their git
 commits, a nightly's or main's; `--python` is the older build's interpreter, `--bad-python` the newer's; `--fix`
 searches for the first commit where the signature is gone). Both build the search with the nightly's own
-`prepare` (bot.pipeline.culprit). The commits come from `--checkout` (else `[culprit] checkout`); a bisection needs a
-checkout. Bad values are refused before anything runs (exit 2, one line); `--json` prints the commit range.
+`prepare` (bot.pipeline.culprit). `--modes NAME` (one; eval by default) picks the range a run of that mode stored, as
+the `bisect` comment searches its issue's mode's. The commits come from `--checkout` (else `[culprit] checkout`); a
+bisection needs a checkout. Bad values are refused before anything runs (exit 2, one line); `--json` prints the commit
+range.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from bot.cli import arguments as types, say
 from bot.settings import Settings
+from harness.core.modes import Mode
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 
@@ -60,6 +63,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fix", action="store_true", help="search for the commit that fixed the signature: --good (or "
                                                       "--old) is the last failing build, --bad (or --new) the first "
                                                       "passing one")
+    p.add_argument("--modes", "--mode", dest="mode", metavar="NAME", type=types.name_list,
+                   help="the mode whose stored range is searched (with --config; one): eval, train, bf16, fp16, "
+                        "train-bf16, dynamic-true, dynamic-marked, sdpa, eager-attention or a [modes.NAME] table "
+                        "(default: eval)")
     p.add_argument("--checkout", type=_folder, metavar="DIR", help="a git checkout of pytorch (default: [culprit] "
                                                                    "checkout)")
     p.add_argument("--json", action="store_true", help="print the commit range as JSON (and nothing else on stdout)")
@@ -81,9 +88,14 @@ def run_culprit(args: argparse.Namespace, settings: Settings) -> int:
         return _refuse("--repro needs --good and --bad (the two builds' git commits)")
     if not args.repro and (args.good or args.bad or not args.config):
         return _refuse("give --config with --signature (a stored crash), or --repro, --good and --bad")
+    if args.repro and args.mode:
+        return _refuse("--modes picks a stored signature's range (--config); a --repro script runs in its own mode")
+    mode = types.one_mode(args.mode, settings, "a stored range is one mode's")
+    if isinstance(mode, str):
+        return _refuse(mode)
     if not settings.culprit.checkout:
         return _refuse("no checkout: pass --checkout DIR or set [culprit] checkout (a git checkout of pytorch)")
-    found = _on_repro(args, settings) if args.repro else _on_stored(args, settings)
+    found = _on_repro(args, settings) if args.repro else _on_stored(args, settings, mode)
     if isinstance(found, int):
         return found
     if args.json:
@@ -101,24 +113,27 @@ def _ranked(found) -> list[dict]:
             for s in found.suspects[:SHOWN_SUSPECTS]]
 
 
-def _on_stored(args: argparse.Namespace, settings: Settings):
-    """The nightly's culprit step on the newest stored regression range of (config, signature)."""
+def _on_stored(args: argparse.Namespace, settings: Settings, mode: Mode):
+    """The nightly's culprit step on the newest regression range of (config, signature) stored by a run of `mode`
+    (another mode's crash is another issue, with its own range and reproducer)."""
     from bot.cli.store import open_existing
     from bot.pipeline import culprit as step
     from bot.pipeline import steps
     from state import ranges
+    from state import runs as runs_mod
 
     conn = open_existing(settings)
     try:
         kind = "fixed" if args.fix else "new_crash"          # --fix: the stored fix range (last failing, first passing)
         held = [r for run in ranges.runs_with(conn, args.config, args.signature)
+                if runs_mod.get_run(conn, run).options.sweep.mode.key == mode.key
                 for r in ranges.for_run(conn, [run]) if r.key == (args.config, args.signature, kind)]
         if not held or not (held[0].good.git and held[0].bad.git):
+            where = "" if mode.is_default else f" in mode {mode.name}"
             return _refuse(f"no stored {'fix' if args.fix else 'regression'} range with both builds' commits for "
-                           f"{args.config} / {args.signature[:80]!r}")
+                           f"{args.config} / {args.signature[:80]!r}{where}")
         good = (lambda s, r: args.python) if args.python else \
             (lambda s, r: steps.provide(s, "nightly", r.good.date, True).python)
-        from state import runs as runs_mod
         run = runs_mod.get_run(conn, held[0].run_id)
         return step.for_range(conn, run, held[0], settings, step.source_for(settings), good, progress=True)
     finally:

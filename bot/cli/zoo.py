@@ -179,7 +179,8 @@ def cmd_lock(args: argparse.Namespace, settings: Any) -> int:
     try:
         if again:
             job = locker.REVERIFY_JOB if args.reverify else locker.MODES_JOB
-            result = locker.reverify_corpus(**{k: v for k, v in common.items() if k != "lock_dir"}, job=job)
+            result = locker.reverify_corpus(db.connect(settings.state_path),
+                                            **{k: v for k, v in common.items() if k != "lock_dir"}, job=job)
         elif args.check:
             report = locker.check_lock(**common)
             if args.json:
@@ -242,7 +243,7 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     """Write (and optionally run) a standalone reproducer."""
     from bot.verify.script import NotRenderable, render_script
     from bot.verify.steps import render_and_check
-    from bot.verify.wrong_script import model_output, render_wrong
+    from bot.verify.wrong_script import model_output, model_parameter, render_wrong
     from harness.engine import configs as configs_mod
     from harness.engine import engine
     from harness import zoo
@@ -252,7 +253,7 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     if isinstance(wrong, str):
         say.err(f"flagsweep repro: --wrong {args.wrong!r}: {wrong}")
         return 2
-    mode = _mode(args, settings)
+    mode = types.one_mode(args.mode, settings, "a reproducer runs in one mode")
     if isinstance(mode, str):
         say.err(f"flagsweep repro: {mode}")
         return 2
@@ -270,7 +271,9 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
     # The model is built in a worker (this process never imports torch); the script embeds that build.
     options = engine.SweepOptions(workers=1, python=settings.sweep.python, device=args.device)
     named = model_output(wrong[1], mode) if wrong else None      # in train: `output.logits`, or a gradient
-    problem = _missing_output(args.model, named, options) if named else None
+    parameter = model_parameter(wrong[1], mode) if wrong else None
+    problem = _missing_output(args.model, named, options) if named else \
+        _missing_parameter(args.model, wrong[1], parameter, options) if wrong and parameter else None
     if problem:
         say.err(f"flagsweep repro: {problem[1]}")
         return problem[0]
@@ -297,20 +300,6 @@ def cmd_repro(args: argparse.Namespace, settings: Any) -> int:
         say.json(result.to_dict())
         return _crash_run_status(result)
     return 0
-
-
-def _mode(args: argparse.Namespace, settings: Any) -> Any:
-    """The one mode `--modes` names (harness.core.modes.Mode; eval without it), or why it cannot be used."""
-    from bot.settings import SettingsError
-
-    names = [n.strip() for n in (args.mode or "eval").split(",") if n.strip()]
-    if len(names) != 1:
-        return f"--modes {args.mode}: a reproducer runs in one mode; name one"
-    try:
-        mode, = settings.sweep_modes(names)
-    except SettingsError as exc:
-        return str(exc)
-    return mode
 
 
 def _crash_run_status(result: Any) -> int:
@@ -341,21 +330,44 @@ def _wrong_parts(text: str) -> tuple[str, str] | str:
     return scenario, output
 
 
-def _missing_output(model: str, output: str, options: Any) -> tuple[int, str] | None:
-    """(exit status, why) when `output` names none of the model's outputs (asked in a worker: built, one eager
-    forward: 1 when that fails, 2 for an output it lacks); None when it names one."""
+def _asked(model: str, job: str, options: Any) -> list[str] | tuple[int, str]:
+    """The names a worker's job answers for `model` (built from the lock), or (1, why) when it cannot be built."""
     from harness.engine import engine
 
-    answers = list(engine.run_job("harness.engine.scenarios:output_paths", [model], options=options))
+    answers = list(engine.run_job(job, [model], options=options))
     found = answers[0] if answers else None
     if found is None or found.status != "ok":
         why = found.error if found is not None else "no answer from the worker"
         return 1, f"{model} cannot be built here ({why}; see `flagsweep zoo check --models {model}`)"
-    names = list(found.data)
+    return list(found.data)
+
+
+def _missing_output(model: str, output: str, options: Any) -> tuple[int, str] | None:
+    """(exit status, why) when `output` names none of the model's outputs (asked in a worker: built, one eager
+    forward: 1 when that fails, 2 for an output it lacks); None when it names one."""
+    names = _asked(model, "harness.engine.scenarios:output_paths", options)
+    if isinstance(names, tuple):
+        return names
     if any(name == output or name.startswith((output + ".", output + "[")) for name in names):
         return None
     more = f" (and {len(names) - 12} more)" if len(names) > 12 else ""
     return 2, f"--wrong OUTPUT {output!r}: {model} has no such output; its outputs: {', '.join(names[:12])}{more}"
+
+
+def _missing_parameter(model: str, output: str, parameter: str, options: Any) -> tuple[int, str] | None:
+    """(exit status, why) when a gradient's `parameter` is none of the model's (asked in a worker: built, nothing
+    run; 1 when it cannot be built, 2 for a name it lacks, said with the few names closest to it); None when it is."""
+    import difflib
+
+    names = _asked(model, "harness.engine.scenarios:parameter_names", options)
+    if isinstance(names, tuple):
+        return names
+    if parameter in names:
+        return None
+    # a model has hundreds of parameters: the line names the few a mistyped one was most likely meant as
+    near = difflib.get_close_matches(parameter, names, n=4, cutoff=0.0)
+    return 2, (f"--wrong OUTPUT {output!r}: {model} has no parameter {parameter!r}; the closest of its {len(names)}: "
+               f"{', '.join(near)}")
 
 
 def _wrong_run_status(result: Any) -> int:

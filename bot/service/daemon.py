@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import signal
 import sqlite3
+import sys
 import threading
 import time
 from contextlib import AbstractContextManager, contextmanager
@@ -29,6 +30,7 @@ from bot.commands.context import Context, PermissionGate, GitHubPort, RetryLater
 from bot.commands.steps import CommandSteps, NightlyStep, nightly
 from bot.service import scheduler, webhook, server as webhook_server
 from bot.settings import Settings
+from bot.text.terminal import visible
 from state import counters, db, jobs
 
 log = logging.getLogger(__name__)
@@ -258,30 +260,31 @@ class Lane:
     wake: threading.Event = field(default_factory=threading.Event)
 
 
+def _say(text: str) -> None:
+    """One line of `flagsweep serve` on stderr, made visible (it can quote the settings file and the OS's errors)."""
+    print(visible(f"flagsweep serve: {text}"), file=sys.stderr, flush=True)
+
+
 def serve(settings: Settings, *, schedule: bool = True, dry_run: bool | None = None) -> int:
     """Run until SIGTERM/SIGINT; the exit code of `flagsweep serve`."""
-    import sys
     if not settings.webhook.secret:
-        print("flagsweep serve: no webhook secret ([webhook] secret or FLAGSWEEP_WEBHOOK_SECRET); "
-              "refusing to accept unsigned deliveries", file=sys.stderr)
+        _say("no webhook secret ([webhook] secret or FLAGSWEEP_WEBHOOK_SECRET); refusing to accept unsigned deliveries")
         return 2
     try:
         svc = Service(settings, dry_run=dry_run, schedule=schedule)
     except scheduler.ScheduleError as exc:
-        print(f"flagsweep serve: {exc}", file=sys.stderr)
+        _say(str(exc))
         return 2
     except (OSError, OverflowError) as exc:   # OverflowError: a port outside 0-65535
-        print(f"flagsweep serve: cannot listen on {settings.webhook.host}:{settings.webhook.port}: {exc}",
-              file=sys.stderr)
+        _say(f"cannot listen on {settings.webhook.host}:{settings.webhook.port}: {exc}")
         return 2
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     svc.start()
-    print(f"flagsweep serve: listening on {svc.url}/webhook; health at {svc.url}/healthz"
-          f"{' (dry run)' if svc.dry_run else ''}", file=sys.stderr)
+    _say(f"listening on {svc.url}/webhook; health at {svc.url}/healthz{' (dry run)' if svc.dry_run else ''}")
     while not done.wait(1.0):   # a timed wait keeps the main thread responsive to signals
         pass
-    print("flagsweep serve: stopping", file=sys.stderr)
+    _say("stopping")
     clean = svc.stop()
     return 0 if clean else 3

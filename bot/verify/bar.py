@@ -32,7 +32,7 @@ class StepBar(Progress):
         with self._lock:          # one line at a time: jobs on two threads must not interleave theirs
             self.current = text
             if self.bar is not None:
-                self.bar.set_postfix_str(text)
+                self.bar.set_postfix_str(self._shown())
             elif self._say:
                 self._say(text)
 

@@ -13,8 +13,13 @@ differ from the sweep's draw, their shapes and meaning do not, and the oracle
 """
 from __future__ import annotations
 
+import ast
+import functools
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import harness
 from bot.text.render import render
 from bot.text.scripts import Code, compose, dotted_name, python_literal, python_name
 from harness.core.model_build import ModelBuild
@@ -25,11 +30,28 @@ BACKEND_OF = {"dynamo": "eager", "aot_autograd": "aot_eager", "inductor": "induc
 DTYPES = {"long": Code("torch.long"), "float": Code("torch.float32"), "bool": Code("torch.bool"),
           "int": Code("torch.int32")}
 _PLAIN = ("torch._dynamo.config", "torch._inductor.config", "torch.compiler.config")   # reachable from `import torch`
-# How the sweep trains (harness/engine/in_mode.py, which imports torch: the scripts write its rules, a test holds them
-# equal): the heads whose own loss takes `labels` as the `input_ids`, and the float attributes zeroed with dropout.
-OWN_LOSS = ("ForCausalLM", "ForMaskedLM")
-RANDOM_IN_TRAINING = ("dropout", "drop_prob", "drop_path", "layerdrop")
+IN_MODE = Path(harness.__file__).parent / "engine" / "in_mode.py"
 MODE_PARTS = ("prepare", "labels", "loss", "compile", "mark", "step")   # templates/mode_lines.py.j2's
+
+
+@dataclass(frozen=True)
+class TrainRules:
+    """How the sweep trains, as the scripts write it: the heads whose own loss takes `labels` as the `input_ids`, and
+    the float attributes zeroed with dropout."""
+
+    own_loss: tuple[str, ...]
+    random_in_training: tuple[str, ...]
+
+
+@functools.cache
+def train_rules() -> TrainRules:
+    """The rules as harness/engine/in_mode.py (the worker's step) holds them, read from its source: that module imports
+    torch, which rendering never does, and a copy here could drift from it."""
+    found = {}
+    for node in ast.parse(IN_MODE.read_text(), str(IN_MODE)).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            found[node.targets[0].id] = node.value
+    return TrainRules(*(tuple(ast.literal_eval(found[name])) for name in ("OWN_LOSS", "RANDOM_IN_TRAINING")))
 
 
 class SpecError(ValueError):
@@ -189,9 +211,10 @@ def mode_lines(part: str, mode: Mode, *, model: str = "", spec: dict[str, Any] |
     """
     if part not in MODE_PARTS:
         raise ValueError(f"no mode part {part!r}: one of {', '.join(MODE_PARTS)}")
-    own_loss = model.endswith(OWN_LOSS) and "input_ids" in (spec or {}) and "labels" not in (spec or {})
+    rules = train_rules()
+    own_loss = model.endswith(rules.own_loss) and "input_ids" in (spec or {}) and "labels" not in (spec or {})
     text = render("mode_lines.py.j2", part=part, mode=mode, device=device, run=run, into=into, enabled=enabled,
-                  own_loss=own_loss, random_words=list(RANDOM_IN_TRAINING))
+                  own_loss=own_loss, random_words=list(rules.random_in_training))
     # the script template printed only what bot.text.scripts' helpers made: its lines are code as they stand
     return [Code(line) for line in text.splitlines()]
 

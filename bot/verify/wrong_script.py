@@ -88,6 +88,13 @@ def model_output(output: str, mode: Mode) -> str | None:
     return inner or None
 
 
+def model_parameter(output: str, mode: Mode) -> str | None:
+    """The parameter whose gradient a wrong output names in train (`grad.<parameter>`: what `repro --wrong` asks the
+    model has, before the script is rendered); None for any other output."""
+    head, _, rest = output.partition(".")
+    return rest if mode.train and head == "grad" and rest else None
+
+
 def accessor(output: str) -> Code:
     """How the script picks the wrong output from a model's outputs: `["logits"]`, `[0]`; "" for the whole output
     (a plain tensor, named "output" by harness.engine.accuracy). The output is an output path (harness.core.calls)."""

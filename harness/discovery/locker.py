@@ -170,14 +170,16 @@ def lock_corpus(conn: sqlite3.Connection, *, patterns: list[str], sample_n: int 
     return LockResult(path, todo, resumed, entries, downgraded)
 
 
-def reverify_corpus(*, patterns: list[str], sample_n: int | None, seed: int, workers: int, timeout: float,
-                    python: str | None, progress: bool = True, lock_dir: Path = lock.LOCK_DIR,
+def reverify_corpus(conn: sqlite3.Connection, *, patterns: list[str], sample_n: int | None, seed: int, workers: int,
+                    timeout: float, python: str | None, progress: bool = True, lock_dir: Path = lock.LOCK_DIR,
                     job: str = REVERIFY_JOB) -> LockResult:
     """Verify the package lock's good entries again (the selected ones, all by default) as `zoo lock` verifies a new
     one, without discovery: after the verify rule changed (the second input spec it seals, say). An entry whose
     worker gave no answer keeps its locked self; an answered failure replaces it and is reported. The workers read
     the package's lock (what sweeps build from); `lock_dir` is where the result is written: the package's, or a
-    copy of it. `job` MODES_JOB probes the modes record alone (harness.zoo.mode_record), changing nothing else."""
+    copy of it. `job` MODES_JOB probes the modes record alone (harness.zoo.mode_record), changing nothing else.
+    Each answered entry is kept in the store as it comes (state.zoo), so a run stopped halfway resumes with what is
+    left; a kept entry is reused only while the lock holds the entry it began from."""
     path = lock.lock_path(lock.installed_transformers(), Path(lock_dir))
     doc = lock.read(path) if path.exists() else {"entries": {}}
     old, strata = doc["entries"], _strata(doc["entries"])
@@ -186,17 +188,24 @@ def reverify_corpus(*, patterns: list[str], sample_n: int | None, seed: int, wor
     version = doc["transformers"]
     good = sorted(m for m, e in old.items() if isinstance(e, dict) and e.get("status") == "ok")
     selected = select(good, patterns, sample_n, seed, strata)
-    fresh, unanswered = {}, set()
-    for entry, answered in discover_entries(selected, version, strata, workers=workers, timeout=timeout,
+    resumed = {m: k.entry for m, k in kept.probe_entries(conn, job, version).items()
+               if m in selected and k.source == old[m]["hash"]}
+    todo = [m for m in selected if m not in resumed]
+    fresh, unanswered = dict(resumed), set()
+    for entry, answered in discover_entries(todo, version, strata, workers=workers, timeout=timeout,
                                             python=python, progress=progress, job=job):
-        fresh[entry["model"]] = entry if answered else old[entry["model"]]
-        if not answered:
-            unanswered.add(entry["model"])
+        model = entry["model"]
+        if answered:
+            kept.keep_probe_entry(conn, job, version, kept.KeptProbe(old[model]["hash"], entry))
+        else:
+            unanswered.add(model)
+        fresh[model] = entry if answered else old[model]
     downgraded = downgrades(old, fresh, set())
     entries = merge(path, version, fresh, None, doc["excluded"])
-    return LockResult(path, selected, [], entries, downgraded + [{"model": m, "status": "unanswered", "cause":
-                                                                  "the worker gave no answer", "kept": True}
-                                                                 for m in sorted(unanswered)])
+    kept.forget_probe_entries(conn, job, version, selected)
+    return LockResult(path, todo, sorted(resumed), entries, downgraded + [{"model": m, "status": "unanswered", "cause":
+                                                                           "the worker gave no answer", "kept": True}
+                                                                          for m in sorted(unanswered)])
 
 
 def downgrades(old: dict[str, dict], fresh: dict[str, dict], unanswered: set[str]) -> list[dict]:

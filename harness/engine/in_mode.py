@@ -23,8 +23,10 @@ if TYPE_CHECKING:    # annotations only: a reproducer inlines this module (bot/v
     from harness.core.modes import Mode
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
-# transformers' heads that compute their own loss from `labels` shaped as `input_ids`.
-_OWN_LOSS = ("ForCausalLM", "ForMaskedLM")
+# transformers' heads that compute their own loss from `labels` shaped as `input_ids`. This and RANDOM_IN_TRAINING:
+# the one place of these rules (bot.verify.maintainer reads them from this source for the scripts' own lines),
+# so each stays a literal tuple of strings.
+OWN_LOSS = ("ForCausalLM", "ForMaskedLM")
 
 
 class CannotRun(Exception):
@@ -48,12 +50,12 @@ def prepare(module: torch.nn.Module, mode: Mode) -> None:
 
 # The float attributes (of a module or its config) that make training random: dropout probabilities as attention code
 # passes them (`dropout_p`), stochastic depth (`drop_prob`, `drop_path_rate`) and layer drop (`layerdrop`).
-_RANDOM_IN_TRAINING = ("dropout", "drop_prob", "drop_path", "layerdrop")
+RANDOM_IN_TRAINING = ("dropout", "drop_prob", "drop_path", "layerdrop")
 
 
 def no_dropout(module: torch.nn.Module) -> None:
     """Every dropout probability 0: each Dropout module's `p`, and each float attribute of a module or of the
-    model's config that `_RANDOM_IN_TRAINING` names."""
+    model's config that `RANDOM_IN_TRAINING` names."""
     for sub in module.modules():
         if isinstance(sub, torch.nn.modules.dropout._DropoutNd):
             sub.p = 0.0
@@ -65,7 +67,7 @@ def no_dropout(module: torch.nn.Module) -> None:
 
 def _zero_random(owner: object) -> None:
     for name, value in list(vars(owner).items()):
-        if isinstance(value, float) and any(word in name for word in _RANDOM_IN_TRAINING):
+        if isinstance(value, float) and any(word in name for word in RANDOM_IN_TRAINING):
             setattr(owner, name, 0.0)
 
 
@@ -99,7 +101,7 @@ def with_labels(module: torch.nn.Module, inputs: dict[str, Any], mode: Mode) -> 
     """The inputs of a train step: `labels` added where the model's own loss can take them."""
     if not mode.train or "labels" in inputs or "input_ids" not in inputs:
         return inputs
-    if not type(module).__name__.endswith(_OWN_LOSS):
+    if not type(module).__name__.endswith(OWN_LOSS):
         return inputs
     if "labels" not in inspect.signature(module.forward).parameters:
         return inputs

@@ -50,6 +50,12 @@ def output_paths(model: str, device: str) -> list[str]:
     return [leaf.path for leaf in leaves(run(built.module, built.inputs))]
 
 
+def parameter_names(model: str, device: str) -> list[str]:
+    """The names of a model's parameters, as a train-mode wrong result names a gradient (`grad.<name>`; a job:
+    `repro --wrong` checks the name against them): the model built from the lock, nothing run."""
+    return [name for name, _ in build(model, device).module.named_parameters()]
+
+
 def clone(value: Any) -> Any:
     """Tensors copied (a forward that writes into its inputs cannot reach the next call), containers rebuilt."""
     return _map_tensors(value, torch.Tensor.clone)
