@@ -1,6 +1,7 @@
 """The answer audit, per flag, over real nights: a disagreement the screen cannot see (TinyLateFlagLM reads
-capture_scalar_outputs in every compile, and acts on it only at the second size) is caught by the audit, turns the
-rule off for that config that night, quarantines it, and the next night traces it in full."""
+capture_scalar_outputs in every compile, and acts on it only at the second size) is caught by the audit, in the group
+that answered it, turns the rule off for that config that night, quarantines it, and the next night traces it in
+full."""
 from __future__ import annotations
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from harness.core.calls import Call
 from harness.core.options import Accuracy
 from harness.core.outcome import ANSWERED
+from harness.engine import engine
 from harness.engine.engine import SweepOptions, SweepRequest, sweep
 from harness.engine.flags import answering
 from state import db, flags, runs
@@ -26,9 +28,13 @@ def _night(conn, date: str) -> int:
                                     kind="nightly", nightly=date)).run.id
 
 
-def test_a_planted_disagreement_turns_the_rule_off_quarantines_the_flag_and_the_next_night_traces_it(tmp_path):
+def test_a_planted_disagreement_turns_the_rule_off_quarantines_the_flag_and_the_next_night_traces_it(tmp_path,
+                                                                                                   monkeypatch):
     conn = db.connect(tmp_path / "state.sqlite")
+    after: list[list[tuple[str, str]]] = []   # what was traced after the sweep
+    monkeypatch.setattr(engine, "run_items", lambda items, **kw: after.append(items) or [])
     first = _night(conn, "2026-11-20")
+    assert after == []   # found in the group that answered it, on its own compile: nothing traced again
     finding, = flags.answer_audit(conn, first)
     assert (finding.model, finding.config) == ("TinyLateFlagLM", CSO)
     assert finding.disagreement and finding.disagreement.startswith("second_size: ")

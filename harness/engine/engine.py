@@ -14,12 +14,12 @@ import time
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from harness.engine.configs import Checked, ConfigError, check_all_syntax
 from harness.engine.configs import check as config_check
 from harness.core.effects import BASELINE
-from harness.core.options import RunOptions, SweepOptions
+from harness.core.options import Accuracy, RunOptions, SweepOptions
 from harness.core.outcome import ANSWERED, Outcome
 from harness.core.run_environment import BuildOrigin, RunEnvironment
 from harness.engine.interpreter import CallFailed, call
@@ -96,11 +96,13 @@ def _pool(options: SweepOptions, base_settings: dict, n_groups: int, fresh: bool
 
 def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset(),
                 prune: frozenset[str] = frozenset(), pool: bool = False,
-                together: frozenset[str] = frozenset(), unanswered: frozenset[str] = frozenset()) -> list[Group]:
+                together: frozenset[str] = frozenset(), unanswered: frozenset[str] = frozenset(),
+                audit: Mapping[str, frozenset[str]] | None = None) -> list[Group]:
     """One group per model: baseline first, then its configs, skipping items already done; `prune`: the configs
     the worker may report without compiling when the baseline never read their keys (and, with `pool`, may
     compile together first when it did); `together`: configs compiled together after the baseline, never pruned;
-    `unanswered`: configs whose later calls are always made (quarantined)."""
+    `unanswered`: configs whose later calls are always made (quarantined); `audit`: {model: the configs whose
+    answered item its group traces in full too} (answering.in_group)."""
     names = [BASELINE] + [c for c in configs if c != BASELINE]
     groups, index = [], 0
     for model in models:
@@ -110,7 +112,8 @@ def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str
                 items.append((index, name, configs.get(name, {})))
             index += 1
         if items:
-            groups.append(Group(model, items, prune=prune, pool=pool, together=together, unanswered=unanswered))
+            groups.append(Group(model, items, prune=prune, pool=pool, together=together, unanswered=unanswered,
+                                audit=(audit or {}).get(model, frozenset())))
     return groups
 
 
@@ -138,22 +141,29 @@ def _outcome(outcome: Outcome, stratum_of: Callable[[str], str | None]) -> Outco
     return dataclasses.replace(outcome, **scrubbed, stratum=outcome.stratum or stratum_of(outcome.model))
 
 
+def answer_audit(accuracy: Accuracy, night: str | None, run_id: int) -> answering.AnswerAudit:
+    """The answered items' audit of a run, seeded by its night (else the run): the same sample in the groups, after the
+    sweep and on a resume."""
+    return answering.AnswerAudit(accuracy.answer_audit, accuracy.answer_audit_min,
+                                 zlib.crc32((night or f"run {run_id}").encode()))
+
+
 def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan") -> None:
-    """The answered items' audit (harness.engine.flags.answering), seeded by the night (else the run): one item of
-    every config and a share of all traced in full, its findings stored; the full traces that replace answered items
-    stored in their place; each config that disagreed quarantined for its next nights."""
+    """The answered items' audit (harness.engine.flags.answering) completed after the sweep: the part of its sample
+    the groups did not trace in full (their findings are stored already) traced now, its findings stored; the full
+    traces that replace answered items stored in their place; each config that disagreed quarantined for its next
+    nights."""
     accuracy = request.options.accuracy
-    seed = zlib.crc32((request.nightly or f"run {plan.run_id}").encode())
+    already = stored_flags.answer_audit(conn, plan.run_id)
     findings, replaced = answering.audit(
-        runs.outcomes(conn, plan.run_id), answering.AnswerAudit(accuracy.answer_audit, accuracy.answer_audit_min, seed),
-        plan.together,
+        runs.outcomes(conn, plan.run_id), plan.audit, plan.together,
         lambda items: run_items(items, configs=plan.configs, base_settings=plan.base_settings,
-                                options=request.options, progress=request.progress, answer=False))
+                                options=request.options, progress=request.progress, answer=False), already)
     stored_flags.record_answer_audit(conn, plan.run_id, findings)
     for outcome in replaced:
         runs.record_outcome(conn, plan.run_id, outcome)
         stored_flags.record_answered(conn, plan.run_id, outcome.model, outcome.config, None)
-    stored_flags.quarantine(conn, plan.run_id, request.nightly, accuracy.answer_quarantine, findings)
+    stored_flags.quarantine(conn, plan.run_id, plan.night, accuracy.answer_quarantine, [*already, *findings])
     for f in findings:
         if f.disagreement:
             log.warning("answered from the baseline, but traced in full %s under %s differs (%s): the rule is off "
@@ -217,6 +227,7 @@ def sweep(conn: Any, request: SweepRequest) -> Swept:
             plan.check(request.options.python)
         found, space = pool.environment()
         env = _open_run(conn, request, plan, found)
+        plan.audit = answer_audit(request.options.accuracy, plan.night, plan.run_id)
         stored_flags.record_space(conn, env, space.modules, space.entries)
         seconds, start = {}, time.perf_counter()
         builds = _store_items(conn, plan, pool, request.progress)
@@ -254,6 +265,8 @@ class _Plan:
     pooled: bool = False
     together: frozenset[str] = frozenset()
     unanswered: frozenset[str] = frozenset()   # configs under quarantine: their later calls always made
+    night: str | None = None                   # the nightly's date (the stored one, on a resume)
+    audit: answering.AnswerAudit | None = None   # the answer audit, once the run is open (it is seeded by it)
     stored: runs.Run | None = None             # the run resumed
     lease: leases.Lease | None = None
     run_id: int | None = None
@@ -261,8 +274,10 @@ class _Plan:
 
     def groups(self) -> list[Group]:
         """The items still to run, one group per model."""
+        audit = None if self.audit is None else answering.in_group(
+            self.models, [c for c in self.configs if c != BASELINE], self.audit)
         return plan_groups(self.models, self.configs, self.done, self.prune, self.pooled, self.together,
-                           self.unanswered)
+                           self.unanswered, audit)
 
     def check(self, python: str | None) -> None:
         """In the interpreter under test, before any model runs: ConfigError on a wrong type, a config whose key
@@ -285,8 +300,8 @@ def _prepare(conn: Any, request: SweepRequest) -> _Plan:
     plan.prune = eligible(request.pruning, plan.configs, stored_flags.disabled_keys(conn))
     plan.pooled = bool(request.pruning and request.pruning.pool)
     plan.together = frozenset(request.together) & set(plan.configs) - plan.prune
-    night = request.nightly if request.resume is None else plan.stored.nightly
-    plan.unanswered = frozenset(q.config for q in stored_flags.quarantined(conn, night)) & set(plan.configs)
+    plan.night = request.nightly if request.resume is None else plan.stored.nightly
+    plan.unanswered = frozenset(q.config for q in stored_flags.quarantined(conn, plan.night)) & set(plan.configs)
     return plan
 
 
@@ -356,6 +371,9 @@ def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool) -> dict[str
             runs.record_outcome(conn, plan.run_id, outcome)
             stored_flags.record_answered(conn, plan.run_id, outcome.model, outcome.config, event.answered_by,
                                          answered=outcome.reason == ANSWERED)
+            if event.audited:   # the answer audit, made in the group: its finding now, so a resume keeps it
+                stored_flags.record_answer_audit(conn, plan.run_id, [stored_flags.AnswerFinding(
+                    outcome.model, outcome.config, event.disagreement)])
             bar.advance(crashed=outcome.crashed)
     if cache.compiles:
         log.info("%s", cache.describe())
