@@ -80,6 +80,18 @@ def test_the_audit_samples_one_answered_item_of_every_config():
     chosen = answering.sample(pairs, answering.AnswerAudit(share=0.05, least=2, seed=3))
     assert {c for _, c in chosen} == {"a", "b", "c"} and len(chosen) == 3   # ceil(0.05 * 42) = 3
     assert answering.sample(pairs, answering.AnswerAudit(share=0.5, least=2, seed=3)).__len__() == 21
+    # Around the items the groups audited: a config that has one takes no other; the share counts them.
+    around = answering.sample(pairs, answering.AnswerAudit(share=0.05, least=2, seed=3), [("M7", "a")])
+    assert ("M7", "a") in around and {c for _, c in around} == {"a", "b", "c"} and len(around) == 3
+
+
+def test_the_groups_sample_is_fixed_before_the_sweep_and_seeded_by_the_night():
+    models, audit = [f"M{i}" for i in range(40)], answering.AnswerAudit(share=0.05, least=2, seed=3)
+    chosen = answering.in_group(models, ["a", "b"], audit)
+    for config in ("a", "b"):   # the share of the models for every config (ceil(0.05 * 40) = 2), one at least
+        assert sum(config in its for its in chosen.values()) == 2
+    assert answering.in_group(list(reversed(models)), ["b", "a"], audit) == chosen    # the night's, not the order's
+    assert sum("a" in its for its in answering.in_group(models[:3], ["a"], audit).values()) == 1
 
 
 def test_answering_off_traces_in_full_and_still_stores_what_the_screen_would_have_answered(tmp_path):

@@ -238,3 +238,23 @@ def test_the_guards_compared_leave_out_the_builtins_a_workers_first_compile_alon
     first, later = (backend.compile_and_run(module, inputs, settings=s, backend="count").guards
                     for s in ({}, CONFIGS[CDOS]))
     assert first is not None and first == later
+
+
+def test_a_disagreement_found_in_a_group_turns_the_rule_off_for_its_config_after_the_sweep():
+    # In their groups: A under `flag` disagreed, A under `other` agreed (each stored as its full trace).
+    already = [flags.AnswerFinding("A", "flag", "hook_added: accuracy 'wrong' answered, 'exact' traced"),
+               flags.AnswerFinding("A", "other", None)]
+    stored = [_out("A", "flag", "exact", reason=None), _out("B", "flag", "wrong"), _out("C", "flag", "wrong"),
+              _out("A", "other", "wrong", reason=None), _out("B", "other", "wrong")]
+    asked: list[list[tuple[str, str]]] = []
+
+    def trace(items: list[tuple[str, str]]) -> list[Outcome]:
+        asked.append(items)
+        return [_out(m, c, "exact", reason=None) for m, c in items]
+
+    findings, replaced = answering.audit(stored, answering.AnswerAudit(share=0.0, least=2, seed=7), (), trace,
+                                         already)
+    # Every config had an item audited in a group and the least is met: nothing sampled after the sweep; but the
+    # rule is off for `flag`, so its other answered items are traced in full and replace the stored ones.
+    assert findings == [] and asked == [[("B", "flag"), ("C", "flag")]]
+    assert sorted((o.model, o.config) for o in replaced) == [("B", "flag"), ("C", "flag")]

@@ -29,7 +29,7 @@ from harness.engine.pool import Group, Pool, PoolError
 from harness.engine.progress import Progress
 from harness.core.scrub import scrub
 from harness.engine.flags import answering
-from harness.engine.flags.pruning import Pruning, audit, eligible
+from harness.engine.flags.pruning import Pruning, audit, eligible, in_group
 from state import flags as stored_flags, history, leases, runs
 
 log = logging.getLogger(__name__)
@@ -97,12 +97,14 @@ def _pool(options: SweepOptions, base_settings: dict, n_groups: int, fresh: bool
 def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset(),
                 prune: frozenset[str] = frozenset(), pool: bool = False,
                 together: frozenset[str] = frozenset(), unanswered: frozenset[str] = frozenset(),
-                audit: Mapping[str, frozenset[str]] | None = None) -> list[Group]:
+                audit: Mapping[str, frozenset[str]] | None = None,
+                prune_audit: tuple[Mapping[str, list[str]], int] = ({}, 0)) -> list[Group]:
     """One group per model: baseline first, then its configs, skipping items already done; `prune`: the configs
     the worker may report without compiling when the baseline never read their keys (and, with `pool`, may
     compile together first when it did); `together`: configs compiled together after the baseline, never pruned;
     `unanswered`: configs whose later calls are always made (quarantined); `audit`: {model: the configs whose
-    answered item its group traces in full too} (answering.in_group)."""
+    answered item its group traces in full too} (answering.in_group); `prune_audit`: the pruning audit's part drawn
+    in the groups ({model: its order}, how many; pruning.in_group)."""
     names = [BASELINE] + [c for c in configs if c != BASELINE]
     groups, index = [], 0
     for model in models:
@@ -113,7 +115,8 @@ def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str
             index += 1
         if items:
             groups.append(Group(model, items, prune=prune, pool=pool, together=together, unanswered=unanswered,
-                                audit=(audit or {}).get(model, frozenset())))
+                                audit=(audit or {}).get(model, frozenset()),
+                                prune_audit=prune_audit[0].get(model, []), prune_audit_n=prune_audit[1]))
     return groups
 
 
@@ -267,6 +270,7 @@ class _Plan:
     unanswered: frozenset[str] = frozenset()   # configs under quarantine: their later calls always made
     night: str | None = None                   # the nightly's date (the stored one, on a resume)
     audit: answering.AnswerAudit | None = None   # the answer audit, once the run is open (it is seeded by it)
+    pruning: Pruning | None = None             # read-set pruning and its audit, where it prunes anything
     stored: runs.Run | None = None             # the run resumed
     lease: leases.Lease | None = None
     run_id: int | None = None
@@ -276,8 +280,9 @@ class _Plan:
         """The items still to run, one group per model."""
         audit = None if self.audit is None else answering.in_group(
             self.models, [c for c in self.configs if c != BASELINE], self.audit)
+        prune_audit = ({}, 0) if self.pruning is None else in_group(self.models, self.prune, self.pruning)
         return plan_groups(self.models, self.configs, self.done, self.prune, self.pooled, self.together,
-                           self.unanswered, audit)
+                           self.unanswered, audit, prune_audit)
 
     def check(self, python: str | None) -> None:
         """In the interpreter under test, before any model runs: ConfigError on a wrong type, a config whose key
@@ -299,6 +304,7 @@ def _prepare(conn: Any, request: SweepRequest) -> _Plan:
         plan = _resumed(conn, request.resume)
     plan.prune = eligible(request.pruning, plan.configs, stored_flags.disabled_keys(conn))
     plan.pooled = bool(request.pruning and request.pruning.pool)
+    plan.pruning = request.pruning if plan.prune else None
     plan.together = frozenset(request.together) & set(plan.configs) - plan.prune
     plan.night = request.nightly if request.resume is None else plan.stored.nightly
     plan.unanswered = frozenset(q.config for q in stored_flags.quarantined(conn, plan.night)) & set(plan.configs)
@@ -354,6 +360,7 @@ def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool) -> dict[str
     bar = Progress(total=len(plan.models) * len(plan.configs), done=len(plan.done), enabled=progress,
                    label=f"sweep {len(plan.models)} models")
     cache = CacheTally()
+    baselines: dict[str, Outcome] = {}   # what the pruning audit's traces in the groups are compared with
     with _running(pool, bar):
         for event in pool.run(plan.groups()):
             if isinstance(event, CacheCounts):
@@ -374,6 +381,13 @@ def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool) -> dict[str
             if event.audited:   # the answer audit, made in the group: its finding now, so a resume keeps it
                 stored_flags.record_answer_audit(conn, plan.run_id, [stored_flags.AnswerFinding(
                     outcome.model, outcome.config, event.disagreement)])
+            if outcome.config == BASELINE:
+                baselines[outcome.model] = outcome
+            if event.prune_audit:   # the pruning audit, made in the group: the item was counted when it was pruned
+                stored_flags.record_audit(conn, plan.run_id, [stored_flags.AuditResult(
+                    outcome.model, outcome.config, tuple(plan.configs[outcome.config]), baselines[outcome.model],
+                    outcome)])
+                continue
             bar.advance(crashed=outcome.crashed)
     if cache.compiles:
         log.info("%s", cache.describe())

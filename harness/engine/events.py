@@ -83,6 +83,10 @@ class RunRequest:
     # Configs whose item, when answered, the group also traces in full: the night's answer audit made in place
     # (harness.engine.flags.answering.in_group).
     audit: list[str] = dataclasses.field(default_factory=list)
+    # The pruning audit made in place (harness.engine.flags.pruning.in_group): the prunable configs in its order, and
+    # how many of those reported pruned or pooled are traced again.
+    prune_audit: list[str] = dataclasses.field(default_factory=list)
+    prune_audit_n: int = 0
 
 
 @dataclass(frozen=True)
@@ -142,7 +146,8 @@ class Result:
     what a record may not, NaN); the rule that answered its later calls from the baseline (`answered_by`: reason
     answered; or, answering off, would have been); `audited`: the item was answered and in the answer audit's
     sample, so its later calls were made in full too and its outcome is that full trace, `disagreement` saying where
-    its answered form differed (None: it agreed)."""
+    its answered form differed (None: it agreed); `prune_audit`: the pruning audit's trace of an item reported pruned
+    or pooled before, whose outcome it replaces."""
 
     index: int
     outcome: Outcome
@@ -152,6 +157,7 @@ class Result:
     answered_by: str | None = None
     audited: bool = False
     disagreement: str | None = None
+    prune_audit: bool = False
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ the baseline's item, its first call and its read sets per call window. `run` is 
   whose config is in the request's `audit` (the night's answer audit, answering.in_group) makes its later calls in
   full too, here where the model, eager's references and its first compile already are: its full trace is its
   outcome, reported with where its answered form differed (`disagreement`).
+Last, the pruning audit's part drawn here (`prune_audit`, pruning.in_group): the first of the items reported pruned or
+pooled, in its order, are traced (the baseline is here, so the screen may answer their later calls) and reported
+again, replacing the pruned outcome.
 The baseline's item, when it is the request's first, records the read sets; its result carries them.
 """
 from __future__ import annotations
@@ -29,7 +32,7 @@ import torch
 
 from harness.core.calls import FIRST, Call
 from harness.core.effects import BASELINE
-from harness.core.outcome import ANSWERED, NOT_READ, POOLED, Outcome
+from harness.core.outcome import ANSWERED, NOT_READ, POOLED, REASONS, Outcome
 from harness.engine import backend, events, measure, scenarios
 from harness.engine.backend import Compiled
 from harness.engine.events import RunRequest
@@ -59,6 +62,7 @@ class Group:
         self.unanswered = {key for _, config, settings in req.items if config in req.unanswered for key in settings}
         self.audited = {index for index, config, _ in req.items if config in set(req.audit)}   # the audit's sample
         self.audits: dict[int, list[Call]] = {}                # index -> its answered form, while traced in full
+        self.pruned: list[int] = []                            # the items reported pruned or pooled (prune_audit's)
 
     # ---- the loop ------------------------------------------------------------------------------------------
 
@@ -83,6 +87,19 @@ class Group:
         pools = self._by_keys(pooled) if self.req.pool else [[item] for item in pooled]
         for pool in [p for p in (*pools, *self._by_keys(named)) if p]:
             trace_pooled(pool, self.baseline, self._compile, self._report)
+        self._audit_pruned()
+
+    def _audit_pruned(self) -> None:
+        """The pruning audit's part drawn here: the first `prune_audit_n` items reported pruned or pooled, in the
+        audit's order, traced and reported again (events.Result.prune_audit)."""
+        rank = {config: n for n, config in enumerate(self.req.prune_audit)}
+        items = {index: (config, settings) for index, config, settings in self.req.items}
+        for index in sorted(self.pruned, key=lambda i: rank[items[i][0]])[:self.req.prune_audit_n]:
+            config, settings = items[index]
+            fields, rule = self.trace(index, settings)
+            if rule is not None:
+                self.rules[index] = rule
+            self._report(index, config, fields, prune_audit=True)
 
     def _read(self, settings: dict) -> bool:
         """Whether the baseline read any of these keys, in any window."""
@@ -110,14 +127,16 @@ class Group:
         return fields
 
     def _report(self, index: int, config: str, fields: dict[str, Any],
-                windows: dict[str, dict[str, Any]] | None = None) -> None:
+                windows: dict[str, dict[str, Any]] | None = None, prune_audit: bool = False) -> None:
         reads_all = reads.union(windows) if windows is not None else None
         outcome = Outcome(model=self.req.model, config=config, **fields)
+        if outcome.reason in REASONS and config in self.req.prune_audit:
+            self.pruned.append(index)
         answered = self.audits.pop(index, None)
         found = None if answered is None else disagreement(dataclasses.replace(outcome, calls=answered), outcome)
         self.send(events.Result(index, outcome, config_reads=reads_all, window_reads=windows,
                                 answered_by=self.rules.pop(index, None), audited=answered is not None,
-                                disagreement=found))
+                                disagreement=found, prune_audit=prune_audit))
 
     # ---- one config ----------------------------------------------------------------------------------------
 

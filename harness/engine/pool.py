@@ -207,6 +207,7 @@ class Pool:
                                       backend=self.backend, device=self.device, accuracy=self.accuracy,
                                       answer=group.answer and self.accuracy.answer, together=sorted(group.together),
                                       unanswered=sorted(group.unanswered), audit=sorted(group.audit),
+                                      prune_audit=group.prune_audit, prune_audit_n=group.prune_audit_n,
                                       # answering off by the settings: what it would answer is still reported
                                       screen=not self.accuracy.answer, sweep_mode=self.sweep_mode))
         if not ok:
