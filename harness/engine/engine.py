@@ -12,6 +12,7 @@ import logging
 import sys
 import time
 import zlib
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, TypeVar
@@ -151,17 +152,19 @@ def answer_audit(accuracy: Accuracy, night: str | None, run_id: int) -> answerin
                                  zlib.crc32((night or f"run {run_id}").encode()))
 
 
-def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan") -> None:
+def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan", after: Counter) -> None:
     """The answered items' audit (harness.engine.flags.answering) completed after the sweep: the part of its sample
     the groups did not trace in full (their findings are stored already) traced now, its findings stored; the full
     traces that replace answered items stored in their place; each config that disagreed quarantined for its next
-    nights."""
+    nights; `after` counts the items it traced."""
     accuracy = request.options.accuracy
     already = stored_flags.answer_audit(conn, plan.run_id)
-    findings, replaced = answering.audit(
-        runs.outcomes(conn, plan.run_id), plan.audit, plan.together,
-        lambda items: run_items(items, configs=plan.configs, base_settings=plan.base_settings,
-                                options=request.options, progress=request.progress, answer=False), already)
+
+    def trace(items: list[tuple[str, str]]) -> list[Outcome]:
+        after["answer audit"] += len(items)
+        return run_items(items, configs=plan.configs, base_settings=plan.base_settings, options=request.options,
+                         progress=request.progress, answer=False)
+    findings, replaced = answering.audit(runs.outcomes(conn, plan.run_id), plan.audit, plan.together, trace, already)
     stored_flags.record_answer_audit(conn, plan.run_id, findings)
     for outcome in replaced:
         runs.record_outcome(conn, plan.run_id, outcome)
@@ -174,11 +177,13 @@ def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan") -> None:
                         f.config, accuracy.answer_quarantine)
 
 
-def _pruning_trace(conn: Any, request: SweepRequest,
-                   plan: "_Plan") -> Callable[[list[tuple[str, str]]], list[Outcome]]:
-    """The pruning audit's trace: its items after their baselines (`after_baselines`), each one's answering rule
-    stored as the sweep stores an item's (an item stored as answered always has its rule)."""
+def _pruning_trace(conn: Any, request: SweepRequest, plan: "_Plan",
+                   after: Counter) -> Callable[[list[tuple[str, str]]], list[Outcome]]:
+    """The pruning audit's trace after the sweep: its items after their baselines (`after_baselines`), each one's
+    answering rule stored as the sweep stores an item's (an item stored as answered always has its rule); `after`
+    counts them."""
     def trace(items: list[tuple[str, str]]) -> list[Outcome]:
+        after["pruning audit"] += len(items)
         traced = after_baselines(items, request.options.accuracy.enabled, lambda its: trace_items(
             its, configs=plan.configs, base_settings=plan.base_settings, options=request.options,
             progress=request.progress))
@@ -203,12 +208,16 @@ def after_baselines(items: list[tuple[str, str]], checks: bool,
 @dataclass(frozen=True)
 class Swept:
     """A sweep that finished: its run (finalized), the builds its workers made, the config space they listed, and
-    the wall seconds of its phases (the items, the pruning audit, the answer audit: where a bench's time went)."""
+    where a bench's time went: the wall seconds of its phases (the items, the pruning audit, the answer audit), the
+    items each audit traced after the items (`after`), and why the items' later calls were made in full, counted
+    (`traced_why`: harness.engine.flags.answering's reasons; the baselines left out)."""
 
     run: runs.Run
     builds: dict[str, ModelBuild]      # model -> its build, stored with the run (what a reproducer embeds)
     config_space: ConfigSpace          # kept with the run's environment (state.flags)
     seconds: dict[str, float] = field(default_factory=dict)
+    after: dict[str, int] = field(default_factory=dict)
+    traced_why: dict[str, int] = field(default_factory=dict)
 
 
 def sweep(conn: Any, request: SweepRequest) -> Swept:
@@ -232,14 +241,14 @@ def sweep(conn: Any, request: SweepRequest) -> Swept:
         env = _open_run(conn, request, plan, found)
         plan.audit = answer_audit(request.options.accuracy, plan.night, plan.run_id)
         stored_flags.record_space(conn, env, space.modules, space.entries)
-        seconds, start = {}, time.perf_counter()
-        builds = _store_items(conn, plan, pool, request.progress)
+        seconds, start, after, why = {}, time.perf_counter(), Counter(), Counter()
+        builds = _store_items(conn, plan, pool, request.progress, why)
         seconds["items"], start = time.perf_counter() - start, time.perf_counter()
         if plan.prune:
             audit(conn, plan.run_id, configs=plan.configs, pruning=request.pruning,
-                  trace=_pruning_trace(conn, request, plan))
+                  trace=_pruning_trace(conn, request, plan, after))
         seconds["pruning audit"], start = time.perf_counter() - start, time.perf_counter()
-        _audit_answers(conn, request, plan)
+        _audit_answers(conn, request, plan, after)
         seconds["answer audit"] = time.perf_counter() - start
         runs.finish_run(conn, plan.run_id, "finished")
     except BaseException as exc:
@@ -252,7 +261,7 @@ def sweep(conn: Any, request: SweepRequest) -> Swept:
         if plan.lease is not None:
             plan.lease.release(conn)
     history.finalize_run(conn, plan.run_id)
-    return Swept(runs.get_run(conn, plan.run_id), builds, space, seconds)
+    return Swept(runs.get_run(conn, plan.run_id), builds, space, seconds, dict(after), dict(why))
 
 
 @dataclass
@@ -353,8 +362,9 @@ def _open_run(conn: Any, request: SweepRequest, plan: _Plan, found: RunEnvironme
     return env
 
 
-def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool) -> dict[str, ModelBuild]:
-    """Run the plan's items, storing each outcome (and each model's build and baseline read set) as it comes."""
+def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool, why: Counter) -> dict[str, ModelBuild]:
+    """Run the plan's items, storing each outcome (and each model's build and baseline read set) as it comes; `why`
+    counts why their later calls were made in full."""
     builds: dict[str, ModelBuild] = {}
     stratum_of = _stratum_lookup()
     bar = Progress(total=len(plan.models) * len(plan.configs), done=len(plan.done), enabled=progress,
@@ -383,6 +393,8 @@ def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool) -> dict[str
                     outcome.model, outcome.config, event.disagreement)])
             if outcome.config == BASELINE:
                 baselines[outcome.model] = outcome
+            elif event.traced_why is not None:
+                why[event.traced_why] += 1
             if event.prune_audit:   # the pruning audit, made in the group: the item was counted when it was pruned
                 stored_flags.record_audit(conn, plan.run_id, [stored_flags.AuditResult(
                     outcome.model, outcome.config, tuple(plan.configs[outcome.config]), baselines[outcome.model],

@@ -147,7 +147,8 @@ class Result:
     answered; or, answering off, would have been); `audited`: the item was answered and in the answer audit's
     sample, so its later calls were made in full too and its outcome is that full trace, `disagreement` saying where
     its answered form differed (None: it agreed); `prune_audit`: the pruning audit's trace of an item reported pruned
-    or pooled before, whose outcome it replaces."""
+    or pooled before, whose outcome it replaces; `traced_why`: why its later calls were made in full
+    (harness.engine.flags.answering: FIRST_DIFFERS and the others; None: answered, or not made)."""
 
     index: int
     outcome: Outcome
@@ -158,6 +159,7 @@ class Result:
     audited: bool = False
     disagreement: str | None = None
     prune_audit: bool = False
+    traced_why: str | None = None
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from harness.engine.backend import Compiled
 from harness.engine.events import RunRequest
 from harness.engine.flags import reads
 from harness.engine.accuracy import Verdict
+from harness.engine.flags import answering
 from harness.engine.flags.answering import (RULE_SIBLING, FirstCall, Traced, answered_calls, disagreement, keys_rule,
                                             screen, sibling)
 from harness.engine.step_oracle import ModeReference
@@ -63,6 +64,7 @@ class Group:
         self.audited = {index for index, config, _ in req.items if config in set(req.audit)}   # the audit's sample
         self.audits: dict[int, list[Call]] = {}                # index -> its answered form, while traced in full
         self.pruned: list[int] = []                            # the items reported pruned or pooled (prune_audit's)
+        self.why: dict[int, str] = {}                          # index -> why its later calls were made in full
 
     # ---- the loop ------------------------------------------------------------------------------------------
 
@@ -121,6 +123,7 @@ class Group:
         unless a larger pool already did."""
         pooled = len(indices) > 1
         fields, rule = self.trace(-1 if pooled else indices[0], settings, pooled=pooled)
+        self.why.pop(-1, None)   # a pool's compile is no item
         if rule is not None and (self.req.screen or not pooled):
             for index in indices:
                 self.rules.setdefault(index, rule)
@@ -136,7 +139,7 @@ class Group:
         found = None if answered is None else disagreement(dataclasses.replace(outcome, calls=answered), outcome)
         self.send(events.Result(index, outcome, config_reads=reads_all, window_reads=windows,
                                 answered_by=self.rules.pop(index, None), audited=answered is not None,
-                                disagreement=found, prune_audit=prune_audit))
+                                disagreement=found, prune_audit=prune_audit, traced_why=self.why.pop(index, None)))
 
     # ---- one config ----------------------------------------------------------------------------------------
 
@@ -203,6 +206,7 @@ class Group:
             if split(one):   # answered, it would not have stood for its configs either: no rule
                 return [one], None
             later = self._later(done, recorder, windows)
+            self.why[index] = self._why(settings, first)
             if self._shares() and first.comparable:
                 self.traced.setdefault(first, Traced(settings, windows.sets, tuple(later)))
             return [one] + later, rule if self.req.screen else None
@@ -220,7 +224,7 @@ class Group:
         rule = by if isinstance(by, str) else RULE_SIBLING
         if index not in self.audited:
             return calls, rule
-        self.audits[index] = calls
+        self.audits[index], self.why[index] = calls, answering.AUDITED
         return [one] + self._later(done, recorder, windows), rule
 
     def _mode_call(self, done: Compiled) -> Call:
@@ -239,6 +243,16 @@ class Group:
         if not self._screens() or self.unanswered & set(settings):
             return None
         return screen(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
+
+    def _why(self, settings: dict, first: FirstCall) -> str:
+        """Why an item's later calls are made in full (events.Result.traced_why): the screen's reason, or the group's
+        (no screen, a quarantine, answering off)."""
+        if not self._screens():
+            return answering.NO_BASELINE if self.req.answer else answering.ANSWERING_OFF
+        if self.unanswered & set(settings):
+            return answering.QUARANTINED
+        why = answering.why_traced(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
+        return why or answering.ANSWERING_OFF
 
     def _sibling(self, settings: dict, first: FirstCall) -> Traced | None:
         """The sibling that answers the item's later calls (answering.sibling), where `_shares` and the config is not

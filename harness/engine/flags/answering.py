@@ -78,6 +78,28 @@ def screen(keys: Iterable[str], first: FirstCall, baseline: FirstCall, windows: 
     return keys_rule(keys, windows, backend) if first.same_as(baseline) else None
 
 
+# Why an item's later calls were made in full (events.Result.traced_why; a bench counts them): the screen's own
+# reasons (`why_traced`), then the group's.
+FIRST_DIFFERS = "first call not the baseline's"
+LATER_KEY = "a key read only in a later window of the baseline"
+COMPILES_FURTHER = "a key read, under a backend that compiles further"
+QUARANTINED = "quarantined"
+AUDITED = "in the answer audit's sample"
+ANSWERING_OFF = "answering off"
+NO_BASELINE = "no baseline's later calls to answer from"
+
+
+def why_traced(keys: Iterable[str], first: FirstCall, baseline: FirstCall, windows: Mapping[str, Mapping[str, Any]],
+               backend: str) -> str | None:
+    """Why the screen sends an item's later calls to a full trace (None: it answers them), from the same tests as
+    `screen`, the first call's first."""
+    if not first.same_as(baseline):
+        return FIRST_DIFFERS
+    if keys_rule(keys, windows, backend) is None:
+        return LATER_KEY if backend in GRAPH_RUNS_AS_IS else COMPILES_FURTHER
+    return None
+
+
 def keys_rule(keys: Iterable[str], windows: Mapping[str, Mapping[str, Any]], backend: str) -> str | None:
     """The screen's half that its keys decide, before any compile: the rule that answers a config whose first call
     is the baseline's; None: its keys alone send its later calls to a full trace."""
