@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.core.options import Accuracy
+from harness.core.outcome import ANSWERED
 from harness.engine import engine
 from harness.engine.engine import SweepOptions, SweepRequest, sweep
 from harness.engine.flags import answering
@@ -29,7 +30,7 @@ def test_the_pruning_audit_traces_in_the_group_where_the_baseline_is_and_stores_
     summary = flags.audit_summary(conn, run.id)
     assert (summary.audited, summary.agreed) == (1, 1) and after == []
     # ... its later calls answered by the screen from the baseline there, and stored with the rule that answered them,
-    # as an item answered in the sweep is; as the answer audit's sample of its config, made in full too (it agreed).
-    assert flags.answered(conn, run.id, screened=True) == {("TinyLM", "rnn"): answering.RULE_GRAPHS}
+    # as an item answered in the sweep is (as the answer audit's sample of its config, made in full too: it agreed).
+    assert rnn.reason == ANSWERED and len(rnn.calls) == 4
+    assert flags.answered(conn, run.id) == {("TinyLM", "rnn"): answering.RULE_GRAPHS}
     assert flags.answer_audit(conn, run.id) == [flags.AnswerFinding("TinyLM", "rnn", None)]
-    assert rnn.reason is None and len(rnn.calls) == 4

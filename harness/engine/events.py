@@ -141,14 +141,15 @@ class Start:
 
 @dataclass(frozen=True)
 class Result:
-    """One item ended: its outcome; the baseline's read set (`config_reads`, key -> value read, every window) and
-    its read sets per call window (`window_reads`, window -> key -> value); a job's answer (JSON text: it may hold
+    """One item ended: its outcome; the baseline's read set (`config_reads`, key -> value read, every window) and its
+    read sets per call window (`window_reads`, window -> key -> value); a job's answer (JSON text: it may hold
     what a record may not, NaN); the rule that answered its later calls from the baseline (`answered_by`: reason
     answered; or, answering off, would have been); `audited`: the item was answered and in the answer audit's
-    sample, so its later calls were made in full too and its outcome is that full trace, `disagreement` saying where
-    its answered form differed (None: it agreed); `prune_audit`: the pruning audit's trace of an item reported pruned
-    or pooled before, whose outcome it replaces; `traced_why`: why its later calls were made in full
-    (harness.engine.flags.answering: FIRST_DIFFERS and the others; None: answered, or not made)."""
+    sample, so its later calls were made in full too, `disagreement` saying where its answered form differed
+    (the outcome is then that full trace; None: it agreed, and the outcome is its answered form); `prune_audit`:
+    the pruning audit's trace of an item reported pruned or pooled before, whose outcome it replaces;
+    `traced_why`: why its later calls were made in full (harness.engine.flags.answering: FIRST_DIFFERS and the
+    others; None: answered, or not made)."""
 
     index: int
     outcome: Outcome

@@ -15,8 +15,9 @@ the baseline's item, its first call and its read sets per call window. `run` is 
   the same compiled object. A quarantined config (`unanswered`) is never answered, nor is a pool holding one of its
   keys; a pool is never answered by a sibling (it stands for its configs only as the baseline's). An answered item
   whose config is in the request's `audit` (the night's answer audit, answering.in_group) makes its later calls in
-  full too, here where the model, eager's references and its first compile already are: its full trace is its
-  outcome, reported with where its answered form differed (`disagreement`).
+  full too, here where the model, eager's references and its first compile already are, and is reported with where
+  its answered form differed (`disagreement`): it disagreed, its outcome is its full trace; it agreed, its answered
+  form, as it would have been without the audit.
 Last, the pruning audit's part drawn here (`prune_audit`, pruning.in_group): the first of the items reported pruned or
 pooled, in its order, are traced (the baseline is here, so the screen may answer their later calls) and reported
 again, replacing the pruned outcome.
@@ -137,6 +138,8 @@ class Group:
             self.pruned.append(index)
         answered = self.audits.pop(index, None)
         found = None if answered is None else disagreement(dataclasses.replace(outcome, calls=answered), outcome)
+        if answered is not None and found is None:   # it agreed: kept as answered, as it is without the audit
+            outcome = dataclasses.replace(outcome, calls=answered, reason=ANSWERED)
         self.send(events.Result(index, outcome, config_reads=reads_all, window_reads=windows,
                                 answered_by=self.rules.pop(index, None), audited=answered is not None,
                                 disagreement=found, prune_audit=prune_audit, traced_why=self.why.pop(index, None)))

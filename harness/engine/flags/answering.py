@@ -20,15 +20,15 @@ two set differently is read only by a later call of that sibling (nor any of its
 baseline). Stored with reason `answered` and `RULE_SIBLING`, under the same audit.
 
 The audit: at least one answered item of every config, and the configured share of all (and of the items of the
-night's named flags stored as a pool's: compiled together, equal to the baseline), traced in full. Most of it is made
-inside the sweep's own groups (`in_group`, fixed before the sweep and seeded by the night): the group that answers
-an item of the sample makes its later calls in full there too, on the model, references and first compile it already
-holds, stores the full trace and reports where the answered form differs (`disagreement`). After the sweep, `audit`
-traces what the groups did not cover (`sample` around what they did: a config none of whose answered items was in
-the groups' sample, the share, the least). A disagreement (a call, or the status, different from the answered form)
-is stored and shown, turns the rule off for that config for the rest of the night (every other answered item of it is
-traced in full and replaces the stored one), and quarantines the config for the next `answer_quarantine` nights
-(state.flags).
+night's named flags stored as a pool's: compiled together, equal to the baseline), traced in full. Most of it is
+made inside the sweep's own groups (`in_group`, fixed before the sweep and seeded by the night): the group that
+answers an item of the sample makes its later calls in full there too, on the model, references and first compile it
+already holds, and reports where the answered form differs (`disagreement`): its full trace is stored where it
+differs. After the sweep, `audit` traces what the groups did not cover (`sample` around what they did: a config none
+of whose answered items was in the groups' sample, the share, the least). A disagreement (a call, or the status,
+different from the answered form) is stored and shown, turns the rule off for that config for the rest of the night
+(every other answered item of it is traced in full and replaces the stored one), and quarantines the config for the
+next `answer_quarantine` nights (state.flags).
 """
 from __future__ import annotations
 
@@ -207,9 +207,10 @@ def audit(outcomes: list[Outcome], audit: AnswerAudit, together: Iterable[str],
           already: Iterable[AnswerFinding] = ()) -> tuple[list[AnswerFinding], list[Outcome]]:
     """Complete the audit after the sweep: trace in full (with `trace`, answering off) the sample of the answered items
     of `outcomes` (and of the pooled ones of the configs named `together`) that the groups did not audit (`already`:
-    their findings, each item stored as its full trace); (the new findings, the outcomes that replace answered ones:
-    the sampled ones of a config that disagreed, here or in a group, and every other answered item of it, traced in
-    full too: the rule is off for that config for the rest of the night)."""
+    their findings; an item that disagreed is stored as its full trace, one that agreed as answered); (the new
+    findings, the outcomes that replace answered ones: the sampled ones of a config that disagreed, here or in a
+    group, and every other answered item of it, traced in full too: the rule is off for that config for the rest of
+    the night)."""
     named, before = set(together), list(already)
     done = {(f.model, f.config) for f in before}
     answered = {(o.model, o.config): o for o in outcomes if (o.model, o.config) not in done
@@ -220,5 +221,6 @@ def audit(outcomes: list[Outcome], audit: AnswerAudit, together: Iterable[str],
     off = {f.config for f in [*before, *findings] if f.disagreement}
     # A sampled item of a config the rule is now off for keeps its full trace, agreeing or not.
     replaced = [t for f, t in zip(findings, traced) if f.config in off]
-    rest = [pair for pair in answered if pair[1] in off and pair not in chosen]
+    agreed = sorted((f.model, f.config) for f in before if not f.disagreement)   # stored answered: traced again
+    rest = [pair for pair in [*answered, *agreed] if pair[1] in off and pair not in chosen]
     return findings, replaced + (trace(rest) if rest else [])
