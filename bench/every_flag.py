@@ -175,7 +175,7 @@ def fixed_costs(res: dict, workers: int, n_configs: int, accuracy: Accuracy = Ac
     traced = [o for o in outs if o.reason not in (NOT_READ, POOLED)]
     per_item = seconds["items"] * workers / max(1, len(traced))   # a trace's core-seconds, where an audit made none
     in_answer = max(0, len(res["answers"]) - after.get("answer audit", 0))
-    answered = sum(o.reason == ANSWERED for o in outs) + in_answer
+    answered = sum(o.reason == ANSWERED for o in outs) + sum(bool(f.disagreement) for f in res["answers"])
     configs = {o.config for o in outs if o.reason == ANSWERED} | {f.config for f in res["answers"]}
     want = max(accuracy.answer_audit_min, math.ceil(accuracy.answer_audit * answered * scale), len(configs))
     in_groups = accuracy.answer_audit * answered * scale if in_answer else 0.0
