@@ -8,6 +8,14 @@ counting pruned and pooled items as done, the audit's agreement, and the project
 the accuracy oracle, harness.core.options.Accuracy), on the same sample: the wall ratio (target 1.3), the projection
 with them on (target 120 min), the items answered (by rule: from the baseline, or from a sibling) and the answer
 audit's disagreements (target 0).
+The projection with the checks on is printed twice. The old one scales the whole pass's wall by the corpus, the
+audits' seconds included. The new one scales the items' phase alone by the corpus (the audits' parts drawn in the
+groups are in it, and grow with it as their share does); each audit's traces after the items are projected from their
+own count at corpus size, at the seconds each cost here: the answer audit's, its size (one answered item of every
+config, the share of all answered, the least) less what the groups audit (the share, where they did any), at least
+as many as here (the configs no group's sample covered); the pruning audit's, its size over the corpus's pruned
+pairs less what the groups audit (all of it, where they did any). With the checks on it also counts the items whose
+later calls were made in full by why the screen did not answer them (events.Result.traced_why), and the pooled ones.
 --checks --no-answer: the pass with the checks on traces every later call in full (answering off); it prints how
 many items the screen would have answered, and how many of those differ from their full trace (the miss rate,
 target 0): the answered item is its own first call and the baseline's later calls, compared call by call.
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import resource
 import sys
 import tempfile
@@ -39,7 +48,7 @@ from harness.engine.flags import sets as flagsets, space as configspace  # noqa:
 from harness.engine.engine import SweepRequest  # noqa: E402
 from harness.engine.engine import SweepOptions, sweep  # noqa: E402
 from harness.engine.flags import answering  # noqa: E402
-from harness.engine.flags.pruning import Pruning  # noqa: E402
+from harness.engine.flags.pruning import Pruning, size as audit_size  # noqa: E402
 from state import db, runs  # noqa: E402
 from state import flags as pruning  # noqa: E402
 
@@ -69,7 +78,8 @@ def one_pass(models: list[str], configs: dict[str, dict], workers: int, prune: b
         run_id = swept.run.id
         wall = time.perf_counter() - start
         audits = conn.execute("SELECT model, config FROM prune_audits WHERE run_id = ?", (run_id,)).fetchall()
-        return {"wall": wall, "cpu": workers_cpu() - cpu, "seconds": swept.seconds,
+        return {"wall": wall, "cpu": workers_cpu() - cpu, "seconds": swept.seconds, "after": swept.after,
+                "traced_why": swept.traced_why,
                 "outcomes": runs.outcomes(conn, run_id),
                 "audited": [tuple(a) for a in audits],
                 "audit": pruning.audit_summary(conn, run_id), "answers": pruning.answer_audit(conn, run_id),
@@ -132,7 +142,10 @@ def checks(models: list[str], configs: dict[str, dict], workers: int, answer: bo
     on = one_pass(models, configs, workers, prune=True, accuracy=Accuracy(answer=answer))
     rate = report(f"checks on (pruned and pooled{'' if answer else ', answering off'})", on, workers, len(configs))
     whole = CORPUS_CLASSES * len(configs) / rate / RUNNER_CORES
-    print(f"whole corpus with the checks on: {whole:.0f} min (target <= {TARGET_MIN:.0f})")
+    print(f"whole corpus with the checks on: {whole:.0f} min (old: every phase scaled by the corpus); "
+          f"{fixed_costs(on, workers, len(configs)):.0f} min (new: the audits as what they are) "
+          f"(target <= {TARGET_MIN:.0f})")
+    why_traced(on)
     if off is not None:
         print(f"on / off wall: {on['wall'] / off['wall']:.2f} (target <= {TARGET_RATIO}), workers' CPU seconds "
               f"{on['cpu']:.0f} / {off['cpu']:.0f} = {on['cpu'] / off['cpu']:.2f}")
@@ -151,6 +164,39 @@ def checks(models: list[str], configs: dict[str, dict], workers: int, answer: bo
     print("  answered by rule: " + "; ".join(f"{n} {rule}" for rule, n in rules.most_common()))
     for f in differ:
         print(f"  {f.model} {f.config}: {f.disagreement}")
+
+
+def fixed_costs(res: dict, workers: int, n_configs: int, accuracy: Accuracy = Accuracy(),
+                pruning: Pruning = Pruning(frozenset())) -> float:
+    """The whole corpus's minutes on RUNNER_CORES cores with the per-night audits as what they are (the module
+    docstring): the items' phase scaled by the corpus, each audit's traces after it projected at corpus size."""
+    outs, seconds, after = res["outcomes"], res["seconds"], res["after"]
+    scale = CORPUS_CLASSES * n_configs / len(outs)
+    traced = [o for o in outs if o.reason not in (NOT_READ, POOLED)]
+    per_item = seconds["items"] * workers / max(1, len(traced))   # a trace's core-seconds, where an audit made none
+    in_answer = max(0, len(res["answers"]) - after.get("answer audit", 0))
+    answered = sum(o.reason == ANSWERED for o in outs) + sum(bool(f.disagreement) for f in res["answers"])
+    configs = {o.config for o in outs if o.reason == ANSWERED} | {f.config for f in res["answers"]}
+    want = max(accuracy.answer_audit_min, math.ceil(accuracy.answer_audit * answered * scale), len(configs))
+    in_groups = accuracy.answer_audit * answered * scale if in_answer else 0.0
+    answers = max(want - in_groups, after.get("answer audit", 0)) if answered else 0
+    in_prune = max(0, res["audit"].audited - after.get("pruning audit", 0))
+    pruned = sum(o.reason in (NOT_READ, POOLED) for o in outs) + in_prune
+    prunes = 0 if in_prune else audit_size(round(pruned * scale), pruning)
+    core_s = seconds["items"] * workers * scale + sum(
+        n * (seconds[phase] * workers / after[phase] if after.get(phase) else per_item)
+        for phase, n in (("answer audit", answers), ("pruning audit", prunes)))
+    return core_s / 60.0 / RUNNER_CORES
+
+
+def why_traced(res: dict) -> None:
+    """The items whose later calls were made in full with the checks on, counted by why the screen did not answer
+    them (the baselines left out), and the items stored as a pool's (their calls made by the pool's compile)."""
+    why = Counter(res["traced_why"])
+    why["pooled (the pool's compile made the calls)"] = sum(o.reason == POOLED for o in res["outcomes"])
+    print(f"later calls made in full: {sum(why.values())} items, by why the screen did not answer them:")
+    for reason, n in why.most_common():
+        print(f"  {n:4d}  {reason}")
 
 
 def misses(res: dict) -> None:

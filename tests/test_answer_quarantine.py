@@ -1,6 +1,7 @@
 """The answer audit, per flag, over real nights: a disagreement the screen cannot see (TinyLateFlagLM reads
-capture_scalar_outputs in every compile, and acts on it only at the second size) is caught by the audit, turns the
-rule off for that config that night, quarantines it, and the next night traces it in full."""
+capture_scalar_outputs in every compile, and acts on it only at the second size) is caught by the audit, in the group
+that answered it, turns the rule off for that config that night, quarantines it, and the next night traces it in
+full."""
 from __future__ import annotations
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from harness.core.calls import Call
 from harness.core.options import Accuracy
 from harness.core.outcome import ANSWERED
+from harness.engine import engine
 from harness.engine.engine import SweepOptions, SweepRequest, sweep
 from harness.engine.flags import answering
 from state import db, flags, runs
@@ -26,9 +28,13 @@ def _night(conn, date: str) -> int:
                                     kind="nightly", nightly=date)).run.id
 
 
-def test_a_planted_disagreement_turns_the_rule_off_quarantines_the_flag_and_the_next_night_traces_it(tmp_path):
+def test_a_planted_disagreement_turns_the_rule_off_quarantines_the_flag_and_the_next_night_traces_it(tmp_path,
+                                                                                                   monkeypatch):
     conn = db.connect(tmp_path / "state.sqlite")
+    after: list[list[tuple[str, str]]] = []   # what was traced after the sweep
+    monkeypatch.setattr(engine, "run_items", lambda items, **kw: after.append(items) or [])
     first = _night(conn, "2026-11-20")
+    assert after == []   # found in the group that answered it, on its own compile: nothing traced again
     finding, = flags.answer_audit(conn, first)
     assert (finding.model, finding.config) == ("TinyLateFlagLM", CSO)
     assert finding.disagreement and finding.disagreement.startswith("second_size: ")
@@ -74,6 +80,18 @@ def test_the_audit_samples_one_answered_item_of_every_config():
     chosen = answering.sample(pairs, answering.AnswerAudit(share=0.05, least=2, seed=3))
     assert {c for _, c in chosen} == {"a", "b", "c"} and len(chosen) == 3   # ceil(0.05 * 42) = 3
     assert answering.sample(pairs, answering.AnswerAudit(share=0.5, least=2, seed=3)).__len__() == 21
+    # Around the items the groups audited: a config that has one takes no other; the share counts them.
+    around = answering.sample(pairs, answering.AnswerAudit(share=0.05, least=2, seed=3), [("M7", "a")])
+    assert ("M7", "a") in around and {c for _, c in around} == {"a", "b", "c"} and len(around) == 3
+
+
+def test_the_groups_sample_is_fixed_before_the_sweep_and_seeded_by_the_night():
+    models, audit = [f"M{i}" for i in range(40)], answering.AnswerAudit(share=0.05, least=2, seed=3)
+    chosen = answering.in_group(models, ["a", "b"], audit)
+    for config in ("a", "b"):   # the share of the models for every config (ceil(0.05 * 40) = 2), one at least
+        assert sum(config in its for its in chosen.values()) == 2
+    assert answering.in_group(list(reversed(models)), ["b", "a"], audit) == chosen    # the night's, not the order's
+    assert sum("a" in its for its in answering.in_group(models[:3], ["a"], audit).values()) == 1
 
 
 def test_answering_off_traces_in_full_and_still_stores_what_the_screen_would_have_answered(tmp_path):

@@ -5,7 +5,8 @@ TinyCorruptSecondLM (TinyLM whose sealed second spec is corrupt: no second-size 
 each under the baseline, capture_dynamic_output_shape_ops (read by the first compile only, the graphs unchanged),
 skip_nnmodule_hook_guards=False (the same graphs, other guards: the hook added later is seen), error_on_recompile
 (read by the second-size recompile alone), and two recompile limits raised, named to go together (the nightly's
-named flags): compiled as one pool, later calls included.
+named flags): compiled as one pool, later calls included. The answer audit takes one answered item of every config at
+least: capture_dynamic_output_shape_ops's on one model is traced in full in the group that answered it.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import torch
 
 from harness.core.calls import Call
 from harness.core.outcome import ANSWERED, POOLED, Outcome
+from harness.engine import engine
 from harness.engine.engine import SweepOptions, SweepRequest, run_items, sweep
 from harness.engine.flags import answering
 from harness.core.options import Accuracy
@@ -40,14 +42,22 @@ pytestmark = pytest.mark.compile
 def swept(tmp_path_factory):
     path = tmp_path_factory.mktemp("answered") / "state.sqlite"
     conn = db.connect(path)
-    run = sweep(conn, SweepRequest(models=MODELS, configs=CONFIGS, options=OPTIONS, progress=False,
-                                   together=frozenset({"limit", "accumulated"}))).run
+    asked: list[tuple[str, str]] = []   # what the answer audit traced after the sweep
+
+    def counted(items, **kw):
+        asked.extend(items)
+        return run_items(items, **kw)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine, "run_items", counted)
+        run = sweep(conn, SweepRequest(models=MODELS, configs=CONFIGS, options=OPTIONS, progress=False,
+                                       together=frozenset({"limit", "accumulated"}))).run
     outs = {(o.model, o.config): o for o in runs.outcomes(conn, run.id)}
-    return conn, run.id, outs, path
+    return conn, run.id, outs, path, asked
 
 
 def test_a_key_read_only_by_the_second_size_recompile_is_in_that_window_alone(swept):
-    conn, run_id, _, _ = swept
+    conn, run_id, _, _, _ = swept
     windows = flags.windows(conn, run_id, "TinyLM")
     assert list(windows) == ["first", "second_size", "hook_added", "weights_updated"]
     key = "torch._dynamo.config.error_on_recompile"   # Dynamo asks it only when a frame compiles again
@@ -64,7 +74,7 @@ def test_runs_show_model_prints_each_windows_keys_and_refuses_a_model_the_run_la
 
     from bot.cli.main import main
 
-    _, run_id, _, path = swept
+    _, run_id, _, path, _ = swept
     state = str(path)
     assert main(["--state", state, "runs", "show", str(run_id), "--model", "TinyLM", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
@@ -77,9 +87,19 @@ def test_runs_show_model_prints_each_windows_keys_and_refuses_a_model_the_run_la
     assert capsys.readouterr().err.strip() == f"flagsweep: run {run_id} has no model NoSuchModel"
 
 
+def test_an_item_audited_in_its_group_is_not_traced_again_after_the_sweep(swept):
+    conn, run_id, outs, _, asked = swept
+    finding, = [f for f in flags.answer_audit(conn, run_id) if f.config == CDOS]   # one of every config, the least
+    assert finding.disagreement is None
+    # Its full trace, made in its group, agreed: it is kept as answered, as it is without the audit.
+    assert outs[finding.model, CDOS].reason == ANSWERED
+    # No config audited in its group is traced again after the sweep: only the named flags' pooled items are.
+    assert asked and {c for _, c in asked} <= {"limit", "accumulated"}
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_an_answered_item_equals_its_full_trace_call_by_call(swept, model):
-    conn, run_id, outs, _ = swept
+    conn, run_id, outs, _, _ = swept
     answered = outs[model, CDOS]
     assert answered.reason == ANSWERED and answered.status == "ok"
     assert flags.answered(conn, run_id)[model, CDOS] == answering.RULE_GRAPHS   # stored with the rule
@@ -91,7 +111,7 @@ def test_an_answered_item_equals_its_full_trace_call_by_call(swept, model):
 
 
 def test_a_flag_read_only_at_the_recompile_is_never_answered(swept):
-    conn, run_id, outs, _ = swept
+    conn, run_id, outs, _, _ = swept
     late, base = outs["TinyLM", LATE], outs["TinyLM", "baseline"]
     # Its first call is the baseline's; the screen sends it to a full trace because the baseline read its key in the
     # second-size window alone: there it raises, where the baseline recompiled.
@@ -102,7 +122,7 @@ def test_a_flag_read_only_at_the_recompile_is_never_answered(swept):
 
 
 def test_a_flag_that_changes_the_guards_and_not_the_graphs_is_not_answered(swept):
-    conn, run_id, outs, _ = swept
+    conn, run_id, outs, _, _ = swept
     assert ("TinyCorruptSecondLM", HOOKS) not in flags.answered(conn, run_id)
     base, hooks = outs["TinyCorruptSecondLM", "baseline"], outs["TinyCorruptSecondLM", HOOKS]
     assert hooks.reason is None and hooks.graphs == base.graphs and hooks.ops_per_graph == base.ops_per_graph
@@ -113,7 +133,7 @@ def test_a_flag_that_changes_the_guards_and_not_the_graphs_is_not_answered(swept
 
 
 def test_named_flags_equal_to_the_baseline_are_one_pooled_compile_later_calls_included(swept):
-    _, _, outs, _ = swept
+    _, _, outs, _, _ = swept
     base = outs["TinyLM", "baseline"]
     for config in ("limit", "accumulated"):
         pooled = outs["TinyLM", config]
@@ -180,7 +200,7 @@ def test_the_worker_keeps_the_second_spec_it_used_and_the_accuracy_reproducer_re
     from harness.zoo import second
     from tests import accuracy_models as am
 
-    conn, run_id, _, _ = swept
+    conn, run_id, _, _, _ = swept
     builds = runs.model_data(conn, run_id)
     assert builds["TinyLM"].second_spec == second.candidates("TinyLM", am.SPEC)[0]   # the rule's first, ran in eager
     assert builds["TinyCorruptSecondLM"].second_spec is None                       # none was made
@@ -204,3 +224,23 @@ def test_the_guards_compared_leave_out_the_builtins_a_workers_first_compile_alon
     first, later = (backend.compile_and_run(module, inputs, settings=s, backend="count").guards
                     for s in ({}, CONFIGS[CDOS]))
     assert first is not None and first == later
+
+
+def test_a_disagreement_found_in_a_group_turns_the_rule_off_for_its_config_after_the_sweep():
+    # In their groups: A under `flag` disagreed, A under `other` agreed (each stored as its full trace).
+    already = [flags.AnswerFinding("A", "flag", "hook_added: accuracy 'wrong' answered, 'exact' traced"),
+               flags.AnswerFinding("A", "other", None)]
+    stored = [_out("A", "flag", "exact", reason=None), _out("B", "flag", "wrong"), _out("C", "flag", "wrong"),
+              _out("A", "other", "wrong", reason=None), _out("B", "other", "wrong")]
+    asked: list[list[tuple[str, str]]] = []
+
+    def trace(items: list[tuple[str, str]]) -> list[Outcome]:
+        asked.append(items)
+        return [_out(m, c, "exact", reason=None) for m, c in items]
+
+    findings, replaced = answering.audit(stored, answering.AnswerAudit(share=0.0, least=2, seed=7), (), trace,
+                                         already)
+    # Every config had an item audited in a group and the least is met: nothing sampled after the sweep; but the
+    # rule is off for `flag`, so its other answered items are traced in full and replace the stored ones.
+    assert findings == [] and asked == [[("B", "flag"), ("C", "flag")]]
+    assert sorted((o.model, o.config) for o in replaced) == [("B", "flag"), ("C", "flag")]

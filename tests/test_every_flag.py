@@ -193,3 +193,16 @@ def _python_without_torch(tmp_path: Path) -> str:
     script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
     script.chmod(0o755)
     return str(script)
+
+
+def test_the_pruning_audits_part_in_the_groups_and_the_part_after_make_its_size():
+    from harness.engine.flags import pruning as rules
+
+    audit = Pruning(frozenset(), audit=0.05, audit_min=20, seed=4)
+    orders, quota = rules.in_group(["A", "B", "C"], [f"f{i}" for i in range(10)], audit)
+    # Each model's configs in its own seeded order; its share of the size over every prunable pair (20 of 30).
+    assert quota == 7 and all(sorted(o) == [f"f{i}" for i in range(10)] for o in orders.values())
+    assert orders == rules.in_group(["A", "B", "C"], [f"f{i}" for i in reversed(range(10))], audit)[0]
+    pairs = [(m, f"f{i}") for m in "ABCDE" for i in range(20)]
+    assert len(rules.sample(pairs, audit)) == 20
+    assert len(rules.sample(pairs, audit, already=15)) == 5 and rules.sample(pairs, audit, already=21) == []

@@ -63,12 +63,15 @@ def test_a_config_whose_key_only_a_later_call_reads_is_not_pooled_with_those_the
     assert found["cdos"].outcome.reason == ANSWERED and found["cdos"].answered_by == answering.RULE_GRAPHS
     late = found["late"].outcome
     assert late.reason is None and found["late"].answered_by is None
+    # Each says why its later calls were made in full, or that they were not (answered).
+    assert found["late"].traced_why == answering.LATER_KEY and found["cdos"].traced_why is None
     assert late.calls[1].scenario == "second_size" and late.calls[1].error_type is not None
 
 
 def test_answering_off_each_config_carries_the_rule_of_its_own_compile():
     found = _results(_run(answer=False))
     assert found["cdos"].answered_by == answering.RULE_GRAPHS and found["cdos"].outcome.reason is None
+    assert found["cdos"].traced_why == answering.ANSWERING_OFF and found["late"].traced_why == answering.LATER_KEY
     assert found["late"].answered_by is None
     # traced in full all the same: its own later calls, equal to the baseline's
     assert found["cdos"].outcome.calls[1:] == found["baseline"].outcome.calls[1:]
@@ -87,6 +90,7 @@ def test_a_pool_whose_first_call_is_not_the_baselines_makes_no_later_calls(monke
     assert [e.index for e in sent if isinstance(e, events.Start)] == [0, -1, 1, 2]   # pooled, then split
     found = _results(sent)
     assert found["scalars"].outcome.calls[0].accuracy == "wrong" and len(found["scalars"].outcome.calls) == 4
+    assert found["scalars"].traced_why == answering.FIRST_DIFFERS
     assert found["cdos"].outcome.reason == ANSWERED
     # the baseline's three and capture_scalar_outputs' own three: none for the pool, which was split on its first call
     assert len(made) == 6

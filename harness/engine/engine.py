@@ -12,14 +12,15 @@ import logging
 import sys
 import time
 import zlib
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from harness.engine.configs import Checked, ConfigError, check_all_syntax
 from harness.engine.configs import check as config_check
 from harness.core.effects import BASELINE
-from harness.core.options import RunOptions, SweepOptions
+from harness.core.options import Accuracy, RunOptions, SweepOptions
 from harness.core.outcome import ANSWERED, Outcome
 from harness.core.run_environment import BuildOrigin, RunEnvironment
 from harness.engine.interpreter import CallFailed, call
@@ -29,7 +30,7 @@ from harness.engine.pool import Group, Pool, PoolError
 from harness.engine.progress import Progress
 from harness.core.scrub import scrub
 from harness.engine.flags import answering
-from harness.engine.flags.pruning import Pruning, audit, eligible
+from harness.engine.flags.pruning import Pruning, audit, eligible, in_group
 from state import flags as stored_flags, history, leases, runs
 
 log = logging.getLogger(__name__)
@@ -96,11 +97,15 @@ def _pool(options: SweepOptions, base_settings: dict, n_groups: int, fresh: bool
 
 def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str, str]] = frozenset(),
                 prune: frozenset[str] = frozenset(), pool: bool = False,
-                together: frozenset[str] = frozenset(), unanswered: frozenset[str] = frozenset()) -> list[Group]:
+                together: frozenset[str] = frozenset(), unanswered: frozenset[str] = frozenset(),
+                audit: Mapping[str, frozenset[str]] | None = None,
+                prune_audit: tuple[Mapping[str, list[str]], int] = ({}, 0)) -> list[Group]:
     """One group per model: baseline first, then its configs, skipping items already done; `prune`: the configs
     the worker may report without compiling when the baseline never read their keys (and, with `pool`, may
     compile together first when it did); `together`: configs compiled together after the baseline, never pruned;
-    `unanswered`: configs whose later calls are always made (quarantined)."""
+    `unanswered`: configs whose later calls are always made (quarantined); `audit`: {model: the configs whose
+    answered item its group traces in full too} (answering.in_group); `prune_audit`: the pruning audit's part drawn
+    in the groups ({model: its order}, how many; pruning.in_group)."""
     names = [BASELINE] + [c for c in configs if c != BASELINE]
     groups, index = [], 0
     for model in models:
@@ -110,7 +115,9 @@ def plan_groups(models: list[str], configs: dict[str, dict], done: set[tuple[str
                 items.append((index, name, configs.get(name, {})))
             index += 1
         if items:
-            groups.append(Group(model, items, prune=prune, pool=pool, together=together, unanswered=unanswered))
+            groups.append(Group(model, items, prune=prune, pool=pool, together=together, unanswered=unanswered,
+                                audit=(audit or {}).get(model, frozenset()),
+                                prune_audit=prune_audit[0].get(model, []), prune_audit_n=prune_audit[1]))
     return groups
 
 
@@ -138,22 +145,31 @@ def _outcome(outcome: Outcome, stratum_of: Callable[[str], str | None]) -> Outco
     return dataclasses.replace(outcome, **scrubbed, stratum=outcome.stratum or stratum_of(outcome.model))
 
 
-def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan") -> None:
-    """The answered items' audit (harness.engine.flags.answering), seeded by the night (else the run): one item of
-    every config and a share of all traced in full, its findings stored; the full traces that replace answered items
-    stored in their place; each config that disagreed quarantined for its next nights."""
+def answer_audit(accuracy: Accuracy, night: str | None, run_id: int) -> answering.AnswerAudit:
+    """The answered items' audit of a run, seeded by its night (else the run): the same sample in the groups, after the
+    sweep and on a resume."""
+    return answering.AnswerAudit(accuracy.answer_audit, accuracy.answer_audit_min,
+                                 zlib.crc32((night or f"run {run_id}").encode()))
+
+
+def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan", after: Counter) -> None:
+    """The answered items' audit (harness.engine.flags.answering) completed after the sweep: the part of its sample
+    the groups did not trace in full (their findings are stored already) traced now, its findings stored; the full
+    traces that replace answered items stored in their place; each config that disagreed quarantined for its next
+    nights; `after` counts the items it traced."""
     accuracy = request.options.accuracy
-    seed = zlib.crc32((request.nightly or f"run {plan.run_id}").encode())
-    findings, replaced = answering.audit(
-        runs.outcomes(conn, plan.run_id), answering.AnswerAudit(accuracy.answer_audit, accuracy.answer_audit_min, seed),
-        plan.together,
-        lambda items: run_items(items, configs=plan.configs, base_settings=plan.base_settings,
-                                options=request.options, progress=request.progress, answer=False))
+    already = stored_flags.answer_audit(conn, plan.run_id)
+
+    def trace(items: list[tuple[str, str]]) -> list[Outcome]:
+        after["answer audit"] += len(items)
+        return run_items(items, configs=plan.configs, base_settings=plan.base_settings, options=request.options,
+                         progress=request.progress, answer=False)
+    findings, replaced = answering.audit(runs.outcomes(conn, plan.run_id), plan.audit, plan.together, trace, already)
     stored_flags.record_answer_audit(conn, plan.run_id, findings)
     for outcome in replaced:
         runs.record_outcome(conn, plan.run_id, outcome)
         stored_flags.record_answered(conn, plan.run_id, outcome.model, outcome.config, None)
-    stored_flags.quarantine(conn, plan.run_id, request.nightly, accuracy.answer_quarantine, findings)
+    stored_flags.quarantine(conn, plan.run_id, plan.night, accuracy.answer_quarantine, [*already, *findings])
     for f in findings:
         if f.disagreement:
             log.warning("answered from the baseline, but traced in full %s under %s differs (%s): the rule is off "
@@ -161,11 +177,13 @@ def _audit_answers(conn: Any, request: SweepRequest, plan: "_Plan") -> None:
                         f.config, accuracy.answer_quarantine)
 
 
-def _pruning_trace(conn: Any, request: SweepRequest,
-                   plan: "_Plan") -> Callable[[list[tuple[str, str]]], list[Outcome]]:
-    """The pruning audit's trace: its items after their baselines (`after_baselines`), each one's answering rule
-    stored as the sweep stores an item's (an item stored as answered always has its rule)."""
+def _pruning_trace(conn: Any, request: SweepRequest, plan: "_Plan",
+                   after: Counter) -> Callable[[list[tuple[str, str]]], list[Outcome]]:
+    """The pruning audit's trace after the sweep: its items after their baselines (`after_baselines`), each one's
+    answering rule stored as the sweep stores an item's (an item stored as answered always has its rule); `after`
+    counts them."""
     def trace(items: list[tuple[str, str]]) -> list[Outcome]:
+        after["pruning audit"] += len(items)
         traced = after_baselines(items, request.options.accuracy.enabled, lambda its: trace_items(
             its, configs=plan.configs, base_settings=plan.base_settings, options=request.options,
             progress=request.progress))
@@ -190,12 +208,16 @@ def after_baselines(items: list[tuple[str, str]], checks: bool,
 @dataclass(frozen=True)
 class Swept:
     """A sweep that finished: its run (finalized), the builds its workers made, the config space they listed, and
-    the wall seconds of its phases (the items, the pruning audit, the answer audit: where a bench's time went)."""
+    where a bench's time went: the wall seconds of its phases (the items, the pruning audit, the answer audit), the
+    items each audit traced after the items (`after`), and why the items' later calls were made in full, counted
+    (`traced_why`: harness.engine.flags.answering's reasons; the baselines left out)."""
 
     run: runs.Run
     builds: dict[str, ModelBuild]      # model -> its build, stored with the run (what a reproducer embeds)
     config_space: ConfigSpace          # kept with the run's environment (state.flags)
     seconds: dict[str, float] = field(default_factory=dict)
+    after: dict[str, int] = field(default_factory=dict)
+    traced_why: dict[str, int] = field(default_factory=dict)
 
 
 def sweep(conn: Any, request: SweepRequest) -> Swept:
@@ -217,15 +239,16 @@ def sweep(conn: Any, request: SweepRequest) -> Swept:
             plan.check(request.options.python)
         found, space = pool.environment()
         env = _open_run(conn, request, plan, found)
+        plan.audit = answer_audit(request.options.accuracy, plan.night, plan.run_id)
         stored_flags.record_space(conn, env, space.modules, space.entries)
-        seconds, start = {}, time.perf_counter()
-        builds = _store_items(conn, plan, pool, request.progress)
+        seconds, start, after, why = {}, time.perf_counter(), Counter(), Counter()
+        builds = _store_items(conn, plan, pool, request.progress, why)
         seconds["items"], start = time.perf_counter() - start, time.perf_counter()
         if plan.prune:
             audit(conn, plan.run_id, configs=plan.configs, pruning=request.pruning,
-                  trace=_pruning_trace(conn, request, plan))
+                  trace=_pruning_trace(conn, request, plan, after))
         seconds["pruning audit"], start = time.perf_counter() - start, time.perf_counter()
-        _audit_answers(conn, request, plan)
+        _audit_answers(conn, request, plan, after)
         seconds["answer audit"] = time.perf_counter() - start
         runs.finish_run(conn, plan.run_id, "finished")
     except BaseException as exc:
@@ -238,7 +261,7 @@ def sweep(conn: Any, request: SweepRequest) -> Swept:
         if plan.lease is not None:
             plan.lease.release(conn)
     history.finalize_run(conn, plan.run_id)
-    return Swept(runs.get_run(conn, plan.run_id), builds, space, seconds)
+    return Swept(runs.get_run(conn, plan.run_id), builds, space, seconds, dict(after), dict(why))
 
 
 @dataclass
@@ -254,6 +277,9 @@ class _Plan:
     pooled: bool = False
     together: frozenset[str] = frozenset()
     unanswered: frozenset[str] = frozenset()   # configs under quarantine: their later calls always made
+    night: str | None = None                   # the nightly's date (the stored one, on a resume)
+    audit: answering.AnswerAudit | None = None   # the answer audit, once the run is open (it is seeded by it)
+    pruning: Pruning | None = None             # read-set pruning and its audit, where it prunes anything
     stored: runs.Run | None = None             # the run resumed
     lease: leases.Lease | None = None
     run_id: int | None = None
@@ -261,8 +287,11 @@ class _Plan:
 
     def groups(self) -> list[Group]:
         """The items still to run, one group per model."""
+        audit = None if self.audit is None else answering.in_group(
+            self.models, [c for c in self.configs if c != BASELINE], self.audit)
+        prune_audit = ({}, 0) if self.pruning is None else in_group(self.models, self.prune, self.pruning)
         return plan_groups(self.models, self.configs, self.done, self.prune, self.pooled, self.together,
-                           self.unanswered)
+                           self.unanswered, audit, prune_audit)
 
     def check(self, python: str | None) -> None:
         """In the interpreter under test, before any model runs: ConfigError on a wrong type, a config whose key
@@ -284,9 +313,10 @@ def _prepare(conn: Any, request: SweepRequest) -> _Plan:
         plan = _resumed(conn, request.resume)
     plan.prune = eligible(request.pruning, plan.configs, stored_flags.disabled_keys(conn))
     plan.pooled = bool(request.pruning and request.pruning.pool)
+    plan.pruning = request.pruning if plan.prune else None
     plan.together = frozenset(request.together) & set(plan.configs) - plan.prune
-    night = request.nightly if request.resume is None else plan.stored.nightly
-    plan.unanswered = frozenset(q.config for q in stored_flags.quarantined(conn, night)) & set(plan.configs)
+    plan.night = request.nightly if request.resume is None else plan.stored.nightly
+    plan.unanswered = frozenset(q.config for q in stored_flags.quarantined(conn, plan.night)) & set(plan.configs)
     return plan
 
 
@@ -332,13 +362,15 @@ def _open_run(conn: Any, request: SweepRequest, plan: _Plan, found: RunEnvironme
     return env
 
 
-def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool) -> dict[str, ModelBuild]:
-    """Run the plan's items, storing each outcome (and each model's build and baseline read set) as it comes."""
+def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool, why: Counter) -> dict[str, ModelBuild]:
+    """Run the plan's items, storing each outcome (and each model's build and baseline read set) as it comes; `why`
+    counts why their later calls were made in full."""
     builds: dict[str, ModelBuild] = {}
     stratum_of = _stratum_lookup()
     bar = Progress(total=len(plan.models) * len(plan.configs), done=len(plan.done), enabled=progress,
                    label=f"sweep {len(plan.models)} models")
     cache = CacheTally()
+    baselines: dict[str, Outcome] = {}   # what the pruning audit's traces in the groups are compared with
     with _running(pool, bar):
         for event in pool.run(plan.groups()):
             if isinstance(event, CacheCounts):
@@ -356,6 +388,18 @@ def _store_items(conn: Any, plan: _Plan, pool: Pool, progress: bool) -> dict[str
             runs.record_outcome(conn, plan.run_id, outcome)
             stored_flags.record_answered(conn, plan.run_id, outcome.model, outcome.config, event.answered_by,
                                          answered=outcome.reason == ANSWERED)
+            if event.audited:   # the answer audit, made in the group: its finding now, so a resume keeps it
+                stored_flags.record_answer_audit(conn, plan.run_id, [stored_flags.AnswerFinding(
+                    outcome.model, outcome.config, event.disagreement)])
+            if outcome.config == BASELINE:
+                baselines[outcome.model] = outcome
+            elif event.traced_why is not None:
+                why[event.traced_why] += 1
+            if event.prune_audit:   # the pruning audit, made in the group: the item was counted when it was pruned
+                stored_flags.record_audit(conn, plan.run_id, [stored_flags.AuditResult(
+                    outcome.model, outcome.config, tuple(plan.configs[outcome.config]), baselines[outcome.model],
+                    outcome)])
+                continue
             bar.advance(crashed=outcome.crashed)
     if cache.compiles:
         log.info("%s", cache.describe())

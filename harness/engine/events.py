@@ -22,7 +22,7 @@ from harness.core.run_environment import RunEnvironment
 from harness.core.modes import DEFAULT as DEFAULT_MODE, Mode
 from harness.core.options import Accuracy
 
-PROTOCOL = 5   # bump on any change to a line below (both ends of a pipe run the same checkout)
+PROTOCOL = 6   # bump on any change to a line below (both ends of a pipe run the same checkout)
 # The exit status of a worker asked for a device its torch does not have; its one stderr line says why.
 NO_DEVICE_EXIT = 3
 
@@ -80,6 +80,13 @@ class RunRequest:
     unanswered: list[str] = dataclasses.field(default_factory=list)  # configs never answered (quarantined)
     screen: bool = False                 # answering off: still report the rule that would have answered (a bench)
     sweep_mode: Mode = DEFAULT_MODE      # how each item runs beside its flags (harness.core.modes)
+    # Configs whose item, when answered, the group also traces in full: the night's answer audit made in place
+    # (harness.engine.flags.answering.in_group).
+    audit: list[str] = dataclasses.field(default_factory=list)
+    # The pruning audit made in place (harness.engine.flags.pruning.in_group): the prunable configs in its order, and
+    # how many of those reported pruned or pooled are traced again.
+    prune_audit: list[str] = dataclasses.field(default_factory=list)
+    prune_audit_n: int = 0
 
 
 @dataclass(frozen=True)
@@ -134,10 +141,15 @@ class Start:
 
 @dataclass(frozen=True)
 class Result:
-    """One item ended: its outcome; the baseline's read set (`config_reads`, key -> value read, every window) and
-    its read sets per call window (`window_reads`, window -> key -> value); a job's answer (JSON text: it may hold
+    """One item ended: its outcome; the baseline's read set (`config_reads`, key -> value read, every window) and its
+    read sets per call window (`window_reads`, window -> key -> value); a job's answer (JSON text: it may hold
     what a record may not, NaN); the rule that answered its later calls from the baseline (`answered_by`: reason
-    answered; or, answering off, would have been)."""
+    answered; or, answering off, would have been); `audited`: the item was answered and in the answer audit's
+    sample, so its later calls were made in full too, `disagreement` saying where its answered form differed
+    (the outcome is then that full trace; None: it agreed, and the outcome is its answered form); `prune_audit`:
+    the pruning audit's trace of an item reported pruned or pooled before, whose outcome it replaces;
+    `traced_why`: why its later calls were made in full (harness.engine.flags.answering: FIRST_DIFFERS and the
+    others; None: answered, or not made)."""
 
     index: int
     outcome: Outcome
@@ -145,6 +157,10 @@ class Result:
     window_reads: dict[str, dict[str, Any]] | None = None
     data: Any = None
     answered_by: str | None = None
+    audited: bool = False
+    disagreement: str | None = None
+    prune_audit: bool = False
+    traced_why: str | None = None
 
 
 @dataclass(frozen=True)

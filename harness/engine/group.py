@@ -13,25 +13,35 @@ the baseline's item, its first call and its read sets per call window. `run` is 
   them (harness.engine.flags.answering: the rule that answered is reported with the item), or else from a sibling
   traced in full before it whose first call is its own (`traced`, by first call: answering.sibling), else made on
   the same compiled object. A quarantined config (`unanswered`) is never answered, nor is a pool holding one of its
-  keys; a pool is never answered by a sibling (it stands for its configs only as the baseline's).
+  keys; a pool is never answered by a sibling (it stands for its configs only as the baseline's). An answered item
+  whose config is in the request's `audit` (the night's answer audit, answering.in_group) makes its later calls in
+  full too, here where the model, eager's references and its first compile already are, and is reported with where
+  its answered form differed (`disagreement`): it disagreed, its outcome is its full trace; it agreed, its answered
+  form, as it would have been without the audit.
+Last, the pruning audit's part drawn here (`prune_audit`, pruning.in_group): the first of the items reported pruned or
+pooled, in its order, are traced (the baseline is here, so the screen may answer their later calls) and reported
+again, replacing the pruned outcome.
 The baseline's item, when it is the request's first, records the read sets; its result carries them.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Any, Callable
 
 import torch
 
 from harness.core.calls import FIRST, Call
 from harness.core.effects import BASELINE
-from harness.core.outcome import ANSWERED, NOT_READ, POOLED, Outcome
+from harness.core.outcome import ANSWERED, NOT_READ, POOLED, REASONS, Outcome
 from harness.engine import backend, events, measure, scenarios
 from harness.engine.backend import Compiled
 from harness.engine.events import RunRequest
 from harness.engine.flags import reads
 from harness.engine.accuracy import Verdict
-from harness.engine.flags.answering import RULE_SIBLING, FirstCall, Traced, answered_calls, keys_rule, screen, sibling
+from harness.engine.flags import answering
+from harness.engine.flags.answering import (RULE_SIBLING, FirstCall, Traced, answered_calls, disagreement, keys_rule,
+                                            screen, sibling)
 from harness.engine.step_oracle import ModeReference
 from harness.zoo import Built
 from harness.zoo.build import SEED
@@ -52,6 +62,10 @@ class Group:
         self.traced: dict[FirstCall, Traced] = {}              # the configs traced in full, by first call (siblings)
         # The keys of the quarantined configs: a compile that sets one is never answered.
         self.unanswered = {key for _, config, settings in req.items if config in req.unanswered for key in settings}
+        self.audited = {index for index, config, _ in req.items if config in set(req.audit)}   # the audit's sample
+        self.audits: dict[int, list[Call]] = {}                # index -> its answered form, while traced in full
+        self.pruned: list[int] = []                            # the items reported pruned or pooled (prune_audit's)
+        self.why: dict[int, str] = {}                          # index -> why its later calls were made in full
 
     # ---- the loop ------------------------------------------------------------------------------------------
 
@@ -76,6 +90,19 @@ class Group:
         pools = self._by_keys(pooled) if self.req.pool else [[item] for item in pooled]
         for pool in [p for p in (*pools, *self._by_keys(named)) if p]:
             trace_pooled(pool, self.baseline, self._compile, self._report)
+        self._audit_pruned()
+
+    def _audit_pruned(self) -> None:
+        """The pruning audit's part drawn here: the first `prune_audit_n` items reported pruned or pooled, in the
+        audit's order, traced and reported again (events.Result.prune_audit)."""
+        rank = {config: n for n, config in enumerate(self.req.prune_audit)}
+        items = {index: (config, settings) for index, config, settings in self.req.items}
+        for index in sorted(self.pruned, key=lambda i: rank[items[i][0]])[:self.req.prune_audit_n]:
+            config, settings = items[index]
+            fields, rule = self.trace(index, settings)
+            if rule is not None:
+                self.rules[index] = rule
+            self._report(index, config, fields, prune_audit=True)
 
     def _read(self, settings: dict) -> bool:
         """Whether the baseline read any of these keys, in any window."""
@@ -97,17 +124,25 @@ class Group:
         unless a larger pool already did."""
         pooled = len(indices) > 1
         fields, rule = self.trace(-1 if pooled else indices[0], settings, pooled=pooled)
+        self.why.pop(-1, None)   # a pool's compile is no item
         if rule is not None and (self.req.screen or not pooled):
             for index in indices:
                 self.rules.setdefault(index, rule)
         return fields
 
     def _report(self, index: int, config: str, fields: dict[str, Any],
-                windows: dict[str, dict[str, Any]] | None = None) -> None:
+                windows: dict[str, dict[str, Any]] | None = None, prune_audit: bool = False) -> None:
         reads_all = reads.union(windows) if windows is not None else None
-        self.send(events.Result(index, Outcome(model=self.req.model, config=config, **fields),
-                                config_reads=reads_all, window_reads=windows,
-                                answered_by=self.rules.pop(index, None)))
+        outcome = Outcome(model=self.req.model, config=config, **fields)
+        if outcome.reason in REASONS and config in self.req.prune_audit:
+            self.pruned.append(index)
+        answered = self.audits.pop(index, None)
+        found = None if answered is None else disagreement(dataclasses.replace(outcome, calls=answered), outcome)
+        if answered is not None and found is None:   # it agreed: kept as answered, as it is without the audit
+            outcome = dataclasses.replace(outcome, calls=answered, reason=ANSWERED)
+        self.send(events.Result(index, outcome, config_reads=reads_all, window_reads=windows,
+                                answered_by=self.rules.pop(index, None), audited=answered is not None,
+                                disagreement=found, prune_audit=prune_audit, traced_why=self.why.pop(index, None)))
 
     # ---- one config ----------------------------------------------------------------------------------------
 
@@ -131,9 +166,9 @@ class Group:
                 self.send(measure.cache_counts(index))
             ended = measure.ended(done.error, self.req.device)
             first = FirstCall(ended["status"], tuple(done.codes), done.guards)
-            calls, rule = self._calls(done, recorder, settings, first, windows, pooled,
+            calls, rule = self._calls(index, done, recorder, settings, first, windows, pooled,
                                       lambda one: pooled and not self._first_as_baseline(done, ended, one))
-        answered = rule is not None and self.req.answer
+        answered = rule is not None and self.req.answer and index not in self.audits
         fields = {**self.common, **done.counts, "peak_mem_mb": measure.peak_mb(self.req.device),
                   "build_s": self.common["build_s"] if record else 0.0, **ended,
                   "calls": calls, **({"reason": ANSWERED} if answered else {})}
@@ -152,8 +187,8 @@ class Group:
         """The checks are on and eager's references were made."""
         return isinstance(self.refs, scenarios.References)
 
-    def _calls(self, done: Compiled, recorder: scenarios.Recorder | None, settings: dict, first: FirstCall,
-               windows: reads.Windows | None, pooled: bool,
+    def _calls(self, index: int, done: Compiled, recorder: scenarios.Recorder | None, settings: dict,
+               first: FirstCall, windows: reads.Windows | None, pooled: bool,
                split: Callable[[Call], bool]) -> tuple[list[Call], str | None]:
         """The item's calls, and the rule that answered its later ones from the baseline or a sibling (None: made in
         full); `split(first call)`: a pool that will be split, whose later calls are useless (not made)."""
@@ -167,20 +202,33 @@ class Group:
             one = scenarios.first_call(done.output, done.stats.graphs, self.refs, recorder)
             done.output = None   # not held past its verdict
             rule = self._screen(settings, first)
-            if rule is not None and self.req.answer:
-                return answered_calls(one, self.baseline["calls"]), rule
-            found = None if pooled else self._sibling(settings, first)
-            if found is not None:
-                return [one, *found.later], RULE_SIBLING
+            answer = rule is not None and self.req.answer
+            found = None if pooled or answer else self._sibling(settings, first)
+            if answer or found is not None:
+                return self._answered(index, done, recorder, windows, one, rule if found is None else found)
             if split(one):   # answered, it would not have stood for its configs either: no rule
                 return [one], None
             later = self._later(done, recorder, windows)
+            self.why[index] = self._why(settings, first)
             if self._shares() and first.comparable:
                 self.traced.setdefault(first, Traced(settings, windows.sets, tuple(later)))
             return [one] + later, rule if self.req.screen else None
         except Exception as exc:   # the oracle's own failure costs the calls' verdicts, never the item
+            self.audits.pop(index, None)   # nor is it an audit's finding
             return [Call(FIRST, done.stats.graphs, detail=f"the oracle failed: {type(exc).__name__}: "
                                                            f"{str(exc)[:200]}")], None
+
+    def _answered(self, index: int, done: Compiled, recorder: scenarios.Recorder | None,
+                  windows: reads.Windows | None, one: Call, by: str | Traced) -> tuple[list[Call], str]:
+        """An answered item's calls and rule: its first call, then the baseline's later calls (`by` the screen's rule)
+        or its sibling's (`by` that Traced); an item of the audit's sample makes them in full too, its answered form
+        kept for `_report` to compare with them."""
+        calls = answered_calls(one, self.baseline["calls"]) if isinstance(by, str) else [one, *by.later]
+        rule = by if isinstance(by, str) else RULE_SIBLING
+        if index not in self.audited:
+            return calls, rule
+        self.audits[index], self.why[index] = calls, answering.AUDITED
+        return [one] + self._later(done, recorder, windows), rule
 
     def _mode_call(self, done: Compiled) -> Call:
         """The first call of a train or half-precision mode, judged by its own oracle (harness.engine.step_oracle):
@@ -198,6 +246,16 @@ class Group:
         if not self._screens() or self.unanswered & set(settings):
             return None
         return screen(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
+
+    def _why(self, settings: dict, first: FirstCall) -> str:
+        """Why an item's later calls are made in full (events.Result.traced_why): the screen's reason, or the group's
+        (no screen, a quarantine, answering off)."""
+        if not self._screens():
+            return answering.NO_BASELINE if self.req.answer else answering.ANSWERING_OFF
+        if self.unanswered & set(settings):
+            return answering.QUARANTINED
+        why = answering.why_traced(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
+        return why or answering.ANSWERING_OFF
 
     def _sibling(self, settings: dict, first: FirstCall) -> Traced | None:
         """The sibling that answers the item's later calls (answering.sibling), where `_shares` and the config is not

@@ -54,6 +54,9 @@ class Group:
     # Configs named one by one, compiled together after the baseline where their results are equal (never pruned).
     together: frozenset[str] = frozenset()
     unanswered: frozenset[str] = frozenset()   # configs whose later calls are never answered (quarantined)
+    audit: frozenset[str] = frozenset()        # configs whose answered item is traced in full too (the answer audit)
+    prune_audit: list[str] = field(default_factory=list)   # the pruning audit's order of the prunable configs ...
+    prune_audit_n: int = 0                                  # ... and how many pruned ones are traced again
 
 
 @dataclass

@@ -206,7 +206,8 @@ class Pool:
                                       prune=sorted(group.prune), pool=group.pool, base_settings=self.base_settings,
                                       backend=self.backend, device=self.device, accuracy=self.accuracy,
                                       answer=group.answer and self.accuracy.answer, together=sorted(group.together),
-                                      unanswered=sorted(group.unanswered),
+                                      unanswered=sorted(group.unanswered), audit=sorted(group.audit),
+                                      prune_audit=group.prune_audit, prune_audit_n=group.prune_audit_n,
                                       # answering off by the settings: what it would answer is still reported
                                       screen=not self.accuracy.answer, sweep_mode=self.sweep_mode))
         if not ok:

@@ -19,11 +19,16 @@ not the baseline's takes the later calls of an earlier config of its group (a `T
 two set differently is read only by a later call of that sibling (nor any of its keys only by a later call of the
 baseline). Stored with reason `answered` and `RULE_SIBLING`, under the same audit.
 
-The audit (`audit`), after the sweep: at least one answered item of every config, and the configured share of all
-(and of the items of the night's named flags stored as a pool's: compiled together, equal to the baseline), traced in
-full; a disagreement (a call, or the status, different from the stored one) is stored and shown, turns the rule off
-for that config for the rest of the night (every other answered item of it is traced in full and replaces the stored
-one), and quarantines the config for the next `answer_quarantine` nights (state.flags).
+The audit: at least one answered item of every config, and the configured share of all (and of the items of the
+night's named flags stored as a pool's: compiled together, equal to the baseline), traced in full. Most of it is
+made inside the sweep's own groups (`in_group`, fixed before the sweep and seeded by the night): the group that
+answers an item of the sample makes its later calls in full there too, on the model, references and first compile it
+already holds, and reports where the answered form differs (`disagreement`): its full trace is stored where it
+differs. After the sweep, `audit` traces what the groups did not cover (`sample` around what they did: a config none
+of whose answered items was in the groups' sample, the share, the least). A disagreement (a call, or the status,
+different from the answered form) is stored and shown, turns the rule off for that config for the rest of the night
+(every other answered item of it is traced in full and replaces the stored one), and quarantines the config for the
+next `answer_quarantine` nights (state.flags).
 """
 from __future__ import annotations
 
@@ -71,6 +76,28 @@ def screen(keys: Iterable[str], first: FirstCall, baseline: FirstCall, windows: 
     """The rule that answers an item's later calls from the baseline (the module docstring's screen); None: they
     are traced in full."""
     return keys_rule(keys, windows, backend) if first.same_as(baseline) else None
+
+
+# Why an item's later calls were made in full (events.Result.traced_why; a bench counts them): the screen's own
+# reasons (`why_traced`), then the group's.
+FIRST_DIFFERS = "first call not the baseline's"
+LATER_KEY = "a key read only in a later window of the baseline"
+COMPILES_FURTHER = "a key read, under a backend that compiles further"
+QUARANTINED = "quarantined"
+AUDITED = "in the answer audit's sample"
+ANSWERING_OFF = "answering off"
+NO_BASELINE = "no baseline's later calls to answer from"
+
+
+def why_traced(keys: Iterable[str], first: FirstCall, baseline: FirstCall, windows: Mapping[str, Mapping[str, Any]],
+               backend: str) -> str | None:
+    """Why the screen sends an item's later calls to a full trace (None: it answers them), from the same tests as
+    `screen`, the first call's first."""
+    if not first.same_as(baseline):
+        return FIRST_DIFFERS
+    if keys_rule(keys, windows, backend) is None:
+        return LATER_KEY if backend in GRAPH_RUNS_AS_IS else COMPILES_FURTHER
+    return None
 
 
 def keys_rule(keys: Iterable[str], windows: Mapping[str, Mapping[str, Any]], backend: str) -> str | None:
@@ -127,17 +154,35 @@ class AnswerAudit:
     seed: int = 0
 
 
-def sample(pairs: list[tuple[str, str]], audit: AnswerAudit) -> list[tuple[str, str]]:
-    """A seeded random sample of the answered (model, config) pairs: one of every config, then more drawn from the
-    rest up to the share of all, at least `least` (all when fewer)."""
+def sample(pairs: list[tuple[str, str]], audit: AnswerAudit,
+           already: Iterable[tuple[str, str]] = ()) -> list[tuple[str, str]]:
+    """A seeded random sample of the answered (model, config) pairs, around those `already` audited (in the groups):
+    one of every config that has none of them, then more drawn from the rest up to the share of all, at least `least`
+    (all when fewer)."""
     rng = random.Random(audit.seed)
+    have = set(already) & set(pairs)
     by_config: dict[str, list[tuple[str, str]]] = {}
     for pair in sorted(pairs):
         by_config.setdefault(pair[1], []).append(pair)
-    chosen = {rng.choice(its) for _, its in sorted(by_config.items())}
+    chosen = have | {rng.choice(its) for _, its in sorted(by_config.items()) if not have & set(its)}
     want = min(len(pairs), max(audit.least, math.ceil(audit.share * len(pairs)), len(chosen)))
     rest = [p for p in sorted(pairs) if p not in chosen]
     return sorted(chosen | set(rng.sample(rest, want - len(chosen))))
+
+
+def in_group(models: list[str], configs: Iterable[str], audit: AnswerAudit) -> dict[str, frozenset[str]]:
+    """The audit's part made in the groups, fixed before the sweep: {model: the configs whose item of it, if answered,
+    its group traces in full too}. For each config, the first K models of an order seeded by the night and the config
+    (K: the share of the models, at least one), so that every config's answered items are likely audited in place and
+    about the share of them, without knowing beforehand which items the screen will answer."""
+    k = max(1, math.ceil(audit.share * len(models)))
+    chosen: dict[str, set[str]] = {model: set() for model in models}
+    for config in sorted(set(configs)):
+        order = sorted(set(models))
+        random.Random(f"{audit.seed} {config}").shuffle(order)
+        for model in order[:k]:
+            chosen[model].add(config)
+    return {model: frozenset(its) for model, its in chosen.items()}
 
 
 CALL_FIELDS = ("scenario", "graphs", "recompiles", "recompile_reasons", "accuracy", "output", "error_type", "signature")
@@ -158,19 +203,24 @@ def disagreement(answered: Outcome, traced: Outcome) -> str | None:
 
 
 def audit(outcomes: list[Outcome], audit: AnswerAudit, together: Iterable[str],
-          trace: Callable[[list[tuple[str, str]]], list[Outcome]]) -> tuple[list[AnswerFinding], list[Outcome]]:
-    """Trace a sample of the answered items of `outcomes` (and of the pooled ones of the configs named `together`) in
-    full (with `trace`, answering off); (the findings, the outcomes that replace answered ones: the sampled ones of a
-    config that disagreed, and every other answered item of it, traced in full too: the rule is off for that config
-    for the rest of the night)."""
-    named = set(together)
-    answered = {(o.model, o.config): o for o in outcomes
-                if o.reason == ANSWERED or (o.reason == POOLED and o.config in named)}
-    chosen = sample(list(answered), audit)
+          trace: Callable[[list[tuple[str, str]]], list[Outcome]],
+          already: Iterable[AnswerFinding] = ()) -> tuple[list[AnswerFinding], list[Outcome]]:
+    """Complete the audit after the sweep: trace in full (with `trace`, answering off) the sample of the answered items
+    of `outcomes` (and of the pooled ones of the configs named `together`) that the groups did not audit (`already`:
+    their findings; an item that disagreed is stored as its full trace, one that agreed as answered); (the new
+    findings, the outcomes that replace answered ones: the sampled ones of a config that disagreed, here or in a
+    group, and every other answered item of it, traced in full too: the rule is off for that config for the rest of
+    the night)."""
+    named, before = set(together), list(already)
+    done = {(f.model, f.config) for f in before}
+    answered = {(o.model, o.config): o for o in outcomes if (o.model, o.config) not in done
+                and (o.reason == ANSWERED or (o.reason == POOLED and o.config in named))}
+    chosen = [pair for pair in sample(sorted({*answered, *done}), audit, done) if pair not in done]
     traced = trace(chosen) if chosen else []
     findings = [AnswerFinding(m, c, disagreement(answered[(m, c)], t)) for (m, c), t in zip(chosen, traced)]
-    off = {f.config for f in findings if f.disagreement}
+    off = {f.config for f in [*before, *findings] if f.disagreement}
     # A sampled item of a config the rule is now off for keeps its full trace, agreeing or not.
     replaced = [t for f, t in zip(findings, traced) if f.config in off]
-    rest = [pair for pair in answered if pair[1] in off and pair not in chosen]
+    agreed = sorted((f.model, f.config) for f in before if not f.disagreement)   # stored answered: traced again
+    rest = [pair for pair in [*answered, *agreed] if pair[1] in off and pair not in chosen]
     return findings, replaced + (trace(rest) if rest else [])
