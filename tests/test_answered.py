@@ -244,3 +244,16 @@ def test_a_disagreement_found_in_a_group_turns_the_rule_off_for_its_config_after
     # rule is off for `flag`, so its other answered items are traced in full and replace the stored ones.
     assert findings == [] and asked == [[("B", "flag"), ("C", "flag")]]
     assert sorted((o.model, o.config) for o in replaced) == [("B", "flag"), ("C", "flag")]
+
+
+def test_a_dynamic_shape_policy_key_read_by_the_first_compile_too_is_never_answered():
+    """specialize_int is read by the first compile and by the recompile alike, so the read sets alone would answer it;
+    only the recompile applies it (Qwen2Audio compiles the second size in 4 graphs under it, the baseline in 5)."""
+    key = "torch._dynamo.config.specialize_int"
+    windows = {"first": {key: False}, "second_size": {key: False}}
+    first = answering.FirstCall("ok", ("code",), "guard")
+    assert key in answering.LATER_CALL_KEYS
+    assert answering.screen([key], first, first, windows, "count") is None
+    assert answering.why_traced([key], first, first, windows, "count") == answering.LATER_CALL_KEY
+    other = "torch._dynamo.config.capture_scalar_outputs"   # read in both windows, not a policy key: answered
+    assert answering.screen([other], first, first, {w: {other: False} for w in windows}, "count") is not None
