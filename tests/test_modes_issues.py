@@ -358,7 +358,10 @@ def test_a_nightly_of_two_modes_files_the_train_crash_with_a_reproducer_of_the_t
     """tests/modes_standin plants a backward-only bug under capture_scalar_outputs: eval never meets it, train does.
     A dry-run nightly of eval and train files one tracking issue, train's, titled with its mode; its reproducer, run
     by the verify step in the stand-in's fresh interpreters, fails as filed in train (its eager and baseline checks
-    run the same train step), and the same script rendered in eval runs clean."""
+    run the same train step), and the same script rendered in eval runs clean. Under `[sweep] backend = "eager"`,
+    whose train step the worker compiles through AOTAutograd as under `count` (Mode.compiles_under): the crash is
+    isolated as AOTAutograd's and the maintainer's script names `aot_eager` and fails as filed (it named `eager`,
+    whose backward nothing compiles, and passed). tests/test_train_eager_repro.py ran that nightly on its own."""
     from bot.pipeline import nightly
     from bot.settings import (AccuracySettings, ConfirmSettings, IssueSettings, NightlySettings, Settings,
                               SweepSettings, VerifySettings)
@@ -372,7 +375,7 @@ def test_a_nightly_of_two_modes_files_the_train_crash_with_a_reproducer_of_the_t
         f'PYTHONPATH="{STANDIN}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" "$@"\n')
     python.chmod(0o755)
     settings = Settings(state_path=tmp_path / "state.sqlite", nightly=NightlySettings(configs=[CSO], canaries=[]),
-                        sweep=SweepSettings(workers=1, modes=["eval", "train"]),
+                        sweep=SweepSettings(workers=1, modes=["eval", "train"], backend="eager"),
                         issues=IssueSettings(min_models=1), confirm=ConfirmSettings(runs=1),
                         verify=VerifySettings(shrink_budget=0), accuracy=AccuracySettings(enabled=False))
     conn = db.connect(settings.state_path)
@@ -398,6 +401,8 @@ def test_a_nightly_of_two_modes_files_the_train_crash_with_a_reproducer_of_the_t
     assert found.status == "confirmed" and found.mode == BUILTIN["train"].key, found.reason
     assert "MODE = types.SimpleNamespace" in found.script and '"phase": "train"' in found.script
     assert found.component.component == "aot_autograd"      # isolated: passes under eager, fails under aot_eager
+    assert found.maintainer.backend == "aot_eager" and found.maintainer.status == "confirmed", found.maintainer
+    assert 'backend="aot_eager"' in found.maintainer.script and "loss.backward()" in found.maintainer.script
     body = (tmp_path / "out" / "train" / created[key]["file"]).read_text()
     assert "loss.backward()" in body       # the maintainer's form of the train step, as the issue shows it
     built = runs.model_data(conn, train.run_id)[MODEL]

@@ -1,7 +1,7 @@
 """A stand-in torch build for tests/test_modes_issues.py: a planted backward-only bug. While capture_scalar_outputs is
-on, AOTAutograd (which only a train step reaches: an eval forward under the counting backend never calls it) raises.
-So the flag crashes every model in `train` and none in `eval`: an issue of the train mode alone, whose reproducer
-fails as filed only if it runs the train step."""
+on, AOTAutograd (which only a train step reaches: an eval forward under the counting or the eager backend never calls
+it) raises. So the flag crashes every model in `train` and none in `eval`: an issue of the train mode alone, whose
+reproducer fails as filed only if it runs the train step."""
 import torch
 import torch._dynamo.backends.common as _common
 
