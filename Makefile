@@ -11,7 +11,7 @@ run: bootstrap
 	.venv/bin/flagsweep --settings $(SETTINGS) nightly --dry-run --torch current
 
 test: bootstrap
-	.venv/bin/python -m pytest -q -n 2
+	.venv/bin/python -m pytest -q -n 2 --dist loadfile
 
 # Not a test: the nightly under the bot's torch and under torch 2.14.1 (installed into
 # /tmp/torch214 when missing, ~4 GB), diffed and published in dry run. MODELS=N for a subset.
