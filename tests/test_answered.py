@@ -253,7 +253,7 @@ def test_a_dynamic_shape_policy_key_read_by_the_first_compile_too_is_never_answe
     windows = {"first": {key: False}, "second_size": {key: False}}
     first = answering.FirstCall("ok", ("code",), "guard")
     assert key in answering.LATER_CALL_KEYS
-    assert answering.screen([key], first, first, windows, "count") is None
     assert answering.why_traced([key], first, first, windows, "count") == answering.LATER_CALL_KEY
+    assert answering.keys_rule([key], windows, "count") is None
     other = "torch._dynamo.config.capture_scalar_outputs"   # read in both windows, not a policy key: answered
-    assert answering.screen([other], first, first, {w: {other: False} for w in windows}, "count") is not None
+    assert answering.why_traced([other], first, first, {w: {other: False} for w in windows}, "count") is None

@@ -41,7 +41,7 @@ from harness.engine.flags import reads
 from harness.engine.accuracy import Verdict
 from harness.engine.flags import answering
 from harness.engine.flags.answering import (RULE_SIBLING, FirstCall, Traced, answered_calls, disagreement, keys_rule,
-                                            screen, sibling)
+                                            sibling)
 from harness.engine.step_oracle import ModeReference
 from harness.zoo import Built
 from harness.zoo.build import SEED
@@ -201,7 +201,7 @@ class Group:
         try:
             one = scenarios.first_call(done.output, done.stats.graphs, self.refs, recorder)
             done.output = None   # not held past its verdict
-            rule = self._screen(settings, first)
+            rule, why = self._screen(settings, first)
             answer = rule is not None and self.req.answer
             found = None if pooled or answer else self._sibling(settings, first)
             if answer or found is not None:
@@ -209,7 +209,7 @@ class Group:
             if split(one):   # answered, it would not have stood for its configs either: no rule
                 return [one], None
             later = self._later(done, recorder, windows)
-            self.why[index] = self._why(settings, first)
+            self.why[index] = why
             if self._shares() and first.comparable:
                 self.traced.setdefault(first, Traced(settings, windows.sets, tuple(later)))
             return [one] + later, rule if self.req.screen else None
@@ -241,21 +241,16 @@ class Group:
         return Call(FIRST, done.stats.graphs, 0, [], verdict.accuracy, verdict.detail, verdict.output,
                     list(verdict.metadata))
 
-    def _screen(self, settings: dict, first: FirstCall) -> str | None:
-        """The screen (harness.engine.flags.answering.screen), where `_screens` and the config is not quarantined."""
-        if not self._screens() or self.unanswered & set(settings):
-            return None
-        return screen(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
-
-    def _why(self, settings: dict, first: FirstCall) -> str:
-        """Why an item's later calls are made in full (events.Result.traced_why): the screen's reason, or the group's
-        (no screen, a quarantine, answering off)."""
+    def _screen(self, settings: dict, first: FirstCall) -> tuple[str | None, str]:
+        """The screen (harness.engine.flags.answering.why_traced), where `_screens` and the config is not quarantined:
+        (the rule that answers the item, None where none does; why its later calls are made in full, if they are:
+        events.Result.traced_why, the screen's reason or the group's: no screen, a quarantine, answering off)."""
         if not self._screens():
-            return answering.NO_BASELINE if self.req.answer else answering.ANSWERING_OFF
+            return None, answering.NO_BASELINE if self.req.answer else answering.ANSWERING_OFF
         if self.unanswered & set(settings):
-            return answering.QUARANTINED
+            return None, answering.QUARANTINED
         why = answering.why_traced(settings.keys(), first, self.baseline_first, self.windows, self.req.backend)
-        return why or answering.ANSWERING_OFF
+        return (None, why) if why else (answering.rule_of(self.req.backend), answering.ANSWERING_OFF)
 
     def _sibling(self, settings: dict, first: FirstCall) -> Traced | None:
         """The sibling that answers the item's later calls (answering.sibling), where `_shares` and the config is not

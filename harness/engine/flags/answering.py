@@ -1,7 +1,8 @@
 """Later calls answered from the baseline where they cannot differ (DESIGN "Words": answered), and its audit.
 
-The screen (`screen`), decided in the worker for each item of a group whose baseline ran first. The later calls
-(`second_size`, `hook_added`, `weights_updated`) are traced in full where
+The screen (`why_traced`; `rule_of`: the rule an item it answers is stored with), decided in the worker for each item
+of a group whose baseline ran first. The later calls (`second_size`, `hook_added`, `weights_updated`) are traced in
+full where
 - the config's first call differs from the baseline's: how it ended, its graphs by their code (not only their
   count), or Dynamo's guards (a flag can change what a later call does through the guards alone);
 - one of its keys was read in a later window of the baseline and not in its first: a key only the recompile or a
@@ -73,11 +74,9 @@ RULE_GRAPHS = "first call as the baseline's; no key read only by a later call"
 RULE_COMPILED = "first call as the baseline's; no key read (the backend compiles further)"
 
 
-def screen(keys: Iterable[str], first: FirstCall, baseline: FirstCall, windows: Mapping[str, Mapping[str, Any]],
-           backend: str) -> str | None:
-    """The rule that answers an item's later calls from the baseline (the module docstring's screen); None: they
-    are traced in full."""
-    return keys_rule(keys, windows, backend) if first.same_as(baseline) else None
+def rule_of(backend: str) -> str:
+    """The rule an item the screen answers is stored with, under `backend`."""
+    return RULE_GRAPHS if backend in GRAPH_RUNS_AS_IS else RULE_COMPILED
 
 
 # Why an item's later calls were made in full (events.Result.traced_why; a bench counts them): the screen's own
@@ -94,15 +93,9 @@ NO_BASELINE = "no baseline's later calls to answer from"
 
 def why_traced(keys: Iterable[str], first: FirstCall, baseline: FirstCall, windows: Mapping[str, Mapping[str, Any]],
                backend: str) -> str | None:
-    """Why the screen sends an item's later calls to a full trace (None: it answers them), from the same tests as
-    `screen`, the first call's first."""
-    if not first.same_as(baseline):
-        return FIRST_DIFFERS
-    if set(keys) & LATER_CALL_KEYS:
-        return LATER_CALL_KEY
-    if keys_rule(keys, windows, backend) is None:
-        return LATER_KEY if backend in GRAPH_RUNS_AS_IS else COMPILES_FURTHER
-    return None
+    """Why the screen (the module docstring's) sends an item's later calls to a full trace (None: it answers them,
+    with `rule_of` its backend): its first call, then its keys (`keys_why`)."""
+    return FIRST_DIFFERS if not first.same_as(baseline) else keys_why(keys, windows, backend)
 
 
 # Keys the first compile reads but whose effect only a recompile shows: Dynamo's dynamic-shape policy, which decides
@@ -117,17 +110,22 @@ LATER_CALL_KEYS = frozenset(f"torch._dynamo.config.{name}" for name in (
     "allow_ignore_mark_dynamic"))
 
 
-def keys_rule(keys: Iterable[str], windows: Mapping[str, Mapping[str, Any]], backend: str) -> str | None:
-    """The screen's half that its keys decide, before any compile: the rule that answers a config whose first call
-    is the baseline's; None: its keys alone send its later calls to a full trace."""
+def keys_why(keys: Iterable[str], windows: Mapping[str, Mapping[str, Any]], backend: str) -> str | None:
+    """The screen's half that its keys decide, before any compile: why they alone send a config's later calls to a
+    full trace (None: a config whose first call is the baseline's is answered)."""
     keys = set(keys)
     if keys & LATER_CALL_KEYS:
-        return None
+        return LATER_CALL_KEY
     if backend not in GRAPH_RUNS_AS_IS:
-        read = set().union(*windows.values())
-        return None if keys & read else RULE_COMPILED
+        return COMPILES_FURTHER if keys & set().union(*windows.values()) else None
     later_only = set().union(*(windows.get(w, {}) for w in LATER)) - set(windows.get(FIRST, {}))
-    return None if keys & later_only else RULE_GRAPHS
+    return LATER_KEY if keys & later_only else None
+
+
+def keys_rule(keys: Iterable[str], windows: Mapping[str, Mapping[str, Any]], backend: str) -> str | None:
+    """The rule that answers a config whose first call is the baseline's, as far as its keys decide (`keys_why`);
+    None: they send its later calls to a full trace."""
+    return None if keys_why(keys, windows, backend) else rule_of(backend)
 
 
 RULE_SIBLING = "first call as a sibling's traced in full; no key the two set differently read only by a later call"
