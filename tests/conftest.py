@@ -10,8 +10,13 @@ from tests.fakegithub import FakeGitHub
 
 
 @pytest.fixture
-def fake_github() -> Iterator[FakeGitHub]:
-    """A fresh fake GitHub over real HTTP on 127.0.0.1; `.base_url`, `.state`, `.requests`, `.faults`."""
+def fake_github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
+    """A fresh fake GitHub over real HTTP on 127.0.0.1; `.base_url`, `.state`, `.requests`, `.faults`. Its identity is
+    fresh too: the publisher asks a login once per process by base URL, and an earlier test's fake may have had this
+    port."""
+    from bot.github import client
+
+    monkeypatch.setattr(client, "_LOGINS", {})
     fake = FakeGitHub.start()
     try:
         yield fake
